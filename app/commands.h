@@ -1,0 +1,13 @@
+/* app/commands.h — the subcommands of the nibble CLI, one file each. */
+#ifndef NB_APP_COMMANDS_H
+#define NB_APP_COMMANDS_H
+
+struct nb_command {
+    const char *name;
+    const char *help;
+    int (*fn)(int argc, char **argv); /* argv[0] is the command name */
+};
+
+int cmd_run(int argc, char **argv);
+
+#endif

@@ -1,0 +1,40 @@
+/* nibble — command line entry: dispatches to one file per subcommand. */
+#include <stdio.h>
+#include <string.h>
+
+#include "app/commands.h"
+#include "nibble.h"
+
+static const struct nb_command k_commands[] = {
+    {"run", "generate text or ids from a prompt", cmd_run},
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "nibble %s — small LLMs, fast, on edge CPUs\n\nusage: nibble COMMAND [options]\n\n",
+            nb_version());
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        fprintf(f, "  %-12s %s\n", k_commands[i].name, k_commands[i].help);
+    fprintf(f, "\n'nibble COMMAND --help' for the options of a command.\n");
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version") || !strcmp(argv[1], "version")) {
+        printf("nibble %s\n", nb_version());
+        return 0;
+    }
+    for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
+        if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "nibble: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -1,0 +1,135 @@
+/* nibble — small LLMs, fast, on edge CPUs.
+ *
+ * The one public header of libnibble. Everything a program needs to load a model,
+ * run it and sample from it. Internals live behind it in src/ (see docs/ and
+ * DESIGN.md for the layering).
+ *
+ * Conventions: every fallible call returns enum nb_status; on failure a message
+ * naming what went wrong is available from nb_last_error() (thread-local, valid
+ * until the next failing call on the same thread). Library code never prints to
+ * stdout and never exits.
+ */
+#ifndef NIBBLE_H
+#define NIBBLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define NIBBLE_VERSION_MAJOR 0
+#define NIBBLE_VERSION_MINOR 1
+#define NIBBLE_VERSION_PATCH 0
+#define NIBBLE_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------- status */
+
+enum nb_status {
+    NB_OK = 0,
+    NB_ERR_IO,          /* open/read/mmap failed */
+    NB_ERR_FORMAT,      /* a file is malformed (bad magic, offset past end, ...) */
+    NB_ERR_UNSUPPORTED, /* valid input we do not handle (unknown type, arch) */
+    NB_ERR_INVALID_ARG, /* caller passed something out of range */
+    NB_ERR_NOMEM,       /* allocation failed or a size would overflow */
+    NB_ERR_NOT_FOUND,   /* a key / tensor / file that must exist does not */
+    NB_ERR_RANGE,       /* position or context exhausted */
+    NB_ERR_INTERNAL,
+};
+
+/* Short name of a status ("format error", ...). Never NULL. */
+const char *nb_status_str(enum nb_status s);
+/* Message of the last failure on this thread ("" if none). Never NULL. */
+const char *nb_last_error(void);
+/* Library version string, e.g. "0.1.0". */
+const char *nb_version(void);
+
+/* ---------------------------------------------------------------- logging */
+
+enum nb_log_level { NB_LOG_ERROR = 0, NB_LOG_WARN, NB_LOG_INFO, NB_LOG_DEBUG };
+/* Messages at or below `level` are written to stderr. Default: NB_LOG_WARN,
+ * overridden by the environment variable NIBBLE_LOG=error|warn|info|debug. */
+void nb_log_set_level(enum nb_log_level level);
+
+/* ---------------------------------------------------------------- model */
+
+struct nb_model;
+
+struct nb_model_info {
+    const char *arch;        /* "llama", "qwen2", "qwen3", "spark" */
+    const char *source_kind; /* "gguf", "safetensors", "llama2c" */
+    int n_layers, n_embd, n_heads, n_kv_heads, head_dim, n_ff, n_vocab;
+    int n_ctx_train;
+    int64_t n_params;
+};
+
+/* Load a model: a GGUF file, a llama2.c .bin checkpoint or a Hugging Face model
+ * directory (config.json + *.safetensors). Weights are mapped read-only. */
+enum nb_status nb_model_load(struct nb_model **out, const char *path);
+void nb_model_free(struct nb_model *model);
+void nb_model_get_info(const struct nb_model *model, struct nb_model_info *info);
+
+/* ---------------------------------------------------------------- context */
+
+struct nb_ctx;
+
+struct nb_ctx_params {
+    int n_ctx;     /* tokens of KV cache per sequence (0: min(model's, 4096)) */
+    int n_seq;     /* independent sequences sharing the weights (default 1) */
+    int n_batch;   /* max tokens per forward call chunk (default 512) */
+    int n_threads; /* 0: all online cores */
+};
+struct nb_ctx_params nb_ctx_default_params(void);
+
+enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *model,
+                           const struct nb_ctx_params *params);
+void nb_ctx_free(struct nb_ctx *ctx);
+
+/* A batch of tokens, possibly from several sequences (as llama.cpp's llama_batch).
+ * token[i] sits at position pos[i] of sequence seq[i]; each sequence's positions
+ * must continue where its cache ends (0 for a fresh one) and rise by one.
+ * Logits are produced for the tokens with want_logits[i] != 0 (NULL: only the
+ * last token), in batch order, n_vocab floats each. */
+struct nb_batch {
+    int n_tokens;
+    const int32_t *token;
+    const int32_t *pos;
+    const int32_t *seq;         /* NULL: all sequence 0 */
+    const uint8_t *want_logits; /* NULL: last token only */
+};
+
+/* Run the model over a batch. `logits` receives n_out * n_vocab floats where n_out
+ * is the number of tokens that asked for logits. */
+enum nb_status nb_decode(struct nb_ctx *ctx, const struct nb_batch *batch, float *logits);
+/* Forget sequence `seq` (its next position is 0 again). */
+void nb_ctx_clear_seq(struct nb_ctx *ctx, int seq);
+/* Next position of sequence `seq` (number of tokens in its cache). */
+int nb_ctx_seq_len(const struct nb_ctx *ctx, int seq);
+
+/* ---------------------------------------------------------------- sampler */
+
+struct nb_sampler_params {
+    float temperature;        /* <= 0: greedy */
+    int top_k;                /* <= 0: off */
+    float top_p;              /* >= 1: off */
+    float min_p;              /* <= 0: off */
+    float repeat_penalty;     /* 1: off */
+    int repeat_last_n;        /* window for the penalty */
+    uint64_t seed;
+};
+struct nb_sampler_params nb_sampler_default_params(void);
+
+struct nb_sampler;
+enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_params *p,
+                               int n_vocab);
+void nb_sampler_free(struct nb_sampler *s);
+/* Tell the sampler about a token in the history (prompt or generated). */
+void nb_sampler_accept(struct nb_sampler *s, int32_t token);
+/* Choose the next token from `logits` (n_vocab floats; may be modified). */
+int32_t nb_sampler_sample(struct nb_sampler *s, float *logits);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NIBBLE_H */

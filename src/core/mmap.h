@@ -1,0 +1,23 @@
+/* core/mmap.h — read-only file mappings. */
+#ifndef NB_CORE_MMAP_H
+#define NB_CORE_MMAP_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+
+struct nb_mapped_file {
+    const void *data; /* NULL for an empty file */
+    size_t size;
+    char *path;       /* owned copy, for error messages */
+};
+
+/* Map `path` read-only (MAP_PRIVATE). Errors name the file. */
+enum nb_status nb_file_map(struct nb_mapped_file *f, const char *path);
+void nb_file_unmap(struct nb_mapped_file *f);
+
+/* Read a whole (small) file into a NUL-terminated malloc'd buffer, refusing files
+ * larger than max_size. */
+enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, size_t *out_size);
+
+#endif

@@ -1,0 +1,119 @@
+/* formats/gguf.h — a validating GGUF (v2, v3) reader.
+ *
+ * File layout (little-endian):
+ *   magic "GGUF" | u32 version | u64 n_tensors | u64 n_kv
+ *   n_kv x { string key | u32 type | value }         string = u64 len + bytes
+ *   n_tensors x { string name | u32 n_dims | u64 ne[n_dims] | u32 ggml_type | u64 offset }
+ *   padding to `general.alignment` (default 32)
+ *   tensor data; each tensor at data_start + offset (offset aligned)
+ * Arrays are { u32 elem_type | u64 count | elems }, and may nest.
+ *
+ * Every count, length and offset is checked against the file size before use;
+ * errors name the file, the key or tensor, and what is wrong.
+ */
+#ifndef NB_FORMATS_GGUF_H
+#define NB_FORMATS_GGUF_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "formats/tensor.h"
+
+enum nb_gguf_type {
+    NB_GGUF_U8 = 0,
+    NB_GGUF_I8 = 1,
+    NB_GGUF_U16 = 2,
+    NB_GGUF_I16 = 3,
+    NB_GGUF_U32 = 4,
+    NB_GGUF_I32 = 5,
+    NB_GGUF_F32 = 6,
+    NB_GGUF_BOOL = 7,
+    NB_GGUF_STRING = 8,
+    NB_GGUF_ARRAY = 9,
+    NB_GGUF_U64 = 10,
+    NB_GGUF_I64 = 11,
+    NB_GGUF_F64 = 12,
+    NB_GGUF_TYPE_COUNT
+};
+
+struct nb_gguf;
+
+/* Open and map a file. */
+enum nb_status nb_gguf_open(struct nb_gguf **out, const char *path);
+/* Parse a buffer that stays alive as long as the result (for fuzzing and tests);
+ * `name` is used in error messages. */
+enum nb_status nb_gguf_parse(struct nb_gguf **out, const void *data, size_t size,
+                             const char *name);
+void nb_gguf_free(struct nb_gguf *g);
+
+uint32_t nb_gguf_version(const struct nb_gguf *g);
+const char *nb_gguf_path(const struct nb_gguf *g);
+uint64_t nb_gguf_alignment(const struct nb_gguf *g);
+
+/* ---- metadata ----
+ * Keys are looked up by exact name. Scalar getters convert between integer types
+ * when the value fits, and integers to float; anything else is NB_ERR_FORMAT with a
+ * message naming the key and both types. A missing key is NB_ERR_NOT_FOUND. */
+int64_t nb_gguf_n_kv(const struct nb_gguf *g);
+const char *nb_gguf_kv_key(const struct nb_gguf *g, int64_t i);
+enum nb_gguf_type nb_gguf_kv_type(const struct nb_gguf *g, int64_t i);
+int64_t nb_gguf_find_kv(const struct nb_gguf *g, const char *key); /* -1 if absent */
+const char *nb_gguf_type_name(enum nb_gguf_type t);
+
+enum nb_status nb_gguf_get_u32(const struct nb_gguf *g, const char *key, uint32_t *out);
+enum nb_status nb_gguf_get_i64(const struct nb_gguf *g, const char *key, int64_t *out);
+enum nb_status nb_gguf_get_f32(const struct nb_gguf *g, const char *key, float *out);
+enum nb_status nb_gguf_get_bool(const struct nb_gguf *g, const char *key, int *out);
+/* Points into the file; not NUL-terminated in the file, so the reader keeps a
+ * NUL-terminated copy: valid until nb_gguf_free. */
+enum nb_status nb_gguf_get_str(const struct nb_gguf *g, const char *key, const char **out);
+
+/* Arrays: element type and count; nested arrays report NB_GGUF_ARRAY. */
+enum nb_status nb_gguf_get_arr(const struct nb_gguf *g, const char *key,
+                               enum nb_gguf_type *elem_type, uint64_t *count);
+/* Pointer to the packed elements of an array of fixed-size scalars (little-endian,
+ * possibly unaligned: read with memcpy). */
+enum nb_status nb_gguf_get_arr_data(const struct nb_gguf *g, const char *key,
+                                    enum nb_gguf_type elem_type, const void **data,
+                                    uint64_t *count);
+/* Element i of an array of strings (NUL-terminated copy, valid until free). */
+enum nb_status nb_gguf_get_arr_str(const struct nb_gguf *g, const char *key, uint64_t i,
+                                   const char **out);
+/* Element i of an array of numbers converted to f64 / i64. */
+enum nb_status nb_gguf_get_arr_f64(const struct nb_gguf *g, const char *key, uint64_t i,
+                                   double *out);
+enum nb_status nb_gguf_get_arr_i64(const struct nb_gguf *g, const char *key, uint64_t i,
+                                   int64_t *out);
+
+/* ---- tensors ---- (data pointers are inside the mapping, bounds-checked) */
+int64_t nb_gguf_n_tensors(const struct nb_gguf *g);
+const struct nb_tensor *nb_gguf_tensor(const struct nb_gguf *g, int64_t i);
+const struct nb_tensor *nb_gguf_find_tensor(const struct nb_gguf *g, const char *name);
+
+/* ---- writing (tests, `nibble synth`, converters) ----
+ * A small builder: add metadata and tensors, then write the file. Data pointers
+ * given to add_tensor must stay valid until write. Shapes are outermost first, as
+ * in struct nb_tensor; the writer reverses them into GGUF order. */
+struct nb_gguf_writer;
+enum nb_status nb_gguf_writer_init(struct nb_gguf_writer **out, uint32_t version,
+                                   uint32_t alignment);
+void nb_gguf_writer_free(struct nb_gguf_writer *w);
+enum nb_status nb_gguf_writer_add_u32(struct nb_gguf_writer *w, const char *key, uint32_t v);
+enum nb_status nb_gguf_writer_add_i32(struct nb_gguf_writer *w, const char *key, int32_t v);
+enum nb_status nb_gguf_writer_add_u64(struct nb_gguf_writer *w, const char *key, uint64_t v);
+enum nb_status nb_gguf_writer_add_f32(struct nb_gguf_writer *w, const char *key, float v);
+enum nb_status nb_gguf_writer_add_bool(struct nb_gguf_writer *w, const char *key, int v);
+enum nb_status nb_gguf_writer_add_str(struct nb_gguf_writer *w, const char *key, const char *v);
+/* Array of fixed-size scalars (elem_type not STRING/ARRAY), `count` elements packed. */
+enum nb_status nb_gguf_writer_add_arr(struct nb_gguf_writer *w, const char *key,
+                                      enum nb_gguf_type elem_type, const void *data,
+                                      uint64_t count);
+enum nb_status nb_gguf_writer_add_arr_str(struct nb_gguf_writer *w, const char *key,
+                                          const char *const *strs, uint64_t count);
+enum nb_status nb_gguf_writer_add_tensor(struct nb_gguf_writer *w, const char *name,
+                                         enum nb_dtype dtype, int n_dims, const int64_t *shape,
+                                         const void *data);
+enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path);
+
+#endif

@@ -1,0 +1,48 @@
+/* formats/tensor.h — what every reader hands to the model loader: a named, typed,
+ * shaped view of bytes inside a mapped file.
+ *
+ * Shapes are row-major, outermost first, as numpy/PyTorch/safetensors write them:
+ * a linear weight of a layer y = W x with n_out outputs and n_in inputs has
+ * shape {n_out, n_in}. (GGUF stores dimensions innermost first; the GGUF reader
+ * reverses them so that every reader agrees.)
+ */
+#ifndef NB_FORMATS_TENSOR_H
+#define NB_FORMATS_TENSOR_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+enum nb_dtype {
+    NB_DTYPE_F32 = 0,
+    NB_DTYPE_F16,
+    NB_DTYPE_BF16,
+    NB_DTYPE_Q8_0, /* GGUF Q8_0: blocks of 32: f16 scale + 32 x int8 (34 bytes) */
+    NB_DTYPE_Q4_0, /* GGUF Q4_0: blocks of 32: f16 scale + 16 bytes of nibbles (18 bytes) */
+    NB_DTYPE_I8,
+    NB_DTYPE_I32,
+    NB_DTYPE_COUNT
+};
+
+#define NB_MAX_DIMS 4
+
+struct nb_tensor {
+    const char *name;
+    enum nb_dtype dtype;
+    int n_dims;
+    int64_t shape[NB_MAX_DIMS]; /* outermost first; unused entries are 1 */
+    const void *data;           /* inside the mapped file, bounds-checked */
+    uint64_t n_bytes;
+};
+
+/* "F32", "F16", ... */
+const char *nb_dtype_name(enum nb_dtype t);
+/* Elements per block and bytes per block (1 and the element size for plain types). */
+int nb_dtype_block_elems(enum nb_dtype t);
+int nb_dtype_block_bytes(enum nb_dtype t);
+/* Bytes needed for n elements (n must be a multiple of the block size); returns
+ * 0 and leaves *out untouched on overflow or a partial block. */
+int nb_dtype_row_bytes(enum nb_dtype t, uint64_t n, uint64_t *out);
+/* Total number of elements of a tensor. */
+int64_t nb_tensor_nelems(const struct nb_tensor *t);
+
+#endif
