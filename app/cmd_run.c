@@ -1,12 +1,162 @@
-/* nibble run — placeholder until the model lands. */
+/* nibble run — load a model, prefill a prompt, stream generated tokens.
+ * Statistics and logs go to stderr; stdout carries only the generated output. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
+#include "app/args.h"
 #include "app/commands.h"
+#include "nibble.h"
+
+#define DEFAULT_MODEL "../shared/models/kjv-7m/kjv-7m-f32.gguf"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: nibble run -m MODEL (-p TEXT | --ids 1,2,3) [options]\n"
+            "\n"
+            "MODEL is a GGUF file, a llama2.c .bin, or a Hugging Face model directory\n"
+            "(config.json + *.safetensors). Default: $NIBBLE_MODEL, else " DEFAULT_MODEL ".\n"
+            "\n"
+            "  -m, --model PATH        model to load\n"
+            "  -p, --prompt TEXT       prompt text\n"
+            "      --ids LIST          prompt as token ids, used exactly as given (no BOS)\n"
+            "  -n, --n-predict N       tokens to generate (default 128)\n"
+            "      --ctx N             context length in tokens (default: min(model, 4096))\n"
+            "  -t, --threads N         threads (default: all cores)\n"
+            "      --batch N           prompt tokens per forward chunk (default 512)\n"
+            "      --temp T            temperature; 0 = greedy (default 0)\n"
+            "      --top-k N           (default 40)   --top-p P (default 0.95)\n"
+            "      --min-p P           (default 0.05) --seed N  (default 24301)\n"
+            "      --repeat-penalty R  (default 1.0 = off)  --repeat-last-n N (default 64)\n"
+            "      --ignore-eos        keep generating past the end-of-sequence token\n"
+            "      --print-ids         stdout: only the generated ids, separated by spaces\n");
+}
+
+struct out_state {
+    int print_ids;
+    int n;
+};
+
+static int on_token(int32_t tok, void *user)
+{
+    struct out_state *o = user;
+    printf(o->n++ ? " %d" : "%d", tok);
+    fflush(stdout);
+    return 0;
+}
 
 int cmd_run(int argc, char **argv)
 {
-    (void)argc;
-    (void)argv;
-    fprintf(stderr, "nibble run: not built yet\n");
-    return 1;
+    const char *cmd = "run", *model_path = getenv("NIBBLE_MODEL"), *prompt_text = NULL;
+    int32_t *ids = NULL;
+    int n_ids = 0, n_predict = 128, ignore_eos = 0, rc = 1;
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    struct nb_sampler_params sp = nb_sampler_default_params();
+    struct out_state out = {0};
+    struct nb_model *model = NULL;
+    struct nb_ctx *ctx = NULL;
+    struct nb_sampler *sampler = NULL;
+
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+#define VAL() (v = arg_value(cmd, argc, argv, &i))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            rc = 0;
+            goto done;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!VAL()) goto done;
+            model_path = v;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
+            if (!VAL()) goto done;
+            prompt_text = v;
+        } else if (!strcmp(a, "--ids")) {
+            free(ids);
+            ids = NULL;
+            if (!VAL() || !arg_ids(cmd, a, v, &ids, &n_ids)) goto done;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 24, &n_predict)) goto done;
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, 1 << 24, &cp.n_ctx)) goto done;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &cp.n_threads)) goto done;
+        } else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, 65536, &cp.n_batch)) goto done;
+        } else if (!strcmp(a, "--temp")) {
+            if (!VAL() || !arg_float(cmd, a, v, 0, 100, &sp.temperature)) goto done;
+        } else if (!strcmp(a, "--top-k")) {
+            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 24, &sp.top_k)) goto done;
+        } else if (!strcmp(a, "--top-p")) {
+            if (!VAL() || !arg_float(cmd, a, v, 0, 1, &sp.top_p)) goto done;
+        } else if (!strcmp(a, "--min-p")) {
+            if (!VAL() || !arg_float(cmd, a, v, 0, 1, &sp.min_p)) goto done;
+        } else if (!strcmp(a, "--repeat-penalty")) {
+            if (!VAL() || !arg_float(cmd, a, v, 0.01, 100, &sp.repeat_penalty)) goto done;
+        } else if (!strcmp(a, "--repeat-last-n")) {
+            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 20, &sp.repeat_last_n)) goto done;
+        } else if (!strcmp(a, "--seed")) {
+            if (!VAL() || !arg_u64(cmd, a, v, &sp.seed)) goto done;
+        } else if (!strcmp(a, "--ignore-eos")) {
+            ignore_eos = 1;
+        } else if (!strcmp(a, "--print-ids")) {
+            out.print_ids = 1;
+        } else {
+            fprintf(stderr, "nibble run: unknown option '%s' (see nibble run --help)\n", a);
+            goto done;
+        }
+#undef VAL
+    }
+    if (!model_path) {
+        if (access(DEFAULT_MODEL, R_OK) == 0) {
+            model_path = DEFAULT_MODEL;
+        } else {
+            fprintf(stderr, "nibble run: no model given and the default model " DEFAULT_MODEL
+                            " is not here.\nPoint it at a model: nibble run -m FILE.gguf "
+                            "--ids 1,2,3 (or set NIBBLE_MODEL)\n");
+            goto done;
+        }
+    }
+    if (!ids && !prompt_text) {
+        fprintf(stderr, "nibble run: give a prompt with -p TEXT or --ids 1,2,3\n");
+        goto done;
+    }
+    if (!ids) {
+        fprintf(stderr, "nibble run: text prompts need the model's tokenizer, which this build "
+                        "does not have yet; give token ids with --ids\n");
+        goto done;
+    }
+
+    if (nb_model_load(&model, model_path) != NB_OK) goto fail;
+    if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
+    struct nb_model_info info;
+    nb_model_get_info(model, &info);
+    if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
+    fprintf(stderr, "nibble run: %s: %s (%s), %.2f M params, %d layers, vocab %d\n", model_path,
+            info.arch, info.source_kind, (double)info.n_params / 1e6, info.n_layers,
+            info.n_vocab);
+
+    struct nb_gen_stats gs;
+    if (nb_generate(ctx, 0, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out, &gs) !=
+        NB_OK)
+        goto fail;
+    printf("\n");
+    fflush(stdout);
+    fprintf(stderr, "nibble run: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, "
+                    "%d decode steps in %.3f s (%.1f tok/s)%s\n",
+            gs.n_prompt, gs.t_prompt_s, gs.t_prompt_s > 0 ? gs.n_prompt / gs.t_prompt_s : 0.0,
+            gs.n_gen, gs.n_decode, gs.t_gen_s, gs.t_gen_s > 0 ? gs.n_decode / gs.t_gen_s : 0.0,
+            gs.stopped_by == 1 ? ", stopped at end-of-sequence" : "");
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "nibble run: %s\n", nb_last_error());
+    rc = 1;
+done:
+    nb_sampler_free(sampler);
+    nb_ctx_free(ctx);
+    nb_model_free(model);
+    free(ids);
+    return rc;
 }

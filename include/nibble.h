@@ -61,6 +61,7 @@ struct nb_model_info {
     const char *source_kind; /* "gguf", "safetensors", "llama2c" */
     int n_layers, n_embd, n_heads, n_kv_heads, head_dim, n_ff, n_vocab;
     int n_ctx_train;
+    int bos_id, eos_id; /* -1 when the model does not say */
     int64_t n_params;
 };
 
@@ -107,6 +108,9 @@ void nb_ctx_clear_seq(struct nb_ctx *ctx, int seq);
 /* Next position of sequence `seq` (number of tokens in its cache). */
 int nb_ctx_seq_len(const struct nb_ctx *ctx, int seq);
 
+/* The model a context runs. */
+const struct nb_model *nb_ctx_model(const struct nb_ctx *ctx);
+
 /* ---------------------------------------------------------------- sampler */
 
 struct nb_sampler_params {
@@ -128,6 +132,26 @@ void nb_sampler_free(struct nb_sampler *s);
 void nb_sampler_accept(struct nb_sampler *s, int32_t token);
 /* Choose the next token from `logits` (n_vocab floats; may be modified). */
 int32_t nb_sampler_sample(struct nb_sampler *s, float *logits);
+
+/* ---------------------------------------------------------------- generation */
+
+struct nb_gen_stats {
+    int n_prompt, n_gen;
+    int n_decode;      /* one-token forward steps run (n_gen - 1 when stopped by length) */
+    double t_prompt_s; /* prefill wall time */
+    double t_gen_s;    /* wall time of sampling and the n_decode steps */
+    int stopped_by;    /* 0: length, 1: end-of-sequence token, 2: callback */
+};
+
+/* Called for each generated token; return non-zero to stop. */
+typedef int (*nb_token_cb)(int32_t token, void *user);
+
+/* Prefill `prompt` into sequence `seq` (appending to what it holds), then sample up
+ * to n_predict tokens, calling cb for each. Stops at the model's end-of-sequence
+ * token when stop_on_eos (that token is not passed to cb). */
+enum nb_status nb_generate(struct nb_ctx *ctx, int seq, struct nb_sampler *sampler,
+                           const int32_t *prompt, int n_prompt, int n_predict, int stop_on_eos,
+                           nb_token_cb cb, void *user, struct nb_gen_stats *stats);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,74 @@
+/* kernels/ref/gemm_ref.c — scalar GEMM / dot / axpy: the ground truth.
+ * Dot products use 8 independent partial sums (a fixed, documented summation
+ * order, also friendlier to the compiler than one serial chain). */
+#include <math.h>
+#include <string.h>
+
+#include "core/fp.h"
+#include "kernels/kernels.h"
+
+float nb_dot_f32_ref(const float *a, const float *b, int64_t n)
+{
+    float acc[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int j = 0; j < 8; j++) acc[j] += a[i + j] * b[i + j];
+    for (; i < n; i++) acc[i & 7] += a[i] * b[i];
+    return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
+}
+
+void nb_axpy_f32_ref(float *y, float a, const float *x, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+}
+
+void nb_gemm_f32_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                     int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
+{
+    (void)scratch;
+    const float *W = w;
+    for (int64_t r = r0; r < r1; r++)
+        for (int t = 0; t < n_tok; t++)
+            y[t * ldy + r] = nb_dot_f32_ref(x + t * ldx, W + r * n_in, n_in);
+}
+
+void nb_gemm_f16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                     int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
+{
+    const uint16_t *W = w;
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t i = 0; i < n_in; i++) scratch[i] = nb_f16_to_f32(W[r * n_in + i]);
+        for (int t = 0; t < n_tok; t++) y[t * ldy + r] = nb_dot_f32_ref(x + t * ldx, scratch, n_in);
+    }
+}
+
+void nb_gemm_bf16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
+{
+    const uint16_t *W = w;
+    for (int64_t r = r0; r < r1; r++) {
+        for (int64_t i = 0; i < n_in; i++) scratch[i] = nb_bf16_to_f32(W[r * n_in + i]);
+        for (int t = 0; t < n_tok; t++) y[t * ldy + r] = nb_dot_f32_ref(x + t * ldx, scratch, n_in);
+    }
+}
+
+void nb_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
+{
+    double ss = 0;
+    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
+    float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
+    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
+}
+
+void nb_softmax(float *x, int64_t n)
+{
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    float sum = 0;
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = expf(x[i] - mx);
+        sum += x[i];
+    }
+    float inv = 1.0f / sum;
+    for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}

@@ -1,0 +1,433 @@
+/* model/config.c — the architecture description from GGUF metadata, from a
+ * Hugging Face config.json and from a llama2.c header; validation; RoPE tables.
+ * The keys read are documented in docs/config-keys.md. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model/config.h"
+
+static const char *k_arch_names[NB_ARCH_COUNT] = {"llama", "qwen2", "qwen3", "spark"};
+
+const char *nb_arch_name(enum nb_arch a)
+{
+    return (unsigned)a < NB_ARCH_COUNT ? k_arch_names[a] : "?";
+}
+
+static int arch_from_name(const char *s, enum nb_arch *out)
+{
+    static const struct {
+        const char *name;
+        enum nb_arch arch;
+    } k[] = {{"llama", NB_ARCH_LLAMA},   {"mistral", NB_ARCH_LLAMA}, {"qwen2", NB_ARCH_QWEN2},
+             {"qwen3", NB_ARCH_QWEN3},   {"spark", NB_ARCH_SPARK}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+        if (!strcmp(s, k[i].name)) {
+            *out = k[i].arch;
+            return 1;
+        }
+    return 0;
+}
+
+static void config_defaults(struct nb_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->norm_eps = 1e-5f;
+    c->rope_theta = 10000.0f;
+    c->rope_factor = 1.0f;
+    c->act = NB_ACT_SILU;
+    c->bos_id = -1;
+    c->eos_id = -1;
+}
+
+static enum nb_status act_from_name(const char *s, enum nb_act *out, const char *what)
+{
+    if (!strcmp(s, "silu") || !strcmp(s, "swish")) {
+        *out = NB_ACT_SILU;
+        return NB_OK;
+    }
+    if (!strcmp(s, "gelu_pytorch_tanh") || !strcmp(s, "gelu_tanh") || !strcmp(s, "gelu_new")) {
+        *out = NB_ACT_GELU_TANH;
+        return NB_OK;
+    }
+    return nb_set_error(NB_ERR_UNSUPPORTED, "%s: hidden_act '%s' is not supported (silu, "
+                        "gelu_pytorch_tanh)", what, s);
+}
+
+static enum nb_status layer_type(const char *s, int layer, uint8_t *out, const char *what)
+{
+    if (!strcmp(s, "sliding_attention")) *out = 1;
+    else if (!strcmp(s, "full_attention")) *out = 0;
+    else
+        return nb_set_error(NB_ERR_UNSUPPORTED, "%s: layer_types[%d] = '%s' (expected "
+                            "sliding_attention or full_attention)", what, layer, s);
+    return NB_OK;
+}
+
+/* ---------------------------------------------------------------- validation */
+
+enum nb_status nb_config_validate(const struct nb_config *c, const char *what)
+{
+#define NEED(cond, ...)                                                                        \
+    do {                                                                                       \
+        if (!(cond)) {                                                                         \
+            char msg_[256];                                                                    \
+            snprintf(msg_, sizeof msg_, __VA_ARGS__);                                          \
+            return nb_set_error(NB_ERR_FORMAT, "%s: %s", what, msg_);                          \
+        }                                                                                      \
+    } while (0)
+    NEED(c->n_layers > 0 && c->n_layers <= NB_MAX_LAYERS, "n_layers %d not in 1..%d",
+         c->n_layers, NB_MAX_LAYERS);
+    NEED(c->n_embd > 0 && c->n_embd <= (1 << 16), "hidden size %d not in 1..65536", c->n_embd);
+    NEED(c->n_heads > 0 && c->n_heads <= 1024, "n_heads %d not in 1..1024", c->n_heads);
+    NEED(c->n_kv_heads > 0 && c->n_kv_heads <= c->n_heads, "n_kv_heads %d not in 1..n_heads (%d)",
+         c->n_kv_heads, c->n_heads);
+    NEED(c->n_heads % c->n_kv_heads == 0, "n_heads %d is not a multiple of n_kv_heads %d",
+         c->n_heads, c->n_kv_heads);
+    NEED(c->head_dim > 0 && c->head_dim <= 1024 && c->head_dim % 2 == 0,
+         "head_dim %d must be even and in 2..1024", c->head_dim);
+    NEED(c->n_ff > 0 && c->n_ff <= (1 << 20), "intermediate size %d not in 1..2^20", c->n_ff);
+    NEED(c->n_vocab > 0 && c->n_vocab <= (1 << 22), "vocabulary %d not in 1..2^22", c->n_vocab);
+    NEED(c->n_ctx_train > 0, "context length %d must be positive", c->n_ctx_train);
+    NEED(c->norm_eps > 0 && c->norm_eps < 1, "rms eps %g not in (0, 1)", c->norm_eps);
+    NEED(c->rope_theta > 0 && isfinite(c->rope_theta), "rope theta %g must be positive",
+         c->rope_theta);
+    NEED(c->rope_factor > 0 && isfinite(c->rope_factor), "rope scaling factor %g must be positive",
+         c->rope_factor);
+    NEED(c->sliding_window >= 0, "sliding window %d is negative", c->sliding_window);
+    for (int l = 0; l < c->n_layers; l++)
+        NEED(!c->layer_sliding[l] || c->sliding_window > 0,
+             "layer %d is marked sliding but no sliding_window is set", l);
+#undef NEED
+    return NB_OK;
+}
+
+enum nb_status nb_model_init_rope(struct nb_model *m)
+{
+    const struct nb_config *c = &m->cfg;
+    int half = c->head_dim / 2;
+    m->rope_inv_freq = nb_arena_alloc(&m->arena, sizeof(float) * (size_t)half);
+    if (!m->rope_inv_freq) return NB_ERR_NOMEM;
+    for (int i = 0; i < half; i++) {
+        double f = pow((double)c->rope_theta, -2.0 * i / c->head_dim);
+        if (c->rope_scaling == NB_ROPE_SCALING_LINEAR) {
+            f /= c->rope_factor;
+        } else if (c->rope_scaling == NB_ROPE_SCALING_LLAMA3) {
+            /* Llama 3.1: long wavelengths are slowed by `factor`, short ones kept,
+             * and the band between is interpolated smoothly. */
+            double lo_wl = c->rope_orig_ctx / c->rope_low_freq_factor;
+            double hi_wl = c->rope_orig_ctx / c->rope_high_freq_factor;
+            double wl = 2 * M_PI / f;
+            if (wl > lo_wl) {
+                f /= c->rope_factor;
+            } else if (wl >= hi_wl) {
+                double s = (c->rope_orig_ctx / wl - c->rope_low_freq_factor) /
+                           (c->rope_high_freq_factor - c->rope_low_freq_factor);
+                f = (1 - s) * f / c->rope_factor + s * f;
+            }
+        }
+        m->rope_inv_freq[i] = (float)f;
+    }
+    return NB_OK;
+}
+
+/* ---------------------------------------------------------------- GGUF */
+
+static enum nb_status gguf_u32(const struct nb_gguf *g, const char *arch, const char *key,
+                               int required, int dflt, int *out)
+{
+    char full[160];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    uint32_t v;
+    enum nb_status st = nb_gguf_get_u32(g, full, &v);
+    if (st == NB_ERR_NOT_FOUND && !required) {
+        *out = dflt;
+        return NB_OK;
+    }
+    if (st != NB_OK) return st;
+    if (v > INT32_MAX)
+        return nb_set_error(NB_ERR_FORMAT, "%s: %s = %u is too large", nb_gguf_path(g), full, v);
+    *out = (int)v;
+    return NB_OK;
+}
+
+static enum nb_status gguf_f32(const struct nb_gguf *g, const char *arch, const char *key,
+                               float dflt, float *out)
+{
+    char full[160];
+    snprintf(full, sizeof full, "%s.%s", arch, key);
+    enum nb_status st = nb_gguf_get_f32(g, full, out);
+    if (st == NB_ERR_NOT_FOUND) {
+        *out = dflt;
+        return NB_OK;
+    }
+    return st;
+}
+
+enum nb_status nb_config_from_gguf(struct nb_config *c, const struct nb_gguf *g)
+{
+    const char *path = nb_gguf_path(g);
+    const char *arch;
+    enum nb_status st;
+    config_defaults(c);
+    if ((st = nb_gguf_get_str(g, "general.architecture", &arch)) != NB_OK) return st;
+    if (!arch_from_name(arch, &c->arch))
+        return nb_set_error(NB_ERR_UNSUPPORTED, "%s: architecture '%s' is not supported "
+                            "(llama, qwen2, qwen3, spark)", path, arch);
+    /* llama.cpp's converter permutes Q/K of llama-family models for interleaved
+     * RoPE; qwen2/qwen3 (and spark, by nibble's definition) keep the HF halves. */
+    c->rope_pairing = c->arch == NB_ARCH_LLAMA ? NB_ROPE_INTERLEAVED : NB_ROPE_HALF;
+
+    if ((st = gguf_u32(g, arch, "block_count", 1, 0, &c->n_layers)) ||
+        (st = gguf_u32(g, arch, "embedding_length", 1, 0, &c->n_embd)) ||
+        (st = gguf_u32(g, arch, "feed_forward_length", 1, 0, &c->n_ff)) ||
+        (st = gguf_u32(g, arch, "attention.head_count", 1, 0, &c->n_heads)) ||
+        (st = gguf_u32(g, arch, "attention.head_count_kv", 0, c->n_heads, &c->n_kv_heads)) ||
+        (st = gguf_u32(g, arch, "context_length", 0, 2048, &c->n_ctx_train)) ||
+        (st = gguf_f32(g, arch, "rope.freq_base", 10000.0f, &c->rope_theta)) ||
+        (st = gguf_f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &c->norm_eps)))
+        return st;
+    if (c->n_heads <= 0)
+        return nb_set_error(NB_ERR_FORMAT, "%s: %s.attention.head_count is 0", path, arch);
+    if ((st = gguf_u32(g, arch, "attention.key_length", 0, c->n_embd / c->n_heads,
+                       &c->head_dim)))
+        return st;
+
+    {
+        char key[160];
+        const char *scaling = NULL;
+        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+        st = nb_gguf_get_str(g, key, &scaling);
+        if (st != NB_OK && st != NB_ERR_NOT_FOUND) return st;
+        if (st == NB_OK && strcmp(scaling, "none") != 0) {
+            if (strcmp(scaling, "linear") != 0)
+                return nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s = '%s' is not supported "
+                                    "(none, linear)", path, key, scaling);
+            c->rope_scaling = NB_ROPE_SCALING_LINEAR;
+            if ((st = gguf_f32(g, arch, "rope.scaling.factor", 1.0f, &c->rope_factor))) return st;
+        }
+    }
+
+    if (c->arch == NB_ARCH_SPARK) {
+        char key[160];
+        const char *act;
+        snprintf(key, sizeof key, "%s.hidden_act", arch);
+        st = nb_gguf_get_str(g, key, &act);
+        if (st == NB_OK) {
+            if ((st = act_from_name(act, &c->act, path))) return st;
+        } else if (st != NB_ERR_NOT_FOUND) {
+            return st;
+        }
+        snprintf(key, sizeof key, "%s.attention.head_gate", arch);
+        st = nb_gguf_get_bool(g, key, &c->head_gate);
+        if (st != NB_OK && st != NB_ERR_NOT_FOUND) return st;
+        if ((st = gguf_u32(g, arch, "attention.sliding_window", 0, 0, &c->sliding_window)))
+            return st;
+        snprintf(key, sizeof key, "%s.attention.layer_types", arch);
+        enum nb_gguf_type et;
+        uint64_t n;
+        st = nb_gguf_get_arr(g, key, &et, &n);
+        if (st == NB_OK) {
+            if (et != NB_GGUF_STRING || n != (uint64_t)c->n_layers ||
+                c->n_layers > NB_MAX_LAYERS)
+                return nb_set_error(NB_ERR_FORMAT, "%s: %s must be %d strings", path, key,
+                                    c->n_layers);
+            for (uint64_t l = 0; l < n; l++) {
+                const char *s;
+                if ((st = nb_gguf_get_arr_str(g, key, l, &s))) return st;
+                if ((st = layer_type(s, (int)l, &c->layer_sliding[l], path))) return st;
+            }
+        } else if (st != NB_ERR_NOT_FOUND) {
+            return st;
+        }
+    }
+
+    uint32_t id;
+    if (nb_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &id) == NB_OK) c->bos_id = (int)id;
+    if (nb_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &id) == NB_OK) c->eos_id = (int)id;
+    nb_clear_error();
+
+    const struct nb_tensor *emb = nb_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor 'token_embd.weight' is missing", path);
+    if (emb->n_dims != 2 || emb->shape[0] > INT32_MAX)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor 'token_embd.weight' must be 2-D", path);
+    c->n_vocab = (int)emb->shape[0];
+    c->tied_head = nb_gguf_find_tensor(g, "output.weight") == NULL;
+    c->qkv_bias = nb_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    c->qk_norm = nb_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") != NULL;
+    if (c->arch == NB_ARCH_SPARK && !c->head_gate)
+        c->head_gate = nb_gguf_find_tensor(g, "blk.0.attn_gate.weight") != NULL;
+    return nb_config_validate(c, path);
+}
+
+/* ---------------------------------------------------------------- HF config.json */
+
+static enum nb_status json_int(const cJSON *o, const char *key, int required, int64_t dflt,
+                               int *out, const char *what)
+{
+    int64_t v;
+    if (required && !cJSON_GetObjectItemCaseSensitive(o, key))
+        return nb_set_error(NB_ERR_FORMAT, "%s: key '%s' is missing", what, key);
+    enum nb_status st = nb_json_get_int(o, key, dflt, &v, what);
+    if (st) return st;
+    if (v < INT32_MIN || v > INT32_MAX)
+        return nb_set_error(NB_ERR_FORMAT, "%s: '%s' = %lld is out of range", what, key,
+                            (long long)v);
+    *out = (int)v;
+    return NB_OK;
+}
+
+static enum nb_status json_float(const cJSON *o, const char *key, double dflt, float *out,
+                                 const char *what)
+{
+    double v;
+    enum nb_status st = nb_json_get_num(o, key, dflt, &v, what);
+    if (st == NB_OK) *out = (float)v;
+    return st;
+}
+
+static enum nb_status hf_token_id(const cJSON *o, const char *key, int *out, const char *what)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
+    if (cJSON_IsArray(v)) v = cJSON_GetArrayItem(v, 0);
+    if (!v || cJSON_IsNull(v)) return NB_OK;
+    if (!cJSON_IsNumber(v) || v->valuedouble < 0 || v->valuedouble > INT32_MAX)
+        return nb_set_error(NB_ERR_FORMAT, "%s: '%s' must be a token id", what, key);
+    *out = (int)v->valuedouble;
+    return NB_OK;
+}
+
+static enum nb_status hf_rope_scaling(struct nb_config *c, const cJSON *root, const char *what)
+{
+    const cJSON *rs = cJSON_GetObjectItemCaseSensitive(root, "rope_scaling");
+    if (!rs || cJSON_IsNull(rs)) return NB_OK;
+    if (!cJSON_IsObject(rs))
+        return nb_set_error(NB_ERR_FORMAT, "%s: 'rope_scaling' must be an object", what);
+    const char *type = NULL;
+    enum nb_status st = nb_json_get_str(rs, "rope_type", NULL, &type, what);
+    if (st) return st;
+    if (!type && (st = nb_json_get_str(rs, "type", "default", &type, what))) return st;
+    if (!strcmp(type, "default")) return NB_OK;
+    if ((st = json_float(rs, "factor", 1.0, &c->rope_factor, what))) return st;
+    if (!strcmp(type, "linear")) {
+        c->rope_scaling = NB_ROPE_SCALING_LINEAR;
+        return NB_OK;
+    }
+    if (!strcmp(type, "llama3")) {
+        c->rope_scaling = NB_ROPE_SCALING_LLAMA3;
+        if ((st = json_float(rs, "low_freq_factor", 1.0, &c->rope_low_freq_factor, what)) ||
+            (st = json_float(rs, "high_freq_factor", 4.0, &c->rope_high_freq_factor, what)) ||
+            (st = json_int(rs, "original_max_position_embeddings", 0, 8192, &c->rope_orig_ctx,
+                           what)))
+            return st;
+        if (!(c->rope_high_freq_factor > c->rope_low_freq_factor) || c->rope_low_freq_factor <= 0 ||
+            c->rope_orig_ctx <= 0)
+            return nb_set_error(NB_ERR_FORMAT, "%s: llama3 rope_scaling needs high_freq_factor > "
+                                "low_freq_factor > 0 and original_max_position_embeddings > 0",
+                                what);
+        return NB_OK;
+    }
+    return nb_set_error(NB_ERR_UNSUPPORTED, "%s: rope_scaling type '%s' is not supported "
+                        "(default, linear, llama3)", what, type);
+}
+
+enum nb_status nb_config_from_hf(struct nb_config *c, const cJSON *root, const char *what)
+{
+    enum nb_status st;
+    config_defaults(c);
+    c->rope_pairing = NB_ROPE_HALF;
+    if (!cJSON_IsObject(root)) return nb_set_error(NB_ERR_FORMAT, "%s: not a JSON object", what);
+    const char *mt = NULL;
+    if ((st = nb_json_get_str(root, "model_type", NULL, &mt, what))) return st;
+    if (!mt) return nb_set_error(NB_ERR_FORMAT, "%s: key 'model_type' is missing", what);
+    if (!arch_from_name(mt, &c->arch))
+        return nb_set_error(NB_ERR_UNSUPPORTED, "%s: model_type '%s' is not supported (llama, "
+                            "mistral, qwen2, qwen3, spark)", what, mt);
+    if ((st = json_int(root, "num_hidden_layers", 1, 0, &c->n_layers, what)) ||
+        (st = json_int(root, "hidden_size", 1, 0, &c->n_embd, what)) ||
+        (st = json_int(root, "intermediate_size", 1, 0, &c->n_ff, what)) ||
+        (st = json_int(root, "num_attention_heads", 1, 0, &c->n_heads, what)) ||
+        (st = json_int(root, "vocab_size", 1, 0, &c->n_vocab, what)) ||
+        (st = json_int(root, "max_position_embeddings", 0, 2048, &c->n_ctx_train, what)) ||
+        (st = json_float(root, "rms_norm_eps", 1e-6, &c->norm_eps, what)) ||
+        (st = json_float(root, "rope_theta", 10000.0, &c->rope_theta, what)))
+        return st;
+    if (c->n_heads <= 0)
+        return nb_set_error(NB_ERR_FORMAT, "%s: num_attention_heads must be positive", what);
+    if ((st = json_int(root, "num_key_value_heads", 0, c->n_heads, &c->n_kv_heads, what)))
+        return st;
+    const cJSON *hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
+    if (hd && !cJSON_IsNull(hd)) {
+        if ((st = json_int(root, "head_dim", 0, 0, &c->head_dim, what))) return st;
+    } else {
+        c->head_dim = c->n_embd / c->n_heads;
+    }
+    if ((st = nb_json_get_bool(root, "tie_word_embeddings", c->arch != NB_ARCH_LLAMA,
+                               &c->tied_head, what)))
+        return st;
+    const char *act = "silu";
+    if ((st = nb_json_get_str(root, "hidden_act", "silu", &act, what))) return st;
+    if ((st = act_from_name(act, &c->act, what))) return st;
+    if (c->arch == NB_ARCH_QWEN2) {
+        c->qkv_bias = 1;
+    } else if ((st = nb_json_get_bool(root, "attention_bias", 0, &c->qkv_bias, what))) {
+        return st;
+    }
+    c->qk_norm = c->arch == NB_ARCH_QWEN3;
+    if ((st = nb_json_get_bool(root, "head_gate", 0, &c->head_gate, what))) return st;
+    if ((st = hf_rope_scaling(c, root, what))) return st;
+    if ((st = hf_token_id(root, "bos_token_id", &c->bos_id, what)) ||
+        (st = hf_token_id(root, "eos_token_id", &c->eos_id, what)))
+        return st;
+    if (c->n_layers <= 0 || c->n_layers > NB_MAX_LAYERS) return nb_config_validate(c, what);
+
+    /* Sliding-window layers: `layer_types` when given; otherwise Qwen2's
+     * use_sliding_window + max_window_layers convention. */
+    const cJSON *lt = cJSON_GetObjectItemCaseSensitive(root, "layer_types");
+    int use_sw = 0;
+    if ((st = nb_json_get_bool(root, "use_sliding_window", 0, &use_sw, what))) return st;
+    if (lt && !cJSON_IsNull(lt)) {
+        if (!cJSON_IsArray(lt) || cJSON_GetArraySize(lt) != c->n_layers)
+            return nb_set_error(NB_ERR_FORMAT, "%s: 'layer_types' must be an array of %d strings",
+                                what, c->n_layers);
+        for (int l = 0; l < c->n_layers; l++) {
+            const cJSON *e = cJSON_GetArrayItem(lt, l);
+            if (!cJSON_IsString(e))
+                return nb_set_error(NB_ERR_FORMAT, "%s: layer_types[%d] is not a string", what, l);
+            if ((st = layer_type(e->valuestring, l, &c->layer_sliding[l], what))) return st;
+        }
+    } else if (use_sw) {
+        int max_window_layers = 0;
+        if ((st = json_int(root, "max_window_layers", 0, 0, &max_window_layers, what))) return st;
+        for (int l = max_window_layers; l < c->n_layers; l++) c->layer_sliding[l] = 1;
+    }
+    int any_sliding = 0;
+    for (int l = 0; l < c->n_layers; l++) any_sliding |= c->layer_sliding[l];
+    if (any_sliding && (st = json_int(root, "sliding_window", 1, 0, &c->sliding_window, what)))
+        return st;
+    return nb_config_validate(c, what);
+}
+
+/* ---------------------------------------------------------------- llama2.c */
+
+enum nb_status nb_config_from_llama2c(struct nb_config *c, const struct nb_llama2c_config *h,
+                                      const char *what)
+{
+    config_defaults(c);
+    c->arch = NB_ARCH_LLAMA;
+    c->rope_pairing = NB_ROPE_INTERLEAVED;
+    c->n_layers = h->n_layers;
+    c->n_embd = h->dim;
+    c->n_heads = h->n_heads;
+    c->n_kv_heads = h->n_kv_heads;
+    c->head_dim = h->n_heads > 0 ? h->dim / h->n_heads : 0;
+    c->n_ff = h->hidden_dim;
+    c->n_vocab = h->vocab_size < 0 ? -h->vocab_size : h->vocab_size;
+    c->n_ctx_train = h->seq_len;
+    c->tied_head = h->shared_classifier;
+    c->bos_id = 1;
+    c->eos_id = 2;
+    return nb_config_validate(c, what);
+}

@@ -1,0 +1,471 @@
+/* model/forward.c — the forward pass in f32, over a batch of tokens that may belong
+ * to several sequences, each with its own positions and KV cache slot.
+ *
+ * One step, for a chunk of up to n_batch tokens (x holds one row per token):
+ *
+ *   x = embed(tokens)
+ *   for each layer:
+ *       h = rmsnorm(x)                                   attention block
+ *       q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)
+ *       q, k = rmsnorm per head (Qwen3); rope(q, k, pos)
+ *       cache[seq][pos] = k, v
+ *       a = softmax(q k^T / sqrt(d)) v    over this sequence's keys at <= pos
+ *                                         (and > pos - window on sliding layers)
+ *       a *= sigmoid(h Wg) per head       (Spark head gate)
+ *       x += a Wo
+ *       h = rmsnorm(x)                                   MLP block
+ *       x += (act(h Wgate) * (h Wup)) Wdown              act: silu or tanh-gelu
+ *   logits = rmsnorm(x) Wout                             only rows that want them
+ *
+ * Prefill is this same pass over many tokens: every weight row is read once per
+ * chunk and used for all its tokens. Sliding-window layers keep a ring buffer of
+ * window + n_batch - 1 slots (enough for the oldest key the chunk's first token
+ * needs while the chunk's own keys are written).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fp.h"
+#include "core/log.h"
+#include "core/threadpool.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+
+struct nb_ctx {
+    const struct nb_model *model;
+    const struct nb_kernels *kern;
+    struct nb_pool *pool;
+    int n_ctx, n_seq, n_batch, n_threads;
+
+    /* KV cache, per layer: [n_seq][cap[l]][n_kv_heads * head_dim] */
+    int *cap;
+    float **k_cache, **v_cache;
+    int *seq_len; /* [n_seq] tokens stored per sequence */
+
+    /* Activations for one chunk of up to n_batch tokens. */
+    float *x;     /* [n_batch][n_embd] residual stream */
+    float *h;     /* [n_batch][n_embd] normed input of a block */
+    float *q;     /* [n_batch][n_heads * head_dim] */
+    float *k, *v; /* [n_batch][n_kv_heads * head_dim] */
+    float *att;   /* [n_batch][n_heads * head_dim] */
+    float *hg;    /* [n_batch][n_heads] head gate */
+    float *ff_gate, *ff_up; /* [n_batch][n_ff] */
+    float *rope_cs;         /* [n_batch][head_dim] cos, sin interleaved */
+    float *scratch;         /* [n_threads][scratch_stride] */
+    int64_t scratch_stride;
+    int *chunk_rows;        /* [n_batch] rows that want logits */
+};
+
+/* ---------------------------------------------------------------- parallel GEMM */
+
+struct gemm_job {
+    const struct nb_ctx *c;
+    float *y;
+    int64_t ldy;
+    const float *x;
+    int64_t ldx;
+    const struct nb_weight *w;
+    int n_tok;
+};
+
+static void gemm_worker(void *arg, int ith, int nth)
+{
+    const struct gemm_job *j = arg;
+    const struct nb_kernels *k = j->c->kern;
+    nb_gemm_fn fn = j->w->dtype == NB_DTYPE_F32   ? k->gemm_f32
+                    : j->w->dtype == NB_DTYPE_F16 ? k->gemm_f16
+                                                  : k->gemm_bf16;
+    long r0, r1;
+    nb_split_range((long)j->w->n_out, ith, nth, 16, &r0, &r1);
+    if (r0 < r1)
+        fn(j->y, j->ldy, j->x, j->ldx, j->w->data, j->w->n_in, j->n_tok, r0, r1,
+           j->c->scratch + ith * j->c->scratch_stride);
+}
+
+/* y[t][:] = W x[t] for n_tok rows. A matrix with few output rows (the Spark head
+ * gate: n_heads rows) runs on one thread: fanning it out costs more than it saves. */
+static void matmul(const struct nb_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx,
+                   const struct nb_weight *w, int n_tok)
+{
+    struct gemm_job j = {c, y, ldy, x, ldx, w, n_tok};
+    int nth = w->n_out < 64 ? 1 : c->n_threads;
+    nb_pool_run_n(c->pool, gemm_worker, &j, nth);
+}
+
+/* ---------------------------------------------------------------- small ops */
+
+static void add_bias(float *y, const float *b, int n_tok, int64_t n)
+{
+    if (!b) return;
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
+}
+
+static void embed_row(const struct nb_weight *e, int32_t tok, float *out)
+{
+    int64_t n = e->n_in;
+    const char *row = (const char *)e->data + (size_t)tok * (size_t)n *
+                                                  (e->dtype == NB_DTYPE_F32 ? 4 : 2);
+    if (e->dtype == NB_DTYPE_F32) {
+        memcpy(out, row, (size_t)n * 4);
+    } else {
+        const uint16_t *r = (const uint16_t *)row;
+        for (int64_t i = 0; i < n; i++)
+            out[i] = e->dtype == NB_DTYPE_F16 ? nb_f16_to_f32(r[i]) : nb_bf16_to_f32(r[i]);
+    }
+}
+
+/* cos/sin of every rotated pair for each token's position. */
+static void rope_tables(const struct nb_model *m, const int32_t *pos, int n_tok, float *cs)
+{
+    int half = m->cfg.head_dim / 2;
+    for (int t = 0; t < n_tok; t++)
+        for (int i = 0; i < half; i++) {
+            double a = (double)pos[t] * (double)m->rope_inv_freq[i];
+            cs[(int64_t)t * 2 * half + 2 * i] = (float)cos(a);
+            cs[(int64_t)t * 2 * half + 2 * i + 1] = (float)sin(a);
+        }
+}
+
+static void rope_apply(float *v, const float *cs, int hd, enum nb_rope_pairing pairing)
+{
+    int half = hd / 2;
+    for (int i = 0; i < half; i++) {
+        float c = cs[2 * i], s = cs[2 * i + 1];
+        int a = pairing == NB_ROPE_HALF ? i : 2 * i;
+        int b = pairing == NB_ROPE_HALF ? i + half : 2 * i + 1;
+        float va = v[a], vb = v[b];
+        v[a] = va * c - vb * s;
+        v[b] = va * s + vb * c;
+    }
+}
+
+static float gelu_tanh(float x)
+{
+    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
+    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+}
+
+static float silu(float x) { return x / (1.0f + expf(-x)); }
+
+static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* ---------------------------------------------------------------- attention */
+
+struct attn_job {
+    const struct nb_ctx *c;
+    int layer, n_tok;
+    const int32_t *pos, *seq;
+};
+
+static void attn_worker(void *arg, int ith, int nth)
+{
+    const struct attn_job *j = arg;
+    const struct nb_ctx *c = j->c;
+    const struct nb_config *cfg = &c->model->cfg;
+    const struct nb_kernels *k = c->kern;
+    int hd = cfg->head_dim, H = cfg->n_heads, group = cfg->n_heads / cfg->n_kv_heads;
+    int64_t kv_dim = (int64_t)cfg->n_kv_heads * hd, q_dim = (int64_t)H * hd;
+    int cap = c->cap[j->layer];
+    int window = cfg->layer_sliding[j->layer] ? cfg->sliding_window : 0;
+    float scale = 1.0f / sqrtf((float)hd);
+    float *scores = c->scratch + ith * c->scratch_stride;
+    long lo_job, hi_job;
+    nb_split_range((long)j->n_tok * H, ith, nth, 1, &lo_job, &hi_job);
+    for (long job = lo_job; job < hi_job; job++) {
+        int t = (int)(job / H), h = (int)(job % H);
+        int s = j->seq[t], p = j->pos[t];
+        int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+        const float *qv = c->q + t * q_dim + (int64_t)h * hd;
+        const float *kc = c->k_cache[j->layer] + (int64_t)s * cap * kv_dim + (h / group) * hd;
+        const float *vc = c->v_cache[j->layer] + (int64_t)s * cap * kv_dim + (h / group) * hd;
+        for (int i = lo; i <= p; i++)
+            scores[i - lo] = k->dot_f32(qv, kc + (int64_t)(i % cap) * kv_dim, hd) * scale;
+        nb_softmax(scores, p - lo + 1);
+        float *out = c->att + t * q_dim + (int64_t)h * hd;
+        memset(out, 0, sizeof(float) * (size_t)hd);
+        for (int i = lo; i <= p; i++)
+            k->axpy_f32(out, scores[i - lo], vc + (int64_t)(i % cap) * kv_dim, hd);
+    }
+}
+
+/* ---------------------------------------------------------------- one chunk */
+
+static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, const int32_t *seq)
+{
+    const struct nb_model *m = c->model;
+    const struct nb_config *cfg = &m->cfg;
+    const struct nb_layer *L = &m->layers[l];
+    int64_t E = cfg->n_embd, hd = cfg->head_dim, H = cfg->n_heads;
+    int64_t q_dim = H * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd, F = cfg->n_ff;
+
+    /* attention block */
+    for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->attn_norm, E, cfg->norm_eps);
+    matmul(c, c->q, q_dim, c->h, E, &L->wq, n);
+    matmul(c, c->k, kv_dim, c->h, E, &L->wk, n);
+    matmul(c, c->v, kv_dim, c->h, E, &L->wv, n);
+    add_bias(c->q, L->bq, n, q_dim);
+    add_bias(c->k, L->bk, n, kv_dim);
+    add_bias(c->v, L->bv, n, kv_dim);
+    for (int t = 0; t < n; t++) {
+        const float *cs = c->rope_cs + t * hd;
+        for (int64_t h = 0; h < H; h++) {
+            float *qh = c->q + t * q_dim + h * hd;
+            if (L->q_norm) nb_rmsnorm(qh, qh, L->q_norm, hd, cfg->norm_eps);
+            rope_apply(qh, cs, (int)hd, cfg->rope_pairing);
+        }
+        for (int64_t h = 0; h < cfg->n_kv_heads; h++) {
+            float *kh = c->k + t * kv_dim + h * hd;
+            if (L->k_norm) nb_rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
+            rope_apply(kh, cs, (int)hd, cfg->rope_pairing);
+        }
+        int cap = c->cap[l];
+        int64_t slot = (int64_t)seq[t] * cap + pos[t] % cap;
+        memcpy(c->k_cache[l] + slot * kv_dim, c->k + t * kv_dim, sizeof(float) * (size_t)kv_dim);
+        memcpy(c->v_cache[l] + slot * kv_dim, c->v + t * kv_dim, sizeof(float) * (size_t)kv_dim);
+    }
+    struct attn_job aj = {c, l, n, pos, seq};
+    nb_pool_run(c->pool, attn_worker, &aj);
+    if (L->head_gate.data) {
+        matmul(c, c->hg, H, c->h, E, &L->head_gate, n);
+        for (int t = 0; t < n; t++)
+            for (int64_t h = 0; h < H; h++) {
+                float g = sigmoid(c->hg[t * H + h]);
+                float *a = c->att + t * q_dim + h * hd;
+                for (int64_t i = 0; i < hd; i++) a[i] *= g;
+            }
+    }
+    matmul(c, c->h, E, c->att, q_dim, &L->wo, n); /* h is free again: reuse for a Wo */
+    for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
+
+    /* MLP block */
+    for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->ffn_norm, E, cfg->norm_eps);
+    matmul(c, c->ff_gate, F, c->h, E, &L->w_gate, n);
+    matmul(c, c->ff_up, F, c->h, E, &L->w_up, n);
+    for (int64_t i = 0; i < n * F; i++) {
+        float g = c->ff_gate[i];
+        c->ff_gate[i] = (cfg->act == NB_ACT_SILU ? silu(g) : gelu_tanh(g)) * c->ff_up[i];
+    }
+    matmul(c, c->h, E, c->ff_gate, F, &L->w_down, n);
+    for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
+}
+
+/* Run tokens [0, n) of a chunk; write logits for rows with want[t] to `logits`. */
+static void forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int32_t *pos,
+                          const int32_t *seq, const uint8_t *want, float *logits, int *n_out)
+{
+    const struct nb_model *m = c->model;
+    const struct nb_config *cfg = &m->cfg;
+    int64_t E = cfg->n_embd;
+    for (int t = 0; t < n; t++) embed_row(&m->tok_embd, tok[t], c->x + t * E);
+    rope_tables(m, pos, n, c->rope_cs);
+    for (int l = 0; l < cfg->n_layers; l++) forward_layer(c, l, n, pos, seq);
+
+    int rows = 0;
+    for (int t = 0; t < n; t++)
+        if (want[t]) {
+            nb_rmsnorm(c->h + rows * E, c->x + t * E, m->out_norm, E, cfg->norm_eps);
+            rows++;
+        }
+    if (rows) matmul(c, logits + (int64_t)*n_out * cfg->n_vocab, cfg->n_vocab, c->h, E,
+                     &m->output, rows);
+    *n_out += rows;
+}
+
+/* ---------------------------------------------------------------- public API */
+
+struct nb_ctx_params nb_ctx_default_params(void)
+{
+    struct nb_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 512, .n_threads = 0};
+    return p;
+}
+
+static void *ctx_alloc(int *fail, size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) *fail = 1;
+    return p;
+}
+
+void nb_ctx_free(struct nb_ctx *c)
+{
+    if (!c) return;
+    nb_pool_free(c->pool);
+    if (c->k_cache)
+        for (int l = 0; l < c->model->cfg.n_layers; l++) {
+            free(c->k_cache[l]);
+            free(c->v_cache[l]);
+        }
+    free(c->k_cache);
+    free(c->v_cache);
+    free(c->cap);
+    free(c->seq_len);
+    free(c->x);
+    free(c->h);
+    free(c->q);
+    free(c->k);
+    free(c->v);
+    free(c->att);
+    free(c->hg);
+    free(c->ff_gate);
+    free(c->ff_up);
+    free(c->rope_cs);
+    free(c->scratch);
+    free(c->chunk_rows);
+    free(c);
+}
+
+enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
+                           const struct nb_ctx_params *params)
+{
+    *out = NULL;
+    struct nb_ctx_params p = params ? *params : nb_ctx_default_params();
+    const struct nb_config *cfg = &m->cfg;
+    if (p.n_ctx <= 0) p.n_ctx = cfg->n_ctx_train < 4096 ? cfg->n_ctx_train : 4096;
+    if (p.n_seq <= 0) p.n_seq = 1;
+    if (p.n_batch <= 0) p.n_batch = 512;
+    if (p.n_threads <= 0) p.n_threads = nb_cpu_count();
+    if (p.n_ctx > (1 << 24) || p.n_seq > 4096 || p.n_batch > 65536 || p.n_threads > 1024)
+        return nb_set_error(NB_ERR_INVALID_ARG, "context: n_ctx %d / n_seq %d / n_batch %d / "
+                            "threads %d out of range", p.n_ctx, p.n_seq, p.n_batch, p.n_threads);
+    if (p.n_ctx > cfg->n_ctx_train)
+        NB_LOGW("context of %d tokens is longer than the model was trained for (%d)", p.n_ctx,
+                cfg->n_ctx_train);
+    if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+
+    struct nb_ctx *c = calloc(1, sizeof *c);
+    if (!c) return nb_set_error(NB_ERR_NOMEM, "context: out of memory");
+    c->model = m;
+    c->kern = nb_kernels_get();
+    c->n_ctx = p.n_ctx;
+    c->n_seq = p.n_seq;
+    c->n_batch = p.n_batch;
+    c->n_threads = p.n_threads;
+    enum nb_status st = nb_pool_init(&c->pool, p.n_threads, 0);
+    if (st) goto fail;
+
+    int fail = 0;
+    int64_t B = p.n_batch, E = cfg->n_embd, hd = cfg->head_dim;
+    int64_t q_dim = (int64_t)cfg->n_heads * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd;
+    c->cap = ctx_alloc(&fail, (size_t)cfg->n_layers, sizeof(int));
+    c->k_cache = ctx_alloc(&fail, (size_t)cfg->n_layers, sizeof(float *));
+    c->v_cache = ctx_alloc(&fail, (size_t)cfg->n_layers, sizeof(float *));
+    c->seq_len = ctx_alloc(&fail, (size_t)p.n_seq, sizeof(int));
+    if (fail) goto oom;
+    int64_t kv_bytes = 0;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        int cap = p.n_ctx;
+        if (cfg->layer_sliding[l] && (int64_t)cfg->sliding_window + p.n_batch - 1 < cap)
+            cap = cfg->sliding_window + p.n_batch - 1;
+        c->cap[l] = cap;
+        size_t n = (size_t)p.n_seq * (size_t)cap * (size_t)kv_dim;
+        c->k_cache[l] = ctx_alloc(&fail, n, sizeof(float));
+        c->v_cache[l] = ctx_alloc(&fail, n, sizeof(float));
+        kv_bytes += 2 * (int64_t)n * 4;
+    }
+    int64_t F = cfg->n_ff;
+    c->x = ctx_alloc(&fail, (size_t)(B * E), sizeof(float));
+    c->h = ctx_alloc(&fail, (size_t)(B * E), sizeof(float));
+    c->q = ctx_alloc(&fail, (size_t)(B * q_dim), sizeof(float));
+    c->k = ctx_alloc(&fail, (size_t)(B * kv_dim), sizeof(float));
+    c->v = ctx_alloc(&fail, (size_t)(B * kv_dim), sizeof(float));
+    c->att = ctx_alloc(&fail, (size_t)(B * q_dim), sizeof(float));
+    c->hg = ctx_alloc(&fail, (size_t)(B * cfg->n_heads), sizeof(float));
+    c->ff_gate = ctx_alloc(&fail, (size_t)(B * F), sizeof(float));
+    c->ff_up = ctx_alloc(&fail, (size_t)(B * F), sizeof(float));
+    c->rope_cs = ctx_alloc(&fail, (size_t)(B * hd), sizeof(float));
+    c->chunk_rows = ctx_alloc(&fail, (size_t)B, sizeof(int));
+    /* per-thread scratch: a converted weight row (largest n_in) or attention scores */
+    int64_t need = E > F ? E : F;
+    if (q_dim > need) need = q_dim;
+    if (p.n_ctx > need) need = p.n_ctx;
+    c->scratch_stride = (need + 15) & ~(int64_t)15;
+    c->scratch = ctx_alloc(&fail, (size_t)(c->scratch_stride * p.n_threads), sizeof(float));
+    if (fail) goto oom;
+    NB_LOGI("context: %d tokens x %d sequences, batch %d, %d threads, KV cache %.1f MiB (f32)",
+            p.n_ctx, p.n_seq, p.n_batch, p.n_threads, (double)kv_bytes / (1 << 20));
+    *out = c;
+    return NB_OK;
+oom:
+    st = nb_set_error(NB_ERR_NOMEM, "context: out of memory (n_ctx %d, n_seq %d, n_batch %d)",
+                      p.n_ctx, p.n_seq, p.n_batch);
+fail:
+    nb_ctx_free(c);
+    return st;
+}
+
+void nb_ctx_clear_seq(struct nb_ctx *c, int seq)
+{
+    if (seq >= 0 && seq < c->n_seq) c->seq_len[seq] = 0;
+}
+
+const struct nb_model *nb_ctx_model(const struct nb_ctx *c) { return c->model; }
+
+int nb_ctx_seq_len(const struct nb_ctx *c, int seq)
+{
+    return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0;
+}
+
+/* Check the whole batch before touching the cache, so a bad batch changes nothing. */
+static enum nb_status check_batch(const struct nb_ctx *c, const struct nb_batch *b)
+{
+    if (!b || b->n_tokens <= 0 || !b->token || !b->pos)
+        return nb_set_error(NB_ERR_INVALID_ARG, "decode: empty batch");
+    int *next = calloc((size_t)c->n_seq, sizeof(int));
+    if (!next) return nb_set_error(NB_ERR_NOMEM, "decode: out of memory");
+    memcpy(next, c->seq_len, sizeof(int) * (size_t)c->n_seq);
+    enum nb_status st = NB_OK;
+    for (int i = 0; i < b->n_tokens && st == NB_OK; i++) {
+        int s = b->seq ? b->seq[i] : 0;
+        if (b->token[i] < 0 || b->token[i] >= c->model->cfg.n_vocab)
+            st = nb_set_error(NB_ERR_INVALID_ARG, "decode: token %d at batch index %d is not in "
+                              "the vocabulary (0..%d)", b->token[i], i, c->model->cfg.n_vocab - 1);
+        else if (s < 0 || s >= c->n_seq)
+            st = nb_set_error(NB_ERR_INVALID_ARG, "decode: sequence %d at batch index %d is not "
+                              "in 0..%d", s, i, c->n_seq - 1);
+        else if (b->pos[i] != next[s])
+            st = nb_set_error(NB_ERR_INVALID_ARG, "decode: sequence %d expects position %d, "
+                              "batch index %d has %d", s, next[s], i, b->pos[i]);
+        else if (b->pos[i] >= c->n_ctx)
+            st = nb_set_error(NB_ERR_RANGE, "decode: context full: sequence %d reached %d "
+                              "tokens (--ctx %d)", s, b->pos[i], c->n_ctx);
+        else
+            next[s]++;
+    }
+    free(next);
+    return st;
+}
+
+enum nb_status nb_decode(struct nb_ctx *c, const struct nb_batch *b, float *logits)
+{
+    enum nb_status st = check_batch(c, b);
+    if (st) return st;
+    int32_t *seq0 = NULL;
+    uint8_t *last = NULL;
+    const int32_t *seq = b->seq;
+    const uint8_t *want = b->want_logits;
+    if (!seq) {
+        seq0 = calloc((size_t)b->n_tokens, sizeof *seq0);
+        if (!seq0) return nb_set_error(NB_ERR_NOMEM, "decode: out of memory");
+        seq = seq0;
+    }
+    if (!want) {
+        last = calloc((size_t)b->n_tokens, 1);
+        if (!last) {
+            free(seq0);
+            return nb_set_error(NB_ERR_NOMEM, "decode: out of memory");
+        }
+        last[b->n_tokens - 1] = 1;
+        want = last;
+    }
+    int n_out = 0;
+    for (int i0 = 0; i0 < b->n_tokens; i0 += c->n_batch) {
+        int n = b->n_tokens - i0 < c->n_batch ? b->n_tokens - i0 : c->n_batch;
+        forward_chunk(c, n, b->token + i0, b->pos + i0, seq + i0, want + i0, logits, &n_out);
+        for (int t = 0; t < n; t++) c->seq_len[seq[i0 + t]] = b->pos[i0 + t] + 1;
+    }
+    free(seq0);
+    free(last);
+    return NB_OK;
+}

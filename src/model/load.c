@@ -1,0 +1,343 @@
+/* model/load.c — open a checkpoint (GGUF, HF safetensors directory, llama2.c .bin),
+ * build its config and bind every weight, checking each shape against the config.
+ *
+ * Matrices stay in the mapped file when their type is F32/F16/BF16 and their data
+ * is element-aligned; other stored types (Q8_0, Q4_0, llama2.c int8) and
+ * misaligned data are converted to f32 once, into the model's arena. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "core/log.h"
+#include "core/mmap.h"
+#include "formats/gguf.h"
+#include "formats/json.h"
+#include "formats/llama2c.h"
+#include "formats/safetensors.h"
+#include "model/config.h"
+#include "quant/dequant.h"
+
+enum source_kind { SRC_GGUF = 0, SRC_SAFETENSORS, SRC_LLAMA2C };
+
+struct nb_model_source {
+    enum source_kind kind;
+    struct nb_gguf *gguf;
+    struct nb_safetensors *st;
+    struct nb_llama2c *l2c;
+};
+
+/* Tensor names per source: GGUF (llama.cpp's names), HF, llama2.c. "%d" = layer. */
+enum tensor_id {
+    T_EMBD, T_OUT_NORM, T_OUTPUT, T_ATTN_NORM, T_WQ, T_WK, T_WV, T_BQ, T_BK, T_BV, T_QNORM,
+    T_KNORM, T_HGATE, T_WO, T_FFN_NORM, T_GATE, T_UP, T_DOWN, T_COUNT
+};
+static const char *const k_names[T_COUNT][3] = {
+    [T_EMBD] = {"token_embd.weight", "model.embed_tokens.weight", "tok_embeddings"},
+    [T_OUT_NORM] = {"output_norm.weight", "model.norm.weight", "norm"},
+    [T_OUTPUT] = {"output.weight", "lm_head.weight", "output"},
+    [T_ATTN_NORM] = {"blk.%d.attn_norm.weight", "model.layers.%d.input_layernorm.weight",
+                     "layers.%d.attention_norm"},
+    [T_WQ] = {"blk.%d.attn_q.weight", "model.layers.%d.self_attn.q_proj.weight", "layers.%d.wq"},
+    [T_WK] = {"blk.%d.attn_k.weight", "model.layers.%d.self_attn.k_proj.weight", "layers.%d.wk"},
+    [T_WV] = {"blk.%d.attn_v.weight", "model.layers.%d.self_attn.v_proj.weight", "layers.%d.wv"},
+    [T_BQ] = {"blk.%d.attn_q.bias", "model.layers.%d.self_attn.q_proj.bias", NULL},
+    [T_BK] = {"blk.%d.attn_k.bias", "model.layers.%d.self_attn.k_proj.bias", NULL},
+    [T_BV] = {"blk.%d.attn_v.bias", "model.layers.%d.self_attn.v_proj.bias", NULL},
+    [T_QNORM] = {"blk.%d.attn_q_norm.weight", "model.layers.%d.self_attn.q_norm.weight", NULL},
+    [T_KNORM] = {"blk.%d.attn_k_norm.weight", "model.layers.%d.self_attn.k_norm.weight", NULL},
+    [T_HGATE] = {"blk.%d.attn_gate.weight", "model.layers.%d.self_attn.head_gate.weight", NULL},
+    [T_WO] = {"blk.%d.attn_output.weight", "model.layers.%d.self_attn.o_proj.weight",
+              "layers.%d.wo"},
+    [T_FFN_NORM] = {"blk.%d.ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight",
+                    "layers.%d.ffn_norm"},
+    [T_GATE] = {"blk.%d.ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight", "layers.%d.w1"},
+    [T_UP] = {"blk.%d.ffn_up.weight", "model.layers.%d.mlp.up_proj.weight", "layers.%d.w3"},
+    [T_DOWN] = {"blk.%d.ffn_down.weight", "model.layers.%d.mlp.down_proj.weight", "layers.%d.w2"},
+};
+
+static const struct nb_tensor *src_find(const struct nb_model_source *s, const char *name)
+{
+    switch (s->kind) {
+    case SRC_GGUF: return nb_gguf_find_tensor(s->gguf, name);
+    case SRC_SAFETENSORS: return nb_safetensors_find(s->st, name);
+    case SRC_LLAMA2C: return nb_llama2c_find(s->l2c, name);
+    }
+    return NULL;
+}
+
+static const struct nb_tensor *find_id(const struct nb_model *m, enum tensor_id id, int layer,
+                                       char *name, size_t name_size)
+{
+    const char *fmt = k_names[id][m->src->kind];
+    if (!fmt) {
+        snprintf(name, name_size, "(%s has no such tensor)", m->source_kind);
+        return NULL;
+    }
+    snprintf(name, name_size, fmt, layer);
+    return src_find(m->src, name);
+}
+
+static enum nb_status shape_error(const struct nb_model *m, const char *name,
+                                  const struct nb_tensor *t, int64_t d0, int64_t d1)
+{
+    char got[96] = "";
+    size_t n = 0;
+    for (int i = 0; i < t->n_dims && n < sizeof got - 24; i++)
+        n += (size_t)snprintf(got + n, sizeof got - n, "%s%lld", i ? ", " : "",
+                              (long long)t->shape[i]);
+    if (d1 > 0)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' has shape {%s}, the config needs "
+                            "{%lld, %lld}", m->path, name, got, (long long)d0, (long long)d1);
+    return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' has shape {%s}, the config needs {%lld}",
+                        m->path, name, got, (long long)d0);
+}
+
+/* llama2.c v2: int8 values with one f32 scale per group over the flattened tensor. */
+static enum nb_status dequant_llama2c_i8(struct nb_model *m, const char *name,
+                                         const struct nb_tensor *t, float *dst)
+{
+    char sname[200];
+    snprintf(sname, sizeof sname, "%s.scale", name);
+    const struct nb_tensor *s = src_find(m->src, sname);
+    int gs = nb_llama2c_config(m->src->l2c)->group_size;
+    int64_t n = nb_tensor_nelems(t);
+    if (!s || s->dtype != NB_DTYPE_F32 || gs <= 0 || n % gs || nb_tensor_nelems(s) != n / gs)
+        return nb_set_error(NB_ERR_FORMAT, "%s: int8 tensor '%s' has no matching scales",
+                            m->path, name);
+    const int8_t *q = t->data;
+    for (int64_t g = 0; g < n / gs; g++) {
+        float sc;
+        memcpy(&sc, (const char *)s->data + 4 * g, 4);
+        for (int j = 0; j < gs; j++) dst[g * gs + j] = sc * q[g * gs + j];
+    }
+    return NB_OK;
+}
+
+static enum nb_status to_f32_copy(struct nb_model *m, const char *name, const struct nb_tensor *t,
+                                  float **out)
+{
+    int64_t n = nb_tensor_nelems(t);
+    float *dst = nb_arena_alloc(&m->arena, sizeof(float) * (size_t)n);
+    if (!dst) return nb_wrap_error(NB_ERR_NOMEM, "%s: tensor '%s': ", m->path, name);
+    enum nb_status st = t->dtype == NB_DTYPE_I8 && m->src->kind == SRC_LLAMA2C
+                            ? dequant_llama2c_i8(m, name, t, dst)
+                            : nb_dequant(t->dtype, t->data, dst, n);
+    if (st) return nb_wrap_error(st, "%s: tensor '%s': ", m->path, name);
+    *out = dst;
+    return NB_OK;
+}
+
+/* Bind a matrix of shape {n_out, n_in}. Missing and optional: data stays NULL. */
+static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int layer, int64_t n_out,
+                                  int64_t n_in, int required, struct nb_weight *w)
+{
+    char name[200];
+    const struct nb_tensor *t = find_id(m, id, layer, name, sizeof name);
+    memset(w, 0, sizeof *w);
+    if (!t) {
+        if (!required) return NB_OK;
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
+    }
+    if (t->n_dims != 2 || t->shape[0] != n_out || t->shape[1] != n_in)
+        return shape_error(m, name, t, n_out, n_in);
+    w->n_out = n_out;
+    w->n_in = n_in;
+    int plain = t->dtype == NB_DTYPE_F32 || t->dtype == NB_DTYPE_F16 || t->dtype == NB_DTYPE_BF16;
+    size_t esz = t->dtype == NB_DTYPE_F32 ? 4 : 2;
+    if (plain && ((uintptr_t)t->data % esz) == 0) {
+        w->dtype = t->dtype;
+        w->data = t->data;
+        return NB_OK;
+    }
+    float *f;
+    enum nb_status st = to_f32_copy(m, name, t, &f);
+    if (st) return st;
+    w->dtype = NB_DTYPE_F32;
+    w->data = f;
+    return NB_OK;
+}
+
+/* Bind a vector of n values, always as an f32 copy (they are small). */
+static enum nb_status bind_vector(struct nb_model *m, enum tensor_id id, int layer, int64_t n,
+                                  int required, const float **out)
+{
+    char name[200];
+    const struct nb_tensor *t = find_id(m, id, layer, name, sizeof name);
+    *out = NULL;
+    if (!t) {
+        if (!required) return NB_OK;
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
+    }
+    if (nb_tensor_nelems(t) != n || t->n_dims != 1) return shape_error(m, name, t, n, 0);
+    float *f;
+    enum nb_status st = to_f32_copy(m, name, t, &f);
+    if (st == NB_OK) *out = f;
+    return st;
+}
+
+static enum nb_status bind_weights(struct nb_model *m)
+{
+    const struct nb_config *c = &m->cfg;
+    int64_t E = c->n_embd, Q = (int64_t)c->n_heads * c->head_dim;
+    int64_t KV = (int64_t)c->n_kv_heads * c->head_dim, F = c->n_ff;
+    enum nb_status st;
+    m->layers = nb_arena_alloc(&m->arena, sizeof *m->layers * (size_t)c->n_layers);
+    if (!m->layers) return NB_ERR_NOMEM;
+    if ((st = bind_matrix(m, T_EMBD, 0, c->n_vocab, E, 1, &m->tok_embd)) ||
+        (st = bind_vector(m, T_OUT_NORM, 0, E, 1, &m->out_norm)))
+        return st;
+    if (c->tied_head) {
+        m->output = m->tok_embd;
+    } else if ((st = bind_matrix(m, T_OUTPUT, 0, c->n_vocab, E, 1, &m->output))) {
+        return st;
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        struct nb_layer *L = &m->layers[l];
+        if ((st = bind_vector(m, T_ATTN_NORM, l, E, 1, &L->attn_norm)) ||
+            (st = bind_matrix(m, T_WQ, l, Q, E, 1, &L->wq)) ||
+            (st = bind_matrix(m, T_WK, l, KV, E, 1, &L->wk)) ||
+            (st = bind_matrix(m, T_WV, l, KV, E, 1, &L->wv)) ||
+            (st = bind_matrix(m, T_WO, l, E, Q, 1, &L->wo)) ||
+            (st = bind_vector(m, T_FFN_NORM, l, E, 1, &L->ffn_norm)) ||
+            (st = bind_matrix(m, T_GATE, l, F, E, 1, &L->w_gate)) ||
+            (st = bind_matrix(m, T_UP, l, F, E, 1, &L->w_up)) ||
+            (st = bind_matrix(m, T_DOWN, l, E, F, 1, &L->w_down)))
+            return st;
+        if (c->qkv_bias && ((st = bind_vector(m, T_BQ, l, Q, 1, &L->bq)) ||
+                            (st = bind_vector(m, T_BK, l, KV, 1, &L->bk)) ||
+                            (st = bind_vector(m, T_BV, l, KV, 1, &L->bv))))
+            return st;
+        if (c->qk_norm && ((st = bind_vector(m, T_QNORM, l, c->head_dim, 1, &L->q_norm)) ||
+                           (st = bind_vector(m, T_KNORM, l, c->head_dim, 1, &L->k_norm))))
+            return st;
+        if (c->head_gate && (st = bind_matrix(m, T_HGATE, l, c->n_heads, E, 1, &L->head_gate)))
+            return st;
+    }
+    /* GGUF stores Llama 3.1 rope scaling as per-frequency divisors. */
+    if (m->src->kind == SRC_GGUF) {
+        const struct nb_tensor *rf = nb_gguf_find_tensor(m->src->gguf, "rope_freqs.weight");
+        if (rf) {
+            float *f;
+            if (nb_tensor_nelems(rf) != c->head_dim / 2)
+                return shape_error(m, "rope_freqs.weight", rf, c->head_dim / 2, 0);
+            if ((st = to_f32_copy(m, "rope_freqs.weight", rf, &f))) return st;
+            for (int i = 0; i < c->head_dim / 2; i++) {
+                if (!(f[i] > 0))
+                    return nb_set_error(NB_ERR_FORMAT, "%s: rope_freqs.weight[%d] is not positive",
+                                        m->path, i);
+                m->rope_inv_freq[i] /= f[i];
+            }
+        }
+    }
+    m->n_params = (int64_t)c->n_vocab * E * (c->tied_head ? 1 : 2) + E +
+                  (int64_t)c->n_layers * (2 * E + 2 * Q * E + 2 * KV * E + 3 * F * E +
+                                          (c->qkv_bias ? Q + 2 * KV : 0) +
+                                          (c->qk_norm ? 2 * c->head_dim : 0) +
+                                          (c->head_gate ? (int64_t)c->n_heads * E : 0));
+    return NB_OK;
+}
+
+static int is_dir(const char *path)
+{
+    struct stat sb;
+    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+static enum nb_status open_source(struct nb_model *m, const char *path)
+{
+    struct nb_model_source *s = m->src;
+    enum nb_status st;
+    if (is_dir(path)) {
+        char cfg_path[4096];
+        cJSON *root = NULL;
+        snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path);
+        s->kind = SRC_SAFETENSORS;
+        m->source_kind = "safetensors";
+        if ((st = nb_json_load(cfg_path, &root))) return st;
+        st = nb_config_from_hf(&m->cfg, root, cfg_path);
+        cJSON_Delete(root);
+        if (st) return st;
+        return nb_safetensors_open(&s->st, path);
+    }
+    /* A file: sniff the first bytes. */
+    struct nb_mapped_file f;
+    if ((st = nb_file_map(&f, path))) return st;
+    int gguf = f.size >= 4 && !memcmp(f.data, "GGUF", 4);
+    int l2c = !gguf && nb_llama2c_sniff(f.data, f.size);
+    nb_file_unmap(&f);
+    if (gguf) {
+        s->kind = SRC_GGUF;
+        m->source_kind = "gguf";
+        if ((st = nb_gguf_open(&s->gguf, path))) return st;
+        return nb_config_from_gguf(&m->cfg, s->gguf);
+    }
+    if (l2c) {
+        s->kind = SRC_LLAMA2C;
+        m->source_kind = "llama2c";
+        if ((st = nb_llama2c_open(&s->l2c, path))) return st;
+        return nb_config_from_llama2c(&m->cfg, nb_llama2c_config(s->l2c), path);
+    }
+    return nb_set_error(NB_ERR_FORMAT, "%s: not a model nibble knows (expected a GGUF file, a "
+                        "llama2.c .bin or a Hugging Face model directory)", path);
+}
+
+enum nb_status nb_model_load(struct nb_model **out, const char *path)
+{
+    *out = NULL;
+    enum nb_status st;
+    struct nb_model *m = calloc(1, sizeof *m);
+    if (!m) return nb_set_error(NB_ERR_NOMEM, "out of memory");
+    nb_arena_init(&m->arena, 1 << 20);
+    m->src = calloc(1, sizeof *m->src);
+    m->path = strdup(path);
+    if (!m->src || !m->path) {
+        st = nb_set_error(NB_ERR_NOMEM, "out of memory");
+        goto fail;
+    }
+    if ((st = open_source(m, path))) goto fail;
+    m->arch_name = nb_arch_name(m->cfg.arch);
+    if ((st = nb_model_init_rope(m))) goto fail;
+    if ((st = bind_weights(m))) goto fail;
+    NB_LOGI("%s: %s (%s), %d layers, hidden %d, %d/%d heads of %d, ffn %d, vocab %d, %.2f M "
+            "params", path, m->arch_name, m->source_kind, m->cfg.n_layers, m->cfg.n_embd,
+            m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim, m->cfg.n_ff, m->cfg.n_vocab,
+            (double)m->n_params / 1e6);
+    *out = m;
+    return NB_OK;
+fail:
+    nb_model_free(m);
+    return st;
+}
+
+void nb_model_free(struct nb_model *m)
+{
+    if (!m) return;
+    if (m->src) {
+        nb_gguf_free(m->src->gguf);
+        nb_safetensors_free(m->src->st);
+        nb_llama2c_free(m->src->l2c);
+        free(m->src);
+    }
+    nb_arena_free(&m->arena);
+    free(m->path);
+    free(m);
+}
+
+void nb_model_get_info(const struct nb_model *m, struct nb_model_info *info)
+{
+    const struct nb_config *c = &m->cfg;
+    info->arch = m->arch_name;
+    info->source_kind = m->source_kind;
+    info->n_layers = c->n_layers;
+    info->n_embd = c->n_embd;
+    info->n_heads = c->n_heads;
+    info->n_kv_heads = c->n_kv_heads;
+    info->head_dim = c->head_dim;
+    info->n_ff = c->n_ff;
+    info->n_vocab = c->n_vocab;
+    info->n_ctx_train = c->n_ctx_train;
+    info->bos_id = c->bos_id;
+    info->eos_id = c->eos_id;
+    info->n_params = m->n_params;
+}

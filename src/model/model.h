@@ -1,0 +1,101 @@
+/* model/model.h — the architecture description and the loaded weights.
+ *
+ * One description covers Llama 1/2/3, Qwen2 (q/k/v bias), Qwen3 (per-head q/k
+ * RMSNorm) and the Spark options (GEGLU MLP, per-head attention output gate,
+ * sliding-window layers). Loaders for GGUF, Hugging Face safetensors and llama2.c
+ * fill the same struct; the forward pass (forward.c) reads only this.
+ */
+#ifndef NB_MODEL_MODEL_H
+#define NB_MODEL_MODEL_H
+
+#include <stdint.h>
+
+#include "core/arena.h"
+#include "core/error.h"
+#include "formats/tensor.h"
+
+#define NB_MAX_LAYERS 256
+
+enum nb_arch { NB_ARCH_LLAMA = 0, NB_ARCH_QWEN2, NB_ARCH_QWEN3, NB_ARCH_SPARK, NB_ARCH_COUNT };
+enum nb_act { NB_ACT_SILU = 0, NB_ACT_GELU_TANH };
+/* Which dimensions RoPE rotates together. HF checkpoints rotate (i, i + d/2);
+ * GGUF llama and llama2.c checkpoints have Q/K rows permuted so that the pairs are
+ * (2i, 2i + 1). Both give the same model. */
+enum nb_rope_pairing { NB_ROPE_HALF = 0, NB_ROPE_INTERLEAVED };
+enum nb_rope_scaling { NB_ROPE_SCALING_NONE = 0, NB_ROPE_SCALING_LINEAR, NB_ROPE_SCALING_LLAMA3 };
+
+struct nb_config {
+    enum nb_arch arch;
+    int n_layers;
+    int n_embd;      /* hidden size */
+    int n_heads;     /* query heads */
+    int n_kv_heads;  /* key/value heads (GQA: n_heads % n_kv_heads == 0) */
+    int head_dim;    /* may differ from n_embd / n_heads (Qwen3) */
+    int n_ff;        /* MLP inner size */
+    int n_vocab;
+    int n_ctx_train; /* the model's maximum context */
+    float norm_eps;
+    float rope_theta;
+    enum nb_rope_pairing rope_pairing;
+    enum nb_rope_scaling rope_scaling;
+    float rope_factor;              /* linear / llama3 */
+    float rope_low_freq_factor;     /* llama3 */
+    float rope_high_freq_factor;    /* llama3 */
+    int rope_orig_ctx;              /* llama3 original_max_position_embeddings */
+    enum nb_act act;                /* SwiGLU (silu) or GEGLU (tanh gelu) */
+    int qkv_bias;                   /* Qwen2 */
+    int qk_norm;                    /* Qwen3 */
+    int head_gate;                  /* Spark: sigmoid gate per head on attention output */
+    int sliding_window;             /* keys with q_pos - k_pos < window (0: none) */
+    uint8_t layer_sliding[NB_MAX_LAYERS]; /* 1: this layer uses the window */
+    int tied_head;                  /* output head shares the embedding matrix */
+    int bos_id, eos_id;             /* -1 when unknown */
+};
+
+/* A weight matrix as stored: y = W x, W has n_out rows of n_in values. */
+struct nb_weight {
+    enum nb_dtype dtype; /* F32, F16 or BF16 (others are converted at load) */
+    int64_t n_out, n_in;
+    const void *data;    /* row-major [n_out][n_in], element-aligned */
+};
+
+struct nb_layer {
+    const float *attn_norm;           /* [n_embd] */
+    struct nb_weight wq;              /* [n_heads * head_dim, n_embd] */
+    struct nb_weight wk, wv;          /* [n_kv_heads * head_dim, n_embd] */
+    const float *bq, *bk, *bv;        /* biases (Qwen2) or NULL */
+    const float *q_norm, *k_norm;     /* [head_dim] (Qwen3) or NULL */
+    struct nb_weight head_gate;       /* [n_heads, n_embd] (Spark) or data NULL */
+    struct nb_weight wo;              /* [n_embd, n_heads * head_dim] */
+    const float *ffn_norm;            /* [n_embd] */
+    struct nb_weight w_gate, w_up;    /* [n_ff, n_embd] */
+    struct nb_weight w_down;          /* [n_embd, n_ff] */
+};
+
+struct nb_model_source; /* the open file(s) the weights point into */
+
+struct nb_model {
+    struct nb_config cfg;
+    const char *arch_name;   /* "llama", ... */
+    const char *source_kind; /* "gguf", "safetensors", "llama2c" */
+    char *path;
+
+    struct nb_weight tok_embd; /* [n_vocab, n_embd], a row gather */
+    struct nb_layer *layers;   /* [n_layers] */
+    const float *out_norm;     /* [n_embd] */
+    struct nb_weight output;   /* [n_vocab, n_embd]; the embedding when tied */
+    float *rope_inv_freq;      /* [head_dim / 2], scaling applied */
+    int64_t n_params;
+
+    struct nb_model_source *src;
+    struct nb_arena arena; /* converted vectors, copies of misaligned data */
+};
+
+const char *nb_arch_name(enum nb_arch a);
+/* Check the config for consistency (positive sizes, divisibility, limits);
+ * `what` names the source in the message. */
+enum nb_status nb_config_validate(const struct nb_config *c, const char *what);
+/* Fill rope_inv_freq from the config (theta and scaling). */
+enum nb_status nb_model_init_rope(struct nb_model *m);
+
+#endif

@@ -1,0 +1,163 @@
+/* runtime/sampler.c — next-token choice: repetition penalty, then greedy, or
+ * temperature with top-k, top-p and min-p filtering, then a draw from a seeded
+ * generator (the same seed gives the same tokens).
+ *
+ * Order (as llama.cpp's default chain): penalty -> top-k -> softmax(logits / T)
+ * -> top-p -> min-p -> draw. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "nibble.h"
+
+struct nb_sampler {
+    struct nb_sampler_params p;
+    int n_vocab;
+    int32_t *history; /* ring of the last repeat_last_n tokens */
+    int n_hist, hist_pos;
+    uint64_t rng;
+    struct cand {
+        float logit;
+        int32_t id;
+    } *cand; /* [n_vocab] */
+};
+
+struct nb_sampler_params nb_sampler_default_params(void)
+{
+    struct nb_sampler_params p = {
+        .temperature = 0.0f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
+        .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0x5eed,
+    };
+    return p;
+}
+
+/* splitmix64: small, fast, good enough for sampling. */
+static uint64_t rng_next(uint64_t *s)
+{
+    uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
+
+enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_params *p,
+                               int n_vocab)
+{
+    *out = NULL;
+    if (n_vocab <= 0) return nb_set_error(NB_ERR_INVALID_ARG, "sampler: vocabulary is empty");
+    if (p->temperature < 0 || !isfinite(p->temperature) || p->top_p < 0 || p->min_p < 0 ||
+        p->min_p > 1 || !(p->repeat_penalty > 0) || p->repeat_last_n < 0 ||
+        p->repeat_last_n > (1 << 20))
+        return nb_set_error(NB_ERR_INVALID_ARG, "sampler: a parameter is out of range (temp "
+                            "%g, top_p %g, min_p %g, repeat_penalty %g, repeat_last_n %d)",
+                            p->temperature, p->top_p, p->min_p, p->repeat_penalty,
+                            p->repeat_last_n);
+    struct nb_sampler *s = calloc(1, sizeof *s);
+    if (!s) return nb_set_error(NB_ERR_NOMEM, "sampler: out of memory");
+    s->p = *p;
+    s->n_vocab = n_vocab;
+    s->rng = p->seed;
+    s->cand = malloc(sizeof *s->cand * (size_t)n_vocab);
+    s->history = malloc(sizeof *s->history * (size_t)(p->repeat_last_n ? p->repeat_last_n : 1));
+    if (!s->cand || !s->history) {
+        nb_sampler_free(s);
+        return nb_set_error(NB_ERR_NOMEM, "sampler: out of memory");
+    }
+    *out = s;
+    return NB_OK;
+}
+
+void nb_sampler_free(struct nb_sampler *s)
+{
+    if (!s) return;
+    free(s->cand);
+    free(s->history);
+    free(s);
+}
+
+void nb_sampler_accept(struct nb_sampler *s, int32_t token)
+{
+    if (s->p.repeat_last_n <= 0) return;
+    s->history[s->hist_pos] = token;
+    s->hist_pos = (s->hist_pos + 1) % s->p.repeat_last_n;
+    if (s->n_hist < s->p.repeat_last_n) s->n_hist++;
+}
+
+static int cand_desc(const void *a, const void *b)
+{
+    const struct cand *x = a, *y = b;
+    if (x->logit != y->logit) return x->logit < y->logit ? 1 : -1;
+    return x->id < y->id ? -1 : x->id > y->id; /* ties: lower id first, deterministic */
+}
+
+/* CTRL-style penalty: a positive logit is divided, a negative one multiplied, once
+ * per distinct token in the window. */
+static void apply_penalty(struct nb_sampler *s, float *logits)
+{
+    if (s->p.repeat_penalty == 1.0f || s->n_hist == 0) return;
+    for (int i = 0; i < s->n_hist; i++) {
+        int32_t t = s->history[i];
+        if (t < 0 || t >= s->n_vocab) continue;
+        int seen = 0;
+        for (int j = 0; j < i; j++) seen |= s->history[j] == t;
+        if (seen) continue;
+        logits[t] = logits[t] > 0 ? logits[t] / s->p.repeat_penalty
+                                  : logits[t] * s->p.repeat_penalty;
+    }
+}
+
+int32_t nb_sampler_sample(struct nb_sampler *s, float *logits)
+{
+    apply_penalty(s, logits);
+    int n = s->n_vocab;
+    if (s->p.temperature <= 0) { /* greedy: first index of the maximum */
+        int32_t best = 0;
+        for (int i = 1; i < n; i++)
+            if (logits[i] > logits[best]) best = i;
+        return best;
+    }
+    for (int i = 0; i < n; i++) {
+        s->cand[i].logit = logits[i];
+        s->cand[i].id = i;
+    }
+    qsort(s->cand, (size_t)n, sizeof *s->cand, cand_desc);
+    int k = s->p.top_k > 0 && s->p.top_k < n ? s->p.top_k : n;
+    /* softmax over the top k at temperature T (cand[0] holds the maximum) */
+    double sum = 0;
+    float mx = s->cand[0].logit;
+    for (int i = 0; i < k; i++) {
+        double e = exp(((double)s->cand[i].logit - mx) / s->p.temperature);
+        s->cand[i].logit = (float)e;
+        sum += e;
+    }
+    for (int i = 0; i < k; i++) s->cand[i].logit = (float)(s->cand[i].logit / sum);
+    if (s->p.top_p < 1.0f) { /* smallest prefix whose mass reaches top_p */
+        double cum = 0;
+        int keep = k;
+        for (int i = 0; i < k; i++) {
+            cum += s->cand[i].logit;
+            if (cum >= s->p.top_p) {
+                keep = i + 1;
+                break;
+            }
+        }
+        k = keep;
+    }
+    if (s->p.min_p > 0) { /* drop tokens below min_p x the top probability */
+        float floor = s->cand[0].logit * s->p.min_p;
+        int keep = 1;
+        while (keep < k && s->cand[keep].logit >= floor) keep++;
+        k = keep;
+    }
+    double mass = 0;
+    for (int i = 0; i < k; i++) mass += s->cand[i].logit;
+    double r = rng_uniform(&s->rng) * mass;
+    for (int i = 0; i < k; i++) {
+        r -= s->cand[i].logit;
+        if (r < 0) return s->cand[i].id;
+    }
+    return s->cand[k - 1].id;
+}

@@ -1,0 +1,26 @@
+/* tests/helpers/testutil.h — shared helpers for the cmocka tests. */
+#ifndef NB_TESTUTIL_H
+#define NB_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+#include <cjson/cJSON.h>
+
+/* $NIBBLE_MODELS_DIR/<rel> if that exists, else NULL (the test should skip()). */
+const char *tu_model_path(const char *rel);
+/* Parse a JSON file; fails the test on error. */
+cJSON *tu_load_json(const char *path);
+/* Copy a JSON array of numbers into a new malloc'd array; *n gets the count. */
+int32_t *tu_json_ids(const cJSON *arr, int *n);
+float *tu_json_floats(const cJSON *arr, int *n);
+/* max |a - b| over n values. */
+double tu_max_abs_diff(const float *a, const float *b, int n);
+/* A fresh empty directory under $TMPDIR (removed by tu_rmtree). */
+char *tu_mkdtemp(void);
+void tu_rmtree(const char *path);
+
+#endif

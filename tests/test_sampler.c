@@ -1,0 +1,131 @@
+/* test_sampler — greedy, seeded sampling, filters and the repetition penalty. */
+#include "helpers/testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "nibble.h"
+
+static struct nb_sampler *make(float temp, int top_k, float top_p, float min_p, float rep,
+                               uint64_t seed, int n_vocab)
+{
+    struct nb_sampler_params p = nb_sampler_default_params();
+    p.temperature = temp;
+    p.top_k = top_k;
+    p.top_p = top_p;
+    p.min_p = min_p;
+    p.repeat_penalty = rep;
+    p.seed = seed;
+    struct nb_sampler *s = NULL;
+    assert_int_equal(nb_sampler_init(&s, &p, n_vocab), NB_OK);
+    return s;
+}
+
+static void test_greedy(void **state)
+{
+    struct nb_sampler *s = make(0, 40, 0.95f, 0.05f, 1, 1, 5);
+    float l[5] = {0.1f, 2.0f, -1.0f, 2.0f, 1.9f};
+    assert_int_equal(nb_sampler_sample(s, l), 1); /* tie: the lower id */
+    nb_sampler_free(s);
+}
+
+static void test_seeded_repeatable(void **state)
+{
+    float base[50];
+    for (int i = 0; i < 50; i++) base[i] = sinf((float)i) * 2;
+    int32_t a[64], b[64], c[64];
+    struct nb_sampler *s1 = make(1.0f, 0, 1.0f, 0, 1, 42, 50);
+    struct nb_sampler *s2 = make(1.0f, 0, 1.0f, 0, 1, 42, 50);
+    struct nb_sampler *s3 = make(1.0f, 0, 1.0f, 0, 1, 43, 50);
+    for (int i = 0; i < 64; i++) {
+        float l[50];
+        memcpy(l, base, sizeof l);
+        a[i] = nb_sampler_sample(s1, l);
+        memcpy(l, base, sizeof l);
+        b[i] = nb_sampler_sample(s2, l);
+        memcpy(l, base, sizeof l);
+        c[i] = nb_sampler_sample(s3, l);
+    }
+    assert_memory_equal(a, b, sizeof a);
+    assert_memory_not_equal(a, c, sizeof a);
+    nb_sampler_free(s1);
+    nb_sampler_free(s2);
+    nb_sampler_free(s3);
+}
+
+static void test_distribution(void **state)
+{
+    struct nb_sampler *s = make(1.0f, 0, 1.0f, 0, 1, 7, 3);
+    int count[3] = {0};
+    const int N = 20000;
+    for (int i = 0; i < N; i++) {
+        float l[3] = {logf(0.5f), logf(0.3f), logf(0.2f)};
+        count[nb_sampler_sample(s, l)]++;
+    }
+    assert_true(fabs(count[0] / (double)N - 0.5) < 0.02);
+    assert_true(fabs(count[1] / (double)N - 0.3) < 0.02);
+    assert_true(fabs(count[2] / (double)N - 0.2) < 0.02);
+    nb_sampler_free(s);
+}
+
+static void test_filters(void **state)
+{
+    float base[4] = {1.0f, 3.0f, 2.9f, 0.5f};
+    struct nb_sampler *k1 = make(1.5f, 1, 1.0f, 0, 1, 3, 4);     /* top-k 1 */
+    struct nb_sampler *p0 = make(1.5f, 0, 0.01f, 0, 1, 3, 4);    /* tiny top-p */
+    struct nb_sampler *m1 = make(1.5f, 0, 1.0f, 1.0f, 1, 3, 4);  /* min-p 1 */
+    struct nb_sampler *k2 = make(1.0f, 2, 1.0f, 0, 1, 3, 4);     /* top-k 2: ids 1, 2 */
+    int seen2 = 0;
+    for (int i = 0; i < 200; i++) {
+        float l[4];
+        memcpy(l, base, sizeof l);
+        assert_int_equal(nb_sampler_sample(k1, l), 1);
+        memcpy(l, base, sizeof l);
+        assert_int_equal(nb_sampler_sample(p0, l), 1);
+        memcpy(l, base, sizeof l);
+        assert_int_equal(nb_sampler_sample(m1, l), 1);
+        memcpy(l, base, sizeof l);
+        int t = nb_sampler_sample(k2, l);
+        assert_true(t == 1 || t == 2);
+        seen2 |= t == 2;
+    }
+    assert_true(seen2);
+    nb_sampler_free(k1);
+    nb_sampler_free(p0);
+    nb_sampler_free(m1);
+    nb_sampler_free(k2);
+}
+
+static void test_repeat_penalty(void **state)
+{
+    struct nb_sampler *s = make(0, 0, 1.0f, 0, 2.0f, 1, 3);
+    nb_sampler_accept(s, 0);
+    float l[3] = {2.0f, 1.5f, -1.0f};
+    assert_int_equal(nb_sampler_sample(s, l), 1); /* 2.0 / 2 = 1.0 < 1.5 */
+    assert_true(fabsf(l[0] - 1.0f) < 1e-6f);
+    nb_sampler_free(s);
+}
+
+static void test_bad_params(void **state)
+{
+    struct nb_sampler_params p = nb_sampler_default_params();
+    struct nb_sampler *s = NULL;
+    p.temperature = -1;
+    assert_int_equal(nb_sampler_init(&s, &p, 10), NB_ERR_INVALID_ARG);
+    p = nb_sampler_default_params();
+    p.repeat_penalty = 0;
+    assert_int_equal(nb_sampler_init(&s, &p, 10), NB_ERR_INVALID_ARG);
+    p = nb_sampler_default_params();
+    assert_int_equal(nb_sampler_init(&s, &p, 0), NB_ERR_INVALID_ARG);
+    assert_null(s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_greedy),      cmocka_unit_test(test_seeded_repeatable),
+        cmocka_unit_test(test_distribution), cmocka_unit_test(test_filters),
+        cmocka_unit_test(test_repeat_penalty), cmocka_unit_test(test_bad_params),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
