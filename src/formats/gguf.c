@@ -286,10 +286,11 @@ static enum nb_status build_index(struct nb_gguf *g, int64_t n, const char *kind
         size_t h = (size_t)hash_str(s) & mask;
         while (slots[h]) {
             if (strcmp(get(g, slots[h] - 1), s) == 0) {
+                int64_t first = slots[h] - 1;
                 free(slots);
                 return nb_set_error(NB_ERR_FORMAT,
                                     "%s: duplicate %s '%.*s' (entries %" PRId64 " and %" PRId64 ")",
-                                    g->name, kind, GGUF_KEY_MSG, s, slots[h] - 1, i);
+                                    g->name, kind, GGUF_KEY_MSG, s, first, i);
             }
             h = (h + 1) & mask;
         }
