@@ -43,8 +43,7 @@ struct nb_gguf;
 enum nb_status nb_gguf_open(struct nb_gguf **out, const char *path);
 /* Parse a buffer that stays alive as long as the result (for fuzzing and tests);
  * `name` is used in error messages. */
-enum nb_status nb_gguf_parse(struct nb_gguf **out, const void *data, size_t size,
-                             const char *name);
+enum nb_status nb_gguf_parse(struct nb_gguf **out, const void *data, size_t size, const char *name);
 void nb_gguf_free(struct nb_gguf *g);
 
 uint32_t nb_gguf_version(const struct nb_gguf *g);
@@ -92,7 +91,10 @@ const struct nb_tensor *nb_gguf_tensor(const struct nb_gguf *g, int64_t i);
 const struct nb_tensor *nb_gguf_find_tensor(const struct nb_gguf *g, const char *name);
 
 /* ---- writing (tests, `nibble synth`, converters) ----
- * A small builder: add metadata and tensors, then write the file. Data pointers
+ * A small builder: add metadata and tensors, then write the file. version 0 means 3,
+ * alignment 0 means 32 (any other value must be a power of two and is recorded as
+ * `general.alignment`, so do not add that key yourself). Duplicate keys or tensor
+ * names are NB_ERR_INVALID_ARG. The file is written to PATH.tmp and renamed. Data pointers
  * given to add_tensor must stay valid until write. Shapes are outermost first, as
  * in struct nb_tensor; the writer reverses them into GGUF order. */
 struct nb_gguf_writer;
@@ -105,6 +107,10 @@ enum nb_status nb_gguf_writer_add_u64(struct nb_gguf_writer *w, const char *key,
 enum nb_status nb_gguf_writer_add_f32(struct nb_gguf_writer *w, const char *key, float v);
 enum nb_status nb_gguf_writer_add_bool(struct nb_gguf_writer *w, const char *key, int v);
 enum nb_status nb_gguf_writer_add_str(struct nb_gguf_writer *w, const char *key, const char *v);
+/* Any fixed-size scalar type (not STRING/ARRAY); `value` points to it in host
+ * (little-endian) representation, e.g. an int16_t for NB_GGUF_I16, a uint8_t for BOOL. */
+enum nb_status nb_gguf_writer_add_scalar(struct nb_gguf_writer *w, const char *key,
+                                         enum nb_gguf_type type, const void *value);
 /* Array of fixed-size scalars (elem_type not STRING/ARRAY), `count` elements packed. */
 enum nb_status nb_gguf_writer_add_arr(struct nb_gguf_writer *w, const char *key,
                                       enum nb_gguf_type elem_type, const void *data,
