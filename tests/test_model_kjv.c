@@ -3,6 +3,7 @@
  * first-step logits within 2e-3 of PyTorch's float64 ones. */
 #include "helpers/testutil.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 

@@ -62,7 +62,8 @@ static void *worker_main(void *arg)
 {
     struct worker *w = arg;
     struct nb_pool *p = w->pool;
-    unsigned seen = atomic_load(&p->generation);
+    unsigned seen = 0; /* the generation at pool creation: a job may be posted before
+                          this thread first runs, and must not be missed */
     for (;;) {
         unsigned gen;
         int spins = 0;
