@@ -1,8 +1,9 @@
 /* formats/gguf.c — a validating GGUF (v2, v3) reader and a small writer.
  *
  * Reading is one pass over the header with a bounds-checked cursor. Every count is
- * compared with the bytes that remain before anything is allocated, so a hostile
- * count fails fast; the kv and tensor tables grow as entries are actually parsed.
+ * compared with the bytes that remain before anything is allocated (a kv needs at
+ * least 13 bytes, a tensor info 32, an array element its size), so a hostile count
+ * fails fast and every table is at most a small multiple of the file size.
  * Keys, names and strings are copied NUL-terminated into an arena; string arrays get
  * a pointer table at parse time so element i is O(1). Lookups go through open-
  * addressing hash tables built after each section (duplicates are format errors).
