@@ -506,6 +506,18 @@ static void test_shape_reversal_raw(void **state)
     assert_int_equal(t->n_bytes, 96);
     nb_gguf_free(g);
     free(b.p);
+    /* an empty tensor (a zero dim) is legal and has no bytes */
+    memset(&b, 0, sizeof b);
+    const uint64_t ne0[2] = {8, 0};
+    rb_one_tensor(&b, 2, ne0, 0, 0, 0);
+    assert_int_equal(nb_gguf_parse(&g, b.p, b.n, "empty.gguf"), NB_OK);
+    t = nb_gguf_tensor(g, 0);
+    assert_int_equal(t->shape[0], 0);
+    assert_int_equal(t->shape[1], 8);
+    assert_int_equal(t->n_bytes, 0);
+    assert_int_equal(nb_tensor_nelems(t), 0);
+    nb_gguf_free(g);
+    free(b.p);
 }
 
 /* ------------------------------------------------------------------ getter rules */
@@ -745,6 +757,10 @@ static void test_hostile_tensors(void **state)
     /* element count overflow */
     const uint64_t ne_big[3] = {UINT64_C(1) << 32, UINT64_C(1) << 32, UINT64_C(1) << 32};
     rb_one_tensor(&b, 3, ne_big, 0, 0, 32);
+    expect_fail(&b, NB_ERR_FORMAT, "tensor 'w'", "overflow");
+    /* a zero dim makes the count 0, but the other dims still must not overflow */
+    const uint64_t ne_zero[3] = {0, UINT64_C(1) << 62, 4};
+    rb_one_tensor(&b, 3, ne_zero, 0, 0, 32);
     expect_fail(&b, NB_ERR_FORMAT, "tensor 'w'", "overflow");
     /* elements fit in i64 but bytes do not */
     const uint64_t ne_bytes[2] = {UINT64_C(1) << 31, UINT64_C(1) << 31};

@@ -1,8 +1,9 @@
 /* formats/gguf.c — a validating GGUF (v2, v3) reader and a small writer.
  *
  * Reading is one pass over the header with a bounds-checked cursor. Every count is
- * compared with the bytes that remain before anything is allocated, so a hostile
- * count fails fast; the kv and tensor tables grow as entries are actually parsed.
+ * compared with the bytes that remain before anything is allocated (a kv needs at
+ * least 13 bytes, a tensor info 32, an array element its size), so a hostile count
+ * fails fast and every table is at most a small multiple of the file size.
  * Keys, names and strings are copied NUL-terminated into an arena; string arrays get
  * a pointer table at parse time so element i is O(1). Lookups go through open-
  * addressing hash tables built after each section (duplicates are format errors).
@@ -155,6 +156,8 @@ static int load_number(enum nb_gguf_type t, const uint8_t *p, int64_t *iv, doubl
                        int *too_big)
 {
     *too_big = 0;
+    *iv = 0;
+    *fv = 0;
     *is_int = 1;
     switch (t) {
     case NB_GGUF_U8: *iv = p[0]; break;
@@ -224,6 +227,7 @@ static int take(struct cur *c, uint64_t n, const uint8_t **out)
 static enum nb_status rd32(struct cur *c, const char *what, uint32_t *v)
 {
     const uint8_t *p;
+    *v = 0;
     if (!take(c, 4, &p)) return truncated(c, what, 4);
     *v = ld32(p);
     return NB_OK;
@@ -232,6 +236,7 @@ static enum nb_status rd32(struct cur *c, const char *what, uint32_t *v)
 static enum nb_status rd64(struct cur *c, const char *what, uint64_t *v)
 {
     const uint8_t *p;
+    *v = 0;
     if (!take(c, 8, &p)) return truncated(c, what, 8);
     *v = ld64(p);
     return NB_OK;
@@ -240,6 +245,7 @@ static enum nb_status rd64(struct cur *c, const char *what, uint64_t *v)
 /* Reads a GGUF string (u64 length + bytes): *s points into the file, unterminated. */
 static enum nb_status rd_str(struct cur *c, const char *what, const uint8_t **s, uint64_t *len)
 {
+    *s = NULL;
     enum nb_status st = rd64(c, what, len);
     if (st) return st;
     if (*len > left(c))
@@ -474,9 +480,9 @@ static enum nb_status parse_alignment(struct nb_gguf *g)
     int64_t i = nb_gguf_find_kv(g, "general.alignment");
     if (i < 0) return NB_OK;
     const struct kv *kv = &g->kvs[i];
-    int64_t v;
-    double f;
-    int is_int, big;
+    int64_t v = 0;
+    double f = 0;
+    int is_int = 0, big = 0;
     if (!is_int_type(kv->type) || !load_number(kv->type, kv->data, &v, &f, &is_int, &big))
         return nb_set_error(NB_ERR_FORMAT, "%s: key 'general.alignment' is %s, expected u32",
                             g->name, nb_gguf_type_name(kv->type));
@@ -537,14 +543,16 @@ static enum nb_status parse_tensor(struct nb_gguf *g, struct cur *c, int64_t i, 
         t->shape[d] = 1;
     for (uint32_t d = 0; d < n_dims; d++)
         t->shape[n_dims - 1 - d] = (int64_t)ne[d];
-    uint64_t nel = 1, rows = 1, row_bytes;
+    /* The product of the nonzero dims must fit in i64, so that every partial product
+     * (e.g. in nb_tensor_nelems, in any order) does too, even when a dim is 0. */
+    uint64_t bound = 1, rows = 1, row_bytes;
     for (uint32_t d = 0; d < n_dims; d++) {
-        if (nb_mul_u64(nel, ne[d], &nel) || nel > (uint64_t)INT64_MAX)
+        if (nb_mul_u64(bound, ne[d] ? ne[d] : 1, &bound) || bound > (uint64_t)INT64_MAX)
             return nb_set_error(NB_ERR_FORMAT,
                                 "%s: tensor '%.*s': element count of shape [%" PRIu64 ", %" PRIu64
                                 ", %" PRIu64 ", %" PRIu64 "] (ggml order) overflows",
                                 g->name, GGUF_KEY_MSG, nm, ne[0], ne[1], ne[2], ne[3]);
-        if (d > 0) rows *= ne[d]; /* <= nel, cannot overflow */
+        if (d > 0) rows *= ne[d]; /* <= bound, cannot overflow */
     }
     if (!nb_dtype_row_bytes(t->dtype, ne[0], &row_bytes))
         return nb_set_error(NB_ERR_FORMAT,
@@ -777,9 +785,9 @@ static enum nb_status get_int(const struct nb_gguf *g, const char *key, int64_t 
     enum nb_status st;
     const struct kv *kv = get_kv(g, key, &st);
     if (!kv) return st;
-    int64_t v;
-    double f;
-    int is_int, big;
+    int64_t v = 0;
+    double f = 0;
+    int is_int = 0, big = 0;
     if (!is_int_type(kv->type) || !load_number(kv->type, kv->data, &v, &f, &is_int, &big))
         return type_error(g, kv, want);
     if (big || v < lo || v > hi)
@@ -791,7 +799,7 @@ static enum nb_status get_int(const struct nb_gguf *g, const char *key, int64_t 
 
 enum nb_status nb_gguf_get_u32(const struct nb_gguf *g, const char *key, uint32_t *out)
 {
-    int64_t v;
+    int64_t v = 0;
     enum nb_status st = get_int(g, key, 0, UINT32_MAX, "u32", &v);
     if (!st) *out = (uint32_t)v;
     return st;
@@ -807,9 +815,9 @@ enum nb_status nb_gguf_get_f32(const struct nb_gguf *g, const char *key, float *
     enum nb_status st;
     const struct kv *kv = get_kv(g, key, &st);
     if (!kv) return st;
-    int64_t v;
-    double f;
-    int is_int, big;
+    int64_t v = 0;
+    double f = 0;
+    int is_int = 0, big = 0;
     if (!type_size(kv->type) || kv->type == NB_GGUF_BOOL ||
         !load_number(kv->type, kv->data, &v, &f, &is_int, &big))
         return type_error(g, kv, "f32");
@@ -915,7 +923,7 @@ static enum nb_status arr_number(const struct nb_gguf *g, const char *key, uint6
              (!want_int || is_int_type(kv->elem_type));
     if (!ok) return arr_elem_error(g, kv, want_int ? "integers" : "numbers");
     if (i >= kv->count) return index_error(g, kv, i);
-    int is_int, big;
+    int is_int = 0, big = 0;
     load_number(kv->elem_type, kv->data + i * (uint64_t)type_size(kv->elem_type), iv, fv, &is_int,
                 &big);
     if (want_int && big)
@@ -927,14 +935,14 @@ static enum nb_status arr_number(const struct nb_gguf *g, const char *key, uint6
 enum nb_status nb_gguf_get_arr_f64(const struct nb_gguf *g, const char *key, uint64_t i,
                                    double *out)
 {
-    int64_t iv;
+    int64_t iv = 0;
     return arr_number(g, key, i, 0, &iv, out);
 }
 
 enum nb_status nb_gguf_get_arr_i64(const struct nb_gguf *g, const char *key, uint64_t i,
                                    int64_t *out)
 {
-    double fv;
+    double fv = 0;
     return arr_number(g, key, i, 1, out, &fv);
 }
 
@@ -1277,7 +1285,7 @@ enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path)
         hdr[8 + i] = (unsigned char)(fields[1] >> (8 * i));
     for (int i = 0; i < 8; i++)
         hdr[16 + i] = (unsigned char)(fields[2] >> (8 * i));
-    uint64_t pos = sizeof hdr + w->kv_len, aligned;
+    uint64_t pos = sizeof hdr + w->kv_len, aligned = pos;
     nb_align_u64(pos, w->alignment, &aligned);
     fp = fopen(tmp, "wb");
     if (!fp) {

@@ -13,12 +13,14 @@
 
 /* Parse a file; on success *out must be released with cJSON_Delete. */
 enum nb_status nb_json_load(const char *path, cJSON **out);
-/* Parse a buffer of `len` bytes (need not be NUL-terminated). `name` for errors. */
+/* Parse a buffer of `len` bytes (need not be NUL-terminated; a NUL byte inside is
+ * an error). `name` for errors; a syntax error reads "name:LINE:COL: ...". */
 enum nb_status nb_json_parse(const char *buf, size_t len, const char *name, cJSON **out);
 
-/* Typed getters for object members. A missing key leaves *out = dflt and returns
- * NB_OK; a present key of the wrong type (or a non-integral / out-of-range number
- * for the int getter) is NB_ERR_FORMAT naming `name` and the key. */
+/* Typed getters for object members. A missing key (or obj == NULL) leaves
+ * *out = dflt and returns NB_OK; a present key of the wrong type (or a
+ * non-integral / out-of-range number for the int getter), or an obj that is not
+ * an object, is NB_ERR_FORMAT naming `name` and the key. *out is dflt then. */
 enum nb_status nb_json_get_int(const cJSON *obj, const char *key, int64_t dflt, int64_t *out,
                                const char *name);
 enum nb_status nb_json_get_num(const cJSON *obj, const char *key, double dflt, double *out,

@@ -159,7 +159,7 @@ int nb_llama2c_sniff(const void *data, size_t size)
     size_t hdr;
     uint64_t need;
     int ok = 0;
-    char saved[256]; /* a predicate: keep the caller's error message */
+    char saved[1024]; /* a predicate: keep the caller's error message */
     snprintf(saved, sizeof saved, "%s", nb_last_error());
     if (read_header(p, size, "", &c, &hdr) != NB_OK) goto done;
     /* Plausible sizes for a legacy checkpoint; anything else is some other file. */

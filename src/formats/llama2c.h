@@ -21,6 +21,12 @@
  * "layers.l.w3" {hidden, dim}. For v2 the quantized tensors have dtype I8 and a
  * companion "<name>.scale" of dtype F32 with one value per group (groups run over
  * the flattened tensor). The RoPE pairing of these checkpoints is interleaved.
+ *
+ * Validation: all sizes positive, dim % n_heads == 0, n_heads % n_kv_heads == 0,
+ * an even head size, v2 group_size > 0 dividing dim, sizes overflow-checked. The
+ * file must hold at least what the header implies; legacy files may be longer
+ * (trailing bytes ignored), v1/v2 files must match exactly. freq_cis tables are
+ * not exposed. Data pointers of v2 ".scale" tensors may be unaligned for f32.
  */
 #ifndef NB_FORMATS_LLAMA2C_H
 #define NB_FORMATS_LLAMA2C_H
