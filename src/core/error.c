@@ -49,6 +49,12 @@ enum nb_status nb_wrap_error(enum nb_status s, const char *fmt, ...)
     vsnprintf(prefix, sizeof prefix, fmt, ap);
     va_end(ap);
     memcpy(old, g_msg, sizeof old);
-    snprintf(g_msg, sizeof g_msg, "%s%s", prefix, old);
+    /* prefix + old message, cut to the buffer (explicit, so no truncation warning) */
+    size_t np = strnlen(prefix, sizeof prefix - 1);
+    size_t no = strnlen(old, sizeof old - 1);
+    if (no > sizeof g_msg - 1 - np) no = sizeof g_msg - 1 - np;
+    memcpy(g_msg, prefix, np);
+    memcpy(g_msg + np, old, no);
+    g_msg[np + no] = '\0';
     return s;
 }
