@@ -140,10 +140,10 @@ static void test_two_sequences(void **state)
     struct nb_ctx *ctx = NULL;
     assert_int_equal(nb_ctx_init(&ctx, m, &cp), NB_OK);
     enum { NA = 20, NB = 9, V = 512 };
-    int32_t tok[NA + NB], pos[NA + NB], seq[NA + NB];
+    int32_t tok[NA + NB], pos[NA + NB];
     uint8_t want[NA + NB] = {0};
-    for (int i = 0; i < NA; i++) tok[i] = (i * 37 + 11) % V, pos[i] = i, seq[i] = 0;
-    for (int i = 0; i < NB; i++) tok[NA + i] = (i * 53 + 5) % V, pos[NA + i] = i, seq[NA + i] = 1;
+    for (int i = 0; i < NA; i++) tok[i] = (i * 37 + 11) % V, pos[i] = i;
+    for (int i = 0; i < NB; i++) tok[NA + i] = (i * 53 + 5) % V, pos[NA + i] = i;
     want[NA - 1] = want[NA + NB - 1] = 1;
     /* interleave the two sequences' tokens */
     int32_t t2[NA + NB], p2[NA + NB], s2[NA + NB];

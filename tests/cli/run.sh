@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# nibble run: the CLI contract (ids in, ids out, errors and exit codes).
+set -u
+bin="${NIBBLE_BIN:?}"
+models="${NIBBLE_MODELS_DIR:-}"
+fail=0; pass=0
+check() { # name, expected exit code, command...
+  local name="$1" want="$2"; shift 2
+  out=$("$@" 2>/tmp/nibble-cli-err.$$); rc=$?
+  if [ "$rc" != "$want" ]; then
+    echo "FAIL $name: exit $rc, expected $want"; cat /tmp/nibble-cli-err.$$; fail=$((fail+1))
+  else pass=$((pass+1)); fi
+}
+expect_err() { # name, substring expected in stderr
+  if ! grep -q -- "$2" /tmp/nibble-cli-err.$$; then
+    echo "FAIL $1: stderr lacks '$2':"; cat /tmp/nibble-cli-err.$$; fail=$((fail+1))
+  else pass=$((pass+1)); fi
+}
+
+check "unknown option" 1 "$bin" run --bogus
+expect_err "unknown option" "unknown option '--bogus'"
+check "unknown command" 2 "$bin" frobnicate
+check "bad -n" 1 "$bin" run -n abc --ids 1
+expect_err "bad -n" "'abc' is not a whole number"
+check "bad ids" 1 "$bin" run -m /nonexistent.gguf --ids 1,x
+expect_err "bad ids" "not a list of token ids"
+check "missing file" 1 "$bin" run -m /nonexistent.gguf --ids 1,2
+expect_err "missing file" "/nonexistent.gguf"
+check "missing value" 1 "$bin" run --ids
+expect_err "missing value" "needs a value"
+check "help" 0 "$bin" run --help
+
+gguf="$models/kjv-7m/kjv-7m-f32.gguf"
+if [ -f "$gguf" ]; then
+  # greedy ids of "In the beginning" (reference.json case 0, first 12 ids)
+  check "greedy ids" 0 "$bin" run -m "$gguf" --ids 1,1046,261,2074 -n 12 --print-ids -t 2
+  want="271 261 614 634 839 4039 270 271 261 614 4039 270"
+  if [ "$out" != "$want" ]; then echo "FAIL greedy ids: got '$out' want '$want'"; fail=$((fail+1)); else pass=$((pass+1)); fi
+  expect_err "speed line" "tok/s"
+  check "token out of range" 1 "$bin" run -m "$gguf" --ids 1,5000 -n 2
+  expect_err "token out of range" "not in the vocabulary"
+  check "context full" 1 "$bin" run -m "$gguf" --ids 1,1046,261,2074 -n 20 --ctx 8
+  expect_err "context full" "context full"
+  # the same seed gives the same sampled ids
+  a=$("$bin" run -m "$gguf" --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
+  b=$("$bin" run -m "$gguf" --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
+  if [ -z "$a" ] || [ "$a" != "$b" ]; then echo "FAIL seeded sampling not repeatable: '$a' vs '$b'"; fail=$((fail+1)); else pass=$((pass+1)); fi
+else
+  echo "kjv-7m not found under '$models': model checks skipped"
+  [ "${CI:-}" = "true" ] && { echo "FAIL: CI must have the test models"; fail=$((fail+1)); }
+fi
+rm -f /tmp/nibble-cli-err.$$
+echo "cli run: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Installs the dependencies, builds nibble (release) and runs it on its default
+# model: kjv-7m from ../shared/models when it is there.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+bash tools/install-deps.sh
+cmake --preset release >/dev/null
+cmake --build --preset release
+model="$root/../shared/models/kjv-7m/kjv-7m-f32.gguf"
+if [ ! -f "$model" ]; then
+  echo "quickstart: the default model $model is not here."
+  echo "Run nibble on a GGUF file of your own:"
+  echo "  build/release/nibble run -m /path/to/model.gguf --ids 1,2,3 -n 32"
+  exit 0
+fi
+echo "quickstart: nibble run -m $model (prompt: token ids of 'In the beginning')"
+build/release/nibble run -m "$model" --ids 1,1046,261,2074 -n 48 --print-ids
