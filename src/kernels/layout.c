@@ -1,0 +1,64 @@
+/* kernels/layout.c — sizes of the packed weight layouts. */
+#include "kernels/layout.h"
+
+#include <string.h>
+
+static const char *const k_names[NB_WPATH_COUNT] = {"f32", "bf16", "w8a16", "w4a16", "w4a8"};
+
+const char *nb_wpath_name(enum nb_wpath p)
+{
+    return (unsigned)p < NB_WPATH_COUNT ? k_names[p] : "?";
+}
+
+int nb_wpath_from_name(const char *name, enum nb_wpath *out)
+{
+    for (int i = 0; i < NB_WPATH_COUNT; i++)
+        if (!strcmp(name, k_names[i])) {
+            *out = (enum nb_wpath)i;
+            return 1;
+        }
+    return 0;
+}
+
+static int64_t up64(int64_t x) { return (x + NB_LAYOUT_ALIGN - 1) & ~(int64_t)(NB_LAYOUT_ALIGN - 1); }
+
+int nb_layout_planes(enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
+                     struct nb_layout_planes *o)
+{
+    memset(o, 0, sizeof *o);
+    if (n_out <= 0 || n_in <= 0 || n_out > ((int64_t)1 << 31) || n_in > ((int64_t)1 << 31))
+        return 0;
+    int64_t n = n_out * n_in; /* < 2^62: no overflow below */
+    switch (p) {
+    case NB_WPATH_F32:
+        o->n_planes = 1;
+        o->size[0] = 4 * n;
+        break;
+    case NB_WPATH_BF16:
+        o->n_planes = 1;
+        o->size[0] = 2 * n;
+        break;
+    case NB_WPATH_W8A16:
+        o->n_planes = 2;
+        o->size[0] = n;
+        o->size[1] = 4 * n_out;
+        break;
+    case NB_WPATH_W4A16:
+    case NB_WPATH_W4A8:
+        if (group != 32 && group != 64 && group != 128) return 0;
+        if (n_in % group) return 0;
+        o->n_planes = p == NB_WPATH_W4A16 ? 3 : 2;
+        o->size[0] = n / 2;
+        o->size[1] = 2 * n_out * (n_in / group);
+        o->size[2] = p == NB_WPATH_W4A16 ? o->size[1] : 0;
+        break;
+    default: return 0;
+    }
+    int64_t off = 0;
+    for (int i = 0; i < o->n_planes; i++) {
+        o->offset[i] = off;
+        off = up64(off + o->size[i]);
+    }
+    o->total = off;
+    return 1;
+}

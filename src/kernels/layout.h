@@ -1,0 +1,62 @@
+/* kernels/layout.h — the packed weight layouts the kernels read, and the weight
+ * paths they belong to. One matrix W is [n_out][n_in] (y = W x); its packed form is
+ * one contiguous blob of planes, each plane starting at a 64-byte aligned offset
+ * from the blob's start (the blob itself is 64-byte aligned in a .nib file).
+ *
+ * Layout NB_LAYOUT_ROWS (id 1) — row-major planes, the reference layout:
+ *
+ *   w4a8  (symmetric int4, zero fixed at 8):     w = d * (q - 8)
+ *   w4a16 (asymmetric int4, scale and min):      w = d * q + m
+ *     plane 0  qs     [n_out][n_in / 2] u8      element k of a row is byte k/2:
+ *                                                low nibble for even k, high for odd k
+ *        byte:  | k=1 (hi) | k=0 (lo) |  | k=3 | k=2 |  ...
+ *     plane 1  d      [n_out][n_in / G] bf16    one scale per group of G along K
+ *     plane 2  m      [n_out][n_in / G] bf16    w4a16 only: the group's min/offset
+ *
+ *   w8a16 (int8 per output channel):             w = d[r] * q
+ *     plane 0  qs     [n_out][n_in] i8
+ *     plane 1  d      [n_out] f32
+ *
+ *   bf16:  plane 0  [n_out][n_in] bf16
+ *   f32:   plane 0  [n_out][n_in] f32
+ *
+ * G (group size) is 32, 64 or 128 and must divide n_in; n_in must be even.
+ * Bits per weight are computed from these sizes (nb_layout_size), never typed in.
+ */
+#ifndef NB_KERNELS_LAYOUT_H
+#define NB_KERNELS_LAYOUT_H
+
+#include <stdint.h>
+
+enum nb_wpath {
+    NB_WPATH_F32 = 0,
+    NB_WPATH_BF16,
+    NB_WPATH_W8A16,
+    NB_WPATH_W4A16,
+    NB_WPATH_W4A8,
+    NB_WPATH_COUNT
+};
+
+enum nb_layout { NB_LAYOUT_ROWS = 1 };
+
+#define NB_LAYOUT_ALIGN 64
+
+/* "f32", "bf16", "w8a16", "w4a16", "w4a8". */
+const char *nb_wpath_name(enum nb_wpath p);
+/* Returns 1 and sets *out for a known name, else 0. */
+int nb_wpath_from_name(const char *name, enum nb_wpath *out);
+
+/* Where each plane of a packed matrix lies. */
+struct nb_layout_planes {
+    int64_t n_planes;
+    int64_t offset[3]; /* from the blob start, 64-byte aligned */
+    int64_t size[3];   /* bytes */
+    int64_t total;     /* blob size, a multiple of 64 */
+};
+
+/* Plane offsets and sizes for a matrix; returns 0 when the shape does not fit the
+ * path (n_in not a multiple of the group, odd n_in for int4, sizes overflowing). */
+int nb_layout_planes(enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
+                     struct nb_layout_planes *out);
+
+#endif
