@@ -237,6 +237,7 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
             }
     }
     matmul(c, c->h, E, c->att, q_dim, &L->wo, n); /* h is free again: reuse for a Wo */
+    add_bias(c->h, L->bo, n, E);
     for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
 
     /* MLP block */

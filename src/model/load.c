@@ -30,7 +30,7 @@ struct nb_model_source {
 /* Tensor names per source: GGUF (llama.cpp's names), HF, llama2.c. "%d" = layer. */
 enum tensor_id {
     T_EMBD, T_OUT_NORM, T_OUTPUT, T_ATTN_NORM, T_WQ, T_WK, T_WV, T_BQ, T_BK, T_BV, T_QNORM,
-    T_KNORM, T_HGATE, T_WO, T_FFN_NORM, T_GATE, T_UP, T_DOWN, T_COUNT
+    T_KNORM, T_HGATE, T_WO, T_BO, T_FFN_NORM, T_GATE, T_UP, T_DOWN, T_COUNT
 };
 static const char *const k_names[T_COUNT][3] = {
     [T_EMBD] = {"token_embd.weight", "model.embed_tokens.weight", "tok_embeddings"},
@@ -49,6 +49,7 @@ static const char *const k_names[T_COUNT][3] = {
     [T_HGATE] = {"blk.%d.attn_gate.weight", "model.layers.%d.self_attn.head_gate.weight", NULL},
     [T_WO] = {"blk.%d.attn_output.weight", "model.layers.%d.self_attn.o_proj.weight",
               "layers.%d.wo"},
+    [T_BO] = {"blk.%d.attn_output.bias", "model.layers.%d.self_attn.o_proj.bias", NULL},
     [T_FFN_NORM] = {"blk.%d.ffn_norm.weight", "model.layers.%d.post_attention_layernorm.weight",
                     "layers.%d.ffn_norm"},
     [T_GATE] = {"blk.%d.ffn_gate.weight", "model.layers.%d.mlp.gate_proj.weight", "layers.%d.w1"},
@@ -208,6 +209,10 @@ static enum nb_status bind_weights(struct nb_model *m)
                             (st = bind_vector(m, T_BK, l, KV, 1, &L->bk)) ||
                             (st = bind_vector(m, T_BV, l, KV, 1, &L->bv))))
             return st;
+        /* HF's attention_bias puts a bias on o_proj too (Qwen2's fixed bias does not). */
+        if (c->qkv_bias && c->arch != NB_ARCH_QWEN2 &&
+            (st = bind_vector(m, T_BO, l, E, 0, &L->bo)))
+            return st;
         if (c->qk_norm && ((st = bind_vector(m, T_QNORM, l, c->head_dim, 1, &L->q_norm)) ||
                            (st = bind_vector(m, T_KNORM, l, c->head_dim, 1, &L->k_norm))))
             return st;
@@ -233,6 +238,7 @@ static enum nb_status bind_weights(struct nb_model *m)
     m->n_params = (int64_t)c->n_vocab * E * (c->tied_head ? 1 : 2) + E +
                   (int64_t)c->n_layers * (2 * E + 2 * Q * E + 2 * KV * E + 3 * F * E +
                                           (c->qkv_bias ? Q + 2 * KV : 0) +
+                                          (m->layers[0].bo ? E : 0) +
                                           (c->qk_norm ? 2 * c->head_dim : 0) +
                                           (c->head_gate ? (int64_t)c->n_heads * E : 0));
     return NB_OK;

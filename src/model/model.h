@@ -64,6 +64,7 @@ struct nb_layer {
     struct nb_weight wq;              /* [n_heads * head_dim, n_embd] */
     struct nb_weight wk, wv;          /* [n_kv_heads * head_dim, n_embd] */
     const float *bq, *bk, *bv;        /* biases (Qwen2) or NULL */
+    const float *bo;                  /* o_proj bias (attention_bias: llama, qwen3) or NULL */
     const float *q_norm, *k_norm;     /* [head_dim] (Qwen3) or NULL */
     struct nb_weight head_gate;       /* [n_heads, n_embd] (Spark) or data NULL */
     struct nb_weight wo;              /* [n_embd, n_heads * head_dim] */

@@ -26,6 +26,7 @@ static const char *const k_map[][2] = {
     {"self_attn.k_norm.weight", "attn_k_norm.weight"},
     {"self_attn.head_gate.weight", "attn_gate.weight"},
     {"self_attn.o_proj.weight", "attn_output.weight"},
+    {"self_attn.o_proj.bias", "attn_output.bias"},
     {"post_attention_layernorm.weight", "ffn_norm.weight"},
     {"mlp.gate_proj.weight", "ffn_gate.weight"},
     {"mlp.up_proj.weight", "ffn_up.weight"},
