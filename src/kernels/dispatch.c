@@ -13,6 +13,10 @@ static const struct nb_kernels k_ref = {
     .gemm_bf16 = nb_gemm_bf16_ref,
     .dot_f32 = nb_dot_f32_ref,
     .axpy_f32 = nb_axpy_f32_ref,
+    .gemm_w4a8 = nb_gemm_w4a8_ref,
+    .gemm_w4a16 = nb_gemm_w4a16_ref,
+    .gemm_w8a16 = nb_gemm_w8a16_ref,
+    .act_quant_q8 = nb_act_quant_q8_ref,
 };
 
 static struct nb_kernels g_table;
@@ -33,4 +37,7 @@ const struct nb_kernels *nb_kernels_get(void)
     return &g_table;
 }
 
-const struct nb_kernels *nb_kernels_ref(void) { return &k_ref; }
+const struct nb_kernels *nb_kernels_ref(void)
+{
+    return &k_ref;
+}

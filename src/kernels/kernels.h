@@ -10,12 +10,41 @@
 
 #include <stdint.h>
 
+#include "kernels/layout.h"
+
 /* GEMM against a weight matrix W stored row-major as [n_out][n_in]:
  *     y[t * ldy + r] = sum_i x[t * ldx + i] * W[r][i]
  * for tokens t in [0, n_tok) and output rows r in [r0, r1). `scratch` holds at
  * least n_in floats (a converted weight row) for the f16/bf16 variants. */
 typedef void (*nb_gemm_fn)(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                            int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+
+/* GEMMs against packed quantized weights (kernels/layout.h, NB_LAYOUT_ROWS). The
+ * blob's plane offsets come from nb_layout_planes(path, group, n_out, n_in), hence
+ * n_out in the signatures; rows r in [r0, r1) are computed, as above.
+ *
+ * w4a8: activations are int8 per token-group (nb_act_quant_q8_*):
+ *     xq  [n_tok][ldxq bytes]  int8 codes, group g of token t at xq + t*ldxq + g*G
+ *     xd  [n_tok][ldxg]        f32 scale per group
+ *     xsum[n_tok][ldxg]        sum of the group's codes (the zero-point term)
+ *   y[t][r] = sum_g dw[r][g] * xd[t][g] * (sum_k qw*qa - 8 * xsum[t][g])
+ * with the inner sums in int32.
+ * w4a16 / w8a16: f32 activations; `scratch` holds n_in floats (one decoded row). */
+typedef void (*nb_gemm_w4a8_fn)(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                                int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                                int64_t r1);
+typedef void (*nb_gemm_w4a16_fn)(float *y, int64_t ldy, const float *x, int64_t ldx,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int group,
+                                 int n_tok, int64_t r0, int64_t r1, float *scratch);
+typedef void (*nb_gemm_w8a16_fn)(float *y, int64_t ldy, const float *x, int64_t ldx,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1, float *scratch);
+/* Quantize n activations (n a multiple of group) to int8 per group of G values:
+ *   d = max|x| / 127 (0 for an all-zero group, whose codes are 0),
+ *   q = round-to-nearest-even(x / d), gsum = sum of the group's q. */
+typedef void (*nb_act_quant_q8_fn)(const float *x, int64_t n, int group, int8_t *q, float *d,
+                                   int32_t *gsum);
 
 struct nb_kernels {
     const char *isa; /* "ref", "avx2", "avx512" */
@@ -24,6 +53,10 @@ struct nb_kernels {
     nb_gemm_fn gemm_bf16;
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*axpy_f32)(float *y, float a, const float *x, int64_t n); /* y += a x */
+    nb_gemm_w4a8_fn gemm_w4a8;
+    nb_gemm_w4a16_fn gemm_w4a16;
+    nb_gemm_w8a16_fn gemm_w8a16;
+    nb_act_quant_q8_fn act_quant_q8;
 };
 
 /* The table for this CPU (probed once; NIBBLE_ISA=ref|avx2|avx512 overrides). */
@@ -40,6 +73,21 @@ void nb_gemm_bf16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const 
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 float nb_dot_f32_ref(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
+
+void nb_act_quant_q8_ref(const float *x, int64_t n, int group, int8_t *q, float *d, int32_t *gsum);
+void nb_gemm_w4a8_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                      int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_out, int64_t n_in,
+                      int group, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_w4a16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w_blob,
+                       int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0, int64_t r1,
+                       float *scratch);
+void nb_gemm_w8a16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w_blob,
+                       int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1,
+                       float *scratch);
+/* Decode row r of a packed matrix (any path) into out[n_in]: the values every
+ * reference kernel multiplies. `pl` is nb_layout_planes(path, group, n_out, n_in). */
+void nb_unpack_row_ref(enum nb_wpath path, int group, const void *w_blob,
+                       const struct nb_layout_planes *pl, int64_t n_in, int64_t r, float *out);
 
 /* Small element-wise ops (scalar; not worth dispatching yet). */
 void nb_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);

@@ -1,0 +1,470 @@
+/* quant/quant.c — grids, the importance-weighted scale search, matrix packing.
+ *
+ * The search follows the idea of llama.cpp's make_qx_quants / make_qkx2_quants
+ * (sweep inverse scales around absmax, refit by weighted least squares), with one
+ * difference that matters for the "never worse than absmax" contract: every
+ * candidate is scored after rounding its scale (and min) to the stored type and
+ * re-quantizing to the nearest codes with those rounded values, and absmax is one
+ * of the candidates. The winner is the stored group with the smallest error.
+ */
+#include "quant/quant.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fp.h"
+#include "kernels/kernels.h"
+#include "kernels/qblock.h"
+
+/* Candidate sweeps. Symmetric: inverse scale = -(8 + STEP i) / x_amax (x_amax towards
+ * code 0) and (7 + STEP i) / x_amax (towards code 15), i in -HALF..HALF, i.e. +-2
+ * codes around absmax. Asymmetric: (14 + STEP i) / (max - min), i in 0..ASYM_STEPS,
+ * 14 .. 18 levels over the range (more than 15 clips both ends). Steps of 0.2 code
+ * scored as well as 0.1 on the tests' data at half the cost. */
+#define SWEEP_HALF   10
+#define SWEEP_STEP   0.2f
+#define ASYM_STEPS   20
+#define W8_STEPS     20 /* w8a16: clip factors 1, 0.985, ..., 0.7 of max|x| */
+#define W8_CLIP_STEP 0.015f
+#define REFINE_ITERS 2 /* refit-from-best rounds after the sweep */
+
+double nb_quant_wsqerr(const float *x, const float *xhat, const float *imp, int64_t n)
+{
+    double e = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double wi = imp ? (double)imp[i] : 1.0;
+        double diff = (double)x[i] - (double)xhat[i];
+        e += wi * diff * diff;
+    }
+    return e;
+}
+
+static double imp_at(const float *imp, int64_t i)
+{
+    return imp ? (double)imp[i] : 1.0;
+}
+
+static float clampf(float v, float lo, float hi)
+{
+    return fminf(fmaxf(v, lo), hi);
+}
+
+/* ------------------------------------------------------------ w4a8 (symmetric) */
+
+static int code_w4a8(float x, float d)
+{
+    if (d == 0.0f) return 8;
+    return (int)clampf(nearbyintf(x / d), -8.0f, 7.0f) + 8;
+}
+
+/* Quantize with the stored scale `d` (bf16 bits) into q; return the weighted error. */
+static double score_w4a8(const float *x, const float *imp, int n, uint16_t dbits, uint8_t *q)
+{
+    float xhat[NB_QUANT_GROUP_MAX];
+    float d = nb_bf16_to_f32(dbits);
+    for (int i = 0; i < n; i++) {
+        q[i] = (uint8_t)code_w4a8(x[i], d);
+        xhat[i] = nb_q4s_value(d, q[i]);
+    }
+    return nb_quant_wsqerr(x, xhat, imp, n);
+}
+
+/* Weighted least-squares scale for fixed signed codes l = q - 8; 0 if undefined. */
+static int refit_w4a8(const float *x, const float *imp, int n, const uint8_t *q, float *d)
+{
+    double sxl = 0.0, sll = 0.0;
+    for (int i = 0; i < n; i++) {
+        double l = (double)q[i] - 8.0, wi = imp_at(imp, i);
+        sxl += wi * x[i] * l;
+        sll += wi * l * l;
+    }
+    if (!(sll > 0.0)) return 0;
+    *d = (float)(sxl / sll);
+    return isfinite(*d);
+}
+
+double nb_quant_group_w4a8(const float *x, const float *imp, int n, int search, uint8_t *q,
+                           uint16_t *d)
+{
+    uint8_t cand[NB_QUANT_GROUP_MAX];
+    float amax = 0.0f, xm = 0.0f;
+    for (int i = 0; i < n; i++)
+        if (fabsf(x[i]) > amax) {
+            amax = fabsf(x[i]);
+            xm = x[i];
+        }
+    /* absmax: the largest magnitude lands on code 0 (value -8d) */
+    uint16_t best_d = nb_f32_to_bf16(xm / -8.0f);
+    double best = score_w4a8(x, imp, n, best_d, q);
+    if (!search || amax == 0.0f) goto done;
+
+    for (int side = 0; side < 2; side++)
+        for (int s = -SWEEP_HALF; s <= SWEEP_HALF; s++) {
+            /* side 0: x_amax towards code 0 (-8); side 1: towards code 15 (+7) */
+            float iscale = side == 0 ? -(8.0f + SWEEP_STEP * (float)s) / xm
+                                     : (7.0f + SWEEP_STEP * (float)s) / xm;
+            for (int i = 0; i < n; i++)
+                cand[i] = (uint8_t)(clampf(nearbyintf(iscale * x[i]), -8.0f, 7.0f) + 8.0f);
+            float dc;
+            if (!refit_w4a8(x, imp, n, cand, &dc)) continue;
+            uint16_t db = nb_f32_to_bf16(dc);
+            double e = score_w4a8(x, imp, n, db, cand);
+            if (e < best) {
+                best = e;
+                best_d = db;
+                memcpy(q, cand, (size_t)n);
+            }
+        }
+    for (int it = 0; it < REFINE_ITERS; it++) {
+        float dc;
+        if (!refit_w4a8(x, imp, n, q, &dc)) break;
+        uint16_t db = nb_f32_to_bf16(dc);
+        double e = score_w4a8(x, imp, n, db, cand);
+        if (!(e < best)) break;
+        best = e;
+        best_d = db;
+        memcpy(q, cand, (size_t)n);
+    }
+done:
+    *d = best_d;
+    return best;
+}
+
+/* ----------------------------------------------------------- w4a16 (asymmetric) */
+
+static int code_w4a16(float x, float d, float m)
+{
+    if (d == 0.0f) return 0;
+    return (int)clampf(nearbyintf((x - m) / d), 0.0f, 15.0f);
+}
+
+static double score_w4a16(const float *x, const float *imp, int n, uint16_t dbits, uint16_t mbits,
+                          uint8_t *q)
+{
+    float xhat[NB_QUANT_GROUP_MAX];
+    float d = nb_bf16_to_f32(dbits), m = nb_bf16_to_f32(mbits);
+    for (int i = 0; i < n; i++) {
+        q[i] = (uint8_t)code_w4a16(x[i], d, m);
+        xhat[i] = nb_q4a_value(d, m, q[i]);
+    }
+    return nb_quant_wsqerr(x, xhat, imp, n);
+}
+
+/* Weighted least squares x ~ d q + m for fixed codes; 0 if degenerate. */
+static int refit_w4a16(const float *x, const float *imp, int n, const uint8_t *q, float *d,
+                       float *m)
+{
+    double sw = 0, sl = 0, sll = 0, sx = 0, sxl = 0;
+    for (int i = 0; i < n; i++) {
+        double wi = imp_at(imp, i), l = q[i];
+        sw += wi;
+        sl += wi * l;
+        sll += wi * l * l;
+        sx += wi * x[i];
+        sxl += wi * x[i] * l;
+    }
+    double det = sw * sll - sl * sl;
+    if (!(det > 1e-9 * sw * sll)) return 0;
+    *d = (float)((sw * sxl - sl * sx) / det);
+    *m = (float)((sll * sx - sl * sxl) / det);
+    return isfinite(*d) && isfinite(*m);
+}
+
+double nb_quant_group_w4a16(const float *x, const float *imp, int n, int search, uint8_t *q,
+                            uint16_t *d, uint16_t *m)
+{
+    uint8_t cand[NB_QUANT_GROUP_MAX];
+    float mn = x[0], mx = x[0];
+    for (int i = 1; i < n; i++) {
+        mn = fminf(mn, x[i]);
+        mx = fmaxf(mx, x[i]);
+    }
+    double range = (double)mx - (double)mn;
+    uint16_t best_d = nb_f32_to_bf16((float)(range / 15.0));
+    uint16_t best_m = nb_f32_to_bf16(mn);
+    double best = score_w4a16(x, imp, n, best_d, best_m, q);
+    if (!search || range == 0.0) goto done;
+
+    for (int s = 0; s <= ASYM_STEPS; s++) {
+        float iscale = (float)((14.0 + (double)SWEEP_STEP * s) / range);
+        for (int i = 0; i < n; i++)
+            cand[i] = (uint8_t)clampf(nearbyintf(iscale * (x[i] - mn)), 0.0f, 15.0f);
+        float dc, mc;
+        if (!refit_w4a16(x, imp, n, cand, &dc, &mc)) continue;
+        uint16_t db = nb_f32_to_bf16(dc), mb = nb_f32_to_bf16(mc);
+        double e = score_w4a16(x, imp, n, db, mb, cand);
+        if (e < best) {
+            best = e;
+            best_d = db;
+            best_m = mb;
+            memcpy(q, cand, (size_t)n);
+        }
+    }
+    for (int it = 0; it < REFINE_ITERS; it++) {
+        float dc, mc;
+        if (!refit_w4a16(x, imp, n, q, &dc, &mc)) break;
+        uint16_t db = nb_f32_to_bf16(dc), mb = nb_f32_to_bf16(mc);
+        double e = score_w4a16(x, imp, n, db, mb, cand);
+        if (!(e < best)) break;
+        best = e;
+        best_d = db;
+        best_m = mb;
+        memcpy(q, cand, (size_t)n);
+    }
+done:
+    *d = best_d;
+    *m = best_m;
+    return best;
+}
+
+/* ------------------------------------------------------- w8a16 (per output row) */
+
+static int code_w8a16(float x, float d)
+{
+    if (d == 0.0f) return 0;
+    return (int)clampf(nearbyintf(x / d), -127.0f, 127.0f);
+}
+
+static double score_w8a16(const float *x, const float *imp, int64_t n, float d, int8_t *q,
+                          float *xhat)
+{
+    for (int64_t i = 0; i < n; i++) {
+        q[i] = (int8_t)code_w8a16(x[i], d);
+        xhat[i] = nb_q8_value(d, q[i]);
+    }
+    return nb_quant_wsqerr(x, xhat, imp, n);
+}
+
+static int refit_w8a16(const float *x, const float *imp, int64_t n, const int8_t *q, float *d)
+{
+    double sxl = 0.0, sll = 0.0;
+    for (int64_t i = 0; i < n; i++) {
+        double l = q[i], wi = imp_at(imp, i);
+        sxl += wi * x[i] * l;
+        sll += wi * l * l;
+    }
+    if (!(sll > 0.0)) return 0;
+    *d = (float)(sxl / sll);
+    return isfinite(*d);
+}
+
+/* amax / 127, nudged to a fixed point of d -> fl(fl(127 d) / 127) so that
+ * quantize -> dequantize -> quantize reproduces d exactly (the decoded row's
+ * largest magnitude is fl(127 d)). */
+static float absmax_scale_w8(float amax)
+{
+    volatile float d = amax / 127.0f; /* volatile: no excess precision, no folding */
+    for (int it = 0; it < 4; it++) {
+        volatile float top = d * 127.0f;
+        volatile float back = top / 127.0f;
+        if (back == d) break;
+        d = back;
+    }
+    return d;
+}
+
+double nb_quant_row_w8a16(const float *x, const float *imp, int64_t n, int search, int8_t *q,
+                          float *d, void *scratch)
+{
+    float *xhat = scratch;
+    int8_t *cand = (int8_t *)(xhat + n);
+    float amax = 0.0f;
+    for (int64_t i = 0; i < n; i++)
+        amax = fmaxf(amax, fabsf(x[i]));
+    float best_d = absmax_scale_w8(amax);
+    double best = score_w8a16(x, imp, n, best_d, q, xhat);
+    if (!search || amax == 0.0f) goto done;
+
+    for (int s = 0; s <= W8_STEPS; s++) {
+        float iscale = 127.0f / (amax * (1.0f - W8_CLIP_STEP * (float)s));
+        for (int64_t i = 0; i < n; i++)
+            cand[i] = (int8_t)clampf(nearbyintf(iscale * x[i]), -127.0f, 127.0f);
+        float dc;
+        if (!refit_w8a16(x, imp, n, cand, &dc)) continue;
+        double e = score_w8a16(x, imp, n, dc, cand, xhat);
+        if (e < best) {
+            best = e;
+            best_d = dc;
+            memcpy(q, cand, (size_t)n);
+        }
+    }
+    for (int it = 0; it < REFINE_ITERS; it++) {
+        float dc;
+        if (!refit_w8a16(x, imp, n, q, &dc)) break;
+        double e = score_w8a16(x, imp, n, dc, cand, xhat);
+        if (!(e < best)) break;
+        best = e;
+        best_d = dc;
+        memcpy(q, cand, (size_t)n);
+    }
+done:
+    *d = best_d;
+    return best;
+}
+
+/* ------------------------------------------------------------------ matrices */
+
+/* Validate path / group / shape and compute the planes; sets the error message. */
+static enum nb_status check_shape(enum nb_wpath path, int group, int64_t n_out, int64_t n_in,
+                                  struct nb_layout_planes *pl)
+{
+    if ((unsigned)path >= NB_WPATH_COUNT)
+        return nb_set_error(NB_ERR_INVALID_ARG, "unknown weight path %d", (int)path);
+    const char *name = nb_wpath_name(path);
+    if (n_out <= 0 || n_in <= 0 || n_out > ((int64_t)1 << 31) || n_in > ((int64_t)1 << 31))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: matrix shape %lld x %lld is out of range",
+                            name, (long long)n_out, (long long)n_in);
+    if (path == NB_WPATH_W4A8 || path == NB_WPATH_W4A16) {
+        if (group != 32 && group != 64 && group != 128)
+            return nb_set_error(NB_ERR_INVALID_ARG,
+                                "%s: group size %d is not supported (32, 64 or 128)", name, group);
+        if (n_in % group)
+            return nb_set_error(NB_ERR_INVALID_ARG,
+                                "%s: K=%lld is not a multiple of the group size %d", name,
+                                (long long)n_in, group);
+    }
+    if (!nb_layout_planes(path, group, n_out, n_in, pl))
+        return nb_set_error(NB_ERR_INVALID_ARG, "%s: shape %lld x %lld does not fit the layout",
+                            name, (long long)n_out, (long long)n_in);
+    return NB_OK;
+}
+
+static enum nb_status check_range(int64_t n_out, int64_t r0, int64_t r1)
+{
+    if (r0 < 0 || r1 < r0 || r1 > n_out)
+        return nb_set_error(NB_ERR_INVALID_ARG, "row range [%lld, %lld) is outside [0, %lld)",
+                            (long long)r0, (long long)r1, (long long)n_out);
+    return NB_OK;
+}
+
+/* Encode row r of w (already checked finite) into the blob. */
+static void quantize_row(enum nb_wpath path, int group, const float *row, int64_t n_in, int64_t r,
+                         const float *imp, int search, uint8_t *b,
+                         const struct nb_layout_planes *pl, void *w8_scratch)
+{
+    switch (path) {
+    case NB_WPATH_F32: memcpy(b + pl->offset[0] + 4 * r * n_in, row, (size_t)n_in * 4); break;
+    case NB_WPATH_BF16: {
+        uint8_t *dst = b + pl->offset[0] + 2 * r * n_in;
+        for (int64_t k = 0; k < n_in; k++)
+            nb_q_store_u16(dst + 2 * k, nb_f32_to_bf16(row[k]));
+        break;
+    }
+    case NB_WPATH_W8A16: {
+        float d;
+        nb_quant_row_w8a16(row, imp, n_in, search, (int8_t *)(b + pl->offset[0] + r * n_in), &d,
+                           w8_scratch);
+        memcpy(b + pl->offset[1] + 4 * r, &d, 4);
+        break;
+    }
+    case NB_WPATH_W4A16:
+    case NB_WPATH_W4A8: {
+        int64_t ng = n_in / group;
+        uint8_t *qs = b + pl->offset[0] + r * (n_in / 2);
+        uint8_t *dp = b + pl->offset[1] + 2 * r * ng;
+        uint8_t q[NB_QUANT_GROUP_MAX];
+        for (int64_t g = 0; g < ng; g++) {
+            const float *x = row + g * group;
+            const float *ig = imp ? imp + g * group : NULL;
+            uint16_t d, m;
+            if (path == NB_WPATH_W4A8) {
+                nb_quant_group_w4a8(x, ig, group, search, q, &d);
+            } else {
+                nb_quant_group_w4a16(x, ig, group, search, q, &d, &m);
+                nb_q_store_u16(b + pl->offset[2] + 2 * (r * ng + g), m);
+            }
+            nb_q_store_u16(dp + 2 * g, d);
+            for (int i = 0; i < group; i += 2)
+                qs[(g * group + i) / 2] = (uint8_t)(q[i] | (q[i + 1] << 4));
+        }
+        break;
+    }
+    default: break;
+    }
+}
+
+enum nb_status nb_quantize_rows(enum nb_wpath path, int group, const float *w, int64_t n_out,
+                                int64_t n_in, int64_t r0, int64_t r1, const float *importance,
+                                int search, void *blob, struct nb_qstats *stats)
+{
+    enum nb_status st;
+    struct nb_layout_planes pl;
+    float *scratch = NULL;
+    uint8_t *b = blob;
+    if (stats) memset(stats, 0, sizeof *stats);
+    if ((st = check_shape(path, group, n_out, n_in, &pl)) != NB_OK) goto fail;
+    if ((st = check_range(n_out, r0, r1)) != NB_OK) goto fail;
+    if (!w || !blob || ((uintptr_t)blob % NB_LAYOUT_ALIGN)) {
+        st = nb_set_error(NB_ERR_INVALID_ARG,
+                          "%s: weights or blob missing, or blob not %d-byte aligned",
+                          nb_wpath_name(path), NB_LAYOUT_ALIGN);
+        goto fail;
+    }
+    for (int64_t k = 0; importance && k < n_in; k++)
+        if (!(importance[k] >= 0.0f) || !isfinite(importance[k])) {
+            st =
+                nb_set_error(NB_ERR_INVALID_ARG, "%s: importance[%lld] = %g is not finite and >= 0",
+                             nb_wpath_name(path), (long long)k, (double)importance[k]);
+            goto fail;
+        }
+    /* one decoded row for the stats, plus the w8a16 search scratch */
+    scratch = malloc((size_t)n_in * sizeof(float) + NB_QUANT_W8_SCRATCH(n_in));
+    if (!scratch) {
+        st = nb_set_error(NB_ERR_NOMEM, "%s: no memory for a row of %lld", nb_wpath_name(path),
+                          (long long)n_in);
+        goto fail;
+    }
+    for (int64_t r = r0; r < r1; r++) {
+        const float *row = w + r * n_in;
+        for (int64_t k = 0; k < n_in; k++)
+            if (!isfinite(row[k])) {
+                st = nb_set_error(NB_ERR_INVALID_ARG, "%s: weight [%lld][%lld] is not finite",
+                                  nb_wpath_name(path), (long long)r, (long long)k);
+                goto fail;
+            }
+        quantize_row(path, group, row, n_in, r, importance, search, b, &pl, scratch + n_in);
+        if (stats) {
+            nb_unpack_row_ref(path, group, blob, &pl, n_in, r, scratch);
+            for (int64_t k = 0; k < n_in; k++) {
+                double diff = (double)row[k] - (double)scratch[k];
+                stats->err_sq += diff * diff;
+                stats->ref_sq += (double)row[k] * row[k];
+            }
+        }
+    }
+    if (r1 == n_out) /* the padding after each plane, so the whole blob is defined */
+        for (int i = 0; i < pl.n_planes; i++) {
+            int64_t end = pl.offset[i] + pl.size[i];
+            int64_t next = i + 1 < pl.n_planes ? pl.offset[i + 1] : pl.total;
+            memset(b + end, 0, (size_t)(next - end));
+        }
+    st = NB_OK;
+fail:
+    free(scratch);
+    return st;
+}
+
+enum nb_status nb_dequantize_rows(enum nb_wpath path, int group, const void *blob, int64_t n_out,
+                                  int64_t n_in, int64_t r0, int64_t r1, float *out)
+{
+    enum nb_status st;
+    struct nb_layout_planes pl;
+    if ((st = check_shape(path, group, n_out, n_in, &pl)) != NB_OK) goto fail;
+    if ((st = check_range(n_out, r0, r1)) != NB_OK) goto fail;
+    if (!blob || !out) {
+        st = nb_set_error(NB_ERR_INVALID_ARG, "%s: blob or output missing", nb_wpath_name(path));
+        goto fail;
+    }
+    for (int64_t r = r0; r < r1; r++)
+        nb_unpack_row_ref(path, group, blob, &pl, n_in, r, out + (r - r0) * n_in);
+fail:
+    return st;
+}
+
+double nb_layout_bpw(enum nb_wpath path, int group, int64_t n_out, int64_t n_in)
+{
+    struct nb_layout_planes pl;
+    if (!nb_layout_planes(path, group, n_out, n_in, &pl)) return 0.0;
+    return 8.0 * (double)pl.total / ((double)n_out * (double)n_in);
+}

@@ -1,0 +1,424 @@
+/* test_quant — grids, scale search, packing of whole matrices, bits per weight. */
+#include "helpers/testutil.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/fp.h"
+#include "quant/quant.h"
+
+/* Relative RMS error sqrt(sum (w - w^)^2 / sum w^2) on N(0, 1) weights, 64 x 1024,
+ * seed 1. Measured (clang 14 and gcc 12, x86-64), absmax / search:
+ *   w4a8  G=32 0.0859 / 0.0809   G=64 0.0949 / 0.0897   G=128 0.1031 / 0.0964
+ *   w4a16 G=32 0.0782 / 0.0694   G=64 0.0898 / 0.0819   G=128 0.0996 / 0.0921
+ *   w8a16      0.00778 / 0.00772
+ *   bf16 0.00166, f32 0
+ * Bounds below carry ~5% margin; the search must also beat absmax on the matrix. */
+struct bound {
+    enum nb_wpath path;
+    int group;
+    double absmax, search;
+};
+static const struct bound k_bounds[] = {
+    {NB_WPATH_W4A8, 32, 0.090, 0.085},   {NB_WPATH_W4A8, 64, 0.100, 0.094},
+    {NB_WPATH_W4A8, 128, 0.108, 0.101},  {NB_WPATH_W4A16, 32, 0.082, 0.073},
+    {NB_WPATH_W4A16, 64, 0.094, 0.086},  {NB_WPATH_W4A16, 128, 0.105, 0.097},
+    {NB_WPATH_W8A16, 0, 0.0082, 0.0081}, {NB_WPATH_BF16, 0, 0.0018, 0.0018},
+    {NB_WPATH_F32, 0, 0.0, 0.0},
+};
+
+/* ---------------------------------------------------------------- helpers */
+
+static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t rnd_u64(void)
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double rnd_unit(void)
+{
+    return (double)(rnd_u64() >> 11) * 0x1.0p-53;
+}
+
+static float rnd_gauss(void)
+{
+    double u1 = rnd_unit(), u2 = rnd_unit();
+    if (u1 < 1e-300) u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static void fill_gauss(float *w, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        w[i] = rnd_gauss();
+}
+
+static void *blob_alloc(enum nb_wpath path, int group, int64_t n_out, int64_t n_in)
+{
+    struct nb_layout_planes pl;
+    assert_true(nb_layout_planes(path, group, n_out, n_in, &pl));
+    void *p = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
+    assert_non_null(p);
+    memset(p, 0xa5, (size_t)pl.total); /* the quantizer must define every byte */
+    return p;
+}
+
+static size_t blob_size(enum nb_wpath path, int group, int64_t n_out, int64_t n_in)
+{
+    struct nb_layout_planes pl;
+    assert_true(nb_layout_planes(path, group, n_out, n_in, &pl));
+    return (size_t)pl.total;
+}
+
+static void quantize_ok(enum nb_wpath path, int group, const float *w, int64_t n_out, int64_t n_in,
+                        const float *imp, int search, void *blob, struct nb_qstats *st)
+{
+    enum nb_status s =
+        nb_quantize_rows(path, group, w, n_out, n_in, 0, n_out, imp, search, blob, st);
+    if (s != NB_OK) fail_msg("%s", nb_last_error());
+}
+
+static void dequantize_ok(enum nb_wpath path, int group, const void *blob, int64_t n_out,
+                          int64_t n_in, float *out)
+{
+    enum nb_status s = nb_dequantize_rows(path, group, blob, n_out, n_in, 0, n_out, out);
+    if (s != NB_OK) fail_msg("%s", nb_last_error());
+}
+
+/* ---------------------------------------------------------------- error bounds */
+
+static void test_error_bounds(void **state)
+{
+    const int64_t n_out = 64, n_in = 1024;
+    float *w = malloc(sizeof(float) * n_out * n_in);
+    float *back = malloc(sizeof(float) * n_out * n_in);
+    g_rng = 1;
+    fill_gauss(w, n_out * n_in);
+    for (size_t b = 0; b < sizeof k_bounds / sizeof k_bounds[0]; b++) {
+        const struct bound *kb = &k_bounds[b];
+        double rel_absmax = 0;
+        for (int search = 0; search < 2; search++) {
+            void *blob = blob_alloc(kb->path, kb->group, n_out, n_in);
+            struct nb_qstats st;
+            quantize_ok(kb->path, kb->group, w, n_out, n_in, NULL, search, blob, &st);
+            dequantize_ok(kb->path, kb->group, blob, n_out, n_in, back);
+            /* the stats are the error of what was stored */
+            double e = nb_quant_wsqerr(w, back, NULL, n_out * n_in), ref = 0;
+            for (int64_t i = 0; i < n_out * n_in; i++)
+                ref += (double)w[i] * w[i];
+            assert_true(fabs(e - st.err_sq) <= 1e-9 * ref);
+            assert_true(fabs(ref - st.ref_sq) <= 1e-9 * ref);
+            double rel = sqrt(st.err_sq / st.ref_sq);
+            double bound = search ? kb->search : kb->absmax;
+            if (getenv("NIBBLE_TEST_VERBOSE"))
+                fprintf(stderr, "%-6s G=%-3d search=%d rel_rms=%.5f (bound %.4f)\n",
+                        nb_wpath_name(kb->path), kb->group, search, rel, bound);
+            if (rel > bound)
+                fail_msg("%s G=%d search=%d: relative RMS %.5f above %.5f", nb_wpath_name(kb->path),
+                         kb->group, search, rel, bound);
+            free(blob);
+        }
+    }
+    free(w);
+    free(back);
+}
+
+/* ---------------------------------------------------------------- never worse */
+
+/* One group of n values of a random kind: Gaussian at a random scale, with outliers,
+ * shifted (all of one sign), all zero, constant, tiny, or a two-level pattern. */
+static void fill_group(float *x, int n)
+{
+    int kind = (int)(rnd_u64() % 8);
+    float scale = (float)pow(10.0, 6.0 * rnd_unit() - 3.0);
+    float shift = (float)(rnd_unit() * 4.0 - 2.0) * scale;
+    for (int i = 0; i < n; i++) {
+        float g = rnd_gauss() * scale;
+        switch (kind) {
+        case 0: x[i] = g; break;
+        case 1: x[i] = rnd_u64() % 16 == 0 ? g * (float)(5.0 + 45.0 * rnd_unit()) : g; break;
+        case 2: x[i] = g * 0.2f + shift; break;
+        case 3: x[i] = 0.0f; break;
+        case 4: x[i] = shift; break;
+        case 5: x[i] = g * 1e-30f; break;
+        case 6: x[i] = (rnd_u64() & 1) ? scale : -0.3f * scale; break;
+        default: x[i] = i == 0 ? 1000.0f * scale : g; break; /* one huge outlier */
+        }
+    }
+}
+
+/* Per group (w8a16: per row), the searched quantization has weighted error <= the
+ * absmax one, both computed from the stored (bf16-rounded) values. */
+static void check_never_worse(enum nb_wpath path, int group, int64_t n_out, int64_t n_in,
+                              int weighted)
+{
+    int64_t gs = path == NB_WPATH_W8A16 ? n_in : group;
+    float *w = malloc(sizeof(float) * n_out * n_in);
+    float *a = malloc(sizeof(float) * n_out * n_in);
+    float *s = malloc(sizeof(float) * n_out * n_in);
+    float *imp = malloc(sizeof(float) * n_in);
+    for (int64_t g = 0; g < n_out * n_in / gs; g++)
+        fill_group(w + g * gs, (int)gs);
+    for (int64_t k = 0; k < n_in; k++)
+        imp[k] = (float)(rnd_u64() % 4 == 0 ? 50.0 * rnd_unit() : rnd_unit() * 0.1);
+    if (weighted) imp[3] = 0.0f;
+    const float *ip = weighted ? imp : NULL;
+    void *ba = blob_alloc(path, group, n_out, n_in), *bs = blob_alloc(path, group, n_out, n_in);
+    quantize_ok(path, group, w, n_out, n_in, ip, 0, ba, NULL);
+    quantize_ok(path, group, w, n_out, n_in, ip, 1, bs, NULL);
+    dequantize_ok(path, group, ba, n_out, n_in, a);
+    dequantize_ok(path, group, bs, n_out, n_in, s);
+    int64_t n_groups = n_out * n_in / gs, better = 0;
+    double ta = 0, ts = 0;
+    for (int64_t g = 0; g < n_groups; g++) {
+        const float *ig = ip ? ip + (g * gs) % n_in : NULL;
+        double ea = nb_quant_wsqerr(w + g * gs, a + g * gs, ig, gs);
+        double es = nb_quant_wsqerr(w + g * gs, s + g * gs, ig, gs);
+        if (!(es <= ea))
+            fail_msg("%s G=%lld group %lld: search error %.9g > absmax %.9g", nb_wpath_name(path),
+                     (long long)gs, (long long)g, es, ea);
+        better += es < ea;
+        ta += ea;
+        ts += es;
+    }
+    if (getenv("NIBBLE_TEST_VERBOSE"))
+        fprintf(stderr, "%-6s G=%-3lld imp=%d: %lld groups, %lld strictly better\n",
+                nb_wpath_name(path), (long long)gs, weighted, (long long)n_groups,
+                (long long)better);
+    assert_true(better > n_groups / 2); /* the search does something */
+    assert_true(ts < ta);
+    free(w);
+    free(a);
+    free(s);
+    free(imp);
+    free(ba);
+    free(bs);
+}
+
+static void test_search_never_worse(void **state)
+{
+    g_rng = 2;
+    for (int weighted = 0; weighted < 2; weighted++) {
+        check_never_worse(NB_WPATH_W4A8, 32, 48, 1024, weighted); /* 1536 groups */
+        check_never_worse(NB_WPATH_W4A8, 128, 32, 1024, weighted);
+        check_never_worse(NB_WPATH_W4A16, 32, 48, 1024, weighted);
+        check_never_worse(NB_WPATH_W4A16, 64, 32, 1024, weighted);
+        check_never_worse(NB_WPATH_W8A16, 0, 400, 64, weighted);
+    }
+}
+
+/* The group functions return the error of what they stored. */
+static void test_group_functions(void **state)
+{
+    float x[128], imp[128], xhat[128];
+    uint8_t q[128];
+    g_rng = 3;
+    for (int it = 0; it < 200; it++) {
+        fill_group(x, 128);
+        for (int i = 0; i < 128; i++)
+            imp[i] = (float)rnd_unit();
+        for (int search = 0; search < 2; search++) {
+            uint16_t d, m;
+            double e = nb_quant_group_w4a8(x, imp, 128, search, q, &d);
+            for (int i = 0; i < 128; i++) {
+                assert_true(q[i] <= 15);
+                xhat[i] = nb_bf16_to_f32(d) * (float)(q[i] - 8);
+            }
+            assert_true(e == nb_quant_wsqerr(x, xhat, imp, 128));
+            e = nb_quant_group_w4a16(x, imp, 128, search, q, &d, &m);
+            for (int i = 0; i < 128; i++) {
+                float t = nb_bf16_to_f32(d) * (float)q[i];
+                xhat[i] = t + nb_bf16_to_f32(m);
+            }
+            assert_true(e == nb_quant_wsqerr(x, xhat, imp, 128));
+        }
+    }
+}
+
+/* ---------------------------------------------------------------- importance */
+
+static void test_importance(void **state)
+{
+    const int64_t n_out = 64, n_in = 256;
+    static const enum nb_wpath paths[] = {NB_WPATH_W4A8, NB_WPATH_W4A16, NB_WPATH_W8A16};
+    float *w = malloc(sizeof(float) * n_out * n_in);
+    float *back = malloc(sizeof(float) * n_out * n_in);
+    float imp[256];
+    g_rng = 4;
+    fill_gauss(w, n_out * n_in);
+    for (int64_t k = 0; k < n_in; k++)
+        imp[k] = k % 8 == 3 ? 100.0f : 0.01f;
+    for (int p = 0; p < 3; p++) {
+        double e[2];
+        for (int use = 0; use < 2; use++) {
+            void *blob = blob_alloc(paths[p], 64, n_out, n_in);
+            quantize_ok(paths[p], 64, w, n_out, n_in, use ? imp : NULL, 1, blob, NULL);
+            dequantize_ok(paths[p], 64, blob, n_out, n_in, back);
+            e[use] = 0;
+            for (int64_t r = 0; r < n_out; r++)
+                e[use] += nb_quant_wsqerr(w + r * n_in, back + r * n_in, imp, n_in);
+            free(blob);
+        }
+        if (getenv("NIBBLE_TEST_VERBOSE"))
+            fprintf(stderr, "%-6s weighted error: unweighted search %.4g, weighted %.4g (%.3f)\n",
+                    nb_wpath_name(paths[p]), e[0], e[1], e[1] / e[0]);
+        /* measured ratios: w4a8 0.567, w4a16 0.439, w8a16 0.562 */
+        assert_true(e[1] < 0.8 * e[0]);
+    }
+    free(w);
+    free(back);
+}
+
+/* ---------------------------------------------------------------- round trip */
+
+static void test_round_trip(void **state)
+{
+    const int64_t n_out = 37, n_in = 384;
+    float *w = malloc(sizeof(float) * n_out * n_in);
+    float *back = malloc(sizeof(float) * n_out * n_in);
+    g_rng = 5;
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t k = 0; k < n_in; k++)
+            w[r * n_in + k] = rnd_gauss() * (float)(r + 1) * 0.01f;
+    for (int path = 0; path < NB_WPATH_COUNT; path++)
+        for (int group = 32; group <= 128; group *= 2) {
+            size_t size = blob_size(path, group, n_out, n_in);
+            void *b1 = blob_alloc(path, group, n_out, n_in);
+            void *b2 = blob_alloc(path, group, n_out, n_in);
+            quantize_ok(path, group, w, n_out, n_in, NULL, 0, b1, NULL);
+            dequantize_ok(path, group, b1, n_out, n_in, back);
+            quantize_ok(path, group, back, n_out, n_in, NULL, 0, b2, NULL);
+            if (memcmp(b1, b2, size))
+                fail_msg("%s G=%d: requantized blob differs", nb_wpath_name(path), group);
+            free(b1);
+            free(b2);
+        }
+    free(w);
+    free(back);
+}
+
+/* Row ranges quantized separately, in threads, give the same blob as one call. */
+struct job {
+    enum nb_wpath path;
+    const float *w;
+    int64_t n_out, n_in, r0, r1;
+    void *blob;
+    struct nb_qstats st;
+    enum nb_status s;
+};
+
+static void *run_job(void *arg)
+{
+    struct job *j = arg;
+    j->s = nb_quantize_rows(j->path, 64, j->w, j->n_out, j->n_in, j->r0, j->r1, NULL, 1, j->blob,
+                            &j->st);
+    return NULL;
+}
+
+static void test_row_ranges(void **state)
+{
+    const int64_t n_out = 45, n_in = 192;
+    float *w = malloc(sizeof(float) * n_out * n_in);
+    g_rng = 6;
+    fill_gauss(w, n_out * n_in);
+    for (int path = 0; path < NB_WPATH_COUNT; path++) {
+        size_t size = blob_size(path, 64, n_out, n_in);
+        void *one = blob_alloc(path, 64, n_out, n_in), *split = blob_alloc(path, 64, n_out, n_in);
+        struct nb_qstats st;
+        quantize_ok(path, 64, w, n_out, n_in, NULL, 1, one, &st);
+        struct job jobs[3] = {{path, w, n_out, n_in, 0, 13, split, {0, 0}, NB_OK},
+                              {path, w, n_out, n_in, 13, 31, split, {0, 0}, NB_OK},
+                              {path, w, n_out, n_in, 31, 45, split, {0, 0}, NB_OK}};
+        pthread_t th[3];
+        for (int i = 0; i < 3; i++)
+            assert_int_equal(pthread_create(&th[i], NULL, run_job, &jobs[i]), 0);
+        double err = 0;
+        for (int i = 0; i < 3; i++) {
+            pthread_join(th[i], NULL);
+            assert_int_equal(jobs[i].s, NB_OK);
+            err += jobs[i].st.err_sq;
+        }
+        assert_memory_equal(one, split, size);
+        assert_true(fabs(err - st.err_sq) <= 1e-12 * st.ref_sq);
+        free(one);
+        free(split);
+    }
+    free(w);
+}
+
+/* ---------------------------------------------------------------- bpw */
+
+static void test_bpw(void **state)
+{
+    /* shapes where every plane is a multiple of 64 bytes: no padding */
+    for (int g = 32; g <= 128; g *= 2) {
+        assert_true(nb_layout_bpw(NB_WPATH_W4A8, g, 64, 1024) == 4.0 + 16.0 / g);
+        assert_true(nb_layout_bpw(NB_WPATH_W4A16, g, 64, 1024) == 4.0 + 32.0 / g);
+    }
+    assert_true(nb_layout_bpw(NB_WPATH_W8A16, 0, 64, 256) == 8.0 + 32.0 / 256);
+    assert_true(nb_layout_bpw(NB_WPATH_BF16, 0, 64, 256) == 16.0);
+    assert_true(nb_layout_bpw(NB_WPATH_F32, 0, 64, 256) == 32.0);
+    /* padding only adds */
+    assert_true(nb_layout_bpw(NB_WPATH_W4A8, 128, 3, 128) > 4.0 + 16.0 / 128);
+    assert_true(nb_layout_bpw(NB_WPATH_W4A8, 128, 64, 100) == 0.0);
+}
+
+/* ---------------------------------------------------------------- errors */
+
+static void test_bad_args(void **state)
+{
+    float w[4 * 128] = {0};
+    float out[4 * 128];
+    void *blob = blob_alloc(NB_WPATH_W4A8, 32, 4, 128);
+    enum nb_status s = nb_quantize_rows(NB_WPATH_W4A8, 32, w, 4, 100, 0, 4, NULL, 1, blob, NULL);
+    assert_int_equal(s, NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "K=100 is not a multiple of the group size 32"));
+    s = nb_dequantize_rows(NB_WPATH_W4A16, 64, blob, 4, 96, 0, 4, out);
+    assert_int_equal(s, NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "K=96 is not a multiple of the group size 64"));
+    s = nb_quantize_rows(NB_WPATH_W4A8, 48, w, 4, 96, 0, 4, NULL, 1, blob, NULL);
+    assert_int_equal(s, NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "group size 48"));
+    s = nb_quantize_rows(NB_WPATH_W4A8, 32, w, 4, 128, 2, 5, NULL, 1, blob, NULL);
+    assert_int_equal(s, NB_ERR_INVALID_ARG);
+    s = nb_quantize_rows(NB_WPATH_W4A8, 32, w, 4, 128, 0, 4, NULL, 1, (char *)blob + 8, NULL);
+    assert_int_equal(s, NB_ERR_INVALID_ARG);
+    w[130] = NAN;
+    s = nb_quantize_rows(NB_WPATH_W4A8, 32, w, 4, 128, 0, 4, NULL, 1, blob, NULL);
+    assert_int_equal(s, NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "[1][2]"));
+    w[130] = 0;
+    float imp[128] = {0};
+    imp[5] = -1.0f;
+    s = nb_quantize_rows(NB_WPATH_W4A8, 32, w, 4, 128, 0, 4, imp, 1, blob, NULL);
+    assert_int_equal(s, NB_ERR_INVALID_ARG);
+    s = nb_quantize_rows(NB_WPATH_COUNT, 32, w, 4, 128, 0, 4, NULL, 1, blob, NULL);
+    assert_int_equal(s, NB_ERR_INVALID_ARG);
+    /* an empty range is fine */
+    assert_int_equal(nb_quantize_rows(NB_WPATH_W4A8, 32, w, 4, 128, 2, 2, NULL, 1, blob, NULL),
+                     NB_OK);
+    free(blob);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_error_bounds),
+        cmocka_unit_test(test_search_never_worse),
+        cmocka_unit_test(test_group_functions),
+        cmocka_unit_test(test_importance),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_row_ranges),
+        cmocka_unit_test(test_bpw),
+        cmocka_unit_test(test_bad_args),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
