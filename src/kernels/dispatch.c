@@ -37,7 +37,4 @@ const struct nb_kernels *nb_kernels_get(void)
     return &g_table;
 }
 
-const struct nb_kernels *nb_kernels_ref(void)
-{
-    return &k_ref;
-}
+const struct nb_kernels *nb_kernels_ref(void) { return &k_ref; }
