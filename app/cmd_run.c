@@ -7,7 +7,9 @@
 
 #include "app/args.h"
 #include "app/commands.h"
+#include "core/timer.h"
 #include "nibble.h"
+#include "runtime/cache.h"
 
 #define DEFAULT_MODEL "../shared/models/kjv-7m/kjv-7m-f32.gguf"
 
@@ -22,6 +24,8 @@ static void usage(FILE *f)
             "  -m, --model PATH        model to load\n"
             "  -p, --prompt TEXT       prompt text\n"
             "      --ids LIST          prompt as token ids, used exactly as given (no BOS)\n"
+            "      --path P            run weight path P (w4a8, w4a16, w8a16, bf16, f32): a float\n"
+            "                          MODEL is quantized on first use and cached\n"
             "  -n, --n-predict N       tokens to generate (default 128)\n"
             "      --ctx N             context length in tokens (default: min(model, 4096))\n"
             "  -t, --threads N         threads (default: all cores)\n"
@@ -50,6 +54,8 @@ static int on_token(int32_t tok, void *user)
 int cmd_run(int argc, char **argv)
 {
     const char *cmd = "run", *model_path = getenv("NIBBLE_MODEL"), *prompt_text = NULL;
+    const char *path_name = NULL;
+    char cached[4096];
     int32_t *ids = NULL;
     int n_ids = 0, n_predict = 128, ignore_eos = 0, rc = 1;
     struct nb_ctx_params cp = nb_ctx_default_params();
@@ -69,6 +75,9 @@ int cmd_run(int argc, char **argv)
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             if (!VAL()) goto done;
             model_path = v;
+        } else if (!strcmp(a, "--path")) {
+            if (!VAL()) goto done;
+            path_name = v;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             if (!VAL()) goto done;
             prompt_text = v;
@@ -128,7 +137,36 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
 
+    double t_start = nb_time_s();
+    if (path_name) {
+        struct nb_quantize_opts qo;
+        nb_quantize_default_opts(&qo);
+        qo.n_threads = cp.n_threads;
+        if (!nb_wpath_from_name(path_name, &qo.path)) {
+            fprintf(stderr, "nibble run: --path '%s' is not one of w4a8, w4a16, w8a16, bf16, "
+                            "f32\n", path_name);
+            goto done;
+        }
+        FILE *mf = fopen(model_path, "rb");
+        char magic[8] = {0};
+        int is_nib = mf && fread(magic, 1, 8, mf) == 8 && !memcmp(magic, "NIBBLE\r\n", 8);
+        if (mf) fclose(mf);
+        if (is_nib) {
+            fprintf(stderr, "nibble run: %s is already packed; drop --path\n", model_path);
+            goto done;
+        }
+        enum nb_cache_event ev;
+        char why[512];
+        if (nb_cache_get(model_path, &qo, cached, sizeof cached, &ev, why, sizeof why) != NB_OK)
+            goto fail;
+        fprintf(stderr, "nibble run: cache %s: %s%s%s%s\n", nb_cache_event_name(ev), cached,
+                ev == NB_CACHE_STALE || ev == NB_CACHE_CORRUPT ? " (rebuilt: " : "",
+                ev == NB_CACHE_STALE || ev == NB_CACHE_CORRUPT ? why : "",
+                ev == NB_CACHE_STALE || ev == NB_CACHE_CORRUPT ? ")" : "");
+        model_path = cached;
+    }
     if (nb_model_load(&model, model_path) != NB_OK) goto fail;
+    double t_loaded = nb_time_s();
     if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
     struct nb_model_info info;
     nb_model_get_info(model, &info);
@@ -137,12 +175,16 @@ int cmd_run(int argc, char **argv)
             info.arch, info.source_kind, (double)info.n_params / 1e6, info.n_layers,
             info.n_vocab);
 
+    double t_ready = nb_time_s();
     struct nb_gen_stats gs;
     if (nb_generate(ctx, 0, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out, &gs) !=
         NB_OK)
         goto fail;
     printf("\n");
     fflush(stdout);
+    fprintf(stderr, "nibble run: start to first token %.3f s (load %.3f s, context %.3f s, "
+                    "prefill %.3f s)\n", t_ready - t_start + gs.t_prompt_s, t_loaded - t_start,
+            t_ready - t_loaded, gs.t_prompt_s);
     fprintf(stderr, "nibble run: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, "
                     "%d decode steps in %.3f s (%.1f tok/s)%s\n",
             gs.n_prompt, gs.t_prompt_s, gs.t_prompt_s > 0 ? gs.n_prompt / gs.t_prompt_s : 0.0,

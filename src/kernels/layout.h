@@ -21,7 +21,7 @@
  *   f32:   plane 0  [n_out][n_in] f32
  *
  * G (group size) is 32, 64 or 128 and must divide n_in; n_in must be even.
- * Bits per weight are computed from these sizes (nb_layout_size), never typed in.
+ * Bits per weight are computed from these sizes (nb_layout_bpw in quant/quant.h), never typed in.
  */
 #ifndef NB_KERNELS_LAYOUT_H
 #define NB_KERNELS_LAYOUT_H

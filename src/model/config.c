@@ -431,3 +431,99 @@ enum nb_status nb_config_from_llama2c(struct nb_config *c, const struct nb_llama
     c->eos_id = 2;
     return nb_config_validate(c, what);
 }
+
+/* ---------------------------------------------------------------- .nib config */
+
+/* nibble's own serialisation of struct nb_config inside a .nib header. */
+cJSON *nb_config_to_json(const struct nb_config *c)
+{
+    cJSON *o = cJSON_CreateObject();
+    if (!o) return NULL;
+    cJSON_AddStringToObject(o, "arch", nb_arch_name(c->arch));
+#define I(f) cJSON_AddNumberToObject(o, #f, (double)c->f)
+    I(n_layers);
+    I(n_embd);
+    I(n_heads);
+    I(n_kv_heads);
+    I(head_dim);
+    I(n_ff);
+    I(n_vocab);
+    I(n_ctx_train);
+    I(norm_eps);
+    I(rope_theta);
+    I(rope_pairing);
+    I(rope_scaling);
+    I(rope_factor);
+    I(rope_low_freq_factor);
+    I(rope_high_freq_factor);
+    I(rope_orig_ctx);
+    I(act);
+    I(qkv_bias);
+    I(qk_norm);
+    I(head_gate);
+    I(sliding_window);
+    I(tied_head);
+    I(bos_id);
+    I(eos_id);
+#undef I
+    cJSON *ls = cJSON_CreateArray();
+    for (int l = 0; l < c->n_layers && l < NB_MAX_LAYERS; l++)
+        cJSON_AddItemToArray(ls, cJSON_CreateNumber(c->layer_sliding[l]));
+    cJSON_AddItemToObject(o, "layer_sliding", ls);
+    return o;
+}
+
+enum nb_status nb_config_from_json(struct nb_config *c, const cJSON *o, const char *what)
+{
+    enum nb_status st;
+    const char *arch = NULL;
+    config_defaults(c);
+    if (!cJSON_IsObject(o)) return nb_set_error(NB_ERR_FORMAT, "%s: \"config\" is missing", what);
+    if ((st = nb_json_get_str(o, "arch", NULL, &arch, what))) return st;
+    if (!arch || !arch_from_name(arch, &c->arch))
+        return nb_set_error(NB_ERR_UNSUPPORTED, "%s: config arch '%s' is not supported", what,
+                            arch ? arch : "(missing)");
+    int v;
+#define I(f)                                                                                       \
+    if ((st = json_int(o, #f, 1, 0, &v, what))) return st;                                         \
+    c->f = v
+#define F(f)                                                                                       \
+    if ((st = json_float(o, #f, 0, &c->f, what))) return st
+    I(n_layers);
+    I(n_embd);
+    I(n_heads);
+    I(n_kv_heads);
+    I(head_dim);
+    I(n_ff);
+    I(n_vocab);
+    I(n_ctx_train);
+    F(norm_eps);
+    F(rope_theta);
+    I(rope_pairing);
+    I(rope_scaling);
+    F(rope_factor);
+    F(rope_low_freq_factor);
+    F(rope_high_freq_factor);
+    I(rope_orig_ctx);
+    I(act);
+    I(qkv_bias);
+    I(qk_norm);
+    I(head_gate);
+    I(sliding_window);
+    I(tied_head);
+    I(bos_id);
+    I(eos_id);
+#undef I
+#undef F
+    if ((unsigned)c->rope_pairing > NB_ROPE_INTERLEAVED || (unsigned)c->act > NB_ACT_GELU_TANH ||
+        (unsigned)c->rope_scaling > NB_ROPE_SCALING_LLAMA3)
+        return nb_set_error(NB_ERR_FORMAT, "%s: config enum out of range", what);
+    const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "layer_sliding");
+    if (!cJSON_IsArray(ls) || c->n_layers <= 0 || c->n_layers > NB_MAX_LAYERS ||
+        cJSON_GetArraySize(ls) != c->n_layers)
+        return nb_set_error(NB_ERR_FORMAT, "%s: config layer_sliding must list %d layers", what,
+                            c->n_layers);
+    for (int l = 0; l < c->n_layers; l++)
+        c->layer_sliding[l] = cJSON_GetArrayItem(ls, l)->valueint != 0;
+    return nb_config_validate(c, what);
+}

@@ -15,4 +15,8 @@ enum nb_status nb_config_from_hf(struct nb_config *c, const cJSON *root, const c
 enum nb_status nb_config_from_llama2c(struct nb_config *c, const struct nb_llama2c_config *h,
                                       const char *what);
 
+/* nibble's own JSON form, stored in .nib headers (round-trips every field). */
+cJSON *nb_config_to_json(const struct nb_config *c);
+enum nb_status nb_config_from_json(struct nb_config *c, const cJSON *o, const char *what);
+
 #endif

@@ -55,6 +55,16 @@ struct nb_ctx {
     float *scratch;         /* [n_threads][scratch_stride] */
     int64_t scratch_stride;
     int *chunk_rows;        /* [n_batch] rows that want logits */
+
+    /* int8 activations for w4a8 weights, quantized once per input and shared by
+     * every GEMM that reads the same input (q/k/v, gate/up). qa_src is the float
+     * buffer they came from; NULL when it has been written since. */
+    int8_t *qa_q;    /* [n_batch][max_in] */
+    float *qa_d;     /* [n_batch][max_in / 32] */
+    int32_t *qa_sum; /* [n_batch][max_in / 32] */
+    int64_t qa_ld;   /* max_in */
+    const float *qa_src;
+    int qa_group, qa_ntok;
 };
 
 /* ---------------------------------------------------------------- parallel GEMM */
@@ -72,22 +82,54 @@ struct gemm_job {
 static void gemm_worker(void *arg, int ith, int nth)
 {
     const struct gemm_job *j = arg;
-    const struct nb_kernels *k = j->c->kern;
-    nb_gemm_fn fn = j->w->dtype == NB_DTYPE_F32   ? k->gemm_f32
-                    : j->w->dtype == NB_DTYPE_F16 ? k->gemm_f16
-                                                  : k->gemm_bf16;
+    const struct nb_ctx *c = j->c;
+    const struct nb_kernels *k = c->kern;
+    const struct nb_weight *w = j->w;
+    float *scratch = c->scratch + ith * c->scratch_stride;
     long r0, r1;
-    nb_split_range((long)j->w->n_out, ith, nth, 16, &r0, &r1);
-    if (r0 < r1)
-        fn(j->y, j->ldy, j->x, j->ldx, j->w->data, j->w->n_in, j->n_tok, r0, r1,
-           j->c->scratch + ith * j->c->scratch_stride);
+    nb_split_range((long)w->n_out, ith, nth, 16, &r0, &r1);
+    if (r0 >= r1) return;
+    switch (w->qpath) {
+    case NB_WPATH_W4A8:
+        k->gemm_w4a8(j->y, j->ldy, c->qa_q, c->qa_d, c->qa_sum, c->qa_ld, c->qa_ld / 32, w->data,
+                     w->n_out, w->n_in, w->group, j->n_tok, r0, r1);
+        return;
+    case NB_WPATH_W4A16:
+        k->gemm_w4a16(j->y, j->ldy, j->x, j->ldx, w->data, w->n_out, w->n_in, w->group, j->n_tok,
+                      r0, r1, scratch);
+        return;
+    case NB_WPATH_W8A16:
+        k->gemm_w8a16(j->y, j->ldy, j->x, j->ldx, w->data, w->n_out, w->n_in, j->n_tok, r0, r1,
+                      scratch);
+        return;
+    default: break;
+    }
+    nb_gemm_fn fn = w->dtype == NB_DTYPE_F32   ? k->gemm_f32
+                    : w->dtype == NB_DTYPE_F16 ? k->gemm_f16
+                                               : k->gemm_bf16;
+    fn(j->y, j->ldy, j->x, j->ldx, w->data, w->n_in, j->n_tok, r0, r1, scratch);
+}
+
+/* Quantize n_tok rows of x to int8 per group, unless they already are. */
+static void prepare_qact(struct nb_ctx *c, const float *x, int64_t ldx, int64_t n_in, int group,
+                         int n_tok)
+{
+    if (c->qa_src == x && c->qa_group == group && c->qa_ntok == n_tok) return;
+    for (int t = 0; t < n_tok; t++)
+        c->kern->act_quant_q8(x + t * ldx, n_in, group, c->qa_q + t * c->qa_ld,
+                              c->qa_d + t * (c->qa_ld / 32), c->qa_sum + t * (c->qa_ld / 32));
+    c->qa_src = x;
+    c->qa_group = group;
+    c->qa_ntok = n_tok;
 }
 
 /* y[t][:] = W x[t] for n_tok rows. A matrix with few output rows (the Spark head
  * gate: n_heads rows) runs on one thread: fanning it out costs more than it saves. */
-static void matmul(const struct nb_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx,
+static void matmul(struct nb_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx,
                    const struct nb_weight *w, int n_tok)
 {
+    if (y == c->qa_src) c->qa_src = NULL; /* its int8 copy is about to be stale */
+    if (w->qpath == NB_WPATH_W4A8) prepare_qact(c, x, ldx, w->n_in, w->group, n_tok);
     struct gemm_job j = {c, y, ldy, x, ldx, w, n_tok};
     int nth = w->n_out < 64 ? 1 : c->n_threads;
     nb_pool_run_n(c->pool, gemm_worker, &j, nth);
@@ -105,6 +147,15 @@ static void add_bias(float *y, const float *b, int n_tok, int64_t n)
 static void embed_row(const struct nb_weight *e, int32_t tok, float *out)
 {
     int64_t n = e->n_in;
+    if (e->qpath == NB_WPATH_W8A16) { /* int8 row with its f32 scale */
+        struct nb_layout_planes pl;
+        nb_layout_planes(NB_WPATH_W8A16, 0, e->n_out, n, &pl);
+        const int8_t *q = (const int8_t *)e->data + pl.offset[0] + (int64_t)tok * n;
+        float d;
+        memcpy(&d, (const char *)e->data + pl.offset[1] + 4 * (int64_t)tok, 4);
+        for (int64_t i = 0; i < n; i++) out[i] = d * (float)q[i];
+        return;
+    }
     const char *row = (const char *)e->data + (size_t)tok * (size_t)n *
                                                   (e->dtype == NB_DTYPE_F32 ? 4 : 2);
     if (e->dtype == NB_DTYPE_F32) {
@@ -202,6 +253,7 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
 
     /* attention block */
     for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->attn_norm, E, cfg->norm_eps);
+    c->qa_src = NULL;
     matmul(c, c->q, q_dim, c->h, E, &L->wq, n);
     matmul(c, c->k, kv_dim, c->h, E, &L->wk, n);
     matmul(c, c->v, kv_dim, c->h, E, &L->wv, n);
@@ -227,6 +279,7 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     }
     struct attn_job aj = {c, l, n, pos, seq};
     nb_pool_run(c->pool, attn_worker, &aj);
+    c->qa_src = NULL; /* att (and below, h, ff_gate) are rewritten in place */
     if (L->head_gate.data) {
         matmul(c, c->hg, H, c->h, E, &L->head_gate, n);
         for (int t = 0; t < n; t++)
@@ -242,12 +295,14 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
 
     /* MLP block */
     for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->ffn_norm, E, cfg->norm_eps);
+    c->qa_src = NULL;
     matmul(c, c->ff_gate, F, c->h, E, &L->w_gate, n);
     matmul(c, c->ff_up, F, c->h, E, &L->w_up, n);
     for (int64_t i = 0; i < n * F; i++) {
         float g = c->ff_gate[i];
         c->ff_gate[i] = (cfg->act == NB_ACT_SILU ? silu(g) : gelu_tanh(g)) * c->ff_up[i];
     }
+    c->qa_src = NULL;
     matmul(c, c->h, E, c->ff_gate, F, &L->w_down, n);
     for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
 }
@@ -264,6 +319,7 @@ static void forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int
     for (int l = 0; l < cfg->n_layers; l++) forward_layer(c, l, n, pos, seq);
 
     int rows = 0;
+    c->qa_src = NULL;
     for (int t = 0; t < n; t++)
         if (want[t]) {
             nb_rmsnorm(c->h + rows * E, c->x + t * E, m->out_norm, E, cfg->norm_eps);
@@ -314,6 +370,9 @@ void nb_ctx_free(struct nb_ctx *c)
     free(c->rope_cs);
     free(c->scratch);
     free(c->chunk_rows);
+    free(c->qa_q);
+    free(c->qa_d);
+    free(c->qa_sum);
     free(c);
 }
 
@@ -382,6 +441,12 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     if (q_dim > need) need = q_dim;
     if (p.n_ctx > need) need = p.n_ctx;
     c->scratch_stride = (need + 15) & ~(int64_t)15;
+    int64_t max_in = E > F ? E : F;
+    if (q_dim > max_in) max_in = q_dim;
+    c->qa_ld = (max_in + 127) & ~(int64_t)127;
+    c->qa_q = ctx_alloc(&fail, (size_t)(B * c->qa_ld), 1);
+    c->qa_d = ctx_alloc(&fail, (size_t)(B * c->qa_ld / 32), sizeof(float));
+    c->qa_sum = ctx_alloc(&fail, (size_t)(B * c->qa_ld / 32), sizeof(int32_t));
     c->scratch = ctx_alloc(&fail, (size_t)(c->scratch_stride * p.n_threads), sizeof(float));
     if (fail) goto oom;
     NB_LOGI("context: %d tokens x %d sequences, batch %d, %d threads, KV cache %.1f MiB (f32)",

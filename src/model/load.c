@@ -14,17 +14,19 @@
 #include "formats/gguf.h"
 #include "formats/json.h"
 #include "formats/llama2c.h"
+#include "formats/nib.h"
 #include "formats/safetensors.h"
 #include "model/config.h"
 #include "quant/dequant.h"
 
-enum source_kind { SRC_GGUF = 0, SRC_SAFETENSORS, SRC_LLAMA2C };
+enum source_kind { SRC_GGUF = 0, SRC_SAFETENSORS, SRC_LLAMA2C, SRC_NIB };
 
 struct nb_model_source {
     enum source_kind kind;
     struct nb_gguf *gguf;
     struct nb_safetensors *st;
     struct nb_llama2c *l2c;
+    struct nb_nib *nib; /* a .nib uses the GGUF tensor names */
 };
 
 /* Tensor names per source: GGUF (llama.cpp's names), HF, llama2.c. "%d" = layer. */
@@ -63,6 +65,7 @@ static const struct nb_tensor *src_find(const struct nb_model_source *s, const c
     case SRC_GGUF: return nb_gguf_find_tensor(s->gguf, name);
     case SRC_SAFETENSORS: return nb_safetensors_find(s->st, name);
     case SRC_LLAMA2C: return nb_llama2c_find(s->l2c, name);
+    case SRC_NIB: return NULL; /* packed tensors are bound by bind_nib() */
     }
     return NULL;
 }
@@ -70,7 +73,7 @@ static const struct nb_tensor *src_find(const struct nb_model_source *s, const c
 static const struct nb_tensor *find_id(const struct nb_model *m, enum tensor_id id, int layer,
                                        char *name, size_t name_size)
 {
-    const char *fmt = k_names[id][m->src->kind];
+    const char *fmt = k_names[id][m->src->kind == SRC_NIB ? SRC_GGUF : m->src->kind];
     if (!fmt) {
         snprintf(name, name_size, "(%s has no such tensor)", m->source_kind);
         return NULL;
@@ -129,13 +132,51 @@ static enum nb_status to_f32_copy(struct nb_model *m, const char *name, const st
     return NB_OK;
 }
 
+/* A tensor of a .nib: matrices (w) are used in place in their packed layout; vectors
+ * (vec, f32) are copied. */
+static enum nb_status bind_nib(struct nb_model *m, enum tensor_id id, int layer, int64_t n_out,
+                               int64_t n_in, int required, struct nb_weight *w, const float **vec)
+{
+    char name[200];
+    snprintf(name, sizeof name, k_names[id][SRC_GGUF], layer);
+    const struct nb_nib_tensor *t = nb_nib_find(m->src->nib, name);
+    if (!t) {
+        if (!required) return NB_OK;
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
+    }
+    int is_vec = vec != NULL;
+    if (t->kind != NB_NIB_PACKED || t->n_dims != (is_vec ? 1 : 2) ||
+        (is_vec && (t->path != NB_WPATH_F32 || t->shape[0] != n_in)) ||
+        (!is_vec && (t->shape[0] != n_out || t->shape[1] != n_in)))
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' has the wrong kind or shape for the "
+                            "config (needs %s [%lld, %lld])", m->path, name,
+                            is_vec ? "f32" : "a matrix", (long long)n_out, (long long)n_in);
+    if (is_vec) {
+        float *f = nb_arena_alloc(&m->arena, sizeof(float) * (size_t)n_in);
+        if (!f) return NB_ERR_NOMEM;
+        memcpy(f, t->data, sizeof(float) * (size_t)n_in);
+        *vec = f;
+        return NB_OK;
+    }
+    w->n_out = n_out;
+    w->n_in = n_in;
+    w->data = t->data;
+    w->group = t->group;
+    w->dtype = NB_DTYPE_F32;
+    w->qpath = NB_WPATH_F32;
+    if (t->path == NB_WPATH_BF16) w->dtype = NB_DTYPE_BF16;
+    else if (t->path != NB_WPATH_F32) w->qpath = t->path;
+    return NB_OK;
+}
+
 /* Bind a matrix of shape {n_out, n_in}. Missing and optional: data stays NULL. */
 static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int layer, int64_t n_out,
                                   int64_t n_in, int required, struct nb_weight *w)
 {
     char name[200];
-    const struct nb_tensor *t = find_id(m, id, layer, name, sizeof name);
     memset(w, 0, sizeof *w);
+    if (m->src->kind == SRC_NIB) return bind_nib(m, id, layer, n_out, n_in, required, w, NULL);
+    const struct nb_tensor *t = find_id(m, id, layer, name, sizeof name);
     if (!t) {
         if (!required) return NB_OK;
         return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
@@ -164,8 +205,9 @@ static enum nb_status bind_vector(struct nb_model *m, enum tensor_id id, int lay
                                   int required, const float **out)
 {
     char name[200];
-    const struct nb_tensor *t = find_id(m, id, layer, name, sizeof name);
     *out = NULL;
+    if (m->src->kind == SRC_NIB) return bind_nib(m, id, layer, 1, n, required, NULL, out);
+    const struct nb_tensor *t = find_id(m, id, layer, name, sizeof name);
     if (!t) {
         if (!required) return NB_OK;
         return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
@@ -219,6 +261,14 @@ static enum nb_status bind_weights(struct nb_model *m)
         if (c->head_gate && (st = bind_matrix(m, T_HGATE, l, c->n_heads, E, 1, &L->head_gate)))
             return st;
     }
+    if (m->src->kind == SRC_NIB) {
+        const struct nb_nib_tensor *rf = nb_nib_find(m->src->nib, "rope_inv_freq");
+        if (!rf || rf->kind != NB_NIB_PACKED || rf->path != NB_WPATH_F32 || rf->n_dims != 1 ||
+            rf->shape[0] != c->head_dim / 2)
+            return nb_set_error(NB_ERR_FORMAT, "%s: tensor 'rope_inv_freq' is missing or has "
+                                "the wrong shape", m->path);
+        memcpy(m->rope_inv_freq, rf->data, sizeof(float) * (size_t)(c->head_dim / 2));
+    }
     /* GGUF stores Llama 3.1 rope scaling as per-frequency divisors. */
     if (m->src->kind == SRC_GGUF) {
         const struct nb_tensor *rf = nb_gguf_find_tensor(m->src->gguf, "rope_freqs.weight");
@@ -270,8 +320,17 @@ static enum nb_status open_source(struct nb_model *m, const char *path)
     struct nb_mapped_file f;
     if ((st = nb_file_map(&f, path))) return st;
     int gguf = f.size >= 4 && !memcmp(f.data, "GGUF", 4);
-    int l2c = !gguf && nb_llama2c_sniff(f.data, f.size);
+    int nib = f.size >= 8 && !memcmp(f.data, NB_NIB_MAGIC, 8);
+    int l2c = !gguf && !nib && nb_llama2c_sniff(f.data, f.size);
     nb_file_unmap(&f);
+    if (nib) {
+        s->kind = SRC_NIB;
+        m->source_kind = "nib";
+        if ((st = nb_nib_open(&s->nib, path))) return st;
+        if ((st = nb_nib_verify(s->nib))) return st;
+        const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(nb_nib_header(s->nib), "config");
+        return nb_config_from_json(&m->cfg, cfg, path);
+    }
     if (gguf) {
         s->kind = SRC_GGUF;
         m->source_kind = "gguf";
@@ -323,6 +382,7 @@ void nb_model_free(struct nb_model *m)
         nb_gguf_free(m->src->gguf);
         nb_safetensors_free(m->src->st);
         nb_llama2c_free(m->src->l2c);
+        nb_nib_free(m->src->nib);
         free(m->src);
     }
     nb_arena_free(&m->arena);

@@ -13,6 +13,7 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "formats/tensor.h"
+#include "kernels/layout.h"
 
 #define NB_MAX_LAYERS 256
 
@@ -52,11 +53,16 @@ struct nb_config {
     int bos_id, eos_id;             /* -1 when unknown */
 };
 
-/* A weight matrix as stored: y = W x, W has n_out rows of n_in values. */
+/* A weight matrix as stored: y = W x, W has n_out rows of n_in values.
+ * Plain storage (qpath == NB_WPATH_F32): dtype F32, F16 or BF16, row-major and
+ * element-aligned (other source types are converted at load). Packed storage
+ * (qpath W8A16 / W4A16 / W4A8, from a .nib): the blob of kernels/layout.h. */
 struct nb_weight {
-    enum nb_dtype dtype; /* F32, F16 or BF16 (others are converted at load) */
+    enum nb_dtype dtype;
+    enum nb_wpath qpath;
+    int group; /* int4 group size */
     int64_t n_out, n_in;
-    const void *data;    /* row-major [n_out][n_in], element-aligned */
+    const void *data;
 };
 
 struct nb_layer {

@@ -1,0 +1,133 @@
+/* nibble quantize — float checkpoint -> .nib of one weight path, with a per-tensor
+ * table and the honest bits per weight (from the bytes actually stored). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/args.h"
+#include "app/commands.h"
+#include "nibble.h"
+#include "runtime/quantize.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: nibble quantize -m MODEL --path P [--group N] [--head 4|8|16] [--embd 8|16]\n"
+            "                       [--calib FILE] [--absmax] [-t N] [-q] -o OUT.nib\n"
+            "\n"
+            "  --path P      w4a8 | w4a16 | w8a16 | bf16 | f32\n"
+            "  --group N     int4 group size along K: 32, 64 or 128 (default 128)\n"
+            "  --head B      output head: 4 (the path's int4 grid), 8 (int8 per row) or 16\n"
+            "                (bf16); default 8. A tied head gets its own quantized copy.\n"
+            "  --embd B      embeddings (a row gather): 8 (int8 rows, default) or 16 (bf16)\n"
+            "  --calib FILE  weight the error by each input channel's mean squared activation\n"
+            "  --absmax      plain absmax scales instead of the weighted MSE search\n"
+            "  -q            no per-tensor table\n");
+}
+
+struct qui {
+    int tty, quiet;
+};
+
+static void on_progress(int64_t done, int64_t total, void *user)
+{
+    struct qui *u = user;
+    if (!u->tty) return;
+    int w = 40, fill = total ? (int)(w * done / total) : w;
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld", fill, "========================================",
+            w - fill, "", (long long)done, (long long)total);
+    if (done == total) fprintf(stderr, "\n");
+}
+
+static void on_report(const char *name, const char *kind, int64_t n_out, int64_t n_in,
+                      uint64_t bytes, double rel_rms, void *user)
+{
+    struct qui *u = user;
+    if (u->quiet) return;
+    if (u->tty) fprintf(stderr, "\r%*s\r", 60, "");
+    fprintf(stderr, "%-28s %-6s %7lld x %-6lld %11llu B %6.3f bpw", name, kind, (long long)n_out,
+            (long long)n_in, (unsigned long long)bytes, 8.0 * (double)bytes / (double)(n_out * n_in));
+    if (rel_rms > 0) fprintf(stderr, "  rel-rms %.4f", rel_rms);
+    fprintf(stderr, "\n");
+}
+
+int cmd_quantize(int argc, char **argv)
+{
+    const char *cmd = "quantize", *model = NULL, *out = NULL, *path_name = NULL;
+    struct nb_quantize_opts o;
+    struct qui ui = {.tty = isatty(2)};
+    nb_quantize_default_opts(&o);
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+#define VAL() (v = arg_value(cmd, argc, argv, &i))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!VAL()) return 1;
+            model = v;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!VAL()) return 1;
+            out = v;
+        } else if (!strcmp(a, "--path")) {
+            if (!VAL()) return 1;
+            path_name = v;
+        } else if (!strcmp(a, "--group")) {
+            if (!VAL() || !arg_int(cmd, a, v, 32, 128, &o.group)) return 1;
+            if (o.group != 32 && o.group != 64 && o.group != 128) {
+                fprintf(stderr, "nibble quantize: --group must be 32, 64 or 128\n");
+                return 1;
+            }
+        } else if (!strcmp(a, "--head")) {
+            if (!VAL() || !arg_int(cmd, a, v, 4, 16, &o.head_bits)) return 1;
+            if (o.head_bits != 4 && o.head_bits != 8 && o.head_bits != 16) {
+                fprintf(stderr, "nibble quantize: --head must be 4, 8 or 16\n");
+                return 1;
+            }
+        } else if (!strcmp(a, "--embd")) {
+            if (!VAL() || !arg_int(cmd, a, v, 8, 16, &o.embd_bits)) return 1;
+            if (o.embd_bits != 8 && o.embd_bits != 16) {
+                fprintf(stderr, "nibble quantize: --embd must be 8 or 16\n");
+                return 1;
+            }
+        } else if (!strcmp(a, "--calib")) {
+            if (!VAL()) return 1;
+            o.calib_path = v;
+        } else if (!strcmp(a, "--absmax")) {
+            o.search = 0;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &o.n_threads)) return 1;
+        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
+            ui.quiet = 1;
+        } else {
+            fprintf(stderr, "nibble quantize: unknown option '%s' (see nibble quantize --help)\n",
+                    a);
+            return 1;
+        }
+#undef VAL
+    }
+    if (!model || !out || !path_name) {
+        fprintf(stderr, "nibble quantize: -m MODEL, --path P and -o OUT.nib are required\n");
+        return 1;
+    }
+    if (!nb_wpath_from_name(path_name, &o.path)) {
+        fprintf(stderr, "nibble quantize: --path '%s' is not one of w4a8, w4a16, w8a16, bf16, "
+                        "f32\n", path_name);
+        return 1;
+    }
+    o.progress = on_progress;
+    o.report = on_report;
+    o.user = &ui;
+    struct nb_quantize_result r;
+    if (nb_quantize_file(model, &o, out, &r) != NB_OK) {
+        fprintf(stderr, "nibble quantize: %s\n", nb_last_error());
+        return 1;
+    }
+    printf("%s: %s, %.3f bits per weight in linear layers (%lld params, %llu bytes), %.3f over "
+           "the whole file (%lld params, %llu bytes), %.1f s\n",
+           out, path_name, r.bpw_linear, (long long)r.linear_params,
+           (unsigned long long)r.linear_bytes, r.bpw_file, (long long)r.file_params,
+           (unsigned long long)r.file_bytes, r.seconds);
+    return 0;
+}

@@ -1,0 +1,435 @@
+/* formats/nib.c — the .nib packed model file: validating reader and atomic writer. */
+#include "formats/nib.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "core/checked.h"
+#include "core/mmap.h"
+#include "formats/json.h"
+
+#define FIXED_HEADER 64
+#define MAX_JSON_HEADER (256u << 20)
+
+struct nb_nib {
+    struct nb_mapped_file file; /* when opened from a path */
+    const unsigned char *data;
+    size_t size;
+    char *name;
+    uint32_t version;
+    cJSON *header;
+    int64_t n_tensors;
+    struct nb_nib_tensor *tensors;
+};
+
+static uint64_t rd64(const unsigned char *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+
+static uint32_t rd32(const unsigned char *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static int parse_hex64(const char *s, uint64_t *out)
+{
+    if (!s || strlen(s) != 16) return 0;
+    uint64_t v = 0;
+    for (int i = 0; i < 16; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+        if (d < 0) return 0;
+        v = v << 4 | (uint64_t)d;
+    }
+    *out = v;
+    return 1;
+}
+
+static enum nb_status parse_kind(const char *name, const char *tname, const char *s,
+                                 struct nb_nib_tensor *t)
+{
+    if (!strcmp(s, "blob")) {
+        t->kind = NB_NIB_BLOB;
+        return NB_OK;
+    }
+    t->kind = NB_NIB_PACKED;
+    if (!nb_wpath_from_name(s, &t->path))
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': unknown kind '%s'", name, tname, s);
+    return NB_OK;
+}
+
+/* Validate one entry of the "tensors" array into *t. */
+static enum nb_status parse_tensor(struct nb_nib *n, const cJSON *e, int64_t idx,
+                                   uint64_t data_offset, uint64_t data_size,
+                                   struct nb_nib_tensor *t)
+{
+    const char *name = n->name, *tname = NULL, *kind = NULL, *hash = NULL;
+    int64_t off, size, group;
+    enum nb_status st;
+    if (!cJSON_IsObject(e))
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensors[%lld] is not an object", name,
+                            (long long)idx);
+    if ((st = nb_json_get_str(e, "name", NULL, &tname, name)) ||
+        (st = nb_json_get_str(e, "kind", NULL, &kind, name)) ||
+        (st = nb_json_get_str(e, "xxh3", NULL, &hash, name)) ||
+        (st = nb_json_get_int(e, "offset", -1, &off, name)) ||
+        (st = nb_json_get_int(e, "size", -1, &size, name)) ||
+        (st = nb_json_get_int(e, "group", 0, &group, name)))
+        return st;
+    if (!tname || !kind || !hash || off < 0 || size < 0)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensors[%lld] lacks name, kind, xxh3, offset or "
+                            "size", name, (long long)idx);
+    t->name = tname;
+    if ((st = parse_kind(name, tname, kind, t))) return st;
+    if (!parse_hex64(hash, &t->xxh3))
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': bad xxh3 '%s'", name, tname, hash);
+    if (off % NB_LAYOUT_ALIGN)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': offset %lld is not 64-byte aligned",
+                            name, tname, (long long)off);
+    uint64_t end;
+    if (nb_add_u64((uint64_t)off, (uint64_t)size, &end) || end > data_size)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': bytes %lld..+%lld lie past the end "
+                            "of the data (%llu bytes)", name, tname, (long long)off,
+                            (long long)size, (unsigned long long)data_size);
+    t->data = n->data + data_offset + (uint64_t)off;
+    t->size = (uint64_t)size;
+    t->group = (int)(group >= 0 && group <= 1024 ? group : -1);
+
+    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
+    int nd = cJSON_IsArray(shape) ? cJSON_GetArraySize(shape) : -1;
+    if (nd < 0 || nd > 2)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape must be an array of 0..2 "
+                            "sizes", name, tname);
+    t->n_dims = nd;
+    t->shape[0] = t->shape[1] = 1;
+    for (int i = 0; i < nd; i++) {
+        const cJSON *d = cJSON_GetArrayItem(shape, i);
+        if (!cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > (double)(1u << 31) ||
+            d->valuedouble != (double)(int64_t)d->valuedouble)
+            return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape[%d] is not a size in "
+                                "1..2^31", name, tname, i);
+        t->shape[i] = (int64_t)d->valuedouble;
+    }
+    if (t->kind == NB_NIB_BLOB) return NB_OK;
+    /* packed: the size must be what the layout says (vectors are [1][n]) */
+    struct nb_layout_planes pl;
+    int64_t n_out = nd == 2 ? t->shape[0] : 1, n_in = nd == 2 ? t->shape[1] : t->shape[0];
+    if (nd == 0 || !nb_layout_planes(t->path, t->group, n_out, n_in, &pl))
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld] does not fit "
+                            "%s with group %d", name, tname, (long long)n_out, (long long)n_in,
+                            nb_wpath_name(t->path), t->group);
+    if (pl.total != size)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': %lld bytes, the %s layout needs "
+                            "%lld", name, tname, (long long)size, nb_wpath_name(t->path),
+                            (long long)pl.total);
+    return NB_OK;
+}
+
+enum nb_status nb_nib_parse(struct nb_nib **out, const void *data, size_t size, const char *name)
+{
+    *out = NULL;
+    enum nb_status st;
+    struct nb_nib *n = calloc(1, sizeof *n);
+    if (!n) return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", name);
+    n->data = data;
+    n->size = size;
+    n->name = strdup(name);
+    if (!n->name) {
+        st = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", name);
+        goto fail;
+    }
+    const unsigned char *p = data;
+    if (size < FIXED_HEADER || memcmp(p, NB_NIB_MAGIC, 8) != 0) {
+        st = nb_set_error(NB_ERR_FORMAT, "%s: not a .nib file (bad magic or shorter than 64 "
+                          "bytes)", name);
+        goto fail;
+    }
+    n->version = rd32(p + 8);
+    if (n->version != NB_NIB_VERSION) {
+        st = nb_set_error(NB_ERR_UNSUPPORTED, "%s: .nib format version %u, this nibble reads "
+                          "version %d: quantize the model again", name, n->version,
+                          NB_NIB_VERSION);
+        goto fail;
+    }
+    uint64_t hsize = rd64(p + 16), doff = rd64(p + 24), dsize = rd64(p + 32), hhash = rd64(p + 40);
+    uint64_t end;
+    if (hsize == 0 || hsize > MAX_JSON_HEADER || doff % NB_LAYOUT_ALIGN ||
+        doff < FIXED_HEADER + hsize || nb_add_u64(doff, dsize, &end) || end != size) {
+        st = nb_set_error(NB_ERR_FORMAT, "%s: header sizes are inconsistent (header %llu, data "
+                          "at %llu + %llu, file %zu bytes): truncated or corrupt", name,
+                          (unsigned long long)hsize, (unsigned long long)doff,
+                          (unsigned long long)dsize, size);
+        goto fail;
+    }
+    if (XXH3_64bits(p + FIXED_HEADER, hsize) != hhash) {
+        st = nb_set_error(NB_ERR_FORMAT, "%s: header checksum mismatch: the file is corrupt", name);
+        goto fail;
+    }
+    if ((st = nb_json_parse((const char *)p + FIXED_HEADER, hsize, name, &n->header))) goto fail;
+    const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(n->header, "tensors");
+    if (!cJSON_IsObject(n->header) || !cJSON_IsArray(tensors)) {
+        st = nb_set_error(NB_ERR_FORMAT, "%s: header has no \"tensors\" array", name);
+        goto fail;
+    }
+    n->n_tensors = cJSON_GetArraySize(tensors);
+    n->tensors = calloc((size_t)(n->n_tensors ? n->n_tensors : 1), sizeof *n->tensors);
+    if (!n->tensors) {
+        st = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", name);
+        goto fail;
+    }
+    int64_t i = 0;
+    const cJSON *e;
+    cJSON_ArrayForEach(e, tensors)
+    {
+        if ((st = parse_tensor(n, e, i, doff, dsize, &n->tensors[i]))) goto fail;
+        for (int64_t j = 0; j < i; j++)
+            if (!strcmp(n->tensors[j].name, n->tensors[i].name)) {
+                st = nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' appears twice", name,
+                                  n->tensors[i].name);
+                goto fail;
+            }
+        i++;
+    }
+    *out = n;
+    return NB_OK;
+fail:
+    nb_nib_free(n);
+    return st;
+}
+
+enum nb_status nb_nib_open(struct nb_nib **out, const char *path)
+{
+    struct nb_mapped_file f;
+    *out = NULL;
+    enum nb_status st = nb_file_map(&f, path);
+    if (st) return st;
+    if ((st = nb_nib_parse(out, f.data, f.size, path))) {
+        nb_file_unmap(&f);
+        return st;
+    }
+    (*out)->file = f;
+    return NB_OK;
+}
+
+void nb_nib_free(struct nb_nib *n)
+{
+    if (!n) return;
+    cJSON_Delete(n->header);
+    free(n->tensors);
+    free(n->name);
+    nb_file_unmap(&n->file);
+    free(n);
+}
+
+enum nb_status nb_nib_verify(const struct nb_nib *n)
+{
+    for (int64_t i = 0; i < n->n_tensors; i++) {
+        const struct nb_nib_tensor *t = &n->tensors[i];
+        if (XXH3_64bits(t->data, t->size) != t->xxh3)
+            return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': checksum mismatch: the file is "
+                                "corrupt", n->name, t->name);
+    }
+    return NB_OK;
+}
+
+const char *nb_nib_path(const struct nb_nib *n) { return n->name; }
+uint32_t nb_nib_version(const struct nb_nib *n) { return n->version; }
+const cJSON *nb_nib_header(const struct nb_nib *n) { return n->header; }
+size_t nb_nib_file_size(const struct nb_nib *n) { return n->size; }
+int64_t nb_nib_n_tensors(const struct nb_nib *n) { return n->n_tensors; }
+
+const struct nb_nib_tensor *nb_nib_tensor(const struct nb_nib *n, int64_t i)
+{
+    return i >= 0 && i < n->n_tensors ? &n->tensors[i] : NULL;
+}
+
+const struct nb_nib_tensor *nb_nib_find(const struct nb_nib *n, const char *name)
+{
+    for (int64_t i = 0; i < n->n_tensors; i++)
+        if (!strcmp(n->tensors[i].name, name)) return &n->tensors[i];
+    return NULL;
+}
+
+/* ---------------------------------------------------------------- writer */
+
+struct wtensor {
+    char *name;
+    enum nb_nib_kind kind;
+    enum nb_wpath path;
+    int group, n_dims;
+    int64_t shape[2];
+    const void *data;
+    uint64_t size, offset;
+};
+
+struct nb_nib_writer {
+    struct wtensor *t;
+    int64_t n, cap;
+};
+
+enum nb_status nb_nib_writer_init(struct nb_nib_writer **out)
+{
+    *out = calloc(1, sizeof **out);
+    return *out ? NB_OK : nb_set_error(NB_ERR_NOMEM, "nib writer: out of memory");
+}
+
+void nb_nib_writer_free(struct nb_nib_writer *w)
+{
+    if (!w) return;
+    for (int64_t i = 0; i < w->n; i++) free(w->t[i].name);
+    free(w->t);
+    free(w);
+}
+
+enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum nb_nib_kind kind,
+                                 enum nb_wpath path, int group, int n_dims, const int64_t *shape,
+                                 const void *data, uint64_t size)
+{
+    if (n_dims < 0 || n_dims > 2)
+        return nb_set_error(NB_ERR_INVALID_ARG, "nib writer: tensor '%s': %d dims", name, n_dims);
+    for (int64_t i = 0; i < w->n; i++)
+        if (!strcmp(w->t[i].name, name))
+            return nb_set_error(NB_ERR_INVALID_ARG, "nib writer: tensor '%s' added twice", name);
+    if (w->n == w->cap) {
+        int64_t cap = w->cap ? w->cap * 2 : 64;
+        struct wtensor *nt = realloc(w->t, sizeof *nt * (size_t)cap);
+        if (!nt) return nb_set_error(NB_ERR_NOMEM, "nib writer: out of memory");
+        w->t = nt;
+        w->cap = cap;
+    }
+    struct wtensor *t = &w->t[w->n];
+    memset(t, 0, sizeof *t);
+    t->name = strdup(name);
+    if (!t->name) return nb_set_error(NB_ERR_NOMEM, "nib writer: out of memory");
+    t->kind = kind;
+    t->path = path;
+    t->group = group;
+    t->n_dims = n_dims;
+    for (int i = 0; i < n_dims; i++) t->shape[i] = shape[i];
+    t->data = data;
+    t->size = size;
+    w->n++;
+    return NB_OK;
+}
+
+static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n; }
+
+static int write_zeros(FILE *f, uint64_t n)
+{
+    static const unsigned char z[4096];
+    while (n) {
+        size_t k = n < sizeof z ? (size_t)n : sizeof z;
+        if (!write_all(f, z, k)) return 0;
+        n -= k;
+    }
+    return 1;
+}
+
+enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const char *path)
+{
+    enum nb_status st = NB_OK;
+    char *json = NULL, *tmp = NULL;
+    FILE *f = NULL;
+    cJSON *arr = cJSON_CreateArray();
+    if (!header || !cJSON_IsObject(header) || !arr) {
+        st = nb_set_error(NB_ERR_INVALID_ARG, "nib writer: the header must be a JSON object");
+        goto fail;
+    }
+    cJSON_DeleteItemFromObject(header, "tensors");
+    uint64_t off = 0;
+    for (int64_t i = 0; i < w->n; i++) {
+        struct wtensor *t = &w->t[i];
+        char hex[17];
+        snprintf(hex, sizeof hex, "%016" PRIx64, (uint64_t)XXH3_64bits(t->data, t->size));
+        t->offset = off;
+        off += (t->size + NB_LAYOUT_ALIGN - 1) & ~(uint64_t)(NB_LAYOUT_ALIGN - 1);
+        cJSON *e = cJSON_CreateObject();
+        cJSON *shape = cJSON_CreateArray();
+        for (int d = 0; d < t->n_dims; d++)
+            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
+        cJSON_AddStringToObject(e, "name", t->name);
+        cJSON_AddStringToObject(e, "kind", t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path));
+        cJSON_AddItemToObject(e, "shape", shape);
+        if (t->kind == NB_NIB_PACKED && (t->path == NB_WPATH_W4A8 || t->path == NB_WPATH_W4A16))
+            cJSON_AddNumberToObject(e, "group", t->group);
+        cJSON_AddNumberToObject(e, "offset", (double)t->offset);
+        cJSON_AddNumberToObject(e, "size", (double)t->size);
+        cJSON_AddStringToObject(e, "xxh3", hex);
+        cJSON_AddItemToArray(arr, e);
+    }
+    cJSON_AddItemToObject(header, "tensors", arr);
+    arr = NULL;
+    json = cJSON_PrintUnformatted(header);
+    if (!json) {
+        st = nb_set_error(NB_ERR_NOMEM, "nib writer: out of memory");
+        goto fail;
+    }
+    uint64_t hsize = strlen(json);
+    uint64_t doff = (FIXED_HEADER + hsize + NB_LAYOUT_ALIGN - 1) & ~(uint64_t)(NB_LAYOUT_ALIGN - 1);
+    unsigned char fixed[FIXED_HEADER] = {0};
+    uint32_t version = NB_NIB_VERSION;
+    uint64_t hhash = XXH3_64bits(json, hsize);
+    memcpy(fixed, NB_NIB_MAGIC, 8);
+    memcpy(fixed + 8, &version, 4);
+    memcpy(fixed + 16, &hsize, 8);
+    memcpy(fixed + 24, &doff, 8);
+    memcpy(fixed + 32, &off, 8);
+    memcpy(fixed + 40, &hhash, 8);
+
+    size_t plen = strlen(path) + 8;
+    tmp = malloc(plen);
+    if (!tmp) {
+        st = nb_set_error(NB_ERR_NOMEM, "nib writer: out of memory");
+        goto fail;
+    }
+    snprintf(tmp, plen, "%s.tmp", path);
+    f = fopen(tmp, "wb");
+    if (!f) {
+        st = nb_set_error(NB_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    int ok = write_all(f, fixed, sizeof fixed) && write_all(f, json, hsize) &&
+             write_zeros(f, doff - FIXED_HEADER - hsize);
+    for (int64_t i = 0; ok && i < w->n; i++) {
+        const struct wtensor *t = &w->t[i];
+        uint64_t padded = (t->size + NB_LAYOUT_ALIGN - 1) & ~(uint64_t)(NB_LAYOUT_ALIGN - 1);
+        ok = write_all(f, t->data, t->size) && write_zeros(f, padded - t->size);
+    }
+    if (!ok || fflush(f) != 0 || fsync(fileno(f)) != 0) {
+        st = nb_set_error(NB_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        st = nb_set_error(NB_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
+        goto fail;
+    }
+    f = NULL;
+    if (rename(tmp, path) != 0) {
+        st = nb_set_error(NB_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
+        goto fail;
+    }
+    free(tmp);
+    free(json);
+    cJSON_Delete(header);
+    return NB_OK;
+fail:
+    if (f) fclose(f);
+    if (tmp) unlink(tmp);
+    free(tmp);
+    free(json);
+    cJSON_Delete(arr);
+    cJSON_Delete(header);
+    return st;
+}

@@ -1,0 +1,326 @@
+/* runtime/quantize.c — float checkpoint -> .nib of one weight path.
+ *
+ * Every linear layer is quantized, the output head included: a tied head gets its own
+ * quantized copy (--head 4|8|16), because an unquantized head is a whole float GEMM per
+ * token. Embeddings stay a row gather, as int8 rows (w8a16 layout) or bf16. Norms,
+ * biases and the RoPE frequencies stay f32. Rows are quantized in parallel. */
+#include "runtime/quantize.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <xxhash.h>
+
+#include "core/log.h"
+#include "core/mmap.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "formats/nib.h"
+#include "model/config.h"
+#include "model/model.h"
+#include "quant/dequant.h"
+#include "quant/quant.h"
+#include "runtime/source_hash.h"
+
+void nb_quantize_default_opts(struct nb_quantize_opts *o)
+{
+    memset(o, 0, sizeof *o);
+    o->path = NB_WPATH_W4A8;
+    o->group = 128;
+    o->search = 1;
+}
+
+struct qjob {
+    enum nb_wpath path;
+    int group, search;
+    const float *w;
+    int64_t n_out, n_in;
+    const float *imp;
+    void *blob;
+    struct nb_qstats stats[64];
+    enum nb_status st[64];
+};
+
+static void quant_worker(void *arg, int ith, int nth)
+{
+    struct qjob *j = arg;
+    long r0, r1;
+    nb_split_range((long)j->n_out, ith, nth, 1, &r0, &r1);
+    memset(&j->stats[ith], 0, sizeof j->stats[ith]);
+    j->st[ith] = NB_OK;
+    if (r0 < r1)
+        j->st[ith] = nb_quantize_rows(j->path, j->group, j->w, j->n_out, j->n_in, r0, r1, j->imp,
+                                      j->search, j->blob, &j->stats[ith]);
+}
+
+struct qctx {
+    const struct nb_quantize_opts *o;
+    struct nb_pool *pool;
+    struct nb_nib_writer *w;
+    void **owned; /* blobs to free after writing */
+    int64_t n_owned, cap_owned;
+    int64_t done, total;
+    uint64_t linear_bytes, file_bytes;
+    int64_t linear_params, file_params;
+};
+
+static enum nb_status keep(struct qctx *q, void *p)
+{
+    if (q->n_owned == q->cap_owned) {
+        int64_t cap = q->cap_owned ? 2 * q->cap_owned : 256;
+        void **n = realloc(q->owned, sizeof *n * (size_t)cap);
+        if (!n) return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
+        q->owned = n;
+        q->cap_owned = cap;
+    }
+    q->owned[q->n_owned++] = p;
+    return NB_OK;
+}
+
+static void tick(struct qctx *q)
+{
+    q->done++;
+    if (q->o->progress) q->o->progress(q->done, q->total, q->o->user);
+}
+
+/* A matrix of the source as f32 rows: in place when it is f32, else converted. */
+static enum nb_status weight_f32(const struct nb_weight *w, const float **out, float **owned)
+{
+    *owned = NULL;
+    if (w->qpath != NB_WPATH_F32)
+        return nb_set_error(NB_ERR_UNSUPPORTED, "quantize: the source is already packed "
+                            "(%s); quantize from the float checkpoint", nb_wpath_name(w->qpath));
+    if (w->dtype == NB_DTYPE_F32) {
+        *out = w->data;
+        return NB_OK;
+    }
+    float *f = malloc(sizeof(float) * (size_t)(w->n_out * w->n_in));
+    if (!f) return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
+    enum nb_status st = nb_dequant(w->dtype, w->data, f, w->n_out * w->n_in);
+    if (st) {
+        free(f);
+        return st;
+    }
+    *out = f;
+    *owned = f;
+    return NB_OK;
+}
+
+static enum nb_status add_matrix(struct qctx *q, const char *name, const struct nb_weight *w,
+                                 enum nb_wpath path, int linear, const float *imp)
+{
+    struct nb_layout_planes pl;
+    int group = q->o->group;
+    if (!nb_layout_planes(path, group, w->n_out, w->n_in, &pl)) {
+        if ((path == NB_WPATH_W4A8 || path == NB_WPATH_W4A16) && w->n_in % group)
+            return nb_set_error(NB_ERR_INVALID_ARG, "quantize: tensor '%s': K=%lld is not a "
+                                "multiple of the group size %d", name, (long long)w->n_in, group);
+        return nb_set_error(NB_ERR_INVALID_ARG, "quantize: tensor '%s' [%lld, %lld] does not fit "
+                            "%s", name, (long long)w->n_out, (long long)w->n_in,
+                            nb_wpath_name(path));
+    }
+    const float *f;
+    float *owned;
+    enum nb_status st = weight_f32(w, &f, &owned);
+    if (st) return st;
+    void *blob = NULL;
+    if (posix_memalign(&blob, NB_LAYOUT_ALIGN, (size_t)pl.total) != 0) {
+        free(owned);
+        return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for '%s'", name);
+    }
+    memset(blob, 0, (size_t)pl.total);
+    struct qjob *j = calloc(1, sizeof *j);
+    if (!j) {
+        free(owned);
+        free(blob);
+        return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
+    }
+    *j = (struct qjob){.path = path, .group = group, .search = q->o->search, .w = f,
+                       .n_out = w->n_out, .n_in = w->n_in, .imp = imp, .blob = blob};
+    int nth = nb_pool_size(q->pool) < 64 ? nb_pool_size(q->pool) : 64;
+    nb_pool_run_n(q->pool, quant_worker, j, nth);
+    double err = 0, ref = 0;
+    for (int i = 0; i < nth; i++) {
+        if (j->st[i] && !st) st = j->st[i];
+        err += j->stats[i].err_sq;
+        ref += j->stats[i].ref_sq;
+    }
+    free(j);
+    free(owned);
+    if (!st) st = keep(q, blob);
+    if (st) {
+        free(blob);
+        return st;
+    }
+    int64_t shape[2] = {w->n_out, w->n_in};
+    if ((st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, path, group, 2, shape, blob,
+                                (uint64_t)pl.total)))
+        return st;
+    q->file_bytes += (uint64_t)pl.total;
+    q->file_params += w->n_out * w->n_in;
+    if (linear) {
+        q->linear_bytes += (uint64_t)pl.total;
+        q->linear_params += w->n_out * w->n_in;
+    }
+    if (q->o->report)
+        q->o->report(name, nb_wpath_name(path), w->n_out, w->n_in, (uint64_t)pl.total,
+                     ref > 0 ? sqrt(err / ref) : 0, q->o->user);
+    tick(q);
+    return NB_OK;
+}
+
+static enum nb_status add_vector(struct qctx *q, const char *name, const float *v, int64_t n)
+{
+    if (!v) return NB_OK;
+    int64_t shape[1] = {n};
+    enum nb_status st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, NB_WPATH_F32, 0, 1, shape, v,
+                                          (uint64_t)n * 4);
+    if (st) return st;
+    q->file_bytes += (uint64_t)n * 4;
+    q->file_params += n;
+    if (q->o->report) q->o->report(name, "f32", 1, n, (uint64_t)n * 4, 0, q->o->user);
+    tick(q);
+    return NB_OK;
+}
+
+static enum nb_wpath head_path(const struct nb_quantize_opts *o)
+{
+    if (o->path == NB_WPATH_F32 || o->path == NB_WPATH_BF16) return o->path;
+    switch (o->head_bits) {
+    case 4: return o->path == NB_WPATH_W8A16 ? NB_WPATH_W4A16 : o->path;
+    case 16: return NB_WPATH_BF16;
+    default: return NB_WPATH_W8A16;
+    }
+}
+
+static enum nb_wpath embd_path(const struct nb_quantize_opts *o)
+{
+    if (o->path == NB_WPATH_F32 || o->path == NB_WPATH_BF16) return o->path;
+    return o->embd_bits == 16 ? NB_WPATH_BF16 : NB_WPATH_W8A16;
+}
+
+static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
+{
+    const struct nb_config *c = &m->cfg;
+    enum nb_wpath P = q->o->path;
+    enum nb_status st;
+    char name[128];
+    int64_t E = c->n_embd, Q = (int64_t)c->n_heads * c->head_dim;
+    int64_t KV = (int64_t)c->n_kv_heads * c->head_dim;
+    if ((st = add_matrix(q, "token_embd.weight", &m->tok_embd, embd_path(q->o), 0, NULL)) ||
+        (st = add_vector(q, "output_norm.weight", m->out_norm, E)) ||
+        (st = add_matrix(q, "output.weight", &m->output, head_path(q->o), 1, NULL)) ||
+        (st = add_vector(q, "rope_inv_freq", m->rope_inv_freq, c->head_dim / 2)))
+        return st;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct nb_layer *L = &m->layers[l];
+#define MAT(suffix, field)                                                                         \
+    snprintf(name, sizeof name, "blk.%d." suffix, l);                                              \
+    if ((st = add_matrix(q, name, &L->field, P, 1, NULL))) return st
+#define VEC(suffix, field, n)                                                                      \
+    snprintf(name, sizeof name, "blk.%d." suffix, l);                                              \
+    if ((st = add_vector(q, name, L->field, n))) return st
+        VEC("attn_norm.weight", attn_norm, E);
+        MAT("attn_q.weight", wq);
+        MAT("attn_k.weight", wk);
+        MAT("attn_v.weight", wv);
+        VEC("attn_q.bias", bq, Q);
+        VEC("attn_k.bias", bk, KV);
+        VEC("attn_v.bias", bv, KV);
+        VEC("attn_q_norm.weight", q_norm, c->head_dim);
+        VEC("attn_k_norm.weight", k_norm, c->head_dim);
+        if (L->head_gate.data) {
+            MAT("attn_gate.weight", head_gate);
+        }
+        MAT("attn_output.weight", wo);
+        VEC("attn_output.bias", bo, E);
+        VEC("ffn_norm.weight", ffn_norm, E);
+        MAT("ffn_gate.weight", w_gate);
+        MAT("ffn_up.weight", w_up);
+        MAT("ffn_down.weight", w_down);
+#undef MAT
+#undef VEC
+    }
+    return NB_OK;
+}
+
+static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opts *o,
+                          const char *src_path, uint64_t src_hash)
+{
+    cJSON *h = cJSON_CreateObject();
+    char hex[17];
+    snprintf(hex, sizeof hex, "%016llx", (unsigned long long)src_hash);
+    cJSON_AddStringToObject(h, "nibble_version", NIBBLE_VERSION_STRING);
+    cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
+    cJSON_AddNumberToObject(h, "layout", NB_LAYOUT_ROWS);
+    cJSON_AddNumberToObject(h, "group", o->group);
+    cJSON_AddStringToObject(h, "head", nb_wpath_name(head_path(o)));
+    cJSON_AddStringToObject(h, "embeddings", nb_wpath_name(embd_path(o)));
+    cJSON *src = cJSON_AddObjectToObject(h, "source");
+    cJSON_AddStringToObject(src, "path", src_path);
+    cJSON_AddStringToObject(src, "kind", m->source_kind);
+    cJSON_AddStringToObject(src, "xxh3", hex);
+    cJSON *r = cJSON_AddObjectToObject(h, "recipe");
+    cJSON_AddStringToObject(r, "scale_search", o->search ? "weighted-mse" : "absmax");
+    if (o->calib_path) cJSON_AddStringToObject(r, "calib", o->calib_path);
+    struct nb_config cfg = m->cfg;
+    cfg.tied_head = 0; /* the head has its own (quantized) copy */
+    cJSON_AddItemToObject(h, "config", nb_config_to_json(&cfg));
+    return h;
+}
+
+enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_opts *opts,
+                                const char *out_path, struct nb_quantize_result *res)
+{
+    enum nb_status st;
+    struct nb_model *m = NULL;
+    struct qctx q = {.o = opts};
+    cJSON *header = NULL;
+    double t0 = nb_time_s();
+    memset(res, 0, sizeof *res);
+    if (opts->calib_path) {
+        st = nb_set_error(NB_ERR_UNSUPPORTED, "quantize: --calib needs the tokenizer, which this "
+                          "build does not have yet");
+        goto fail;
+    }
+    uint64_t src_hash;
+    if ((st = nb_source_hash(src_path, &src_hash))) goto fail;
+    if ((st = nb_model_load(&m, src_path))) goto fail;
+    if ((st = nb_pool_init(&q.pool, opts->n_threads, 0))) goto fail;
+    if ((st = nb_nib_writer_init(&q.w))) goto fail;
+    const struct nb_config *c = &m->cfg;
+    q.total = 4 + (int64_t)c->n_layers * 16;
+    if ((st = add_tensors(&q, m))) goto fail;
+    header = make_header(m, opts, src_path, src_hash);
+    if (!header) {
+        st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
+        goto fail;
+    }
+    res->linear_bytes = q.linear_bytes;
+    res->linear_params = q.linear_params;
+    res->file_params = q.file_params;
+    res->bpw_linear = q.linear_params ? 8.0 * (double)q.linear_bytes / (double)q.linear_params : 0;
+    cJSON *bpw = cJSON_AddObjectToObject(header, "bits_per_weight");
+    cJSON_AddNumberToObject(bpw, "linear", res->bpw_linear);
+    cJSON_AddNumberToObject(bpw, "tensors", q.file_params ? 8.0 * (double)q.file_bytes /
+                                                                (double)q.file_params : 0);
+    st = nb_nib_writer_write(q.w, header, out_path);
+    header = NULL; /* consumed */
+    if (st) goto fail;
+    struct stat sb;
+    if (stat(out_path, &sb) == 0) res->file_bytes = (uint64_t)sb.st_size;
+    res->bpw_file = q.file_params ? 8.0 * (double)res->file_bytes / (double)q.file_params : 0;
+    res->seconds = nb_time_s() - t0;
+fail:
+    cJSON_Delete(header);
+    nb_nib_writer_free(q.w);
+    for (int64_t i = 0; i < q.n_owned; i++) free(q.owned[i]);
+    free(q.owned);
+    nb_pool_free(q.pool);
+    nb_model_free(m);
+    return st;
+}

@@ -1,0 +1,39 @@
+/* runtime/quantize.h — turn a float checkpoint into a .nib file of one weight path. */
+#ifndef NB_RUNTIME_QUANTIZE_H
+#define NB_RUNTIME_QUANTIZE_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "kernels/layout.h"
+
+struct nb_quantize_opts {
+    enum nb_wpath path; /* for every linear layer */
+    int group;          /* int4 group size: 32, 64, 128 */
+    int head_bits;      /* 4 (the path's int4 grid), 8 (w8a16) or 16 (bf16); 0: default */
+    int embd_bits;      /* 8 (int8 rows) or 16 (bf16); 0: default */
+    int search;         /* 1: MSE scale search (default), 0: absmax */
+    const char *calib_path; /* text file: weight the error by mean squared activations */
+    int n_threads;
+    /* progress(done, total, user) after each tensor; may be NULL */
+    void (*progress)(int64_t done, int64_t total, void *user);
+    /* row(...) once per tensor for the report; may be NULL */
+    void (*report)(const char *name, const char *kind, int64_t n_out, int64_t n_in,
+                   uint64_t bytes, double rel_rms, void *user);
+    void *user;
+};
+
+struct nb_quantize_result {
+    uint64_t linear_bytes; /* stored bytes of the linear weights (head included) */
+    int64_t linear_params;
+    uint64_t file_bytes;
+    int64_t file_params; /* every parameter stored */
+    double bpw_linear, bpw_file;
+    double seconds;
+};
+
+void nb_quantize_default_opts(struct nb_quantize_opts *o);
+enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_opts *opts,
+                                const char *out_path, struct nb_quantize_result *res);
+
+#endif

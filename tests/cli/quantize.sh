@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# nibble quantize / inspect / verify / run --path: the CLI contract on kjv-7m.
+set -u
+bin="${NIBBLE_BIN:?}"
+models="${NIBBLE_MODELS_DIR:-}"
+gguf="$models/kjv-7m/kjv-7m-f32.gguf"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0; pass=0
+ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*"; fail=$((fail+1)); fi; }
+
+"$bin" quantize -m x --path w5 -o "$tmp/a.nib" 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "is not one of" "$tmp/err"
+"$bin" quantize --path w4a8 -o "$tmp/a.nib" 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "required" "$tmp/err"
+"$bin" quantize -m x --path w4a8 --group 48 -o y 2>"$tmp/err"; ok test $? -eq 1
+"$bin" verify /nonexistent.nib 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "/nonexistent.nib" "$tmp/err"
+
+if [ -f "$gguf" ]; then
+  "$bin" quantize -m "$gguf" --path w4a8 --head 4 -o "$tmp/k.nib" >"$tmp/out" 2>"$tmp/table"; ok test $? -eq 0
+  ok grep -q "4.125 bits per weight in linear layers" "$tmp/out"
+  ok grep -q "blk.0.attn_q.weight" "$tmp/table"
+  "$bin" inspect "$tmp/k.nib" >"$tmp/insp"; ok test $? -eq 0
+  ok grep -q '"weight_path" *"w4a8"\|weight_path *"w4a8"' "$tmp/insp"
+  ok grep -q "output.weight *w4a8" "$tmp/insp"
+  "$bin" verify "$tmp/k.nib" >/dev/null; ok test $? -eq 0
+  ids=$("$bin" run -m "$tmp/k.nib" --ids 1,1046,261,2074 -n 8 --print-ids 2>/dev/null); ok test -n "$ids"
+  # a corrupted weight byte: verify and run refuse the file
+  printf '\x55' | dd of="$tmp/k.nib" bs=1 seek=$(( $(stat -c %s "$tmp/k.nib") - 3000 )) conv=notrunc 2>/dev/null
+  "$bin" verify "$tmp/k.nib" 2>"$tmp/err"; ok test $? -eq 1
+  ok grep -q "checksum mismatch" "$tmp/err"
+  "$bin" run -m "$tmp/k.nib" --ids 1,2 -n 2 2>"$tmp/err"; ok test $? -eq 1
+  # truncated
+  head -c 100000 "$gguf" > /dev/null
+  head -c 5000 "$tmp/k.nib" > "$tmp/t.nib"
+  "$bin" inspect "$tmp/t.nib" 2>"$tmp/err"; ok test $? -eq 1
+  ok grep -q "truncated or corrupt" "$tmp/err"
+  # warm start: the first run quantizes into the cache, the second maps it
+  export XDG_CACHE_HOME="$tmp/cache"
+  "$bin" run -m "$gguf" --path w4a16 --ids 1,1046 -n 4 --print-ids >"$tmp/o1" 2>"$tmp/e1"; ok test $? -eq 0
+  ok grep -q "cache miss" "$tmp/e1"
+  "$bin" run -m "$gguf" --path w4a16 --ids 1,1046 -n 4 --print-ids >"$tmp/o2" 2>"$tmp/e2"; ok test $? -eq 0
+  ok grep -q "cache hit" "$tmp/e2"
+  ok cmp -s "$tmp/o1" "$tmp/o2"
+else
+  echo "kjv-7m not found: model checks skipped"
+  [ "${CI:-}" = "true" ] && { echo "FAIL: CI must have the test models"; fail=$((fail+1)); }
+fi
+echo "cli quantize: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]

@@ -1,0 +1,174 @@
+/* test_nib — the .nib container: round trip, and refusal of corrupt, truncated and
+ * foreign-version files with a message naming the problem. */
+#include "helpers/testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "formats/nib.h"
+
+static char *g_dir;
+static char g_path[4200];
+static unsigned char g_packed[4096] __attribute__((aligned(64)));
+static float g_vec[16];
+static const char g_blob[] = "tokenizer bytes";
+
+static void write_sample(const char *path, uint64_t packed_size)
+{
+    struct nb_nib_writer *w = NULL;
+    assert_int_equal(nb_nib_writer_init(&w), NB_OK);
+    int64_t shape2[2] = {8, 128}, shape1[1] = {16};
+    assert_int_equal(nb_nib_writer_add(w, "blk.0.attn_q.weight", NB_NIB_PACKED, NB_WPATH_W4A8,
+                                       128, 2, shape2, g_packed, packed_size),
+                     NB_OK);
+    assert_int_equal(nb_nib_writer_add(w, "blk.0.attn_norm.weight", NB_NIB_PACKED, NB_WPATH_F32,
+                                       0, 1, shape1, g_vec, sizeof g_vec),
+                     NB_OK);
+    assert_int_equal(nb_nib_writer_add(w, "tokenizer/tok.bin", NB_NIB_BLOB, NB_WPATH_F32, 0, 0,
+                                       NULL, g_blob, sizeof g_blob),
+                     NB_OK);
+    /* a second tensor of the same name is refused */
+    assert_int_equal(nb_nib_writer_add(w, "tokenizer/tok.bin", NB_NIB_BLOB, NB_WPATH_F32, 0, 0,
+                                       NULL, g_blob, sizeof g_blob),
+                     NB_ERR_INVALID_ARG);
+    cJSON *h = cJSON_CreateObject();
+    cJSON_AddStringToObject(h, "weight_path", "w4a8");
+    assert_int_equal(nb_nib_writer_write(w, h, path), NB_OK);
+    nb_nib_writer_free(w);
+}
+
+static long file_size(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fclose(f);
+    return n;
+}
+
+static void patch_byte(const char *path, long off, unsigned char x)
+{
+    FILE *f = fopen(path, "r+b");
+    fseek(f, off, SEEK_SET);
+    int c = fgetc(f);
+    fseek(f, off, SEEK_SET);
+    fputc(c ^ x, f);
+    fclose(f);
+}
+
+static void test_round_trip(void **state)
+{
+    struct nb_layout_planes pl;
+    assert_true(nb_layout_planes(NB_WPATH_W4A8, 128, 8, 128, &pl));
+    for (size_t i = 0; i < sizeof g_packed; i++) g_packed[i] = (unsigned char)(i * 7 + 1);
+    for (int i = 0; i < 16; i++) g_vec[i] = (float)i * 0.5f;
+    write_sample(g_path, (uint64_t)pl.total);
+    struct nb_nib *n = NULL;
+    assert_int_equal(nb_nib_open(&n, g_path), NB_OK);
+    assert_int_equal(nb_nib_n_tensors(n), 3);
+    const struct nb_nib_tensor *q = nb_nib_find(n, "blk.0.attn_q.weight");
+    assert_non_null(q);
+    assert_int_equal(q->path, NB_WPATH_W4A8);
+    assert_int_equal(q->group, 128);
+    assert_int_equal(q->shape[0], 8);
+    assert_int_equal(q->shape[1], 128);
+    assert_int_equal((uintptr_t)q->data % 64, 0);
+    assert_memory_equal(q->data, g_packed, (size_t)pl.total);
+    const struct nb_nib_tensor *v = nb_nib_find(n, "blk.0.attn_norm.weight");
+    assert_memory_equal(v->data, g_vec, sizeof g_vec);
+    const struct nb_nib_tensor *b = nb_nib_find(n, "tokenizer/tok.bin");
+    assert_int_equal(b->kind, NB_NIB_BLOB);
+    assert_memory_equal(b->data, g_blob, sizeof g_blob);
+    assert_string_equal(cJSON_GetObjectItem(nb_nib_header(n), "weight_path")->valuestring, "w4a8");
+    assert_int_equal(nb_nib_verify(n), NB_OK);
+    nb_nib_free(n);
+}
+
+static void test_corrupt_data(void **state)
+{
+    struct nb_layout_planes pl;
+    nb_layout_planes(NB_WPATH_W4A8, 128, 8, 128, &pl);
+    write_sample(g_path, (uint64_t)pl.total);
+    long size = file_size(g_path);
+    patch_byte(g_path, size - 100, 0x10); /* inside the data section */
+    struct nb_nib *n = NULL;
+    assert_int_equal(nb_nib_open(&n, g_path), NB_OK);
+    assert_int_equal(nb_nib_verify(n), NB_ERR_FORMAT);
+    assert_non_null(strstr(nb_last_error(), "checksum mismatch"));
+    nb_nib_free(n);
+}
+
+static void test_corrupt_header(void **state)
+{
+    struct nb_layout_planes pl;
+    nb_layout_planes(NB_WPATH_W4A8, 128, 8, 128, &pl);
+    write_sample(g_path, (uint64_t)pl.total);
+    patch_byte(g_path, 70, 0x01); /* inside the JSON */
+    struct nb_nib *n = NULL;
+    assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
+    assert_non_null(strstr(nb_last_error(), "header checksum"));
+    write_sample(g_path, (uint64_t)pl.total);
+    patch_byte(g_path, 8, 0x02); /* version 1 -> 3 */
+    assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(nb_last_error(), "version"));
+    write_sample(g_path, (uint64_t)pl.total);
+    patch_byte(g_path, 0, 0x20);
+    assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
+    assert_non_null(strstr(nb_last_error(), "not a .nib"));
+}
+
+static void test_truncated(void **state)
+{
+    struct nb_layout_planes pl;
+    nb_layout_planes(NB_WPATH_W4A8, 128, 8, 128, &pl);
+    write_sample(g_path, (uint64_t)pl.total);
+    FILE *f = fopen(g_path, "rb");
+    long size = file_size(g_path);
+    unsigned char *buf = malloc((size_t)size);
+    assert_int_equal(fread(buf, 1, (size_t)size, f), (size_t)size);
+    fclose(f);
+    for (long cut = 0; cut < size; cut += 7) {
+        unsigned char *copy = malloc((size_t)(cut ? cut : 1));
+        memcpy(copy, buf, (size_t)cut);
+        struct nb_nib *n = NULL;
+        assert_int_not_equal(nb_nib_parse(&n, copy, (size_t)cut, "cut.nib"), NB_OK);
+        assert_null(n);
+        free(copy);
+    }
+    free(buf);
+}
+
+static void test_wrong_layout_size(void **state)
+{
+    struct nb_layout_planes pl;
+    nb_layout_planes(NB_WPATH_W4A8, 128, 8, 128, &pl);
+    write_sample(g_path, (uint64_t)pl.total - 64);
+    struct nb_nib *n = NULL;
+    assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
+    assert_non_null(strstr(nb_last_error(), "layout needs"));
+}
+
+static int setup(void **state)
+{
+    g_dir = tu_mkdtemp();
+    snprintf(g_path, sizeof g_path, "%s/a.nib", g_dir);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    tu_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_corrupt_data),
+        cmocka_unit_test(test_corrupt_header), cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_wrong_layout_size),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
