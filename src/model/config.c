@@ -483,7 +483,7 @@ enum nb_status nb_config_from_json(struct nb_config *c, const cJSON *o, const ch
     if (!arch || !arch_from_name(arch, &c->arch))
         return nb_set_error(NB_ERR_UNSUPPORTED, "%s: config arch '%s' is not supported", what,
                             arch ? arch : "(missing)");
-    int v;
+    int v = 0;
 #define I(f)                                                                                       \
     if ((st = json_int(o, #f, 1, 0, &v, what))) return st;                                         \
     c->f = v
