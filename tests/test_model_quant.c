@@ -138,7 +138,7 @@ static void test_paths_fidelity(void **state)
 
 static void copy_file(const char *from, const char *to)
 {
-    char cmd[9000];
+    char cmd[16384];
     snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod u+w '%s'", from, to, to);
     assert_int_equal(system(cmd), 0);
 }

@@ -123,7 +123,7 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
                             "%s", name, (long long)w->n_out, (long long)w->n_in,
                             nb_wpath_name(path));
     }
-    const float *f;
+    const float *f = NULL;
     float *owned;
     enum nb_status st = weight_f32(w, &f, &owned);
     if (st) return st;
