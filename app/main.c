@@ -10,6 +10,7 @@ static const struct nb_command k_commands[] = {
     {"quantize", "turn a float checkpoint into a packed .nib of one weight path", cmd_quantize},
     {"inspect", "print a .nib file's header, tensors and bits per weight", cmd_inspect},
     {"verify", "check every tensor checksum of a .nib file", cmd_verify},
+    {"bench", "measure prompt and generation speed (llama-bench compatible)", cmd_bench},
 };
 
 static void usage(FILE *f)

@@ -63,6 +63,10 @@ struct nb_model_info {
     int n_ctx_train;
     int bos_id, eos_id; /* -1 when the model does not say */
     int64_t n_params;
+    const char *weight_path; /* "w4a8", "w4a16", "w8a16", "bf16", "f32", or "f16" (a float source) */
+    int64_t linear_params;   /* weights of the linear layers, the output head included */
+    int64_t linear_bytes;    /* their stored bytes: bpw = 8 * bytes / params */
+    int64_t weight_bytes;    /* bytes a decode step streams: linear weights + one embedding row */
 };
 
 /* Load a model: a GGUF file, a llama2.c .bin checkpoint or a Hugging Face model
@@ -80,6 +84,7 @@ struct nb_ctx_params {
     int n_seq;     /* independent sequences sharing the weights (default 1) */
     int n_batch;   /* max tokens per forward call chunk (default 512) */
     int n_threads; /* 0: all online cores */
+    int pin;       /* bind thread i to core i */
 };
 struct nb_ctx_params nb_ctx_default_params(void);
 
@@ -107,6 +112,20 @@ enum nb_status nb_decode(struct nb_ctx *ctx, const struct nb_batch *batch, float
 void nb_ctx_clear_seq(struct nb_ctx *ctx, int seq);
 /* Next position of sequence `seq` (number of tokens in its cache). */
 int nb_ctx_seq_len(const struct nb_ctx *ctx, int seq);
+
+/* Per-op profile: nb_ctx_profile(ctx, 1) resets and starts counting, 0 stops. */
+struct nb_profile_entry {
+    const char *op;    /* "gemm qkv", "attention", ... */
+    double ms;         /* wall time, all calls */
+    int64_t calls;
+    int threads;       /* threads the op fanned out to */
+    double fanout_ms;  /* wall time not spent computing on thread 0: dispatch + waiting */
+    int float_weights; /* a weight GEMM of this op ran in float precision */
+};
+void nb_ctx_profile(struct nb_ctx *ctx, int on);
+/* Fills up to max entries (ops that ran); returns the count. *n_tokens: tokens run. */
+int nb_ctx_profile_get(const struct nb_ctx *ctx, struct nb_profile_entry *out, int max,
+                       int64_t *n_tokens);
 
 /* The model a context runs. */
 const struct nb_model *nb_ctx_model(const struct nb_ctx *ctx);

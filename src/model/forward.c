@@ -29,8 +29,25 @@
 #include "core/fp.h"
 #include "core/log.h"
 #include "core/threadpool.h"
+#include "core/timer.h"
 #include "kernels/kernels.h"
 #include "model/model.h"
+
+/* Per-op profile (nb_ctx_profile_*): wall time, calls, and for fanned-out ops the
+ * time thread 0 spent computing, so the rest (dispatch + waiting) shows as fan-out. */
+enum prof_op {
+    OP_EMBED, OP_NORM, OP_QKV, OP_ROPE_KV, OP_ATTN, OP_HEAD_GATE, OP_WO, OP_FFN_UP, OP_ACT,
+    OP_FFN_DOWN, OP_OUTPUT, OP_QACT, OP_COUNT
+};
+static const char *const k_op_names[OP_COUNT] = {
+    "embed", "rmsnorm", "gemm qkv", "rope+kv store", "attention", "gemm head gate", "gemm wo",
+    "gemm gate+up", "activation", "gemm down", "gemm output head", "quantize act"};
+
+struct prof_slot {
+    uint64_t wall_ns, t0_ns, calls;
+    int float_weights; /* a GEMM of this op ran on float (unquantized) weights */
+    int threads;       /* threads it fanned out to (max seen) */
+};
 
 struct nb_ctx {
     const struct nb_model *model;
@@ -65,7 +82,20 @@ struct nb_ctx {
     int64_t qa_ld;   /* max_in */
     const float *qa_src;
     int qa_group, qa_ntok;
+
+    int profiling;
+    struct prof_slot prof[OP_COUNT];
+    int64_t prof_tokens; /* tokens run while profiling */
 };
+
+static inline uint64_t prof_begin(const struct nb_ctx *c) { return c->profiling ? nb_time_ns() : 0; }
+
+static inline void prof_end(struct nb_ctx *c, enum prof_op op, uint64_t t0)
+{
+    if (!c->profiling) return;
+    c->prof[op].wall_ns += nb_time_ns() - t0;
+    c->prof[op].calls++;
+}
 
 /* ---------------------------------------------------------------- parallel GEMM */
 
@@ -77,11 +107,25 @@ struct gemm_job {
     int64_t ldx;
     const struct nb_weight *w;
     int n_tok;
+    uint64_t t0_ns; /* thread 0's compute time, when profiling */
 };
+
+static void gemm_rows(const struct gemm_job *j, int ith, int nth);
 
 static void gemm_worker(void *arg, int ith, int nth)
 {
-    const struct gemm_job *j = arg;
+    struct gemm_job *j = arg;
+    if (ith == 0 && j->c->profiling) {
+        uint64_t t = nb_time_ns();
+        gemm_rows(j, ith, nth);
+        j->t0_ns = nb_time_ns() - t;
+        return;
+    }
+    gemm_rows(j, ith, nth);
+}
+
+static void gemm_rows(const struct gemm_job *j, int ith, int nth)
+{
     const struct nb_ctx *c = j->c;
     const struct nb_kernels *k = c->kern;
     const struct nb_weight *w = j->w;
@@ -125,14 +169,26 @@ static void prepare_qact(struct nb_ctx *c, const float *x, int64_t ldx, int64_t 
 
 /* y[t][:] = W x[t] for n_tok rows. A matrix with few output rows (the Spark head
  * gate: n_heads rows) runs on one thread: fanning it out costs more than it saves. */
-static void matmul(struct nb_ctx *c, float *y, int64_t ldy, const float *x, int64_t ldx,
-                   const struct nb_weight *w, int n_tok)
+static void matmul(struct nb_ctx *c, enum prof_op op, float *y, int64_t ldy, const float *x,
+                   int64_t ldx, const struct nb_weight *w, int n_tok)
 {
     if (y == c->qa_src) c->qa_src = NULL; /* its int8 copy is about to be stale */
-    if (w->qpath == NB_WPATH_W4A8) prepare_qact(c, x, ldx, w->n_in, w->group, n_tok);
-    struct gemm_job j = {c, y, ldy, x, ldx, w, n_tok};
+    if (w->qpath == NB_WPATH_W4A8) {
+        uint64_t tq = prof_begin(c);
+        prepare_qact(c, x, ldx, w->n_in, w->group, n_tok);
+        prof_end(c, OP_QACT, tq);
+    }
+    struct gemm_job j = {c, y, ldy, x, ldx, w, n_tok, 0};
     int nth = w->n_out < 64 ? 1 : c->n_threads;
+    uint64_t t0 = prof_begin(c);
     nb_pool_run_n(c->pool, gemm_worker, &j, nth);
+    if (c->profiling) {
+        struct prof_slot *p = &c->prof[op];
+        prof_end(c, op, t0);
+        p->t0_ns += j.t0_ns;
+        p->threads = nth > p->threads ? nth : p->threads;
+        p->float_weights |= w->qpath == NB_WPATH_F32;
+    }
 }
 
 /* ---------------------------------------------------------------- small ops */
@@ -252,14 +308,17 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     int64_t q_dim = H * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd, F = cfg->n_ff;
 
     /* attention block */
+    uint64_t t0 = prof_begin(c);
     for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->attn_norm, E, cfg->norm_eps);
     c->qa_src = NULL;
-    matmul(c, c->q, q_dim, c->h, E, &L->wq, n);
-    matmul(c, c->k, kv_dim, c->h, E, &L->wk, n);
-    matmul(c, c->v, kv_dim, c->h, E, &L->wv, n);
+    prof_end(c, OP_NORM, t0);
+    matmul(c, OP_QKV, c->q, q_dim, c->h, E, &L->wq, n);
+    matmul(c, OP_QKV, c->k, kv_dim, c->h, E, &L->wk, n);
+    matmul(c, OP_QKV, c->v, kv_dim, c->h, E, &L->wv, n);
     add_bias(c->q, L->bq, n, q_dim);
     add_bias(c->k, L->bk, n, kv_dim);
     add_bias(c->v, L->bv, n, kv_dim);
+    t0 = prof_begin(c);
     for (int t = 0; t < n; t++) {
         const float *cs = c->rope_cs + t * hd;
         for (int64_t h = 0; h < H; h++) {
@@ -277,11 +336,14 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
         memcpy(c->k_cache[l] + slot * kv_dim, c->k + t * kv_dim, sizeof(float) * (size_t)kv_dim);
         memcpy(c->v_cache[l] + slot * kv_dim, c->v + t * kv_dim, sizeof(float) * (size_t)kv_dim);
     }
+    prof_end(c, OP_ROPE_KV, t0);
     struct attn_job aj = {c, l, n, pos, seq};
+    t0 = prof_begin(c);
     nb_pool_run(c->pool, attn_worker, &aj);
+    prof_end(c, OP_ATTN, t0);
     c->qa_src = NULL; /* att (and below, h, ff_gate) are rewritten in place */
     if (L->head_gate.data) {
-        matmul(c, c->hg, H, c->h, E, &L->head_gate, n);
+        matmul(c, OP_HEAD_GATE, c->hg, H, c->h, E, &L->head_gate, n);
         for (int t = 0; t < n; t++)
             for (int64_t h = 0; h < H; h++) {
                 float g = sigmoid(c->hg[t * H + h]);
@@ -289,21 +351,25 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
                 for (int64_t i = 0; i < hd; i++) a[i] *= g;
             }
     }
-    matmul(c, c->h, E, c->att, q_dim, &L->wo, n); /* h is free again: reuse for a Wo */
+    matmul(c, OP_WO, c->h, E, c->att, q_dim, &L->wo, n); /* h is free again: reuse for a Wo */
     add_bias(c->h, L->bo, n, E);
     for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
 
     /* MLP block */
+    t0 = prof_begin(c);
     for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->ffn_norm, E, cfg->norm_eps);
     c->qa_src = NULL;
-    matmul(c, c->ff_gate, F, c->h, E, &L->w_gate, n);
-    matmul(c, c->ff_up, F, c->h, E, &L->w_up, n);
+    prof_end(c, OP_NORM, t0);
+    matmul(c, OP_FFN_UP, c->ff_gate, F, c->h, E, &L->w_gate, n);
+    matmul(c, OP_FFN_UP, c->ff_up, F, c->h, E, &L->w_up, n);
+    t0 = prof_begin(c);
     for (int64_t i = 0; i < n * F; i++) {
         float g = c->ff_gate[i];
         c->ff_gate[i] = (cfg->act == NB_ACT_SILU ? silu(g) : gelu_tanh(g)) * c->ff_up[i];
     }
     c->qa_src = NULL;
-    matmul(c, c->h, E, c->ff_gate, F, &L->w_down, n);
+    prof_end(c, OP_ACT, t0);
+    matmul(c, OP_FFN_DOWN, c->h, E, c->ff_gate, F, &L->w_down, n);
     for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
 }
 
@@ -314,8 +380,11 @@ static void forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int
     const struct nb_model *m = c->model;
     const struct nb_config *cfg = &m->cfg;
     int64_t E = cfg->n_embd;
+    uint64_t t0 = prof_begin(c);
     for (int t = 0; t < n; t++) embed_row(&m->tok_embd, tok[t], c->x + t * E);
     rope_tables(m, pos, n, c->rope_cs);
+    prof_end(c, OP_EMBED, t0);
+    if (c->profiling) c->prof_tokens += n;
     for (int l = 0; l < cfg->n_layers; l++) forward_layer(c, l, n, pos, seq);
 
     int rows = 0;
@@ -325,8 +394,9 @@ static void forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int
             nb_rmsnorm(c->h + rows * E, c->x + t * E, m->out_norm, E, cfg->norm_eps);
             rows++;
         }
-    if (rows) matmul(c, logits + (int64_t)*n_out * cfg->n_vocab, cfg->n_vocab, c->h, E,
-                     &m->output, rows);
+    if (rows)
+        matmul(c, OP_OUTPUT, logits + (int64_t)*n_out * cfg->n_vocab, cfg->n_vocab, c->h, E,
+               &m->output, rows);
     *n_out += rows;
 }
 
@@ -402,7 +472,7 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     c->n_seq = p.n_seq;
     c->n_batch = p.n_batch;
     c->n_threads = p.n_threads;
-    enum nb_status st = nb_pool_init(&c->pool, p.n_threads, 0);
+    enum nb_status st = nb_pool_init(&c->pool, p.n_threads, p.pin);
     if (st) goto fail;
 
     int fail = 0;
@@ -467,6 +537,33 @@ void nb_ctx_clear_seq(struct nb_ctx *c, int seq)
 }
 
 const struct nb_model *nb_ctx_model(const struct nb_ctx *c) { return c->model; }
+
+void nb_ctx_profile(struct nb_ctx *c, int on)
+{
+    c->profiling = on;
+    memset(c->prof, 0, sizeof c->prof);
+    c->prof_tokens = 0;
+}
+
+int nb_ctx_profile_get(const struct nb_ctx *c, struct nb_profile_entry *out, int max,
+                       int64_t *n_tokens)
+{
+    int n = 0;
+    for (int i = 0; i < OP_COUNT && n < max; i++) {
+        const struct prof_slot *p = &c->prof[i];
+        if (!p->calls) continue;
+        out[n].op = k_op_names[i];
+        out[n].ms = (double)p->wall_ns * 1e-6;
+        out[n].calls = (int64_t)p->calls;
+        out[n].threads = p->threads ? p->threads : 1;
+        out[n].fanout_ms = p->t0_ns && p->wall_ns > p->t0_ns ? (double)(p->wall_ns - p->t0_ns) * 1e-6
+                                                            : 0;
+        out[n].float_weights = p->float_weights;
+        n++;
+    }
+    if (n_tokens) *n_tokens = c->prof_tokens;
+    return n;
+}
 
 int nb_ctx_seq_len(const struct nb_ctx *c, int seq)
 {

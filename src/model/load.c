@@ -294,6 +294,42 @@ static enum nb_status bind_weights(struct nb_model *m)
     return NB_OK;
 }
 
+/* Stored bytes of a matrix. */
+static int64_t weight_nbytes(const struct nb_weight *w)
+{
+    if (!w->data) return 0;
+    if (w->qpath != NB_WPATH_F32) {
+        struct nb_layout_planes pl;
+        return nb_layout_planes(w->qpath, w->group, w->n_out, w->n_in, &pl) ? pl.total : 0;
+    }
+    return w->n_out * w->n_in * (w->dtype == NB_DTYPE_F32 ? 4 : 2);
+}
+
+static void count_linear(struct nb_model *m, const struct nb_weight *w)
+{
+    if (!w->data) return;
+    m->linear_params += w->n_out * w->n_in;
+    m->linear_bytes += weight_nbytes(w);
+}
+
+/* Bits per weight and bytes per decode step, from what is actually stored. */
+static void measure_weights(struct nb_model *m)
+{
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const struct nb_layer *L = &m->layers[l];
+        const struct nb_weight *ws[] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                        &L->w_gate, &L->w_up, &L->w_down, &L->head_gate};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) count_linear(m, ws[i]);
+    }
+    count_linear(m, &m->output);
+    m->weight_bytes = m->linear_bytes + weight_nbytes(&m->tok_embd) / m->cfg.n_vocab;
+    const struct nb_weight *q = &m->layers[0].wq;
+    m->weight_path = q->qpath != NB_WPATH_F32     ? nb_wpath_name(q->qpath)
+                     : q->dtype == NB_DTYPE_BF16 ? "bf16"
+                     : q->dtype == NB_DTYPE_F16  ? "f16"
+                                                 : "f32";
+}
+
 static int is_dir(const char *path)
 {
     struct stat sb;
@@ -364,6 +400,7 @@ enum nb_status nb_model_load(struct nb_model **out, const char *path)
     m->arch_name = nb_arch_name(m->cfg.arch);
     if ((st = nb_model_init_rope(m))) goto fail;
     if ((st = bind_weights(m))) goto fail;
+    measure_weights(m);
     NB_LOGI("%s: %s (%s), %d layers, hidden %d, %d/%d heads of %d, ffn %d, vocab %d, %.2f M "
             "params", path, m->arch_name, m->source_kind, m->cfg.n_layers, m->cfg.n_embd,
             m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim, m->cfg.n_ff, m->cfg.n_vocab,
@@ -406,4 +443,8 @@ void nb_model_get_info(const struct nb_model *m, struct nb_model_info *info)
     info->bos_id = c->bos_id;
     info->eos_id = c->eos_id;
     info->n_params = m->n_params;
+    info->weight_path = m->weight_path;
+    info->linear_params = m->linear_params;
+    info->linear_bytes = m->linear_bytes;
+    info->weight_bytes = m->weight_bytes;
 }

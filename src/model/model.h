@@ -93,6 +93,8 @@ struct nb_model {
     struct nb_weight output;   /* [n_vocab, n_embd]; the embedding when tied */
     float *rope_inv_freq;      /* [head_dim / 2], scaling applied */
     int64_t n_params;
+    const char *weight_path;   /* see nb_model_info */
+    int64_t linear_params, linear_bytes, weight_bytes;
 
     struct nb_model_source *src;
     struct nb_arena arena; /* converted vectors, copies of misaligned data */

@@ -1,0 +1,278 @@
+/* nibble bench — speed in llama-bench's language: -m (repeatable) -p -n -r -t -o, and
+ * llama-bench's JSON field names, plus nibble's own (weight_path, kernel,
+ * bits_per_weight, best_ts, median_ts, spread_pct). Models run in interleaved passes
+ * (A B A B ...) with pinned threads; the read bandwidth is measured in the same run
+ * and decode is reported as a fraction of its roofline. --profile prints per-op
+ * milliseconds per token and flags float-precision weight GEMMs and fan-out-bound ops. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "app/args.h"
+#include "app/commands.h"
+#include "core/threadpool.h"
+#include "eval/bench.h"
+#include "eval/membw.h"
+#include "kernels/kernels.h"
+#include "nibble.h"
+#include "runtime/cache.h"
+
+#define MAX_MODELS 16
+#define MAX_REPS 100
+
+enum { T_PP = 0, T_TG = 1 };
+
+struct bmodel {
+    const char *arg;   /* as given */
+    char path[4096];   /* what was loaded (a cached .nib for --path) */
+    struct nb_model *model;
+    struct nb_ctx *ctx;
+    struct nb_model_info info;
+    double samples[2][MAX_REPS]; /* tok/s */
+    int n_samples[2];
+};
+
+struct bench {
+    struct bmodel m[MAX_MODELS];
+    int n_models, n_prompt, n_gen, reps, n_threads;
+};
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nibble bench -m MODEL [-m MODEL ...] [-p N] [-n N] [-r N] [-t N]\n"
+               "                    [-o md|json|jsonl|csv] [--path P] [--profile]\n"
+               "\n"
+               "  -p N        prompt tokens for the pp test (default 512; 0: skip)\n"
+               "  -n N        generated tokens for the tg test (default 128; 0: skip)\n"
+               "  -r N        passes (default 5); models alternate within each pass\n"
+               "  -t N        threads (default: all cores), pinned\n"
+               "  --path P    quantize float models to path P first (cached)\n"
+               "  --profile   per-op ms per token of a decode run, after the timed runs\n");
+}
+
+static enum nb_status run_one(int mi, int test, int pass, void *user)
+{
+    struct bench *b = user;
+    struct bmodel *m = &b->m[mi];
+    double s = 0;
+    enum nb_status st;
+    if (test == T_PP) {
+        if (b->n_prompt <= 0) return NB_OK;
+        st = nb_bench_pp(m->ctx, b->n_prompt, 1234 + (uint64_t)pass, &s);
+        if (st == NB_OK) m->samples[T_PP][m->n_samples[T_PP]++] = b->n_prompt / s;
+    } else {
+        if (b->n_gen <= 0) return NB_OK;
+        st = nb_bench_tg(m->ctx, b->n_gen, 99 + (uint64_t)pass, &s);
+        if (st == NB_OK) m->samples[T_TG][m->n_samples[T_TG]++] = b->n_gen / s;
+    }
+    fprintf(stderr, "nibble bench: pass %d %s %s%d: %.2f tok/s\n", pass + 1, m->arg,
+            test == T_PP ? "pp" : "tg", test == T_PP ? b->n_prompt : b->n_gen,
+            (test == T_PP ? b->n_prompt : b->n_gen) / (s > 0 ? s : 1));
+    return st;
+}
+
+static void print_profile(struct bmodel *m, int n_gen)
+{
+    struct nb_profile_entry e[32];
+    int64_t ntok = 0;
+    nb_ctx_profile(m->ctx, 1);
+    double s;
+    if (nb_bench_tg(m->ctx, n_gen, 7, &s) != NB_OK) return;
+    int n = nb_ctx_profile_get(m->ctx, e, 32, &ntok);
+    nb_ctx_profile(m->ctx, 0);
+    if (ntok <= 0) return;
+    double total = 0;
+    for (int i = 0; i < n; i++) total += e[i].ms;
+    printf("\nprofile of %s: %lld decode tokens, %.3f ms per token in ops (%.3f ms per token "
+           "wall)\n", m->arg, (long long)ntok, total / ntok, s * 1e3 / ntok);
+    printf("| %-18s | %9s | %11s | %7s | %8s | %s\n", "op", "ms/token", "calls/token", "threads",
+           "fan-out%", "flags");
+    printf("|%s|%s|%s|%s|%s|------\n", "--------------------", "-----------", "-------------",
+           "---------", "----------");
+    for (int i = 0; i < n; i++) {
+        double fan = e[i].ms > 0 ? 100.0 * e[i].fanout_ms / e[i].ms : 0;
+        char flags[160] = "";
+        if (e[i].float_weights && !strstr(m->info.weight_path, "f"))
+            strcat(flags, "FLOAT WEIGHTS in a quantized model (unquantized GEMM per token) ");
+        if (e[i].threads > 1 && fan > 50)
+            strcat(flags, "mostly fan-out: run it on one thread?");
+        printf("| %-18s | %9.4f | %11.2f | %7d | %8.1f | %s\n", e[i].op, e[i].ms / ntok,
+               (double)e[i].calls / ntok, e[i].threads, fan, flags);
+    }
+}
+
+static void json_samples(FILE *f, const double *x, int n, int ns, int per_run)
+{
+    fprintf(f, "[");
+    for (int i = 0; i < n; i++)
+        fprintf(f, "%s%.6g", i ? ", " : "", ns ? 1e9 * per_run / x[i] : x[i]);
+    fprintf(f, "]");
+}
+
+static void emit(const struct bench *b, const char *fmt, double bw)
+{
+    const char *isa = nb_kernels_get()->isa;
+    int md = !strcmp(fmt, "md"), csv = !strcmp(fmt, "csv"), jsonl = !strcmp(fmt, "jsonl");
+    int json = !strcmp(fmt, "json"), first = 1;
+    if (md)
+        printf("| model | path | bpw | size | params | threads | test | t/s (mean ± sd) | best | "
+               "median | spread | roofline |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    if (csv)
+        printf("model_filename,weight_path,kernel,bits_per_weight,model_size,model_n_params,"
+               "n_threads,n_prompt,n_gen,avg_ts,stddev_ts,best_ts,median_ts,spread_pct\n");
+    if (json) printf("[\n");
+    for (int i = 0; i < b->n_models; i++) {
+        const struct bmodel *m = &b->m[i];
+        double bpw = m->info.linear_params ? 8.0 * m->info.linear_bytes / m->info.linear_params : 0;
+        for (int t = 0; t < 2; t++) {
+            if (!m->n_samples[t]) continue;
+            struct nb_stats s;
+            nb_stats_of(m->samples[t], m->n_samples[t], &s);
+            int np = t == T_PP ? b->n_prompt : 0, ng = t == T_TG ? b->n_gen : 0;
+            double roof = t == T_TG && bw > 0 ? s.best * (double)m->info.weight_bytes / (bw * 1e9)
+                                              : 0;
+            if (md) {
+                char rf[16] = "-";
+                if (roof > 0) snprintf(rf, sizeof rf, "%.0f%%", roof * 100);
+                printf("| %s | %s | %.3f | %.1f MiB | %.2f M | %d | %s%d | %.2f ± %.2f | %.2f | "
+                       "%.2f | %.1f%% | %s |\n", m->arg, m->info.weight_path, bpw,
+                       (double)m->info.linear_bytes / (1 << 20), m->info.n_params / 1e6,
+                       b->n_threads, t == T_PP ? "pp" : "tg", t == T_PP ? np : ng, s.mean,
+                       s.stddev, s.best, s.median, s.spread_pct, rf);
+            } else if (csv) {
+                printf("\"%s\",%s,%s,%.4f,%lld,%lld,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.2f\n", m->arg,
+                       m->info.weight_path, isa, bpw, (long long)m->info.linear_bytes,
+                       (long long)m->info.n_params, b->n_threads, np, ng, s.mean, s.stddev,
+                       s.best, s.median, s.spread_pct);
+            } else {
+                if (json) printf("%s  ", first ? "" : ",\n");
+                first = 0;
+                printf("{\"model_filename\": \"%s\", \"model_type\": \"%s\", \"model_size\": %lld, "
+                       "\"model_n_params\": %lld, \"n_threads\": %d, \"n_prompt\": %d, "
+                       "\"n_gen\": %d, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, "
+                       "\"avg_ns\": %.0f, \"samples_ts\": ", m->arg, m->info.arch,
+                       (long long)m->info.linear_bytes, (long long)m->info.n_params,
+                       b->n_threads, np, ng, s.mean, s.stddev,
+                       1e9 * (np + ng) / (s.mean > 0 ? s.mean : 1));
+                json_samples(stdout, m->samples[t], m->n_samples[t], 0, np + ng);
+                printf(", \"samples_ns\": ");
+                json_samples(stdout, m->samples[t], m->n_samples[t], 1, np + ng);
+                printf(", \"weight_path\": \"%s\", \"kernel\": \"%s\", \"bits_per_weight\": %.4f, "
+                       "\"best_ts\": %.6f, \"median_ts\": %.6f, \"spread_pct\": %.3f, "
+                       "\"read_bw_gbs\": %.3f, \"roofline_fraction\": %.4f}",
+                       m->info.weight_path, isa, bpw, s.best, s.median, s.spread_pct, bw, roof);
+                if (jsonl) printf("\n");
+            }
+        }
+    }
+    if (json) printf("\n]\n");
+    if (md && bw > 0)
+        printf("\nread bandwidth %.1f GB/s (%d threads); roofline = best tg t/s x bytes per token "
+               "/ bandwidth; kernels: %s\n", bw, b->n_threads, isa);
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    const char *cmd = "bench", *fmt = "md", *path_name = NULL;
+    static struct bench b;
+    int profile = 0, rc = 1;
+    memset(&b, 0, sizeof b);
+    b.n_prompt = 512;
+    b.n_gen = 128;
+    b.reps = 5;
+    b.n_threads = nb_cpu_count();
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+#define VAL() (v = arg_value(cmd, argc, argv, &i))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!VAL()) return 1;
+            if (b.n_models == MAX_MODELS) {
+                fprintf(stderr, "nibble bench: at most %d models\n", MAX_MODELS);
+                return 1;
+            }
+            b.m[b.n_models++].arg = v;
+        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
+            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 16, &b.n_prompt)) return 1;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
+            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 16, &b.n_gen)) return 1;
+        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, MAX_REPS, &b.reps)) return 1;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &b.n_threads)) return 1;
+        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
+            if (!VAL()) return 1;
+            fmt = v;
+            if (strcmp(fmt, "md") && strcmp(fmt, "json") && strcmp(fmt, "jsonl") &&
+                strcmp(fmt, "csv")) {
+                fprintf(stderr, "nibble bench: -o must be md, json, jsonl or csv\n");
+                return 1;
+            }
+        } else if (!strcmp(a, "--path")) {
+            if (!VAL()) return 1;
+            path_name = v;
+        } else if (!strcmp(a, "--profile")) {
+            profile = 1;
+        } else {
+            fprintf(stderr, "nibble bench: unknown option '%s' (see nibble bench --help)\n", a);
+            return 1;
+        }
+#undef VAL
+    }
+    if (!b.n_models) {
+        fprintf(stderr, "nibble bench: give at least one model with -m\n");
+        return 1;
+    }
+    struct nb_quantize_opts qo;
+    nb_quantize_default_opts(&qo);
+    qo.n_threads = b.n_threads;
+    if (path_name && !nb_wpath_from_name(path_name, &qo.path)) {
+        fprintf(stderr, "nibble bench: --path '%s' is not one of w4a8, w4a16, w8a16, bf16, f32\n",
+                path_name);
+        return 1;
+    }
+    for (int i = 0; i < b.n_models; i++) {
+        struct bmodel *m = &b.m[i];
+        snprintf(m->path, sizeof m->path, "%s", m->arg);
+        if (path_name) {
+            FILE *f = fopen(m->arg, "rb");
+            char magic[8] = {0};
+            int is_nib = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, "NIBBLE\r\n", 8);
+            if (f) fclose(f);
+            enum nb_cache_event ev;
+            if (!is_nib) {
+                if (nb_cache_get(m->arg, &qo, m->path, sizeof m->path, &ev, NULL, 0) != NB_OK)
+                    goto fail;
+                fprintf(stderr, "nibble bench: %s --path %s: cache %s: %s\n", m->arg, path_name,
+                        nb_cache_event_name(ev), m->path);
+            }
+        }
+        if (nb_model_load(&m->model, m->path) != NB_OK) goto fail;
+        nb_model_get_info(m->model, &m->info);
+        struct nb_ctx_params cp = nb_ctx_default_params();
+        cp.n_threads = b.n_threads;
+        cp.pin = 1;
+        cp.n_ctx = b.n_prompt + b.n_gen + 16;
+        if (nb_ctx_init(&m->ctx, m->model, &cp) != NB_OK) goto fail;
+        double s; /* warm-up: page in the weights, settle the threads */
+        if (nb_bench_tg(m->ctx, 2, 1, &s) != NB_OK) goto fail;
+    }
+    double bw = nb_measure_read_bw(b.n_threads, (size_t)1 << 30, 5);
+    if (nb_bench_interleave(b.n_models, 2, b.reps, run_one, &b) != NB_OK) goto fail;
+    emit(&b, fmt, bw);
+    if (profile)
+        for (int i = 0; i < b.n_models; i++) print_profile(&b.m[i], b.n_gen > 0 ? b.n_gen : 32);
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "nibble bench: %s\n", nb_last_error());
+done:
+    for (int i = 0; i < b.n_models; i++) {
+        nb_ctx_free(b.m[i].ctx);
+        nb_model_free(b.m[i].model);
+    }
+    return rc;
+}

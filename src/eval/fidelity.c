@@ -1,0 +1,170 @@
+/* eval/fidelity.c — reference vs test build of one model. */
+#include "eval/fidelity.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+
+static double log_sum_exp(const float *x, int n, double *mx_out)
+{
+    double mx = x[0];
+    for (int i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double s = 0;
+    for (int i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    *mx_out = mx;
+    return mx + log(s);
+}
+
+double nb_kl_logits(const float *p, const float *q, int n)
+{
+    double mp, mq;
+    double lp = log_sum_exp(p, n, &mp), lq = log_sum_exp(q, n, &mq);
+    double kl = 0;
+    for (int i = 0; i < n; i++) {
+        double a = (double)p[i] - lp, b = (double)q[i] - lq;
+        kl += exp(a) * (a - b);
+    }
+    return kl > 0 ? kl : 0;
+}
+
+double nb_nll_logits(const float *logits, int n, int32_t id)
+{
+    double mx;
+    return log_sum_exp(logits, n, &mx) - (double)logits[id];
+}
+
+static int argmax(const float *x, int n)
+{
+    int b = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
+    return b;
+}
+
+/* Greedy continuation of n_gen tokens. */
+static enum nb_status greedy(struct nb_ctx *c, const int32_t *prompt, int n, int n_gen, int32_t *out,
+                             float *logits, int V)
+{
+    int32_t *pos = malloc(sizeof *pos * (size_t)n);
+    if (!pos) return nb_set_error(NB_ERR_NOMEM, "eval: out of memory");
+    for (int i = 0; i < n; i++) pos[i] = i;
+    nb_ctx_clear_seq(c, 0);
+    struct nb_batch b = {.n_tokens = n, .token = prompt, .pos = pos};
+    enum nb_status st = nb_decode(c, &b, logits);
+    free(pos);
+    for (int i = 0; i < n_gen && st == NB_OK; i++) {
+        out[i] = argmax(logits, V);
+        if (i + 1 == n_gen) break;
+        int32_t p = n + i;
+        struct nb_batch one = {.n_tokens = 1, .token = &out[i], .pos = &p};
+        st = nb_decode(c, &one, logits);
+    }
+    return st;
+}
+
+/* Logits at every position of seq[0..n) that predicts a token of seq[from..n). */
+static enum nb_status forced(struct nb_ctx *c, const int32_t *seq, int n, int from, float *logits)
+{
+    int32_t *pos = malloc(sizeof *pos * (size_t)n);
+    uint8_t *want = calloc((size_t)n, 1);
+    if (!pos || !want) {
+        free(pos);
+        free(want);
+        return nb_set_error(NB_ERR_NOMEM, "eval: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        pos[i] = i;
+        want[i] = i >= from - 1 && i < n - 1;
+    }
+    nb_ctx_clear_seq(c, 0);
+    struct nb_batch b = {.n_tokens = n, .token = seq, .pos = pos, .want_logits = want};
+    enum nb_status st = nb_decode(c, &b, logits);
+    free(pos);
+    free(want);
+    return st;
+}
+
+enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test, int32_t *const *prompts,
+                                const int *lens, int n_prompts, int n_gen, struct nb_fidelity *r)
+{
+    struct nb_model_info ri, ti;
+    nb_model_get_info(nb_ctx_model(ref), &ri);
+    nb_model_get_info(nb_ctx_model(test), &ti);
+    memset(r, 0, sizeof *r);
+    if (ri.n_vocab != ti.n_vocab)
+        return nb_set_error(NB_ERR_INVALID_ARG, "eval: the models' vocabularies differ (%d vs %d)",
+                            ri.n_vocab, ti.n_vocab);
+    int V = ri.n_vocab, max_len = 0;
+    for (int p = 0; p < n_prompts; p++) max_len = lens[p] > max_len ? lens[p] : max_len;
+    enum nb_status st = NB_OK;
+    int32_t *g_ref = malloc(sizeof(int32_t) * (size_t)(n_gen + 1));
+    int32_t *g_test = malloc(sizeof(int32_t) * (size_t)(n_gen + 1));
+    int32_t *seq = malloc(sizeof(int32_t) * (size_t)(max_len + n_gen));
+    float *la = malloc(sizeof(float) * (size_t)V * (size_t)(n_gen + 1));
+    float *lb = malloc(sizeof(float) * (size_t)V * (size_t)(n_gen + 1));
+    if (!g_ref || !g_test || !seq || !la || !lb) {
+        st = nb_set_error(NB_ERR_NOMEM, "eval: out of memory");
+        goto done;
+    }
+    double sum_div = 0, sum_kl = 0;
+    int64_t agree = 0;
+    for (int p = 0; p < n_prompts && st == NB_OK; p++) {
+        int n = lens[p];
+        if ((st = greedy(ref, prompts[p], n, n_gen, g_ref, la, V)) ||
+            (st = greedy(test, prompts[p], n, n_gen, g_test, lb, V)))
+            break;
+        int d = 0;
+        while (d < n_gen && g_ref[d] == g_test[d]) d++;
+        r->reproduced += d == n_gen;
+        sum_div += d;
+        memcpy(seq, prompts[p], sizeof(int32_t) * (size_t)n);
+        memcpy(seq + n, g_ref, sizeof(int32_t) * (size_t)n_gen);
+        if ((st = forced(ref, seq, n + n_gen, n, la)) || (st = forced(test, seq, n + n_gen, n, lb)))
+            break;
+        for (int i = 0; i < n_gen; i++) {
+            const float *a = la + (size_t)i * V, *b = lb + (size_t)i * V;
+            agree += argmax(a, V) == argmax(b, V);
+            sum_kl += nb_kl_logits(a, b, V);
+        }
+        r->n_tokens += n_gen;
+        r->prompts++;
+    }
+    if (r->prompts) {
+        r->mean_first_divergence = sum_div / r->prompts;
+        r->top1_agreement = r->n_tokens ? (double)agree / (double)r->n_tokens : 0;
+        r->mean_kl = r->n_tokens ? sum_kl / (double)r->n_tokens : 0;
+    }
+done:
+    free(g_ref);
+    free(g_test);
+    free(seq);
+    free(la);
+    free(lb);
+    return st;
+}
+
+enum nb_status nb_eval_ppl(struct nb_ctx *ctx, const int32_t *ids, int n, int window, double *ppl)
+{
+    struct nb_model_info info;
+    nb_model_get_info(nb_ctx_model(ctx), &info);
+    int V = info.n_vocab;
+    if (window < 2 || n < 2)
+        return nb_set_error(NB_ERR_INVALID_ARG, "eval: perplexity needs at least 2 tokens");
+    float *logits = malloc(sizeof(float) * (size_t)V * (size_t)window);
+    if (!logits) return nb_set_error(NB_ERR_NOMEM, "eval: out of memory");
+    double nll = 0;
+    int64_t count = 0;
+    enum nb_status st = NB_OK;
+    for (int s = 0; s + 1 < n && st == NB_OK; s += window) {
+        int len = n - s < window ? n - s : window;
+        if (len < 2) break;
+        if ((st = forced(ctx, ids + s, len, 1, logits))) break;
+        for (int i = 0; i + 1 < len; i++) nll += nb_nll_logits(logits + (size_t)i * V, V, ids[s + i + 1]);
+        count += len - 1;
+    }
+    free(logits);
+    if (st == NB_OK) *ppl = exp(nll / (double)count);
+    return st;
+}

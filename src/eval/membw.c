@@ -1,0 +1,51 @@
+/* eval/membw.c — measured read bandwidth: threads sum disjoint parts of a large
+ * buffer with independent accumulators (so the loads, not the adds, bound it). */
+#include "eval/membw.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/threadpool.h"
+#include "core/timer.h"
+
+struct bw_job {
+    const uint64_t *buf;
+    size_t n;
+    uint64_t sink[64];
+};
+
+static void bw_worker(void *arg, int ith, int nth)
+{
+    struct bw_job *j = arg;
+    long lo, hi;
+    nb_split_range((long)j->n, ith, nth, 64, &lo, &hi);
+    uint64_t a[8] = {0};
+    for (long i = lo; i + 8 <= hi; i += 8)
+        for (int k = 0; k < 8; k++) a[k] += j->buf[i + k];
+    j->sink[ith & 63] = a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
+}
+
+double nb_measure_read_bw(int n_threads, size_t bytes, int reps)
+{
+    struct nb_pool *pool = NULL;
+    void *mem = NULL;
+    if (posix_memalign(&mem, 64, bytes) != 0) return 0;
+    memset(mem, 1, bytes); /* fault the pages in */
+    if (nb_pool_init(&pool, n_threads, 1) != NB_OK) {
+        free(mem);
+        return 0;
+    }
+    struct bw_job j = {.buf = mem, .n = bytes / 8};
+    double best = 0;
+    for (int r = 0; r < reps; r++) {
+        uint64_t t0 = nb_time_ns();
+        nb_pool_run(pool, bw_worker, &j);
+        double s = (double)(nb_time_ns() - t0) * 1e-9;
+        double gbs = (double)bytes / s * 1e-9;
+        if (gbs > best) best = gbs;
+    }
+    nb_pool_free(pool);
+    free(mem);
+    return best;
+}
