@@ -9,5 +9,7 @@ struct nb_command {
 };
 
 int cmd_run(int argc, char **argv);
+int cmd_tokenize(int argc, char **argv);
+int cmd_detokenize(int argc, char **argv);
 
 #endif

@@ -7,6 +7,8 @@
 
 static const struct nb_command k_commands[] = {
     {"run", "generate text or ids from a prompt", cmd_run},
+    {"tokenize", "text -> token ids (debugging, scripts)", cmd_tokenize},
+    {"detokenize", "token ids -> text", cmd_detokenize},
 };
 
 static void usage(FILE *f)
