@@ -245,7 +245,8 @@ static enum nb_status make_text(struct nb_tokenizer *t, int32_t id, int16_t *unb
     char *o = nb_arena_alloc(&t->arena, (size_t)n + 1);
     if (!o) return nb_set_error(NB_ERR_NOMEM, "tokenizer: out of memory");
     uint32_t k = 0;
-    if (t->flags[id] & TF_ADDED || t->type[id] == NB_TOKTYPE_CONTROL) {
+    if (t->byte_level && (t->flags[id] & TF_ADDED || t->type[id] == NB_TOKTYPE_CONTROL)) {
+        /* byte-level decoders leave added tokens as written */
         memcpy(o, p, n);
         k = n;
     } else if (t->type[id] == NB_TOKTYPE_BYTE && n == 6 && !memcmp(p, "<0x", 3) && p[5] == '>') {
