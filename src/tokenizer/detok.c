@@ -219,7 +219,7 @@ int nb_stop_feed(struct nb_stop *s, const char *text, size_t len, const char **e
         return 0;
     }
     /* Drop what the last call released; the held tail moves to the front. */
-    memmove(s->buf, s->buf + s->off, s->len);
+    if (s->buf) memmove(s->buf, s->buf + s->off, s->len);
     s->off = 0;
     if (s->len + len + 1 > s->cap) {
         size_t cap = (s->len + len + 1) * 2;
