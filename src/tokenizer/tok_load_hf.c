@@ -207,9 +207,10 @@ static enum nb_status post_processor(struct nb_tokenizer *t, const cJSON *p, con
         const cJSON *entry = cJSON_GetObjectItemCaseSensitive(specials, idv->valuestring);
         const cJSON *ids = cJSON_GetObjectItemCaseSensitive(entry, "ids");
         int32_t id = -1;
-        if (cJSON_IsArray(ids) && cJSON_GetArraySize(ids) == 1 && cJSON_IsNumber(ids->child))
-            id = (int32_t)ids->child->valuedouble;
-        else
+        if (cJSON_IsArray(ids) && cJSON_GetArraySize(ids) == 1 && cJSON_IsNumber(ids->child)) {
+            double v = ids->child->valuedouble;
+            id = v >= 0 && v < (double)t->n_vocab ? (int32_t)v : -1;
+        } else
             id = tok_lookup(t, idv->valuestring, strlen(idv->valuestring));
         if (id < 0 || id >= t->n_vocab)
             return nb_set_error(NB_ERR_FORMAT,
