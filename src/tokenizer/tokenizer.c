@@ -213,12 +213,12 @@ enum nb_status tok_compile_regex(pcre2_code **out, const char *pattern, const ch
 
 uint32_t tok_byte_to_cp(uint8_t b)
 {
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174) return b;
-    /* The others, in byte order, become 256, 257, ... */
-    uint32_t n = 0;
-    for (int c = 0; c < b; c++)
-        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || c >= 174)) n++;
-    return 256 + n;
+    /* Printable bytes stand for themselves; the 68 others, in byte order, become
+     * U+0100.. : 0-32 -> 256-288, 127-160 -> 289-322, 173 -> 323. */
+    if (b <= 32) return 256u + b;
+    if (b >= 127 && b <= 160) return 289u + (uint32_t)(b - 127);
+    if (b == 173) return 323;
+    return b;
 }
 
 static const char *const k_eog_pieces[] = {
