@@ -1,0 +1,260 @@
+/* nibble tokenize / nibble detokenize — the tokenizer from the command line.
+ *
+ * Contract used by scripts:
+ *   nibble tokenize (-m MODEL | --tokenizer PATH) [--no-special] [--pieces] [--] TEXT
+ * prints the ids the model would see (BOS first when the tokenizer's own config adds
+ * it), separated by spaces, on one line of stdout. Errors go to stderr with a
+ * non-zero exit status.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/args.h"
+#include "app/commands.h"
+#include "core/mmap.h"
+#include "core/timer.h"
+#include "nibble.h"
+#include "tokenizer/tokenizer.h"
+
+static void usage_tokenize(FILE *f)
+{
+    fprintf(f,
+            "usage: nibble tokenize (-m MODEL | --tokenizer PATH) [options] [--] TEXT\n"
+            "\n"
+            "Prints the token ids of TEXT as the model sees them (BOS first when the\n"
+            "tokenizer's config adds it), separated by spaces, on one line.\n"
+            "\n"
+            "  -m, --model PATH      a GGUF file, a llama2.c .bin (its .tok.bin beside it) or\n"
+            "                        a model directory (default: $NIBBLE_MODEL)\n"
+            "      --tokenizer PATH  a tokenizer.json, tokenizer.model, llama2.c tokenizer .bin,\n"
+            "                        or a directory with tokenizer.json / tokenizer.model\n"
+            "                        (and tokenizer_config.json)\n"
+            "      --no-special      special tokens written in TEXT are plain text\n"
+            "      --no-add-special  no BOS/EOS around the text\n"
+            "      --pieces          print the vocabulary pieces instead of ids\n"
+            "  -f, --file FILE       tokenize the contents of FILE instead of TEXT\n"
+            "      --bench FILE      time tokenizing FILE (best of 5), report MB/s on stderr\n");
+}
+
+static void usage_detokenize(FILE *f)
+{
+    fprintf(f, "usage: nibble detokenize (-m MODEL | --tokenizer PATH) [--special] [--] IDS...\n"
+               "\n"
+               "Prints the text of token ids (given as arguments, separated by spaces or\n"
+               "commas) exactly, without a newline. Special tokens (BOS, <|im_end|>, ...) are\n"
+               "left out unless --special.\n");
+}
+
+static struct nb_tokenizer *load(const char *cmd, const char *model, const char *tokpath)
+{
+    struct nb_tokenizer *tok = NULL;
+    const char *p = tokpath ? tokpath : model;
+    if (!p) {
+        fprintf(stderr, "nibble %s: give -m MODEL or --tokenizer PATH\n", cmd);
+        return NULL;
+    }
+    enum nb_status st = tokpath && strstr(tokpath, ".bin") ? nb_tokenizer_load_llama2c(&tok, p, 0)
+                                                           : nb_tokenizer_load_for_model(&tok, p);
+    if (st) {
+        fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+        return NULL;
+    }
+    return tok;
+}
+
+/* A piece, with \ and control bytes escaped so that each piece stays one word. */
+static void print_piece(const char *s)
+{
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\\') {
+            fputs("\\\\", stdout);
+        } else if (*p == '\n') {
+            fputs("\\n", stdout);
+        } else if (*p == '\t') {
+            fputs("\\t", stdout);
+        } else if (*p == '\r') {
+            fputs("\\r", stdout);
+        } else if (*p < 0x20 || *p == ' ' || *p == 0x7f) {
+            printf("\\x%02x", *p);
+        } else {
+            putchar(*p);
+        }
+    }
+}
+
+static int bench(struct nb_tokenizer *tok, const char *file)
+{
+    char *buf = NULL;
+    size_t n = 0;
+    if (nb_file_read_all(file, (size_t)1 << 30, &buf, &n)) {
+        fprintf(stderr, "nibble tokenize: %s\n", nb_last_error());
+        return 1;
+    }
+    double best = 1e30;
+    int n_ids = 0;
+    for (int rep = 0; rep < 5; rep++) {
+        int32_t *ids;
+        double t0 = nb_time_s();
+        if (nb_tokenize(tok, buf, n, 1, 1, &ids, &n_ids)) {
+            fprintf(stderr, "nibble tokenize: %s\n", nb_last_error());
+            free(buf);
+            return 1;
+        }
+        double dt = nb_time_s() - t0;
+        free(ids);
+        if (dt < best) best = dt;
+    }
+    fprintf(stderr, "tokenize %s: %zu bytes -> %d tokens, best of 5: %.3f s, %.1f MB/s (%s)\n",
+            file, n, n_ids, best, (double)n / 1e6 / best, nb_tokenizer_desc(tok));
+    free(buf);
+    return 0;
+}
+
+int cmd_tokenize(int argc, char **argv)
+{
+    const char *cmd = "tokenize", *model = getenv("NIBBLE_MODEL"), *tokpath = NULL;
+    const char *text = NULL, *file = NULL, *bench_file = NULL;
+    int parse_special = 1, add_special = 1, pieces = 0, rc = 1, n_ids = 0;
+    int32_t *ids = NULL;
+    char *fbuf = NULL;
+    size_t len = 0;
+    struct nb_tokenizer *tok = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_tokenize(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            model = v;
+        } else if (!strcmp(a, "--tokenizer")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            tokpath = v;
+        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            file = v;
+        } else if (!strcmp(a, "--bench")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            bench_file = v;
+        } else if (!strcmp(a, "--no-special")) {
+            parse_special = 0;
+        } else if (!strcmp(a, "--no-add-special")) {
+            add_special = 0;
+        } else if (!strcmp(a, "--pieces")) {
+            pieces = 1;
+        } else if (!strcmp(a, "--") || a[0] != '-' || !a[1]) {
+            int j = strcmp(a, "--") ? i : i + 1;
+            if (j != argc - 1 || text) {
+                fprintf(stderr, "nibble %s: give TEXT as one argument (quote it)\n", cmd);
+                return 2;
+            }
+            text = argv[j];
+            break;
+        } else {
+            fprintf(stderr, "nibble %s: unknown option '%s'\n", cmd, a);
+            usage_tokenize(stderr);
+            return 2;
+        }
+    }
+    if (!text && !file && !bench_file) {
+        fprintf(stderr, "nibble %s: no TEXT\n", cmd);
+        usage_tokenize(stderr);
+        return 2;
+    }
+    if (!(tok = load(cmd, model, tokpath))) goto done;
+    if (bench_file) {
+        rc = bench(tok, bench_file);
+        goto done;
+    }
+    if (file) {
+        if (nb_file_read_all(file, (size_t)1 << 30, &fbuf, &len)) {
+            fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+            goto done;
+        }
+        text = fbuf;
+    } else {
+        len = strlen(text);
+    }
+    if (nb_tokenize(tok, text, len, add_special, parse_special, &ids, &n_ids)) {
+        fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+        goto done;
+    }
+    for (int i = 0; i < n_ids; i++) {
+        if (i) putchar(' ');
+        if (pieces) {
+            print_piece(nb_token_piece(tok, ids[i]));
+        } else {
+            printf("%d", ids[i]);
+        }
+    }
+    putchar('\n');
+    rc = fflush(stdout) ? 1 : 0;
+done:
+    free(ids);
+    free(fbuf);
+    nb_tokenizer_free(tok);
+    return rc;
+}
+
+int cmd_detokenize(int argc, char **argv)
+{
+    const char *cmd = "detokenize", *model = getenv("NIBBLE_MODEL"), *tokpath = NULL;
+    int flags = 0, rc = 1, n_ids = 0;
+    int32_t *ids = NULL;
+    char *text = NULL;
+    size_t len = 0;
+    struct nb_tokenizer *tok = NULL;
+    int i = 1;
+    for (; i < argc; i++) {
+        const char *a = argv[i], *v;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage_detokenize(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            model = v;
+        } else if (!strcmp(a, "--tokenizer")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
+            tokpath = v;
+        } else if (!strcmp(a, "--special")) {
+            flags |= NB_DETOK_SPECIAL;
+        } else if (!strcmp(a, "--")) {
+            i++;
+            break;
+        } else if (a[0] == '-') {
+            fprintf(stderr, "nibble %s: unknown option '%s'\n", cmd, a);
+            usage_detokenize(stderr);
+            return 2;
+        } else {
+            break;
+        }
+    }
+    for (; i < argc; i++) {
+        int32_t *more = NULL;
+        int n_more = 0;
+        if (!arg_ids(cmd, "IDS", argv[i], &more, &n_more)) goto done;
+        int32_t *all = realloc(ids, (size_t)(n_ids + n_more) * sizeof *ids);
+        if (!all) {
+            free(more);
+            fprintf(stderr, "nibble %s: out of memory\n", cmd);
+            goto done;
+        }
+        ids = all;
+        memcpy(ids + n_ids, more, (size_t)n_more * sizeof *ids);
+        n_ids += n_more;
+        free(more);
+    }
+    if (!(tok = load(cmd, model, tokpath))) goto done;
+    if (nb_detokenize(tok, ids, n_ids, flags, &text, &len)) {
+        fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+        goto done;
+    }
+    fwrite(text, 1, len, stdout);
+    rc = fflush(stdout) ? 1 : 0;
+done:
+    free(ids);
+    free(text);
+    nb_tokenizer_free(tok);
+    return rc;
+}
