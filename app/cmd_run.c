@@ -10,6 +10,7 @@
 #include "core/timer.h"
 #include "nibble.h"
 #include "runtime/cache.h"
+#include "runtime/model_tokenizer.h"
 
 #define DEFAULT_MODEL "../shared/models/kjv-7m/kjv-7m-f32.gguf"
 
@@ -34,21 +35,43 @@ static void usage(FILE *f)
             "      --top-k N           (default 40)   --top-p P (default 0.95)\n"
             "      --min-p P           (default 0.05) --seed N  (default 24301)\n"
             "      --repeat-penalty R  (default 1.0 = off)  --repeat-last-n N (default 64)\n"
-            "      --ignore-eos        keep generating past the end-of-sequence token\n"
+            "      --ignore-eos        keep generating past end-of-sequence / end-of-turn\n"
+            "      --stop STR          stop when the output contains STR (repeatable)\n"
+            "      --no-special        treat special-token text in the prompt as plain text\n"
             "      --print-ids         stdout: only the generated ids, separated by spaces\n");
 }
 
+#define MAX_STOPS 16
+
 struct out_state {
-    int print_ids;
+    int print_ids, ignore_eos;
     int n;
+    const struct nb_tokenizer *tok; /* NULL: print ids */
+    struct nb_detok detok;
+    struct nb_stop stop;
+    int stopped; /* 1: end-of-generation token, 2: stop string */
 };
 
-static int on_token(int32_t tok, void *user)
+static int on_token(int32_t id, void *user)
 {
     struct out_state *o = user;
-    printf(o->n++ ? " %d" : "%d", tok);
+    if (o->tok && !o->ignore_eos && nb_tokenizer_is_eog(o->tok, id)) {
+        o->stopped = 1;
+        return 1;
+    }
+    if (o->print_ids || !o->tok) {
+        printf(o->n++ ? " %d" : "%d", id);
+        fflush(stdout);
+        return 0;
+    }
+    const char *text, *emit;
+    size_t len, n_emit;
+    if (nb_detok_feed(&o->detok, id, &text, &len) != NB_OK) return 1;
+    int hit = nb_stop_feed(&o->stop, text, len, &emit, &n_emit);
+    fwrite(emit, 1, n_emit, stdout);
     fflush(stdout);
-    return 0;
+    if (hit) o->stopped = 2;
+    return hit;
 }
 
 int cmd_run(int argc, char **argv)
@@ -57,7 +80,9 @@ int cmd_run(int argc, char **argv)
     const char *path_name = NULL;
     char cached[4096];
     int32_t *ids = NULL;
-    int n_ids = 0, n_predict = 128, ignore_eos = 0, rc = 1;
+    int n_ids = 0, n_predict = 128, ignore_eos = 0, rc = 1, parse_special = 1, n_stops = 0;
+    const char *stops[MAX_STOPS];
+    struct nb_tokenizer *tok = NULL;
     struct nb_ctx_params cp = nb_ctx_default_params();
     struct nb_sampler_params sp = nb_sampler_default_params();
     struct out_state out = {0};
@@ -107,6 +132,15 @@ int cmd_run(int argc, char **argv)
             if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 20, &sp.repeat_last_n)) goto done;
         } else if (!strcmp(a, "--seed")) {
             if (!VAL() || !arg_u64(cmd, a, v, &sp.seed)) goto done;
+        } else if (!strcmp(a, "--stop")) {
+            if (!VAL()) goto done;
+            if (n_stops == MAX_STOPS) {
+                fprintf(stderr, "nibble run: at most %d --stop strings\n", MAX_STOPS);
+                goto done;
+            }
+            stops[n_stops++] = v;
+        } else if (!strcmp(a, "--no-special")) {
+            parse_special = 0;
         } else if (!strcmp(a, "--ignore-eos")) {
             ignore_eos = 1;
         } else if (!strcmp(a, "--print-ids")) {
@@ -129,11 +163,6 @@ int cmd_run(int argc, char **argv)
     }
     if (!ids && !prompt_text) {
         fprintf(stderr, "nibble run: give a prompt with -p TEXT or --ids 1,2,3\n");
-        goto done;
-    }
-    if (!ids) {
-        fprintf(stderr, "nibble run: text prompts need the model's tokenizer, which this build "
-                        "does not have yet; give token ids with --ids\n");
         goto done;
     }
 
@@ -166,6 +195,24 @@ int cmd_run(int argc, char **argv)
         model_path = cached;
     }
     if (nb_model_load(&model, model_path) != NB_OK) goto fail;
+    /* The tokenizer: needed for a text prompt or text output. */
+    if (!ids || !out.print_ids) {
+        if (nb_tokenizer_for_model(&tok, model_path) != NB_OK) {
+            if (!ids) goto fail;
+            fprintf(stderr, "nibble run: no tokenizer (%s): printing ids\n", nb_last_error());
+        }
+    }
+    if (!ids && nb_tokenize(tok, prompt_text, strlen(prompt_text), 1, parse_special, &ids,
+                            &n_ids) != NB_OK)
+        goto fail;
+    if (n_ids == 0) {
+        fprintf(stderr, "nibble run: the prompt is empty after tokenization\n");
+        goto done;
+    }
+    out.tok = tok;
+    out.ignore_eos = ignore_eos;
+    if (tok) nb_detok_init(&out.detok, tok, 0);
+    if (nb_stop_init(&out.stop, stops, n_stops) != NB_OK) goto fail;
     double t_loaded = nb_time_s();
     if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
     struct nb_model_info info;
@@ -180,6 +227,17 @@ int cmd_run(int argc, char **argv)
     if (nb_generate(ctx, 0, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out, &gs) !=
         NB_OK)
         goto fail;
+    if (tok && !out.print_ids) { /* what the detokenizer and the stop matcher still hold */
+        const char *text, *emit;
+        size_t len, n_emit;
+        if (nb_detok_flush(&out.detok, &text, &len) == NB_OK && out.stopped != 2 &&
+            !nb_stop_feed(&out.stop, text, len, &emit, &n_emit))
+            fwrite(emit, 1, n_emit, stdout);
+        if (out.stopped != 2) {
+            nb_stop_flush(&out.stop, &emit, &n_emit);
+            fwrite(emit, 1, n_emit, stdout);
+        }
+    }
     printf("\n");
     fflush(stdout);
     fprintf(stderr, "nibble run: start to first token %.3f s (load %.3f s, context %.3f s, "
@@ -189,13 +247,18 @@ int cmd_run(int argc, char **argv)
                     "%d decode steps in %.3f s (%.1f tok/s)%s\n",
             gs.n_prompt, gs.t_prompt_s, gs.t_prompt_s > 0 ? gs.n_prompt / gs.t_prompt_s : 0.0,
             gs.n_gen, gs.n_decode, gs.t_gen_s, gs.t_gen_s > 0 ? gs.n_decode / gs.t_gen_s : 0.0,
-            gs.stopped_by == 1 ? ", stopped at end-of-sequence" : "");
+            gs.stopped_by == 1 || out.stopped == 1 ? ", stopped at end-of-generation token"
+            : out.stopped == 2                     ? ", stopped at a stop string"
+                                                   : "");
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "nibble run: %s\n", nb_last_error());
     rc = 1;
 done:
+    if (out.tok) nb_detok_free(&out.detok);
+    nb_stop_free(&out.stop);
+    nb_tokenizer_free(tok);
     nb_sampler_free(sampler);
     nb_ctx_free(ctx);
     nb_model_free(model);

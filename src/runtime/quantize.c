@@ -24,6 +24,7 @@
 #include "model/model.h"
 #include "quant/dequant.h"
 #include "quant/quant.h"
+#include "runtime/model_tokenizer.h"
 #include "runtime/source_hash.h"
 
 void nb_quantize_default_opts(struct nb_quantize_opts *o)
@@ -279,6 +280,7 @@ enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_o
     enum nb_status st;
     struct nb_model *m = NULL;
     struct qctx q = {.o = opts};
+    struct nb_blob_list blobs = {0};
     cJSON *header = NULL;
     double t0 = nb_time_s();
     memset(res, 0, sizeof *res);
@@ -295,6 +297,9 @@ enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_o
     const struct nb_config *c = &m->cfg;
     q.total = 4 + (int64_t)c->n_layers * 16;
     if ((st = add_tensors(&q, m))) goto fail;
+    /* a source without a tokenizer still quantizes (e.g. random-weight test models) */
+    if (nb_tokenizer_embed(q.w, src_path, &blobs) != NB_OK)
+        NB_LOGW("quantize: %s: no tokenizer embedded (%s)", src_path, nb_last_error());
     header = make_header(m, opts, src_path, src_hash);
     if (!header) {
         st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
@@ -318,6 +323,7 @@ enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_o
 fail:
     cJSON_Delete(header);
     nb_nib_writer_free(q.w);
+    nb_blob_list_free(&blobs);
     for (int64_t i = 0; i < q.n_owned; i++) free(q.owned[i]);
     free(q.owned);
     nb_pool_free(q.pool);

@@ -250,16 +250,15 @@ static enum nb_status spm_setup(struct nb_tokenizer *t, const char *name)
     return tok_finalize(t, name);
 }
 
-enum nb_status nb_tokenizer_load_llama2c(struct nb_tokenizer **out, const char *path, int n_vocab)
+enum nb_status nb_tokenizer_load_llama2c_mem(struct nb_tokenizer **out, const void *data,
+                                             size_t size, const char *path, int n_vocab)
 {
     enum nb_status st;
-    struct nb_mapped_file f = {0};
     struct nb_tokenizer *t = NULL;
     char *tmp = NULL;
     *out = NULL;
-    if ((st = nb_file_map(&f, path))) return st;
-    const uint8_t *p = f.data;
-    size_t size = f.size, pos = 4;
+    const uint8_t *p = data;
+    size_t pos = 4;
     if (size < 4) {
         st = nb_set_error(NB_ERR_FORMAT, "%s: too short for a llama2.c tokenizer", path);
         goto fail;
@@ -331,12 +330,21 @@ enum nb_status nb_tokenizer_load_llama2c(struct nb_tokenizer **out, const char *
     if ((st = spm_setup(t, path))) goto fail;
     snprintf(t->desc, sizeof t->desc, "spm (llama2.c tokenizer.bin)");
     free(tmp);
-    nb_file_unmap(&f);
     *out = t;
     return NB_OK;
 fail:
     free(tmp);
     nb_tokenizer_free(t);
+    return st;
+}
+
+enum nb_status nb_tokenizer_load_llama2c(struct nb_tokenizer **out, const char *path, int n_vocab)
+{
+    struct nb_mapped_file f = {0};
+    *out = NULL;
+    enum nb_status st = nb_file_map(&f, path);
+    if (st) return st;
+    st = nb_tokenizer_load_llama2c_mem(out, f.data, f.size, path, n_vocab);
     nb_file_unmap(&f);
     return st;
 }

@@ -544,3 +544,20 @@ fail:
     free(tm);
     return st;
 }
+
+enum nb_status nb_tokenizer_load_spm_model_cfg(struct nb_tokenizer **out, const void *data,
+                                               size_t size, const char *config_json,
+                                               size_t config_len, const char *name)
+{
+    cJSON *cfg = NULL;
+    enum nb_status st;
+    *out = NULL;
+    if (config_json && (st = nb_json_parse(config_json, config_len, name, &cfg))) return st;
+    if ((st = nb_tokenizer_load_spm_model(out, data, size, name)) == NB_OK &&
+        (st = apply_config(*out, cfg, name))) {
+        nb_tokenizer_free(*out);
+        *out = NULL;
+    }
+    cJSON_Delete(cfg);
+    return st;
+}

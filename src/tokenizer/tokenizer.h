@@ -55,6 +55,9 @@ enum nb_status nb_tokenizer_load_gguf(struct nb_tokenizer **out, const struct nb
 /* llama2.c tokenizer.bin: i32 max_token_length, then per token f32 score, i32 len,
  * bytes. n_vocab > 0: read exactly that many tokens (the checkpoint's vocab_size);
  * 0: read to the end of the file. <unk>=0, <s>=1, </s>=2, BOS added, dummy prefix. */
+/* The same from bytes in memory (e.g. a blob of a .nib); `name` for errors. */
+enum nb_status nb_tokenizer_load_llama2c_mem(struct nb_tokenizer **out, const void *data,
+                                             size_t size, const char *name, int n_vocab);
 enum nb_status nb_tokenizer_load_llama2c(struct nb_tokenizer **out, const char *path, int n_vocab);
 /* A Hugging Face tokenizer: `path` is a tokenizer.json, or a directory holding
  * tokenizer.json or a SentencePiece tokenizer.model, with an optional
@@ -70,6 +73,11 @@ enum nb_status nb_tokenizer_load_spm_model(struct nb_tokenizer **out, const void
 /* The tokenizer that goes with a model path: a GGUF file (its metadata), a directory
  * (tokenizer.json, else tokenizer.model), a tokenizer.json file, or a llama2.c
  * checkpoint X.bin (X.tok.bin beside it, else tokenizer.bin in its directory). */
+/* A SentencePiece tokenizer.model in memory plus its tokenizer_config.json text (may be
+ * NULL), as a directory holding both would load. */
+enum nb_status nb_tokenizer_load_spm_model_cfg(struct nb_tokenizer **out, const void *data,
+                                               size_t size, const char *config_json,
+                                               size_t config_len, const char *name);
 enum nb_status nb_tokenizer_load_for_model(struct nb_tokenizer **out, const char *model_path);
 void nb_tokenizer_free(struct nb_tokenizer *tok);
 

@@ -1,0 +1,210 @@
+/* runtime/model_tokenizer.c — a model's tokenizer, and its copy inside a .nib.
+ *
+ * Blobs in a .nib (kind "blob"):
+ *   tokenizer/gguf                    a GGUF holding the source's tokenizer.* keys
+ *   tokenizer/tokenizer.json          a Hugging Face tokenizer.json ...
+ *   tokenizer/tokenizer.model         ... or a SentencePiece model
+ *   tokenizer/tokenizer_config.json   with either, when the source has it
+ *   tokenizer/llama2c.bin             a llama2.c tokenizer.bin */
+#include "runtime/model_tokenizer.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/mmap.h"
+#include "formats/gguf.h"
+
+#define MAX_TOKENIZER_FILE (256u << 20)
+
+void nb_blob_list_free(struct nb_blob_list *l)
+{
+    for (int i = 0; i < l->n; i++) free(l->p[i]);
+    free(l->p);
+    l->p = NULL;
+    l->n = 0;
+}
+
+static enum nb_status keep(struct nb_blob_list *l, void *p)
+{
+    void **n = realloc(l->p, sizeof *n * (size_t)(l->n + 1));
+    if (!n) {
+        free(p);
+        return nb_set_error(NB_ERR_NOMEM, "out of memory");
+    }
+    l->p = n;
+    l->p[l->n++] = p;
+    return NB_OK;
+}
+
+static int is_file(const char *p)
+{
+    struct stat sb;
+    return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* Add a whole file as a blob, if it exists. */
+static enum nb_status add_file(struct nb_nib_writer *w, const char *name, const char *path,
+                               struct nb_blob_list *owned)
+{
+    if (!is_file(path)) return NB_OK;
+    char *buf;
+    size_t n;
+    enum nb_status st = nb_file_read_all(path, MAX_TOKENIZER_FILE, &buf, &n);
+    if (st) return st;
+    if ((st = keep(owned, buf))) return st;
+    return nb_nib_writer_add(w, name, NB_NIB_BLOB, NB_WPATH_F32, 0, 0, NULL, buf, n);
+}
+
+/* Copy one metadata value of a GGUF into a writer. */
+static enum nb_status copy_kv(const struct nb_gguf *g, int64_t i, struct nb_gguf_writer *w)
+{
+    const char *key = nb_gguf_kv_key(g, i);
+    enum nb_gguf_type t = nb_gguf_kv_type(g, i);
+    enum nb_status st;
+    if (t == NB_GGUF_STRING) {
+        const char *v;
+        if ((st = nb_gguf_get_str(g, key, &v))) return st;
+        return nb_gguf_writer_add_str(w, key, v);
+    }
+    if (t == NB_GGUF_ARRAY) {
+        enum nb_gguf_type et;
+        uint64_t n;
+        if ((st = nb_gguf_get_arr(g, key, &et, &n))) return st;
+        if (et == NB_GGUF_STRING) {
+            const char **v = malloc(sizeof *v * (size_t)(n ? n : 1));
+            if (!v) return nb_set_error(NB_ERR_NOMEM, "out of memory");
+            for (uint64_t k = 0; k < n && st == NB_OK; k++) st = nb_gguf_get_arr_str(g, key, k, &v[k]);
+            if (st == NB_OK) st = nb_gguf_writer_add_arr_str(w, key, v, n);
+            free(v);
+            return st;
+        }
+        const void *data;
+        if ((st = nb_gguf_get_arr_data(g, key, et, &data, &n))) return st;
+        return nb_gguf_writer_add_arr(w, key, et, data, n);
+    }
+    /* scalars: read as raw bytes through the array-free getters */
+    union {
+        uint32_t u32;
+        int64_t i64;
+        float f32;
+        int b;
+    } v;
+    switch (t) {
+    case NB_GGUF_BOOL:
+        if ((st = nb_gguf_get_bool(g, key, &v.b))) return st;
+        return nb_gguf_writer_add_bool(w, key, v.b);
+    case NB_GGUF_F32:
+    case NB_GGUF_F64:
+        if ((st = nb_gguf_get_f32(g, key, &v.f32))) return st;
+        return nb_gguf_writer_add_f32(w, key, v.f32);
+    default:
+        if ((st = nb_gguf_get_i64(g, key, &v.i64))) return st;
+        if (v.i64 >= 0 && v.i64 <= UINT32_MAX) return nb_gguf_writer_add_u32(w, key, (uint32_t)v.i64);
+        return nb_gguf_writer_add_i32(w, key, (int32_t)v.i64);
+    }
+}
+
+static enum nb_status embed_gguf(struct nb_nib_writer *nw, const char *src_path,
+                                 struct nb_blob_list *owned)
+{
+    struct nb_gguf *g = NULL;
+    struct nb_gguf_writer *w = NULL;
+    char tmp[4200];
+    enum nb_status st;
+    if ((st = nb_gguf_open(&g, src_path))) return st;
+    if ((st = nb_gguf_writer_init(&w, 3, 32))) goto done;
+    for (int64_t i = 0; i < nb_gguf_n_kv(g) && st == NB_OK; i++)
+        if (!strncmp(nb_gguf_kv_key(g, i), "tokenizer.", 10)) st = copy_kv(g, i, w);
+    if (st) goto done;
+    snprintf(tmp, sizeof tmp, "/tmp/nibble-tok-%d-%p.gguf", (int)getpid(), (void *)w);
+    if ((st = nb_gguf_writer_write(w, tmp))) goto done;
+    st = add_file(nw, "tokenizer/gguf", tmp, owned);
+    unlink(tmp);
+done:
+    nb_gguf_writer_free(w);
+    nb_gguf_free(g);
+    return st;
+}
+
+enum nb_status nb_tokenizer_embed(struct nb_nib_writer *w, const char *src_path,
+                                  struct nb_blob_list *owned)
+{
+    struct stat sb;
+    char p[4200];
+    enum nb_status st;
+    if (stat(src_path, &sb) != 0) return nb_set_error(NB_ERR_IO, "%s: cannot stat", src_path);
+    if (S_ISDIR(sb.st_mode)) {
+        snprintf(p, sizeof p, "%s/tokenizer.json", src_path);
+        if (is_file(p)) {
+            if ((st = add_file(w, "tokenizer/tokenizer.json", p, owned))) return st;
+        } else {
+            snprintf(p, sizeof p, "%s/tokenizer.model", src_path);
+            if ((st = add_file(w, "tokenizer/tokenizer.model", p, owned))) return st;
+        }
+        snprintf(p, sizeof p, "%s/tokenizer_config.json", src_path);
+        return add_file(w, "tokenizer/tokenizer_config.json", p, owned);
+    }
+    struct nb_mapped_file f;
+    if ((st = nb_file_map(&f, src_path))) return st;
+    int gguf = f.size >= 4 && !memcmp(f.data, "GGUF", 4);
+    nb_file_unmap(&f);
+    if (gguf) return embed_gguf(w, src_path, owned);
+    /* llama2.c: X.tok.bin beside X.bin, else tokenizer.bin (as the loader looks) */
+    snprintf(p, sizeof p, "%s", src_path);
+    size_t n = strlen(p);
+    if (n > 4 && !strcmp(p + n - 4, ".bin")) p[n - 4] = '\0';
+    strncat(p, ".tok.bin", sizeof p - strlen(p) - 1);
+    if (!is_file(p)) {
+        snprintf(p, sizeof p, "%s", src_path);
+        char *slash = strrchr(p, '/');
+        snprintf(slash ? slash + 1 : p, sizeof p - (size_t)(slash ? slash + 1 - p : 0),
+                 "tokenizer.bin");
+    }
+    return add_file(w, "tokenizer/llama2c.bin", p, owned);
+}
+
+static const struct nb_nib_tensor *blob(const struct nb_nib *n, const char *name)
+{
+    const struct nb_nib_tensor *t = nb_nib_find(n, name);
+    return t && t->kind == NB_NIB_BLOB ? t : NULL;
+}
+
+enum nb_status nb_tokenizer_for_model(struct nb_tokenizer **out, const char *model_path)
+{
+    *out = NULL;
+    FILE *f = fopen(model_path, "rb");
+    char magic[8] = {0};
+    int is_nib = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, NB_NIB_MAGIC, 8);
+    if (f) fclose(f);
+    if (!is_nib) return nb_tokenizer_load_for_model(out, model_path);
+    struct nb_nib *n = NULL;
+    enum nb_status st = nb_nib_open(&n, model_path);
+    if (st) return st;
+    const struct nb_nib_tensor *g = blob(n, "tokenizer/gguf");
+    const struct nb_nib_tensor *tj = blob(n, "tokenizer/tokenizer.json");
+    const struct nb_nib_tensor *tm = blob(n, "tokenizer/tokenizer.model");
+    const struct nb_nib_tensor *tc = blob(n, "tokenizer/tokenizer_config.json");
+    const struct nb_nib_tensor *tl = blob(n, "tokenizer/llama2c.bin");
+    if (g) {
+        struct nb_gguf *gg = NULL;
+        if ((st = nb_gguf_parse(&gg, g->data, g->size, model_path)) == NB_OK) {
+            st = nb_tokenizer_load_gguf(out, gg);
+            nb_gguf_free(gg);
+        }
+    } else if (tj) {
+        st = nb_tokenizer_load_hf_json(out, tj->data, tj->size, tc ? tc->data : NULL,
+                                       tc ? tc->size : 0, model_path);
+    } else if (tm) {
+        st = nb_tokenizer_load_spm_model_cfg(out, tm->data, tm->size, tc ? tc->data : NULL,
+                                             tc ? tc->size : 0, model_path);
+    } else if (tl) {
+        st = nb_tokenizer_load_llama2c_mem(out, tl->data, tl->size, model_path, 0);
+    } else {
+        st = nb_set_error(NB_ERR_NOT_FOUND, "%s: this .nib holds no tokenizer", model_path);
+    }
+    nb_nib_free(n);
+    return st;
+}
