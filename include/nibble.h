@@ -110,6 +110,10 @@ struct nb_batch {
 enum nb_status nb_decode(struct nb_ctx *ctx, const struct nb_batch *batch, float *logits);
 /* Forget sequence `seq` (its next position is 0 again). */
 void nb_ctx_clear_seq(struct nb_ctx *ctx, int seq);
+/* Keep only the first n tokens of sequence `seq` (a chat turn re-using its cache).
+ * NB_ERR_RANGE when a sliding-window layer no longer holds what position n needs;
+ * then clear the sequence and run it again. */
+enum nb_status nb_ctx_truncate_seq(struct nb_ctx *ctx, int seq, int n);
 /* Next position of sequence `seq` (number of tokens in its cache). */
 int nb_ctx_seq_len(const struct nb_ctx *ctx, int seq);
 

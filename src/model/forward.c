@@ -538,6 +538,23 @@ void nb_ctx_clear_seq(struct nb_ctx *c, int seq)
 
 const struct nb_model *nb_ctx_model(const struct nb_ctx *c) { return c->model; }
 
+enum nb_status nb_ctx_truncate_seq(struct nb_ctx *c, int seq, int n)
+{
+    if (seq < 0 || seq >= c->n_seq || n < 0 || n > c->seq_len[seq])
+        return nb_set_error(NB_ERR_INVALID_ARG, "truncate: sequence %d has %d tokens, not %d",
+                            seq, seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0, n);
+    const struct nb_config *cfg = &c->model->cfg;
+    /* A ring of cap slots: positions [len - cap, len) are held. Position n needs keys
+     * down to n - window + 1. */
+    for (int l = 0; l < cfg->n_layers; l++)
+        if (cfg->layer_sliding[l] && c->cap[l] < c->n_ctx &&
+            n - cfg->sliding_window + 1 < c->seq_len[seq] - c->cap[l] && n > 0)
+            return nb_set_error(NB_ERR_RANGE, "truncate: layer %d's window no longer holds the "
+                                "keys position %d needs", l, n);
+    c->seq_len[seq] = n;
+    return NB_OK;
+}
+
 void nb_ctx_profile(struct nb_ctx *c, int on)
 {
     c->profiling = on;

@@ -1,0 +1,216 @@
+/* nibble chat — interactive multi-turn chat. The conversation is rendered with the
+ * model's chat template each turn; only the tokens that differ from what the KV cache
+ * already holds are run, so earlier turns are not recomputed. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/args.h"
+#include "app/commands.h"
+#include "nibble.h"
+#include "runtime/model_tokenizer.h"
+
+#define MAX_TURNS 256
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nibble chat -m MODEL [--system TEXT] [--chat-template NAME] [-n N]\n"
+               "                   [--ctx N] [-t N] [--temp T] [--seed N]\n"
+               "\n"
+               "Reads one user message per line from standard input; /reset starts over,\n"
+               "/exit (or end of input) quits. NAME: chatml, qwen3, llama3, llama2, gemma.\n");
+}
+
+struct turn_out {
+    const struct nb_tokenizer *tok;
+    struct nb_detok detok;
+    char *text;
+    size_t len, cap;
+    int32_t *gen; /* generated ids */
+    int n_gen, cap_gen;
+};
+
+static int on_token(int32_t id, void *user)
+{
+    struct turn_out *o = user;
+    if (nb_tokenizer_is_eog(o->tok, id)) return 1;
+    if (o->n_gen == o->cap_gen) {
+        int cap = o->cap_gen ? 2 * o->cap_gen : 64;
+        int32_t *g = realloc(o->gen, sizeof *g * (size_t)cap);
+        if (!g) return 1;
+        o->gen = g;
+        o->cap_gen = cap;
+    }
+    o->gen[o->n_gen++] = id;
+    const char *t;
+    size_t n;
+    if (nb_detok_feed(&o->detok, id, &t, &n) != NB_OK) return 1;
+    fwrite(t, 1, n, stdout);
+    fflush(stdout);
+    if (o->len + n + 1 > o->cap) {
+        size_t cap = (o->len + n + 1) * 2;
+        char *nt = realloc(o->text, cap);
+        if (!nt) return 1;
+        o->text = nt;
+        o->cap = cap;
+    }
+    memcpy(o->text + o->len, t, n);
+    o->len += n;
+    o->text[o->len] = '\0';
+    return 0;
+}
+
+int cmd_chat(int argc, char **argv)
+{
+    const char *cmd = "chat", *model_path = getenv("NIBBLE_MODEL"), *system = NULL;
+    const char *tpl_name = NULL;
+    int n_predict = 256, rc = 1;
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    struct nb_sampler_params sp = nb_sampler_default_params();
+    struct nb_model *model = NULL;
+    struct nb_ctx *ctx = NULL;
+    struct nb_sampler *sampler = NULL;
+    struct nb_tokenizer *tok = NULL;
+    struct nb_chat_msg msgs[MAX_TURNS];
+    char *owned[MAX_TURNS] = {0};
+    int n_msgs = 0;
+    int32_t *cached = NULL; /* the ids the cache holds */
+    int n_cached = 0;
+    char *line = NULL;
+    size_t line_cap = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+#define VAL() (v = arg_value(cmd, argc, argv, &i))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!VAL()) return 1;
+            model_path = v;
+        } else if (!strcmp(a, "--system")) {
+            if (!VAL()) return 1;
+            system = v;
+        } else if (!strcmp(a, "--chat-template")) {
+            if (!VAL()) return 1;
+            tpl_name = v;
+        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, 1 << 20, &n_predict)) return 1;
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            if (!VAL() || !arg_int(cmd, a, v, 16, 1 << 24, &cp.n_ctx)) return 1;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &cp.n_threads)) return 1;
+        } else if (!strcmp(a, "--temp")) {
+            if (!VAL() || !arg_float(cmd, a, v, 0, 100, &sp.temperature)) return 1;
+        } else if (!strcmp(a, "--seed")) {
+            if (!VAL() || !arg_u64(cmd, a, v, &sp.seed)) return 1;
+        } else {
+            fprintf(stderr, "nibble chat: unknown option '%s' (see nibble chat --help)\n", a);
+            return 1;
+        }
+#undef VAL
+    }
+    if (!model_path) {
+        fprintf(stderr, "nibble chat: give a model with -m\n");
+        return 1;
+    }
+    struct nb_chat_template tpl;
+    if (nb_model_load(&model, model_path) != NB_OK) goto fail;
+    if (nb_tokenizer_for_model(&tok, model_path) != NB_OK) goto fail;
+    if (tpl_name) {
+        if (nb_chat_template_by_name(tpl_name, &tpl) != NB_OK) goto fail;
+    } else if (!nb_tokenizer_chat_template(tok)) {
+        fprintf(stderr, "nibble chat: %s has no chat template; choose one with --chat-template "
+                        "NAME (chatml, qwen3, llama3, llama2, gemma)\n", model_path);
+        goto done;
+    } else if (nb_chat_template_detect(nb_tokenizer_chat_template(tok), &tpl) != NB_OK) {
+        goto fail;
+    }
+    if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
+    struct nb_model_info info;
+    nb_model_get_info(model, &info);
+    if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
+    const char *bos = nb_tokenizer_bos(tok) >= 0 ? nb_token_piece(tok, nb_tokenizer_bos(tok)) : "";
+    const char *eos = nb_tokenizer_eos(tok) >= 0 ? nb_token_piece(tok, nb_tokenizer_eos(tok)) : "";
+    if (system) msgs[n_msgs++] = (struct nb_chat_msg){"system", system};
+    int base_msgs = n_msgs, interactive = isatty(0);
+    fprintf(stderr, "nibble chat: %s, template %s; /reset, /exit\n", model_path,
+            nb_chat_kind_name(tpl.kind));
+    for (;;) {
+        if (interactive) fprintf(stderr, "> ");
+        ssize_t got = getline(&line, &line_cap, stdin);
+        if (got < 0) break;
+        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
+        if (!strcmp(line, "/exit")) break;
+        if (!strcmp(line, "/reset") || n_msgs + 2 > MAX_TURNS) {
+            for (int i = 0; i < MAX_TURNS; i++) free(owned[i]), owned[i] = NULL;
+            n_msgs = base_msgs;
+            nb_ctx_clear_seq(ctx, 0);
+            n_cached = 0;
+            if (!strcmp(line, "/reset")) continue;
+        }
+        owned[n_msgs] = strdup(line);
+        msgs[n_msgs] = (struct nb_chat_msg){"user", owned[n_msgs]};
+        n_msgs++;
+        char *text = NULL;
+        int32_t *ids = NULL;
+        int n_ids = 0;
+        if (nb_chat_render(&tpl, msgs, n_msgs, 1, bos, eos, &text) != NB_OK) goto fail;
+        enum nb_status st = nb_tokenize(tok, text, strlen(text), 0, 1, &ids, &n_ids);
+        free(text);
+        if (st) goto fail;
+        /* keep the longest cached prefix; run the rest */
+        int keep = 0;
+        while (keep < n_cached && keep < n_ids - 1 && cached[keep] == ids[keep]) keep++;
+        if (nb_ctx_truncate_seq(ctx, 0, keep) != NB_OK) {
+            nb_ctx_clear_seq(ctx, 0);
+            keep = 0;
+        }
+        fprintf(stderr, "[%d cached tokens reused, %d new]\n", keep, n_ids - keep);
+        struct turn_out out = {.tok = tok};
+        nb_detok_init(&out.detok, tok, 0);
+        struct nb_gen_stats gs;
+        st = nb_generate(ctx, 0, sampler, ids + keep, n_ids - keep, n_predict, 1, on_token, &out,
+                         &gs);
+        const char *t;
+        size_t n;
+        if (st == NB_OK && nb_detok_flush(&out.detok, &t, &n) == NB_OK) fwrite(t, 1, n, stdout);
+        printf("\n");
+        fflush(stdout);
+        nb_detok_free(&out.detok);
+        /* the cache now holds the prompt and the generated tokens but the last */
+        free(cached);
+        cached = realloc(ids, sizeof *ids * (size_t)(n_ids + out.n_gen + 1));
+        if (!cached) {
+            free(ids);
+            free(out.gen);
+            free(out.text);
+            goto fail;
+        }
+        if (out.n_gen) memcpy(cached + n_ids, out.gen, sizeof *ids * (size_t)out.n_gen);
+        n_cached = nb_ctx_seq_len(ctx, 0);
+        if (n_cached > n_ids + out.n_gen) n_cached = n_ids + out.n_gen;
+        free(out.gen);
+        if (st) {
+            free(out.text);
+            goto fail;
+        }
+        owned[n_msgs] = out.text ? out.text : strdup("");
+        msgs[n_msgs] = (struct nb_chat_msg){"assistant", owned[n_msgs]};
+        n_msgs++;
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "nibble chat: %s\n", nb_last_error());
+    rc = 1;
+done:
+    for (int i = 0; i < MAX_TURNS; i++) free(owned[i]);
+    free(cached);
+    free(line);
+    nb_sampler_free(sampler);
+    nb_ctx_free(ctx);
+    nb_tokenizer_free(tok);
+    nb_model_free(model);
+    return rc;
+}
