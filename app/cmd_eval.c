@@ -1,0 +1,176 @@
+/* nibble eval — fidelity of a test build against a reference build of the same model:
+ * greedy reproductions and first divergence, teacher-forced top-1 agreement and mean
+ * KL(ref || test), perplexity of each on a text file. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "app/args.h"
+#include "app/commands.h"
+#include "core/mmap.h"
+#include "eval/fidelity.h"
+#include "nibble.h"
+#include "runtime/model_tokenizer.h"
+
+#define MAX_PROMPTS 4096
+
+static void usage(FILE *f)
+{
+    fprintf(f, "usage: nibble eval --ref MODEL --test MODEL --prompts FILE [-n N] [--text FILE]\n"
+               "                   [--ctx N] [-t N] [-o table|json]\n"
+               "\n"
+               "  --prompts FILE  one prompt per line: text (tokenized with the reference's\n"
+               "                  tokenizer, BOS as its config says) or 'ids: 1,2,3'\n"
+               "  -n N            greedy tokens per prompt (default 32)\n"
+               "  --text FILE     also report the perplexity of both builds on this text\n");
+}
+
+/* Load a model with a context of n_ctx tokens (0: what the prompts need, at least
+ * min(512, the model's trained context)). */
+static int load(const char *path, int n_ctx, int need, int n_threads, struct nb_model **m,
+                struct nb_ctx **c)
+{
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    struct nb_model_info info;
+    if (nb_model_load(m, path) != NB_OK) return 0;
+    nb_model_get_info(*m, &info);
+    cp.n_ctx = n_ctx;
+    if (!cp.n_ctx) {
+        cp.n_ctx = info.n_ctx_train < 512 ? info.n_ctx_train : 512;
+        if (need > cp.n_ctx) cp.n_ctx = need;
+    }
+    cp.n_threads = n_threads;
+    return nb_ctx_init(c, *m, &cp) == NB_OK;
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    const char *cmd = "eval", *ref_path = NULL, *test_path = NULL, *prompts_path = NULL;
+    const char *text_path = NULL, *fmt = "table";
+    int n_gen = 32, n_ctx = 0, n_threads = 0, rc = 1, n_prompts = 0;
+    struct nb_model *rm = NULL, *tm = NULL;
+    struct nb_ctx *rc_ = NULL, *tc = NULL;
+    struct nb_tokenizer *tok = NULL;
+    int32_t *prompts[MAX_PROMPTS];
+    int lens[MAX_PROMPTS];
+    char *file = NULL, *text = NULL;
+    int32_t *text_ids = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = NULL;
+#define VAL() (v = arg_value(cmd, argc, argv, &i))
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+            usage(stdout);
+            return 0;
+        } else if (!strcmp(a, "--ref")) {
+            if (!VAL()) return 1;
+            ref_path = v;
+        } else if (!strcmp(a, "--test")) {
+            if (!VAL()) return 1;
+            test_path = v;
+        } else if (!strcmp(a, "--prompts")) {
+            if (!VAL()) return 1;
+            prompts_path = v;
+        } else if (!strcmp(a, "--text")) {
+            if (!VAL()) return 1;
+            text_path = v;
+        } else if (!strcmp(a, "-n")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, 4096, &n_gen)) return 1;
+        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
+            if (!VAL() || !arg_int(cmd, a, v, 16, 1 << 20, &n_ctx)) return 1;
+        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
+            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &n_threads)) return 1;
+        } else if (!strcmp(a, "-o")) {
+            if (!VAL()) return 1;
+            fmt = v;
+            if (strcmp(fmt, "json") && strcmp(fmt, "table")) {
+                fprintf(stderr, "nibble eval: -o must be table or json\n");
+                return 1;
+            }
+        } else {
+            fprintf(stderr, "nibble eval: unknown option '%s' (see nibble eval --help)\n", a);
+            return 1;
+        }
+#undef VAL
+    }
+    if (!ref_path || !test_path || !prompts_path) {
+        fprintf(stderr, "nibble eval: --ref, --test and --prompts are required\n");
+        return 1;
+    }
+    size_t size;
+    if (nb_file_read_all(prompts_path, 64u << 20, &file, &size) != NB_OK) goto fail;
+    int max_len = 0;
+    for (char *line = file, *next; line && *line; line = next) {
+        next = strchr(line, '\n');
+        if (next) *next++ = '\0';
+        size_t n = strlen(line);
+        if (n && line[n - 1] == '\r') line[--n] = '\0';
+        if (!n) continue;
+        if (n_prompts == MAX_PROMPTS) {
+            fprintf(stderr, "nibble eval: at most %d prompts\n", MAX_PROMPTS);
+            goto done;
+        }
+        int k = 0;
+        if (!strncmp(line, "ids:", 4)) {
+            if (!arg_ids(cmd, "--prompts", line + 4, &prompts[n_prompts], &k)) goto done;
+        } else {
+            if (!tok && nb_tokenizer_for_model(&tok, ref_path) != NB_OK) goto fail;
+            if (nb_tokenize(tok, line, n, 1, 0, &prompts[n_prompts], &k) != NB_OK) goto fail;
+        }
+        lens[n_prompts++] = k;
+        if (k > max_len) max_len = k;
+    }
+    if (!n_prompts) {
+        fprintf(stderr, "nibble eval: %s holds no prompts\n", prompts_path);
+        goto done;
+    }
+    int n_text = 0;
+    if (text_path) {
+        if (nb_file_read_all(text_path, 256u << 20, &text, &size) != NB_OK) goto fail;
+        if (!tok && nb_tokenizer_for_model(&tok, ref_path) != NB_OK) goto fail;
+        if (nb_tokenize(tok, text, size, 1, 0, &text_ids, &n_text) != NB_OK) goto fail;
+    }
+    if (!load(ref_path, n_ctx, max_len + n_gen, n_threads, &rm, &rc_) ||
+        !load(test_path, n_ctx, max_len + n_gen, n_threads, &tm, &tc))
+        goto fail;
+    struct nb_model_info ri;
+    nb_model_get_info(rm, &ri);
+    int window = n_ctx ? n_ctx : (ri.n_ctx_train < 512 ? ri.n_ctx_train : 512);
+    struct nb_fidelity f;
+    if (nb_eval_fidelity(rc_, tc, prompts, lens, n_prompts, n_gen, &f) != NB_OK) goto fail;
+    double ppl_ref = 0, ppl_test = 0;
+    if (text_ids && (nb_eval_ppl(rc_, text_ids, n_text, window, &ppl_ref) != NB_OK ||
+                     nb_eval_ppl(tc, text_ids, n_text, window, &ppl_test) != NB_OK))
+        goto fail;
+    if (!strcmp(fmt, "json")) {
+        printf("{\"ref\": \"%s\", \"test\": \"%s\", \"prompts\": %d, \"n_gen\": %d, "
+               "\"reproduced\": %d, \"mean_first_divergence\": %.4f, \"top1_agreement\": %.6f, "
+               "\"mean_kl\": %.8f, \"ppl_ref\": ", ref_path, test_path, f.prompts, n_gen,
+               f.reproduced, f.mean_first_divergence, f.top1_agreement, f.mean_kl);
+        if (text_ids) printf("%.6f, \"ppl_test\": %.6f, \"ppl_tokens\": %d}\n", ppl_ref, ppl_test,
+                             n_text);
+        else printf("null, \"ppl_test\": null}\n");
+    } else {
+        printf("| ref | test | prompts | reproduced | mean first divergence | top-1 agreement | "
+               "mean KL | ppl ref | ppl test |\n|---|---|---|---|---|---|---|---|---|\n");
+        printf("| %s | %s | %d | %d/%d | %.1f of %d | %.2f%% | %.5f |", ref_path, test_path,
+               f.prompts, f.reproduced, f.prompts, f.mean_first_divergence, n_gen,
+               100 * f.top1_agreement, f.mean_kl);
+        if (text_ids) printf(" %.3f | %.3f |\n", ppl_ref, ppl_test);
+        else printf(" - | - |\n");
+    }
+    rc = 0;
+    goto done;
+fail:
+    fprintf(stderr, "nibble eval: %s\n", nb_last_error());
+done:
+    for (int i = 0; i < n_prompts; i++) free(prompts[i]);
+    free(file);
+    free(text);
+    free(text_ids);
+    nb_tokenizer_free(tok);
+    nb_ctx_free(rc_);
+    nb_ctx_free(tc);
+    nb_model_free(rm);
+    nb_model_free(tm);
+    return rc;
+}

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# nibble eval: the JSON contract, and a build compared with itself is a perfect match.
+set -u
+bin="${NIBBLE_BIN:?}"
+gguf="${NIBBLE_MODELS_DIR:-}/kjv-7m/kjv-7m-f32.gguf"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0; pass=0
+ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*"; fail=$((fail+1)); fi; }
+"$bin" eval --ref x 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "required" "$tmp/err"
+if [ ! -f "$gguf" ]; then echo "kjv-7m not found: skipped"; [ "${CI:-}" = "true" ] && exit 1; exit 0; fi
+printf 'In the beginning\nids: 1,1046,261\nAnd it came to pass\n' > "$tmp/p.txt"
+printf 'In the beginning God created the heaven and the earth. And the earth was without form.' > "$tmp/t.txt"
+"$bin" eval --ref "$gguf" --test "$gguf" --prompts "$tmp/p.txt" -n 8 --text "$tmp/t.txt" -o json -t 2 >"$tmp/o" 2>"$tmp/err"
+ok test $? -eq 0
+for f in prompts reproduced mean_first_divergence top1_agreement mean_kl ppl_ref ppl_test; do
+  ok grep -q "\"$f\"" "$tmp/o"
+done
+ok grep -q '"prompts": 3' "$tmp/o"
+ok grep -q '"reproduced": 3' "$tmp/o"
+ok grep -q '"top1_agreement": 1.000000' "$tmp/o"
+ok grep -q '"mean_kl": 0.00000000' "$tmp/o"
+"$bin" eval --ref "$gguf" --test "$gguf" --prompts /nonexistent -o json 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "/nonexistent" "$tmp/err"
+echo "cli eval: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
