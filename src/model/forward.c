@@ -83,6 +83,8 @@ struct nb_ctx {
     const float *qa_src;
     int qa_group, qa_ntok;
 
+    struct nb_act_stats *stats; /* calibration, or NULL */
+
     int profiling;
     struct prof_slot prof[OP_COUNT];
     int64_t prof_tokens; /* tokens run while profiling */
@@ -190,6 +192,16 @@ static void matmul(struct nb_ctx *c, enum prof_op op, float *y, int64_t ldy, con
         p->float_weights |= w->qpath == NB_WPATH_F32;
     }
 }
+
+/* ---------------------------------------------------------------- calibration */
+
+static void accum_sq(double *acc, const float *x, int n_tok, int64_t n)
+{
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < n; i++) acc[i] += (double)x[t * n + i] * x[t * n + i];
+}
+
+void nb_ctx_set_act_stats(struct nb_ctx *c, struct nb_act_stats *s) { c->stats = s; }
 
 /* ---------------------------------------------------------------- small ops */
 
@@ -312,6 +324,7 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->attn_norm, E, cfg->norm_eps);
     c->qa_src = NULL;
     prof_end(c, OP_NORM, t0);
+    if (c->stats) accum_sq(c->stats->attn_in + l * E, c->h, n, E);
     matmul(c, OP_QKV, c->q, q_dim, c->h, E, &L->wq, n);
     matmul(c, OP_QKV, c->k, kv_dim, c->h, E, &L->wk, n);
     matmul(c, OP_QKV, c->v, kv_dim, c->h, E, &L->wv, n);
@@ -351,6 +364,7 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
                 for (int64_t i = 0; i < hd; i++) a[i] *= g;
             }
     }
+    if (c->stats) accum_sq(c->stats->attn_out + l * q_dim, c->att, n, q_dim);
     matmul(c, OP_WO, c->h, E, c->att, q_dim, &L->wo, n); /* h is free again: reuse for a Wo */
     add_bias(c->h, L->bo, n, E);
     for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
@@ -360,6 +374,7 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->ffn_norm, E, cfg->norm_eps);
     c->qa_src = NULL;
     prof_end(c, OP_NORM, t0);
+    if (c->stats) accum_sq(c->stats->ffn_in + l * E, c->h, n, E);
     matmul(c, OP_FFN_UP, c->ff_gate, F, c->h, E, &L->w_gate, n);
     matmul(c, OP_FFN_UP, c->ff_up, F, c->h, E, &L->w_up, n);
     t0 = prof_begin(c);
@@ -369,6 +384,7 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     }
     c->qa_src = NULL;
     prof_end(c, OP_ACT, t0);
+    if (c->stats) accum_sq(c->stats->ffn_mid + l * F, c->ff_gate, n, F);
     matmul(c, OP_FFN_DOWN, c->h, E, c->ff_gate, F, &L->w_down, n);
     for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
 }
@@ -394,6 +410,10 @@ static void forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int
             nb_rmsnorm(c->h + rows * E, c->x + t * E, m->out_norm, E, cfg->norm_eps);
             rows++;
         }
+    if (c->stats) {
+        accum_sq(c->stats->out_in, c->h, rows, E);
+        c->stats->n_tokens += n;
+    }
     if (rows)
         matmul(c, OP_OUTPUT, logits + (int64_t)*n_out * cfg->n_vocab, cfg->n_vocab, c->h, E,
                &m->output, rows);

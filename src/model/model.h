@@ -100,6 +100,21 @@ struct nb_model {
     struct nb_arena arena; /* converted vectors, copies of misaligned data */
 };
 
+/* Calibration statistics: the sum over tokens of each linear input channel's squared
+ * activation, per layer and input (q/k/v/gate read attn_in; o reads attn_out; gate/up
+ * read ffn_in; down reads ffn_mid; the head reads out_in). Collected by a context
+ * when set with nb_ctx_set_act_stats(); divide by n_tokens for the mean. */
+struct nb_act_stats {
+    double *attn_in;  /* [n_layers][n_embd] */
+    double *attn_out; /* [n_layers][n_heads * head_dim] */
+    double *ffn_in;   /* [n_layers][n_embd] */
+    double *ffn_mid;  /* [n_layers][n_ff] */
+    double *out_in;   /* [n_embd] */
+    int64_t n_tokens;
+};
+struct nb_ctx;
+void nb_ctx_set_act_stats(struct nb_ctx *c, struct nb_act_stats *s);
+
 const char *nb_arch_name(enum nb_arch a);
 /* Check the config for consistency (positive sizes, divisibility, limits);
  * `what` names the source in the message. */

@@ -60,6 +60,8 @@ static void quant_worker(void *arg, int ith, int nth)
 
 struct qctx {
     const struct nb_quantize_opts *o;
+    const struct nb_act_stats *stats; /* calibration, or NULL */
+    float *imp;                       /* scratch: one importance vector */
     struct nb_pool *pool;
     struct nb_nib_writer *w;
     void **owned; /* blobs to free after writing */
@@ -204,6 +206,72 @@ static enum nb_wpath embd_path(const struct nb_quantize_opts *o)
     return o->embd_bits == 16 ? NB_WPATH_BF16 : NB_WPATH_W8A16;
 }
 
+/* Mean squared activation of each input channel (the importance of its weights), from
+ * the calibration sums; NULL without calibration. */
+static const float *importance(struct qctx *q, const double *sum, int64_t n)
+{
+    if (!q->stats || !sum || q->stats->n_tokens <= 0) return NULL;
+    double mean = 0;
+    for (int64_t i = 0; i < n; i++) mean += sum[i];
+    mean /= (double)n * (double)q->stats->n_tokens;
+    for (int64_t i = 0; i < n; i++) /* a floor keeps silent channels from being ignored */
+        q->imp[i] = (float)(sum[i] / (double)q->stats->n_tokens + 1e-3 * mean + 1e-12);
+    return q->imp;
+}
+
+/* Run the float model over the calibration text, summing squared activations. */
+static enum nb_status calibrate(struct nb_model *m, const char *src_path, const char *text_path,
+                                int n_threads, struct nb_act_stats *s)
+{
+    const struct nb_config *c = &m->cfg;
+    struct nb_tokenizer *tok = NULL;
+    struct nb_ctx *ctx = NULL;
+    char *text = NULL;
+    int32_t *ids = NULL;
+    float *logits = NULL;
+    int n_ids = 0;
+    size_t len;
+    enum nb_status st;
+    if ((st = nb_file_read_all(text_path, 256u << 20, &text, &len))) goto done;
+    if ((st = nb_tokenizer_for_model(&tok, src_path))) goto done;
+    if ((st = nb_tokenize(tok, text, len, 1, 0, &ids, &n_ids))) goto done;
+    int chunk = c->n_ctx_train < 128 ? c->n_ctx_train : 128;
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = chunk;
+    cp.n_threads = n_threads;
+    if ((st = nb_ctx_init(&ctx, m, &cp))) goto done;
+    logits = malloc(sizeof(float) * (size_t)chunk * (size_t)c->n_vocab);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)chunk);
+    uint8_t *want = malloc((size_t)chunk);
+    if (!logits || !pos || !want) {
+        free(pos);
+        free(want);
+        st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
+        goto done;
+    }
+    memset(want, 1, (size_t)chunk);
+    for (int i = 0; i < chunk; i++) pos[i] = i;
+    nb_ctx_set_act_stats(ctx, s);
+    for (int i = 0; i < n_ids && st == NB_OK; i += chunk) {
+        int n = n_ids - i < chunk ? n_ids - i : chunk;
+        nb_ctx_clear_seq(ctx, 0);
+        struct nb_batch b = {.n_tokens = n, .token = ids + i, .pos = pos, .want_logits = want};
+        st = nb_decode(ctx, &b, logits);
+    }
+    free(pos);
+    free(want);
+    NB_LOGI("quantize: calibrated on %lld tokens of %s", (long long)s->n_tokens, text_path);
+    if (st == NB_OK && s->n_tokens == 0)
+        st = nb_set_error(NB_ERR_INVALID_ARG, "quantize: %s gives no calibration tokens", text_path);
+done:
+    free(logits);
+    free(ids);
+    free(text);
+    nb_ctx_free(ctx);
+    nb_tokenizer_free(tok);
+    return st;
+}
+
 static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
 {
     const struct nb_config *c = &m->cfg;
@@ -212,37 +280,41 @@ static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
     char name[128];
     int64_t E = c->n_embd, Q = (int64_t)c->n_heads * c->head_dim;
     int64_t KV = (int64_t)c->n_kv_heads * c->head_dim;
+    const struct nb_act_stats *S = q->stats;
+    int64_t F = c->n_ff;
     if ((st = add_matrix(q, "token_embd.weight", &m->tok_embd, embd_path(q->o), 0, NULL)) ||
         (st = add_vector(q, "output_norm.weight", m->out_norm, E)) ||
-        (st = add_matrix(q, "output.weight", &m->output, head_path(q->o), 1, NULL)) ||
+        (st = add_matrix(q, "output.weight", &m->output, head_path(q->o), 1,
+                         importance(q, S ? S->out_in : NULL, E))) ||
         (st = add_vector(q, "rope_inv_freq", m->rope_inv_freq, c->head_dim / 2)))
         return st;
     for (int l = 0; l < c->n_layers; l++) {
         const struct nb_layer *L = &m->layers[l];
-#define MAT(suffix, field)                                                                         \
+#define MAT(suffix, field, stat, n)                                                                 \
     snprintf(name, sizeof name, "blk.%d." suffix, l);                                              \
-    if ((st = add_matrix(q, name, &L->field, P, 1, NULL))) return st
+    if ((st = add_matrix(q, name, &L->field, P, 1, importance(q, S ? S->stat + l * (n) : NULL, n))))  \
+    return st
 #define VEC(suffix, field, n)                                                                      \
     snprintf(name, sizeof name, "blk.%d." suffix, l);                                              \
     if ((st = add_vector(q, name, L->field, n))) return st
         VEC("attn_norm.weight", attn_norm, E);
-        MAT("attn_q.weight", wq);
-        MAT("attn_k.weight", wk);
-        MAT("attn_v.weight", wv);
+        MAT("attn_q.weight", wq, attn_in, E);
+        MAT("attn_k.weight", wk, attn_in, E);
+        MAT("attn_v.weight", wv, attn_in, E);
         VEC("attn_q.bias", bq, Q);
         VEC("attn_k.bias", bk, KV);
         VEC("attn_v.bias", bv, KV);
         VEC("attn_q_norm.weight", q_norm, c->head_dim);
         VEC("attn_k_norm.weight", k_norm, c->head_dim);
         if (L->head_gate.data) {
-            MAT("attn_gate.weight", head_gate);
+            MAT("attn_gate.weight", head_gate, attn_in, E);
         }
-        MAT("attn_output.weight", wo);
+        MAT("attn_output.weight", wo, attn_out, Q);
         VEC("attn_output.bias", bo, E);
         VEC("ffn_norm.weight", ffn_norm, E);
-        MAT("ffn_gate.weight", w_gate);
-        MAT("ffn_up.weight", w_up);
-        MAT("ffn_down.weight", w_down);
+        MAT("ffn_gate.weight", w_gate, ffn_in, E);
+        MAT("ffn_up.weight", w_up, ffn_in, E);
+        MAT("ffn_down.weight", w_down, ffn_mid, F);
 #undef MAT
 #undef VEC
     }
@@ -267,7 +339,10 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddStringToObject(src, "xxh3", hex);
     cJSON *r = cJSON_AddObjectToObject(h, "recipe");
     cJSON_AddStringToObject(r, "scale_search", o->search ? "weighted-mse" : "absmax");
-    if (o->calib_path) cJSON_AddStringToObject(r, "calib", o->calib_path);
+    if (o->calib_path) {
+        cJSON_AddStringToObject(r, "calib", o->calib_path);
+        cJSON_AddStringToObject(r, "importance", "mean squared input activation per channel");
+    }
     struct nb_config cfg = m->cfg;
     cfg.tied_head = 0; /* the head has its own (quantized) copy */
     cJSON_AddItemToObject(h, "config", nb_config_to_json(&cfg));
@@ -281,17 +356,31 @@ enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_o
     struct nb_model *m = NULL;
     struct qctx q = {.o = opts};
     struct nb_blob_list blobs = {0};
+    struct nb_act_stats calib = {0};
     cJSON *header = NULL;
     double t0 = nb_time_s();
     memset(res, 0, sizeof *res);
-    if (opts->calib_path) {
-        st = nb_set_error(NB_ERR_UNSUPPORTED, "quantize: --calib needs the tokenizer, which this "
-                          "build does not have yet");
-        goto fail;
-    }
     uint64_t src_hash;
     if ((st = nb_source_hash(src_path, &src_hash))) goto fail;
     if ((st = nb_model_load(&m, src_path))) goto fail;
+    if (opts->calib_path) {
+        const struct nb_config *cc = &m->cfg;
+        int64_t L = cc->n_layers, Qd = (int64_t)cc->n_heads * cc->head_dim;
+        calib.attn_in = calloc((size_t)(L * cc->n_embd), sizeof(double));
+        calib.attn_out = calloc((size_t)(L * Qd), sizeof(double));
+        calib.ffn_in = calloc((size_t)(L * cc->n_embd), sizeof(double));
+        calib.ffn_mid = calloc((size_t)(L * cc->n_ff), sizeof(double));
+        calib.out_in = calloc((size_t)cc->n_embd, sizeof(double));
+        int64_t mx = cc->n_ff > cc->n_embd ? cc->n_ff : cc->n_embd;
+        q.imp = malloc(sizeof(float) * (size_t)(mx > Qd ? mx : Qd));
+        if (!calib.attn_in || !calib.attn_out || !calib.ffn_in || !calib.ffn_mid ||
+            !calib.out_in || !q.imp) {
+            st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
+            goto fail;
+        }
+        if ((st = calibrate(m, src_path, opts->calib_path, opts->n_threads, &calib))) goto fail;
+        q.stats = &calib;
+    }
     if ((st = nb_pool_init(&q.pool, opts->n_threads, 0))) goto fail;
     if ((st = nb_nib_writer_init(&q.w))) goto fail;
     const struct nb_config *c = &m->cfg;
@@ -324,6 +413,12 @@ fail:
     cJSON_Delete(header);
     nb_nib_writer_free(q.w);
     nb_blob_list_free(&blobs);
+    free(calib.attn_in);
+    free(calib.attn_out);
+    free(calib.ffn_in);
+    free(calib.ffn_mid);
+    free(calib.out_in);
+    free(q.imp);
     for (int64_t i = 0; i < q.n_owned; i++) free(q.owned[i]);
     free(q.owned);
     nb_pool_free(q.pool);

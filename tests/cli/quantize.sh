@@ -35,6 +35,14 @@ if [ -f "$gguf" ]; then
   head -c 5000 "$tmp/k.nib" > "$tmp/t.nib"
   "$bin" inspect "$tmp/t.nib" 2>"$tmp/err"; ok test $? -eq 1
   ok grep -q "truncated or corrupt" "$tmp/err"
+  # calibration: importance from the float model's activations on a text
+  printf 'In the beginning God created the heaven and the earth.\nAnd God said, Let there be light.\n' > "$tmp/calib.txt"
+  "$bin" quantize -m "$gguf" --path w4a16 --calib "$tmp/calib.txt" -q -o "$tmp/c.nib" >/dev/null 2>&1; ok test $? -eq 0
+  "$bin" inspect "$tmp/c.nib" | grep -q '"calib"'; ok test $? -eq 0
+  "$bin" quantize -m "$gguf" --path w4a16 --calib /nonexistent.txt -q -o "$tmp/d.nib" 2>"$tmp/err"; ok test $? -eq 1
+  ok grep -q "/nonexistent.txt" "$tmp/err"
+  # text in, text out from a .nib: its tokenizer is inside
+  out=$("$bin" run -m "$tmp/c.nib" -p "In the beginning" -n 6 2>/dev/null); ok test -n "$out"
   # warm start: the first run quantizes into the cache, the second maps it
   export XDG_CACHE_HOME="$tmp/cache"
   "$bin" run -m "$gguf" --path w4a16 --ids 1,1046 -n 4 --print-ids >"$tmp/o1" 2>"$tmp/e1"; ok test $? -eq 0
