@@ -20,17 +20,6 @@
 
 static double g_max_diff; /* the largest logit difference seen, reported at the end */
 
-struct collect {
-    int32_t ids[64];
-    int n;
-};
-
-static int collect_cb(int32_t tok, void *user)
-{
-    struct collect *g = user;
-    if (g->n < 64) g->ids[g->n++] = tok;
-    return 0;
-}
 
 static double check_model(const char *dir, const cJSON *golden, const char *name, int n_threads,
                           int n_batch)
@@ -86,9 +75,9 @@ static double check_model(const char *dir, const cJSON *golden, const char *name
         nb_ctx_clear_seq(ctx, 0);
         struct nb_sampler *s = NULL;
         assert_int_equal(nb_sampler_init(&s, &sp, V), NB_OK);
-        struct collect got = {.n = 0};
+        struct tu_collect got = {.n = 0};
         assert_int_equal(
-            nb_generate(ctx, 0, s, prompt, n_prompt, n_greedy, 0, collect_cb, &got, NULL), NB_OK);
+            nb_generate(ctx, 0, s, prompt, n_prompt, n_greedy, 0, tu_collect_cb, &got, NULL), NB_OK);
         assert_int_equal(got.n, n_greedy);
         for (int i = 0; i < n_greedy; i++)
             if (got.ids[i] != greedy[i])

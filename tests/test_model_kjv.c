@@ -13,17 +13,6 @@
 
 static const char *const k_files[] = {"kjv-7m/kjv-7m-f32.gguf", "kjv-7m/hf", "kjv-7m/kjv-7m.bin"};
 
-struct collect {
-    int32_t ids[64];
-    int n;
-};
-
-static int collect_cb(int32_t tok, void *user)
-{
-    struct collect *g = user;
-    if (g->n < 64) g->ids[g->n++] = tok;
-    return 0;
-}
 
 static void check_file(const char *rel, int n_threads, int n_batch)
 {
@@ -74,9 +63,9 @@ static void check_file(const char *rel, int n_threads, int n_batch)
         nb_ctx_clear_seq(ctx, 0);
         struct nb_sampler *s = NULL;
         assert_int_equal(nb_sampler_init(&s, &sp, 4096), NB_OK);
-        struct collect got = {.n = 0};
+        struct tu_collect got = {.n = 0};
         assert_int_equal(
-            nb_generate(ctx, 0, s, prompt, n_prompt, agree, 0, collect_cb, &got, NULL),
+            nb_generate(ctx, 0, s, prompt, n_prompt, agree, 0, tu_collect_cb, &got, NULL),
                          NB_OK);
         assert_int_equal(got.n, agree);
         for (int i = 0; i < agree; i++)

@@ -136,23 +136,6 @@ static void test_paths_fidelity(void **state)
     }
 }
 
-static void copy_file(const char *from, const char *to)
-{
-    char cmd[16384];
-    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod u+w '%s'", from, to, to);
-    assert_int_equal(system(cmd), 0);
-}
-
-static void flip_byte(const char *path, long from_end)
-{
-    FILE *f = fopen(path, "r+b");
-    fseek(f, -from_end, SEEK_END);
-    int c = fgetc(f);
-    fseek(f, -from_end, SEEK_END);
-    fputc(c ^ 0x40, f);
-    fclose(f);
-}
-
 static void test_cache(void **state)
 {
     const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
@@ -161,7 +144,7 @@ static void test_cache(void **state)
     snprintf(cache, sizeof cache, "%s/cache", g_dir);
     setenv("XDG_CACHE_HOME", cache, 1);
     snprintf(model, sizeof model, "%s/kjv.gguf", g_dir);
-    copy_file(src, model);
+    tu_copy_file(src, model);
     struct nb_quantize_opts o;
     nb_quantize_default_opts(&o);
     o.path = NB_WPATH_W4A8;
@@ -172,7 +155,7 @@ static void test_cache(void **state)
     assert_non_null(strstr(out, cache));
     assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
     assert_int_equal(ev, NB_CACHE_HIT);
-    flip_byte(out, 1000); /* a weight byte of the cached file */
+    tu_flip_byte(out, 1000); /* a weight byte of the cached file */
     assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
     assert_int_equal(ev, NB_CACHE_CORRUPT);
     assert_non_null(strstr(why, "checksum"));
@@ -182,11 +165,11 @@ static void test_cache(void **state)
      * putting this entry where a changed source will look for it */
     char old[4096];
     snprintf(old, sizeof old, "%s", out);
-    flip_byte(model, 5000); /* the source changes */
+    tu_flip_byte(model, 5000); /* the source changes */
     assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
     assert_int_equal(ev, NB_CACHE_MISS);
     assert_string_not_equal(old, out);
-    copy_file(old, out);
+    tu_copy_file(old, out);
     assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
     assert_int_equal(ev, NB_CACHE_STALE);
     assert_non_null(strstr(why, "other source bytes"));

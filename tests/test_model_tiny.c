@@ -17,17 +17,6 @@
 
 static const char *const k_models[] = {"qwen2-tiny", "qwen3-tiny", "spark-tiny"};
 
-struct collect {
-    int32_t ids[64];
-    int n;
-};
-
-static int collect_cb(int32_t tok, void *user)
-{
-    struct collect *g = user;
-    if (g->n < 64) g->ids[g->n++] = tok;
-    return 0;
-}
 
 static void check_model(const char *model_path, const cJSON *ref, const char *what, int n_threads,
                         int n_batch)
@@ -75,9 +64,9 @@ static void check_model(const char *model_path, const cJSON *ref, const char *wh
         nb_ctx_clear_seq(ctx, 0);
         struct nb_sampler *s = NULL;
         assert_int_equal(nb_sampler_init(&s, &sp, V), NB_OK);
-        struct collect got = {.n = 0};
+        struct tu_collect got = {.n = 0};
         assert_int_equal(
-            nb_generate(ctx, 0, s, prompt, n_prompt, n_greedy, 0, collect_cb, &got, NULL), NB_OK);
+            nb_generate(ctx, 0, s, prompt, n_prompt, n_greedy, 0, tu_collect_cb, &got, NULL), NB_OK);
         assert_int_equal(got.n, n_greedy);
         for (int i = 0; i < n_greedy; i++)
             if (got.ids[i] != greedy[i])

@@ -434,38 +434,23 @@ enum nb_status nb_config_from_llama2c(struct nb_config *c, const struct nb_llama
 
 /* ---------------------------------------------------------------- .nib config */
 
+/* Every scalar field of struct nb_config: X(name, is_float). */
+#define CONFIG_FIELDS(X)                                                                           \
+    X(n_layers, 0) X(n_embd, 0) X(n_heads, 0) X(n_kv_heads, 0) X(head_dim, 0) X(n_ff, 0)           \
+    X(n_vocab, 0) X(n_ctx_train, 0) X(norm_eps, 1) X(rope_theta, 1) X(rope_pairing, 0)              \
+    X(rope_scaling, 0) X(rope_factor, 1) X(rope_low_freq_factor, 1) X(rope_high_freq_factor, 1)     \
+    X(rope_orig_ctx, 0) X(act, 0) X(qkv_bias, 0) X(qk_norm, 0) X(head_gate, 0)                     \
+    X(sliding_window, 0) X(tied_head, 0) X(bos_id, 0) X(eos_id, 0)
+
 /* nibble's own serialisation of struct nb_config inside a .nib header. */
 cJSON *nb_config_to_json(const struct nb_config *c)
 {
     cJSON *o = cJSON_CreateObject();
     if (!o) return NULL;
     cJSON_AddStringToObject(o, "arch", nb_arch_name(c->arch));
-#define I(f) cJSON_AddNumberToObject(o, #f, (double)c->f)
-    I(n_layers);
-    I(n_embd);
-    I(n_heads);
-    I(n_kv_heads);
-    I(head_dim);
-    I(n_ff);
-    I(n_vocab);
-    I(n_ctx_train);
-    I(norm_eps);
-    I(rope_theta);
-    I(rope_pairing);
-    I(rope_scaling);
-    I(rope_factor);
-    I(rope_low_freq_factor);
-    I(rope_high_freq_factor);
-    I(rope_orig_ctx);
-    I(act);
-    I(qkv_bias);
-    I(qk_norm);
-    I(head_gate);
-    I(sliding_window);
-    I(tied_head);
-    I(bos_id);
-    I(eos_id);
-#undef I
+#define PUT(f, is_float) cJSON_AddNumberToObject(o, #f, (double)c->f);
+    CONFIG_FIELDS(PUT)
+#undef PUT
     cJSON *ls = cJSON_CreateArray();
     for (int l = 0; l < c->n_layers && l < NB_MAX_LAYERS; l++)
         cJSON_AddItemToArray(ls, cJSON_CreateNumber(c->layer_sliding[l]));
@@ -475,7 +460,7 @@ cJSON *nb_config_to_json(const struct nb_config *c)
 
 enum nb_status nb_config_from_json(struct nb_config *c, const cJSON *o, const char *what)
 {
-    enum nb_status st;
+    enum nb_status st = NB_OK;
     const char *arch = NULL;
     config_defaults(c);
     if (!cJSON_IsObject(o)) return nb_set_error(NB_ERR_FORMAT, "%s: \"config\" is missing", what);
@@ -483,38 +468,14 @@ enum nb_status nb_config_from_json(struct nb_config *c, const cJSON *o, const ch
     if (!arch || !arch_from_name(arch, &c->arch))
         return nb_set_error(NB_ERR_UNSUPPORTED, "%s: config arch '%s' is not supported", what,
                             arch ? arch : "(missing)");
-    int v = 0;
-#define I(f)                                                                                       \
-    if ((st = json_int(o, #f, 1, 0, &v, what))) return st;                                         \
-    c->f = v
-#define F(f)                                                                                       \
-    if ((st = json_float(o, #f, 0, &c->f, what))) return st
-    I(n_layers);
-    I(n_embd);
-    I(n_heads);
-    I(n_kv_heads);
-    I(head_dim);
-    I(n_ff);
-    I(n_vocab);
-    I(n_ctx_train);
-    F(norm_eps);
-    F(rope_theta);
-    I(rope_pairing);
-    I(rope_scaling);
-    F(rope_factor);
-    F(rope_low_freq_factor);
-    F(rope_high_freq_factor);
-    I(rope_orig_ctx);
-    I(act);
-    I(qkv_bias);
-    I(qk_norm);
-    I(head_gate);
-    I(sliding_window);
-    I(tied_head);
-    I(bos_id);
-    I(eos_id);
-#undef I
-#undef F
+    float fv = 0;
+    int iv = 0;
+#define GET(f, is_float)                                                                           \
+    if (st == NB_OK && is_float) st = json_float(o, #f, 0, &fv, what), c->f = fv;                  \
+    if (st == NB_OK && !is_float) st = json_int(o, #f, 1, 0, &iv, what), c->f = iv;
+    CONFIG_FIELDS(GET)
+#undef GET
+    if (st) return st;
     if ((unsigned)c->rope_pairing > NB_ROPE_INTERLEAVED || (unsigned)c->act > NB_ACT_GELU_TANH ||
         (unsigned)c->rope_scaling > NB_ROPE_SCALING_LLAMA3)
         return nb_set_error(NB_ERR_FORMAT, "%s: config enum out of range", what);

@@ -66,3 +66,28 @@ void tu_rmtree(const char *path)
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", path);
     if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", path);
 }
+
+int tu_collect_cb(int32_t tok, void *user)
+{
+    struct tu_collect *g = user;
+    if (g->n < 64) g->ids[g->n++] = tok;
+    return 0;
+}
+
+void tu_copy_file(const char *from, const char *to)
+{
+    char cmd[16384];
+    snprintf(cmd, sizeof cmd, "cp '%s' '%s' && chmod u+w '%s'", from, to, to);
+    if (system(cmd) != 0) fail_msg("cannot copy %s to %s", from, to);
+}
+
+void tu_flip_byte(const char *path, long from_end)
+{
+    FILE *f = fopen(path, "r+b");
+    if (!f) fail_msg("cannot open %s", path);
+    fseek(f, -from_end, SEEK_END);
+    int c = fgetc(f);
+    fseek(f, -from_end, SEEK_END);
+    fputc(c ^ 0x40, f);
+    fclose(f);
+}

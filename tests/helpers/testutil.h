@@ -19,6 +19,17 @@ int32_t *tu_json_ids(const cJSON *arr, int *n);
 float *tu_json_floats(const cJSON *arr, int *n);
 /* max |a - b| over n values. */
 double tu_max_abs_diff(const float *a, const float *b, int n);
+/* Collects generated ids (an nb_token_cb). */
+struct tu_collect {
+    int32_t ids[64];
+    int n;
+};
+int tu_collect_cb(int32_t tok, void *user);
+
+/* Copy a file (make it writable); flip one byte `from_end` bytes before its end. */
+void tu_copy_file(const char *from, const char *to);
+void tu_flip_byte(const char *path, long from_end);
+
 /* A fresh empty directory under $TMPDIR (removed by tu_rmtree). */
 char *tu_mkdtemp(void);
 void tu_rmtree(const char *path);
