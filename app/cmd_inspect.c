@@ -42,7 +42,8 @@ int cmd_inspect(int argc, char **argv)
         printf("%-11s %s\n", keys[i], s ? s : "?");
         cJSON_free(s);
     }
-    printf("\n%-28s %-6s %-16s %5s %12s %8s\n", "tensor", "kind", "shape", "group", "bytes", "bpw");
+    printf("\n%-28s %-6s %-16s %5s %6s %12s %8s\n", "tensor", "kind", "shape", "group", "layout",
+           "bytes", "bpw");
     for (int64_t i = 0; i < nb_nib_n_tensors(n); i++) {
         const struct nb_nib_tensor *t = nb_nib_tensor(n, i);
         char shape[48];
@@ -52,8 +53,13 @@ int cmd_inspect(int argc, char **argv)
         else if (t->n_dims == 1) snprintf(shape, sizeof shape, "%lld", (long long)t->shape[0]);
         else snprintf(shape, sizeof shape, "-");
         for (int d = 0; d < t->n_dims; d++) elems *= (double)t->shape[d];
-        printf("%-28s %-6s %-16s %5d %12llu %8.3f\n", t->name,
-               t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path), shape, t->group,
+        const char *lay = t->kind == NB_NIB_BLOB || (t->path != NB_WPATH_W4A8 &&
+                                                     t->path != NB_WPATH_W4A16)
+                              ? "-"
+                          : t->layout == NB_LAYOUT_X16 ? "x16"
+                                                       : "rows";
+        printf("%-28s %-6s %-16s %5d %6s %12llu %8.3f\n", t->name,
+               t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path), shape, t->group, lay,
                (unsigned long long)t->size, t->n_dims ? 8.0 * (double)t->size / elems : 0.0);
     }
     nb_nib_free(n);

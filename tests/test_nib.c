@@ -20,16 +20,16 @@ static void write_sample(const char *path, uint64_t packed_size)
     assert_int_equal(nb_nib_writer_init(&w), NB_OK);
     int64_t shape2[2] = {8, 128}, shape1[1] = {16};
     assert_int_equal(nb_nib_writer_add(w, "blk.0.attn_q.weight", NB_NIB_PACKED, NB_WPATH_W4A8,
-                                       128, 2, shape2, g_packed, packed_size),
+                                       128, 0, 2, shape2, g_packed, packed_size),
                      NB_OK);
     assert_int_equal(nb_nib_writer_add(w, "blk.0.attn_norm.weight", NB_NIB_PACKED, NB_WPATH_F32,
-                                       0, 1, shape1, g_vec, sizeof g_vec),
+                                       0, 0, 1, shape1, g_vec, sizeof g_vec),
                      NB_OK);
-    assert_int_equal(nb_nib_writer_add(w, "tokenizer/tok.bin", NB_NIB_BLOB, NB_WPATH_F32, 0, 0,
+    assert_int_equal(nb_nib_writer_add(w, "tokenizer/tok.bin", NB_NIB_BLOB, NB_WPATH_F32, 0, 0, 0,
                                        NULL, g_blob, sizeof g_blob),
                      NB_OK);
     /* a second tensor of the same name is refused */
-    assert_int_equal(nb_nib_writer_add(w, "tokenizer/tok.bin", NB_NIB_BLOB, NB_WPATH_F32, 0, 0,
+    assert_int_equal(nb_nib_writer_add(w, "tokenizer/tok.bin", NB_NIB_BLOB, NB_WPATH_F32, 0, 0, 0,
                                        NULL, g_blob, sizeof g_blob),
                      NB_ERR_INVALID_ARG);
     cJSON *h = cJSON_CreateObject();

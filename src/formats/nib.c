@@ -75,7 +75,7 @@ static enum nb_status parse_tensor(struct nb_nib *n, const cJSON *e, int64_t idx
                                    struct nb_nib_tensor *t)
 {
     const char *name = n->name, *tname = NULL, *kind = NULL, *hash = NULL;
-    int64_t off, size, group;
+    int64_t off, size, group, layout;
     enum nb_status st;
     if (!cJSON_IsObject(e))
         return nb_set_error(NB_ERR_FORMAT, "%s: tensors[%lld] is not an object", name,
@@ -85,7 +85,8 @@ static enum nb_status parse_tensor(struct nb_nib *n, const cJSON *e, int64_t idx
         (st = nb_json_get_str(e, "xxh3", NULL, &hash, name)) ||
         (st = nb_json_get_int(e, "offset", -1, &off, name)) ||
         (st = nb_json_get_int(e, "size", -1, &size, name)) ||
-        (st = nb_json_get_int(e, "group", 0, &group, name)))
+        (st = nb_json_get_int(e, "group", 0, &group, name)) ||
+        (st = nb_json_get_int(e, "layout", NB_LAYOUT_ROWS, &layout, name)))
         return st;
     if (!tname || !kind || !hash || off < 0 || size < 0)
         return nb_set_error(NB_ERR_FORMAT, "%s: tensors[%lld] lacks name, kind, xxh3, offset or "
@@ -105,6 +106,7 @@ static enum nb_status parse_tensor(struct nb_nib *n, const cJSON *e, int64_t idx
     t->data = n->data + data_offset + (uint64_t)off;
     t->size = (uint64_t)size;
     t->group = (int)(group >= 0 && group <= 1024 ? group : -1);
+    t->layout = (int)(layout >= 0 && layout <= 16 ? layout : -1);
 
     const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
     int nd = cJSON_IsArray(shape) ? cJSON_GetArraySize(shape) : -1;
@@ -125,10 +127,10 @@ static enum nb_status parse_tensor(struct nb_nib *n, const cJSON *e, int64_t idx
     /* packed: the size must be what the layout says (vectors are [1][n]) */
     struct nb_layout_planes pl;
     int64_t n_out = nd == 2 ? t->shape[0] : 1, n_in = nd == 2 ? t->shape[1] : t->shape[0];
-    if (nd == 0 || !nb_layout_planes(t->path, t->group, n_out, n_in, &pl))
+    if (nd == 0 || !nb_layout_planes_x(t->path, (enum nb_layout)t->layout, t->group, n_out, n_in, &pl))
         return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld] does not fit "
-                            "%s with group %d", name, tname, (long long)n_out, (long long)n_in,
-                            nb_wpath_name(t->path), t->group);
+                            "%s with group %d, layout %d", name, tname, (long long)n_out,
+                            (long long)n_in, nb_wpath_name(t->path), t->group, t->layout);
     if (pl.total != size)
         return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': %lld bytes, the %s layout needs "
                             "%lld", name, tname, (long long)size, nb_wpath_name(t->path),
@@ -267,7 +269,7 @@ struct wtensor {
     char *name;
     enum nb_nib_kind kind;
     enum nb_wpath path;
-    int group, n_dims;
+    int group, layout, n_dims;
     int64_t shape[2];
     const void *data;
     uint64_t size, offset;
@@ -293,8 +295,8 @@ void nb_nib_writer_free(struct nb_nib_writer *w)
 }
 
 enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum nb_nib_kind kind,
-                                 enum nb_wpath path, int group, int n_dims, const int64_t *shape,
-                                 const void *data, uint64_t size)
+                                 enum nb_wpath path, int group, int layout, int n_dims,
+                                 const int64_t *shape, const void *data, uint64_t size)
 {
     if (n_dims < 0 || n_dims > 2)
         return nb_set_error(NB_ERR_INVALID_ARG, "nib writer: tensor '%s': %d dims", name, n_dims);
@@ -315,6 +317,7 @@ enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum
     t->kind = kind;
     t->path = path;
     t->group = group;
+    t->layout = layout ? layout : NB_LAYOUT_ROWS;
     t->n_dims = n_dims;
     for (int i = 0; i < n_dims; i++) t->shape[i] = shape[i];
     t->data = data;
@@ -361,8 +364,10 @@ enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const
         cJSON_AddStringToObject(e, "name", t->name);
         cJSON_AddStringToObject(e, "kind", t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path));
         cJSON_AddItemToObject(e, "shape", shape);
-        if (t->kind == NB_NIB_PACKED && (t->path == NB_WPATH_W4A8 || t->path == NB_WPATH_W4A16))
+        if (t->kind == NB_NIB_PACKED && (t->path == NB_WPATH_W4A8 || t->path == NB_WPATH_W4A16)) {
             cJSON_AddNumberToObject(e, "group", t->group);
+            cJSON_AddNumberToObject(e, "layout", t->layout);
+        }
         cJSON_AddNumberToObject(e, "offset", (double)t->offset);
         cJSON_AddNumberToObject(e, "size", (double)t->size);
         cJSON_AddStringToObject(e, "xxh3", hex);

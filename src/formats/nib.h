@@ -16,7 +16,8 @@
  * The JSON header is an object with, at least:
  *   "nibble_version", "weight_path", "layout", "config" {…}, and "tensors": an array of
  *   {"name", "kind" ("f32","bf16","w8a16","w4a16","w4a8" or "blob"), "shape" [n_out, n_in]
- *    (vectors [n]; blobs []), "group" (int4 kinds), "offset", "size",
+ *    (vectors [n]; blobs []), "group" and "layout" (int4 kinds; layout 1 = rows,
+ *    2 = x16, see kernels/layout.h), "offset", "size",
  *    "xxh3" (16 hex digits: XXH3-64 of the tensor's bytes)}.
  * Everything else (recipe, source, bits per weight, tokenizer) is free-form and read by
  * the layers that need it. Sizes of packed kinds must equal nb_layout_planes().total.
@@ -42,6 +43,7 @@ struct nb_nib_tensor {
     enum nb_nib_kind kind;
     enum nb_wpath path; /* for NB_NIB_PACKED */
     int group;          /* int4 paths */
+    int layout;         /* NB_LAYOUT_ROWS or NB_LAYOUT_X16 (int4 paths) */
     int n_dims;         /* 0 (blob), 1 or 2 */
     int64_t shape[2];
     const void *data; /* inside the mapping, 64-byte aligned */
@@ -75,8 +77,8 @@ struct nb_nib_writer;
 enum nb_status nb_nib_writer_init(struct nb_nib_writer **out);
 void nb_nib_writer_free(struct nb_nib_writer *w);
 enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum nb_nib_kind kind,
-                                 enum nb_wpath path, int group, int n_dims, const int64_t *shape,
-                                 const void *data, uint64_t size);
+                                 enum nb_wpath path, int group, int layout, int n_dims,
+                                 const int64_t *shape, const void *data, uint64_t size);
 enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const char *path);
 
 #endif

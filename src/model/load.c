@@ -162,6 +162,7 @@ static enum nb_status bind_nib(struct nb_model *m, enum tensor_id id, int layer,
     w->n_in = n_in;
     w->data = t->data;
     w->group = t->group;
+    w->layout = (enum nb_layout)t->layout;
     w->dtype = NB_DTYPE_F32;
     w->qpath = NB_WPATH_F32;
     if (t->path == NB_WPATH_BF16) w->dtype = NB_DTYPE_BF16;

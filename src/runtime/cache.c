@@ -98,7 +98,7 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
     char recipe[256];
     snprintf(recipe, sizeof recipe, "%016llx|%s|g%d|h%d|e%d|s%d|layout%d|%s",
              (unsigned long long)src_hash, nb_wpath_name(o->path), o->group, o->head_bits,
-             o->embd_bits, o->search, NB_LAYOUT_ROWS, NIBBLE_VERSION_STRING);
+             o->embd_bits, o->search, nb_quantize_layout(), NIBBLE_VERSION_STRING);
     uint64_t key = XXH3_64bits(recipe, strlen(recipe));
     const char *base = strrchr(src_path, '/');
     base = base && base[1] ? base + 1 : src_path;

@@ -55,7 +55,7 @@ static enum nb_status add_file(struct nb_nib_writer *w, const char *name, const 
     enum nb_status st = nb_file_read_all(path, MAX_TOKENIZER_FILE, &buf, &n);
     if (st) return st;
     if ((st = keep(owned, buf))) return st;
-    return nb_nib_writer_add(w, name, NB_NIB_BLOB, NB_WPATH_F32, 0, 0, NULL, buf, n);
+    return nb_nib_writer_add(w, name, NB_NIB_BLOB, NB_WPATH_F32, 0, 0, 0, NULL, buf, n);
 }
 
 /* Copy one metadata value of a GGUF into a writer. */

@@ -24,8 +24,15 @@
 #include "model/model.h"
 #include "quant/dequant.h"
 #include "quant/quant.h"
+#include "quant/repack.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/source_hash.h"
+
+int nb_quantize_layout(void)
+{
+    const char *e = getenv("NIBBLE_LAYOUT");
+    return e && !strcmp(e, "rows") ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
+}
 
 void nb_quantize_default_opts(struct nb_quantize_opts *o)
 {
@@ -67,6 +74,8 @@ struct qctx {
     void **owned; /* blobs to free after writing */
     int64_t n_owned, cap_owned;
     int64_t done, total;
+    int layout;            /* NB_LAYOUT_X16 unless NIBBLE_LAYOUT=rows */
+    int64_t repack_rows;   /* NIBBLE_REPACK_ROWS: rows per repack step (0: whole matrix) */
     uint64_t linear_bytes, file_bytes;
     int64_t linear_params, file_params;
 };
@@ -154,13 +163,30 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
     }
     free(j);
     free(owned);
+    /* int4 weights go to disk in the layout the fast kernels read (X16: 16 output rows
+     * interleaved); the same plane sizes, another byte order. */
+    int layout = NB_LAYOUT_ROWS;
+    if (!st && q->layout == NB_LAYOUT_X16 && (path == NB_WPATH_W4A8 || path == NB_WPATH_W4A16) &&
+        w->n_out % 16 == 0) {
+        void *x16 = NULL;
+        if (posix_memalign(&x16, NB_LAYOUT_ALIGN, (size_t)pl.total) != 0) {
+            st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for '%s'", name);
+        } else if ((st = nb_repack_x16(path, group, blob, x16, w->n_out, w->n_in,
+                                       q->repack_rows)) == NB_OK) {
+            free(blob);
+            blob = x16;
+            layout = NB_LAYOUT_X16;
+        } else {
+            free(x16);
+        }
+    }
     if (!st) st = keep(q, blob);
     if (st) {
         free(blob);
         return st;
     }
     int64_t shape[2] = {w->n_out, w->n_in};
-    if ((st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, path, group, 2, shape, blob,
+    if ((st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, path, group, layout, 2, shape, blob,
                                 (uint64_t)pl.total)))
         return st;
     q->file_bytes += (uint64_t)pl.total;
@@ -180,7 +206,7 @@ static enum nb_status add_vector(struct qctx *q, const char *name, const float *
 {
     if (!v) return NB_OK;
     int64_t shape[1] = {n};
-    enum nb_status st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, NB_WPATH_F32, 0, 1, shape, v,
+    enum nb_status st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, NB_WPATH_F32, 0, 0, 1, shape, v,
                                           (uint64_t)n * 4);
     if (st) return st;
     q->file_bytes += (uint64_t)n * 4;
@@ -329,7 +355,7 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)src_hash);
     cJSON_AddStringToObject(h, "nibble_version", NIBBLE_VERSION_STRING);
     cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
-    cJSON_AddNumberToObject(h, "layout", NB_LAYOUT_ROWS);
+    cJSON_AddNumberToObject(h, "layout", nb_quantize_layout());
     cJSON_AddNumberToObject(h, "group", o->group);
     cJSON_AddStringToObject(h, "head", nb_wpath_name(head_path(o)));
     cJSON_AddStringToObject(h, "embeddings", nb_wpath_name(embd_path(o)));
@@ -382,6 +408,9 @@ enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_o
         q.stats = &calib;
     }
     if ((st = nb_pool_init(&q.pool, opts->n_threads, 0))) goto fail;
+    q.layout = nb_quantize_layout();
+    const char *rr = getenv("NIBBLE_REPACK_ROWS");
+    q.repack_rows = rr ? strtoll(rr, NULL, 10) : 0;
     if ((st = nb_nib_writer_init(&q.w))) goto fail;
     const struct nb_config *c = &m->cfg;
     q.total = 4 + (int64_t)c->n_layers * 16;

@@ -33,6 +33,11 @@ struct nb_quantize_result {
 };
 
 void nb_quantize_default_opts(struct nb_quantize_opts *o);
+/* The int4 layout files are written in: NB_LAYOUT_X16, or NB_LAYOUT_ROWS when the
+ * environment says NIBBLE_LAYOUT=rows (matrices whose rows are not a multiple of 16
+ * always stay ROWS). NIBBLE_REPACK_ROWS=N repacks N rows per step (0: whole matrix;
+ * both give identical bytes, tested). */
+int nb_quantize_layout(void);
 enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_opts *opts,
                                 const char *out_path, struct nb_quantize_result *res);
 

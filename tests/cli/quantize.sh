@@ -24,6 +24,21 @@ if [ -f "$gguf" ]; then
   ok grep -q '"weight_path" *"w4a8"\|weight_path *"w4a8"' "$tmp/insp"
   ok grep -q "output.weight *w4a8" "$tmp/insp"
   "$bin" verify "$tmp/k.nib" >/dev/null; ok test $? -eq 0
+  ok grep -q "attn_q.weight *w4a8 .* x16" "$tmp/insp"
+  # the fast kernels and the scalar reference give the same greedy ids, for both int4
+  # paths, and the X16 and rows layouts agree; blocked and whole-matrix repacks match
+  for p in w4a8 w4a16; do
+    "$bin" quantize -m "$gguf" --path $p --head 4 -q -o "$tmp/x.nib" >/dev/null 2>&1
+    NIBBLE_LAYOUT=rows "$bin" quantize -m "$gguf" --path $p --head 4 -q -o "$tmp/r.nib" >/dev/null 2>&1
+    NIBBLE_REPACK_ROWS=48 "$bin" quantize -m "$gguf" --path $p --head 4 -q -o "$tmp/xb.nib" >/dev/null 2>&1
+    ok cmp -s "$tmp/x.nib" "$tmp/xb.nib"
+    fast=$("$bin" run -m "$tmp/x.nib" --ids 1,1046,261,2074 -n 24 --print-ids -t 2 2>/dev/null)
+    ref=$(NIBBLE_ISA=ref "$bin" run -m "$tmp/x.nib" --ids 1,1046,261,2074 -n 24 --print-ids -t 2 2>/dev/null)
+    rows=$("$bin" run -m "$tmp/r.nib" --ids 1,1046,261,2074 -n 24 --print-ids -t 2 2>/dev/null)
+    ok test -n "$fast"
+    ok test "$fast" = "$ref"
+    ok test "$fast" = "$rows"
+  done
   ids=$("$bin" run -m "$tmp/k.nib" --ids 1,1046,261,2074 -n 8 --print-ids 2>/dev/null); ok test -n "$ids"
   # a corrupted weight byte: verify and run refuse the file
   printf '\x55' | dd of="$tmp/k.nib" bs=1 seek=$(( $(stat -c %s "$tmp/k.nib") - 3000 )) conv=notrunc 2>/dev/null
