@@ -84,6 +84,7 @@ struct nb_ctx {
     int qa_group, qa_ntok;
 
     struct nb_act_stats *stats; /* calibration, or NULL */
+    int fuse;                   /* fuse q/k/v and gate/up GEMMs (NIBBLE_FUSE=0: off) */
 
     int profiling;
     struct prof_slot prof[OP_COUNT];
@@ -101,18 +102,70 @@ static inline void prof_end(struct nb_ctx *c, enum prof_op op, uint64_t t0)
 
 /* ---------------------------------------------------------------- parallel GEMM */
 
-struct gemm_job {
-    const struct nb_ctx *c;
+/* Up to three GEMMs that read the same input (q, k, v; gate, up) run as one parallel
+ * job: the threads split the rows of all of them together, so there is one fan-out and
+ * one barrier instead of three (NIBBLE_FUSE=0 runs them one by one, to measure). */
+#define MAX_FUSED 3
+
+struct gemm_one {
     float *y;
     int64_t ldy;
-    const float *x;
-    int64_t ldx;
     const struct nb_weight *w;
-    int n_tok;
-    uint64_t t0_ns; /* thread 0's compute time, when profiling */
 };
 
-static void gemm_rows(const struct gemm_job *j, int ith, int nth);
+struct gemm_job {
+    const struct nb_ctx *c;
+    const float *x;
+    int64_t ldx;
+    int n_tok;
+    int n;                         /* GEMMs in this job */
+    struct gemm_one g[MAX_FUSED];
+    long blocks[MAX_FUSED + 1];    /* prefix sums of 16-row blocks */
+    uint64_t t0_ns;                /* thread 0's compute time, when profiling */
+};
+
+/* Rows [r0, r1) of one GEMM. */
+static void gemm_range(const struct nb_ctx *c, const struct gemm_one *g, const float *x,
+                       int64_t ldx, int n_tok, int64_t r0, int64_t r1, float *scratch)
+{
+    const struct nb_kernels *k = c->kern;
+    const struct nb_weight *w = g->w;
+    switch (w->qpath) {
+    case NB_WPATH_W4A8:
+        (w->layout == NB_LAYOUT_X16 ? k->gemm_w4a8_x16 : k->gemm_w4a8)(
+            g->y, g->ldy, c->qa_q, c->qa_d, c->qa_sum, c->qa_ld, c->qa_ld / 32, w->data, w->n_out,
+            w->n_in, w->group, n_tok, r0, r1);
+        return;
+    case NB_WPATH_W4A16:
+        (w->layout == NB_LAYOUT_X16 ? k->gemm_w4a16_x16 : k->gemm_w4a16)(
+            g->y, g->ldy, x, ldx, w->data, w->n_out, w->n_in, w->group, n_tok, r0, r1, scratch);
+        return;
+    case NB_WPATH_W8A16:
+        k->gemm_w8a16(g->y, g->ldy, x, ldx, w->data, w->n_out, w->n_in, n_tok, r0, r1, scratch);
+        return;
+    default: break;
+    }
+    nb_gemm_fn fn = w->dtype == NB_DTYPE_F32   ? k->gemm_f32
+                    : w->dtype == NB_DTYPE_F16 ? k->gemm_f16
+                                               : k->gemm_bf16;
+    fn(g->y, g->ldy, x, ldx, w->data, w->n_in, n_tok, r0, r1, scratch);
+}
+
+/* Thread ith's share: a contiguous run of 16-row blocks across the job's GEMMs. */
+static void gemm_rows(const struct gemm_job *j, int ith, int nth)
+{
+    long b0, b1;
+    nb_split_range(j->blocks[j->n], ith, nth, 1, &b0, &b1);
+    float *scratch = j->c->scratch + ith * j->c->scratch_stride;
+    for (int m = 0; m < j->n && b0 < b1; m++) {
+        long lo = b0 > j->blocks[m] ? b0 : j->blocks[m];
+        long hi = b1 < j->blocks[m + 1] ? b1 : j->blocks[m + 1];
+        if (lo >= hi) continue;
+        int64_t n_out = j->g[m].w->n_out;
+        int64_t r0 = (lo - j->blocks[m]) * 16, r1 = (hi - j->blocks[m]) * 16;
+        gemm_range(j->c, &j->g[m], j->x, j->ldx, j->n_tok, r0, r1 < n_out ? r1 : n_out, scratch);
+    }
+}
 
 static void gemm_worker(void *arg, int ith, int nth)
 {
@@ -124,38 +177,6 @@ static void gemm_worker(void *arg, int ith, int nth)
         return;
     }
     gemm_rows(j, ith, nth);
-}
-
-static void gemm_rows(const struct gemm_job *j, int ith, int nth)
-{
-    const struct nb_ctx *c = j->c;
-    const struct nb_kernels *k = c->kern;
-    const struct nb_weight *w = j->w;
-    float *scratch = c->scratch + ith * c->scratch_stride;
-    long r0, r1;
-    nb_split_range((long)w->n_out, ith, nth, 16, &r0, &r1);
-    if (r0 >= r1) return;
-    switch (w->qpath) {
-    case NB_WPATH_W4A8:
-        (w->layout == NB_LAYOUT_X16 ? k->gemm_w4a8_x16 : k->gemm_w4a8)(
-            j->y, j->ldy, c->qa_q, c->qa_d, c->qa_sum, c->qa_ld, c->qa_ld / 32, w->data, w->n_out,
-            w->n_in, w->group, j->n_tok, r0, r1);
-        return;
-    case NB_WPATH_W4A16:
-        (w->layout == NB_LAYOUT_X16 ? k->gemm_w4a16_x16 : k->gemm_w4a16)(
-            j->y, j->ldy, j->x, j->ldx, w->data, w->n_out, w->n_in, w->group, j->n_tok, r0, r1,
-            scratch);
-        return;
-    case NB_WPATH_W8A16:
-        k->gemm_w8a16(j->y, j->ldy, j->x, j->ldx, w->data, w->n_out, w->n_in, j->n_tok, r0, r1,
-                      scratch);
-        return;
-    default: break;
-    }
-    nb_gemm_fn fn = w->dtype == NB_DTYPE_F32   ? k->gemm_f32
-                    : w->dtype == NB_DTYPE_F16 ? k->gemm_f16
-                                               : k->gemm_bf16;
-    fn(j->y, j->ldy, j->x, j->ldx, w->data, w->n_in, j->n_tok, r0, r1, scratch);
 }
 
 /* Quantize n_tok rows of x to int8 per group, unless they already are. */
@@ -171,19 +192,29 @@ static void prepare_qact(struct nb_ctx *c, const float *x, int64_t ldx, int64_t 
     c->qa_ntok = n_tok;
 }
 
-/* y[t][:] = W x[t] for n_tok rows. A matrix with few output rows (the Spark head
- * gate: n_heads rows) runs on one thread: fanning it out costs more than it saves. */
-static void matmul(struct nb_ctx *c, enum prof_op op, float *y, int64_t ldy, const float *x,
-                   int64_t ldx, const struct nb_weight *w, int n_tok)
+/* y_i[t][:] = W_i x[t] for n GEMMs sharing the input x, n_tok rows. A job with few
+ * output rows (the Spark head gate: n_heads rows) runs on one thread: fanning it out
+ * costs more than it saves. */
+static void matmul_n(struct nb_ctx *c, enum prof_op op, int n, const struct gemm_one *g,
+                     const float *x, int64_t ldx, int n_tok)
 {
-    if (y == c->qa_src) c->qa_src = NULL; /* its int8 copy is about to be stale */
+    struct gemm_job j = {.c = c, .x = x, .ldx = ldx, .n_tok = n_tok, .n = n};
+    int64_t rows = 0;
+    int any_float = 0;
+    for (int i = 0; i < n; i++) {
+        j.g[i] = g[i];
+        j.blocks[i + 1] = j.blocks[i] + (long)((g[i].w->n_out + 15) / 16);
+        rows += g[i].w->n_out;
+        any_float |= g[i].w->qpath == NB_WPATH_F32;
+        if (g[i].y == c->qa_src) c->qa_src = NULL; /* its int8 copy is about to be stale */
+    }
+    const struct nb_weight *w = g[0].w;
     if (w->qpath == NB_WPATH_W4A8) {
         uint64_t tq = prof_begin(c);
         prepare_qact(c, x, ldx, w->n_in, w->group, n_tok);
         prof_end(c, OP_QACT, tq);
     }
-    struct gemm_job j = {c, y, ldy, x, ldx, w, n_tok, 0};
-    int nth = w->n_out < 64 ? 1 : c->n_threads;
+    int nth = rows < 64 ? 1 : c->n_threads;
     uint64_t t0 = prof_begin(c);
     nb_pool_run_n(c->pool, gemm_worker, &j, nth);
     if (c->profiling) {
@@ -191,8 +222,30 @@ static void matmul(struct nb_ctx *c, enum prof_op op, float *y, int64_t ldy, con
         prof_end(c, op, t0);
         p->t0_ns += j.t0_ns;
         p->threads = nth > p->threads ? nth : p->threads;
-        p->float_weights |= w->qpath == NB_WPATH_F32;
+        p->float_weights |= any_float;
     }
+}
+
+static void matmul(struct nb_ctx *c, enum prof_op op, float *y, int64_t ldy, const float *x,
+                   int64_t ldx, const struct nb_weight *w, int n_tok)
+{
+    struct gemm_one g = {y, ldy, w};
+    matmul_n(c, op, 1, &g, x, ldx, n_tok);
+}
+
+/* Several GEMMs of one input: fused into one job when their weights are of one kind. */
+static void matmul_fused(struct nb_ctx *c, enum prof_op op, int n, const struct gemm_one *g,
+                         const float *x, int64_t ldx, int n_tok)
+{
+    int same = c->fuse;
+    for (int i = 1; i < n; i++)
+        same &= g[i].w->qpath == g[0].w->qpath && g[i].w->group == g[0].w->group &&
+                g[i].w->n_in == g[0].w->n_in;
+    if (same) {
+        matmul_n(c, op, n, g, x, ldx, n_tok);
+        return;
+    }
+    for (int i = 0; i < n; i++) matmul_n(c, op, 1, &g[i], x, ldx, n_tok);
 }
 
 /* ---------------------------------------------------------------- calibration */
@@ -327,9 +380,8 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     c->qa_src = NULL;
     prof_end(c, OP_NORM, t0);
     if (c->stats) accum_sq(c->stats->attn_in + l * E, c->h, n, E);
-    matmul(c, OP_QKV, c->q, q_dim, c->h, E, &L->wq, n);
-    matmul(c, OP_QKV, c->k, kv_dim, c->h, E, &L->wk, n);
-    matmul(c, OP_QKV, c->v, kv_dim, c->h, E, &L->wv, n);
+    struct gemm_one qkv[3] = {{c->q, q_dim, &L->wq}, {c->k, kv_dim, &L->wk}, {c->v, kv_dim, &L->wv}};
+    matmul_fused(c, OP_QKV, 3, qkv, c->h, E, n);
     add_bias(c->q, L->bq, n, q_dim);
     add_bias(c->k, L->bk, n, kv_dim);
     add_bias(c->v, L->bv, n, kv_dim);
@@ -377,8 +429,8 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     c->qa_src = NULL;
     prof_end(c, OP_NORM, t0);
     if (c->stats) accum_sq(c->stats->ffn_in + l * E, c->h, n, E);
-    matmul(c, OP_FFN_UP, c->ff_gate, F, c->h, E, &L->w_gate, n);
-    matmul(c, OP_FFN_UP, c->ff_up, F, c->h, E, &L->w_up, n);
+    struct gemm_one gu[2] = {{c->ff_gate, F, &L->w_gate}, {c->ff_up, F, &L->w_up}};
+    matmul_fused(c, OP_FFN_UP, 2, gu, c->h, E, n);
     t0 = prof_begin(c);
     for (int64_t i = 0; i < n * F; i++) {
         float g = c->ff_gate[i];
@@ -490,6 +542,8 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     if (!c) return nb_set_error(NB_ERR_NOMEM, "context: out of memory");
     c->model = m;
     c->kern = nb_kernels_get();
+    const char *fuse = getenv("NIBBLE_FUSE");
+    c->fuse = !(fuse && !strcmp(fuse, "0"));
     c->n_ctx = p.n_ctx;
     c->n_seq = p.n_seq;
     c->n_batch = p.n_batch;
