@@ -57,12 +57,18 @@ struct nb_kernels {
     nb_gemm_w4a16_fn gemm_w4a16;
     nb_gemm_w8a16_fn gemm_w8a16;
     nb_act_quant_q8_fn act_quant_q8;
+    /* The same GEMMs on NB_LAYOUT_X16 blobs (n_out % 16 == 0; r0, r1 multiples of 16
+     * for the SIMD variants; `scratch` of gemm_w4a16_x16: n_in floats). */
+    nb_gemm_w4a8_fn gemm_w4a8_x16;
+    nb_gemm_w4a16_fn gemm_w4a16_x16;
 };
 
 /* The table for this CPU (probed once; NIBBLE_ISA=ref|avx2|avx512 overrides). */
 const struct nb_kernels *nb_kernels_get(void);
 /* The reference table. */
 const struct nb_kernels *nb_kernels_ref(void);
+/* The table of one level ("ref", "avx2", "avx512") if this CPU runs it: 1, else 0. */
+int nb_kernels_for_isa(const char *isa, struct nb_kernels *out);
 
 /* ---- reference kernels ---- */
 void nb_gemm_f32_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
@@ -88,6 +94,42 @@ void nb_gemm_w8a16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const
  * reference kernel multiplies. `pl` is nb_layout_planes(path, group, n_out, n_in). */
 void nb_unpack_row_ref(enum nb_wpath path, int group, const void *w_blob,
                        const struct nb_layout_planes *pl, int64_t n_in, int64_t r, float *out);
+
+/* NB_LAYOUT_X16 reference kernels (kernels/ref/gemm_x16_ref.c): bit-identical to the
+ * ROWS ones above on the same matrix; any r0..r1 works. */
+void nb_gemm_w4a8_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                          int64_t r1);
+void nb_gemm_w4a16_x16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w_blob,
+                           int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                           int64_t r1, float *scratch);
+/* Decode row r of an X16 int4 blob; `pl` is nb_layout_planes_x(path, NB_LAYOUT_X16, ...). */
+void nb_unpack_row_x16_ref(enum nb_wpath path, int group, const void *w_blob,
+                           const struct nb_layout_planes *pl, int64_t n_in, int64_t r, float *out);
+
+/* ---- x86 kernels (kernels/x86/; present on x86-64 builds, run only when the CPU
+ * probe says so). X16 kernels need r0, r1 multiples of 16. ---- */
+#if defined(__x86_64__) || defined(_M_X64)
+#define NB_HAVE_X86 1
+void nb_gemm_w4a8_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int group,
+                                 int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_w4a8_x16_avxvnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                              int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                              int64_t r1);
+void nb_gemm_w4a8_x16_avx2(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                           const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                           int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                           int64_t r1);
+void nb_gemm_w4a16_x16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx,
+                              const void *w_blob, int64_t n_out, int64_t n_in, int group,
+                              int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_act_quant_q8_avx512(const float *x, int64_t n, int group, int8_t *q, float *d,
+                            int32_t *gsum);
+#endif
 
 /* Small element-wise ops (scalar; not worth dispatching yet). */
 void nb_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);

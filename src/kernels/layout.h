@@ -22,6 +22,29 @@
  *
  * G (group size) is 32, 64 or 128 and must divide n_in; n_in must be even.
  * Bits per weight are computed from these sizes (nb_layout_bpw in quant/quant.h), never typed in.
+ *
+ * Layout NB_LAYOUT_X16 (id 2) — the int4 paths (w4a8, w4a16) interleaved for SIMD:
+ * the same planes and plane sizes as ROWS, another byte order. Needs n_out % 16 == 0
+ * (other matrices stay ROWS). Block b holds output rows 16b..16b+15; chunk c holds
+ * k = 8c..8c+7. Plane 0 is [n_out/16][n_in/8][64] bytes:
+ *
+ *   chunk (b, c), 64 bytes = 16 rows x one 32-bit lane:
+ *
+ *     byte:   0    1    2    3    4    5    6    7   ...  60   61   62   63
+ *           +----+----+----+----+----+----+----+----+   +----+----+----+----+
+ *     row:  |  r=0 (lane 0)     |  r=1 (lane 1)     |...|  r=15 (lane 15)   |
+ *     lo:   | k0 | k1 | k2 | k3 | k0 | k1 | k2 | k3 |   | k0 | k1 | k2 | k3 |
+ *     hi:   | k4 | k5 | k6 | k7 | k4 | k5 | k6 | k7 |   | k4 | k5 | k6 | k7 |
+ *           +----+----+----+----+----+----+----+----+   +----+----+----+----+
+ *     byte 4r+j: low nibble = q[16b+r][8c+j], high nibble = q[16b+r][8c+4+j]
+ *
+ *   so one 512-bit load, `& 0x0F`, gives 16 rows x k = 8c..8c+3 as u8 (one dword per
+ *   row) and `>> 4 & 0x0F` gives k = 8c+4..8c+7: ready for vpdpbusd against 4
+ *   broadcast activation bytes. The chunks of a block follow each other along K, and
+ *   the blocks follow each other along the rows.
+ *
+ *   plane 1  d  [n_out/16][n_in/G][16] bf16   block b, group g: the 16 rows' scales
+ *   plane 2  m  [n_out/16][n_in/G][16] bf16   w4a16 only, arranged as d
  */
 #ifndef NB_KERNELS_LAYOUT_H
 #define NB_KERNELS_LAYOUT_H
@@ -37,7 +60,7 @@ enum nb_wpath {
     NB_WPATH_COUNT
 };
 
-enum nb_layout { NB_LAYOUT_ROWS = 1 };
+enum nb_layout { NB_LAYOUT_ROWS = 1, NB_LAYOUT_X16 = 2 };
 
 #define NB_LAYOUT_ALIGN 64
 
@@ -58,5 +81,9 @@ struct nb_layout_planes {
  * path (n_in not a multiple of the group, odd n_in for int4, sizes overflowing). */
 int nb_layout_planes(enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
                      struct nb_layout_planes *out);
+/* The same for a given layout: NB_LAYOUT_ROWS is nb_layout_planes(); NB_LAYOUT_X16
+ * has the same planes for w4a8 / w4a16 and n_out % 16 == 0, and fails otherwise. */
+int nb_layout_planes_x(enum nb_wpath p, enum nb_layout layout, int group, int64_t n_out,
+                       int64_t n_in, struct nb_layout_planes *out);
 
 #endif

@@ -26,6 +26,22 @@ static inline int nb_q4_get(const uint8_t *row, int64_t k)
     return (row[k >> 1] >> ((k & 1) * 4)) & 15;
 }
 
+/* NB_LAYOUT_X16: the 4-bit code of element k of row r of a plane-0 `qs` of a
+ * matrix with n_in columns (kernels/layout.h: block r/16 is 8 * n_in bytes, chunk
+ * k/8 of it 64 bytes, row r%16 owns bytes 4(r%16)..+3; k%8 < 4: low nibble). */
+static inline int nb_q4x16_get(const uint8_t *qs, int64_t n_in, int64_t r, int64_t k)
+{
+    const uint8_t *p = qs + (r >> 4) * (n_in * 8) + (k >> 3) * 64 + (r & 15) * 4 + (k & 3);
+    return (*p >> (k & 4)) & 15;
+}
+
+/* NB_LAYOUT_X16: index (in bf16 elements) of the scale / min of row r, group g,
+ * for ng = n_in / G groups per row. */
+static inline int64_t nb_x16_sidx(int64_t ng, int64_t r, int64_t g)
+{
+    return ((r >> 4) * ng + g) * 16 + (r & 15);
+}
+
 static inline uint16_t nb_q_load_u16(const uint8_t *p)
 {
     uint16_t v;

@@ -137,12 +137,14 @@ static void gemm_rows(const struct gemm_job *j, int ith, int nth)
     if (r0 >= r1) return;
     switch (w->qpath) {
     case NB_WPATH_W4A8:
-        k->gemm_w4a8(j->y, j->ldy, c->qa_q, c->qa_d, c->qa_sum, c->qa_ld, c->qa_ld / 32, w->data,
-                     w->n_out, w->n_in, w->group, j->n_tok, r0, r1);
+        (w->layout == NB_LAYOUT_X16 ? k->gemm_w4a8_x16 : k->gemm_w4a8)(
+            j->y, j->ldy, c->qa_q, c->qa_d, c->qa_sum, c->qa_ld, c->qa_ld / 32, w->data, w->n_out,
+            w->n_in, w->group, j->n_tok, r0, r1);
         return;
     case NB_WPATH_W4A16:
-        k->gemm_w4a16(j->y, j->ldy, j->x, j->ldx, w->data, w->n_out, w->n_in, w->group, j->n_tok,
-                      r0, r1, scratch);
+        (w->layout == NB_LAYOUT_X16 ? k->gemm_w4a16_x16 : k->gemm_w4a16)(
+            j->y, j->ldy, j->x, j->ldx, w->data, w->n_out, w->n_in, w->group, j->n_tok, r0, r1,
+            scratch);
         return;
     case NB_WPATH_W8A16:
         k->gemm_w8a16(j->y, j->ldy, j->x, j->ldx, w->data, w->n_out, w->n_in, j->n_tok, r0, r1,

@@ -61,6 +61,7 @@ struct nb_weight {
     enum nb_dtype dtype;
     enum nb_wpath qpath;
     int group; /* int4 group size */
+    enum nb_layout layout; /* int4 blob: NB_LAYOUT_ROWS (0 means ROWS too) or NB_LAYOUT_X16 */
     int64_t n_out, n_in;
     const void *data;
 };

@@ -1,0 +1,380 @@
+/* bench_kernels — the kernel lab: checks every fast X16 kernel against its _ref twin,
+ * then times them at the Qwen3-1.7B shapes, decode (1 token: GB/s of weights
+ * streamed) and prefill (512 tokens: GOP/s, 1 MAC = 2 ops), on 1 and 2 threads
+ * (rows split in 16-row blocks, as the forward pass does), next to a measured read
+ * bandwidth and the measured vpdpbusd peak.
+ *
+ * The machine is shared and noisy: every configuration is measured in PASSES
+ * interleaved passes; the best and the spread (worst / best - 1) are printed.
+ * Decode rotates over enough copies of each matrix to exceed the L3 cache.
+ * Usage: bench_kernels [passes]   (env NIBBLE_BENCH_QUICK=1: fewer, smaller runs)
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/fp.h"
+#include "core/threadpool.h"
+#include "core/timer.h"
+#include "kernels/kernels.h"
+#include "kernels/qblock.h"
+#include "quant/repack.h"
+
+#define GROUP        64
+#define PREFILL_TOK  512
+#define ROTATE_BYTES ((int64_t)384 << 20)
+
+static uint64_t g_rng = 99;
+static uint64_t rnd(void)
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+static float gauss(void)
+{
+    double u1 = ((double)(rnd() >> 11) + 1) * 0x1.0p-53, u2 = (double)(rnd() >> 11) * 0x1.0p-53;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* ---------------------------------------------------------------- read bandwidth, peak */
+
+struct bw_job {
+    const uint8_t *buf;
+    int64_t n;
+    double sink[2];
+};
+
+__attribute__((target("avx512f"))) static void bw_worker(void *arg, int ith, int nth)
+{
+    struct bw_job *j = arg;
+    long lo, hi;
+    nb_split_range((long)(j->n / 256), ith, nth, 1, &lo, &hi);
+    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+    for (long i = lo; i < hi; i++) {
+        const uint8_t *p = j->buf + i * 256;
+        a0 = _mm512_add_epi32(a0, _mm512_load_si512((const void *)p));
+        a1 = _mm512_add_epi32(a1, _mm512_load_si512((const void *)(p + 64)));
+        a2 = _mm512_add_epi32(a2, _mm512_load_si512((const void *)(p + 128)));
+        a3 = _mm512_add_epi32(a3, _mm512_load_si512((const void *)(p + 192)));
+    }
+    a0 = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
+    j->sink[ith & 1] += _mm512_reduce_add_epi32(a0);
+}
+
+__attribute__((target("avx512f,avx512vnni"))) static void peak_worker(void *arg, int ith, int nth)
+{
+    (void)nth;
+    int32_t *out = arg;
+    __m512i acc[12], a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(5);
+    for (int i = 0; i < 12; i++)
+        acc[i] = _mm512_set1_epi32(i);
+    for (int it = 0; it < 4000000; it++)
+        for (int i = 0; i < 12; i++) {
+            acc[i] = _mm512_dpbusd_epi32(acc[i], a, b);
+            __asm__ volatile("" : "+v"(acc[i]));
+        }
+    __m512i s = acc[0];
+    for (int i = 1; i < 12; i++)
+        s = _mm512_add_epi32(s, acc[i]);
+    out[ith] = _mm512_reduce_add_epi32(s);
+}
+
+/* ---------------------------------------------------------------- GEMM jobs */
+
+enum kind { K_W4A8, K_W4A16 };
+
+struct kern {
+    const char *name;
+    enum kind kind;
+    nb_gemm_w4a8_fn w4a8;
+    nb_gemm_w4a16_fn w4a16;
+};
+
+struct gemm_job {
+    const struct kern *k;
+    const uint8_t *blob;
+    int64_t n_out, n_in;
+    int n_tok;
+    float *y;
+    const float *x;
+    const int8_t *xq;
+    const float *xd;
+    const int32_t *xs;
+    int64_t ldq, ldg;
+    float *scratch[2];
+};
+
+static void gemm_worker(void *arg, int ith, int nth)
+{
+    struct gemm_job *j = arg;
+    long r0, r1;
+    nb_split_range((long)j->n_out, ith, nth, 16, &r0, &r1);
+    if (r0 >= r1) return;
+    if (j->k->kind == K_W4A8)
+        j->k->w4a8(j->y, j->n_out, j->xq, j->xd, j->xs, j->ldq, j->ldg, j->blob, j->n_out, j->n_in,
+                   GROUP, j->n_tok, r0, r1);
+    else
+        j->k->w4a16(j->y, j->n_out, j->x, j->n_in, j->blob, j->n_out, j->n_in, GROUP, j->n_tok, r0,
+                    r1, j->scratch[ith]);
+}
+
+struct shape {
+    const char *name;
+    int64_t n_out, n_in;
+};
+
+struct mat {
+    enum kind kind;
+    int64_t bytes, copies;
+    uint8_t *blobs; /* copies of one X16 matrix, each `bytes` long */
+};
+
+static void make_mat(struct mat *m, enum kind kind, const struct shape *s, int rotate)
+{
+    enum nb_wpath p = kind == K_W4A8 ? NB_WPATH_W4A8 : NB_WPATH_W4A16;
+    struct nb_layout_planes pl;
+    nb_layout_planes(p, GROUP, s->n_out, s->n_in, &pl);
+    uint8_t *rows = aligned_alloc(64, (size_t)pl.total);
+    memset(rows, 0, (size_t)pl.total);
+    for (int64_t i = 0; i < pl.size[0]; i++)
+        rows[i] = (uint8_t)rnd();
+    for (int64_t i = 0; i < pl.size[1] / 2; i++) {
+        float d = 0.01f * gauss();
+        nb_q_store_u16(rows + pl.offset[1] + 2 * i, nb_f32_to_bf16(d));
+        if (p == NB_WPATH_W4A16)
+            nb_q_store_u16(rows + pl.offset[2] + 2 * i, nb_f32_to_bf16(-8 * d));
+    }
+    m->kind = kind;
+    m->bytes = pl.total;
+    m->copies = rotate ? (ROTATE_BYTES + pl.total - 1) / pl.total : 1;
+    if (m->copies < 2 && rotate) m->copies = 2;
+    m->blobs = aligned_alloc(64, (size_t)(m->copies * pl.total));
+    const char *env = getenv("NIBBLE_REPACK_ROWS");
+    nb_repack_x16(p, GROUP, rows, m->blobs, s->n_out, s->n_in, env ? atoll(env) : 0);
+    for (int64_t c = 1; c < m->copies; c++)
+        memcpy(m->blobs + c * pl.total, m->blobs, (size_t)pl.total);
+    free(rows);
+}
+
+struct acts {
+    int n_tok;
+    float *x;
+    int8_t *q;
+    float *d;
+    int32_t *s;
+    int64_t ldg;
+};
+
+static void make_acts(struct acts *a, int n_tok, int64_t n_in)
+{
+    a->n_tok = n_tok;
+    a->ldg = n_in / 32;
+    a->x = malloc(sizeof(float) * (size_t)(n_tok * n_in));
+    a->q = malloc((size_t)(n_tok * n_in));
+    a->d = malloc(sizeof(float) * (size_t)(n_tok * a->ldg));
+    a->s = malloc(sizeof(int32_t) * (size_t)(n_tok * a->ldg));
+    for (int64_t i = 0; i < n_tok * n_in; i++)
+        a->x[i] = gauss();
+    for (int t = 0; t < n_tok; t++)
+        nb_act_quant_q8_ref(a->x + t * n_in, n_in, GROUP, a->q + t * n_in, a->d + t * a->ldg,
+                            a->s + t * a->ldg);
+}
+
+static void free_acts(struct acts *a)
+{
+    free(a->x), free(a->q), free(a->d), free(a->s);
+}
+
+/* Max |fast - ref| / max|ref| over rows [0, 64) (w4a8: must be 0). */
+static double check(const struct kern *k, const struct shape *s, const struct mat *m,
+                    const struct acts *a, int n_tok)
+{
+    int64_t rows = 64;
+    float *y0 = calloc((size_t)(n_tok * s->n_out), sizeof(float));
+    float *y1 = calloc((size_t)(n_tok * s->n_out), sizeof(float));
+    float *scr = malloc(sizeof(float) * (size_t)s->n_in);
+    if (k->kind == K_W4A8) {
+        nb_gemm_w4a8_x16_ref(y0, s->n_out, a->q, a->d, a->s, s->n_in, a->ldg, m->blobs, s->n_out,
+                             s->n_in, GROUP, n_tok, 0, rows);
+        k->w4a8(y1, s->n_out, a->q, a->d, a->s, s->n_in, a->ldg, m->blobs, s->n_out, s->n_in, GROUP,
+                n_tok, 0, rows);
+    } else {
+        nb_gemm_w4a16_x16_ref(y0, s->n_out, a->x, s->n_in, m->blobs, s->n_out, s->n_in, GROUP,
+                              n_tok, 0, rows, scr);
+        k->w4a16(y1, s->n_out, a->x, s->n_in, m->blobs, s->n_out, s->n_in, GROUP, n_tok, 0, rows,
+                 scr);
+    }
+    double err = 0, mx = 0;
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < rows; r++) {
+            double e = fabs((double)y0[t * s->n_out + r] - y1[t * s->n_out + r]);
+            err = e > err ? e : err;
+            mx = fabs(y0[t * s->n_out + r]) > mx ? fabs(y0[t * s->n_out + r]) : mx;
+        }
+    free(y0), free(y1), free(scr);
+    return mx > 0 ? err / mx : err;
+}
+
+/* One timed pass: decode streams every copy once; prefill runs one matrix once. */
+static double run_pass(struct nb_pool *pool, int nth, const struct kern *k, const struct shape *s,
+                       const struct mat *m, const struct acts *a, float *y, float **scratch)
+{
+    struct gemm_job j = {k,
+                         NULL,
+                         s->n_out,
+                         s->n_in,
+                         a->n_tok,
+                         y,
+                         a->x,
+                         a->q,
+                         a->d,
+                         a->s,
+                         s->n_in,
+                         a->ldg,
+                         {scratch[0], scratch[1]}};
+    uint64_t t0 = nb_time_ns();
+    for (int64_t c = 0; c < m->copies; c++) {
+        j.blob = m->blobs + c * m->bytes;
+        nb_pool_run_n(pool, gemm_worker, &j, nth);
+    }
+    return (double)(nb_time_ns() - t0) * 1e-9;
+}
+
+struct result {
+    double best, worst;
+};
+
+static void upd(struct result *r, double t)
+{
+    if (r->best == 0 || t < r->best) r->best = t;
+    if (t > r->worst) r->worst = t;
+}
+
+int main(int argc, char **argv)
+{
+    int passes = argc > 1 ? atoi(argv[1]) : 5;
+    int quick = getenv("NIBBLE_BENCH_QUICK") != NULL;
+    const struct nb_cpu *cpu = nb_cpu_get();
+    printf("cpu flags: %s\n", nb_cpu_flags_str());
+    struct nb_pool *pool;
+    if (nb_pool_init(&pool, 2, 0)) return 1;
+
+    /* read bandwidth: sum a 1 GiB buffer, best of 5, 1 and 2 threads */
+    double bw[3] = {0, 0, 0};
+    if (cpu->avx512f) {
+        struct bw_job j = {NULL, (int64_t)(quick ? 256 : 1024) << 20, {0, 0}};
+        uint8_t *buf = aligned_alloc(64, (size_t)j.n);
+        memset(buf, 1, (size_t)j.n);
+        j.buf = buf;
+        for (int rep = 0; rep < 5; rep++)
+            for (int nth = 1; nth <= 2; nth++) {
+                uint64_t t0 = nb_time_ns();
+                nb_pool_run_n(pool, bw_worker, &j, nth);
+                double gbs = (double)j.n / ((double)(nb_time_ns() - t0) * 1e-9) * 1e-9;
+                if (gbs > bw[nth]) bw[nth] = gbs;
+            }
+        free(buf);
+        printf("read bandwidth (best of 5): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", bw[1],
+               bw[2]);
+    }
+    double peak[3] = {0, 0, 0};
+    if (cpu->avx512_vnni) {
+        int32_t sink[2];
+        for (int nth = 1; nth <= 2; nth++)
+            for (int rep = 0; rep < 3; rep++) {
+                uint64_t t0 = nb_time_ns();
+                nb_pool_run_n(pool, peak_worker, sink, nth);
+                double s = (double)(nb_time_ns() - t0) * 1e-9;
+                double gops = nth * 4000000.0 * 12 * 64 * 2 / s * 1e-9;
+                if (gops > peak[nth]) peak[nth] = gops;
+            }
+        printf("vpdpbusd zmm peak: 1 thread %.0f GOP/s, 2 threads %.0f GOP/s (1 MAC = 2 ops)\n",
+               peak[1], peak[2]);
+    }
+
+    struct kern kerns[8];
+    int nk = 0;
+    kerns[nk++] = (struct kern){"w4a8 ref", K_W4A8, nb_gemm_w4a8_x16_ref, NULL};
+    if (cpu->avx512_vnni)
+        kerns[nk++] = (struct kern){"w4a8 avx512vnni", K_W4A8, nb_gemm_w4a8_x16_avx512vnni, NULL};
+    if (cpu->avx_vnni)
+        kerns[nk++] = (struct kern){"w4a8 avxvnni", K_W4A8, nb_gemm_w4a8_x16_avxvnni, NULL};
+    if (cpu->avx2 && cpu->fma)
+        kerns[nk++] = (struct kern){"w4a8 avx2", K_W4A8, nb_gemm_w4a8_x16_avx2, NULL};
+    if (cpu->avx512bw)
+        kerns[nk++] = (struct kern){"w4a16 avx512", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512};
+
+    static const struct shape shapes[] = {{"q/o 2048x2048", 2048, 2048},
+                                          {"kv 1024x2048", 1024, 2048},
+                                          {"gate/up 6144x2048", 6144, 2048},
+                                          {"down 2048x6144", 2048, 6144},
+                                          {"head 151936x2048", 151936, 2048}};
+    int nshape = quick ? 3 : 5;
+
+    float *scr[2] = {malloc(sizeof(float) * 8192), malloc(sizeof(float) * 8192)};
+    float *y = malloc(sizeof(float) * (size_t)151936 * PREFILL_TOK);
+    for (int mode = 0; mode < 2; mode++) { /* 0 decode, 1 prefill */
+        int n_tok = mode ? PREFILL_TOK : 1;
+        printf("\n== %s (n_tok %d, group %d, X16), %d interleaved passes: best [spread] ==\n",
+               mode ? "prefill" : "decode", n_tok, GROUP, passes);
+        for (int si = 0; si < nshape; si++) {
+            const struct shape *s = &shapes[si];
+            if (mode && si == 4) continue; /* the head is decode-only (last rows only) */
+            struct mat m8, m16;
+            make_mat(&m8, K_W4A8, s, !mode);
+            make_mat(&m16, K_W4A16, s, !mode);
+            struct acts a, ac;
+            make_acts(&a, n_tok, s->n_in);
+            make_acts(&ac, 3, s->n_in);
+            struct result res[8][3];
+            memset(res, 0, sizeof res);
+            for (int ki = 0; ki < nk; ki++) {
+                const struct mat *m = kerns[ki].kind == K_W4A8 ? &m8 : &m16;
+                if (mode == 0 && si == 0) {
+                    double e1 = check(&kerns[ki], s, m, &a, 1),
+                           e3 = check(&kerns[ki], s, m, &ac, 3);
+                    printf("check %-16s vs ref: max rel err %.2g (1 tok), %.2g (3 tok)\n",
+                           kerns[ki].name, e1, e3);
+                }
+            }
+            for (int pass = 0; pass < passes; pass++)
+                for (int ki = 0; ki < nk; ki++) {
+                    if (!strcmp(kerns[ki].name, "w4a8 ref") && (mode || si == 4)) continue;
+                    const struct mat *m = kerns[ki].kind == K_W4A8 ? &m8 : &m16;
+                    for (int nth = 1; nth <= 2; nth++)
+                        upd(&res[ki][nth], run_pass(pool, nth, &kerns[ki], s, m, &a, y, scr));
+                }
+            for (int ki = 0; ki < nk; ki++) {
+                if (res[ki][1].best == 0) continue;
+                const struct mat *m = kerns[ki].kind == K_W4A8 ? &m8 : &m16;
+                printf("%-18s %-16s", s->name, kerns[ki].name);
+                for (int nth = 1; nth <= 2; nth++) {
+                    const struct result *r = &res[ki][nth];
+                    double sp = 100 * (r->worst / r->best - 1);
+                    if (mode == 0) {
+                        double gbs = (double)(m->bytes * m->copies) / r->best * 1e-9;
+                        printf("  %dT %6.1f GB/s (%3.0f%% of read) %6.1f us [+%3.0f%%]", nth, gbs,
+                               bw[nth] > 0 ? 100 * gbs / bw[nth] : 0,
+                               r->best / (double)m->copies * 1e6, sp);
+                    } else {
+                        double gops = 2.0 * s->n_out * s->n_in * n_tok / r->best * 1e-9;
+                        printf("  %dT %6.0f GOP/s (%3.0f%% of peak) [+%3.0f%%]", nth, gops,
+                               peak[nth] > 0 ? 100 * gops / peak[nth] : 0, sp);
+                    }
+                }
+                printf("\n");
+            }
+            fflush(stdout);
+            free(m8.blobs), free(m16.blobs);
+            free_acts(&a), free_acts(&ac);
+        }
+    }
+    free(y), free(scr[0]), free(scr[1]);
+    nb_pool_free(pool);
+    return 0;
+}

@@ -1,0 +1,20 @@
+/* core/cpu.h — what this x86-64 CPU and its OS support, probed once (CPUID + XGETBV).
+ * A flag is set only when the CPU has the instructions AND the OS saves the
+ * registers they use (XCR0: YMM for AVX*, opmask/ZMM for AVX-512, tile data for AMX).
+ * On other architectures every flag is 0. */
+#ifndef NB_CORE_CPU_H
+#define NB_CORE_CPU_H
+
+struct nb_cpu {
+    int avx2, fma, f16c;
+    int avx512f, avx512bw, avx512vl, avx512dq;
+    int avx512_vnni, avx512_bf16, avx_vnni;
+    int amx_tile, amx_int8, amx_bf16;
+};
+
+/* The probe result (computed on first use, thread-safe). */
+const struct nb_cpu *nb_cpu_get(void);
+/* "avx2 fma f16c avx512f ..." — the flags that are set, for logs. Static buffer. */
+const char *nb_cpu_flags_str(void);
+
+#endif

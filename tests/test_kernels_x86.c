@@ -1,0 +1,423 @@
+/* test_kernels_x86 — the X16 layout, the ROWS -> X16 repack, and every fast kernel
+ * against its _ref twin (skipped when the CPU lacks the ISA). */
+#include "helpers/testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/fp.h"
+#include "kernels/kernels.h"
+#include "kernels/qblock.h"
+#include "quant/repack.h"
+
+/* Tolerances: |y - y_ref| <= TOL * mag, mag = sum_k |each product term|.
+ * w4a8 X16 SIMD vs X16 ref: the same int32 sums and the same float operations in the
+ * same order; measured bit-identical (worst ratio 0), the bound only allows for a compiler that
+ * contracts the reference's multiply-add. mag = sum_k |w_k| |xd qa_k|.
+ * w4a16 X16 SIMD (d * sum q x + m * sum x, FMA) vs the reference (w = d q + m first):
+ * another summation order; mag = sum_k (|d q_k| + |m|) |x_k| (the terms it adds);
+ * measured worst ratio 8.9e-8 over the shapes below.
+ * act_quant_q8 SIMD vs ref: bit-identical (same division and rounding). */
+#define TOL_W4A8_X16  1e-6
+#define TOL_W4A16_X16 1e-6
+
+static uint64_t g_rng = 12345;
+
+static uint64_t rnd_u64(void)
+{
+    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static float rnd_gauss(void)
+{
+    double u1 = (double)(rnd_u64() >> 11) * 0x1.0p-53, u2 = (double)(rnd_u64() >> 11) * 0x1.0p-53;
+    if (u1 < 1e-300) u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* A random ROWS blob: random codes, bf16 scales ~ N(0, 0.02), mins ~ -8 d + noise. */
+static void *random_rows_blob(enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
+                              struct nb_layout_planes *pl)
+{
+    assert_true(nb_layout_planes(p, group, n_out, n_in, pl));
+    uint8_t *b = aligned_alloc(64, (size_t)pl->total);
+    assert_non_null(b);
+    memset(b, 0, (size_t)pl->total);
+    for (int64_t i = 0; i < pl->size[0]; i++)
+        b[pl->offset[0] + i] = (uint8_t)rnd_u64();
+    int64_t ns = pl->size[1] / 2;
+    for (int64_t i = 0; i < ns; i++) {
+        float d = 0.02f * rnd_gauss();
+        nb_q_store_u16(b + pl->offset[1] + 2 * i, nb_f32_to_bf16(d));
+        if (p == NB_WPATH_W4A16)
+            nb_q_store_u16(b + pl->offset[2] + 2 * i,
+                           nb_f32_to_bf16(-8.0f * fabsf(d) + 0.01f * rnd_gauss()));
+    }
+    return b;
+}
+
+static void *to_x16(enum nb_wpath p, int group, const void *rows, int64_t n_out, int64_t n_in,
+                    int64_t step)
+{
+    struct nb_layout_planes px;
+    assert_true(nb_layout_planes_x(p, NB_LAYOUT_X16, group, n_out, n_in, &px));
+    void *x = aligned_alloc(64, (size_t)px.total);
+    assert_non_null(x);
+    memset(x, 0xA5, (size_t)px.total); /* the repack must define every byte */
+    if (nb_repack_x16(p, group, rows, x, n_out, n_in, step)) fail_msg("%s", nb_last_error());
+    return x;
+}
+
+/* ---------------------------------------------------------------- layout, repack */
+
+static void test_layout_x16(void **state)
+{
+    struct nb_layout_planes a, b;
+    for (int p = NB_WPATH_W4A16; p <= NB_WPATH_W4A8; p++) {
+        assert_true(nb_layout_planes(p, 64, 48, 256, &a));
+        assert_true(nb_layout_planes_x(p, NB_LAYOUT_X16, 64, 48, 256, &b));
+        assert_memory_equal(&a, &b, sizeof a);
+        assert_true(nb_layout_planes_x(p, NB_LAYOUT_ROWS, 64, 47, 256, &b));
+        assert_false(nb_layout_planes_x(p, NB_LAYOUT_X16, 64, 47, 256, &b)); /* n_out % 16 */
+    }
+    assert_false(nb_layout_planes_x(NB_WPATH_W8A16, NB_LAYOUT_X16, 0, 48, 256, &b));
+    assert_false(nb_layout_planes_x(NB_WPATH_F32, NB_LAYOUT_X16, 0, 48, 256, &b));
+    assert_false(nb_layout_planes_x(NB_WPATH_W4A8, (enum nb_layout)7, 64, 48, 256, &b));
+    uint8_t x[64];
+    assert_int_equal(nb_repack_x16(NB_WPATH_W4A8, 32, x, x, 17, 64, 0), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_repack_x16(NB_WPATH_W8A16, 32, x, x, 16, 64, 0), NB_ERR_INVALID_ARG);
+}
+
+static void test_repack(void **state)
+{
+    static const int64_t shapes[][2] = {{16, 32}, {48, 128}, {80, 384}, {160, 1024}, {64, 2048}};
+    static const int groups[] = {32, 64, 128};
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++)
+        for (int gi = 0; gi < 3; gi++)
+            for (int p = NB_WPATH_W4A16; p <= NB_WPATH_W4A8; p++) {
+                int64_t n_out = shapes[si][0], n_in = shapes[si][1];
+                int group = groups[gi];
+                if (n_in % group) continue;
+                struct nb_layout_planes pl;
+                uint8_t *rows = random_rows_blob(p, group, n_out, n_in, &pl);
+                /* direct scalar construction from the layout definition */
+                uint8_t *want = calloc(1, (size_t)pl.total);
+                int64_t ng = n_in / group;
+                for (int64_t r = 0; r < n_out; r++) {
+                    const uint8_t *row = rows + pl.offset[0] + r * (n_in / 2);
+                    for (int64_t k = 0; k < n_in; k++) {
+                        int64_t c = k / 8, j = k % 8;
+                        uint8_t *o = want + pl.offset[0] + (r / 16) * (n_in / 8) * 64 + c * 64 +
+                                     (r % 16) * 4 + (j & 3);
+                        *o |= (uint8_t)(nb_q4_get(row, k) << (j < 4 ? 0 : 4));
+                    }
+                    for (int pi = 1; pi < pl.n_planes; pi++)
+                        for (int64_t g = 0; g < ng; g++)
+                            memcpy(want + pl.offset[pi] + 2 * (((r / 16) * ng + g) * 16 + r % 16),
+                                   rows + pl.offset[pi] + 2 * (r * ng + g), 2);
+                }
+                static const int64_t steps[] = {0, 16, 48, 5};
+                for (int s = 0; s < 4; s++) {
+                    uint8_t *x = to_x16(p, group, rows, n_out, n_in, steps[s]);
+                    assert_memory_equal(x, want, (size_t)pl.total);
+                    free(x);
+                }
+                /* the X16 decoder reads back the ROWS values */
+                uint8_t *x = to_x16(p, group, rows, n_out, n_in, 0);
+                float *a = malloc(sizeof(float) * n_in), *b = malloc(sizeof(float) * n_in);
+                for (int64_t r = 0; r < n_out; r++) {
+                    nb_unpack_row_ref(p, group, rows, &pl, n_in, r, a);
+                    nb_unpack_row_x16_ref(p, group, x, &pl, n_in, r, b);
+                    assert_memory_equal(a, b, sizeof(float) * n_in);
+                }
+                free(a), free(b), free(x), free(want), free(rows);
+            }
+}
+
+/* ---------------------------------------------------------------- GEMMs */
+
+struct acts {
+    int n_tok;
+    int64_t n_in, ldx, ldq, ldg;
+    float *x;
+    int8_t *q;
+    float *d;
+    int32_t *s;
+};
+
+static void acts_init(struct acts *a, int n_tok, int64_t n_in, int group)
+{
+    a->n_tok = n_tok;
+    a->n_in = n_in;
+    a->ldx = n_in + 16;
+    a->ldq = n_in + 64;
+    a->ldg = a->ldq / 32;
+    a->x = malloc(sizeof(float) * (size_t)(n_tok * a->ldx));
+    a->q = malloc((size_t)(n_tok * a->ldq));
+    a->d = malloc(sizeof(float) * (size_t)(n_tok * a->ldg));
+    a->s = malloc(sizeof(int32_t) * (size_t)(n_tok * a->ldg));
+    for (int64_t i = 0; i < n_tok * a->ldx; i++)
+        a->x[i] = rnd_gauss();
+    for (int t = 0; t < n_tok; t++)
+        nb_act_quant_q8_ref(a->x + t * a->ldx, n_in, group, a->q + t * a->ldq, a->d + t * a->ldg,
+                            a->s + t * a->ldg);
+}
+
+static void acts_free(struct acts *a)
+{
+    free(a->x), free(a->q), free(a->d), free(a->s);
+}
+
+static float *nan_y(int n_tok, int64_t ldy)
+{
+    float *y = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+    for (int64_t i = 0; i < n_tok * ldy; i++)
+        y[i] = NAN;
+    return y;
+}
+
+/* Compare y against yref in rows [r0, r1) (outside: untouched), bound tol * mag. */
+static double compare(const float *y, const float *yr, const double *mag, int n_tok, int64_t ldy,
+                      int64_t n_out, int64_t r0, int64_t r1, double tol, const char *what)
+{
+    double worst = 0;
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < n_out; r++) {
+            float v = y[t * ldy + r];
+            if (r < r0 || r >= r1) {
+                if (!isnan(v))
+                    fail_msg("%s: row %lld outside [%lld, %lld) written", what, (long long)r,
+                             (long long)r0, (long long)r1);
+                continue;
+            }
+            double err = fabs((double)v - yr[t * ldy + r]), m = mag[t * n_out + r];
+            if (!(err <= tol * m))
+                fail_msg("%s: n_out %lld tok %d row %lld: %.9g vs %.9g (mag %g)", what,
+                         (long long)n_out, t, (long long)r, (double)v, (double)yr[t * ldy + r], m);
+            if (m > 0 && err / m > worst) worst = err / m;
+        }
+    return worst;
+}
+
+/* The fast w4a8 X16 kernels this CPU runs. */
+static int fast_w4a8(const char **names, nb_gemm_w4a8_fn *fns)
+{
+    int n = 0;
+#ifdef NB_HAVE_X86
+    const struct nb_cpu *c = nb_cpu_get();
+    int avx512 = c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq;
+    if (avx512 && c->avx512_vnni) names[n] = "avx512vnni", fns[n++] = nb_gemm_w4a8_x16_avx512vnni;
+    if (c->avx2 && c->avx_vnni) names[n] = "avxvnni", fns[n++] = nb_gemm_w4a8_x16_avxvnni;
+    if (c->avx2 && c->fma) names[n] = "avx2", fns[n++] = nb_gemm_w4a8_x16_avx2;
+#else
+    (void)names, (void)fns;
+#endif
+    return n;
+}
+
+static int have_avx512(void)
+{
+    const struct nb_cpu *c = nb_cpu_get();
+    return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq;
+}
+
+struct gshape {
+    int64_t n_out, n_in, r0, r1;
+    int group, n_tok;
+};
+
+/* Shapes: random (multiples of 16 rows, 16-aligned sub-ranges), then the model's. */
+static int make_shapes(struct gshape *s, int max)
+{
+    static const int toks[] = {1, 3, 8, 17, 64};
+    static const int groups[] = {32, 64, 128};
+    int n = 0;
+    for (int i = 0; i < 20 && n < max; i++) {
+        struct gshape *g = &s[n++];
+        g->group = groups[rnd_u64() % 3];
+        g->n_in = g->group * (int64_t)(1 + rnd_u64() % (1024 / g->group));
+        g->n_out = 16 * (1 + (int64_t)(rnd_u64() % 9));
+        int64_t nb = g->n_out / 16;
+        int64_t b0 = (int64_t)(rnd_u64() % (uint64_t)nb);
+        int64_t b1 = b0 + 1 + (int64_t)(rnd_u64() % (uint64_t)(nb - b0));
+        if (i % 3 == 0) b0 = 0, b1 = nb;
+        g->r0 = 16 * b0, g->r1 = 16 * b1;
+        g->n_tok = toks[i % 5];
+    }
+    static const int64_t real[][2] = {{2048, 2048}, {1024, 2048}, {6144, 2048}, {2048, 6144}};
+    for (int i = 0; i < 4 && n < max; i++) {
+        struct gshape *g = &s[n++];
+        g->n_out = real[i][0], g->n_in = real[i][1], g->group = 64;
+        g->r0 = i == 2 ? 1024 : 0, g->r1 = i == 2 ? 2048 + 16 : g->n_out; /* a thread's share */
+        g->n_tok = i == 0 ? 3 : 1;
+    }
+    return n;
+}
+
+static void test_w4a8_x16(void **state)
+{
+    const char *names[3];
+    nb_gemm_w4a8_fn fns[3];
+    int nf = fast_w4a8(names, fns);
+    struct gshape shapes[32];
+    int ns = make_shapes(shapes, 32);
+    double worst = 0;
+    for (int si = 0; si < ns; si++) {
+        const struct gshape *g = &shapes[si];
+        struct nb_layout_planes pl;
+        uint8_t *rows = random_rows_blob(NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *x16 = to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
+        struct acts a;
+        acts_init(&a, g->n_tok, g->n_in, g->group);
+        int64_t ldy = g->n_out + 16;
+        float *yr = nan_y(g->n_tok, ldy), *yx = nan_y(g->n_tok, ldy);
+        /* ROWS ref and X16 ref: bit-identical */
+        nb_gemm_w4a8_ref(yr, ldy, a.q, a.d, a.s, a.ldq, a.ldg, rows, g->n_out, g->n_in, g->group,
+                         g->n_tok, g->r0, g->r1);
+        nb_gemm_w4a8_x16_ref(yx, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
+                             g->n_tok, g->r0, g->r1);
+        assert_memory_equal(yr, yx, sizeof(float) * (size_t)(g->n_tok * ldy));
+        if (nf) {
+            double *mag = calloc((size_t)(g->n_tok * g->n_out), sizeof(double));
+            float *w = malloc(sizeof(float) * g->n_in);
+            for (int64_t r = g->r0; r < g->r1; r++) {
+                nb_unpack_row_ref(NB_WPATH_W4A8, g->group, rows, &pl, g->n_in, r, w);
+                for (int t = 0; t < g->n_tok; t++)
+                    for (int64_t k = 0; k < g->n_in; k++)
+                        mag[t * g->n_out + r] +=
+                            fabs((double)w[k] * a.d[t * a.ldg + k / g->group] * a.q[t * a.ldq + k]);
+            }
+            for (int f = 0; f < nf; f++) {
+                float *y = nan_y(g->n_tok, ldy);
+                fns[f](y, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
+                       g->n_tok, g->r0, g->r1);
+                double wr = compare(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A8_X16,
+                                    names[f]);
+                if (wr > worst) worst = wr;
+                free(y);
+            }
+            free(mag), free(w);
+        }
+        free(yr), free(yx), free(rows), free(x16);
+        acts_free(&a);
+    }
+    if (getenv("NIBBLE_TEST_VERBOSE")) fprintf(stderr, "w4a8 x16 worst ratio %.3g\n", worst);
+    if (!nf) skip();
+}
+
+static void test_w4a16_x16(void **state)
+{
+#ifdef NB_HAVE_X86
+    struct gshape shapes[32];
+    int ns = make_shapes(shapes, 32);
+    double worst = 0;
+    for (int si = 0; si < ns; si++) {
+        const struct gshape *g = &shapes[si];
+        struct nb_layout_planes pl;
+        uint8_t *rows = random_rows_blob(NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *x16 = to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in, 0);
+        struct acts a;
+        acts_init(&a, g->n_tok, g->n_in, g->group);
+        int64_t ldy = g->n_out + 16;
+        float *scratch = malloc(sizeof(float) * g->n_in);
+        float *yr = nan_y(g->n_tok, ldy), *yx = nan_y(g->n_tok, ldy);
+        nb_gemm_w4a16_ref(yr, ldy, a.x, a.ldx, rows, g->n_out, g->n_in, g->group, g->n_tok, g->r0,
+                          g->r1, scratch);
+        nb_gemm_w4a16_x16_ref(yx, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
+                              g->r0, g->r1, scratch);
+        assert_memory_equal(yr, yx, sizeof(float) * (size_t)(g->n_tok * ldy));
+        if (have_avx512()) {
+            double *mag = calloc((size_t)(g->n_tok * g->n_out), sizeof(double));
+            int64_t ng = g->n_in / g->group;
+            for (int64_t r = g->r0; r < g->r1; r++)
+                for (int64_t k = 0; k < g->n_in; k++) {
+                    int64_t i = r * ng + k / g->group;
+                    double d = nb_bf16_to_f32(nb_q_load_u16(rows + pl.offset[1] + 2 * i));
+                    double m = nb_bf16_to_f32(nb_q_load_u16(rows + pl.offset[2] + 2 * i));
+                    int q = nb_q4_get(rows + pl.offset[0] + r * (g->n_in / 2), k);
+                    for (int t = 0; t < g->n_tok; t++)
+                        mag[t * g->n_out + r] += (fabs(d * q) + fabs(m)) * fabs(a.x[t * a.ldx + k]);
+                }
+            float *y = nan_y(g->n_tok, ldy);
+            nb_gemm_w4a16_x16_avx512(y, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
+                                     g->r0, g->r1, scratch);
+            double wr = compare(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_X16,
+                                "w4a16 avx512");
+            if (wr > worst) worst = wr;
+            free(y), free(mag);
+        }
+        free(yr), free(yx), free(rows), free(x16), free(scratch);
+        acts_free(&a);
+    }
+    if (getenv("NIBBLE_TEST_VERBOSE")) fprintf(stderr, "w4a16 x16 worst ratio %.3g\n", worst);
+    if (!have_avx512()) skip();
+#else
+    skip();
+#endif
+}
+
+static void test_act_quant(void **state)
+{
+#ifdef NB_HAVE_X86
+    if (!have_avx512()) skip();
+    static const int groups[] = {32, 64, 128};
+    for (int it = 0; it < 60; it++) {
+        int group = groups[it % 3];
+        int64_t n = group * (int64_t)(1 + rnd_u64() % 48);
+        float *x = malloc(sizeof(float) * n);
+        float scale = it % 4 == 0 ? 1e-30f : it % 4 == 1 ? 1e6f : 1.0f;
+        for (int64_t i = 0; i < n; i++)
+            x[i] = scale * rnd_gauss();
+        if (it % 5 == 0) memset(x, 0, sizeof(float) * group); /* all-zero group */
+        if (it % 7 == 0) x[n / 2] = 0.5f * (x[0] + x[1]);     /* ties etc. */
+        int64_t ng = n / group;
+        int8_t *qa = malloc(n), *qb = malloc(n);
+        float *da = malloc(sizeof(float) * ng), *db = malloc(sizeof(float) * ng);
+        int32_t *sa = malloc(sizeof(int32_t) * ng), *sb = malloc(sizeof(int32_t) * ng);
+        nb_act_quant_q8_ref(x, n, group, qa, da, sa);
+        nb_act_quant_q8_avx512(x, n, group, qb, db, sb);
+        assert_memory_equal(qa, qb, n);
+        assert_memory_equal(da, db, sizeof(float) * ng);
+        assert_memory_equal(sa, sb, sizeof(int32_t) * ng);
+        free(x), free(qa), free(qb), free(da), free(db), free(sa), free(sb);
+    }
+#else
+    skip();
+#endif
+}
+
+static void test_dispatch(void **state)
+{
+    struct nb_kernels k;
+    assert_true(nb_kernels_for_isa("ref", &k));
+    assert_ptr_equal(k.gemm_w4a8_x16, nb_gemm_w4a8_x16_ref);
+    assert_ptr_equal(k.gemm_w4a16_x16, nb_gemm_w4a16_x16_ref);
+    assert_false(nb_kernels_for_isa("sse9", &k));
+    const struct nb_kernels *g = nb_kernels_get();
+    assert_non_null(g->gemm_w4a8_x16);
+    assert_non_null(g->gemm_w4a16_x16);
+    if (getenv("NIBBLE_TEST_VERBOSE"))
+        fprintf(stderr, "cpu: %s; kernels: %s\n", nb_cpu_flags_str(), g->isa);
+#ifdef NB_HAVE_X86
+    if (have_avx512() && nb_cpu_get()->avx512_vnni && !getenv("NIBBLE_ISA")) {
+        assert_string_equal(g->isa, "avx512");
+        assert_ptr_equal(g->gemm_w4a8_x16, nb_gemm_w4a8_x16_avx512vnni);
+    }
+#endif
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_x16), cmocka_unit_test(test_repack),
+        cmocka_unit_test(test_act_quant),  cmocka_unit_test(test_w4a8_x16),
+        cmocka_unit_test(test_w4a16_x16),  cmocka_unit_test(test_dispatch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
