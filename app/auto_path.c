@@ -18,8 +18,10 @@ int app_weight_path(const char *cmd, const char *name, const char *priority, enu
     }
     if (strcmp(name, "auto") != 0) {
         if (nb_wpath_from_name(name, out)) return 1;
-        fprintf(stderr, "nibble %s: --path '%s' is not one of auto, w4a8, w4a16, w8a16, bf16, "
-                        "f32\n", cmd, name);
+        fprintf(stderr,
+                "nibble %s: --path '%s' is not one of auto, w4a8, w4a16, w8a16, bf16, "
+                "f32\n",
+                cmd, name);
         return 0;
     }
     if (nb_select_resolve(name, prio, priority != NULL, out, head_bits, &c) != NB_OK) {

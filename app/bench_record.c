@@ -32,7 +32,8 @@ static void model_base(char *dst, size_t size, const char *arg)
     char tmp[512];
     snprintf(tmp, sizeof tmp, "%s", arg);
     size_t l = strlen(tmp);
-    while (l > 1 && tmp[l - 1] == '/') tmp[--l] = 0;
+    while (l > 1 && tmp[l - 1] == '/')
+        tmp[--l] = 0;
     const char *b = strrchr(tmp, '/');
     b = b ? b + 1 : tmp;
     char *dot = strrchr(b, '.');
@@ -69,7 +70,8 @@ static cJSON *figs(const char *count_key, int count, const double *x, int n)
     cJSON_AddNumberToObject(o, "stddev_ts", s.stddev);
     cJSON_AddNumberToObject(o, "spread_pct", s.spread_pct);
     cJSON *a = cJSON_AddArrayToObject(o, "samples");
-    for (int i = 0; i < n; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(x[i]));
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(x[i]));
     return o;
 }
 
@@ -82,8 +84,9 @@ int bench_record_write(const char *dir, const struct bench_record *r)
     char *text = NULL;
     FILE *f = NULL;
     if (!nb_wpath_from_name(r->info->weight_path, &path)) {
-        fprintf(stderr, "nibble bench: --record: %s is a float (%s) model, not a weight path: "
-                        "give --path to record it\n",
+        fprintf(stderr,
+                "nibble bench: --record: %s is a float (%s) model, not a weight path: "
+                "give --path to record it\n",
                 r->model_arg, r->info->weight_path);
         return 0;
     }
@@ -108,7 +111,8 @@ int bench_record_write(const char *dir, const struct bench_record *r)
     cJSON_AddNumberToObject(o, "threads", r->threads);
     cJSON_AddStringToObject(o, "commit", nb_build_commit());
     cJSON_AddStringToObject(o, "date", date);
-    cJSON_AddStringToObject(o, "model_file", r->model_arg);
+    const char *slash = strrchr(r->model_arg, '/');
+    cJSON_AddStringToObject(o, "model_file", slash && slash[1] ? slash + 1 : r->model_arg);
     cJSON *shape = cJSON_AddObjectToObject(o, "model_shape");
     cJSON_AddStringToObject(shape, "arch", r->info->arch);
     cJSON_AddNumberToObject(shape, "n_layers", r->info->n_layers);
