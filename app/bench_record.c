@@ -133,7 +133,12 @@ int bench_record_write(const char *dir, const struct bench_record *r)
     if (r->n_tg) cJSON_AddItemToObject(o, "tg", figs("n_gen", r->n_gen, r->tg, r->n_tg));
     cJSON_AddNumberToObject(o, "read_bw_gbs", r->read_bw_gbs);
     cJSON_AddNumberToObject(o, "roofline_fraction", r->roofline_fraction);
-    cJSON_AddStringToObject(o, "command", "nibble bench --record");
+    char cmdline[2048] = "nibble";
+    for (int i = 0; i < r->argc; i++) {
+        size_t l = strlen(cmdline);
+        snprintf(cmdline + l, sizeof cmdline - l, " %s", r->argv[i]);
+    }
+    cJSON_AddStringToObject(o, "command", cmdline);
     if (!(text = cJSON_Print(o))) goto fail;
 
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {

@@ -15,6 +15,8 @@ struct bench_record {
     const double *pp, *tg; /* samples, tok/s */
     int n_pp, n_tg;
     double read_bw_gbs, roofline_fraction;
+    int argc; /* the bench command line, stored in the record ("how to re-run it") */
+    char **argv;
 };
 
 /* Write DIR/<family-key>-<model>-<path>-t<threads>.json (DIR is created if missing)

@@ -280,7 +280,8 @@ int cmd_bench(int argc, char **argv)
         struct bench_record r = {m->arg, m->path, &m->info, b.n_threads, b.n_prompt, b.n_gen,
                                  m->samples[T_PP], m->samples[T_TG], m->n_samples[T_PP],
                                  m->n_samples[T_TG], bw,
-                                 bw > 0 ? s.best * (double)m->info.weight_bytes / (bw * 1e9) : 0};
+                                 bw > 0 ? s.best * (double)m->info.weight_bytes / (bw * 1e9) : 0,
+                                 argc, argv};
         if (!bench_record_write(record_dir, &r)) record_failed = 1;
     }
     if (profile)

@@ -394,35 +394,36 @@ static const char *model_label(const struct nb_record *r)
 
 /* The default speed path when no record pair decides: the int8 path where the CPU
  * has a dot-product kernel for it (built or not), else w4a16. */
-static enum nb_wpath speed_default(const struct nb_probe *p, struct nb_choice *c)
+static enum nb_wpath speed_default(const struct nb_probe *p, int had_pair, struct nb_choice *c)
 {
+    const char *none = had_pair ? "no conclusive" : "no";
     if (is_arm(p)) {
         if (p->arm.asimddp || p->arm.i8mm) {
             reason(c,
-                   "speed: no w4a8/w4a16 record pair for %s: default w4a8, the int8 path "
+                   "speed: %s w4a8/w4a16 record pair for %s: default w4a8, the int8 path "
                    "the Arm dot-product instructions (asimddp%s) are for",
-                   p->family_key, p->arm.i8mm ? ", i8mm" : "");
+                   none, p->family_key, p->arm.i8mm ? ", i8mm" : "");
             return NB_WPATH_W4A8;
         }
         reason(c,
                "speed: this Arm CPU has no dot-product instructions (asimddp), so w4a8 "
-               "gains nothing from int8 activations: w4a16 (no record pair for %s)",
-               p->family_key);
+               "gains nothing from int8 activations: w4a16 (%s record pair for %s)",
+               none, p->family_key);
         return NB_WPATH_W4A16;
     }
     const char *k8 = nb_select_kernel_for(p, NB_WPATH_W4A8);
     if (strcmp(k8, "ref") != 0 || !is_x86(p)) {
         reason(c,
-               "speed: no w4a8/w4a16 record pair for %s: default w4a8 (int8 dot products, "
+               "speed: %s w4a8/w4a16 record pair for %s: default w4a8 (int8 dot products, "
                "kernel %s here); not a measurement — run nibble bench --record with both "
                "paths to decide it",
-               p->family_key, k8);
+               none, p->family_key, k8);
         return NB_WPATH_W4A8;
     }
     reason(c,
            "speed: this CPU has no AVX2 (no SIMD kernel in this build): default w4a8, the "
-           "fewest bytes per weight; no record pair for %s",
-           p->family_key);
+           "fewest bytes per weight; %s record pair for %s",
+           none, p->family_key);
     return NB_WPATH_W4A8;
 }
 
@@ -430,19 +431,27 @@ static enum nb_wpath speed_choice(const struct nb_probe *p, const struct nb_reco
                                   struct nb_choice *c)
 {
     const struct nb_record *a8, *a16;
-    if (!find_speed_pair(p, r, n, &a8, &a16)) return speed_default(p, c);
+    if (!find_speed_pair(p, r, n, &a8, &a16)) return speed_default(p, 0, c);
     int w16 = a16->tg.best_ts > a8->tg.best_ts;
     const struct nb_record *win = w16 ? a16 : a8, *lose = w16 ? a8 : a16;
     double gain = 100.0 * (win->tg.best_ts / lose->tg.best_ts - 1);
     double spread =
         win->tg.spread_pct > lose->tg.spread_pct ? win->tg.spread_pct : lose->tg.spread_pct;
+    if (gain <= spread) {
+        reason(c,
+               "speed: record pair inconclusive on %s: %s tg %.2f vs %s %.2f t/s best "
+               "(+%.1f%%) is inside the spread (%.1f%% / %.1f%%), %s, %d threads (%s, %s)",
+               p->family_key, nb_wpath_name(win->path), win->tg.best_ts, nb_wpath_name(lose->path),
+               lose->tg.best_ts, gain, win->tg.spread_pct, lose->tg.spread_pct, model_label(win),
+               win->threads, win->source, lose->source);
+        return speed_default(p, 1, c);
+    }
     reason(c,
            "speed: %s decoded faster than %s on %s: tg %.2f vs %.2f t/s best (+%.1f%%; "
-           "spread %.1f%% / %.1f%%), %s, %d threads (%s, %s)%s",
+           "spread %.1f%% / %.1f%%), %s, %d threads (%s, %s)",
            nb_wpath_name(win->path), nb_wpath_name(lose->path), p->family_key, win->tg.best_ts,
            lose->tg.best_ts, gain, win->tg.spread_pct, lose->tg.spread_pct, model_label(win),
-           win->threads, win->source, lose->source,
-           gain < spread ? " — within the spread: re-measure before trusting it" : "");
+           win->threads, win->source, lose->source);
     return win->path;
 }
 
