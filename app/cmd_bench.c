@@ -10,6 +10,8 @@
 #include <time.h>
 
 #include "app/args.h"
+#include "app/auto_path.h"
+#include "app/bench_record.h"
 #include "app/commands.h"
 #include "core/threadpool.h"
 #include "eval/bench.h"
@@ -41,13 +43,18 @@ struct bench {
 static void usage(FILE *f)
 {
     fprintf(f, "usage: nibble bench -m MODEL [-m MODEL ...] [-p N] [-n N] [-r N] [-t N]\n"
-               "                    [-o md|json|jsonl|csv] [--path P] [--profile]\n"
+               "                    [-o md|json|jsonl|csv] [--path P] [--priority P] [--profile]\n"
+               "                    [--record [DIR]]\n"
                "\n"
                "  -p N        prompt tokens for the pp test (default 512; 0: skip)\n"
                "  -n N        generated tokens for the tg test (default 128; 0: skip)\n"
                "  -r N        passes (default 5); models alternate within each pass\n"
                "  -t N        threads (default: all cores), pinned\n"
-               "  --path P    quantize float models to path P first (cached)\n"
+               "  --path P    quantize float models to path P first (cached); auto: the\n"
+               "              selector's choice for this CPU (nibble probe --explain)\n"
+               "  --priority P  speed | fidelity | memory, for --path auto (default speed)\n"
+               "  --record [DIR]  write one measurement record per model into DIR\n"
+               "              (default docs/measurements): the selector's evidence\n"
                "  --profile   per-op ms per token of a decode run, after the timed runs\n");
 }
 
@@ -174,9 +181,10 @@ static void emit(const struct bench *b, const char *fmt, double bw)
 
 int cmd_bench(int argc, char **argv)
 {
-    const char *cmd = "bench", *fmt = "md", *path_name = NULL;
+    const char *cmd = "bench", *fmt = "md", *path_name = NULL, *priority = NULL;
+    const char *record_dir = NULL;
     static struct bench b;
-    int profile = 0, rc = 1;
+    int profile = 0, rc = 1, record_failed = 0;
     memset(&b, 0, sizeof b);
     b.n_prompt = 512;
     b.n_gen = 128;
@@ -214,6 +222,11 @@ int cmd_bench(int argc, char **argv)
         } else if (!strcmp(a, "--path")) {
             if (!VAL()) return 1;
             path_name = v;
+        } else if (!strcmp(a, "--priority")) {
+            if (!VAL()) return 1;
+            priority = v;
+        } else if (!strcmp(a, "--record")) {
+            record_dir = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "docs/measurements";
         } else if (!strcmp(a, "--profile")) {
             profile = 1;
         } else {
@@ -229,11 +242,8 @@ int cmd_bench(int argc, char **argv)
     struct nb_quantize_opts qo;
     nb_quantize_default_opts(&qo);
     qo.n_threads = b.n_threads;
-    if (path_name && !nb_wpath_from_name(path_name, &qo.path)) {
-        fprintf(stderr, "nibble bench: --path '%s' is not one of w4a8, w4a16, w8a16, bf16, f32\n",
-                path_name);
+    if (path_name && !app_weight_path(cmd, path_name, priority, &qo.path, &qo.head_bits))
         return 1;
-    }
     for (int i = 0; i < b.n_models; i++) {
         struct bmodel *m = &b.m[i];
         snprintf(m->path, sizeof m->path, "%s", m->arg);
@@ -263,9 +273,20 @@ int cmd_bench(int argc, char **argv)
     double bw = nb_measure_read_bw(b.n_threads, (size_t)1 << 30, 5);
     if (nb_bench_interleave(b.n_models, 2, b.reps, run_one, &b) != NB_OK) goto fail;
     emit(&b, fmt, bw);
+    for (int i = 0; record_dir && i < b.n_models; i++) {
+        const struct bmodel *m = &b.m[i];
+        struct nb_stats s;
+        nb_stats_of(m->samples[T_TG], m->n_samples[T_TG], &s);
+        struct bench_record r = {m->arg, m->path, &m->info, b.n_threads, b.n_prompt, b.n_gen,
+                                 m->samples[T_PP], m->samples[T_TG], m->n_samples[T_PP],
+                                 m->n_samples[T_TG], bw,
+                                 bw > 0 ? s.best * (double)m->info.weight_bytes / (bw * 1e9) : 0,
+                                 argc, argv};
+        if (!bench_record_write(record_dir, &r)) record_failed = 1;
+    }
     if (profile)
         for (int i = 0; i < b.n_models; i++) print_profile(&b.m[i], b.n_gen > 0 ? b.n_gen : 32);
-    rc = 0;
+    rc = record_failed;
     goto done;
 fail:
     fprintf(stderr, "nibble bench: %s\n", nb_last_error());

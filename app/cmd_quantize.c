@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "app/args.h"
+#include "app/auto_path.h"
 #include "app/commands.h"
 #include "nibble.h"
 #include "runtime/quantize.h"
@@ -16,7 +17,8 @@ static void usage(FILE *f)
             "usage: nibble quantize -m MODEL --path P [--group N] [--head 4|8|16] [--embd 8|16]\n"
             "                       [--calib FILE] [--absmax] [-t N] [-q] -o OUT.nib\n"
             "\n"
-            "  --path P      w4a8 | w4a16 | w8a16 | bf16 | f32\n"
+            "  --path P      w4a8 | w4a16 | w8a16 | bf16 | f32 | auto (the selector's choice\n"
+            "                for this CPU; --priority speed|fidelity|memory, default speed)\n"
             "  --group N     int4 group size along K: 32, 64 or 128 (default 128)\n"
             "  --head B      output head: 4 (the path's int4 grid), 8 (int8 per row) or 16\n"
             "                (bf16); default 8. A tied head gets its own quantized copy.\n"
@@ -55,6 +57,7 @@ static void on_report(const char *name, const char *kind, int64_t n_out, int64_t
 int cmd_quantize(int argc, char **argv)
 {
     const char *cmd = "quantize", *model = NULL, *out = NULL, *path_name = NULL;
+    const char *priority = NULL;
     struct nb_quantize_opts o;
     struct qui ui = {.tty = isatty(2)};
     nb_quantize_default_opts(&o);
@@ -73,6 +76,9 @@ int cmd_quantize(int argc, char **argv)
         } else if (!strcmp(a, "--path")) {
             if (!VAL()) return 1;
             path_name = v;
+        } else if (!strcmp(a, "--priority")) {
+            if (!VAL()) return 1;
+            priority = v;
         } else if (!strcmp(a, "--group")) {
             if (!VAL() || !arg_int(cmd, a, v, 32, 128, &o.group)) return 1;
             if (o.group != 32 && o.group != 64 && o.group != 128) {
@@ -111,11 +117,7 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "nibble quantize: -m MODEL, --path P and -o OUT.nib are required\n");
         return 1;
     }
-    if (!nb_wpath_from_name(path_name, &o.path)) {
-        fprintf(stderr, "nibble quantize: --path '%s' is not one of w4a8, w4a16, w8a16, bf16, "
-                        "f32\n", path_name);
-        return 1;
-    }
+    if (!app_weight_path(cmd, path_name, priority, &o.path, &o.head_bits)) return 1;
     o.progress = on_progress;
     o.report = on_report;
     o.user = &ui;
@@ -126,7 +128,7 @@ int cmd_quantize(int argc, char **argv)
     }
     printf("%s: %s, %.3f bits per weight in linear layers (%lld params, %llu bytes), %.3f over "
            "the whole file (%lld params, %llu bytes), %.1f s\n",
-           out, path_name, r.bpw_linear, (long long)r.linear_params,
+           out, nb_wpath_name(o.path), r.bpw_linear, (long long)r.linear_params,
            (unsigned long long)r.linear_bytes, r.bpw_file, (long long)r.file_params,
            (unsigned long long)r.file_bytes, r.seconds);
     return 0;

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "app/args.h"
+#include "app/auto_path.h"
 #include "app/commands.h"
 #include "core/timer.h"
 #include "nibble.h"
@@ -26,7 +27,8 @@ static void usage(FILE *f)
             "  -p, --prompt TEXT       prompt text\n"
             "      --ids LIST          prompt as token ids, used exactly as given (no BOS)\n"
             "      --path P            run weight path P (w4a8, w4a16, w8a16, bf16, f32): a float\n"
-            "                          MODEL is quantized on first use and cached\n"
+            "                          MODEL is quantized on first use and cached; auto: the\n"
+            "                          selector's choice (--priority speed|fidelity|memory)\n"
             "  -n, --n-predict N       tokens to generate (default 128)\n"
             "      --ctx N             context length in tokens (default: min(model, 4096))\n"
             "  -t, --threads N         threads (default: all cores)\n"
@@ -77,7 +79,7 @@ static int on_token(int32_t id, void *user)
 int cmd_run(int argc, char **argv)
 {
     const char *cmd = "run", *model_path = getenv("NIBBLE_MODEL"), *prompt_text = NULL;
-    const char *path_name = NULL;
+    const char *path_name = NULL, *priority = NULL;
     char cached[4096];
     int32_t *ids = NULL;
     int n_ids = 0, n_predict = 128, ignore_eos = 0, rc = 1, parse_special = 1, n_stops = 0;
@@ -103,6 +105,9 @@ int cmd_run(int argc, char **argv)
         } else if (!strcmp(a, "--path")) {
             if (!VAL()) goto done;
             path_name = v;
+        } else if (!strcmp(a, "--priority")) {
+            if (!VAL()) goto done;
+            priority = v;
         } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
             if (!VAL()) goto done;
             prompt_text = v;
@@ -171,11 +176,7 @@ int cmd_run(int argc, char **argv)
         struct nb_quantize_opts qo;
         nb_quantize_default_opts(&qo);
         qo.n_threads = cp.n_threads;
-        if (!nb_wpath_from_name(path_name, &qo.path)) {
-            fprintf(stderr, "nibble run: --path '%s' is not one of w4a8, w4a16, w8a16, bf16, "
-                            "f32\n", path_name);
-            goto done;
-        }
+        if (!app_weight_path(cmd, path_name, priority, &qo.path, &qo.head_bits)) goto done;
         FILE *mf = fopen(model_path, "rb");
         char magic[8] = {0};
         int is_nib = mf && fread(magic, 1, 8, mf) == 8 && !memcmp(magic, "NIBBLE\r\n", 8);

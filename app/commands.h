@@ -15,6 +15,7 @@ int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_eval(int argc, char **argv);
+int cmd_probe(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 

@@ -1,0 +1,170 @@
+/* app/bench_record.c — write a measurement record (docs/measurements format; the
+ * fields are listed in docs/selector.md). */
+#include "app/bench_record.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
+
+#include "formats/nib.h"
+#include "kernels/kernels.h"
+#include "runtime/probe.h"
+#include "runtime/selector.h"
+
+/* Letters, digits, '.' and '_' kept; anything else becomes '-'. */
+static void sanitise(char *dst, size_t size, const char *src)
+{
+    size_t i = 0;
+    for (; src[i] && i + 1 < size; i++)
+        dst[i] = isalnum((unsigned char)src[i]) || src[i] == '.' || src[i] == '_' ? src[i] : '-';
+    dst[i] = 0;
+}
+
+/* "dir/kjv-7m-f32.gguf" -> "kjv-7m-f32"; a folder (HF model) -> its name. */
+static void model_base(char *dst, size_t size, const char *arg)
+{
+    char tmp[512];
+    snprintf(tmp, sizeof tmp, "%s", arg);
+    size_t l = strlen(tmp);
+    while (l > 1 && tmp[l - 1] == '/')
+        tmp[--l] = 0;
+    const char *b = strrchr(tmp, '/');
+    b = b ? b + 1 : tmp;
+    char *dot = strrchr(b, '.');
+    if (dot && dot != b) *dot = 0;
+    sanitise(dst, size, b);
+}
+
+/* Bits of the output head from a .nib header's "head" path; 0: unknown. */
+static int head_bits_of(const char *file)
+{
+    struct nb_nib *n = NULL;
+    int bits = 0;
+    if (nb_nib_open(&n, file) != NB_OK) return 0;
+    const cJSON *h = cJSON_GetObjectItemCaseSensitive(nb_nib_header(n), "head");
+    enum nb_wpath p;
+    if (cJSON_IsString(h) && nb_wpath_from_name(h->valuestring, &p))
+        bits = p == NB_WPATH_W4A8 || p == NB_WPATH_W4A16 ? 4
+               : p == NB_WPATH_W8A16                     ? 8
+               : p == NB_WPATH_BF16                      ? 16
+                                                         : 32;
+    nb_nib_free(n);
+    return bits;
+}
+
+static cJSON *figs(const char *count_key, int count, const double *x, int n)
+{
+    struct nb_stats s;
+    nb_stats_of(x, n, &s);
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, count_key, count);
+    cJSON_AddNumberToObject(o, "best_ts", s.best);
+    cJSON_AddNumberToObject(o, "median_ts", s.median);
+    cJSON_AddNumberToObject(o, "mean_ts", s.mean);
+    cJSON_AddNumberToObject(o, "stddev_ts", s.stddev);
+    cJSON_AddNumberToObject(o, "spread_pct", s.spread_pct);
+    cJSON *a = cJSON_AddArrayToObject(o, "samples");
+    for (int i = 0; i < n; i++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(x[i]));
+    return o;
+}
+
+int bench_record_write(const char *dir, const struct bench_record *r)
+{
+    static struct nb_probe p;
+    enum nb_wpath path;
+    char flags[512], key[80], base[160], file[4096], date[32];
+    int ok = 0;
+    char *text = NULL;
+    FILE *f = NULL;
+    if (!nb_wpath_from_name(r->info->weight_path, &path)) {
+        fprintf(stderr,
+                "nibble bench: --record: %s is a float (%s) model, not a weight path: "
+                "give --path to record it\n",
+                r->model_arg, r->info->weight_path);
+        return 0;
+    }
+    nb_probe_host(&p, 0);
+    nb_probe_flags_str(&p, flags, sizeof flags);
+    const char *kernel = nb_select_kernel_of_table(nb_kernels_get(), path);
+    int head = head_bits_of(r->model_file);
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%Y-%m-%dT%H:%M:%SZ", &tm);
+
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "schema", "nibble-measurement-1");
+    cJSON *cpu = cJSON_AddObjectToObject(o, "cpu");
+    cJSON_AddStringToObject(cpu, "vendor", p.vendor);
+    cJSON_AddNumberToObject(cpu, "family", p.family);
+    cJSON_AddNumberToObject(cpu, "model", p.model);
+    cJSON_AddStringToObject(cpu, "name", p.model_name);
+    cJSON_AddStringToObject(cpu, "flags", flags);
+    cJSON_AddStringToObject(cpu, "family_key", p.family_key);
+    cJSON_AddNumberToObject(o, "threads", r->threads);
+    cJSON_AddStringToObject(o, "commit", nb_build_commit());
+    cJSON_AddStringToObject(o, "date", date);
+    const char *slash = strrchr(r->model_arg, '/');
+    cJSON_AddStringToObject(o, "model_file", slash && slash[1] ? slash + 1 : r->model_arg);
+    cJSON *shape = cJSON_AddObjectToObject(o, "model_shape");
+    cJSON_AddStringToObject(shape, "arch", r->info->arch);
+    cJSON_AddNumberToObject(shape, "n_layers", r->info->n_layers);
+    cJSON_AddNumberToObject(shape, "n_embd", r->info->n_embd);
+    cJSON_AddNumberToObject(shape, "n_vocab", r->info->n_vocab);
+    cJSON_AddNumberToObject(shape, "n_params", (double)r->info->n_params);
+    cJSON_AddStringToObject(o, "weight_path", nb_wpath_name(path));
+    cJSON_AddStringToObject(o, "kernel", kernel);
+    if (head)
+        cJSON_AddNumberToObject(o, "head_bits", head);
+    else
+        cJSON_AddNullToObject(o, "head_bits");
+    cJSON_AddNumberToObject(o, "bits_per_weight",
+                            r->info->linear_params ? 8.0 * (double)r->info->linear_bytes /
+                                                         (double)r->info->linear_params
+                                                   : 0);
+    if (r->n_pp) cJSON_AddItemToObject(o, "pp", figs("n_prompt", r->n_prompt, r->pp, r->n_pp));
+    if (r->n_tg) cJSON_AddItemToObject(o, "tg", figs("n_gen", r->n_gen, r->tg, r->n_tg));
+    cJSON_AddNumberToObject(o, "read_bw_gbs", r->read_bw_gbs);
+    cJSON_AddNumberToObject(o, "roofline_fraction", r->roofline_fraction);
+    char cmdline[2048] = "nibble";
+    for (int i = 0; i < r->argc; i++) {
+        size_t l = strlen(cmdline);
+        snprintf(cmdline + l, sizeof cmdline - l, " %s", r->argv[i]);
+    }
+    cJSON_AddStringToObject(o, "command", cmdline);
+    if (!(text = cJSON_Print(o))) goto fail;
+
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "nibble bench: --record: cannot create %s: %s\n", dir, strerror(errno));
+        goto fail;
+    }
+    sanitise(key, sizeof key, p.family_key);
+    model_base(base, sizeof base, r->model_arg);
+    snprintf(file, sizeof file, "%s/%s-%s-%s-t%d.json", dir, key, base, nb_wpath_name(path),
+             r->threads);
+    if (!(f = fopen(file, "w")) || fprintf(f, "%s\n", text) < 0) {
+        fprintf(stderr, "nibble bench: --record: cannot write %s: %s\n", file, strerror(errno));
+        goto fail;
+    }
+    if (fclose(f) != 0) {
+        f = NULL;
+        fprintf(stderr, "nibble bench: --record: cannot write %s: %s\n", file, strerror(errno));
+        goto fail;
+    }
+    f = NULL;
+    fprintf(stderr, "nibble bench: recorded %s (%s, kernel %s)\n", file, nb_wpath_name(path),
+            kernel);
+    ok = 1;
+fail:
+    if (f) fclose(f);
+    free(text);
+    cJSON_Delete(o);
+    return ok;
+}

@@ -1,0 +1,604 @@
+/* runtime/selector.c — weight-path selector and measurement records. */
+#include "runtime/selector.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/log.h"
+#include "quant/quant.h"
+#include "runtime/measurements.h"
+
+/* The shape bits per weight are quoted at: a typical 1-2 B model's square projection. */
+#define BPW_N    2048
+#define BPW_G    128
+#define MAX_FILE (1 << 20)
+
+const char *nb_priority_name(enum nb_priority p)
+{
+    switch (p) {
+    case NB_PRIORITY_SPEED: return "speed";
+    case NB_PRIORITY_FIDELITY: return "fidelity";
+    case NB_PRIORITY_MEMORY: return "memory";
+    }
+    return "?";
+}
+
+int nb_priority_from_name(const char *name, enum nb_priority *out)
+{
+    for (int p = 0; p <= NB_PRIORITY_MEMORY; p++)
+        if (name && !strcmp(name, nb_priority_name((enum nb_priority)p))) {
+            *out = (enum nb_priority)p;
+            return 1;
+        }
+    return 0;
+}
+
+const char *nb_target_name(enum nb_target t)
+{
+    return t == NB_TARGET_PHONE ? "phone" : "host";
+}
+
+int nb_target_from_name(const char *name, enum nb_target *out)
+{
+    if (name && !strcmp(name, "host"))
+        *out = NB_TARGET_HOST;
+    else if (name && !strcmp(name, "phone"))
+        *out = NB_TARGET_PHONE;
+    else
+        return 0;
+    return 1;
+}
+
+const char *nb_build_commit(void)
+{
+    return nb_builtin_commit[0] ? nb_builtin_commit : "unknown";
+}
+
+/* ---------------------------------------------------------------- records */
+
+static const cJSON *get(const cJSON *o, const char *key)
+{
+    return cJSON_GetObjectItemCaseSensitive(o, key);
+}
+
+static void copy_str(char *dst, size_t size, const cJSON *v)
+{
+    snprintf(dst, size, "%s", cJSON_IsString(v) ? v->valuestring : "");
+}
+
+static double num(const cJSON *v)
+{
+    return cJSON_IsNumber(v) ? v->valuedouble : 0;
+}
+
+static void parse_figs(const cJSON *o, int pp, struct nb_record_figs *f)
+{
+    memset(f, 0, sizeof *f);
+    if (!cJSON_IsObject(o)) return;
+    f->present = 1;
+    f->n_tokens = (int)num(get(o, pp ? "n_prompt" : "n_gen"));
+    f->best_ts = num(get(o, "best_ts"));
+    f->median_ts = num(get(o, "median_ts"));
+    f->mean_ts = num(get(o, "mean_ts"));
+    f->stddev_ts = num(get(o, "stddev_ts"));
+    f->spread_pct = num(get(o, "spread_pct"));
+    const cJSON *s = get(o, "samples");
+    f->samples = cJSON_IsArray(s) ? cJSON_GetArraySize(s) : (int)num(s);
+}
+
+enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
+                               struct nb_record *out)
+{
+    enum nb_status st = NB_OK;
+    const char *src = source ? source : "(record)";
+    memset(out, 0, sizeof *out);
+    cJSON *root = json ? cJSON_ParseWithLength(json, len) : NULL;
+    if (!cJSON_IsObject(root)) {
+        st = nb_set_error(NB_ERR_FORMAT, "record %s: not a JSON object", src);
+        goto fail;
+    }
+    const cJSON *cpu = get(root, "cpu"), *shape = get(root, "model_shape");
+    const cJSON *fk = cJSON_IsObject(cpu) ? get(cpu, "family_key") : NULL;
+    const cJSON *kernel = get(root, "kernel"), *path = get(root, "weight_path");
+    const cJSON *threads = get(root, "threads");
+    if (!cJSON_IsString(fk) || !fk->valuestring[0]) {
+        st = nb_set_error(NB_ERR_FORMAT, "record %s: missing string cpu.family_key", src);
+        goto fail;
+    }
+    if (!cJSON_IsString(kernel) || !kernel->valuestring[0]) {
+        st = nb_set_error(NB_ERR_FORMAT, "record %s: missing string kernel", src);
+        goto fail;
+    }
+    if (!cJSON_IsString(path) || !nb_wpath_from_name(path->valuestring, &out->path)) {
+        st = nb_set_error(NB_ERR_FORMAT,
+                          "record %s: weight_path must be one of w4a8, w4a16, w8a16, bf16, f32",
+                          src);
+        goto fail;
+    }
+    if (!cJSON_IsNumber(threads) || threads->valuedouble < 1 || threads->valuedouble > 4096) {
+        st = nb_set_error(NB_ERR_FORMAT, "record %s: threads must be a number >= 1", src);
+        goto fail;
+    }
+    parse_figs(get(root, "pp"), 1, &out->pp);
+    parse_figs(get(root, "tg"), 0, &out->tg);
+    if (!(out->tg.present && out->tg.best_ts > 0) && !(out->pp.present && out->pp.best_ts > 0)) {
+        st = nb_set_error(NB_ERR_FORMAT, "record %s: no tg or pp figures with a positive best_ts",
+                          src);
+        goto fail;
+    }
+    snprintf(out->source, sizeof out->source, "%s", src);
+    copy_str(out->family_key, sizeof out->family_key, fk);
+    copy_str(out->cpu_name, sizeof out->cpu_name, get(cpu, "name"));
+    copy_str(out->kernel, sizeof out->kernel, kernel);
+    out->threads = (int)threads->valuedouble;
+    out->head_bits = (int)num(get(root, "head_bits"));
+    out->bits_per_weight = num(get(root, "bits_per_weight"));
+    copy_str(out->commit, sizeof out->commit, get(root, "commit"));
+    copy_str(out->date, sizeof out->date, get(root, "date"));
+    copy_str(out->model_file, sizeof out->model_file, get(root, "model_file"));
+    if (cJSON_IsObject(shape)) {
+        copy_str(out->arch, sizeof out->arch, get(shape, "arch"));
+        out->n_layers = (int)num(get(shape, "n_layers"));
+        out->n_embd = (int)num(get(shape, "n_embd"));
+        out->n_vocab = (int)num(get(shape, "n_vocab"));
+    }
+    out->read_bw_gbs = num(get(root, "read_bw_gbs"));
+    out->roofline_fraction = num(get(root, "roofline_fraction"));
+fail:
+    cJSON_Delete(root);
+    return st;
+}
+
+static enum nb_status push(struct nb_record **recs, int *n, const char *json, size_t len,
+                           const char *name)
+{
+    struct nb_record r;
+    if (nb_record_parse(json, len, name, &r) != NB_OK) {
+        NB_LOGW("measurement %s skipped: %s", name, nb_last_error());
+        nb_clear_error();
+        return NB_OK;
+    }
+    struct nb_record *grown = realloc(*recs, sizeof **recs * (size_t)(*n + 1));
+    if (!grown) return nb_set_error(NB_ERR_NOMEM, "measurement records: out of memory");
+    *recs = grown;
+    grown[(*n)++] = r;
+    return NB_OK;
+}
+
+enum nb_status nb_records_load_builtin(struct nb_record **out, int *n)
+{
+    enum nb_status st = NB_OK;
+    *out = NULL;
+    *n = 0;
+    for (int i = 0; i < nb_n_builtin_records; i++) {
+        const struct nb_builtin_record *b = &nb_builtin_records[i];
+        if ((st = push(out, n, b->json, b->size, b->name)) != NB_OK) goto fail;
+    }
+    return NB_OK;
+fail:
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return st;
+}
+
+static int by_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+enum nb_status nb_records_load_dir(const char *dir, struct nb_record **recs, int *n)
+{
+    enum nb_status st = NB_OK;
+    char **names = NULL, *buf = NULL;
+    int n_names = 0;
+    DIR *d = opendir(dir);
+    if (!d) {
+        st = nb_set_error(NB_ERR_IO, "measurements folder %s: %s", dir, strerror(errno));
+        goto fail;
+    }
+    for (struct dirent *e; (e = readdir(d));) {
+        size_t l = strlen(e->d_name);
+        if (l < 6 || strcmp(e->d_name + l - 5, ".json") != 0) continue;
+        char **grown = realloc(names, sizeof *names * (size_t)(n_names + 1));
+        if (!grown || !(grown[n_names] = strdup(e->d_name))) {
+            if (grown) names = grown;
+            st = nb_set_error(NB_ERR_NOMEM, "measurements folder %s: out of memory", dir);
+            goto fail;
+        }
+        names = grown;
+        n_names++;
+    }
+    if (n_names) qsort(names, (size_t)n_names, sizeof *names, by_name);
+    if (!(buf = malloc(MAX_FILE + 1))) {
+        st = nb_set_error(NB_ERR_NOMEM, "measurements folder %s: out of memory", dir);
+        goto fail;
+    }
+    for (int i = 0; i < n_names; i++) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+        FILE *f = fopen(path, "rb");
+        if (!f) {
+            NB_LOGW("measurement %s skipped: %s", path, strerror(errno));
+            continue;
+        }
+        size_t len = fread(buf, 1, MAX_FILE + 1, f);
+        fclose(f);
+        if (len > MAX_FILE) {
+            NB_LOGW("measurement %s skipped: larger than %d bytes", path, MAX_FILE);
+            continue;
+        }
+        buf[len] = 0;
+        if ((st = push(recs, n, buf, len, names[i])) != NB_OK) goto fail;
+    }
+fail:
+    if (d) closedir(d);
+    for (int i = 0; i < n_names; i++)
+        free(names[i]);
+    free(names);
+    free(buf);
+    return st;
+}
+
+enum nb_status nb_records_load(struct nb_record **out, int *n)
+{
+    enum nb_status st = nb_records_load_builtin(out, n);
+    const char *dir = getenv("NIBBLE_MEASUREMENTS");
+    if (st != NB_OK) goto fail;
+    if (dir && *dir && (st = nb_records_load_dir(dir, out, n)) != NB_OK) goto fail;
+    return NB_OK;
+fail:
+    free(*out);
+    *out = NULL;
+    *n = 0;
+    return st;
+}
+
+/* ---------------------------------------------------------------- kernels */
+
+static int is_arm(const struct nb_probe *p)
+{
+    return !strcmp(p->arch, "aarch64");
+}
+
+static int is_x86(const struct nb_probe *p)
+{
+    return !strcmp(p->arch, "x86_64");
+}
+
+/* dispatch.c's levels: 2 avx512, 1 avx2, 0 ref. */
+static int x86_level(const struct nb_cpu *c)
+{
+    if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx2 && c->fma && c->f16c)
+        return 2;
+    if (c->avx2 && c->fma && c->f16c) return 1;
+    return 0;
+}
+
+const char *nb_select_kernel_for(const struct nb_probe *p, enum nb_wpath path)
+{
+#ifdef NB_HAVE_X86
+    if (is_x86(p)) {
+        const struct nb_cpu *c = &p->x86;
+        int lvl = x86_level(c);
+        if (path == NB_WPATH_W4A8) {
+            if (lvl >= 2 && c->avx512_vnni) return "avx512vnni";
+            if (lvl >= 1) return c->avx_vnni ? "avxvnni" : "avx2";
+        }
+        if (path == NB_WPATH_W4A16 && lvl >= 2) return "avx512";
+    }
+#else
+    (void)p;
+    (void)path;
+#endif
+    return "ref";
+}
+
+const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath path)
+{
+#ifdef NB_HAVE_X86
+    if (path == NB_WPATH_W4A8) {
+        if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avx512vnni) return "avx512vnni";
+        if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avxvnni) return "avxvnni";
+        if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avx2) return "avx2";
+    }
+    if (path == NB_WPATH_W4A16 && k->gemm_w4a16_x16 == nb_gemm_w4a16_x16_avx512) return "avx512";
+#else
+    (void)k;
+    (void)path;
+#endif
+    return "ref";
+}
+
+/* The kernel a CPU would want for `path` when this build lacks it: "" if none. */
+static const char *wanted_kernel(const struct nb_probe *p, enum nb_wpath path)
+{
+    if (is_x86(p) && path == NB_WPATH_W4A8 && p->x86.amx_tile && p->x86.amx_int8) return "amx";
+    if (is_arm(p) && path == NB_WPATH_W4A8) {
+        if (p->arm.i8mm) return "neon-i8mm";
+        if (p->arm.asimddp) return "neon-dotprod";
+        if (p->arm.asimd) return "neon";
+    }
+    if (is_arm(p) && path == NB_WPATH_W4A16 && p->arm.asimd) return "neon";
+    return "";
+}
+
+/* ---------------------------------------------------------------- selection */
+
+NB_PRINTF(2, 3) static void reason(struct nb_choice *c, const char *fmt, ...)
+{
+    if (c->n_reasons >= NB_SELECT_MAX_REASONS) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->reasons[c->n_reasons++], NB_SELECT_REASON_LEN, fmt, ap);
+    va_end(ap);
+}
+
+static double bpw(enum nb_wpath path)
+{
+    return nb_layout_bpw(path, BPW_G, BPW_N, BPW_N);
+}
+
+/* A record for (family, kernel, path); prefers one with tg figures. */
+static const struct nb_record *find_record(const struct nb_record *r, int n, const char *family,
+                                           const char *kernel, enum nb_wpath path)
+{
+    const struct nb_record *hit = NULL;
+    for (int i = 0; i < n; i++)
+        if (!strcmp(r[i].family_key, family) && !strcmp(r[i].kernel, kernel) && r[i].path == path &&
+            (!hit || (!hit->tg.present && r[i].tg.present)))
+            hit = &r[i];
+    return hit;
+}
+
+static int same_run_shape(const struct nb_record *a, const struct nb_record *b)
+{
+    return a->threads == b->threads && !strcmp(a->arch, b->arch) && a->n_layers == b->n_layers &&
+           a->n_embd == b->n_embd && a->n_vocab == b->n_vocab;
+}
+
+/* A w4a8 and a w4a16 record of this family, each with the kernel this build runs for
+ * it, same model shape and threads, both with tg figures. 1 and the pair, or 0. */
+static int find_speed_pair(const struct nb_probe *p, const struct nb_record *r, int n,
+                           const struct nb_record **a8, const struct nb_record **a16)
+{
+    const char *k8 = nb_select_kernel_for(p, NB_WPATH_W4A8);
+    const char *k16 = nb_select_kernel_for(p, NB_WPATH_W4A16);
+    for (int i = 0; i < n; i++) {
+        if (strcmp(r[i].family_key, p->family_key) || r[i].path != NB_WPATH_W4A8 ||
+            strcmp(r[i].kernel, k8) || !r[i].tg.present || r[i].tg.best_ts <= 0)
+            continue;
+        for (int j = 0; j < n; j++)
+            if (!strcmp(r[j].family_key, p->family_key) && r[j].path == NB_WPATH_W4A16 &&
+                !strcmp(r[j].kernel, k16) && r[j].tg.present && r[j].tg.best_ts > 0 &&
+                same_run_shape(&r[i], &r[j])) {
+                *a8 = &r[i];
+                *a16 = &r[j];
+                return 1;
+            }
+    }
+    return 0;
+}
+
+static const char *model_label(const struct nb_record *r)
+{
+    const char *s = strrchr(r->model_file, '/');
+    return s ? s + 1 : r->model_file[0] ? r->model_file : r->arch;
+}
+
+/* The default speed path when no record pair decides: the int8 path where the CPU
+ * has a dot-product kernel for it (built or not), else w4a16. */
+static enum nb_wpath speed_default(const struct nb_probe *p, int had_pair, struct nb_choice *c)
+{
+    const char *none = had_pair ? "no conclusive" : "no";
+    if (is_arm(p)) {
+        if (p->arm.asimddp || p->arm.i8mm) {
+            reason(c,
+                   "speed: %s w4a8/w4a16 record pair for %s: default w4a8, the int8 path "
+                   "the Arm dot-product instructions (asimddp%s) are for",
+                   none, p->family_key, p->arm.i8mm ? ", i8mm" : "");
+            return NB_WPATH_W4A8;
+        }
+        reason(c,
+               "speed: this Arm CPU has no dot-product instructions (asimddp), so w4a8 "
+               "gains nothing from int8 activations: w4a16 (%s record pair for %s)",
+               none, p->family_key);
+        return NB_WPATH_W4A16;
+    }
+    const char *k8 = nb_select_kernel_for(p, NB_WPATH_W4A8);
+    if (strcmp(k8, "ref") != 0 || !is_x86(p)) {
+        reason(c,
+               "speed: %s w4a8/w4a16 record pair for %s: default w4a8 (int8 dot products, "
+               "kernel %s here); not a measurement — run nibble bench --record with both "
+               "paths to decide it",
+               none, p->family_key, k8);
+        return NB_WPATH_W4A8;
+    }
+    reason(c,
+           "speed: this CPU has no AVX2 (no SIMD kernel in this build): default w4a8, the "
+           "fewest bytes per weight; %s record pair for %s",
+           none, p->family_key);
+    return NB_WPATH_W4A8;
+}
+
+static enum nb_wpath speed_choice(const struct nb_probe *p, const struct nb_record *r, int n,
+                                  struct nb_choice *c)
+{
+    const struct nb_record *a8, *a16;
+    if (!find_speed_pair(p, r, n, &a8, &a16)) return speed_default(p, 0, c);
+    int w16 = a16->tg.best_ts > a8->tg.best_ts;
+    const struct nb_record *win = w16 ? a16 : a8, *lose = w16 ? a8 : a16;
+    double gain = 100.0 * (win->tg.best_ts / lose->tg.best_ts - 1);
+    double spread =
+        win->tg.spread_pct > lose->tg.spread_pct ? win->tg.spread_pct : lose->tg.spread_pct;
+    if (gain <= spread) {
+        reason(c,
+               "speed: record pair inconclusive on %s: %s tg %.2f vs %s %.2f t/s best "
+               "(+%.1f%%) is inside the spread (%.1f%% / %.1f%%), %s, %d threads (%s, %s)",
+               p->family_key, nb_wpath_name(win->path), win->tg.best_ts, nb_wpath_name(lose->path),
+               lose->tg.best_ts, gain, win->tg.spread_pct, lose->tg.spread_pct, model_label(win),
+               win->threads, win->source, lose->source);
+        return speed_default(p, 1, c);
+    }
+    reason(c,
+           "speed: %s decoded faster than %s on %s: tg %.2f vs %.2f t/s best (+%.1f%%; "
+           "spread %.1f%% / %.1f%%), %s, %d threads (%s, %s)",
+           nb_wpath_name(win->path), nb_wpath_name(lose->path), p->family_key, win->tg.best_ts,
+           lose->tg.best_ts, gain, win->tg.spread_pct, lose->tg.spread_pct, model_label(win),
+           win->threads, win->source, lose->source);
+    return win->path;
+}
+
+static void fill_kernel(const struct nb_probe *p, struct nb_choice *c)
+{
+    const char *run = nb_select_kernel_for(p, c->path);
+    const char *want = wanted_kernel(p, c->path);
+    snprintf(c->kernel_run, sizeof c->kernel_run, "%s", run);
+    if (want[0] && strcmp(want, run) != 0)
+        snprintf(c->kernel, sizeof c->kernel, "%s (not built: %s)", want,
+                 strcmp(run, "ref") ? run : "scalar ref");
+    else
+        snprintf(c->kernel, sizeof c->kernel, "%s", run);
+}
+
+static void explain_kernel(const struct nb_probe *p, struct nb_choice *c)
+{
+    if (is_x86(p) && c->path == NB_WPATH_W4A8 && p->x86.amx_tile && p->x86.amx_int8) {
+        reason(c,
+               "AMX-INT8 present (Linux tile-data permission: %s) but nibble has no AMX "
+               "kernel yet: w4a8 runs %s; AMX is unverified here",
+               p->amx_permitted < 0 ? "not asked"
+               : p->amx_permitted   ? "granted"
+                                    : "refused",
+               c->kernel_run);
+    } else if (is_x86(p) && p->x86_cpuid.avx512f && !p->x86.avx512f) {
+        reason(c,
+               "the CPU has AVX-512 but the OS does not save its registers (XCR0 0x%llx): "
+               "not used",
+               (unsigned long long)p->xcr0);
+    }
+    if (!strcmp(c->kernel_run, "ref"))
+        reason(c, "kernel: %s — the scalar reference kernel runs here, correct but slow",
+               c->kernel);
+}
+
+static void explain_verified(const struct nb_probe *p, const struct nb_record *r, int n,
+                             struct nb_choice *c)
+{
+    c->record = find_record(r, n, p->family_key, c->kernel_run, c->path);
+    c->verified = c->record != NULL;
+    if (!c->record) {
+        reason(c,
+               "unverified: no measurement record for %s with kernel %s and path %s — "
+               "nibble bench -m MODEL --path %s --record adds one",
+               p->family_key, c->kernel_run, nb_wpath_name(c->path), nb_wpath_name(c->path));
+        return;
+    }
+    const struct nb_record *v = c->record;
+    char figs[160] = "";
+    if (v->tg.present)
+        snprintf(figs, sizeof figs, "tg%d %.2f t/s best (median %.2f, spread %.1f%%)",
+                 v->tg.n_tokens, v->tg.best_ts, v->tg.median_ts, v->tg.spread_pct);
+    else
+        snprintf(figs, sizeof figs, "pp%d %.2f t/s best (median %.2f, spread %.1f%%)",
+                 v->pp.n_tokens, v->pp.best_ts, v->pp.median_ts, v->pp.spread_pct);
+    reason(c, "verified: %s — %s, %s, %d threads, %s, commit %s: %s", v->source, v->cpu_name,
+           model_label(v), v->threads, nb_wpath_name(v->path), v->commit, figs);
+}
+
+enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, int priority_given,
+                         enum nb_target target, const struct nb_record *records, int n_records,
+                         struct nb_choice *c)
+{
+    enum nb_status st = NB_OK;
+    const char *env = getenv("NIBBLE_WEIGHT_PATH");
+    enum nb_wpath forced = NB_WPATH_W4A8;
+    int is_forced = env && *env && strcmp(env, "auto") != 0;
+    memset(c, 0, sizeof *c);
+    if (is_forced && !nb_wpath_from_name(env, &forced)) {
+        st = nb_set_error(NB_ERR_INVALID_ARG,
+                          "NIBBLE_WEIGHT_PATH=%s is not one of auto, w4a8, w4a16, w8a16, bf16, "
+                          "f32",
+                          env);
+        goto fail;
+    }
+    c->head_bits = priority == NB_PRIORITY_FIDELITY ? 8 : 4;
+    if (is_forced) {
+        c->path = forced;
+        reason(c, "NIBBLE_WEIGHT_PATH=%s overrides the selector", env);
+    } else if (target == NB_TARGET_PHONE) {
+        c->path = NB_WPATH_W8A16;
+        c->head_bits = 8;
+        reason(c, "target phone: w8a16 export only (int8 per output channel, for the phone's "
+                  "own runtime); nibble does not run on the phone, so nothing is measured or "
+                  "verified there");
+    } else if (priority == NB_PRIORITY_FIDELITY) {
+        c->path = NB_WPATH_W4A16;
+        reason(c, "fidelity: w4a16 (asymmetric int4 weights, 16-bit activations: no activation "
+                  "rounding) with an 8-bit output head");
+    } else if (priority == NB_PRIORITY_MEMORY) {
+        double b8 = bpw(NB_WPATH_W4A8), b16 = bpw(NB_WPATH_W4A16);
+        c->path = b8 <= b16 ? NB_WPATH_W4A8 : NB_WPATH_W4A16;
+        reason(c,
+               "memory: %s stores %.3f bits per weight vs %.3f for %s (computed from the "
+               "layouts at %dx%d, G=%d), with a 4-bit head",
+               nb_wpath_name(c->path), b8 <= b16 ? b8 : b16, b8 <= b16 ? b16 : b8,
+               b8 <= b16 ? "w4a16" : "w4a8", BPW_N, BPW_N, BPW_G);
+    } else {
+        c->path = speed_choice(p, records, n_records, c);
+    }
+    c->bits_per_weight = bpw(c->path);
+    if (target == NB_TARGET_PHONE) {
+        snprintf(c->kernel, sizeof c->kernel, "none (export only)");
+        snprintf(c->kernel_run, sizeof c->kernel_run, "none");
+        c->runs_locally = 0;
+        c->verified = 0;
+    } else {
+        fill_kernel(p, c);
+        c->runs_locally = 1;
+        explain_kernel(p, c);
+        explain_verified(p, records, n_records, c);
+    }
+    if (!priority_given)
+        reason(c, "no --priority given: chose for speed. Agentic use: tool-calling agents "
+                  "need fidelity: a speed build reproduced fewer greedy "
+                  "outputs of its own bf16 model in a published 1.7 B study (W4A8 1/12 vs "
+                  "W4A16 2/12) and flipped a setting back in an agent task — pass --priority "
+                  "fidelity for agents");
+fail:
+    return st;
+}
+
+enum nb_status nb_select_resolve(const char *name, enum nb_priority priority, int priority_given,
+                                 enum nb_wpath *path, int *head_bits, struct nb_choice *choice)
+{
+    enum nb_status st = NB_OK;
+    struct nb_record *recs = NULL;
+    struct nb_choice local;
+    struct nb_probe probe;
+    int n = 0;
+    struct nb_choice *c = choice ? choice : &local;
+    if (name && strcmp(name, "auto") != 0) {
+        if (!nb_wpath_from_name(name, path))
+            st =
+                nb_set_error(NB_ERR_INVALID_ARG,
+                             "--path '%s' is not one of auto, w4a8, w4a16, w8a16, bf16, f32", name);
+        goto fail;
+    }
+    nb_probe_host(&probe, 0);
+    if ((st = nb_records_load(&recs, &n)) != NB_OK) goto fail;
+    if ((st = nb_select(&probe, priority, priority_given, NB_TARGET_HOST, recs, n, c)) != NB_OK)
+        goto fail;
+    c->record = NULL; /* points into recs, freed below */
+    *path = c->path;
+    if (head_bits && *head_bits == 0) *head_bits = c->head_bits;
+fail:
+    free(recs);
+    return st;
+}

@@ -1,0 +1,122 @@
+/* runtime/selector.h — choose the weight path for a device, from its probe and the
+ * measurement records (docs/measurements/<name>.json, written by `nibble bench --record`).
+ *
+ * Rules (docs/selector.md has the reasoning):
+ *   target phone            w8a16 export; nibble does not run there; never verified.
+ *   NIBBLE_WEIGHT_PATH=P     P, whatever the rules below say (the reasons say so).
+ *   priority fidelity       w4a16 with an 8-bit head.
+ *   priority memory         the int4 path with the fewest bits per weight, 4-bit head.
+ *   priority speed          w4a8 / w4a16, whichever recorded the faster tg on this
+ *                           family with the kernels this build would run (same model
+ *                           shape and threads); without such a pair: w4a8 where it has
+ *                           a dot-product kernel (VNNI, AVX2, AMX, Arm asimddp), else w4a16.
+ * "Verified" means a record exists with the probe's family key AND the kernel that
+ * would run AND the chosen path. Every reason that uses a record cites its file.
+ */
+#ifndef NB_RUNTIME_SELECTOR_H
+#define NB_RUNTIME_SELECTOR_H
+
+#include <stddef.h>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "kernels/layout.h"
+#include "runtime/probe.h"
+
+enum nb_priority { NB_PRIORITY_SPEED = 0, NB_PRIORITY_FIDELITY, NB_PRIORITY_MEMORY };
+enum nb_target { NB_TARGET_HOST = 0, NB_TARGET_PHONE };
+
+/* "speed" | "fidelity" | "memory"; "host" | "phone". from_name: 1 and *out on a match. */
+const char *nb_priority_name(enum nb_priority p);
+int nb_priority_from_name(const char *name, enum nb_priority *out);
+const char *nb_target_name(enum nb_target t);
+int nb_target_from_name(const char *name, enum nb_target *out);
+
+/* ---------------------------------------------------------------- records */
+
+struct nb_record_figs {
+    int present;  /* the record has this test */
+    int n_tokens; /* n_prompt (pp) or n_gen (tg) */
+    double best_ts, median_ts, mean_ts, stddev_ts, spread_pct;
+    int samples;
+};
+
+/* One measurement record (one model, one weight path, one thread count, one CPU). */
+struct nb_record {
+    char source[128];    /* file name it came from ("x.json") */
+    char family_key[64]; /* cpu.family_key */
+    char cpu_name[128];  /* cpu.name */
+    char kernel[32];     /* the kernel that ran ("avx512vnni", "avx2", "ref", ...) */
+    enum nb_wpath path;  /* weight_path */
+    int head_bits;       /* 0: unknown */
+    double bits_per_weight;
+    int threads;
+    char commit[48];
+    char date[32];
+    char model_file[128];
+    char arch[32]; /* model_shape.arch */
+    int n_layers, n_embd, n_vocab;
+    struct nb_record_figs pp, tg;
+    double read_bw_gbs, roofline_fraction;
+};
+
+/* Parse one record (the JSON text of a docs/measurements file). `source` names it in
+ * errors and in reasons. Required: cpu.family_key, kernel, weight_path (a known
+ * path), threads >= 1, and a tg or pp object with a positive best_ts.
+ * NB_ERR_FORMAT with "record SOURCE: ..." naming the first problem. */
+enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
+                               struct nb_record *out);
+
+/* The records this build was compiled with (docs/measurements/<name>.json at configure
+ * time) plus those in the folder named by $NIBBLE_MEASUREMENTS (if set), every <name>.json in it. A
+ * record that does not parse is skipped with a warning on stderr (log). *out is malloc'd (free()
+ * it; may be NULL when *n == 0). */
+enum nb_status nb_records_load(struct nb_record **out, int *n);
+/* Only the compiled-in ones (same ownership). */
+enum nb_status nb_records_load_builtin(struct nb_record **out, int *n);
+/* Append the *.json records of a folder to *recs (realloc'd), in name order. */
+enum nb_status nb_records_load_dir(const char *dir, struct nb_record **recs, int *n);
+
+/* The commit this build was configured from (`git rev-parse --short HEAD`), or "unknown". */
+const char *nb_build_commit(void);
+
+/* ---------------------------------------------------------------- selection */
+
+#define NB_SELECT_MAX_REASONS 12
+#define NB_SELECT_REASON_LEN  400
+
+struct nb_choice {
+    enum nb_wpath path;
+    char kernel[64];        /* what to call it: "avx512vnni", "amx (not built: avx512vnni)" */
+    char kernel_run[32];    /* the kernel this build dispatches for it ("ref": scalar) */
+    int head_bits;          /* 4 or 8 (output head) */
+    double bits_per_weight; /* of the linear layers, from the layout (2048x2048, G=128) */
+    int runs_locally;       /* nibble runs this path on the device (maybe on the slow ref) */
+    int verified;           /* a record: same family key, kernel_run and path */
+    const struct nb_record *record; /* that record (points into the caller's array) */
+    int n_reasons;
+    char reasons[NB_SELECT_MAX_REASONS][NB_SELECT_REASON_LEN];
+};
+
+/* Choose a weight path. priority_given: 0 when the user did not say (then the reasons
+ * carry the agentic-use warning). Reads $NIBBLE_WEIGHT_PATH (an override).
+ * NB_ERR_INVALID_ARG when that variable names no weight path. */
+enum nb_status nb_select(const struct nb_probe *probe, enum nb_priority priority,
+                         int priority_given, enum nb_target target, const struct nb_record *records,
+                         int n_records, struct nb_choice *out);
+
+/* The kernel name this build dispatches for `path` on a CPU with these features
+ * (mirrors kernels/dispatch.c at its best level): "avx512vnni", "avxvnni", "avx2",
+ * "avx512", "ref". */
+const char *nb_select_kernel_for(const struct nb_probe *probe, enum nb_wpath path);
+/* The same name read off a filled kernel table (what really ran, NIBBLE_ISA included). */
+const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath path);
+
+/* For `--path auto`: probe this host (no bandwidth), load the records, select.
+ * name: "auto" or a path name. *path is set; *head_bits is set from the choice when
+ * head_bits is non-NULL and *head_bits == 0 (not chosen by the user). `choice` (may
+ * be NULL) receives the whole decision. NB_ERR_INVALID_ARG for an unknown name. */
+enum nb_status nb_select_resolve(const char *name, enum nb_priority priority, int priority_given,
+                                 enum nb_wpath *path, int *head_bits, struct nb_choice *choice);
+
+#endif

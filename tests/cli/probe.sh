@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# nibble probe: the JSON contract (probe + decision fields), --explain, errors.
+set -u
+bin="${NIBBLE_BIN:?}"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0; pass=0
+ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*"; fail=$((fail+1)); fi; }
+unset NIBBLE_WEIGHT_PATH NIBBLE_MEASUREMENTS
+
+"$bin" probe --json --no-bw >"$tmp/p.json"; ok test $? -eq 0
+ok python3 -c 'import json,sys; json.load(sys.stdin)' <"$tmp/p.json"
+# the contract: probed features + the decision at top level
+ok python3 - "$tmp/p.json" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for k in ("arch", "family_key", "features", "cores", "cache_bytes", "mem_total_bytes",
+          "weight_path", "kernel", "head_bits", "bits_per_weight", "runs_locally", "verified",
+          "reasons"):
+    assert k in d, k
+assert d["weight_path"] in ("w4a8", "w4a16", "w8a16", "bf16", "f32")
+assert isinstance(d["verified"], bool) and isinstance(d["runs_locally"], bool)
+assert isinstance(d["reasons"], list) and all(isinstance(r, str) for r in d["reasons"])
+assert d["head_bits"] in (4, 8) and d["bits_per_weight"] > 4
+assert d["read_bw_gbs"] is None  # --no-bw
+# no --priority: the agentic-use reason is there
+assert any("--priority fidelity" in r for r in d["reasons"]), d["reasons"]
+PY
+"$bin" probe --json --no-bw --priority fidelity >"$tmp/f.json"; ok test $? -eq 0
+ok python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["weight_path"]=="w4a16" and d["head_bits"]==8; assert not any("--priority fidelity" in r for r in d["reasons"])' <"$tmp/f.json"
+"$bin" probe --json --no-bw --target phone --priority speed >"$tmp/ph.json"; ok test $? -eq 0
+ok python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["weight_path"]=="w8a16" and d["runs_locally"] is False and d["verified"] is False' <"$tmp/ph.json"
+NIBBLE_WEIGHT_PATH=w4a16 "$bin" probe --json --no-bw --priority speed >"$tmp/o.json"; ok test $? -eq 0
+ok python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["weight_path"]=="w4a16"; assert any("NIBBLE_WEIGHT_PATH" in r for r in d["reasons"])' <"$tmp/o.json"
+NIBBLE_WEIGHT_PATH=w7 "$bin" probe --no-bw 2>"$tmp/err" >/dev/null; ok test $? -eq 1
+ok grep -q "NIBBLE_WEIGHT_PATH=w7" "$tmp/err"
+
+"$bin" probe --no-bw --explain >"$tmp/h.txt"; ok test $? -eq 0
+ok grep -q "^decision" "$tmp/h.txt"
+ok grep -q "verified" "$tmp/h.txt"
+ok grep -q "^cores" "$tmp/h.txt"
+
+"$bin" probe --bogus 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "unknown option '--bogus'" "$tmp/err"
+"$bin" probe --priority fast 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "speed, fidelity or memory" "$tmp/err"
+"$bin" probe --target 2>"$tmp/err"; ok test $? -eq 1
+"$bin" run --path w5 --ids 1 -m x 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "not one of auto" "$tmp/err"
+
+echo "probe.sh: $pass passed, $fail failed"
+test $fail -eq 0

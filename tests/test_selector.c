@@ -1,0 +1,625 @@
+/* test_selector — the weight-path selector over recorded probe answers (AMX Xeon, VNNI
+ * Zen 4, this machine's family, AVX2-only, Arm with and without dot-product, phone
+ * target), measurement-record parsing (malformed records are errors, not crashes),
+ * the NIBBLE_WEIGHT_PATH override and the host probe's consistency with dispatch. */
+#include "helpers/testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "quant/quant.h"
+#include "runtime/measurements.h"
+#include "runtime/probe.h"
+#include "runtime/selector.h"
+
+/* Kernel names differ when this build has no x86 kernels. */
+#ifdef NB_HAVE_X86
+#define X86K(k) k
+#else
+#define X86K(k) "ref"
+#endif
+
+/* ---------------------------------------------------------------- recorded probes */
+
+static void x86_base(struct nb_probe *p, const char *vendor, int family, int model,
+                     const char *name)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->arch, sizeof p->arch, "x86_64");
+    snprintf(p->vendor, sizeof p->vendor, "%s", vendor);
+    p->family = family;
+    p->model = model;
+    snprintf(p->model_name, sizeof p->model_name, "%s", name);
+    snprintf(p->family_key, sizeof p->family_key, "x86:%s:%d", vendor, family);
+    p->amx_permitted = -1;
+    p->x86.avx2 = p->x86.fma = p->x86.f16c = 1;
+    p->n_logical = p->n_physical = 8;
+    p->xcr0 = 0x7;
+}
+
+static void avx512(struct nb_probe *p)
+{
+    p->x86.avx512f = p->x86.avx512bw = p->x86.avx512vl = p->x86.avx512dq = 1;
+    p->x86.avx512_vnni = p->x86.avx512_bf16 = 1;
+    p->xcr0 = 0xe7;
+}
+
+static void probe_amx_xeon(struct nb_probe *p)
+{
+    x86_base(p, "GenuineIntel", 6, 143, "Intel(R) Xeon(R) Platinum 8480+");
+    avx512(p);
+    p->x86.avx_vnni = 1;
+    p->x86.amx_tile = p->x86.amx_int8 = p->x86.amx_bf16 = 1;
+    p->xcr0 = 0x600e7;
+    p->amx_permitted = 1;
+    p->x86_cpuid = p->x86;
+}
+
+static void probe_zen4(struct nb_probe *p)
+{
+    x86_base(p, "AuthenticAMD", 25, 97, "AMD Ryzen 9 7950X");
+    avx512(p);
+    p->x86_cpuid = p->x86;
+}
+
+static void probe_zen5(struct nb_probe *p)
+{
+    x86_base(p, "AuthenticAMD", 26, 2, "AMD EPYC");
+    avx512(p);
+    p->x86.avx_vnni = 1;
+    p->x86_cpuid = p->x86;
+}
+
+static void probe_avx2(struct nb_probe *p)
+{
+    x86_base(p, "AuthenticAMD", 23, 113, "AMD Ryzen 7 3700X");
+    p->x86_cpuid = p->x86;
+}
+
+static void arm_base(struct nb_probe *p, const char *part, const char *name)
+{
+    memset(p, 0, sizeof *p);
+    snprintf(p->arch, sizeof p->arch, "aarch64");
+    snprintf(p->vendor, sizeof p->vendor, "0x41");
+    p->family = -1;
+    p->model = (int)strtol(part, NULL, 0);
+    snprintf(p->model_name, sizeof p->model_name, "%s", name);
+    snprintf(p->family_key, sizeof p->family_key, "arm:0x41:%s", part);
+    p->amx_permitted = -1;
+    p->arm.asimd = 1;
+    p->n_logical = p->n_physical = 4;
+}
+
+static void probe_arm_dot(struct nb_probe *p)
+{
+    arm_base(p, "0xd0b", "Cortex-A76");
+    p->arm.asimddp = 1;
+}
+
+static void probe_arm_nodot(struct nb_probe *p)
+{
+    arm_base(p, "0xd08", "Cortex-A72");
+}
+
+/* ---------------------------------------------------------------- records */
+
+/* A record as `nibble bench --record` writes it (the fields the selector reads). */
+static const char *record(const char *family, const char *kernel, const char *path, int threads,
+                          double tg_best)
+{
+    static char buf[8][1024];
+    static int next;
+    char *b = buf[next++ % 8];
+    snprintf(b, 1024,
+             "{\"schema\": \"nibble-measurement-1\", \"cpu\": {\"vendor\": \"v\", \"family\": 1, "
+             "\"model\": 2, \"name\": \"Test CPU\", \"flags\": \"avx2\", \"family_key\": "
+             "\"%s\"}, \"threads\": %d, \"commit\": \"abc1234\", \"date\": "
+             "\"2025-01-01T00:00:00Z\", \"model_file\": \"kjv-7m.nib\", \"model_shape\": "
+             "{\"arch\": \"llama\", \"n_layers\": 8, \"n_embd\": 256, \"n_vocab\": 4096}, "
+             "\"weight_path\": \"%s\", \"kernel\": \"%s\", \"head_bits\": 4, "
+             "\"bits_per_weight\": 4.125, \"pp\": {\"n_prompt\": 128, \"best_ts\": 900, "
+             "\"median_ts\": 880, \"mean_ts\": 870, \"stddev_ts\": 10, \"spread_pct\": 4, "
+             "\"samples\": [900, 880, 860]}, \"tg\": {\"n_gen\": 64, \"best_ts\": %.2f, "
+             "\"median_ts\": %.2f, \"mean_ts\": %.2f, \"stddev_ts\": 1, \"spread_pct\": 2.5, "
+             "\"samples\": [1, 2, 3]}, \"read_bw_gbs\": 30, \"roofline_fraction\": 0.5}",
+             family, threads, path, kernel, tg_best, tg_best * 0.98, tg_best * 0.97);
+    return b;
+}
+
+/* ---------------------------------------------------------------- the table */
+
+struct row {
+    const char *name;
+    void (*probe)(struct nb_probe *);
+    enum nb_priority priority;
+    int priority_given;
+    enum nb_target target;
+    const char *records[4]; /* JSON texts, NULL-terminated */
+    const char *path, *kernel;
+    int head_bits, verified, runs_locally;
+    const char *reason; /* a substring one of the reasons must contain */
+};
+
+static struct row *rows(int *n)
+{
+    static struct row r[32];
+    /* record() keeps 8 texts: at most 8 calls here. */
+    int i = 0;
+    const char *zen5_a8 = record("x86:AuthenticAMD:26", X86K("avx512vnni"), "w4a8", 2, 300);
+    const char *avx2_a8 = record("x86:AuthenticAMD:23", X86K("avx2"), "w4a8", 8, 40);
+    const char *avx2_a16 = record("x86:AuthenticAMD:23", "ref", "w4a16", 8, 55);
+    const char *avx2_a16_close = record("x86:AuthenticAMD:23", "ref", "w4a16", 8, 40.4);
+    const char *avx2_a16_t4 = record("x86:AuthenticAMD:23", "ref", "w4a16", 4, 99);
+    const char *zen4_a16 = record("x86:AuthenticAMD:25", X86K("avx512"), "w4a16", 8, 50);
+    /* AMX Xeon: w4a8 wanted on AMX, runs the VNNI kernel here; unverified. */
+    r[i++] = (struct row){"amx xeon speed",
+                          probe_amx_xeon,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a8",
+#ifdef NB_HAVE_X86
+                          "amx (not built: avx512vnni)",
+#else
+                          "amx (not built: scalar ref)",
+#endif
+                          4,
+                          0,
+                          1,
+                          "no AMX kernel yet"};
+    r[i++] = (struct row){"amx xeon fidelity",
+                          probe_amx_xeon,
+                          NB_PRIORITY_FIDELITY,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a16",
+                          X86K("avx512"),
+                          8,
+                          0,
+                          1,
+                          "fidelity: w4a16"};
+    /* VNNI-only Zen 4: w4a8 for speed, w4a16 for fidelity, w4a8 for memory. */
+    r[i++] = (struct row){"zen4 speed",
+                          probe_zen4,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a8",
+                          X86K("avx512vnni"),
+                          4,
+                          0,
+                          1,
+                          "default w4a8"};
+    r[i++] = (struct row){"zen4 fidelity verified",
+                          probe_zen4,
+                          NB_PRIORITY_FIDELITY,
+                          1,
+                          NB_TARGET_HOST,
+                          {zen4_a16},
+                          "w4a16",
+                          X86K("avx512"),
+                          8,
+                          1,
+                          1,
+                          "verified: zen4-a16.json"};
+    r[i++] = (struct row){"zen4 memory",
+                          probe_zen4,
+                          NB_PRIORITY_MEMORY,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a8",
+                          X86K("avx512vnni"),
+                          4,
+                          0,
+                          1,
+                          "memory: w4a8 stores 4.125"};
+    /* This machine's family, without and with a record. */
+    r[i++] = (struct row){"zen5 no record",
+                          probe_zen5,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a8",
+                          X86K("avx512vnni"),
+                          4,
+                          0,
+                          1,
+                          "unverified: no measurement record for x86:AuthenticAMD:26"};
+    r[i++] = (struct row){"zen5 record",
+                          probe_zen5,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {zen5_a8},
+                          "w4a8",
+                          X86K("avx512vnni"),
+                          4,
+                          1,
+                          1,
+                          "verified: zen5-a8.json"};
+    /* A record of another family verifies nothing here. */
+    r[i++] = (struct row){"zen4 with zen5 record",
+                          probe_zen4,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {zen5_a8},
+                          "w4a8",
+                          X86K("avx512vnni"),
+                          4,
+                          0,
+                          1,
+                          "unverified"};
+    /* AVX2 only: the faster recorded path, or w4a8 unverified without records. */
+    r[i++] = (struct row){"avx2 records say w4a16",
+                          probe_avx2,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {avx2_a8, avx2_a16},
+                          "w4a16",
+                          "ref",
+                          4,
+                          1,
+                          1,
+                          "w4a16 decoded faster than w4a8"};
+    r[i++] = (struct row){"avx2 no records",
+                          probe_avx2,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a8",
+                          X86K("avx2"),
+                          4,
+                          0,
+                          1,
+                          "not a measurement"};
+    /* A pair whose difference is inside its spread decides nothing. */
+    r[i++] = (struct row){"avx2 pair inside spread",
+                          probe_avx2,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {avx2_a8, avx2_a16_close},
+                          "w4a8",
+                          X86K("avx2"),
+                          4,
+                          1,
+                          1,
+                          "inconclusive"};
+    /* A pair at different thread counts is no side-by-side comparison. */
+    r[i++] = (struct row){"avx2 unpaired threads",
+                          probe_avx2,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {avx2_a8, avx2_a16_t4},
+                          "w4a8",
+                          X86K("avx2"),
+                          4,
+                          1,
+                          1,
+                          "default w4a8"};
+    /* Arm: dot product -> w4a8 (NEON unbuilt: scalar ref), none -> w4a16. */
+    r[i++] = (struct row){"arm dotprod",
+                          probe_arm_dot,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a8",
+                          "neon-dotprod (not built: scalar ref)",
+                          4,
+                          0,
+                          1,
+                          "correct but slow"};
+    r[i++] = (struct row){"arm no dotprod",
+                          probe_arm_nodot,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a16",
+                          "neon (not built: scalar ref)",
+                          4,
+                          0,
+                          1,
+                          "no dot-product instructions"};
+    /* Phone: w8a16 export only, whatever the priority. */
+    r[i++] = (struct row){"phone",
+                          probe_arm_dot,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_PHONE,
+                          {0},
+                          "w8a16",
+                          "none (export only)",
+                          8,
+                          0,
+                          0,
+                          "w8a16 export only"};
+    r[i++] = (struct row){"phone from x86",
+                          probe_zen5,
+                          NB_PRIORITY_FIDELITY,
+                          1,
+                          NB_TARGET_PHONE,
+                          {zen5_a8},
+                          "w8a16",
+                          "none (export only)",
+                          8,
+                          0,
+                          0,
+                          "target phone"};
+    /* Priority not given: speed, and the agentic-use reason. */
+    r[i++] = (struct row){"no priority",
+                          probe_zen5,
+                          NB_PRIORITY_SPEED,
+                          0,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a8",
+                          X86K("avx512vnni"),
+                          4,
+                          0,
+                          1,
+                          "--priority fidelity for agents"};
+    *n = i;
+    return r;
+}
+
+/* Source names of the table's records, by their role. */
+static const char *source_of(const char *json)
+{
+    if (strstr(json, "x86:AuthenticAMD:26")) return "zen5-a8.json";
+    if (strstr(json, "x86:AuthenticAMD:25")) return "zen4-a16.json";
+    if (strstr(json, "\"w4a16\"")) return "avx2-a16.json";
+    return "avx2-a8.json";
+}
+
+static int has_reason(const struct nb_choice *c, const char *needle)
+{
+    for (int i = 0; i < c->n_reasons; i++)
+        if (strstr(c->reasons[i], needle)) return 1;
+    return 0;
+}
+
+static void dump(const struct row *r, const struct nb_choice *c)
+{
+    print_message("row '%s': %s, kernel '%s', head %d, verified %d\n", r->name,
+                  nb_wpath_name(c->path), c->kernel, c->head_bits, c->verified);
+    for (int i = 0; i < c->n_reasons; i++)
+        print_message("  - %s\n", c->reasons[i]);
+}
+
+static void test_table(void **state)
+{
+    int n;
+    struct row *t = rows(&n);
+    unsetenv("NIBBLE_WEIGHT_PATH");
+    for (int i = 0; i < n; i++) {
+        struct nb_probe p;
+        struct nb_record recs[4];
+        struct nb_choice c;
+        int n_recs = 0;
+        t[i].probe(&p);
+        for (; n_recs < 4 && t[i].records[n_recs]; n_recs++) {
+            const char *j = t[i].records[n_recs];
+            assert_int_equal(nb_record_parse(j, strlen(j), source_of(j), &recs[n_recs]), NB_OK);
+        }
+        assert_int_equal(
+            nb_select(&p, t[i].priority, t[i].priority_given, t[i].target, recs, n_recs, &c),
+            NB_OK);
+        int ok = !strcmp(nb_wpath_name(c.path), t[i].path) && !strcmp(c.kernel, t[i].kernel) &&
+                 c.head_bits == t[i].head_bits && c.verified == t[i].verified &&
+                 c.runs_locally == t[i].runs_locally && has_reason(&c, t[i].reason);
+        if (!ok) {
+            dump(&t[i], &c);
+            print_message("  expected %s, '%s', head %d, verified %d, runs %d, reason '%s'\n",
+                          t[i].path, t[i].kernel, t[i].head_bits, t[i].verified, t[i].runs_locally,
+                          t[i].reason);
+        }
+        assert_true(ok);
+        /* Every verified choice names the record that verifies it. */
+        if (c.verified) {
+            assert_non_null(c.record);
+            assert_true(has_reason(&c, c.record->source));
+        }
+        assert_true(c.bits_per_weight == nb_layout_bpw(c.path, 128, 2048, 2048));
+        assert_int_equal(has_reason(&c, "--priority fidelity for agents"), !t[i].priority_given);
+    }
+}
+
+static void test_override(void **state)
+{
+    struct nb_probe p;
+    struct nb_choice c;
+    probe_zen5(&p);
+    setenv("NIBBLE_WEIGHT_PATH", "w4a16", 1);
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, &c), NB_OK);
+    assert_string_equal(nb_wpath_name(c.path), "w4a16");
+    assert_true(has_reason(&c, "NIBBLE_WEIGHT_PATH=w4a16 overrides the selector"));
+    setenv("NIBBLE_WEIGHT_PATH", "auto", 1);
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, &c), NB_OK);
+    assert_string_equal(nb_wpath_name(c.path), "w4a8");
+    setenv("NIBBLE_WEIGHT_PATH", "w5a5", 1);
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, &c),
+                     NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "NIBBLE_WEIGHT_PATH=w5a5"));
+    unsetenv("NIBBLE_WEIGHT_PATH");
+}
+
+static void test_record_fields(void **state)
+{
+    struct nb_record r;
+    const char *j = record("x86:AuthenticAMD:26", "avx512vnni", "w4a8", 2, 123.5);
+    assert_int_equal(nb_record_parse(j, strlen(j), "a.json", &r), NB_OK);
+    assert_string_equal(r.source, "a.json");
+    assert_string_equal(r.family_key, "x86:AuthenticAMD:26");
+    assert_string_equal(r.kernel, "avx512vnni");
+    assert_int_equal(r.path, NB_WPATH_W4A8);
+    assert_int_equal(r.threads, 2);
+    assert_int_equal(r.head_bits, 4);
+    assert_string_equal(r.commit, "abc1234");
+    assert_string_equal(r.arch, "llama");
+    assert_int_equal(r.n_embd, 256);
+    assert_true(r.tg.present && r.tg.best_ts == 123.5 && r.tg.n_tokens == 64);
+    assert_int_equal(r.tg.samples, 3);
+    assert_true(r.pp.present && r.pp.best_ts == 900 && r.pp.n_tokens == 128);
+}
+
+static void test_record_malformed(void **state)
+{
+    static const struct {
+        const char *json, *msg;
+    } bad[] = {
+        {"", "not a JSON object"},
+        {"[1, 2]", "not a JSON object"},
+        {"{\"cpu\": {\"family_key\": \"x\"", "not a JSON object"},
+        {"{\"kernel\": \"avx2\", \"weight_path\": \"w4a8\", \"threads\": 1}", "cpu.family_key"},
+        {"{\"cpu\": {\"family_key\": 7}, \"kernel\": \"avx2\"}", "cpu.family_key"},
+        {"{\"cpu\": {\"family_key\": \"x\"}, \"weight_path\": \"w4a8\", \"threads\": 1}", "kernel"},
+        {"{\"cpu\": {\"family_key\": \"x\"}, \"kernel\": \"k\", \"weight_path\": \"w3\"}",
+         "weight_path"},
+        {"{\"cpu\": {\"family_key\": \"x\"}, \"kernel\": \"k\", \"weight_path\": \"w4a8\", "
+         "\"threads\": 0}",
+         "threads"},
+        {"{\"cpu\": {\"family_key\": \"x\"}, \"kernel\": \"k\", \"weight_path\": \"w4a8\", "
+         "\"threads\": 2, \"tg\": {\"best_ts\": \"fast\"}}",
+         "no tg or pp figures"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct nb_record r;
+        assert_int_equal(nb_record_parse(bad[i].json, strlen(bad[i].json), "bad.json", &r),
+                         NB_ERR_FORMAT);
+        if (!strstr(nb_last_error(), bad[i].msg) || !strstr(nb_last_error(), "bad.json"))
+            print_message("case %zu: '%s'\n", i, nb_last_error());
+        assert_non_null(strstr(nb_last_error(), "record bad.json"));
+        assert_non_null(strstr(nb_last_error(), bad[i].msg));
+    }
+    struct nb_record r;
+    assert_int_equal(nb_record_parse(NULL, 0, NULL, &r), NB_ERR_FORMAT);
+    /* A valid record cut short at every length: an error each time, never a crash. */
+    const char *j = record("x86:AuthenticAMD:26", "avx2", "w4a8", 2, 10);
+    for (size_t len = 0; len + 1 < strlen(j); len += 7)
+        assert_int_equal(nb_record_parse(j, len, "cut.json", &r), NB_ERR_FORMAT);
+}
+
+static void test_load_dir(void **state)
+{
+    char *dir = tu_mkdtemp();
+    char path[4096];
+    struct nb_record *recs = NULL;
+    int n = 0;
+    snprintf(path, sizeof path, "%s/b-good.json", dir);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(record("x86:GenuineIntel:6", "avx512vnni", "w4a8", 4, 50), f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/a-bad.json", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"cpu\": ", f);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/notes.txt", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("not a record", f);
+    fclose(f);
+    assert_int_equal(nb_records_load_dir(dir, &recs, &n), NB_OK);
+    assert_int_equal(n, 1);
+    assert_string_equal(recs[0].source, "b-good.json");
+    free(recs);
+
+    /* NIBBLE_MEASUREMENTS adds to the compiled-in records. */
+    int n_builtin = 0;
+    assert_int_equal(nb_records_load_builtin(&recs, &n_builtin), NB_OK);
+    free(recs);
+    setenv("NIBBLE_MEASUREMENTS", dir, 1);
+    assert_int_equal(nb_records_load(&recs, &n), NB_OK);
+    assert_int_equal(n, n_builtin + 1);
+    free(recs);
+    setenv("NIBBLE_MEASUREMENTS", "/nonexistent/measurements", 1);
+    assert_int_equal(nb_records_load(&recs, &n), NB_ERR_IO);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent/measurements"));
+    unsetenv("NIBBLE_MEASUREMENTS");
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* Every record in docs/measurements parses (a bad one would be skipped at run time). */
+static void test_builtin_records_parse(void **state)
+{
+    for (int i = 0; i < nb_n_builtin_records; i++) {
+        struct nb_record r;
+        const struct nb_builtin_record *b = &nb_builtin_records[i];
+        enum nb_status st = nb_record_parse(b->json, b->size, b->name, &r);
+        if (st != NB_OK) print_message("%s\n", nb_last_error());
+        assert_int_equal(st, NB_OK);
+    }
+    assert_true(strlen(nb_build_commit()) > 0);
+}
+
+/* The selector's kernel names agree with what dispatch.c fills on this host. */
+static void test_host_consistent(void **state)
+{
+    struct nb_probe p;
+    struct nb_choice c;
+    nb_probe_host(&p, 0);
+    assert_true(p.n_logical >= 1 && p.n_physical >= 1 && p.n_physical <= p.n_logical);
+    assert_true(p.family_key[0]);
+    const char *isa = getenv("NIBBLE_ISA");
+    if (!isa || !*isa || !strcmp(isa, "auto")) {
+        const enum nb_wpath paths[] = {NB_WPATH_W4A8, NB_WPATH_W4A16, NB_WPATH_W8A16};
+        for (int i = 0; i < 3; i++)
+            assert_string_equal(nb_select_kernel_for(&p, paths[i]),
+                                nb_select_kernel_of_table(nb_kernels_get(), paths[i]));
+    }
+    unsetenv("NIBBLE_WEIGHT_PATH");
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 0, NB_TARGET_HOST, NULL, 0, &c), NB_OK);
+    assert_int_equal(c.runs_locally, 1);
+    cJSON *j = nb_probe_to_json(&p);
+    assert_non_null(j);
+    assert_non_null(cJSON_GetObjectItem(j, "features"));
+    assert_non_null(cJSON_GetObjectItem(j, "family_key"));
+    cJSON_Delete(j);
+    /* auto resolves; an explicit name passes through; a bad one is an error. */
+    enum nb_wpath path;
+    int head = 0;
+    assert_int_equal(nb_select_resolve("auto", NB_PRIORITY_FIDELITY, 1, &path, &head, NULL), NB_OK);
+    assert_int_equal(path, NB_WPATH_W4A16);
+    assert_int_equal(head, 8);
+    assert_int_equal(nb_select_resolve("w8a16", NB_PRIORITY_SPEED, 1, &path, NULL, NULL), NB_OK);
+    assert_int_equal(path, NB_WPATH_W8A16);
+    assert_int_equal(nb_select_resolve("w9", NB_PRIORITY_SPEED, 1, &path, NULL, NULL),
+                     NB_ERR_INVALID_ARG);
+}
+
+static void test_names(void **state)
+{
+    enum nb_priority p;
+    enum nb_target t;
+    assert_true(nb_priority_from_name("fidelity", &p) && p == NB_PRIORITY_FIDELITY);
+    assert_false(nb_priority_from_name("fast", &p));
+    assert_false(nb_priority_from_name(NULL, &p));
+    assert_true(nb_target_from_name("phone", &t) && t == NB_TARGET_PHONE);
+    assert_false(nb_target_from_name("watch", &t));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table),           cmocka_unit_test(test_override),
+        cmocka_unit_test(test_record_fields),   cmocka_unit_test(test_record_malformed),
+        cmocka_unit_test(test_load_dir),        cmocka_unit_test(test_builtin_records_parse),
+        cmocka_unit_test(test_host_consistent), cmocka_unit_test(test_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
