@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "formats/nib.h"
+#include "runtime/cache.h"
 #include "runtime/selector.h"
 
 int app_weight_path(const char *cmd, const char *name, const char *priority, enum nb_wpath *out,
@@ -19,8 +21,8 @@ int app_weight_path(const char *cmd, const char *name, const char *priority, enu
     if (strcmp(name, "auto") != 0) {
         if (nb_wpath_from_name(name, out)) return 1;
         fprintf(stderr,
-                "nibble %s: --path '%s' is not one of auto, w4a8, w4a16, w8a16, bf16, "
-                "f32\n",
+                "nibble %s: --path '%s' is not one of auto, source, w4a8, w4a16, w8a16, "
+                "bf16, f32\n",
                 cmd, name);
         return 0;
     }
@@ -35,5 +37,50 @@ int app_weight_path(const char *cmd, const char *name, const char *priority, enu
         if (!strncmp(c.reasons[i], "verified", 8) || !strncmp(c.reasons[i], "unverified", 10) ||
             !strncmp(c.reasons[i], "no --priority", 13) || !strncmp(c.reasons[i], "NIBBLE_", 7))
             fprintf(stderr, "nibble %s:   %s\n", cmd, c.reasons[i]);
+    return 1;
+}
+
+static int is_packed(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    char magic[8] = {0};
+    int nib = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, NB_NIB_MAGIC, 8);
+    if (f) fclose(f);
+    return nib;
+}
+
+int app_resolve_model(const char *cmd, const char *model, const char *path_name,
+                      const char *priority, int n_threads, char *out, size_t out_size)
+{
+    snprintf(out, out_size, "%s", model);
+    int is_auto = !path_name || !strcmp(path_name, "auto");
+    if ((path_name && !strcmp(path_name, "source")) || is_packed(model)) {
+        if (path_name && !is_auto && strcmp(path_name, "source") != 0)
+            fprintf(stderr, "nibble %s: %s is already packed: --path %s ignored\n", cmd, model,
+                    path_name);
+        return 1;
+    }
+    struct nb_quantize_opts qo;
+    nb_quantize_default_opts(&qo);
+    qo.n_threads = n_threads;
+    if (!app_weight_path(cmd, is_auto ? "auto" : path_name, priority, &qo.path, &qo.head_bits))
+        return 0;
+    enum nb_cache_event ev;
+    char why[512];
+    enum nb_status st = nb_cache_get(model, &qo, out, out_size, &ev, why, sizeof why);
+    if (st != NB_OK) {
+        if (is_auto && st == NB_ERR_INVALID_ARG) {
+            fprintf(stderr, "nibble %s: %s does not fit %s (%s): running it as stored\n", cmd,
+                    model, nb_wpath_name(qo.path), nb_last_error());
+            snprintf(out, out_size, "%s", model);
+            return 1;
+        }
+        fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+        return 0;
+    }
+    int rebuilt = ev == NB_CACHE_STALE || ev == NB_CACHE_CORRUPT;
+    fprintf(stderr, "nibble %s: %s as %s: cache %s: %s%s%s%s\n", cmd, model,
+            nb_wpath_name(qo.path), nb_cache_event_name(ev), out, rebuilt ? " (rebuilt: " : "",
+            rebuilt ? why : "", rebuilt ? ")" : "");
     return 1;
 }

@@ -2,6 +2,8 @@
 #ifndef NB_APP_AUTO_PATH_H
 #define NB_APP_AUTO_PATH_H
 
+#include <stddef.h>
+
 #include "kernels/layout.h"
 
 /* name: "auto" or a weight path; priority: "speed" | "fidelity" | "memory" or NULL (not
@@ -11,5 +13,13 @@
  * "nibble CMD: ..." and returns 0 on a bad value, 1 on success. */
 int app_weight_path(const char *cmd, const char *name, const char *priority, enum nb_wpath *out,
                     int *head_bits);
+
+/* The file to load for `model` run as weight path `path_name` ("auto" when NULL;
+ * "source": the weights as stored, no quantization). A float source is quantized on
+ * first use into the warm-start cache (the event goes to stderr); a .nib is used as it
+ * is. Under auto, a source whose shapes do not fit the chosen path runs as stored, with
+ * a warning. Writes the path to `out`; returns 0 (message printed) on failure. */
+int app_resolve_model(const char *cmd, const char *model, const char *path_name,
+                      const char *priority, int n_threads, char *out, size_t out_size);
 
 #endif

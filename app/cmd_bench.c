@@ -239,27 +239,12 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "nibble bench: give at least one model with -m\n");
         return 1;
     }
-    struct nb_quantize_opts qo;
-    nb_quantize_default_opts(&qo);
-    qo.n_threads = b.n_threads;
-    if (path_name && !app_weight_path(cmd, path_name, priority, &qo.path, &qo.head_bits))
-        return 1;
     for (int i = 0; i < b.n_models; i++) {
         struct bmodel *m = &b.m[i];
         snprintf(m->path, sizeof m->path, "%s", m->arg);
-        if (path_name) {
-            FILE *f = fopen(m->arg, "rb");
-            char magic[8] = {0};
-            int is_nib = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, "NIBBLE\r\n", 8);
-            if (f) fclose(f);
-            enum nb_cache_event ev;
-            if (!is_nib) {
-                if (nb_cache_get(m->arg, &qo, m->path, sizeof m->path, &ev, NULL, 0) != NB_OK)
-                    goto fail;
-                fprintf(stderr, "nibble bench: %s --path %s: cache %s: %s\n", m->arg, path_name,
-                        nb_cache_event_name(ev), m->path);
-            }
-        }
+        if (!app_resolve_model(cmd, m->arg, path_name, priority, b.n_threads, m->path,
+                               sizeof m->path))
+            goto done;
         if (nb_model_load(&m->model, m->path) != NB_OK) goto fail;
         nb_model_get_info(m->model, &m->info);
         struct nb_ctx_params cp = nb_ctx_default_params();

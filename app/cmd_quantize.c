@@ -113,8 +113,9 @@ int cmd_quantize(int argc, char **argv)
         }
 #undef VAL
     }
-    if (!model || !out || !path_name) {
-        fprintf(stderr, "nibble quantize: -m MODEL, --path P and -o OUT.nib are required\n");
+    if (!path_name) path_name = "auto";
+    if (!model || !out) {
+        fprintf(stderr, "nibble quantize: -m MODEL and -o OUT.nib are required\n");
         return 1;
     }
     if (!app_weight_path(cmd, path_name, priority, &o.path, &o.head_bits)) return 1;

@@ -26,9 +26,10 @@ static void usage(FILE *f)
             "  -m, --model PATH        model to load\n"
             "  -p, --prompt TEXT       prompt text\n"
             "      --ids LIST          prompt as token ids, used exactly as given (no BOS)\n"
-            "      --path P            run weight path P (w4a8, w4a16, w8a16, bf16, f32): a float\n"
-            "                          MODEL is quantized on first use and cached; auto: the\n"
-            "                          selector's choice (--priority speed|fidelity|memory)\n"
+            "      --path P            weight path: auto (default: the selector's choice for\n"
+            "                          this CPU, --priority speed|fidelity|memory), w4a8, w4a16,\n"
+            "                          w8a16, bf16, f32 (a float MODEL is quantized on first use\n"
+            "                          and cached), or source (run the weights as stored)\n"
             "  -n, --n-predict N       tokens to generate (default 128)\n"
             "      --ctx N             context length in tokens (default: min(model, 4096))\n"
             "  -t, --threads N         threads (default: all cores)\n"
@@ -172,29 +173,10 @@ int cmd_run(int argc, char **argv)
     }
 
     double t_start = nb_time_s();
-    if (path_name) {
-        struct nb_quantize_opts qo;
-        nb_quantize_default_opts(&qo);
-        qo.n_threads = cp.n_threads;
-        if (!app_weight_path(cmd, path_name, priority, &qo.path, &qo.head_bits)) goto done;
-        FILE *mf = fopen(model_path, "rb");
-        char magic[8] = {0};
-        int is_nib = mf && fread(magic, 1, 8, mf) == 8 && !memcmp(magic, "NIBBLE\r\n", 8);
-        if (mf) fclose(mf);
-        if (is_nib) {
-            fprintf(stderr, "nibble run: %s is already packed; drop --path\n", model_path);
-            goto done;
-        }
-        enum nb_cache_event ev;
-        char why[512];
-        if (nb_cache_get(model_path, &qo, cached, sizeof cached, &ev, why, sizeof why) != NB_OK)
-            goto fail;
-        fprintf(stderr, "nibble run: cache %s: %s%s%s%s\n", nb_cache_event_name(ev), cached,
-                ev == NB_CACHE_STALE || ev == NB_CACHE_CORRUPT ? " (rebuilt: " : "",
-                ev == NB_CACHE_STALE || ev == NB_CACHE_CORRUPT ? why : "",
-                ev == NB_CACHE_STALE || ev == NB_CACHE_CORRUPT ? ")" : "");
-        model_path = cached;
-    }
+    if (!app_resolve_model(cmd, model_path, path_name, priority, cp.n_threads, cached,
+                           sizeof cached))
+        goto done;
+    model_path = cached;
     if (nb_model_load(&model, model_path) != NB_OK) goto fail;
     /* The tokenizer: needed for a text prompt or text output. */
     if (!ids || !out.print_ids) {

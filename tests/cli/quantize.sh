@@ -10,7 +10,7 @@ ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*"; fail=$((fail+1)); f
 
 "$bin" quantize -m x --path w5 -o "$tmp/a.nib" 2>"$tmp/err"; ok test $? -eq 1
 ok grep -q "is not one of" "$tmp/err"
-"$bin" quantize --path w4a8 -o "$tmp/a.nib" 2>"$tmp/err"; ok test $? -eq 1
+"$bin" quantize -o "$tmp/a.nib" 2>"$tmp/err"; ok test $? -eq 1
 ok grep -q "required" "$tmp/err"
 "$bin" quantize -m x --path w4a8 --group 48 -o y 2>"$tmp/err"; ok test $? -eq 1
 "$bin" verify /nonexistent.nib 2>"$tmp/err"; ok test $? -eq 1

@@ -33,18 +33,24 @@ check "help" 0 "$bin" run --help
 gguf="$models/kjv-7m/kjv-7m-f32.gguf"
 if [ -f "$gguf" ]; then
   # greedy ids of "In the beginning" (reference.json case 0, first 12 ids)
-  check "greedy ids" 0 "$bin" run -m "$gguf" --ids 1,1046,261,2074 -n 12 --print-ids -t 2
+  check "greedy ids" 0 "$bin" run -m "$gguf" --path source --ids 1,1046,261,2074 -n 12 --print-ids -t 2
   want="271 261 614 634 839 4039 270 271 261 614 4039 270"
   if [ "$out" != "$want" ]; then echo "FAIL greedy ids: got '$out' want '$want'"; fail=$((fail+1)); else pass=$((pass+1)); fi
   expect_err "speed line" "tok/s"
-  check "token out of range" 1 "$bin" run -m "$gguf" --ids 1,5000 -n 2
+  check "token out of range" 1 "$bin" run -m "$gguf" --path source --ids 1,5000 -n 2
   expect_err "token out of range" "not in the vocabulary"
-  check "context full" 1 "$bin" run -m "$gguf" --ids 1,1046,261,2074 -n 20 --ctx 8
+  check "context full" 1 "$bin" run -m "$gguf" --path source --ids 1,1046,261,2074 -n 20 --ctx 8
   expect_err "context full" "context full"
   # the same seed gives the same sampled ids
-  a=$("$bin" run -m "$gguf" --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
-  b=$("$bin" run -m "$gguf" --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
+  a=$("$bin" run -m "$gguf" --path source --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
+  b=$("$bin" run -m "$gguf" --path source --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
   if [ -z "$a" ] || [ "$a" != "$b" ]; then echo "FAIL seeded sampling not repeatable: '$a' vs '$b'"; fail=$((fail+1)); else pass=$((pass+1)); fi
+  # the default --path auto quantizes a float GGUF into the cache and runs it
+  export XDG_CACHE_HOME=$(mktemp -d)
+  check "auto path" 0 "$bin" run -m "$gguf" --ids 1,1046,261,2074 -n 4 --print-ids -t 2
+  expect_err "auto path" "cache miss"
+  expect_err "auto path" "no --priority given"
+  rm -rf "$XDG_CACHE_HOME"
 else
   echo "kjv-7m not found under '$models': model checks skipped"
   [ "${CI:-}" = "true" ] && { echo "FAIL: CI must have the test models"; fail=$((fail+1)); }
