@@ -13,7 +13,7 @@ model="$root/../shared/models/kjv-7m/kjv-7m-f32.gguf"
 if [ ! -f "$model" ]; then
   echo "quickstart: the default model $model is not here."
   echo "Run nibble on a GGUF file of your own:"
-  echo "  build/release/nibble run -m /path/to/model.gguf --ids 1,2,3 -n 32"
+  echo "  build/release/nibble run -m /path/to/model.gguf -p \"Hello\" -n 32"
   exit 0
 fi
 echo "quickstart: nibble run -m $model -p \"In the beginning\""
