@@ -12,5 +12,6 @@ int cmd_run(int argc, char **argv);
 int cmd_quantize(int argc, char **argv);
 int cmd_inspect(int argc, char **argv);
 int cmd_verify(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 
 #endif

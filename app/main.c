@@ -10,6 +10,7 @@ static const struct nb_command k_commands[] = {
     {"quantize", "turn a float checkpoint into a packed .nib of one weight path", cmd_quantize},
     {"inspect", "print a .nib file's header, tensors and bits per weight", cmd_inspect},
     {"verify", "check every tensor checksum of a .nib file", cmd_verify},
+    {"synth", "write a random-weight model at a real shape as GGUF", cmd_synth},
 };
 
 static void usage(FILE *f)
