@@ -18,5 +18,6 @@ int cmd_eval(int argc, char **argv);
 int cmd_probe(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
+int cmd_synth(int argc, char **argv);
 
 #endif

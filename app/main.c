@@ -16,6 +16,7 @@ static const struct nb_command k_commands[] = {
     {"eval", "fidelity of a test build against a reference build", cmd_eval},
     {"tokenize", "text -> token ids (debugging, scripts)", cmd_tokenize},
     {"detokenize", "token ids -> text", cmd_detokenize},
+    {"synth", "write a random-weight model at a real shape as GGUF", cmd_synth},
 };
 
 static void usage(FILE *f)

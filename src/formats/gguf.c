@@ -972,6 +972,8 @@ struct wtensor {
     int n_dims;
     uint64_t ne[NB_MAX_DIMS]; /* GGUF order, innermost first */
     const void *data;
+    nb_gguf_fill_fn fill; /* instead of data: bytes produced at write time */
+    void *fill_user;
     uint64_t n_bytes, offset;
 };
 
@@ -1190,9 +1192,9 @@ enum nb_status nb_gguf_writer_add_arr_str(struct nb_gguf_writer *w, const char *
     return end_kv(w, ok, mark);
 }
 
-enum nb_status nb_gguf_writer_add_tensor(struct nb_gguf_writer *w, const char *name,
-                                         enum nb_dtype dtype, int n_dims, const int64_t *shape,
-                                         const void *data)
+static enum nb_status add_tensor(struct nb_gguf_writer *w, const char *name, enum nb_dtype dtype,
+                                 int n_dims, const int64_t *shape, const void *data,
+                                 nb_gguf_fill_fn fill, void *fill_user)
 {
     const char *nm = name ? name : "(null)";
     if (!name || n_dims < 1 || n_dims > NB_MAX_DIMS || !shape ||
@@ -1204,7 +1206,11 @@ enum nb_status nb_gguf_writer_add_tensor(struct nb_gguf_writer *w, const char *n
         if (strcmp(w->tensors[i].name, name) == 0)
             return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: duplicate tensor '%.*s'",
                                 GGUF_KEY_MSG, nm);
-    struct wtensor t = {.ggml_type = ggml_from_dtype(dtype), .n_dims = n_dims, .data = data};
+    struct wtensor t = {.ggml_type = ggml_from_dtype(dtype),
+                        .n_dims = n_dims,
+                        .data = data,
+                        .fill = fill,
+                        .fill_user = fill_user};
     uint64_t rows = 1, row_bytes;
     for (int d = 0; d < n_dims; d++) {
         if (shape[d] < 0)
@@ -1220,7 +1226,7 @@ enum nb_status nb_gguf_writer_add_tensor(struct nb_gguf_writer *w, const char *n
                             "gguf writer: tensor '%.*s': innermost dim %" PRIu64
                             " does not fit %s blocks, or the size overflows",
                             GGUF_KEY_MSG, nm, t.ne[0], nb_dtype_name(dtype));
-    if (t.n_bytes && !data)
+    if (t.n_bytes && !data && !fill)
         return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: tensor '%.*s': NULL data",
                             GGUF_KEY_MSG, nm);
     t.offset = w->data_size;
@@ -1241,6 +1247,23 @@ enum nb_status nb_gguf_writer_add_tensor(struct nb_gguf_writer *w, const char *n
     return NB_OK;
 }
 
+enum nb_status nb_gguf_writer_add_tensor(struct nb_gguf_writer *w, const char *name,
+                                         enum nb_dtype dtype, int n_dims, const int64_t *shape,
+                                         const void *data)
+{
+    return add_tensor(w, name, dtype, n_dims, shape, data, NULL, NULL);
+}
+
+enum nb_status nb_gguf_writer_add_tensor_fill(struct nb_gguf_writer *w, const char *name,
+                                              enum nb_dtype dtype, int n_dims, const int64_t *shape,
+                                              nb_gguf_fill_fn fill, void *user)
+{
+    if (!fill)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: tensor '%.*s': NULL fill function",
+                            GGUF_KEY_MSG, name ? name : "(null)");
+    return add_tensor(w, name, dtype, n_dims, shape, NULL, fill, user);
+}
+
 /* Writes n bytes or sets an I/O error naming the temporary file. */
 static enum nb_status write_all(FILE *fp, const void *p, size_t n, const char *tmp)
 {
@@ -1257,6 +1280,7 @@ enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path)
     FILE *fp = NULL;
     char *tmp = NULL;
     unsigned char zeros[256] = {0};
+    unsigned char *chunk = NULL; /* buffer for fill() tensors */
     size_t kv_mark = w->kv_len;
     if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: NULL path");
     tmp = malloc(strlen(path) + 5);
@@ -1307,7 +1331,23 @@ enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path)
             if ((st = write_all(fp, zeros, n, tmp))) goto fail;
             pad -= n;
         }
-        if ((st = write_all(fp, t->data, (size_t)t->n_bytes, tmp))) goto fail;
+        if (!t->fill) {
+            if ((st = write_all(fp, t->data, (size_t)t->n_bytes, tmp))) goto fail;
+        } else {
+            if (!chunk && !(chunk = malloc(NB_GGUF_FILL_CHUNK))) {
+                st = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", path);
+                goto fail;
+            }
+            for (uint64_t off = 0; off < t->n_bytes; off += NB_GGUF_FILL_CHUNK) {
+                uint64_t left = t->n_bytes - off;
+                size_t n = left < NB_GGUF_FILL_CHUNK ? (size_t)left : NB_GGUF_FILL_CHUNK;
+                if ((st = t->fill(t->fill_user, chunk, off, n)) != NB_OK) {
+                    nb_wrap_error(st, "%s: tensor '%s': ", path, t->name);
+                    goto fail;
+                }
+                if ((st = write_all(fp, chunk, n, tmp))) goto fail;
+            }
+        }
         at = t->offset + t->n_bytes;
     }
     for (uint64_t pad = w->data_size - at; pad;) {
@@ -1330,10 +1370,12 @@ enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path)
         goto fail;
     }
     w->kv_len = kv_mark;
+    free(chunk);
     free(tmp);
     return NB_OK;
 fail:
     w->kv_len = kv_mark;
+    free(chunk);
     if (fp) {
         fclose(fp);
         unlink(tmp);

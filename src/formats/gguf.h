@@ -120,6 +120,18 @@ enum nb_status nb_gguf_writer_add_arr_str(struct nb_gguf_writer *w, const char *
 enum nb_status nb_gguf_writer_add_tensor(struct nb_gguf_writer *w, const char *name,
                                          enum nb_dtype dtype, int n_dims, const int64_t *shape,
                                          const void *data);
+/* A tensor whose bytes are produced while the file is written, for files larger than
+ * one wants to hold in memory (`nibble synth`): write() calls fill(user, dst, offset, n)
+ * for consecutive ranges [offset, offset + n) of the tensor's bytes, in order, from
+ * offset 0 to its size; offsets are multiples of NB_GGUF_FILL_CHUNK and n is
+ * NB_GGUF_FILL_CHUNK except for the last range. fill returns NB_OK or a status whose
+ * message it has set; write() then fails with that status. `user` must stay valid
+ * until write. */
+#define NB_GGUF_FILL_CHUNK ((size_t)4 << 20)
+typedef enum nb_status (*nb_gguf_fill_fn)(void *user, void *dst, uint64_t offset, size_t n);
+enum nb_status nb_gguf_writer_add_tensor_fill(struct nb_gguf_writer *w, const char *name,
+                                              enum nb_dtype dtype, int n_dims, const int64_t *shape,
+                                              nb_gguf_fill_fn fill, void *user);
 enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path);
 
 #endif
