@@ -3,8 +3,9 @@
  * Levels: "ref" (scalar everywhere), "avx2" (256-bit kernels; AVX-VNNI when present),
  * "avx512" (AVX-512 F/BW/VL/DQ; VNNI for w4a8). The best level the CPU supports is
  * used unless NIBBLE_ISA=ref|avx2|avx512 asks for a lower one (a level the CPU lacks
- * falls back, with a warning). Only the X16 int4 kernels and the activation
- * quantizer have SIMD variants so far; the rest of the table stays reference.
+ * falls back, with a warning). SIMD variants so far: the X16 int4 kernels, the
+ * activation quantizer and (AVX-512) the float dot/axpy and float-weight GEMMs; the
+ * rest of the table stays reference.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -59,6 +60,11 @@ static void fill(struct nb_kernels *k, enum level lvl)
         if (c->avx512_vnni) k->gemm_w4a8_x16 = nb_gemm_w4a8_x16_avx512vnni;
         k->gemm_w4a16_x16 = nb_gemm_w4a16_x16_avx512;
         k->act_quant_q8 = nb_act_quant_q8_avx512;
+        k->dot_f32 = nb_dot_f32_avx512;
+        k->axpy_f32 = nb_axpy_f32_avx512;
+        k->gemm_f32 = nb_gemm_f32_avx512;
+        k->gemm_f16 = nb_gemm_f16_avx512;
+        k->gemm_bf16 = nb_gemm_bf16_avx512;
     }
 #else
     (void)lvl;

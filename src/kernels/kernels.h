@@ -131,6 +131,16 @@ void nb_act_quant_q8_avx512(const float *x, int64_t n, int group, int8_t *q, flo
                             int32_t *gsum);
 #endif
 
+/* ---- AVX-512 float kernels (kernels/x86/vec_avx512.c) ---- */
+float nb_dot_f32_avx512(const float *a, const float *b, int64_t n);
+void nb_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
+void nb_gemm_f32_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                        int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_f16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                        int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_bf16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                         int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+
 /* Small element-wise ops (scalar; not worth dispatching yet). */
 void nb_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 void nb_softmax(float *x, int64_t n);

@@ -1,0 +1,83 @@
+/* test_kernels_vec — the AVX-512 float kernels against their _ref twins. */
+#include "helpers/testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "core/cpu.h"
+#include "core/fp.h"
+#include "kernels/kernels.h"
+
+#define TOL_REL 1e-5 /* of sum |a_i b_i|: 16-lane vs 8-lane summation order */
+
+static float frand(uint64_t *s)
+{
+    *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(*s >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+static int have_avx512(void)
+{
+    const struct nb_cpu *c = nb_cpu_get();
+    return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->f16c;
+}
+
+static void test_dot_axpy(void **state)
+{
+    if (!have_avx512()) skip();
+    uint64_t s = 1;
+    for (int n = 1; n < 300; n += 7) {
+        float *a = malloc(sizeof(float) * (size_t)n), *b = malloc(sizeof(float) * (size_t)n);
+        float *y1 = malloc(sizeof(float) * (size_t)n), *y2 = malloc(sizeof(float) * (size_t)n);
+        double mag = 0;
+        for (int i = 0; i < n; i++) {
+            a[i] = frand(&s);
+            b[i] = frand(&s);
+            y1[i] = y2[i] = frand(&s);
+            mag += fabs((double)a[i] * b[i]);
+        }
+        assert_true(fabs(nb_dot_f32_avx512(a, b, n) - nb_dot_f32_ref(a, b, n)) <= TOL_REL * mag + 1e-7);
+        nb_axpy_f32_avx512(y1, 0.37f, a, n);
+        nb_axpy_f32_ref(y2, 0.37f, a, n);
+        for (int i = 0; i < n; i++) assert_true(fabsf(y1[i] - y2[i]) <= 1e-6f);
+        free(a);
+        free(b);
+        free(y1);
+        free(y2);
+    }
+}
+
+static void test_gemm_float(void **state)
+{
+    if (!have_avx512()) skip();
+    uint64_t s = 7;
+    enum { N_OUT = 37, N_IN = 200, N_TOK = 5 };
+    static float w32[N_OUT * N_IN], x[N_TOK * N_IN], y1[N_TOK * N_OUT], y2[N_TOK * N_OUT];
+    static uint16_t w16[N_OUT * N_IN], wb[N_OUT * N_IN];
+    static float scratch[N_IN];
+    for (int i = 0; i < N_OUT * N_IN; i++) {
+        w32[i] = frand(&s);
+        w16[i] = nb_f32_to_f16(w32[i]);
+        wb[i] = nb_f32_to_bf16(w32[i]);
+    }
+    for (int i = 0; i < N_TOK * N_IN; i++) x[i] = frand(&s);
+    const void *ws[3] = {w32, w16, wb};
+    nb_gemm_fn fast[3] = {nb_gemm_f32_avx512, nb_gemm_f16_avx512, nb_gemm_bf16_avx512};
+    nb_gemm_fn ref[3] = {nb_gemm_f32_ref, nb_gemm_f16_ref, nb_gemm_bf16_ref};
+    for (int k = 0; k < 3; k++) {
+        fast[k](y1, N_OUT, x, N_IN, ws[k], N_IN, N_TOK, 3, N_OUT, scratch);
+        ref[k](y2, N_OUT, x, N_IN, ws[k], N_IN, N_TOK, 3, N_OUT, scratch);
+        for (int t = 0; t < N_TOK; t++)
+            for (int r = 3; r < N_OUT; r++)
+                assert_true(fabsf(y1[t * N_OUT + r] - y2[t * N_OUT + r]) <= TOL_REL * N_IN);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_dot_axpy),
+        cmocka_unit_test(test_gemm_float),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
