@@ -79,20 +79,23 @@ static enum nb_status run_one(int mi, int test, int pass, void *user)
     return st;
 }
 
-static void print_profile(struct bmodel *m, int n_gen)
+/* One profiled run (pp when n_prompt > 0, else tg) and its per-op table. */
+static void print_profile(struct bmodel *m, int n_prompt, int n_gen)
 {
     struct nb_profile_entry e[32];
     int64_t ntok = 0;
-    nb_ctx_profile(m->ctx, 1);
     double s;
-    if (nb_bench_tg(m->ctx, n_gen, 7, &s) != NB_OK) return;
+    nb_ctx_profile(m->ctx, 1);
+    enum nb_status st = n_prompt > 0 ? nb_bench_pp(m->ctx, n_prompt, 7, &s)
+                                     : nb_bench_tg(m->ctx, n_gen, 7, &s);
     int n = nb_ctx_profile_get(m->ctx, e, 32, &ntok);
     nb_ctx_profile(m->ctx, 0);
-    if (ntok <= 0) return;
+    if (st != NB_OK || ntok <= 0) return;
     double total = 0;
     for (int i = 0; i < n; i++) total += e[i].ms;
-    printf("\nprofile of %s: %lld decode tokens, %.3f ms per token in ops (%.3f ms per token "
-           "wall)\n", m->arg, (long long)ntok, total / ntok, s * 1e3 / ntok);
+    printf("\nprofile of %s, %s: %lld tokens, %.3f ms per token in ops (%.3f ms per token "
+           "wall)\n", m->arg, n_prompt > 0 ? "prompt processing" : "decode", (long long)ntok,
+           total / ntok, s * 1e3 / ntok);
     printf("| %-18s | %9s | %11s | %7s | %8s | %s\n", "op", "ms/token", "calls/token", "threads",
            "fan-out%", "flags");
     printf("|%s|%s|%s|%s|%s|------\n", "--------------------", "-----------", "-------------",
@@ -270,7 +273,10 @@ int cmd_bench(int argc, char **argv)
         if (!bench_record_write(record_dir, &r)) record_failed = 1;
     }
     if (profile)
-        for (int i = 0; i < b.n_models; i++) print_profile(&b.m[i], b.n_gen > 0 ? b.n_gen : 32);
+        for (int i = 0; i < b.n_models; i++) {
+            if (b.n_prompt > 0) print_profile(&b.m[i], b.n_prompt, 0);
+            print_profile(&b.m[i], 0, b.n_gen > 0 ? b.n_gen : 32);
+        }
     rc = record_failed;
     goto done;
 fail:
