@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "app/args.h"
 #include "app/auto_path.h"
@@ -55,7 +56,8 @@ static void usage(FILE *f)
                "  --priority P  speed | fidelity | memory, for --path auto (default speed)\n"
                "  --record [DIR]  write one measurement record per model into DIR\n"
                "              (default docs/measurements): the selector's evidence\n"
-               "  --profile   per-op ms per token of a decode run, after the timed runs\n");
+               "  --profile   per-op ms per token of a decode run, after the timed runs\n"
+               "  --plot F    a bar chart of the results as a PNG (needs gnuplot)\n");
 }
 
 static enum nb_status run_one(int mi, int test, int pass, void *user)
@@ -118,6 +120,47 @@ static void json_samples(FILE *f, const double *x, int n, int ns, int per_run)
     for (int i = 0; i < n; i++)
         fprintf(f, "%s%.6g", i ? ", " : "", ns ? 1e9 * per_run / x[i] : x[i]);
     fprintf(f, "]");
+}
+
+/* A bar chart of best tok/s per model and test, drawn by gnuplot into a PNG. */
+static int plot(const struct bench *b, const char *png)
+{
+    char dat[] = "/tmp/nibble-plot-XXXXXX";
+    int fd = mkstemp(dat);
+    if (fd < 0) {
+        fprintf(stderr, "nibble bench: --plot: cannot create a temporary file\n");
+        return 0;
+    }
+    FILE *f = fdopen(fd, "w");
+    for (int i = 0; i < b->n_models; i++) {
+        const char *base = strrchr(b->m[i].arg, '/');
+        base = base ? base + 1 : b->m[i].arg;
+        double best[2] = {0, 0};
+        for (int t = 0; t < 2; t++) {
+            struct nb_stats s;
+            nb_stats_of(b->m[i].samples[t], b->m[i].n_samples[t], &s);
+            best[t] = s.best;
+        }
+        fprintf(f, "\"%s (%s)\" %.4f %.4f\n", base, b->m[i].info.weight_path, best[0], best[1]);
+    }
+    fclose(f);
+    FILE *g = popen("gnuplot 2>&1", "w");
+    int ok = g != NULL;
+    if (g) {
+        fprintf(g, "set terminal pngcairo size 900,500 noenhanced\nset output '%s'\n"
+                   "set style data histograms\nset style histogram clustered gap 1\n"
+                   "set style fill solid 0.8\nset ylabel 'tokens per second (best of %d)'\n"
+                   "set title 'nibble bench: pp%d and tg%d, %d threads'\nset key top right\n"
+                   "set xtics rotate by -15\nset grid ytics\nset yrange [0:*]\n"
+                   "plot '%s' using 2:xtic(1) title 'pp%d', '' using 3 title 'tg%d'\n",
+                png, b->reps, b->n_prompt, b->n_gen, b->n_threads, dat, b->n_prompt, b->n_gen);
+        ok = pclose(g) == 0;
+    }
+    unlink(dat);
+    if (!ok)
+        fprintf(stderr, "nibble bench: --plot: gnuplot failed or is not installed "
+                        "(apt-get install gnuplot-nox)\n");
+    return ok;
 }
 
 static void emit(const struct bench *b, const char *fmt, double bw)
@@ -187,6 +230,7 @@ int cmd_bench(int argc, char **argv)
     const char *cmd = "bench", *fmt = "md", *path_name = NULL, *priority = NULL;
     const char *record_dir = NULL;
     static struct bench b;
+    const char *plot_path = NULL;
     int profile = 0, rc = 1, record_failed = 0;
     memset(&b, 0, sizeof b);
     b.n_prompt = 512;
@@ -230,6 +274,9 @@ int cmd_bench(int argc, char **argv)
             priority = v;
         } else if (!strcmp(a, "--record")) {
             record_dir = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "docs/measurements";
+        } else if (!strcmp(a, "--plot")) {
+            if (!VAL()) return 1;
+            plot_path = v;
         } else if (!strcmp(a, "--profile")) {
             profile = 1;
         } else {
@@ -261,6 +308,7 @@ int cmd_bench(int argc, char **argv)
     double bw = nb_measure_read_bw(b.n_threads, (size_t)1 << 30, 5);
     if (nb_bench_interleave(b.n_models, 2, b.reps, run_one, &b) != NB_OK) goto fail;
     emit(&b, fmt, bw);
+    if (plot_path && !plot(&b, plot_path)) goto done;
     for (int i = 0; record_dir && i < b.n_models; i++) {
         const struct bmodel *m = &b.m[i];
         struct nb_stats s;

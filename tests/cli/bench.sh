@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# nibble bench: llama-bench's JSON field names plus nibble's, every output format, the
+# profile table, and errors.
+set -u
+bin="${NIBBLE_BIN:?}"
+gguf="${NIBBLE_MODELS_DIR:-}/kjv-7m/kjv-7m-f32.gguf"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0; pass=0
+ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*"; fail=$((fail+1)); fi; }
+"$bin" bench 2>"$tmp/err"; ok test $? -eq 1
+"$bin" bench -m x -o xml 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "md, json, jsonl or csv" "$tmp/err"
+if [ ! -f "$gguf" ]; then echo "kjv-7m not found: skipped"; [ "${CI:-}" = "true" ] && exit 1; exit 0; fi
+"$bin" bench -m "$gguf" --path source -p 16 -n 4 -r 2 -t 2 -o json >"$tmp/j" 2>/dev/null; ok test $? -eq 0
+for f in model_filename n_prompt n_gen n_threads avg_ts stddev_ts samples_ts samples_ns weight_path kernel bits_per_weight best_ts median_ts spread_pct; do
+  ok grep -q "\"$f\"" "$tmp/j"
+done
+ok python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2 and d[0]["n_prompt"]==16 and d[1]["n_gen"]==4 and len(d[0]["samples_ts"])==2' "$tmp/j"
+"$bin" bench -m "$gguf" --path source -p 8 -n 2 -r 1 -t 2 -o csv >"$tmp/c" 2>/dev/null; ok test "$(wc -l < "$tmp/c")" -eq 3
+"$bin" bench -m "$gguf" --path source -p 8 -n 2 -r 1 -t 2 -o jsonl >"$tmp/l" 2>/dev/null; ok test "$(wc -l < "$tmp/l")" -eq 2
+"$bin" bench -m "$gguf" --path source -p 8 -n 4 -r 1 -t 2 --profile >"$tmp/p" 2>/dev/null; ok test $? -eq 0
+ok grep -q "gemm qkv" "$tmp/p"
+ok grep -q "prompt processing" "$tmp/p"
+if command -v gnuplot >/dev/null; then
+  "$bin" bench -m "$gguf" --path source -p 8 -n 2 -r 1 -t 2 --plot "$tmp/b.png" >/dev/null 2>&1; ok test -s "$tmp/b.png"
+fi
+echo "cli bench: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
