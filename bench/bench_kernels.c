@@ -308,6 +308,9 @@ int main(int argc, char **argv)
         kerns[nk++] = (struct kern){"w4a8 avx2", K_W4A8, nb_gemm_w4a8_x16_avx2, NULL};
     if (cpu->avx512bw)
         kerns[nk++] = (struct kern){"w4a16 avx512", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512};
+    if (cpu->avx512bw && cpu->avx512_bf16)
+        kerns[nk++] =
+            (struct kern){"w4a16 avx512bf16", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512bf16};
 
     static const struct shape shapes[] = {{"q/o 2048x2048", 2048, 2048},
                                           {"kv 1024x2048", 1024, 2048},

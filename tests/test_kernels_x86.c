@@ -20,9 +20,12 @@
  * w4a16 X16 SIMD (d * sum q x + m * sum x, FMA) vs the reference (w = d q + m first):
  * another summation order; mag = sum_k (|d q_k| + |m|) |x_k| (the terms it adds);
  * measured worst ratio 8.9e-8 over the shapes below.
+ * w4a16 X16 AVX512-BF16 (decode, n_tok <= 4): activations rounded to bf16 (relative
+ * 2^-9 each), exact bf16 products, f32 sums: bound 2^-8 of the same mag.
  * act_quant_q8 SIMD vs ref: bit-identical (same division and rounding). */
-#define TOL_W4A8_X16  1e-6
-#define TOL_W4A16_X16 1e-6
+#define TOL_W4A8_X16   1e-6
+#define TOL_W4A16_X16  1e-6
+#define TOL_W4A16_BF16 0x1p-8
 
 static uint64_t g_rng = 12345;
 
@@ -316,7 +319,7 @@ static void test_w4a16_x16(void **state)
 #ifdef NB_HAVE_X86
     struct gshape shapes[32];
     int ns = make_shapes(shapes, 32);
-    double worst = 0;
+    double worst = 0, worst_bf16 = 0;
     for (int si = 0; si < ns; si++) {
         const struct gshape *g = &shapes[si];
         struct nb_layout_planes pl;
@@ -350,12 +353,31 @@ static void test_w4a16_x16(void **state)
             double wr = compare(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_X16,
                                 "w4a16 avx512");
             if (wr > worst) worst = wr;
+            if (nb_cpu_get()->avx512_bf16) {
+                for (int nt = 1; nt <= 4; nt++) { /* the decode sizes; larger n_tok delegate */
+                    int ntk = g->n_tok < nt ? g->n_tok : nt;
+                    float *yb = nan_y(g->n_tok, ldy);
+                    nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in,
+                                                 g->group, ntk, g->r0, g->r1, scratch);
+                    double wb = compare(yb, yx, mag, ntk, ldy, g->n_out, g->r0, g->r1,
+                                        TOL_W4A16_BF16, "w4a16 avx512bf16");
+                    if (wb > worst_bf16) worst_bf16 = wb;
+                    free(yb);
+                }
+                float *yb = nan_y(g->n_tok, ldy); /* all tokens (n_tok > 4: the FMA kernel) */
+                nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group,
+                                             g->n_tok, g->r0, g->r1, scratch);
+                compare(yb, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_BF16,
+                        "w4a16 avx512bf16");
+                free(yb);
+            }
             free(y), free(mag);
         }
         free(yr), free(yx), free(rows), free(x16), free(scratch);
         acts_free(&a);
     }
-    if (getenv("NIBBLE_TEST_VERBOSE")) fprintf(stderr, "w4a16 x16 worst ratio %.3g\n", worst);
+    if (getenv("NIBBLE_TEST_VERBOSE"))
+        fprintf(stderr, "w4a16 x16 worst ratio %.3g, bf16 %.3g\n", worst, worst_bf16);
     if (!have_avx512()) skip();
 #else
     skip();

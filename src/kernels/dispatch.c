@@ -58,7 +58,8 @@ static void fill(struct nb_kernels *k, enum level lvl)
     if (lvl >= LVL_AVX512) {
         k->isa = "avx512";
         if (c->avx512_vnni) k->gemm_w4a8_x16 = nb_gemm_w4a8_x16_avx512vnni;
-        k->gemm_w4a16_x16 = nb_gemm_w4a16_x16_avx512;
+        k->gemm_w4a16_x16 =
+            c->avx512_bf16 ? nb_gemm_w4a16_x16_avx512bf16 : nb_gemm_w4a16_x16_avx512;
         k->act_quant_q8 = nb_act_quant_q8_avx512;
         k->dot_f32 = nb_dot_f32_avx512;
         k->axpy_f32 = nb_axpy_f32_avx512;

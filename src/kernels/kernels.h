@@ -125,8 +125,11 @@ void nb_gemm_w4a8_x16_avx2(float *y, int64_t ldy, const int8_t *xq, const float 
                            int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
                            int64_t r1);
 void nb_gemm_w4a16_x16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx,
-                              const void *w_blob, int64_t n_out, int64_t n_in, int group,
-                              int n_tok, int64_t r0, int64_t r1, float *scratch);
+                              const void *w_blob, int64_t n_out, int64_t n_in, int group, int n_tok,
+                              int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_w4a16_x16_avx512bf16(float *y, int64_t ldy, const float *x, int64_t ldx,
+                                  const void *w_blob, int64_t n_out, int64_t n_in, int group,
+                                  int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_act_quant_q8_avx512(const float *x, int64_t n, int group, int8_t *q, float *d,
                             int32_t *gsum);
 #endif

@@ -308,7 +308,10 @@ const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath 
         if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avxvnni) return "avxvnni";
         if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avx2) return "avx2";
     }
-    if (path == NB_WPATH_W4A16 && k->gemm_w4a16_x16 == nb_gemm_w4a16_x16_avx512) return "avx512";
+    /* the bf16 decode variant (AVX512-BF16 hosts) keeps the name: same records */
+    if (path == NB_WPATH_W4A16 && (k->gemm_w4a16_x16 == nb_gemm_w4a16_x16_avx512 ||
+                                   k->gemm_w4a16_x16 == nb_gemm_w4a16_x16_avx512bf16))
+        return "avx512";
 #else
     (void)k;
     (void)path;

@@ -1,0 +1,155 @@
+/* kernels/x86/gemm_w4a16_avx512bf16.c — w4a16 GEMM on the X16 layout for decode
+ * (n_tok <= 4), AVX512-BF16 vdpbf16ps.
+ *
+ * Activations are rounded to bf16 (round to nearest even: relative error <= 2^-9 per
+ * activation; DESIGN.md allows bf16 activations on the w4a16 path). Codes 0..15 are exact
+ * in bf16 and every bf16 product is exact in f32; sums are f32.
+ *
+ * Per chunk c (k = 8c..8c+7) of a 16-row block, each row's dword holds bytes b0..b3
+ * (low nibble of bj = q[8c+j], high nibble = q[8c+4+j]). Its two 16-bit words give,
+ * after a shift by 0 / 8 / 4 / 12, the code pairs (k0,k2) (k1,k3) (k4,k6) (k5,k7) in
+ * bits 0..3 of each word; vpermw with the 32-entry table bf16(i & 15) turns them into
+ * bf16 (it reads bits 0..4, so no mask is needed). x is pre-arranged per token as bf16
+ * in the same pair order, so each vdpbf16ps takes a broadcast dword of x:
+ *   s[t]  = sum_k q[k] * bf16(x[t][k])       4 vdpbf16ps per chunk and token
+ *   y[t] += d[16] * s[t] + m[16] * xs[t][g]  xs = f32 sum of the group's x
+ * Error vs nb_gemm_w4a16_x16_ref: <= 2^-9 sum_k |d q_k x_k| + f32 rounding; the test
+ * checks TOL_W4A16_BF16 of tests/test_kernels_x86.c.
+ *
+ * Other calls (n_tok > 4, or n_tok * n_in > XB_MAX) go to nb_gemm_w4a16_x16_avx512.
+ * `scratch`: n_in floats (xs: n_tok * n_in / group of them); the bf16 x is on the stack.
+ */
+#include <immintrin.h>
+
+#include "kernels/kernels.h"
+
+#define XB_MAX 32768 /* bf16 activations on the stack: 64 KiB */
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m512 bf16x16(const uint16_t *p)
+{
+    __m256i h = _mm256_loadu_si256((const __m256i *)p);
+    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
+
+INLINE __m512i pair(const uint16_t *xb, int64_t i)
+{
+    int32_t v;
+    __builtin_memcpy(&v, xb + 2 * i, 4);
+    return _mm512_set1_epi32(v);
+}
+
+INLINE void tile(float *y, int64_t ldy, const uint16_t *xb, int64_t n_in, const float *xs,
+                 const uint8_t *qs, const uint16_t *ds, const uint16_t *ms, int group, int64_t blk,
+                 __m512i tab, const int NT, const int RB)
+{
+    const int S = NT == 1 ? 4 : NT == 2 ? 2 : 1;
+    const int64_t ng = n_in / group, cpg = group / 8, bstride = 8 * n_in;
+    __m512 yv[4][2]; /* fixed sizes (not VLAs): kept in registers */
+    for (int t = 0; t < NT; t++)
+        for (int b = 0; b < RB; b++)
+            yv[t][b] = _mm512_setzero_ps();
+    const uint8_t *wp = qs + blk * bstride;
+    for (int64_t g = 0; g < ng; g++) {
+        __m512 acc[4][2][4]; /* S partial sums per tile entry: independent chains */
+        for (int t = 0; t < NT; t++)
+            for (int b = 0; b < RB; b++)
+                for (int s = 0; s < S; s++)
+                    acc[t][b][s] = _mm512_setzero_ps();
+        for (int64_t c = g * cpg; c < (g + 1) * cpg; c++) {
+            __m512bh wq[2][4];
+            for (int b = 0; b < RB; b++) {
+                __m512i w = _mm512_loadu_si512((const void *)(wp + b * bstride + c * 64));
+                wq[b][0] = (__m512bh)_mm512_permutexvar_epi16(w, tab);
+                wq[b][1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 8), tab);
+                wq[b][2] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), tab);
+                wq[b][3] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 12), tab);
+            }
+            for (int p = 0; p < 4; p++)
+                for (int t = 0; t < NT; t++) {
+                    __m512bh xv = (__m512bh)pair(xb + t * n_in, c * 4 + p);
+                    for (int b = 0; b < RB; b++)
+                        acc[t][b][p % S] = _mm512_dpbf16_ps(acc[t][b][p % S], wq[b][p], xv);
+                }
+        }
+        for (int b = 0; b < RB; b++) {
+            __m512 dv = bf16x16(ds + ((blk + b) * ng + g) * 16);
+            __m512 mv = bf16x16(ms + ((blk + b) * ng + g) * 16);
+            for (int t = 0; t < NT; t++) {
+                __m512 a = acc[t][b][0];
+                for (int s = 1; s < S; s++)
+                    a = _mm512_add_ps(a, acc[t][b][s]);
+                yv[t][b] = _mm512_fmadd_ps(dv, a, yv[t][b]);
+                yv[t][b] = _mm512_fmadd_ps(mv, _mm512_set1_ps(xs[t * ng + g]), yv[t][b]);
+            }
+        }
+    }
+    for (int t = 0; t < NT; t++)
+        for (int b = 0; b < RB; b++)
+            _mm512_storeu_ps(y + t * ldy + (blk + b) * 16, yv[t][b]);
+}
+
+INLINE void blocks(float *y, int64_t ldy, const uint16_t *xb, int64_t n_in, const float *xs,
+                   const uint8_t *qs, const uint16_t *ds, const uint16_t *ms, int group, int64_t b0,
+                   int64_t b1, __m512i tab, const int NT)
+{
+    int64_t blk = b0;
+    for (; blk + 2 <= b1; blk += 2)
+        tile(y, ldy, xb, n_in, xs, qs, ds, ms, group, blk, tab, NT, 2);
+    for (; blk < b1; blk++)
+        tile(y, ldy, xb, n_in, xs, qs, ds, ms, group, blk, tab, NT, 1);
+}
+
+/* x (n floats) -> bf16 in pair order: per 8, x0 x2 x1 x3 x4 x6 x5 x7 */
+static void arrange(uint16_t *xb, const float *x, int64_t n)
+{
+    const __m512i perm =
+        _mm512_set_epi16(31, 29, 30, 28, 27, 25, 26, 24, 23, 21, 22, 20, 19, 17, 18, 16, 15, 13, 14,
+                         12, 11, 9, 10, 8, 7, 5, 6, 4, 3, 1, 2, 0);
+    for (int64_t i = 0; i < n; i += 32) {
+        int64_t r = n - i;
+        __mmask16 m0 = r >= 16 ? 0xFFFF : (__mmask16)((1u << r) - 1);
+        __mmask16 m1 = r >= 32 ? 0xFFFF : r <= 16 ? 0 : (__mmask16)((1u << (r - 16)) - 1);
+        __m512 lo = _mm512_maskz_loadu_ps(m0, x + i), hi = _mm512_maskz_loadu_ps(m1, x + i + 16);
+        __m512i v = (__m512i)_mm512_cvtne2ps_pbh(hi, lo);
+        __mmask32 m = r >= 32 ? 0xFFFFFFFFu : (__mmask32)((1u << r) - 1);
+        _mm512_mask_storeu_epi16(xb + i, m, _mm512_permutexvar_epi16(perm, v));
+    }
+}
+
+void nb_gemm_w4a16_x16_avx512bf16(float *y, int64_t ldy, const float *x, int64_t ldx,
+                                  const void *w_blob, int64_t n_out, int64_t n_in, int group,
+                                  int n_tok, int64_t r0, int64_t r1, float *scratch)
+{
+    if (n_tok > 4 || n_tok * n_in > XB_MAX) {
+        nb_gemm_w4a16_x16_avx512(y, ldy, x, ldx, w_blob, n_out, n_in, group, n_tok, r0, r1,
+                                 scratch);
+        return;
+    }
+    struct nb_layout_planes pl;
+    if (!nb_layout_planes_x(NB_WPATH_W4A16, NB_LAYOUT_X16, group, n_out, n_in, &pl)) return;
+    const uint8_t *qs = (const uint8_t *)w_blob + pl.offset[0];
+    const uint16_t *ds = (const uint16_t *)((const uint8_t *)w_blob + pl.offset[1]);
+    const uint16_t *ms = (const uint16_t *)((const uint8_t *)w_blob + pl.offset[2]);
+    int64_t ng = n_in / group;
+    uint16_t xb[XB_MAX] __attribute__((aligned(64)));
+    for (int t = 0; t < n_tok; t++) {
+        arrange(xb + t * n_in, x + t * ldx, n_in);
+        for (int64_t g = 0; g < ng; g++) { /* xs[t][g] = sum of group g of token t */
+            __m512 s = _mm512_setzero_ps();
+            for (int i = 0; i < group; i += 16)
+                s = _mm512_add_ps(s, _mm512_loadu_ps(x + t * ldx + g * group + i));
+            scratch[t * ng + g] = _mm512_reduce_add_ps(s);
+        }
+    }
+    const __m512 iota = _mm512_set_ps(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0);
+    const __m512i tab = (__m512i)_mm512_cvtne2ps_pbh(iota, iota); /* bf16(i & 15), i < 32 */
+    int64_t b0 = r0 / 16, b1 = r1 / 16;
+    switch (n_tok) {
+    case 1: blocks(y, ldy, xb, n_in, scratch, qs, ds, ms, group, b0, b1, tab, 1); break;
+    case 2: blocks(y, ldy, xb, n_in, scratch, qs, ds, ms, group, b0, b1, tab, 2); break;
+    case 3: blocks(y, ldy, xb, n_in, scratch, qs, ds, ms, group, b0, b1, tab, 3); break;
+    case 4: blocks(y, ldy, xb, n_in, scratch, qs, ds, ms, group, b0, b1, tab, 4); break;
+    default: break;
+    }
+}
