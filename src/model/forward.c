@@ -84,7 +84,7 @@ struct nb_ctx {
     int qa_group, qa_ntok;
 
     struct nb_act_stats *stats; /* calibration, or NULL */
-    int fuse;                   /* fuse q/k/v and gate/up GEMMs (NIBBLE_FUSE=0: off) */
+    int fuse;                   /* fuse q/k/v and gate/up GEMMs (NIBBLE_FUSE=1: on) */
 
     int profiling;
     struct prof_slot prof[OP_COUNT];
@@ -102,9 +102,11 @@ static inline void prof_end(struct nb_ctx *c, enum prof_op op, uint64_t t0)
 
 /* ---------------------------------------------------------------- parallel GEMM */
 
-/* Up to three GEMMs that read the same input (q, k, v; gate, up) run as one parallel
- * job: the threads split the rows of all of them together, so there is one fan-out and
- * one barrier instead of three (NIBBLE_FUSE=0 runs them one by one, to measure). */
+/* Up to three GEMMs that read the same input (q, k, v; gate, up) can run as one
+ * parallel job: the threads split the rows of all of them together, so there is one
+ * fan-out and one barrier instead of three. Off by default: measured in situ on the
+ * 1.7B shape at 2 threads it changed neither decode nor prefill beyond noise
+ * (docs/benchmarks.md); NIBBLE_FUSE=1 turns it on, to measure on more threads. */
 #define MAX_FUSED 3
 
 struct gemm_one {
@@ -543,7 +545,7 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     c->model = m;
     c->kern = nb_kernels_get();
     const char *fuse = getenv("NIBBLE_FUSE");
-    c->fuse = !(fuse && !strcmp(fuse, "0"));
+    c->fuse = fuse && !strcmp(fuse, "1");
     c->n_ctx = p.n_ctx;
     c->n_seq = p.n_seq;
     c->n_batch = p.n_batch;
