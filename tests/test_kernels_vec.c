@@ -36,10 +36,12 @@ static void test_dot_axpy(void **state)
             y1[i] = y2[i] = frand(&s);
             mag += fabs((double)a[i] * b[i]);
         }
-        assert_true(fabs(nb_dot_f32_avx512(a, b, n) - nb_dot_f32_ref(a, b, n)) <= TOL_REL * mag + 1e-7);
+        assert_true(fabs(nb_dot_f32_avx512(a, b, n) - nb_dot_f32_ref(a, b, n)) <=
+                    TOL_REL * mag + 1e-7);
         nb_axpy_f32_avx512(y1, 0.37f, a, n);
         nb_axpy_f32_ref(y2, 0.37f, a, n);
-        for (int i = 0; i < n; i++) assert_true(fabsf(y1[i] - y2[i]) <= 1e-6f);
+        for (int i = 0; i < n; i++)
+            assert_true(fabsf(y1[i] - y2[i]) <= 1e-6f);
         free(a);
         free(b);
         free(y1);
@@ -60,7 +62,8 @@ static void test_gemm_float(void **state)
         w16[i] = nb_f32_to_f16(w32[i]);
         wb[i] = nb_f32_to_bf16(w32[i]);
     }
-    for (int i = 0; i < N_TOK * N_IN; i++) x[i] = frand(&s);
+    for (int i = 0; i < N_TOK * N_IN; i++)
+        x[i] = frand(&s);
     const void *ws[3] = {w32, w16, wb};
     nb_gemm_fn fast[3] = {nb_gemm_f32_avx512, nb_gemm_f16_avx512, nb_gemm_bf16_avx512};
     nb_gemm_fn ref[3] = {nb_gemm_f32_ref, nb_gemm_f16_ref, nb_gemm_bf16_ref};
@@ -73,11 +76,62 @@ static void test_gemm_float(void **state)
     }
 }
 
+/* Prefill attention tile: odd tile sizes, GQA groups of 1-4, head sizes that are and
+ * are not multiples of 16, causal and sliding-window masks, a ring-buffer cache. */
+static void test_attn_tile(void **state)
+{
+    if (!have_avx512()) skip();
+    uint64_t s = 11;
+    static const int hds[] = {128, 40, 8};
+    static const int reps[] = {1, 2, 3, 4};
+    static const int ntoks[] = {1, 3, 5, 7, 8, 16};
+    static const int windows[] = {0, 1, 6, 37};
+    for (int ih = 0; ih < 3; ih++)
+        for (int ir = 0; ir < 4; ir++)
+            for (int it = 0; it < 6; it++)
+                for (int iw = 0; iw < 4; iw++) {
+                    int hd = hds[ih], rep = reps[ir], nt = ntoks[it], win = windows[iw];
+                    if (nt * rep > NB_ATTN_ROWS) continue;
+                    int kvh = 2, cap = win > 0 ? win + nt - 1 : 90, p0 = 60 + it;
+                    int64_t ldkv = (int64_t)kvh * hd, ldq = (int64_t)kvh * rep * hd;
+                    size_t nkv = (size_t)cap * (size_t)ldkv, nq = (size_t)nt * (size_t)ldq;
+                    float *k = malloc(sizeof(float) * nkv), *v = malloc(sizeof(float) * nkv);
+                    float *q = malloc(sizeof(float) * nq), *o1 = calloc(nq, sizeof(float));
+                    float *o2 = calloc(nq, sizeof(float));
+                    float *scr = malloc(sizeof(float) * (size_t)NB_ATTN_SCRATCH(hd));
+                    for (size_t i = 0; i < nkv; i++) {
+                        k[i] = 2 * frand(&s);
+                        v[i] = frand(&s);
+                    }
+                    for (size_t i = 0; i < nq; i++)
+                        q[i] = 2 * frand(&s);
+                    int32_t pos[16];
+                    for (int t = 0; t < nt; t++)
+                        pos[t] = p0 + t;
+                    /* the second kv head's columns: q / out offset by rep * hd */
+                    int64_t col = (int64_t)rep * hd;
+                    float sc = 1.0f / sqrtf((float)hd);
+                    nb_attn_tile_avx512(o1 + col, ldq, q + col, ldq, nt, rep, hd, pos, k + hd,
+                                        v + hd, ldkv, cap, win, sc, scr);
+                    nb_attn_tile_ref(o2 + col, ldq, q + col, ldq, nt, rep, hd, pos, k + hd, v + hd,
+                                     ldkv, cap, win, sc, scr);
+                    for (size_t i = 0; i < nq; i++)
+                        assert_true(fabsf(o1[i] - o2[i]) <= 2e-5f);
+                    free(k);
+                    free(v);
+                    free(q);
+                    free(o1);
+                    free(o2);
+                    free(scr);
+                }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dot_axpy),
         cmocka_unit_test(test_gemm_float),
+        cmocka_unit_test(test_attn_tile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,8 @@
  * "avx512" (AVX-512 F/BW/VL/DQ; VNNI for w4a8). The best level the CPU supports is
  * used unless NIBBLE_ISA=ref|avx2|avx512 asks for a lower one (a level the CPU lacks
  * falls back, with a warning). SIMD variants so far: the X16 int4 kernels, the
- * activation quantizer and (AVX-512) the float dot/axpy and float-weight GEMMs; the
- * rest of the table stays reference.
+ * activation quantizer and (AVX-512) the float dot/axpy, float-weight GEMMs and the
+ * prefill attention tile; the rest of the table stays reference.
  */
 #include <pthread.h>
 #include <stdlib.h>
@@ -28,6 +28,7 @@ static const struct nb_kernels k_ref = {
     .act_quant_q8 = nb_act_quant_q8_ref,
     .gemm_w4a8_x16 = nb_gemm_w4a8_x16_ref,
     .gemm_w4a16_x16 = nb_gemm_w4a16_x16_ref,
+    .attn_tile = nb_attn_tile_ref,
 };
 
 static struct nb_kernels g_table;
@@ -63,6 +64,7 @@ static void fill(struct nb_kernels *k, enum level lvl)
         k->act_quant_q8 = nb_act_quant_q8_avx512;
         k->dot_f32 = nb_dot_f32_avx512;
         k->axpy_f32 = nb_axpy_f32_avx512;
+        k->attn_tile = nb_attn_tile_avx512;
         k->gemm_f32 = nb_gemm_f32_avx512;
         k->gemm_f16 = nb_gemm_f16_avx512;
         k->gemm_bf16 = nb_gemm_bf16_avx512;

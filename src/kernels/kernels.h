@@ -46,6 +46,22 @@ typedef void (*nb_gemm_w8a16_fn)(float *y, int64_t ldy, const float *x, int64_t 
 typedef void (*nb_act_quant_q8_fn)(const float *x, int64_t n, int group, int8_t *q, float *d,
                                    int32_t *gsum);
 
+/* Prefill attention over one tile of query rows sharing a KV head (GQA group).
+ * Rows: n_tok tokens x n_rep heads, row (t, g) reads q + t*ldq + g*hd and writes
+ * out + t*ldo + g*hd (hd floats); n_tok * n_rep <= NB_ATTN_ROWS. Token t sits at
+ * position qpos[t]; the key / value of position p is the row k + (p % cap) * ldkv
+ * (v likewise). Row (t, g) attends to the keys p with p <= qpos[t] and, when
+ * window > 0, qpos[t] - p < window:
+ *     out = sum_p softmax_p(scale * q.k_p) v_p
+ * Every key position from min(qpos) - window + 1 (or 0) to max(qpos) is read, so
+ * those slots must hold finite values. `scratch`: NB_ATTN_SCRATCH(hd) floats. */
+#define NB_ATTN_ROWS        32
+#define NB_ATTN_SCRATCH(hd) (34 * (int64_t)(hd) + 1024)
+typedef void (*nb_attn_tile_fn)(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok,
+                                int n_rep, int hd, const int32_t *qpos, const float *k,
+                                const float *v, int64_t ldkv, int cap, int window, float scale,
+                                float *scratch);
+
 struct nb_kernels {
     const char *isa; /* "ref", "avx2", "avx512" */
     nb_gemm_fn gemm_f32;
@@ -61,6 +77,7 @@ struct nb_kernels {
      * for the SIMD variants; `scratch` of gemm_w4a16_x16: n_in floats). */
     nb_gemm_w4a8_fn gemm_w4a8_x16;
     nb_gemm_w4a16_fn gemm_w4a16_x16;
+    nb_attn_tile_fn attn_tile;
 };
 
 /* The table for this CPU (probed once; NIBBLE_ISA=ref|avx2|avx512 overrides). */
@@ -79,6 +96,9 @@ void nb_gemm_bf16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const 
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 float nb_dot_f32_ref(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
+void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
+                      int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
+                      int cap, int window, float scale, float *scratch);
 
 void nb_act_quant_q8_ref(const float *x, int64_t n, int group, int8_t *q, float *d, int32_t *gsum);
 void nb_gemm_w4a8_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
@@ -137,6 +157,10 @@ void nb_act_quant_q8_avx512(const float *x, int64_t n, int group, int8_t *q, flo
 /* ---- AVX-512 float kernels (kernels/x86/vec_avx512.c) ---- */
 float nb_dot_f32_avx512(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
+/* kernels/x86/attn_avx512.c: online softmax over blocks of 16 keys, rows in lanes. */
+void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
+                         int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
+                         int cap, int window, float scale, float *scratch);
 void nb_gemm_f32_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                         int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_f16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,

@@ -347,6 +347,26 @@ static void attn_worker(void *arg, int ith, int nth)
     int window = cfg->layer_sliding[j->layer] ? cfg->sliding_window : 0;
     float scale = 1.0f / sqrtf((float)hd);
     float *scores = c->scratch + ith * c->scratch_stride;
+    if (j->n_tok > 1 && group <= NB_ATTN_ROWS) {
+        /* Prefill: tiles of (kv head, up to NB_ATTN_ROWS / group consecutive tokens of
+         * one sequence), all q heads of the group together, so each K / V row is read
+         * once per tile. Tiles go round-robin to the threads, block-major, which evens
+         * out the causal cost (later tokens read more keys). */
+        int KV = cfg->n_kv_heads, tb = NB_ATTN_ROWS / group, n_blk = 0;
+        for (int t0 = 0, t1; t0 < j->n_tok; t0 = t1, n_blk++) {
+            t1 = t0 + 1;
+            while (t1 < j->n_tok && t1 - t0 < tb && j->seq[t1] == j->seq[t0]) t1++;
+            for (int kvh = 0; kvh < KV; kvh++) {
+                if ((n_blk * KV + kvh) % nth != ith) continue;
+                int64_t base = (int64_t)j->seq[t0] * cap * kv_dim + (int64_t)kvh * hd;
+                int64_t col = (int64_t)kvh * group * hd;
+                k->attn_tile(c->att + t0 * q_dim + col, q_dim, c->q + t0 * q_dim + col, q_dim,
+                             t1 - t0, group, hd, j->pos + t0, c->k_cache[j->layer] + base,
+                             c->v_cache[j->layer] + base, kv_dim, cap, window, scale, scores);
+            }
+        }
+        return;
+    }
     long lo_job, hi_job;
     nb_split_range((long)j->n_tok * H, ith, nth, 1, &lo_job, &hi_job);
     for (long job = lo_job; job < hi_job; job++) {
@@ -588,6 +608,7 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     int64_t need = E > F ? E : F;
     if (q_dim > need) need = q_dim;
     if (p.n_ctx > need) need = p.n_ctx;
+    if (NB_ATTN_SCRATCH(hd) > need) need = NB_ATTN_SCRATCH(hd); /* attention tile */
     c->scratch_stride = (need + 15) & ~(int64_t)15;
     int64_t max_in = E > F ? E : F;
     if (q_dim > max_in) max_in = q_dim;

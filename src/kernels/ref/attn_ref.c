@@ -1,0 +1,46 @@
+/* kernels/ref/attn_ref.c — prefill attention tile, the plain way: per row, a pass
+ * for the max score, then exp, sum and the weighted sum of values (contract in
+ * kernels/kernels.h). No scratch needed. */
+#include <math.h>
+
+#include "kernels/kernels.h"
+
+static float dot(const float *a, const float *b, int n)
+{
+    float s = 0;
+    for (int i = 0; i < n; i++)
+        s += a[i] * b[i];
+    return s;
+}
+
+void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
+                      int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
+                      int cap, int window, float scale, float *scratch)
+{
+    (void)scratch;
+    for (int t = 0; t < n_tok; t++) {
+        int p = qpos[t];
+        int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+        for (int g = 0; g < n_rep; g++) {
+            const float *qr = q + t * ldq + (int64_t)g * hd;
+            float *o = out + t * ldo + (int64_t)g * hd;
+            float mx = -INFINITY;
+            for (int i = lo; i <= p; i++) {
+                float s = dot(qr, k + (int64_t)(i % cap) * ldkv, hd) * scale;
+                if (s > mx) mx = s;
+            }
+            for (int d = 0; d < hd; d++)
+                o[d] = 0;
+            float sum = 0;
+            for (int i = lo; i <= p; i++) {
+                float e = expf(dot(qr, k + (int64_t)(i % cap) * ldkv, hd) * scale - mx);
+                sum += e;
+                const float *vr = v + (int64_t)(i % cap) * ldkv;
+                for (int d = 0; d < hd; d++)
+                    o[d] += e * vr[d];
+            }
+            for (int d = 0; d < hd; d++)
+                o[d] /= sum;
+        }
+    }
+}
