@@ -414,6 +414,44 @@ static void test_act_quant(void **state)
 #endif
 }
 
+/* AMX w4a8 vs the X16 reference: groups 32 / 64 / 128, token counts below, at and
+ * between tiles of 16, odd row blocks and sub-ranges. Skipped without AMX (or without
+ * the Linux tile-data permission). */
+static void test_w4a8_x16_amx(void **state)
+{
+    (void)state;
+#ifdef NB_HAVE_X86
+    const struct nb_cpu *c = nb_cpu_get();
+    if (!(have_avx512() && c->avx512_vnni && c->amx_tile && c->amx_int8) || !nb_amx_request_perm())
+        skip();
+    static const struct gshape shapes[] = {
+        {48, 256, 0, 48, 128, 35},      {32, 192, 0, 32, 64, 16},  {64, 96, 16, 48, 32, 49},
+        {16, 128, 0, 16, 128, 5},       {80, 512, 16, 80, 64, 64}, {2048, 2048, 1024, 1552, 64, 33},
+        {1024, 6144, 0, 1024, 128, 96}, {96, 1024, 0, 96, 32, 17},
+    };
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const struct gshape *g = &shapes[si];
+        struct nb_layout_planes pl;
+        uint8_t *rows = random_rows_blob(NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *x16 = to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
+        struct acts a;
+        acts_init(&a, g->n_tok, g->n_in, g->group);
+        int64_t ldy = g->n_out + 16;
+        float *yr = nan_y(g->n_tok, ldy), *y = nan_y(g->n_tok, ldy);
+        nb_gemm_w4a8_x16_ref(yr, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
+                             g->n_tok, g->r0, g->r1);
+        nb_gemm_w4a8_x16_amx(y, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
+                             g->n_tok, g->r0, g->r1);
+        /* bit-identical by construction, NaN outside [r0, r1) on both sides */
+        assert_memory_equal(y, yr, sizeof(float) * (size_t)(g->n_tok * ldy));
+        free(yr), free(y), free(rows), free(x16);
+        acts_free(&a);
+    }
+#else
+    skip();
+#endif
+}
+
 static void test_dispatch(void **state)
 {
     struct nb_kernels k;
@@ -428,8 +466,12 @@ static void test_dispatch(void **state)
         fprintf(stderr, "cpu: %s; kernels: %s\n", nb_cpu_flags_str(), g->isa);
 #ifdef NB_HAVE_X86
     if (have_avx512() && nb_cpu_get()->avx512_vnni && !getenv("NIBBLE_ISA")) {
-        assert_string_equal(g->isa, "avx512");
-        assert_ptr_equal(g->gemm_w4a8_x16, nb_gemm_w4a8_x16_avx512vnni);
+        if (g->gemm_w4a8_x16 == nb_gemm_w4a8_x16_amx) {
+            assert_string_equal(g->isa, "avx512+amx (unverified)");
+        } else {
+            assert_string_equal(g->isa, "avx512");
+            assert_ptr_equal(g->gemm_w4a8_x16, nb_gemm_w4a8_x16_avx512vnni);
+        }
     }
 #endif
 }
@@ -439,7 +481,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_x16), cmocka_unit_test(test_repack),
         cmocka_unit_test(test_act_quant),  cmocka_unit_test(test_w4a8_x16),
-        cmocka_unit_test(test_w4a16_x16),  cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_w4a16_x16),  cmocka_unit_test(test_w4a8_x16_amx),
+        cmocka_unit_test(test_dispatch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

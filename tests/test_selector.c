@@ -162,14 +162,14 @@ static struct row *rows(int *n)
                           {0},
                           "w4a8",
 #ifdef NB_HAVE_X86
-                          "amx (not built: avx512vnni)",
+                          "amx (unverified, else avx512vnni)",
 #else
                           "amx (not built: scalar ref)",
 #endif
                           4,
                           0,
                           1,
-                          "no AMX kernel yet"};
+                          "AMX w4a8 kernel is built but unverified"};
     r[i++] = (struct row){"amx xeon fidelity",
                           probe_amx_xeon,
                           NB_PRIORITY_FIDELITY,
@@ -578,9 +578,15 @@ static void test_host_consistent(void **state)
     const char *isa = getenv("NIBBLE_ISA");
     if (!isa || !*isa || !strcmp(isa, "auto")) {
         const enum nb_wpath paths[] = {NB_WPATH_W4A8, NB_WPATH_W4A16, NB_WPATH_W8A16};
-        for (int i = 0; i < 3; i++)
-            assert_string_equal(nb_select_kernel_for(&p, paths[i]),
-                                nb_select_kernel_of_table(nb_kernels_get(), paths[i]));
+        for (int i = 0; i < 3; i++) {
+            const char *tab = nb_select_kernel_of_table(nb_kernels_get(), paths[i]);
+            /* AMX replaces VNNI only after its run-time self-check, which the probe
+             * cannot predict */
+            if (!strcmp(tab, "amx (unverified)"))
+                assert_string_equal(nb_select_kernel_for(&p, paths[i]), "avx512vnni");
+            else
+                assert_string_equal(nb_select_kernel_for(&p, paths[i]), tab);
+        }
     }
     unsetenv("NIBBLE_WEIGHT_PATH");
     assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 0, NB_TARGET_HOST, NULL, 0, &c), NB_OK);

@@ -6,8 +6,17 @@
  * falls back, with a warning). SIMD variants so far: the X16 int4 kernels, the
  * activation quantizer and (AVX-512) the float dot/axpy, float-weight GEMMs and the
  * prefill attention tile; the rest of the table stays reference.
+ *
+ * AMX (avx512 level): when the CPU has amx_tile + amx_int8 + AVX-512 VNNI, Linux grants
+ * tile data (arch_prctl ARCH_REQ_XCOMP_PERM) and NIBBLE_AMX is not "0", the AMX w4a8
+ * kernel runs a self-check on first use (small random problems against
+ * nb_gemm_w4a8_x16_ref, bit-exact or within 1e-5 of the output scale) and only then
+ * becomes gemm_w4a8_x16, with isa "avx512+amx (unverified)"; otherwise a warning and
+ * VNNI stays. Unverified: never measured on an AMX machine.
  */
+#include <math.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,6 +45,101 @@ static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 
 enum level { LVL_REF, LVL_AVX2, LVL_AVX512 };
 
+#ifdef NB_HAVE_X86
+static uint64_t xorshift(uint64_t *s)
+{
+    *s ^= *s << 13, *s ^= *s >> 7, *s ^= *s << 17;
+    return *s;
+}
+
+/* One random X16 problem through the AMX kernel and the reference: 1 if they agree. */
+static int amx_check_one(int group, int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1,
+                         uint64_t *rng)
+{
+    struct nb_layout_planes pl;
+    if (!nb_layout_planes_x(NB_WPATH_W4A8, NB_LAYOUT_X16, group, n_out, n_in, &pl)) return 0;
+    const int64_t ldxq = n_in + 64, ldxg = ldxq / 32, ldy = n_out + 16;
+    uint8_t *blob = aligned_alloc(64, (size_t)pl.total);
+    int8_t *xq = malloc((size_t)(n_tok * ldxq));
+    float *xd = malloc(sizeof(float) * (size_t)(n_tok * ldxg));
+    int32_t *xs = calloc((size_t)(n_tok * ldxg), sizeof(int32_t));
+    float *ya = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+    float *yr = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+    int ok = 0;
+    if (!blob || !xq || !xd || !xs || !ya || !yr) goto out;
+    memset(blob, 0, (size_t)pl.total);
+    for (int64_t i = 0; i < pl.size[0]; i++)
+        blob[pl.offset[0] + i] = (uint8_t)xorshift(rng);
+    for (int64_t i = 0; i < pl.size[1] / 2; i++) { /* bf16 scales in [2^-10, 2^-6) */
+        float f = ldexpf(1.0f + (float)(xorshift(rng) % 1000) / 1000.0f, -10 + (int)(i % 4));
+        uint32_t u;
+        memcpy(&u, &f, 4);
+        uint16_t h = (uint16_t)(u >> 16);
+        memcpy(blob + pl.offset[1] + 2 * i, &h, 2);
+    }
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t g = 0; g < n_in / group; g++) {
+            xd[t * ldxg + g] = (float)(1 + xorshift(rng) % 100) / 4096.0f;
+            for (int64_t k = g * group; k < (g + 1) * group; k++) {
+                int8_t q = (int8_t)((int)(xorshift(rng) % 255) - 127);
+                xq[t * ldxq + k] = q;
+                xs[t * ldxg + g] += q;
+            }
+        }
+    for (int64_t i = 0; i < n_tok * ldy; i++)
+        ya[i] = yr[i] = 0.0f;
+    nb_gemm_w4a8_x16_amx(ya, ldy, xq, xd, xs, ldxq, ldxg, blob, n_out, n_in, group, n_tok, r0, r1);
+    nb_gemm_w4a8_x16_ref(yr, ldy, xq, xd, xs, ldxq, ldxg, blob, n_out, n_in, group, n_tok, r0, r1);
+    if (!memcmp(ya, yr, sizeof(float) * (size_t)(n_tok * ldy))) {
+        ok = 1;
+        goto out;
+    }
+    double scale = 0;
+    for (int64_t i = 0; i < n_tok * ldy; i++)
+        scale = fmax(scale, fabs((double)yr[i]));
+    ok = 1;
+    for (int64_t i = 0; i < n_tok * ldy; i++)
+        if (!(fabs((double)ya[i] - yr[i]) <= 1e-5 * scale)) ok = 0;
+out:
+    free(blob), free(xq), free(xd), free(xs), free(ya), free(yr);
+    return ok;
+}
+
+static int g_amx_ok;
+static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+
+static void amx_probe(void)
+{
+    const struct nb_cpu *c = nb_cpu_get();
+    const char *env = getenv("NIBBLE_AMX");
+    if (!(c->amx_tile && c->amx_int8 && c->avx512_vnni)) return;
+    if (env && !strcmp(env, "0")) return;
+    if (!nb_amx_request_perm()) {
+        NB_LOGW("AMX: Linux refused tile data (arch_prctl); keeping the VNNI w4a8 kernel");
+        return;
+    }
+    uint64_t rng = 0x9E3779B97F4A7C15ull;
+    /* groups 32 / 64 / 128, odd row blocks, token remainders, a sub-range of rows */
+    int ok = amx_check_one(128, 48, 256, 35, 0, 48, &rng) &&
+             amx_check_one(64, 32, 192, 16, 0, 32, &rng) &&
+             amx_check_one(32, 64, 96, 49, 16, 48, &rng);
+    if (!ok) {
+        NB_LOGW("AMX: the w4a8 kernel failed its self-check against the reference; keeping "
+                "VNNI");
+        return;
+    }
+    g_amx_ok = 1;
+    NB_LOGD("AMX: w4a8 kernel passed its self-check (unverified: never measured)");
+}
+
+/* 1 when the AMX w4a8 kernel may be used (asked once, self-checked once). */
+static int amx_usable(void)
+{
+    pthread_once(&g_amx_once, amx_probe);
+    return g_amx_ok;
+}
+#endif
+
 static enum level cpu_level(void)
 {
 #ifdef NB_HAVE_X86
@@ -59,6 +163,10 @@ static void fill(struct nb_kernels *k, enum level lvl)
     if (lvl >= LVL_AVX512) {
         k->isa = "avx512";
         if (c->avx512_vnni) k->gemm_w4a8_x16 = nb_gemm_w4a8_x16_avx512vnni;
+        if (c->avx512_vnni && amx_usable()) {
+            k->isa = "avx512+amx (unverified)";
+            k->gemm_w4a8_x16 = nb_gemm_w4a8_x16_amx;
+        }
         k->gemm_w4a16_x16 =
             c->avx512_bf16 ? nb_gemm_w4a16_x16_avx512bf16 : nb_gemm_w4a16_x16_avx512;
         k->act_quant_q8 = nb_act_quant_q8_avx512;

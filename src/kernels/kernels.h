@@ -63,7 +63,7 @@ typedef void (*nb_attn_tile_fn)(float *out, int64_t ldo, const float *q, int64_t
                                 float *scratch);
 
 struct nb_kernels {
-    const char *isa; /* "ref", "avx2", "avx512" */
+    const char *isa; /* "ref", "avx2", "avx512", "avx512+amx (unverified)" */
     nb_gemm_fn gemm_f32;
     nb_gemm_fn gemm_f16;
     nb_gemm_fn gemm_bf16;
@@ -136,6 +136,14 @@ void nb_gemm_w4a8_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
                                  const int32_t *xsum, int64_t ldxq, int64_t ldxg,
                                  const void *w_blob, int64_t n_out, int64_t n_in, int group,
                                  int n_tok, int64_t r0, int64_t r1);
+/* AMX-INT8 prefill variant (gemm_w4a8_amx.c; UNVERIFIED: never run on an AMX machine).
+ * Needs amx_tile + amx_int8 + AVX-512 VNNI and the Linux tile-data permission, asked
+ * for (process-wide, idempotent) by nb_amx_request_perm(): 1 if granted, else 0. */
+int nb_amx_request_perm(void);
+void nb_gemm_w4a8_x16_amx(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                          int64_t r1);
 void nb_gemm_w4a8_x16_avxvnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
                               const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                               int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,

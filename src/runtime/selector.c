@@ -304,6 +304,7 @@ const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath 
 {
 #ifdef NB_HAVE_X86
     if (path == NB_WPATH_W4A8) {
+        if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_amx) return "amx (unverified)";
         if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avx512vnni) return "avx512vnni";
         if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avxvnni) return "avxvnni";
         if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avx2) return "avx2";
@@ -463,7 +464,10 @@ static void fill_kernel(const struct nb_probe *p, struct nb_choice *c)
     const char *run = nb_select_kernel_for(p, c->path);
     const char *want = wanted_kernel(p, c->path);
     snprintf(c->kernel_run, sizeof c->kernel_run, "%s", run);
-    if (want[0] && strcmp(want, run) != 0)
+    if (!strcmp(want, "amx") && !strcmp(run, "avx512vnni") && p->amx_permitted != 0)
+        /* built, but installed only if its first-use self-check passes (dispatch.c) */
+        snprintf(c->kernel, sizeof c->kernel, "amx (unverified, else %s)", run);
+    else if (want[0] && strcmp(want, run) != 0)
         snprintf(c->kernel, sizeof c->kernel, "%s (not built: %s)", want,
                  strcmp(run, "ref") ? run : "scalar ref");
     else
@@ -474,8 +478,9 @@ static void explain_kernel(const struct nb_probe *p, struct nb_choice *c)
 {
     if (is_x86(p) && c->path == NB_WPATH_W4A8 && p->x86.amx_tile && p->x86.amx_int8) {
         reason(c,
-               "AMX-INT8 present (Linux tile-data permission: %s) but nibble has no AMX "
-               "kernel yet: w4a8 runs %s; AMX is unverified here",
+               "AMX-INT8 present (Linux tile-data permission: %s): the AMX w4a8 kernel "
+               "is built but unverified (never measured on AMX; used only if its first-use "
+               "self-check passes), records are for %s",
                p->amx_permitted < 0 ? "not asked"
                : p->amx_permitted   ? "granted"
                                     : "refused",
