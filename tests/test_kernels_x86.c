@@ -354,7 +354,7 @@ static void test_w4a16_x16(void **state)
                                 "w4a16 avx512");
             if (wr > worst) worst = wr;
             if (nb_cpu_get()->avx512_bf16) {
-                for (int nt = 1; nt <= 4; nt++) { /* the decode sizes; larger n_tok delegate */
+                for (int nt = 1; nt <= 5; nt++) { /* decode sizes, then the tiled prefill */
                     int ntk = g->n_tok < nt ? g->n_tok : nt;
                     float *yb = nan_y(g->n_tok, ldy);
                     nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in,
@@ -364,7 +364,7 @@ static void test_w4a16_x16(void **state)
                     if (wb > worst_bf16) worst_bf16 = wb;
                     free(yb);
                 }
-                float *yb = nan_y(g->n_tok, ldy); /* all tokens (n_tok > 4: the FMA kernel) */
+                float *yb = nan_y(g->n_tok, ldy); /* all tokens (n_tok > 4: tiled prefill) */
                 nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group,
                                              g->n_tok, g->r0, g->r1, scratch);
                 compare(yb, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_BF16,
