@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "formats/nib.h"
+#include "formats/sniff.h"
 #include "runtime/cache.h"
 #include "runtime/selector.h"
 
@@ -42,11 +42,8 @@ int app_weight_path(const char *cmd, const char *name, const char *priority, enu
 
 static int is_packed(const char *path)
 {
-    FILE *f = fopen(path, "rb");
-    char magic[8] = {0};
-    int nib = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, NB_NIB_MAGIC, 8);
-    if (f) fclose(f);
-    return nib;
+    enum nb_file_kind kind;
+    return nb_sniff_path(path, &kind) == NB_OK && kind == NB_FILE_NIB;
 }
 
 int app_resolve_model(const char *cmd, const char *model, const char *path_name,

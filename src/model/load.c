@@ -16,6 +16,7 @@
 #include "formats/llama2c.h"
 #include "formats/nib.h"
 #include "formats/safetensors.h"
+#include "formats/sniff.h"
 #include "model/config.h"
 #include "quant/dequant.h"
 
@@ -331,17 +332,13 @@ static void measure_weights(struct nb_model *m)
                                                  : "f32";
 }
 
-static int is_dir(const char *path)
-{
-    struct stat sb;
-    return stat(path, &sb) == 0 && S_ISDIR(sb.st_mode);
-}
-
 static enum nb_status open_source(struct nb_model *m, const char *path)
 {
     struct nb_model_source *s = m->src;
-    enum nb_status st;
-    if (is_dir(path)) {
+    enum nb_file_kind kind;
+    enum nb_status st = nb_sniff_path(path, &kind);
+    if (st) return st;
+    if (kind == NB_FILE_DIR) {
         char cfg_path[4096];
         cJSON *root = NULL;
         snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path);
@@ -353,14 +350,7 @@ static enum nb_status open_source(struct nb_model *m, const char *path)
         if (st) return st;
         return nb_safetensors_open(&s->st, path);
     }
-    /* A file: sniff the first bytes. */
-    struct nb_mapped_file f;
-    if ((st = nb_file_map(&f, path))) return st;
-    int gguf = f.size >= 4 && !memcmp(f.data, "GGUF", 4);
-    int nib = f.size >= 8 && !memcmp(f.data, NB_NIB_MAGIC, 8);
-    int l2c = !gguf && !nib && nb_llama2c_sniff(f.data, f.size);
-    nb_file_unmap(&f);
-    if (nib) {
+    if (kind == NB_FILE_NIB) {
         s->kind = SRC_NIB;
         m->source_kind = "nib";
         if ((st = nb_nib_open(&s->nib, path))) return st;
@@ -368,13 +358,13 @@ static enum nb_status open_source(struct nb_model *m, const char *path)
         const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(nb_nib_header(s->nib), "config");
         return nb_config_from_json(&m->cfg, cfg, path);
     }
-    if (gguf) {
+    if (kind == NB_FILE_GGUF) {
         s->kind = SRC_GGUF;
         m->source_kind = "gguf";
         if ((st = nb_gguf_open(&s->gguf, path))) return st;
         return nb_config_from_gguf(&m->cfg, s->gguf);
     }
-    if (l2c) {
+    if (kind == NB_FILE_LLAMA2C) {
         s->kind = SRC_LLAMA2C;
         m->source_kind = "llama2c";
         if ((st = nb_llama2c_open(&s->l2c, path))) return st;

@@ -16,6 +16,7 @@
 
 #include "core/mmap.h"
 #include "formats/gguf.h"
+#include "formats/sniff.h"
 
 #define MAX_TOKENIZER_FILE (256u << 20)
 
@@ -147,22 +148,10 @@ enum nb_status nb_tokenizer_embed(struct nb_nib_writer *w, const char *src_path,
         snprintf(p, sizeof p, "%s/tokenizer_config.json", src_path);
         return add_file(w, "tokenizer/tokenizer_config.json", p, owned);
     }
-    struct nb_mapped_file f;
-    if ((st = nb_file_map(&f, src_path))) return st;
-    int gguf = f.size >= 4 && !memcmp(f.data, "GGUF", 4);
-    nb_file_unmap(&f);
-    if (gguf) return embed_gguf(w, src_path, owned);
-    /* llama2.c: X.tok.bin beside X.bin, else tokenizer.bin (as the loader looks) */
-    snprintf(p, sizeof p, "%s", src_path);
-    size_t n = strlen(p);
-    if (n > 4 && !strcmp(p + n - 4, ".bin")) p[n - 4] = '\0';
-    strncat(p, ".tok.bin", sizeof p - strlen(p) - 1);
-    if (!is_file(p)) {
-        snprintf(p, sizeof p, "%s", src_path);
-        char *slash = strrchr(p, '/');
-        snprintf(slash ? slash + 1 : p, sizeof p - (size_t)(slash ? slash + 1 - p : 0),
-                 "tokenizer.bin");
-    }
+    enum nb_file_kind kind;
+    if ((st = nb_sniff_path(src_path, &kind))) return st;
+    if (kind == NB_FILE_GGUF) return embed_gguf(w, src_path, owned);
+    if ((st = nb_tokenizer_llama2c_path(src_path, p, sizeof p))) return st;
     return add_file(w, "tokenizer/llama2c.bin", p, owned);
 }
 
@@ -175,13 +164,12 @@ static const struct nb_nib_tensor *blob(const struct nb_nib *n, const char *name
 enum nb_status nb_tokenizer_for_model(struct nb_tokenizer **out, const char *model_path)
 {
     *out = NULL;
-    FILE *f = fopen(model_path, "rb");
-    char magic[8] = {0};
-    int is_nib = f && fread(magic, 1, 8, f) == 8 && !memcmp(magic, NB_NIB_MAGIC, 8);
-    if (f) fclose(f);
-    if (!is_nib) return nb_tokenizer_load_for_model(out, model_path);
+    enum nb_file_kind kind;
+    enum nb_status st = nb_sniff_path(model_path, &kind);
+    if (st) return st;
+    if (kind != NB_FILE_NIB) return nb_tokenizer_load_for_model(out, model_path);
     struct nb_nib *n = NULL;
-    enum nb_status st = nb_nib_open(&n, model_path);
+    st = nb_nib_open(&n, model_path);
     if (st) return st;
     const struct nb_nib_tensor *g = blob(n, "tokenizer/gguf");
     const struct nb_nib_tensor *tj = blob(n, "tokenizer/tokenizer.json");

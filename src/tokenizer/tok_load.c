@@ -8,6 +8,7 @@
 
 #include "core/mmap.h"
 #include "formats/gguf.h"
+#include "formats/sniff.h"
 #include "formats/json.h"
 #include "tokenizer/tok_internal.h"
 
@@ -545,37 +546,35 @@ enum nb_status nb_tokenizer_load_for_model(struct nb_tokenizer **out, const char
     if (is_dir(path) || ends_with(path, ".json") || ends_with(path, ".model"))
         return nb_tokenizer_load_hf(out, path);
     if (!is_file(path)) return nb_set_error(NB_ERR_NOT_FOUND, "%s: no such file", path);
-    if (ends_with(path, ".gguf")) {
+    enum nb_file_kind kind;
+    if ((st = nb_sniff_path(path, &kind))) return st;
+    if (kind == NB_FILE_GGUF) {
         struct nb_gguf *g = NULL;
         if ((st = nb_gguf_open(&g, path))) return st;
         st = nb_tokenizer_load_gguf(out, g);
         nb_gguf_free(g);
         return st;
     }
-    /* llama2.c checkpoint: X.tok.bin beside X.bin, else tokenizer.bin in its directory. */
-    size_t n = strlen(path);
-    char *p = malloc(n + 32);
-    if (!p) return nb_set_error(NB_ERR_NOMEM, "out of memory");
-    memcpy(p, path, n + 1);
-    if (ends_with(p, ".tok.bin")) {
-        /* given the tokenizer itself */
-    } else {
-        if (ends_with(p, ".bin")) p[n - 4] = '\0';
-        strcat(p, ".tok.bin");
-        if (!is_file(p)) {
-            memcpy(p, path, n + 1);
-            char *slash = strrchr(p, '/');
-            strcpy(slash ? slash + 1 : p, "tokenizer.bin");
-        }
-    }
-    if (!is_file(p)) {
-        st = nb_set_error(NB_ERR_NOT_FOUND,
-                          "%s: no tokenizer found for this model (looked for %s.tok.bin-style "
-                          "and tokenizer.bin beside it)",
-                          path, path);
-    } else {
-        st = nb_tokenizer_load_llama2c(out, p, 0);
-    }
-    free(p);
-    return st;
+    char p[4096];
+    if ((st = nb_tokenizer_llama2c_path(path, p, sizeof p))) return st;
+    return nb_tokenizer_load_llama2c(out, p, 0);
+}
+
+enum nb_status nb_tokenizer_llama2c_path(const char *model_path, char *out, size_t size)
+{
+    size_t n = strlen(model_path);
+    if (n + 16 > size) return nb_set_error(NB_ERR_INVALID_ARG, "%s: path too long", model_path);
+    memcpy(out, model_path, n + 1);
+    if (ends_with(out, ".tok.bin")) return NB_OK; /* given the tokenizer itself */
+    if (ends_with(out, ".bin")) out[n - 4] = '\0';
+    strcat(out, ".tok.bin");
+    if (is_file(out)) return NB_OK;
+    memcpy(out, model_path, n + 1);
+    char *slash = strrchr(out, '/');
+    strcpy(slash ? slash + 1 : out, "tokenizer.bin");
+    if (is_file(out)) return NB_OK;
+    return nb_set_error(NB_ERR_NOT_FOUND,
+                        "%s: no tokenizer found for this model (looked for %s.tok.bin-style "
+                        "and tokenizer.bin beside it)",
+                        model_path, model_path);
 }

@@ -78,6 +78,9 @@ enum nb_status nb_tokenizer_load_spm_model(struct nb_tokenizer **out, const void
 enum nb_status nb_tokenizer_load_spm_model_cfg(struct nb_tokenizer **out, const void *data,
                                                size_t size, const char *config_json,
                                                size_t config_len, const char *name);
+/* The llama2.c tokenizer of a checkpoint: X.tok.bin beside X.bin, else tokenizer.bin in
+ * its folder (or the path itself when it is a .tok.bin). NB_ERR_NOT_FOUND if neither. */
+enum nb_status nb_tokenizer_llama2c_path(const char *model_path, char *out, size_t size);
 enum nb_status nb_tokenizer_load_for_model(struct nb_tokenizer **out, const char *model_path);
 void nb_tokenizer_free(struct nb_tokenizer *tok);
 
