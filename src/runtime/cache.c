@@ -121,5 +121,8 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
         *event = NB_CACHE_MISS;
     }
     struct nb_quantize_result r;
-    return nb_quantize_file(src_path, o, out_path, &r);
+    struct nb_quantize_opts with_hash = *o; /* the source was hashed above: not twice */
+    with_hash.have_source_hash = 1;
+    with_hash.source_hash = src_hash;
+    return nb_quantize_file(src_path, &with_hash, out_path, &r);
 }

@@ -386,8 +386,8 @@ enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_o
     cJSON *header = NULL;
     double t0 = nb_time_s();
     memset(res, 0, sizeof *res);
-    uint64_t src_hash;
-    if ((st = nb_source_hash(src_path, &src_hash))) goto fail;
+    uint64_t src_hash = opts->source_hash;
+    if (!opts->have_source_hash && (st = nb_source_hash(src_path, &src_hash))) goto fail;
     if ((st = nb_model_load(&m, src_path))) goto fail;
     if (opts->calib_path) {
         const struct nb_config *cc = &m->cfg;

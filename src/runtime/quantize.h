@@ -15,6 +15,10 @@ struct nb_quantize_opts {
     int search;         /* 1: MSE scale search (default), 0: absmax */
     const char *calib_path; /* text file: weight the error by mean squared activations */
     int n_threads;
+    /* the source's content hash when the caller already has it (nb_source_hash); else
+     * quantize computes it */
+    int have_source_hash;
+    uint64_t source_hash;
     /* progress(done, total, user) after each tensor; may be NULL */
     void (*progress)(int64_t done, int64_t total, void *user);
     /* row(...) once per tensor for the report; may be NULL */
