@@ -11,20 +11,27 @@
  * the same float operations in the same order as nb_gemm_w4a8_ref, so the result is
  * bit-identical to the reference.
  *
- * Tiles: NT tokens x RB row blocks of 16 rows, every unpacked chunk is reused NT
- * times. Decode (1 token) walks one row block at a time (one sequential stream: in
+ * Tiles: decode (1 token) walks one row block at a time (one sequential stream: in
  * interleaved runs 1 block streamed ~30% faster from DRAM than 2 or 4 blocks 8 n_in
- * bytes apart, and software prefetch did not help) with two accumulators (lo, hi);
- * prefill takes 4 tokens x 2 blocks.
- * Tokens are walked in cache blocks of TOK_BLOCK so that a row block's weights
- * (8 * n_in bytes) stay in L1/L2 while the activations of the block sit in L2.
+ * bytes apart, and software prefetch did not help) with two accumulators (lo, hi).
+ * Prefill takes PF_NT tokens x PF_RB row blocks: 12 int32 accumulators in registers
+ * for one group, every unpacked chunk reused PF_NT times. Measured in the kernel
+ * lab (1 thread, 512 tokens, 2048x6144 and 6144x2048): 4x3, 5x2, 4x2 and 3x4 are
+ * within 5% of each other (~740 GOP/s, 70% of the vpdpbusd peak); 8x2 and 8x1 are
+ * 10-20% slower; activations as an embedded {1to16} broadcast operand were ~20%
+ * slower than a broadcast shared by the row blocks.
+ * Tokens are walked in cache blocks of TOK_BLOCK (32..256 measured the same) so that
+ * a row block's weights (8 * n_in bytes) stay in L1/L2 while the activations of the
+ * block sit in L2.
  */
 #include <immintrin.h>
 #include <string.h>
 
 #include "kernels/kernels.h"
 
+#ifndef TOK_BLOCK
 #define TOK_BLOCK 64
+#endif
 #ifndef DEC_RB /* decode tile: row blocks, accumulators per block */
 #define DEC_RB 1
 #endif
@@ -34,6 +41,14 @@
 #ifndef PF_DIST /* decode prefetch distance in bytes (0: none) */
 #define PF_DIST 0
 #endif
+#ifndef PF_NT /* prefill tile: tokens x row blocks */
+#define PF_NT 4
+#endif
+#ifndef PF_RB
+#define PF_RB 3
+#endif
+#define PF_MAXT 8
+#define PF_MAXB 4
 #define INLINE static inline __attribute__((always_inline))
 
 INLINE __m512 scales16(const uint16_t *p)
@@ -49,75 +64,131 @@ INLINE int32_t ld32(const int8_t *p)
     return v;
 }
 
-INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
-                 int64_t ldxq, int64_t ldxg, const uint8_t *qs, const uint16_t *ds, int64_t n_in,
-                 int group, int64_t blk, const int NT, const int RB)
+/* Decode tile: 1 token x RB row blocks, S independent accumulator chains per block.
+ * Array sizes are compile-time constants (a variable-length array here puts the
+ * accumulators in memory: every vpdpbusd then waits on a store and a reload). */
+INLINE void tile1(float *y, const int8_t *xq, const float *xd, const int32_t *xsum,
+                  const uint8_t *qs, const uint16_t *ds, int64_t n_in, int group, int64_t blk,
+                  const int RB)
 {
-    const int S = NT == 1 ? DEC_S : 1; /* split lo / hi accumulators for short tiles */
     const int64_t ng = n_in / group, cpg = group / 8, bstride = 8 * n_in;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
-    __m512 yv[NT][RB];
-    for (int t = 0; t < NT; t++)
-        for (int b = 0; b < RB; b++)
-            yv[t][b] = _mm512_setzero_ps();
+    __m512 yv[4];
+#pragma GCC unroll 4
+    for (int b = 0; b < RB; b++)
+        yv[b] = _mm512_setzero_ps();
     const uint8_t *wp = qs + blk * bstride;
     for (int64_t g = 0; g < ng; g++) {
-        __m512i acc[NT][RB][4]; /* S partial sums: independent dpbusd chains */
-        for (int t = 0; t < NT; t++)
-            for (int b = 0; b < RB; b++)
-                for (int s = 0; s < S; s++)
-                    acc[t][b][s] = _mm512_setzero_si512();
+        __m512i acc[4][4];
+#pragma GCC unroll 4
+        for (int b = 0; b < RB; b++)
+#pragma GCC unroll 4
+            for (int s = 0; s < DEC_S; s++)
+                acc[b][s] = _mm512_setzero_si512();
         for (int64_t c0 = g * cpg; c0 < (g + 1) * cpg; c0 += 2) /* cpg is even */
+#pragma GCC unroll 2
             for (int u = 0; u < 2; u++) {
                 const int64_t c = c0 + u;
-                const int slo = S == 4 ? 2 * u : 0, shi = S == 4 ? 2 * u + 1 : S - 1;
-                __m512i lo[RB], hi[RB];
+                const int slo = DEC_S == 4 ? 2 * u : 0, shi = DEC_S == 4 ? 2 * u + 1 : DEC_S - 1;
+                const __m512i a0 = _mm512_set1_epi32(ld32(xq + c * 8));
+                const __m512i a1 = _mm512_set1_epi32(ld32(xq + c * 8 + 4));
+#pragma GCC unroll 4
                 for (int b = 0; b < RB; b++) {
                     __m512i w = _mm512_loadu_si512((const void *)(wp + b * bstride + c * 64));
-                    if (PF_DIST && NT == 1)
+                    if (PF_DIST)
                         _mm_prefetch((const char *)(wp + b * bstride + c * 64 + PF_DIST),
                                      _MM_HINT_T0);
-                    lo[b] = _mm512_and_si512(w, m4);
-                    hi[b] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
-                }
-                for (int t = 0; t < NT; t++) {
-                    const int8_t *a = xq + t * ldxq + c * 8;
-                    __m512i a0 = _mm512_set1_epi32(ld32(a)), a1 = _mm512_set1_epi32(ld32(a + 4));
-                    for (int b = 0; b < RB; b++) {
-                        acc[t][b][slo] = _mm512_dpbusd_epi32(acc[t][b][slo], lo[b], a0);
-                        acc[t][b][shi] = _mm512_dpbusd_epi32(acc[t][b][shi], hi[b], a1);
-                    }
+                    __m512i lo = _mm512_and_si512(w, m4);
+                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+                    acc[b][slo] = _mm512_dpbusd_epi32(acc[b][slo], lo, a0);
+                    acc[b][shi] = _mm512_dpbusd_epi32(acc[b][shi], hi, a1);
                 }
             }
-        __m512 dw[RB];
+        const __m512 xdv = _mm512_set1_ps(xd[g]);
+        const __m512i corr = _mm512_set1_epi32(8 * xsum[g]);
+#pragma GCC unroll 4
+        for (int b = 0; b < RB; b++) {
+            __m512i s = acc[b][0];
+#pragma GCC unroll 4
+            for (int i = 1; i < DEC_S; i++)
+                s = _mm512_add_epi32(s, acc[b][i]);
+            __m512 dw = scales16(ds + ((blk + b) * ng + g) * 16);
+            __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(s, corr));
+            yv[b] = _mm512_add_ps(yv[b], _mm512_mul_ps(_mm512_mul_ps(dw, xdv), f));
+        }
+    }
+#pragma GCC unroll 4
+    for (int b = 0; b < RB; b++)
+        _mm512_storeu_ps(y + (blk + b) * 16, yv[b]);
+}
+
+/* Prefill tile: NT tokens x RB row blocks, NT * RB int32 accumulators held in
+ * registers for one group; each unpacked chunk feeds NT * 2 vpdpbusd. The float
+ * sums live in y (loaded, updated and stored once per group), which leaves the
+ * register file to the accumulators: NT * RB + 2 RB + 3 <= 32. */
+INLINE void tilen(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                  int64_t ldxq, int64_t ldxg, const uint8_t *qs, const uint16_t *ds, int64_t n_in,
+                  int group, int64_t blk, const int NT, const int RB)
+{
+    const int64_t ng = n_in / group, cpg = group / 8, bstride = 8 * n_in;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    const uint8_t *wp = qs + blk * bstride;
+    for (int64_t g = 0; g < ng; g++) {
+        __m512i acc[PF_MAXT][PF_MAXB];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+#pragma GCC unroll 4
+            for (int b = 0; b < RB; b++)
+                acc[t][b] = _mm512_setzero_si512();
+        for (int64_t c = g * cpg; c < (g + 1) * cpg; c++) {
+            __m512i lo[PF_MAXB], hi[PF_MAXB];
+#pragma GCC unroll 4
+            for (int b = 0; b < RB; b++) {
+                __m512i w = _mm512_loadu_si512((const void *)(wp + b * bstride + c * 64));
+                lo[b] = _mm512_and_si512(w, m4);
+                hi[b] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const int8_t *a = xq + t * ldxq + c * 8;
+                const __m512i a0 = _mm512_set1_epi32(ld32(a)), a1 = _mm512_set1_epi32(ld32(a + 4));
+#pragma GCC unroll 4
+                for (int b = 0; b < RB; b++) {
+                    acc[t][b] = _mm512_dpbusd_epi32(acc[t][b], lo[b], a0);
+                    acc[t][b] = _mm512_dpbusd_epi32(acc[t][b], hi[b], a1);
+                }
+            }
+        }
+        __m512 dw[PF_MAXB];
+#pragma GCC unroll 4
         for (int b = 0; b < RB; b++)
             dw[b] = scales16(ds + ((blk + b) * ng + g) * 16);
+#pragma GCC unroll 8
         for (int t = 0; t < NT; t++) {
-            __m512 xdv = _mm512_set1_ps(xd[t * ldxg + g]);
-            __m512i corr = _mm512_set1_epi32(8 * xsum[t * ldxg + g]);
+            const __m512 xdv = _mm512_set1_ps(xd[t * ldxg + g]);
+            const __m512i corr = _mm512_set1_epi32(8 * xsum[t * ldxg + g]);
+#pragma GCC unroll 4
             for (int b = 0; b < RB; b++) {
-                __m512i s = acc[t][b][0];
-                for (int i = 1; i < S; i++)
-                    s = _mm512_add_epi32(s, acc[t][b][i]);
-                __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(s, corr));
-                yv[t][b] = _mm512_add_ps(yv[t][b], _mm512_mul_ps(_mm512_mul_ps(dw[b], xdv), f));
+                float *yp = y + t * ldy + (blk + b) * 16;
+                __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[t][b], corr));
+                __m512 prev = g ? _mm512_loadu_ps(yp) : _mm512_setzero_ps();
+                _mm512_storeu_ps(yp, _mm512_add_ps(prev, _mm512_mul_ps(_mm512_mul_ps(dw[b], xdv), f)));
             }
         }
     }
-    for (int t = 0; t < NT; t++)
-        for (int b = 0; b < RB; b++)
-            _mm512_storeu_ps(y + t * ldy + (blk + b) * 16, yv[t][b]);
 }
 
-/* Tokens [0, nt) of row blocks [blk, blk + RB), in tiles of 4 tokens. */
+/* Tokens [0, nt) of row blocks [blk, blk + RB), in tiles of PF_NT tokens. */
 INLINE void tokens(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
                    int64_t ldxq, int64_t ldxg, const uint8_t *qs, const uint16_t *ds, int64_t n_in,
                    int group, int64_t blk, int nt, const int RB)
 {
     int t = 0;
 #define TILE(NT)                                                                                   \
-    tile(y + t * ldy, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg, qs, ds,      \
-         n_in, group, blk, NT, RB)
+    tilen(y + t * ldy, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg, qs, ds,     \
+          n_in, group, blk, NT, RB)
+    for (; t + PF_NT <= nt; t += PF_NT)
+        TILE(PF_NT);
     for (; t + 4 <= nt; t += 4)
         TILE(4);
     switch (nt - t) {
@@ -148,13 +219,13 @@ void nb_gemm_w4a8_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
         int64_t blk = b0;
         if (nt == 1) {
             for (; blk + DEC_RB <= b1; blk += DEC_RB)
-                tile(yt, ldy, xqt, xdt, xst, ldxq, ldxg, qs, ds, n_in, group, blk, 1, DEC_RB);
+                tile1(yt, xqt, xdt, xst, qs, ds, n_in, group, blk, DEC_RB);
             for (; blk < b1; blk++)
-                tile(yt, ldy, xqt, xdt, xst, ldxq, ldxg, qs, ds, n_in, group, blk, 1, 1);
+                tile1(yt, xqt, xdt, xst, qs, ds, n_in, group, blk, 1);
             continue;
         }
-        for (; blk + 2 <= b1; blk += 2)
-            tokens(yt, ldy, xqt, xdt, xst, ldxq, ldxg, qs, ds, n_in, group, blk, nt, 2);
+        for (; blk + PF_RB <= b1; blk += PF_RB)
+            tokens(yt, ldy, xqt, xdt, xst, ldxq, ldxg, qs, ds, n_in, group, blk, nt, PF_RB);
         for (; blk < b1; blk++)
             tokens(yt, ldy, xqt, xdt, xst, ldxq, ldxg, qs, ds, n_in, group, blk, nt, 1);
     }
