@@ -41,26 +41,26 @@ INLINE void tile(float *y, int64_t ldy, const float *x, int64_t ldx, const float
     const int64_t ng = n_in / group, cpg = group / 8, bstride = 8 * n_in;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     const __m512i ctrl[4] = {byte_ctrl(0), byte_ctrl(1), byte_ctrl(2), byte_ctrl(3)};
-    __m512 yv[NT][RB];
+    __m512 yv[4][2]; /* fixed sizes (NT <= 4, RB <= 2), not VLAs: kept in registers */
     for (int t = 0; t < NT; t++)
         for (int b = 0; b < RB; b++)
             yv[t][b] = _mm512_setzero_ps();
     const uint8_t *wp = qs + blk * bstride;
     for (int64_t g = 0; g < ng; g++) {
-        __m512 acc[NT][RB][4]; /* S partial sums per tile entry: independent FMA chains */
+        __m512 acc[4][2][4]; /* S partial sums per tile entry: independent FMA chains */
         for (int t = 0; t < NT; t++)
             for (int b = 0; b < RB; b++)
                 for (int s = 0; s < S; s++)
                     acc[t][b][s] = _mm512_setzero_ps();
         for (int64_t c = g * cpg; c < (g + 1) * cpg; c++) {
-            __m512i lo[RB], hi[RB];
+            __m512i lo[2], hi[2];
             for (int b = 0; b < RB; b++) {
                 __m512i w = _mm512_loadu_si512((const void *)(wp + b * bstride + c * 64));
                 lo[b] = _mm512_and_si512(w, m4);
                 hi[b] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
             }
             for (int kk = 0; kk < 8; kk++) {
-                __m512 qf[RB];
+                __m512 qf[2];
                 for (int b = 0; b < RB; b++)
                     qf[b] = _mm512_cvtepi32_ps(
                         _mm512_shuffle_epi8(kk < 4 ? lo[b] : hi[b], ctrl[kk & 3]));
