@@ -9,6 +9,13 @@
 #include "kernels/kernels.h"
 
 #define TOL_REL 1e-5 /* of sum |a_i b_i|: 16-lane vs 8-lane summation order */
+/* Gated activation: vector exp (Taylor to r^7 + vscalefps) and a division vs expf /
+ * tanhf: |out - ref| <= TOL_GLU |ref| + 2^-23 |g up|. The second term is the
+ * reference's own error on gelu for g << 0, where 1 + tanh(u) cancels (one ulp of 1,
+ * times 0.5 |g up|); the SIMD form g / (1 + e^-2u) has no such cancellation. */
+#define TOL_GLU 1e-6
+/* RMSNorm: squares summed in f32 over 16 lanes vs double: relative, measured < 2e-7. */
+#define TOL_NORM 1e-6
 
 static float frand(uint64_t *s)
 {
@@ -126,12 +133,72 @@ static void test_attn_tile(void **state)
                 }
 }
 
+static void test_glu(void **state)
+{
+#ifdef NB_HAVE_X86
+    if (!have_avx512()) skip();
+    uint64_t s = 7;
+    const int ns[] = {1, 15, 16, 17, 100, 6144};
+    for (int act = 0; act < 2; act++)
+        for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+            int n = ns[ni];
+            float *g = malloc(sizeof(float) * (size_t)n), *u = malloc(sizeof(float) * (size_t)n);
+            float *o1 = malloc(sizeof(float) * (size_t)n), *o2 = malloc(sizeof(float) * (size_t)n);
+            for (int i = 0; i < n; i++) {
+                /* mostly N(0, ~3), plus the tails where exp overflows or underflows */
+                g[i] = i % 97 == 3 ? 90.0f * frand(&s) : 4.0f * frand(&s);
+                u[i] = frand(&s);
+            }
+            if (n > 4) g[0] = 0.0f, g[1] = -0.0f, g[2] = 88.7f, g[3] = -88.7f;
+            nb_glu_ref(o1, g, u, n, (enum nb_glu_act)act);
+            nb_glu_avx512(o2, g, u, n, (enum nb_glu_act)act);
+            for (int i = 0; i < n; i++) {
+                double tol = TOL_GLU * fabs(o1[i]) + 0x1p-23 * fabs((double)g[i] * u[i]) + 1e-37;
+                if (!(fabs((double)o1[i] - o2[i]) <= tol))
+                    fail_msg("glu act %d n %d i %d: g %g ref %g simd %g", act, n, i, g[i], o1[i],
+                             o2[i]);
+            }
+            nb_glu_avx512(g, g, u, n, (enum nb_glu_act)act); /* in place */
+            assert_memory_equal(g, o2, sizeof(float) * (size_t)n);
+            free(g), free(u), free(o1), free(o2);
+        }
+#else
+    skip();
+#endif
+}
+
+static void test_rmsnorm(void **state)
+{
+#ifdef NB_HAVE_X86
+    if (!have_avx512()) skip();
+    uint64_t s = 9;
+    const int ns[] = {1, 24, 64, 128, 130, 2048, 6144};
+    for (size_t ni = 0; ni < sizeof ns / sizeof ns[0]; ni++) {
+        int n = ns[ni];
+        float *x = malloc(sizeof(float) * (size_t)n), *w = malloc(sizeof(float) * (size_t)n);
+        float *y1 = malloc(sizeof(float) * (size_t)n), *y2 = malloc(sizeof(float) * (size_t)n);
+        for (int i = 0; i < n; i++) x[i] = 3.0f * frand(&s), w[i] = 1.0f + frand(&s);
+        nb_rmsnorm_ref(y1, x, w, n, 1e-6f);
+        nb_rmsnorm_avx512(y2, x, w, n, 1e-6f);
+        for (int i = 0; i < n; i++)
+            assert_true(fabs((double)y1[i] - y2[i]) <= TOL_NORM * fabs(y1[i]) + 1e-30);
+        nb_rmsnorm_avx512(x, x, w, n, 1e-6f); /* in place */
+        assert_memory_equal(x, y2, sizeof(float) * (size_t)n);
+        free(x), free(w), free(y1), free(y2);
+    }
+#else
+    skip();
+#endif
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dot_axpy),
         cmocka_unit_test(test_gemm_float),
         cmocka_unit_test(test_attn_tile),
+        cmocka_unit_test(test_glu),
+        cmocka_unit_test(test_rmsnorm),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

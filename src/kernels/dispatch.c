@@ -4,7 +4,7 @@
  * "avx512" (AVX-512 F/BW/VL/DQ; VNNI for w4a8). The best level the CPU supports is
  * used unless NIBBLE_ISA=ref|avx2|avx512 asks for a lower one (a level the CPU lacks
  * falls back, with a warning). SIMD variants so far: the X16 int4 kernels, the
- * activation quantizer and (AVX-512) the float dot/axpy, float-weight GEMMs and the
+ * activation quantizer and (AVX-512) the gated activation, RMSNorm, the float dot/axpy, float-weight GEMMs and the
  * prefill attention tile; the rest of the table stays reference.
  *
  * AMX (avx512 level): when the CPU has amx_tile + amx_int8 + AVX-512 VNNI, Linux grants
@@ -38,6 +38,8 @@ static const struct nb_kernels k_ref = {
     .gemm_w4a8_x16 = nb_gemm_w4a8_x16_ref,
     .gemm_w4a16_x16 = nb_gemm_w4a16_x16_ref,
     .attn_tile = nb_attn_tile_ref,
+    .glu = nb_glu_ref,
+    .rmsnorm = nb_rmsnorm_ref,
 };
 
 static struct nb_kernels g_table;
@@ -173,6 +175,8 @@ static void fill(struct nb_kernels *k, enum level lvl)
         k->dot_f32 = nb_dot_f32_avx512;
         k->axpy_f32 = nb_axpy_f32_avx512;
         k->attn_tile = nb_attn_tile_avx512;
+        k->glu = nb_glu_avx512;
+        k->rmsnorm = nb_rmsnorm_avx512;
         k->gemm_f32 = nb_gemm_f32_avx512;
         k->gemm_f16 = nb_gemm_f16_avx512;
         k->gemm_bf16 = nb_gemm_bf16_avx512;

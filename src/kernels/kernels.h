@@ -55,6 +55,13 @@ typedef void (*nb_act_quant_q8_fn)(const float *x, int64_t n, int group, int8_t 
  *     out = sum_p softmax_p(scale * q.k_p) v_p
  * Every key position from min(qpos) - window + 1 (or 0) to max(qpos) is read, so
  * those slots must hold finite values. `scratch`: NB_ATTN_SCRATCH(hd) floats. */
+/* The gated MLP activation: out[i] = act(gate[i]) * up[i] (out may be gate). */
+enum nb_glu_act { NB_GLU_SILU = 0, NB_GLU_GELU_TANH = 1 };
+typedef void (*nb_glu_fn)(float *out, const float *gate, const float *up, int64_t n,
+                          enum nb_glu_act act);
+/* y = x / sqrt(mean(x^2) + eps) * w (y may be x). */
+typedef void (*nb_rmsnorm_fn)(float *y, const float *x, const float *w, int64_t n, float eps);
+
 #define NB_ATTN_ROWS        32
 #define NB_ATTN_SCRATCH(hd) (34 * (int64_t)(hd) + 1024)
 typedef void (*nb_attn_tile_fn)(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok,
@@ -78,6 +85,8 @@ struct nb_kernels {
     nb_gemm_w4a8_fn gemm_w4a8_x16;
     nb_gemm_w4a16_fn gemm_w4a16_x16;
     nb_attn_tile_fn attn_tile;
+    nb_glu_fn glu;
+    nb_rmsnorm_fn rmsnorm;
 };
 
 /* The table for this CPU (probed once; NIBBLE_ISA=ref|avx2|avx512 overrides). */
@@ -101,6 +110,8 @@ void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int 
                       int cap, int window, float scale, float *scratch);
 
 void nb_act_quant_q8_ref(const float *x, int64_t n, int group, int8_t *q, float *d, int32_t *gsum);
+void nb_glu_ref(float *out, const float *gate, const float *up, int64_t n, enum nb_glu_act act);
+void nb_rmsnorm_ref(float *y, const float *x, const float *w, int64_t n, float eps);
 void nb_gemm_w4a8_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
                       int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_out, int64_t n_in,
                       int group, int n_tok, int64_t r0, int64_t r1);
@@ -160,6 +171,9 @@ void nb_gemm_w4a16_x16_avx512bf16(float *y, int64_t ldy, const float *x, int64_t
                                   int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_act_quant_q8_avx512(const float *x, int64_t n, int group, int8_t *q, float *d,
                             int32_t *gsum);
+void nb_glu_avx512(float *out, const float *gate, const float *up, int64_t n,
+                   enum nb_glu_act act);
+void nb_rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, float eps);
 #endif
 
 /* ---- AVX-512 float kernels (kernels/x86/vec_avx512.c) ---- */
@@ -177,7 +191,6 @@ void nb_gemm_bf16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, con
                          int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 
 /* Small element-wise ops (scalar; not worth dispatching yet). */
-void nb_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps);
 void nb_softmax(float *x, int64_t n);
 
 #endif

@@ -37,11 +37,12 @@
  * time thread 0 spent computing, so the rest (dispatch + waiting) shows as fan-out. */
 enum prof_op {
     OP_EMBED, OP_NORM, OP_QKV, OP_ROPE_KV, OP_ATTN, OP_HEAD_GATE, OP_WO, OP_FFN_UP, OP_ACT,
-    OP_FFN_DOWN, OP_OUTPUT, OP_QACT, OP_COUNT
+    OP_FFN_DOWN, OP_OUTPUT, OP_QACT, OP_RESID, OP_COUNT
 };
 static const char *const k_op_names[OP_COUNT] = {
     "embed", "rmsnorm", "gemm qkv", "rope+kv store", "attention", "gemm head gate", "gemm wo",
-    "gemm gate+up", "activation", "gemm down", "gemm output head", "quantize act"};
+    "gemm gate+up", "activation", "gemm down", "gemm output head", "quantize act",
+    "residual add"};
 
 struct prof_slot {
     uint64_t wall_ns, t0_ns, calls;
@@ -84,7 +85,8 @@ struct nb_ctx {
     int qa_group, qa_ntok;
 
     struct nb_act_stats *stats; /* calibration, or NULL */
-    int fuse;                   /* fuse q/k/v and gate/up GEMMs (NIBBLE_FUSE=1: on) */
+    unsigned fuse;              /* NB_FUSE_* bits (NIBBLE_FUSE) */
+    int resid_pending;          /* h holds a block output not yet added to x */
 
     int profiling;
     struct prof_slot prof[OP_COUNT];
@@ -100,13 +102,61 @@ static inline void prof_end(struct nb_ctx *c, enum prof_op op, uint64_t t0)
     c->prof[op].calls++;
 }
 
+/* ---------------------------------------------------------------- fusions */
+
+/* Each fusion has a switch, NIBBLE_FUSE=name,name,... ("all", "none"; unset: the
+ * default set), and an in-situ measurement in docs/benchmarks.md that decides the
+ * default:
+ *   gemm        q/k/v and gate/up as one parallel job (one fan-out, one barrier)
+ *   norm-quant  RMSNorm and the int8 quantization of its output, row by row
+ *   act-quant   the gated activation and the int8 quantization for Wdown, row by row
+ *   resid-norm  the residual add folded into the next RMSNorm pass */
+enum {
+    NB_FUSE_GEMM = 1u << 0,
+    NB_FUSE_NORM_QUANT = 1u << 1,
+    NB_FUSE_ACT_QUANT = 1u << 2,
+    NB_FUSE_RESID_NORM = 1u << 3,
+};
+#define NB_FUSE_DEFAULT (NB_FUSE_NORM_QUANT | NB_FUSE_ACT_QUANT | NB_FUSE_RESID_NORM)
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} k_fusions[] = {{"gemm", NB_FUSE_GEMM},
+                 {"norm-quant", NB_FUSE_NORM_QUANT},
+                 {"act-quant", NB_FUSE_ACT_QUANT},
+                 {"resid-norm", NB_FUSE_RESID_NORM}};
+
+/* NIBBLE_FUSE -> bits; an unknown name is warned about and ignored. */
+static unsigned fuse_from_env(void)
+{
+    const char *s = getenv("NIBBLE_FUSE");
+    if (!s || !*s) return NB_FUSE_DEFAULT;
+    if (!strcmp(s, "all") || !strcmp(s, "1")) return ~0u;
+    if (!strcmp(s, "none") || !strcmp(s, "0")) return 0;
+    unsigned bits = 0;
+    while (*s) {
+        size_t len = strcspn(s, ",");
+        size_t i = 0, n = sizeof k_fusions / sizeof k_fusions[0];
+        for (; i < n; i++)
+            if (strlen(k_fusions[i].name) == len && !strncmp(s, k_fusions[i].name, len)) break;
+        if (i < n)
+            bits |= k_fusions[i].bit;
+        else
+            NB_LOGW("NIBBLE_FUSE: unknown fusion '%.*s' (gemm, norm-quant, act-quant, "
+                    "resid-norm, all, none)", (int)len, s);
+        s += len + (s[len] == ',');
+    }
+    return bits;
+}
+
 /* ---------------------------------------------------------------- parallel GEMM */
 
 /* Up to three GEMMs that read the same input (q, k, v; gate, up) can run as one
- * parallel job: the threads split the rows of all of them together, so there is one
- * fan-out and one barrier instead of three. Off by default: measured in situ on the
- * 1.7B shape at 2 threads it changed neither decode nor prefill beyond noise
- * (docs/benchmarks.md); NIBBLE_FUSE=1 turns it on, to measure on more threads. */
+ * parallel job (fusion "gemm"): the threads split the rows of all of them together,
+ * so there is one fan-out and one barrier instead of three. Off by default: measured
+ * in situ on the 1.7B shape at 2 threads it changed neither decode nor prefill beyond
+ * noise (docs/benchmarks.md). */
 #define MAX_FUSED 3
 
 struct gemm_one {
@@ -239,7 +289,7 @@ static void matmul(struct nb_ctx *c, enum prof_op op, float *y, int64_t ldy, con
 static void matmul_fused(struct nb_ctx *c, enum prof_op op, int n, const struct gemm_one *g,
                          const float *x, int64_t ldx, int n_tok)
 {
-    int same = c->fuse;
+    int same = (c->fuse & NB_FUSE_GEMM) != 0;
     for (int i = 1; i < n; i++)
         same &= g[i].w->qpath == g[0].w->qpath && g[i].w->group == g[0].w->group &&
                 g[i].w->n_in == g[0].w->n_in;
@@ -317,15 +367,97 @@ static void rope_apply(float *v, const float *cs, int hd, enum nb_rope_pairing p
     }
 }
 
-static float gelu_tanh(float x)
+static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+
+/* ---------------------------------------------------------------- row-wise ops */
+
+/* Element-wise work on whole token rows: RMSNorm (with the pending residual add
+ * first, fusion "resid-norm"), the gated activation, and the int8 quantization of the
+ * result for a w4a8 GEMM (fusions "norm-quant", "act-quant": each row is quantized
+ * while it is still in L1 instead of in a second pass over the batch). Rows are split
+ * over the threads when the batch is big enough to pay for the fan-out (prefill);
+ * a decode step runs on the calling thread. */
+enum rows_kind { ROWS_NORM, ROWS_GLU, ROWS_RESID };
+
+struct rows_job {
+    struct nb_ctx *c;
+    enum rows_kind kind;
+    int n;
+    const float *w;  /* ROWS_NORM: the norm weight */
+    int resid;       /* ROWS_NORM: x += h before the norm */
+    int qgroup;      /* > 0: quantize the output rows with this group */
+};
+
+#define ROWS_MIN_PARALLEL 65536 /* elements; below this the fan-out costs more */
+
+static void rows_worker(void *arg, int ith, int nth)
 {
-    const float k = 0.7978845608028654f; /* sqrt(2 / pi) */
-    return 0.5f * x * (1.0f + tanhf(k * (x + 0.044715f * x * x * x)));
+    const struct rows_job *j = arg;
+    struct nb_ctx *c = j->c;
+    const struct nb_config *cfg = &c->model->cfg;
+    const struct nb_kernels *k = c->kern;
+    int64_t E = cfg->n_embd, F = cfg->n_ff, len = j->kind == ROWS_GLU ? F : E;
+    long t0, t1;
+    nb_split_range(j->n, ith, nth, 1, &t0, &t1);
+    for (long t = t0; t < t1; t++) {
+        float *out;
+        if (j->kind == ROWS_GLU) {
+            out = c->ff_gate + t * F;
+            k->glu(out, out, c->ff_up + t * F, F,
+                   cfg->act == NB_ACT_SILU ? NB_GLU_SILU : NB_GLU_GELU_TANH);
+        } else {
+            float *x = c->x + t * E;
+            out = c->h + t * E;
+            if (j->resid || j->kind == ROWS_RESID)
+                for (int64_t i = 0; i < E; i++) x[i] += out[i];
+            if (j->kind == ROWS_RESID) continue;
+            k->rmsnorm(out, x, j->w, E, cfg->norm_eps);
+        }
+        if (j->qgroup > 0)
+            k->act_quant_q8(out, len, j->qgroup, c->qa_q + t * c->qa_ld,
+                            c->qa_d + t * (c->qa_ld / 32), c->qa_sum + t * (c->qa_ld / 32));
+    }
 }
 
-static float silu(float x) { return x / (1.0f + expf(-x)); }
+static void run_rows(struct nb_ctx *c, enum prof_op op, struct rows_job *j)
+{
+    const struct nb_config *cfg = &c->model->cfg;
+    int64_t len = j->kind == ROWS_GLU ? cfg->n_ff : cfg->n_embd;
+    int nth = j->n > 1 && (int64_t)j->n * len >= ROWS_MIN_PARALLEL ? c->n_threads : 1;
+    uint64_t t0 = prof_begin(c);
+    if (nth > 1)
+        nb_pool_run_n(c->pool, rows_worker, j, nth);
+    else
+        rows_worker(j, 0, 1);
+    if (j->qgroup > 0) {
+        c->qa_src = j->kind == ROWS_GLU ? c->ff_gate : c->h;
+        c->qa_group = j->qgroup;
+        c->qa_ntok = j->n;
+    } else if (j->kind != ROWS_RESID) {
+        c->qa_src = NULL;
+    }
+    if (c->profiling) {
+        prof_end(c, op, t0);
+        c->prof[op].threads = nth > c->prof[op].threads ? nth : c->prof[op].threads;
+    }
+}
 
-static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+/* x += h (if pending), h = rmsnorm(x) * w, quantized for `next` when it is w4a8 and
+ * the fusion is on. */
+static void norm_rows(struct nb_ctx *c, int n, const float *w, const struct nb_weight *next)
+{
+    struct rows_job j = {.c = c, .kind = ROWS_NORM, .n = n, .w = w};
+    if (c->resid_pending && (c->fuse & NB_FUSE_RESID_NORM)) {
+        j.resid = 1;
+    } else if (c->resid_pending) {
+        struct rows_job r = {.c = c, .kind = ROWS_RESID, .n = n};
+        run_rows(c, OP_RESID, &r);
+    }
+    c->resid_pending = 0;
+    if (next && next->qpath == NB_WPATH_W4A8 && (c->fuse & NB_FUSE_NORM_QUANT))
+        j.qgroup = next->group;
+    run_rows(c, OP_NORM, &j);
+}
 
 /* ---------------------------------------------------------------- attention */
 
@@ -397,27 +529,24 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     int64_t q_dim = H * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd, F = cfg->n_ff;
 
     /* attention block */
-    uint64_t t0 = prof_begin(c);
-    for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->attn_norm, E, cfg->norm_eps);
-    c->qa_src = NULL;
-    prof_end(c, OP_NORM, t0);
+    norm_rows(c, n, L->attn_norm, &L->wq);
     if (c->stats) accum_sq(c->stats->attn_in + l * E, c->h, n, E);
     struct gemm_one qkv[3] = {{c->q, q_dim, &L->wq}, {c->k, kv_dim, &L->wk}, {c->v, kv_dim, &L->wv}};
     matmul_fused(c, OP_QKV, 3, qkv, c->h, E, n);
     add_bias(c->q, L->bq, n, q_dim);
     add_bias(c->k, L->bk, n, kv_dim);
     add_bias(c->v, L->bv, n, kv_dim);
-    t0 = prof_begin(c);
+    uint64_t t0 = prof_begin(c);
     for (int t = 0; t < n; t++) {
         const float *cs = c->rope_cs + t * hd;
         for (int64_t h = 0; h < H; h++) {
             float *qh = c->q + t * q_dim + h * hd;
-            if (L->q_norm) nb_rmsnorm(qh, qh, L->q_norm, hd, cfg->norm_eps);
+            if (L->q_norm) c->kern->rmsnorm(qh, qh, L->q_norm, hd, cfg->norm_eps);
             rope_apply(qh, cs, (int)hd, cfg->rope_pairing);
         }
         for (int64_t h = 0; h < cfg->n_kv_heads; h++) {
             float *kh = c->k + t * kv_dim + h * hd;
-            if (L->k_norm) nb_rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
+            if (L->k_norm) c->kern->rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
             rope_apply(kh, cs, (int)hd, cfg->rope_pairing);
         }
         int cap = c->cap[l];
@@ -443,26 +572,20 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     if (c->stats) accum_sq(c->stats->attn_out + l * q_dim, c->att, n, q_dim);
     matmul(c, OP_WO, c->h, E, c->att, q_dim, &L->wo, n); /* h is free again: reuse for a Wo */
     add_bias(c->h, L->bo, n, E);
-    for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
+    c->resid_pending = 1;
 
     /* MLP block */
-    t0 = prof_begin(c);
-    for (int t = 0; t < n; t++) nb_rmsnorm(c->h + t * E, c->x + t * E, L->ffn_norm, E, cfg->norm_eps);
-    c->qa_src = NULL;
-    prof_end(c, OP_NORM, t0);
+    norm_rows(c, n, L->ffn_norm, &L->w_gate);
     if (c->stats) accum_sq(c->stats->ffn_in + l * E, c->h, n, E);
     struct gemm_one gu[2] = {{c->ff_gate, F, &L->w_gate}, {c->ff_up, F, &L->w_up}};
     matmul_fused(c, OP_FFN_UP, 2, gu, c->h, E, n);
-    t0 = prof_begin(c);
-    for (int64_t i = 0; i < n * F; i++) {
-        float g = c->ff_gate[i];
-        c->ff_gate[i] = (cfg->act == NB_ACT_SILU ? silu(g) : gelu_tanh(g)) * c->ff_up[i];
-    }
-    c->qa_src = NULL;
-    prof_end(c, OP_ACT, t0);
+    struct rows_job aj2 = {.c = c, .kind = ROWS_GLU, .n = n};
+    if (L->w_down.qpath == NB_WPATH_W4A8 && (c->fuse & NB_FUSE_ACT_QUANT))
+        aj2.qgroup = L->w_down.group;
+    run_rows(c, OP_ACT, &aj2);
     if (c->stats) accum_sq(c->stats->ffn_mid + l * F, c->ff_gate, n, F);
     matmul(c, OP_FFN_DOWN, c->h, E, c->ff_gate, F, &L->w_down, n);
-    for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
+    c->resid_pending = 1;
 }
 
 /* Run tokens [0, n) of a chunk; write logits for rows with want[t] to `logits`. */
@@ -479,11 +602,16 @@ static void forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int
     if (c->profiling) c->prof_tokens += n;
     for (int l = 0; l < cfg->n_layers; l++) forward_layer(c, l, n, pos, seq);
 
+    if (c->resid_pending) { /* the last block's output */
+        struct rows_job r = {.c = c, .kind = ROWS_RESID, .n = n};
+        run_rows(c, OP_RESID, &r);
+        c->resid_pending = 0;
+    }
     int rows = 0;
     c->qa_src = NULL;
     for (int t = 0; t < n; t++)
         if (want[t]) {
-            nb_rmsnorm(c->h + rows * E, c->x + t * E, m->out_norm, E, cfg->norm_eps);
+            c->kern->rmsnorm(c->h + rows * E, c->x + t * E, m->out_norm, E, cfg->norm_eps);
             rows++;
         }
     if (c->stats) {
@@ -564,8 +692,7 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     if (!c) return nb_set_error(NB_ERR_NOMEM, "context: out of memory");
     c->model = m;
     c->kern = nb_kernels_get();
-    const char *fuse = getenv("NIBBLE_FUSE");
-    c->fuse = fuse && !strcmp(fuse, "1");
+    c->fuse = fuse_from_env();
     c->n_ctx = p.n_ctx;
     c->n_seq = p.n_seq;
     c->n_batch = p.n_batch;

@@ -52,14 +52,6 @@ void nb_gemm_bf16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const 
     }
 }
 
-void nb_rmsnorm(float *y, const float *x, const float *w, int64_t n, float eps)
-{
-    double ss = 0;
-    for (int64_t i = 0; i < n; i++) ss += (double)x[i] * x[i];
-    float scale = (float)(1.0 / sqrt(ss / (double)n + eps));
-    for (int64_t i = 0; i < n; i++) y[i] = x[i] * scale * w[i];
-}
-
 void nb_softmax(float *x, int64_t n)
 {
     float mx = x[0];
