@@ -459,6 +459,43 @@ static void norm_rows(struct nb_ctx *c, int n, const float *w, const struct nb_w
     run_rows(c, OP_NORM, &j);
 }
 
+/* q/k norms, RoPE and the KV-cache store for tokens split over the threads. */
+struct rope_job {
+    struct nb_ctx *c;
+    int layer, n;
+    const int32_t *pos, *seq;
+};
+
+static void rope_worker(void *arg, int ith, int nth)
+{
+    const struct rope_job *j = arg;
+    struct nb_ctx *c = j->c;
+    const struct nb_config *cfg = &c->model->cfg;
+    const struct nb_layer *L = &c->model->layers[j->layer];
+    int64_t hd = cfg->head_dim, H = cfg->n_heads;
+    int64_t q_dim = H * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd;
+    int l = j->layer;
+    long t0, t1;
+    nb_split_range(j->n, ith, nth, 1, &t0, &t1);
+    for (long t = t0; t < t1; t++) {
+        const float *cs = c->rope_cs + t * hd;
+        for (int64_t h = 0; h < H; h++) {
+            float *qh = c->q + t * q_dim + h * hd;
+            if (L->q_norm) c->kern->rmsnorm(qh, qh, L->q_norm, hd, cfg->norm_eps);
+            rope_apply(qh, cs, (int)hd, cfg->rope_pairing);
+        }
+        for (int64_t h = 0; h < cfg->n_kv_heads; h++) {
+            float *kh = c->k + t * kv_dim + h * hd;
+            if (L->k_norm) c->kern->rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
+            rope_apply(kh, cs, (int)hd, cfg->rope_pairing);
+        }
+        int cap = c->cap[l];
+        int64_t slot = (int64_t)j->seq[t] * cap + j->pos[t] % cap;
+        memcpy(c->k_cache[l] + slot * kv_dim, c->k + t * kv_dim, sizeof(float) * (size_t)kv_dim);
+        memcpy(c->v_cache[l] + slot * kv_dim, c->v + t * kv_dim, sizeof(float) * (size_t)kv_dim);
+    }
+}
+
 /* ---------------------------------------------------------------- attention */
 
 struct attn_job {
@@ -536,24 +573,13 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     add_bias(c->q, L->bq, n, q_dim);
     add_bias(c->k, L->bk, n, kv_dim);
     add_bias(c->v, L->bv, n, kv_dim);
+    struct rope_job rj = {c, l, n, pos, seq};
     uint64_t t0 = prof_begin(c);
-    for (int t = 0; t < n; t++) {
-        const float *cs = c->rope_cs + t * hd;
-        for (int64_t h = 0; h < H; h++) {
-            float *qh = c->q + t * q_dim + h * hd;
-            if (L->q_norm) c->kern->rmsnorm(qh, qh, L->q_norm, hd, cfg->norm_eps);
-            rope_apply(qh, cs, (int)hd, cfg->rope_pairing);
-        }
-        for (int64_t h = 0; h < cfg->n_kv_heads; h++) {
-            float *kh = c->k + t * kv_dim + h * hd;
-            if (L->k_norm) c->kern->rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
-            rope_apply(kh, cs, (int)hd, cfg->rope_pairing);
-        }
-        int cap = c->cap[l];
-        int64_t slot = (int64_t)seq[t] * cap + pos[t] % cap;
-        memcpy(c->k_cache[l] + slot * kv_dim, c->k + t * kv_dim, sizeof(float) * (size_t)kv_dim);
-        memcpy(c->v_cache[l] + slot * kv_dim, c->v + t * kv_dim, sizeof(float) * (size_t)kv_dim);
-    }
+    int rth = n > 1 && (int64_t)n * (q_dim + kv_dim) >= ROWS_MIN_PARALLEL ? c->n_threads : 1;
+    if (rth > 1)
+        nb_pool_run_n(c->pool, rope_worker, &rj, rth);
+    else
+        rope_worker(&rj, 0, 1);
     prof_end(c, OP_ROPE_KV, t0);
     struct attn_job aj = {c, l, n, pos, seq};
     t0 = prof_begin(c);
