@@ -20,7 +20,7 @@
  * w4a16 X16 SIMD (d * sum q x + m * sum x, FMA) vs the reference (w = d q + m first):
  * another summation order; mag = sum_k (|d q_k| + |m|) |x_k| (the terms it adds);
  * measured worst ratio 8.9e-8 over the shapes below.
- * w4a16 X16 AVX512-BF16 (decode, n_tok <= 4): activations rounded to bf16 (relative
+ * w4a16 X16 AVX512-BF16 (decode and tiled prefill): activations rounded to bf16 (relative
  * 2^-9 each), exact bf16 products, f32 sums: bound 2^-8 of the same mag.
  * act_quant_q8 SIMD vs ref: bit-identical (same division and rounding). */
 #define TOL_W4A8_X16   1e-6

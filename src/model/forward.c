@@ -105,8 +105,10 @@ static inline void prof_end(struct nb_ctx *c, enum prof_op op, uint64_t t0)
 /* ---------------------------------------------------------------- fusions */
 
 /* Each fusion has a switch, NIBBLE_FUSE=name,name,... ("all", "none"; unset: the
- * default set), and an in-situ measurement in docs/benchmarks.md that decides the
- * default:
+ * default set), and an in-situ measurement (bench/fusions.sh, docs/benchmarks.md)
+ * that decides the default. On the 1.7B shape at 2 threads none of them moved pp512
+ * or tg beyond the noise (all within 3%, spreads 4-9%), so the default set is empty
+ * until one measures faster in the whole step on some machine:
  *   gemm        q/k/v and gate/up as one parallel job (one fan-out, one barrier)
  *   norm-quant  RMSNorm and the int8 quantization of its output, row by row
  *   act-quant   the gated activation and the int8 quantization for Wdown, row by row
@@ -117,7 +119,7 @@ enum {
     NB_FUSE_ACT_QUANT = 1u << 2,
     NB_FUSE_RESID_NORM = 1u << 3,
 };
-#define NB_FUSE_DEFAULT (NB_FUSE_NORM_QUANT | NB_FUSE_ACT_QUANT | NB_FUSE_RESID_NORM)
+#define NB_FUSE_DEFAULT 0u
 
 static const struct {
     const char *name;
