@@ -136,6 +136,29 @@ static void test_paths_fidelity(void **state)
     }
 }
 
+/* Every fusion (NIBBLE_FUSE, src/model/forward.c) does the same arithmetic in another
+ * order of passes: w4a8 and w4a16 runs are bit-identical with all of them on and off. */
+static void test_fusions_identical(void **state)
+{
+    const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
+    if (!src) skip();
+    char gguf[4096], nib[4200];
+    snprintf(gguf, sizeof gguf, "%s", src);
+    static struct run off, on;
+    const enum nb_wpath paths[] = {NB_WPATH_W4A8, NB_WPATH_W4A16};
+    for (int i = 0; i < 2; i++) {
+        snprintf(nib, sizeof nib, "%s/kjv-fuse-%s.nib", g_dir, nb_wpath_name(paths[i]));
+        quantize(gguf, paths[i], 4, nib);
+        setenv("NIBBLE_FUSE", "none", 1);
+        run_model(nib, &off);
+        setenv("NIBBLE_FUSE", "all", 1);
+        run_model(nib, &on);
+        unsetenv("NIBBLE_FUSE");
+        assert_memory_equal(off.first, on.first, sizeof off.first);
+        assert_memory_equal(off.ids, on.ids, sizeof off.ids);
+    }
+}
+
 static void test_cache(void **state)
 {
     const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
@@ -194,6 +217,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f32_bit_identical),
         cmocka_unit_test(test_paths_fidelity),
+        cmocka_unit_test(test_fusions_identical),
         cmocka_unit_test(test_cache),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
