@@ -102,6 +102,14 @@ static inline void prof_end(struct nb_ctx *c, enum prof_op op, uint64_t t0)
     c->prof[op].calls++;
 }
 
+/* prof_end for an op that ran on `nth` threads. */
+static inline void prof_end_threads(struct nb_ctx *c, enum prof_op op, uint64_t t0, int nth)
+{
+    if (!c->profiling) return;
+    prof_end(c, op, t0);
+    if (nth > c->prof[op].threads) c->prof[op].threads = nth;
+}
+
 /* ---------------------------------------------------------------- fusions */
 
 /* Each fusion has a switch, NIBBLE_FUSE=name,name,... ("all", "none"; unset: the
@@ -438,10 +446,7 @@ static void run_rows(struct nb_ctx *c, enum prof_op op, struct rows_job *j)
     } else if (j->kind != ROWS_RESID) {
         c->qa_src = NULL;
     }
-    if (c->profiling) {
-        prof_end(c, op, t0);
-        c->prof[op].threads = nth > c->prof[op].threads ? nth : c->prof[op].threads;
-    }
+    prof_end_threads(c, op, t0, nth);
 }
 
 /* x += h (if pending), h = rmsnorm(x) * w, quantized for `next` when it is w4a8 and
@@ -582,11 +587,11 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
         nb_pool_run_n(c->pool, rope_worker, &rj, rth);
     else
         rope_worker(&rj, 0, 1);
-    prof_end(c, OP_ROPE_KV, t0);
+    prof_end_threads(c, OP_ROPE_KV, t0, rth);
     struct attn_job aj = {c, l, n, pos, seq};
     t0 = prof_begin(c);
     nb_pool_run(c->pool, attn_worker, &aj);
-    prof_end(c, OP_ATTN, t0);
+    prof_end_threads(c, OP_ATTN, t0, c->n_threads);
     c->qa_src = NULL; /* att (and below, h, ff_gate) are rewritten in place */
     if (L->head_gate.data) {
         matmul(c, OP_HEAD_GATE, c->hg, H, c->h, E, &L->head_gate, n);
