@@ -5,6 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 int arg_int(const char *cmd, const char *opt, const char *val, long lo, long hi, int *out)
 {
@@ -93,4 +94,75 @@ const char *arg_value(const char *cmd, int argc, char **argv, int *i)
         return NULL;
     }
     return argv[++*i];
+}
+
+/* 1 if `a` is one of the '|'-separated words of `list`. */
+static int one_of(const char *list, const char *a)
+{
+    size_t n = strlen(a);
+    for (const char *p = list; *p;) {
+        size_t len = strcspn(p, "|");
+        if (len == n && !strncmp(p, a, n)) return 1;
+        p += len + (p[len] == '|');
+    }
+    return 0;
+}
+
+int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv, int *i)
+{
+    const char *a = argv[*i];
+    const struct arg_opt *o = opts;
+    while (o->names && !one_of(o->names, a)) o++;
+    if (!o->names) return 0;
+    if (o->kind == ARG_FLAG) {
+        *(int *)o->dst = 1;
+        return 1;
+    }
+    const char *v = arg_value(cmd, argc, argv, i);
+    if (!v) return -1;
+    switch (o->kind) {
+    case ARG_STR: *(const char **)o->dst = v; return 1;
+    case ARG_INT: return arg_int(cmd, a, v, (long)o->lo, (long)o->hi, o->dst) ? 1 : -1;
+    case ARG_FLOAT: return arg_float(cmd, a, v, o->lo, o->hi, o->dst) ? 1 : -1;
+    case ARG_U64: return arg_u64(cmd, a, v, o->dst) ? 1 : -1;
+    case ARG_CHOICE:
+        if (one_of(o->choices, v)) {
+            *(const char **)o->dst = v;
+            return 1;
+        }
+        fprintf(stderr, "nibble %s: %s: '%s' is not one of ", cmd, a, v);
+        for (const char *p = o->choices; *p;) { /* "a|b|c" as "a, b or c" */
+            size_t len = strcspn(p, "|");
+            const char *next = p + len + (p[len] == '|');
+            fprintf(stderr, "%s%.*s", p == o->choices ? "" : p[len] ? ", " : " or ", (int)len, p);
+            p = next;
+        }
+        fputc('\n', stderr);
+        return -1;
+    default: return -1;
+    }
+}
+
+int arg_is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
+
+int arg_unknown(const char *cmd, const char *a)
+{
+    fprintf(stderr, "nibble %s: unknown option '%s' (see nibble %s --help)\n", cmd, a, cmd);
+    return 0;
+}
+
+int arg_parse(const char *cmd, const struct arg_opt *opts, int argc, char **argv,
+              void (*usage)(FILE *))
+{
+    for (int i = 1; i < argc; i++) {
+        int r = arg_table(cmd, opts, argc, argv, &i);
+        if (r < 0) return -1;
+        if (r > 0) continue;
+        if (arg_is_help(argv[i])) {
+            usage(stdout);
+            return 0;
+        }
+        return arg_unknown(cmd, argv[i]) - 1;
+    }
+    return 1;
 }

@@ -3,6 +3,7 @@
 #define NB_APP_ARGS_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 /* Each prints "nibble CMD: OPTION: what is wrong" to stderr and returns 0 on a bad
  * value, 1 on success. */
@@ -13,5 +14,57 @@ int arg_u64(const char *cmd, const char *opt, const char *val, uint64_t *out);
 int arg_ids(const char *cmd, const char *opt, const char *val, int32_t **out, int *n);
 /* The value of an option that takes one: argv[++*i], or an error if missing. */
 const char *arg_value(const char *cmd, int argc, char **argv, int *i);
+
+/* A command's options as a table, so each command writes only its special cases:
+ *
+ *   const struct arg_opt opts[] = {
+ *       OPT_STR("-m|--model", &model),
+ *       OPT_INT("-t|--threads", &n_threads, 1, 1024),
+ *       OPT_FLAG("--ignore-eos", &ignore_eos),
+ *       OPT_END};
+ *   for (int i = 1; i < argc; i++) {
+ *       int r = arg_table(cmd, opts, argc, argv, &i);
+ *       if (r < 0) return 1;
+ *       if (r > 0) continue;
+ *       ... the command's own options, then arg_unknown(cmd, argv[i]) ...
+ *   }
+ */
+enum arg_kind {
+    ARG_STR,   /* const char **: the value as given */
+    ARG_INT,   /* int *: a whole number in [lo, hi] */
+    ARG_FLOAT, /* float *: a number in [lo, hi] */
+    ARG_U64,   /* uint64_t *: a non-negative whole number */
+    ARG_FLAG,  /* int *: set to 1, no value */
+    ARG_CHOICE /* const char **: one of the '|'-separated words in `choices` */
+};
+
+struct arg_opt {
+    const char *names; /* the spellings, '|'-separated: "-t|--threads"; NULL ends a table */
+    enum arg_kind kind;
+    void *dst;
+    double lo, hi;       /* ARG_INT, ARG_FLOAT */
+    const char *choices; /* ARG_CHOICE */
+};
+
+#define OPT_STR(names, dst)            {(names), ARG_STR, (dst), 0, 0, NULL}
+#define OPT_INT(names, dst, lo, hi)    {(names), ARG_INT, (dst), (lo), (hi), NULL}
+#define OPT_FLOAT(names, dst, lo, hi)  {(names), ARG_FLOAT, (dst), (lo), (hi), NULL}
+#define OPT_U64(names, dst)            {(names), ARG_U64, (dst), 0, 0, NULL}
+#define OPT_FLAG(names, dst)           {(names), ARG_FLAG, (dst), 0, 0, NULL}
+#define OPT_CHOICE(names, dst, words)  {(names), ARG_CHOICE, (dst), 0, 0, (words)}
+#define OPT_END                        {NULL, ARG_STR, NULL, 0, 0, NULL}
+
+/* argv[*i] against the table: 1 when it is one of its options (the value parsed into
+ * dst and *i moved past it), 0 when it is none of them, -1 after printing what is
+ * wrong with a missing or bad value. */
+int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv, int *i);
+/* The whole loop for a command whose options are all in the table (and -h/--help):
+ * 1 to go on, 0 when the usage was printed to stdout, -1 after an error (printed). */
+int arg_parse(const char *cmd, const struct arg_opt *opts, int argc, char **argv,
+              void (*usage)(FILE *));
+/* 1 for "-h" and "--help". */
+int arg_is_help(const char *a);
+/* Prints "nibble CMD: unknown option 'A' (see nibble CMD --help)"; returns 0. */
+int arg_unknown(const char *cmd, const char *a);
 
 #endif

@@ -237,53 +237,38 @@ int cmd_bench(int argc, char **argv)
     b.n_gen = 128;
     b.reps = 5;
     b.n_threads = nb_cpu_count();
+    const struct arg_opt opts[] = {
+        OPT_INT("-p|--n-prompt", &b.n_prompt, 0, 1 << 16),
+        OPT_INT("-n|--n-gen", &b.n_gen, 0, 1 << 16),
+        OPT_INT("-r|--repetitions", &b.reps, 1, MAX_REPS),
+        OPT_INT("-t|--threads", &b.n_threads, 1, 1024),
+        OPT_CHOICE("-o|--output", &fmt, "md|json|jsonl|csv"),
+        OPT_STR("--path", &path_name),
+        OPT_STR("--priority", &priority),
+        OPT_STR("--plot", &plot_path),
+        OPT_FLAG("--profile", &profile),
+        OPT_END};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
-#define VAL() (v = arg_value(cmd, argc, argv, &i))
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        int r = arg_table(cmd, opts, argc, argv, &i);
+        if (r < 0) return 1;
+        if (r > 0) continue;
+        if (arg_is_help(a)) {
             usage(stdout);
             return 0;
         } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!VAL()) return 1;
+            if (!(v = arg_value(cmd, argc, argv, &i))) return 1;
             if (b.n_models == MAX_MODELS) {
                 fprintf(stderr, "nibble bench: at most %d models\n", MAX_MODELS);
                 return 1;
             }
             b.m[b.n_models++].arg = v;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--n-prompt")) {
-            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 16, &b.n_prompt)) return 1;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-gen")) {
-            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 16, &b.n_gen)) return 1;
-        } else if (!strcmp(a, "-r") || !strcmp(a, "--repetitions")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, MAX_REPS, &b.reps)) return 1;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &b.n_threads)) return 1;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!VAL()) return 1;
-            fmt = v;
-            if (strcmp(fmt, "md") && strcmp(fmt, "json") && strcmp(fmt, "jsonl") &&
-                strcmp(fmt, "csv")) {
-                fprintf(stderr, "nibble bench: -o must be md, json, jsonl or csv\n");
-                return 1;
-            }
-        } else if (!strcmp(a, "--path")) {
-            if (!VAL()) return 1;
-            path_name = v;
-        } else if (!strcmp(a, "--priority")) {
-            if (!VAL()) return 1;
-            priority = v;
-        } else if (!strcmp(a, "--record")) {
+        } else if (!strcmp(a, "--record")) { /* an optional value */
             record_dir = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "docs/measurements";
-        } else if (!strcmp(a, "--plot")) {
-            if (!VAL()) return 1;
-            plot_path = v;
-        } else if (!strcmp(a, "--profile")) {
-            profile = 1;
         } else {
-            fprintf(stderr, "nibble bench: unknown option '%s' (see nibble bench --help)\n", a);
+            arg_unknown(cmd, a);
             return 1;
         }
-#undef VAL
     }
     if (!b.n_models) {
         fprintf(stderr, "nibble bench: give at least one model with -m\n");

@@ -79,37 +79,18 @@ int cmd_chat(int argc, char **argv)
     int n_cached = 0;
     char *line = NULL;
     size_t line_cap = 0;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-#define VAL() (v = arg_value(cmd, argc, argv, &i))
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!VAL()) return 1;
-            model_path = v;
-        } else if (!strcmp(a, "--system")) {
-            if (!VAL()) return 1;
-            system = v;
-        } else if (!strcmp(a, "--chat-template")) {
-            if (!VAL()) return 1;
-            tpl_name = v;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 1 << 20, &n_predict)) return 1;
-        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            if (!VAL() || !arg_int(cmd, a, v, 16, 1 << 24, &cp.n_ctx)) return 1;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &cp.n_threads)) return 1;
-        } else if (!strcmp(a, "--temp")) {
-            if (!VAL() || !arg_float(cmd, a, v, 0, 100, &sp.temperature)) return 1;
-        } else if (!strcmp(a, "--seed")) {
-            if (!VAL() || !arg_u64(cmd, a, v, &sp.seed)) return 1;
-        } else {
-            fprintf(stderr, "nibble chat: unknown option '%s' (see nibble chat --help)\n", a);
-            return 1;
-        }
-#undef VAL
-    }
+    const struct arg_opt opts[] = {
+        OPT_STR("-m|--model", &model_path),
+        OPT_STR("--system", &system),
+        OPT_STR("--chat-template", &tpl_name),
+        OPT_INT("-n|--n-predict", &n_predict, 1, 1 << 20),
+        OPT_INT("-c|--ctx", &cp.n_ctx, 16, 1 << 24),
+        OPT_INT("-t|--threads", &cp.n_threads, 1, 1024),
+        OPT_FLOAT("--temp", &sp.temperature, 0, 100),
+        OPT_U64("--seed", &sp.seed),
+        OPT_END};
+    int parsed = arg_parse(cmd, opts, argc, argv, usage);
+    if (parsed <= 0) return parsed < 0 ? 1 : 0;
     if (!model_path) {
         fprintf(stderr, "nibble chat: give a model with -m\n");
         return 1;

@@ -55,43 +55,18 @@ int cmd_eval(int argc, char **argv)
     int lens[MAX_PROMPTS];
     char *file = NULL, *text = NULL;
     int32_t *text_ids = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-#define VAL() (v = arg_value(cmd, argc, argv, &i))
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--ref")) {
-            if (!VAL()) return 1;
-            ref_path = v;
-        } else if (!strcmp(a, "--test")) {
-            if (!VAL()) return 1;
-            test_path = v;
-        } else if (!strcmp(a, "--prompts")) {
-            if (!VAL()) return 1;
-            prompts_path = v;
-        } else if (!strcmp(a, "--text")) {
-            if (!VAL()) return 1;
-            text_path = v;
-        } else if (!strcmp(a, "-n")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 4096, &n_gen)) return 1;
-        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            if (!VAL() || !arg_int(cmd, a, v, 16, 1 << 20, &n_ctx)) return 1;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &n_threads)) return 1;
-        } else if (!strcmp(a, "-o")) {
-            if (!VAL()) return 1;
-            fmt = v;
-            if (strcmp(fmt, "json") && strcmp(fmt, "table")) {
-                fprintf(stderr, "nibble eval: -o must be table or json\n");
-                return 1;
-            }
-        } else {
-            fprintf(stderr, "nibble eval: unknown option '%s' (see nibble eval --help)\n", a);
-            return 1;
-        }
-#undef VAL
-    }
+    const struct arg_opt opts[] = {
+        OPT_STR("--ref", &ref_path),
+        OPT_STR("--test", &test_path),
+        OPT_STR("--prompts", &prompts_path),
+        OPT_STR("--text", &text_path),
+        OPT_INT("-n", &n_gen, 1, 4096),
+        OPT_INT("-c|--ctx", &n_ctx, 16, 1 << 20),
+        OPT_INT("-t|--threads", &n_threads, 1, 1024),
+        OPT_CHOICE("-o", &fmt, "table|json"),
+        OPT_END};
+    int parsed = arg_parse(cmd, opts, argc, argv, usage);
+    if (parsed <= 0) return parsed < 0 ? 1 : 0;
     if (!ref_path || !test_path || !prompts_path) {
         fprintf(stderr, "nibble eval: --ref, --test and --prompts are required\n");
         return 1;

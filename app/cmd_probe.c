@@ -124,35 +124,20 @@ int cmd_probe(int argc, char **argv)
     struct nb_record *records = NULL;
     static struct nb_probe p;
     static struct nb_choice c;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--json")) {
-            json = 1;
-        } else if (!strcmp(a, "--explain")) {
-            explain = 1;
-        } else if (!strcmp(a, "--no-bw")) {
-            bw = 0;
-        } else if (!strcmp(a, "--priority")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 1;
-            if (!nb_priority_from_name(v, &prio)) {
-                fprintf(stderr, "nibble probe: --priority must be speed, fidelity or memory\n");
-                return 1;
-            }
-            prio_given = 1;
-        } else if (!strcmp(a, "--target")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 1;
-            if (!nb_target_from_name(v, &target)) {
-                fprintf(stderr, "nibble probe: --target must be host or phone\n");
-                return 1;
-            }
-        } else {
-            fprintf(stderr, "nibble probe: unknown option '%s' (see nibble probe --help)\n", a);
-            return 1;
-        }
-    }
+    int no_bw = 0;
+    const char *prio_name = NULL, *target_name = NULL;
+    const struct arg_opt opts[] = {
+        OPT_FLAG("--json", &json),
+        OPT_FLAG("--explain", &explain),
+        OPT_FLAG("--no-bw", &no_bw),
+        OPT_CHOICE("--priority", &prio_name, "speed|fidelity|memory"),
+        OPT_CHOICE("--target", &target_name, "host|phone"),
+        OPT_END};
+    int parsed = arg_parse(cmd, opts, argc, argv, usage);
+    if (parsed <= 0) return parsed < 0 ? 1 : 0;
+    bw = !no_bw;
+    if (prio_name) prio_given = nb_priority_from_name(prio_name, &prio);
+    if (target_name) nb_target_from_name(target_name, &target);
     nb_probe_host(&p, bw);
     if (nb_records_load(&records, &n_records) != NB_OK) goto fail;
     if (nb_select(&p, prio, prio_given, target, records, n_records, &c) != NB_OK) goto fail;

@@ -61,58 +61,27 @@ int cmd_quantize(int argc, char **argv)
     struct nb_quantize_opts o;
     struct qui ui = {.tty = isatty(2)};
     nb_quantize_default_opts(&o);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-#define VAL() (v = arg_value(cmd, argc, argv, &i))
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!VAL()) return 1;
-            model = v;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!VAL()) return 1;
-            out = v;
-        } else if (!strcmp(a, "--path")) {
-            if (!VAL()) return 1;
-            path_name = v;
-        } else if (!strcmp(a, "--priority")) {
-            if (!VAL()) return 1;
-            priority = v;
-        } else if (!strcmp(a, "--group")) {
-            if (!VAL() || !arg_int(cmd, a, v, 32, 128, &o.group)) return 1;
-            if (o.group != 32 && o.group != 64 && o.group != 128) {
-                fprintf(stderr, "nibble quantize: --group must be 32, 64 or 128\n");
-                return 1;
-            }
-        } else if (!strcmp(a, "--head")) {
-            if (!VAL() || !arg_int(cmd, a, v, 4, 16, &o.head_bits)) return 1;
-            if (o.head_bits != 4 && o.head_bits != 8 && o.head_bits != 16) {
-                fprintf(stderr, "nibble quantize: --head must be 4, 8 or 16\n");
-                return 1;
-            }
-        } else if (!strcmp(a, "--embd")) {
-            if (!VAL() || !arg_int(cmd, a, v, 8, 16, &o.embd_bits)) return 1;
-            if (o.embd_bits != 8 && o.embd_bits != 16) {
-                fprintf(stderr, "nibble quantize: --embd must be 8 or 16\n");
-                return 1;
-            }
-        } else if (!strcmp(a, "--calib")) {
-            if (!VAL()) return 1;
-            o.calib_path = v;
-        } else if (!strcmp(a, "--absmax")) {
-            o.search = 0;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &o.n_threads)) return 1;
-        } else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) {
-            ui.quiet = 1;
-        } else {
-            fprintf(stderr, "nibble quantize: unknown option '%s' (see nibble quantize --help)\n",
-                    a);
-            return 1;
-        }
-#undef VAL
-    }
+    const char *group = NULL, *head = NULL, *embd = NULL;
+    int absmax = 0;
+    const struct arg_opt opts[] = {
+        OPT_STR("-m|--model", &model),
+        OPT_STR("-o|--output", &out),
+        OPT_STR("--path", &path_name),
+        OPT_STR("--priority", &priority),
+        OPT_CHOICE("--group", &group, "32|64|128"),
+        OPT_CHOICE("--head", &head, "4|8|16"),
+        OPT_CHOICE("--embd", &embd, "8|16"),
+        OPT_STR("--calib", &o.calib_path),
+        OPT_FLAG("--absmax", &absmax),
+        OPT_INT("-t|--threads", &o.n_threads, 1, 1024),
+        OPT_FLAG("-q|--quiet", &ui.quiet),
+        OPT_END};
+    int parsed = arg_parse(cmd, opts, argc, argv, usage);
+    if (parsed <= 0) return parsed < 0 ? 1 : 0;
+    if (group) o.group = atoi(group);
+    if (head) o.head_bits = atoi(head);
+    if (embd) o.embd_bits = atoi(embd);
+    if (absmax) o.search = 0;
     if (!path_name) path_name = "auto";
     if (!model || !out) {
         fprintf(stderr, "nibble quantize: -m MODEL and -o OUT.nib are required\n");

@@ -93,70 +93,54 @@ int cmd_run(int argc, char **argv)
     struct nb_ctx *ctx = NULL;
     struct nb_sampler *sampler = NULL;
 
+    int no_special = 0;
+    const struct arg_opt opts[] = {
+        OPT_STR("-m|--model", &model_path),
+        OPT_STR("--path", &path_name),
+        OPT_STR("--priority", &priority),
+        OPT_STR("-p|--prompt", &prompt_text),
+        OPT_INT("-n|--n-predict", &n_predict, 0, 1 << 24),
+        OPT_INT("-c|--ctx", &cp.n_ctx, 1, 1 << 24),
+        OPT_INT("-t|--threads", &cp.n_threads, 1, 1024),
+        OPT_INT("-b|--batch", &cp.n_batch, 1, 65536),
+        OPT_FLOAT("--temp", &sp.temperature, 0, 100),
+        OPT_INT("--top-k", &sp.top_k, 0, 1 << 24),
+        OPT_FLOAT("--top-p", &sp.top_p, 0, 1),
+        OPT_FLOAT("--min-p", &sp.min_p, 0, 1),
+        OPT_FLOAT("--repeat-penalty", &sp.repeat_penalty, 0.01, 100),
+        OPT_INT("--repeat-last-n", &sp.repeat_last_n, 0, 1 << 20),
+        OPT_U64("--seed", &sp.seed),
+        OPT_FLAG("--no-special", &no_special),
+        OPT_FLAG("--ignore-eos", &ignore_eos),
+        OPT_FLAG("--print-ids", &out.print_ids),
+        OPT_END};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
-#define VAL() (v = arg_value(cmd, argc, argv, &i))
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        int r = arg_table(cmd, opts, argc, argv, &i);
+        if (r < 0) goto done;
+        if (r > 0) continue;
+        if (arg_is_help(a)) {
             usage(stdout);
             rc = 0;
             goto done;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!VAL()) goto done;
-            model_path = v;
-        } else if (!strcmp(a, "--path")) {
-            if (!VAL()) goto done;
-            path_name = v;
-        } else if (!strcmp(a, "--priority")) {
-            if (!VAL()) goto done;
-            priority = v;
-        } else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) {
-            if (!VAL()) goto done;
-            prompt_text = v;
         } else if (!strcmp(a, "--ids")) {
             free(ids);
             ids = NULL;
-            if (!VAL() || !arg_ids(cmd, a, v, &ids, &n_ids)) goto done;
-        } else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) {
-            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 24, &n_predict)) goto done;
-        } else if (!strcmp(a, "--ctx") || !strcmp(a, "-c")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 1 << 24, &cp.n_ctx)) goto done;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &cp.n_threads)) goto done;
-        } else if (!strcmp(a, "--batch") || !strcmp(a, "-b")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 65536, &cp.n_batch)) goto done;
-        } else if (!strcmp(a, "--temp")) {
-            if (!VAL() || !arg_float(cmd, a, v, 0, 100, &sp.temperature)) goto done;
-        } else if (!strcmp(a, "--top-k")) {
-            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 24, &sp.top_k)) goto done;
-        } else if (!strcmp(a, "--top-p")) {
-            if (!VAL() || !arg_float(cmd, a, v, 0, 1, &sp.top_p)) goto done;
-        } else if (!strcmp(a, "--min-p")) {
-            if (!VAL() || !arg_float(cmd, a, v, 0, 1, &sp.min_p)) goto done;
-        } else if (!strcmp(a, "--repeat-penalty")) {
-            if (!VAL() || !arg_float(cmd, a, v, 0.01, 100, &sp.repeat_penalty)) goto done;
-        } else if (!strcmp(a, "--repeat-last-n")) {
-            if (!VAL() || !arg_int(cmd, a, v, 0, 1 << 20, &sp.repeat_last_n)) goto done;
-        } else if (!strcmp(a, "--seed")) {
-            if (!VAL() || !arg_u64(cmd, a, v, &sp.seed)) goto done;
+            if (!(v = arg_value(cmd, argc, argv, &i)) || !arg_ids(cmd, a, v, &ids, &n_ids))
+                goto done;
         } else if (!strcmp(a, "--stop")) {
-            if (!VAL()) goto done;
+            if (!(v = arg_value(cmd, argc, argv, &i))) goto done;
             if (n_stops == MAX_STOPS) {
                 fprintf(stderr, "nibble run: at most %d --stop strings\n", MAX_STOPS);
                 goto done;
             }
             stops[n_stops++] = v;
-        } else if (!strcmp(a, "--no-special")) {
-            parse_special = 0;
-        } else if (!strcmp(a, "--ignore-eos")) {
-            ignore_eos = 1;
-        } else if (!strcmp(a, "--print-ids")) {
-            out.print_ids = 1;
         } else {
-            fprintf(stderr, "nibble run: unknown option '%s' (see nibble run --help)\n", a);
+            arg_unknown(cmd, a);
             goto done;
         }
-#undef VAL
     }
+    parse_special = !no_special;
     if (!model_path) {
         if (access(DEFAULT_MODEL, R_OK) == 0) {
             model_path = DEFAULT_MODEL;

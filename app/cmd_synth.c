@@ -45,43 +45,26 @@ int cmd_synth(int argc, char **argv)
 {
     const char *cmd = "synth", *shape_name = NULL, *out = NULL;
     struct nb_synth_params p = {.dtype = NB_DTYPE_F16, .seed = 1};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-#define VAL() (v = arg_value(cmd, argc, argv, &i))
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-            usage(stdout);
-            return 0;
-        } else if (!strcmp(a, "--list")) {
-            list_shapes();
-            return 0;
-        } else if (!strcmp(a, "--shape")) {
-            if (!VAL()) return 2;
-            shape_name = v;
-        } else if (!strcmp(a, "--dtype")) {
-            if (!VAL()) return 2;
-            if (!strcmp(v, "f16"))
-                p.dtype = NB_DTYPE_F16;
-            else if (!strcmp(v, "bf16"))
-                p.dtype = NB_DTYPE_BF16;
-            else if (!strcmp(v, "f32"))
-                p.dtype = NB_DTYPE_F32;
-            else {
-                fprintf(stderr, "nibble synth: --dtype: '%s' is not f16, bf16 or f32\n", v);
-                return 2;
-            }
-        } else if (!strcmp(a, "--seed")) {
-            if (!VAL() || !arg_u64(cmd, a, v, &p.seed)) return 2;
-        } else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) {
-            if (!VAL() || !arg_int(cmd, a, v, 1, 1024, &p.n_threads)) return 2;
-        } else if (!strcmp(a, "-o") || !strcmp(a, "--output")) {
-            if (!VAL()) return 2;
-            out = v;
-        } else {
-            fprintf(stderr, "nibble synth: unknown option '%s' (see nibble synth --help)\n", a);
-            return 2;
-        }
-#undef VAL
+    const char *dtype = NULL;
+    int list = 0;
+    const struct arg_opt opts[] = {
+        OPT_FLAG("--list", &list),
+        OPT_STR("--shape", &shape_name),
+        OPT_CHOICE("--dtype", &dtype, "f16|bf16|f32"),
+        OPT_U64("--seed", &p.seed),
+        OPT_INT("-t|--threads", &p.n_threads, 1, 1024),
+        OPT_STR("-o|--output", &out),
+        OPT_END};
+    int parsed = arg_parse(cmd, opts, argc, argv, usage);
+    if (parsed <= 0) return parsed < 0 ? 2 : 0;
+    if (list) {
+        list_shapes();
+        return 0;
     }
+    if (dtype)
+        p.dtype = !strcmp(dtype, "bf16") ? NB_DTYPE_BF16
+                  : !strcmp(dtype, "f32") ? NB_DTYPE_F32
+                                          : NB_DTYPE_F16;
     if (!shape_name || !out) {
         usage(stderr);
         return 2;

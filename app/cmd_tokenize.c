@@ -120,29 +120,24 @@ int cmd_tokenize(int argc, char **argv)
     char *fbuf = NULL;
     size_t len = 0;
     struct nb_tokenizer *tok = NULL;
+    int no_special = 0, no_add_special = 0;
+    const struct arg_opt opts[] = {
+        OPT_STR("-m|--model", &model),
+        OPT_STR("--tokenizer", &tokpath),
+        OPT_STR("-f|--file", &file),
+        OPT_STR("--bench", &bench_file),
+        OPT_FLAG("--no-special", &no_special),
+        OPT_FLAG("--no-add-special", &no_add_special),
+        OPT_FLAG("--pieces", &pieces),
+        OPT_END};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *a = argv[i];
+        int r = arg_table(cmd, opts, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (arg_is_help(a)) {
             usage_tokenize(stdout);
             return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            model = v;
-        } else if (!strcmp(a, "--tokenizer")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            tokpath = v;
-        } else if (!strcmp(a, "-f") || !strcmp(a, "--file")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            file = v;
-        } else if (!strcmp(a, "--bench")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            bench_file = v;
-        } else if (!strcmp(a, "--no-special")) {
-            parse_special = 0;
-        } else if (!strcmp(a, "--no-add-special")) {
-            add_special = 0;
-        } else if (!strcmp(a, "--pieces")) {
-            pieces = 1;
         } else if (!strcmp(a, "--") || a[0] != '-' || !a[1]) {
             int j = strcmp(a, "--") ? i : i + 1;
             if (j != argc - 1 || text) {
@@ -152,11 +147,12 @@ int cmd_tokenize(int argc, char **argv)
             text = argv[j];
             break;
         } else {
-            fprintf(stderr, "nibble %s: unknown option '%s'\n", cmd, a);
-            usage_tokenize(stderr);
+            arg_unknown(cmd, a);
             return 2;
         }
     }
+    parse_special = !no_special;
+    add_special = !no_add_special;
     if (!text && !file && !bench_file) {
         fprintf(stderr, "nibble %s: no TEXT\n", cmd);
         usage_tokenize(stderr);
@@ -206,30 +202,31 @@ int cmd_detokenize(int argc, char **argv)
     size_t len = 0;
     struct nb_tokenizer *tok = NULL;
     int i = 1;
+    int special = 0;
+    const struct arg_opt opts[] = {
+        OPT_STR("-m|--model", &model),
+        OPT_STR("--tokenizer", &tokpath),
+        OPT_FLAG("--special", &special),
+        OPT_END};
     for (; i < argc; i++) {
-        const char *a = argv[i], *v;
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+        const char *a = argv[i];
+        int r = arg_table(cmd, opts, argc, argv, &i);
+        if (r < 0) return 2;
+        if (r > 0) continue;
+        if (arg_is_help(a)) {
             usage_detokenize(stdout);
             return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            model = v;
-        } else if (!strcmp(a, "--tokenizer")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 2;
-            tokpath = v;
-        } else if (!strcmp(a, "--special")) {
-            flags |= NB_DETOK_SPECIAL;
         } else if (!strcmp(a, "--")) {
             i++;
             break;
         } else if (a[0] == '-') {
-            fprintf(stderr, "nibble %s: unknown option '%s'\n", cmd, a);
-            usage_detokenize(stderr);
+            arg_unknown(cmd, a);
             return 2;
         } else {
             break;
         }
     }
+    if (special) flags |= NB_DETOK_SPECIAL;
     for (; i < argc; i++) {
         int32_t *more = NULL;
         int n_more = 0;
