@@ -17,74 +17,6 @@
 
 static const char *const k_models[] = {"qwen2-tiny", "qwen3-tiny", "spark-tiny"};
 
-
-static void check_model(const char *model_path, const cJSON *ref, const char *what, int n_threads,
-                        int n_batch)
-{
-    struct nb_model *m = NULL;
-    if (nb_model_load(&m, model_path) != NB_OK) fail_msg("%s: %s", what, nb_last_error());
-    struct nb_model_info info;
-    nb_model_get_info(m, &info);
-    int V = info.n_vocab;
-    struct nb_ctx_params cp = nb_ctx_default_params();
-    cp.n_threads = n_threads;
-    cp.n_batch = n_batch;
-    cp.n_ctx = 128;
-    struct nb_ctx *ctx = NULL;
-    if (nb_ctx_init(&ctx, m, &cp) != NB_OK) fail_msg("%s", nb_last_error());
-    struct nb_sampler_params sp = nb_sampler_default_params();
-    float *logits = malloc(sizeof(float) * 2 * (size_t)V);
-
-    const cJSON *c;
-    cJSON_ArrayForEach(c, cJSON_GetObjectItem(ref, "cases"))
-    {
-        int n_prompt, n_greedy, nl, nm;
-        int32_t *prompt = tu_json_ids(cJSON_GetObjectItem(c, "prompt"), &n_prompt);
-        int32_t *greedy = tu_json_ids(cJSON_GetObjectItem(c, "greedy"), &n_greedy);
-        float *last = tu_json_floats(cJSON_GetObjectItem(c, "last_logits"), &nl);
-        float *mid = tu_json_floats(cJSON_GetObjectItem(c, "mid_logits"), &nm);
-        int mid_pos = (int)cJSON_GetObjectItem(c, "mid_logits_pos")->valuedouble;
-        assert_int_equal(nl, V);
-
-        int32_t *pos = malloc(sizeof *pos * (size_t)n_prompt);
-        uint8_t *want = calloc((size_t)n_prompt, 1);
-        for (int i = 0; i < n_prompt; i++) pos[i] = i;
-        want[mid_pos] = 1;
-        want[n_prompt - 1] = 1;
-        nb_ctx_clear_seq(ctx, 0);
-        struct nb_batch b = {.n_tokens = n_prompt, .token = prompt, .pos = pos, .want_logits = want};
-        assert_int_equal(nb_decode(ctx, &b, logits), NB_OK);
-        int last_row = mid_pos == n_prompt - 1 ? 0 : 1;
-        double dm = tu_max_abs_diff(logits, mid, V);
-        double dl = tu_max_abs_diff(logits + (size_t)last_row * V, last, V);
-        if (dm > LOGIT_TOL || dl > LOGIT_TOL)
-            fail_msg("%s (threads %d, batch %d): prompt of %d: logits differ by %g (mid) / %g "
-                     "(last)", what, n_threads, n_batch, n_prompt, dm, dl);
-
-        nb_ctx_clear_seq(ctx, 0);
-        struct nb_sampler *s = NULL;
-        assert_int_equal(nb_sampler_init(&s, &sp, V), NB_OK);
-        struct tu_collect got = {.n = 0};
-        assert_int_equal(
-            nb_generate(ctx, 0, s, prompt, n_prompt, n_greedy, 0, tu_collect_cb, &got, NULL), NB_OK);
-        assert_int_equal(got.n, n_greedy);
-        for (int i = 0; i < n_greedy; i++)
-            if (got.ids[i] != greedy[i])
-                fail_msg("%s (threads %d, batch %d): prompt of %d: greedy id %d is %d, reference "
-                         "%d", what, n_threads, n_batch, n_prompt, i, got.ids[i], greedy[i]);
-        nb_sampler_free(s);
-        free(pos);
-        free(want);
-        free(prompt);
-        free(greedy);
-        free(last);
-        free(mid);
-    }
-    free(logits);
-    nb_ctx_free(ctx);
-    nb_model_free(m);
-}
-
 static void run_all(const char *name)
 {
     char rel[256];
@@ -96,16 +28,16 @@ static void run_all(const char *name)
     char hf[4096];
     snprintf(hf, sizeof hf, "%s", tu_model_path(rel));
 
-    check_model(hf, ref, name, 2, 512);
-    check_model(hf, ref, name, 1, 7);
-    check_model(hf, ref, name, 2, 33);
+    tu_check_golden(hf, ref, name, 2, 512, 128, LOGIT_TOL);
+    tu_check_golden(hf, ref, name, 1, 7, 128, LOGIT_TOL);
+    tu_check_golden(hf, ref, name, 2, 33, 128, LOGIT_TOL);
 
     char *dir = tu_mkdtemp();
     char gguf[4200];
     snprintf(gguf, sizeof gguf, "%s/%s.gguf", dir, name);
     tu_hf_to_gguf(hf, gguf, "F32");
-    check_model(gguf, ref, gguf, 2, 512);
-    check_model(gguf, ref, gguf, 1, 5);
+    tu_check_golden(gguf, ref, gguf, 2, 512, 128, LOGIT_TOL);
+    tu_check_golden(gguf, ref, gguf, 1, 5, 128, LOGIT_TOL);
     tu_rmtree(dir);
     free(dir);
     cJSON_Delete(ref);

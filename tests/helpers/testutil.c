@@ -1,6 +1,8 @@
 /* tests/helpers/testutil.c — shared helpers for the cmocka tests. */
 #include "helpers/testutil.h"
 
+#include "nibble.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -90,4 +92,83 @@ void tu_flip_byte(const char *path, long from_end)
     fseek(f, -from_end, SEEK_END);
     fputc(c ^ 0x40, f);
     fclose(f);
+}
+
+/* ---------------------------------------------------------------- golden model outputs */
+
+double tu_check_golden(const char *dir, const cJSON *golden, const char *name, int n_threads,
+                       int n_batch, int n_ctx, double tol)
+{
+    double worst = 0;
+    struct nb_model *m = NULL;
+    if (nb_model_load(&m, dir) != NB_OK) fail_msg("%s: %s", name, nb_last_error());
+    struct nb_model_info info;
+    nb_model_get_info(m, &info);
+    int V = info.n_vocab;
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_threads = n_threads;
+    cp.n_batch = n_batch;
+    cp.n_ctx = n_ctx;
+    struct nb_ctx *ctx = NULL;
+    if (nb_ctx_init(&ctx, m, &cp) != NB_OK) fail_msg("%s: %s", name, nb_last_error());
+    struct nb_sampler_params sp = nb_sampler_default_params();
+    float *logits = malloc(sizeof(float) * 2 * (size_t)V);
+
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItem(golden, "cases"))
+    {
+        int n_prompt, n_greedy, nl, nm;
+        int32_t *prompt = tu_json_ids(cJSON_GetObjectItem(c, "prompt"), &n_prompt);
+        int32_t *greedy = tu_json_ids(cJSON_GetObjectItem(c, "greedy"), &n_greedy);
+        float *last = tu_json_floats(cJSON_GetObjectItem(c, "last_logits"), &nl);
+        float *mid = tu_json_floats(cJSON_GetObjectItem(c, "mid_logits"), &nm);
+        int mid_pos = (int)cJSON_GetObjectItem(c, "mid_logits_pos")->valuedouble;
+        assert_int_equal(nl, V);
+        assert_int_equal(nm, V);
+        assert_true(mid_pos >= 0 && mid_pos < n_prompt);
+
+        int32_t *pos = malloc(sizeof *pos * (size_t)n_prompt);
+        uint8_t *want = calloc((size_t)n_prompt, 1);
+        for (int i = 0; i < n_prompt; i++)
+            pos[i] = i;
+        want[mid_pos] = 1;
+        want[n_prompt - 1] = 1;
+        nb_ctx_clear_seq(ctx, 0);
+        struct nb_batch b = {
+            .n_tokens = n_prompt, .token = prompt, .pos = pos, .want_logits = want};
+        assert_int_equal(nb_decode(ctx, &b, logits), NB_OK);
+        int last_row = mid_pos == n_prompt - 1 ? 0 : 1;
+        double dm = tu_max_abs_diff(logits, mid, V);
+        double dl = tu_max_abs_diff(logits + (size_t)last_row * V, last, V);
+        if (dm > worst) worst = dm;
+        if (dl > worst) worst = dl;
+        if (dm > tol || dl > tol)
+            fail_msg("%s (threads %d, batch %d): prompt of %d: logits differ from the reference "
+                     "by %g (position %d) / %g (last)",
+                     name, n_threads, n_batch, n_prompt, dm, mid_pos, dl);
+
+        nb_ctx_clear_seq(ctx, 0);
+        struct nb_sampler *s = NULL;
+        assert_int_equal(nb_sampler_init(&s, &sp, V), NB_OK);
+        struct tu_collect got = {.n = 0};
+        assert_int_equal(
+            nb_generate(ctx, 0, s, prompt, n_prompt, n_greedy, 0, tu_collect_cb, &got, NULL), NB_OK);
+        assert_int_equal(got.n, n_greedy);
+        for (int i = 0; i < n_greedy; i++)
+            if (got.ids[i] != greedy[i])
+                fail_msg("%s (threads %d, batch %d): prompt of %d: greedy id %d is %d, reference "
+                         "%d",
+                         name, n_threads, n_batch, n_prompt, i, got.ids[i], greedy[i]);
+        nb_sampler_free(s);
+        free(pos);
+        free(want);
+        free(prompt);
+        free(greedy);
+        free(last);
+        free(mid);
+    }
+    free(logits);
+    nb_ctx_free(ctx);
+    nb_model_free(m);
+    return worst;
 }

@@ -26,6 +26,14 @@ struct tu_collect {
 };
 int tu_collect_cb(int32_t tok, void *user);
 
+/* A model against golden outputs ({"cases": [{prompt, greedy, last_logits, mid_logits,
+ * mid_logits_pos}]}): one prefill per prompt gives the logits at mid_logits_pos and at
+ * the last position (each within `tol` of the golden ones), then the greedy ids must
+ * match exactly; n_threads threads, prefill chunks of n_batch, a context of n_ctx.
+ * Fails the test naming `name`; returns the largest logit difference seen. */
+double tu_check_golden(const char *model_path, const cJSON *golden, const char *name,
+                       int n_threads, int n_batch, int n_ctx, double tol);
+
 /* Copy a file (make it writable); flip one byte `from_end` bytes before its end. */
 void tu_copy_file(const char *from, const char *to);
 void tu_flip_byte(const char *path, long from_end);
