@@ -13,7 +13,12 @@
  *
  * Tiles: decode (1 token) walks one row block at a time (one sequential stream: in
  * interleaved runs 1 block streamed ~30% faster from DRAM than 2 or 4 blocks 8 n_in
- * bytes apart, and software prefetch did not help) with two accumulators (lo, hi).
+ * bytes apart) with two accumulators (lo, hi), and prefetches PF_DIST bytes ahead:
+ * in the kernel lab (1 thread, the 151936 x 2048 head) 0 / 1024 / 4096 / 6144 / 8192 /
+ * 16384 bytes streamed 35 / 36 / 41 / 44 / 44 / 35 GB/s; in situ (qwen3-1.7b w4a8,
+ * tg128, 2 threads, 3 interleaved passes) 0 gave 46.1-48.0 tok/s, 4096-12288 gave
+ * 49.2-51.0. (Session 1 found no gain from prefetching, but then the accumulators
+ * were on the stack.)
  * Prefill takes PF_NT tokens x PF_RB row blocks: 12 int32 accumulators in registers
  * for one group, every unpacked chunk reused PF_NT times. Measured in the kernel
  * lab (1 thread, 512 tokens, 2048x6144 and 6144x2048): 4x3, 5x2, 4x2 and 3x4 are
@@ -39,7 +44,7 @@
 #define DEC_S 2
 #endif
 #ifndef PF_DIST /* decode prefetch distance in bytes (0: none) */
-#define PF_DIST 0
+#define PF_DIST 6144
 #endif
 #ifndef PF_NT /* prefill tile: tokens x row blocks */
 #define PF_NT 4
