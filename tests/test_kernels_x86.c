@@ -238,7 +238,9 @@ struct gshape {
 /* Shapes: random (multiples of 16 rows, 16-aligned sub-ranges), then the model's. */
 static int make_shapes(struct gshape *s, int max)
 {
-    static const int toks[] = {1, 3, 8, 17, 64};
+    /* 70 and 131: more than one 64-token cache block, and every remainder of the
+     * 4-token prefill tile */
+    static const int toks[] = {1, 3, 8, 17, 64, 70, 131};
     static const int groups[] = {32, 64, 128};
     int n = 0;
     for (int i = 0; i < 20 && n < max; i++) {
@@ -251,14 +253,14 @@ static int make_shapes(struct gshape *s, int max)
         int64_t b1 = b0 + 1 + (int64_t)(rnd_u64() % (uint64_t)(nb - b0));
         if (i % 3 == 0) b0 = 0, b1 = nb;
         g->r0 = 16 * b0, g->r1 = 16 * b1;
-        g->n_tok = toks[i % 5];
+        g->n_tok = toks[i % 7];
     }
     static const int64_t real[][2] = {{2048, 2048}, {1024, 2048}, {6144, 2048}, {2048, 6144}};
     for (int i = 0; i < 4 && n < max; i++) {
         struct gshape *g = &s[n++];
         g->n_out = real[i][0], g->n_in = real[i][1], g->group = 64;
         g->r0 = i == 2 ? 1024 : 0, g->r1 = i == 2 ? 2048 + 16 : g->n_out; /* a thread's share */
-        g->n_tok = i == 0 ? 3 : 1;
+        g->n_tok = i == 0 ? 3 : i == 1 ? 67 : 1;
     }
     return n;
 }
