@@ -400,6 +400,21 @@ struct rows_job {
 
 #define ROWS_MIN_PARALLEL 65536 /* elements; below this the fan-out costs more */
 
+/* Threads for element-wise work on n rows of len elements: all of them for a big
+ * batch (prefill), the calling thread alone for a decode step. */
+static int rows_threads(const struct nb_ctx *c, int n, int64_t len)
+{
+    return n > 1 && (int64_t)n * len >= ROWS_MIN_PARALLEL ? c->n_threads : 1;
+}
+
+static void run_split(struct nb_ctx *c, nb_pool_fn fn, void *arg, int nth)
+{
+    if (nth > 1)
+        nb_pool_run_n(c->pool, fn, arg, nth);
+    else
+        fn(arg, 0, 1);
+}
+
 static void rows_worker(void *arg, int ith, int nth)
 {
     const struct rows_job *j = arg;
@@ -433,12 +448,9 @@ static void run_rows(struct nb_ctx *c, enum prof_op op, struct rows_job *j)
 {
     const struct nb_config *cfg = &c->model->cfg;
     int64_t len = j->kind == ROWS_GLU ? cfg->n_ff : cfg->n_embd;
-    int nth = j->n > 1 && (int64_t)j->n * len >= ROWS_MIN_PARALLEL ? c->n_threads : 1;
+    int nth = rows_threads(c, j->n, len);
     uint64_t t0 = prof_begin(c);
-    if (nth > 1)
-        nb_pool_run_n(c->pool, rows_worker, j, nth);
-    else
-        rows_worker(j, 0, 1);
+    run_split(c, rows_worker, j, nth);
     if (j->qgroup > 0) {
         c->qa_src = j->kind == ROWS_GLU ? c->ff_gate : c->h;
         c->qa_group = j->qgroup;
@@ -582,11 +594,8 @@ static void forward_layer(struct nb_ctx *c, int l, int n, const int32_t *pos, co
     add_bias(c->v, L->bv, n, kv_dim);
     struct rope_job rj = {c, l, n, pos, seq};
     uint64_t t0 = prof_begin(c);
-    int rth = n > 1 && (int64_t)n * (q_dim + kv_dim) >= ROWS_MIN_PARALLEL ? c->n_threads : 1;
-    if (rth > 1)
-        nb_pool_run_n(c->pool, rope_worker, &rj, rth);
-    else
-        rope_worker(&rj, 0, 1);
+    int rth = rows_threads(c, n, q_dim + kv_dim);
+    run_split(c, rope_worker, &rj, rth);
     prof_end_threads(c, OP_ROPE_KV, t0, rth);
     struct attn_job aj = {c, l, n, pos, seq};
     t0 = prof_begin(c);
