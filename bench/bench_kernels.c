@@ -19,6 +19,7 @@
 #include "core/fp.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
+#include "eval/membw.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
 #include "quant/repack.h"
@@ -41,30 +42,7 @@ static float gauss(void)
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* ---------------------------------------------------------------- read bandwidth, peak */
-
-struct bw_job {
-    const uint8_t *buf;
-    int64_t n;
-    double sink[2];
-};
-
-__attribute__((target("avx512f"))) static void bw_worker(void *arg, int ith, int nth)
-{
-    struct bw_job *j = arg;
-    long lo, hi;
-    nb_split_range((long)(j->n / 256), ith, nth, 1, &lo, &hi);
-    __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
-    for (long i = lo; i < hi; i++) {
-        const uint8_t *p = j->buf + i * 256;
-        a0 = _mm512_add_epi32(a0, _mm512_load_si512((const void *)p));
-        a1 = _mm512_add_epi32(a1, _mm512_load_si512((const void *)(p + 64)));
-        a2 = _mm512_add_epi32(a2, _mm512_load_si512((const void *)(p + 128)));
-        a3 = _mm512_add_epi32(a3, _mm512_load_si512((const void *)(p + 192)));
-    }
-    a0 = _mm512_add_epi32(_mm512_add_epi32(a0, a1), _mm512_add_epi32(a2, a3));
-    j->sink[ith & 1] += _mm512_reduce_add_epi32(a0);
-}
+/* ---------------------------------------------------------------- vpdpbusd peak */
 
 /* 16 independent vpdpbusd chains, written out so they stay in registers (an array
  * indexed in a loop was kept on the stack by the compiler: every step then waited on
@@ -280,24 +258,12 @@ int main(int argc, char **argv)
     struct nb_pool *pool;
     if (nb_pool_init(&pool, 2, 0)) return 1;
 
-    /* read bandwidth: sum a 1 GiB buffer, best of 5, 1 and 2 threads */
+    /* read bandwidth: the same test as `nibble bench` (eval/membw.c), 1 and 2 threads */
     double bw[3] = {0, 0, 0};
-    if (cpu->avx512f) {
-        struct bw_job j = {NULL, (int64_t)(quick ? 256 : 1024) << 20, {0, 0}};
-        uint8_t *buf = aligned_alloc(64, (size_t)j.n);
-        memset(buf, 1, (size_t)j.n);
-        j.buf = buf;
-        for (int rep = 0; rep < 5; rep++)
-            for (int nth = 1; nth <= 2; nth++) {
-                uint64_t t0 = nb_time_ns();
-                nb_pool_run_n(pool, bw_worker, &j, nth);
-                double gbs = (double)j.n / ((double)(nb_time_ns() - t0) * 1e-9) * 1e-9;
-                if (gbs > bw[nth]) bw[nth] = gbs;
-            }
-        free(buf);
-        printf("read bandwidth (best of 5): 1 thread %.1f GB/s, 2 threads %.1f GB/s\n", bw[1],
-               bw[2]);
-    }
+    for (int nth = 1; nth <= 2; nth++)
+        bw[nth] = nb_measure_read_bw(nth, (size_t)(quick ? 256 : 1024) << 20, 5);
+    printf("read bandwidth (best of 5 plain and 5 prefetched passes): 1 thread %.1f GB/s, "
+           "2 threads %.1f GB/s\n", bw[1], bw[2]);
     double peak[3] = {0, 0, 0};
     if (cpu->avx512_vnni) {
         int32_t sink[2];
