@@ -538,21 +538,37 @@ static void attn_worker(void *arg, int ith, int nth)
     if (j->n_tok > 1 && group <= NB_ATTN_ROWS) {
         /* Prefill: tiles of (kv head, up to NB_ATTN_ROWS / group consecutive tokens of
          * one sequence), all q heads of the group together, so each K / V row is read
-         * once per tile. Tiles go round-robin to the threads, block-major, which evens
-         * out the causal cost (later tokens read more keys). */
-        int KV = cfg->n_kv_heads, tb = NB_ATTN_ROWS / group, n_blk = 0;
-        for (int t0 = 0, t1; t0 < j->n_tok; t0 = t1, n_blk++) {
-            t1 = t0 + 1;
-            while (t1 < j->n_tok && t1 - t0 < tb && j->seq[t1] == j->seq[t0]) t1++;
-            for (int kvh = 0; kvh < KV; kvh++) {
-                if ((n_blk * KV + kvh) % nth != ith) continue;
-                int64_t base = (int64_t)j->seq[t0] * cap * kv_dim + (int64_t)kvh * hd;
-                int64_t col = (int64_t)kvh * group * hd;
-                k->attn_tile(c->att + t0 * q_dim + col, q_dim, c->q + t0 * q_dim + col, q_dim,
-                             t1 - t0, group, hd, j->pos + t0, c->k_cache[j->layer] + base,
-                             c->v_cache[j->layer] + base, kv_dim, cap, window, scale, scores);
-            }
-        }
+         * once per tile. The tiles are taken kv-head-major, so a thread works through
+         * all the token blocks of one head while that head's K / V stay in its L2, and
+         * each thread takes a contiguous run of them holding an equal share of the
+         * causal cost (a block's tokens times the keys its last token reads). Against
+         * the earlier round-robin, block-major order: attention 0.38 -> 0.28 ms per
+         * prompt token, pp512 425-435 -> 452-467 tok/s (qwen3-1.7b w4a8, 2 threads,
+         * 3 interleaved passes). */
+        int KV = cfg->n_kv_heads, tb = NB_ATTN_ROWS / group;
+        double total = 0, done = 0;
+        for (int pass = 0; pass < 2; pass++)
+            for (int kvh = 0; kvh < KV; kvh++)
+                for (int t0 = 0, t1; t0 < j->n_tok; t0 = t1) {
+                    t1 = t0 + 1;
+                    while (t1 < j->n_tok && t1 - t0 < tb && j->seq[t1] == j->seq[t0]) t1++;
+                    int keys = j->pos[t1 - 1] + 1;
+                    if (window > 0 && keys > window + tb) keys = window + tb;
+                    double cost = (double)(t1 - t0) * keys;
+                    if (pass == 0) {
+                        total += cost;
+                        continue;
+                    }
+                    double mid = done + 0.5 * cost; /* the tile goes where its middle falls */
+                    done += cost;
+                    if ((int)(mid * nth / total) != ith) continue;
+                    int64_t base = (int64_t)j->seq[t0] * cap * kv_dim + (int64_t)kvh * hd;
+                    int64_t col = (int64_t)kvh * group * hd;
+                    k->attn_tile(c->att + t0 * q_dim + col, q_dim, c->q + t0 * q_dim + col,
+                                 q_dim, t1 - t0, group, hd, j->pos + t0,
+                                 c->k_cache[j->layer] + base, c->v_cache[j->layer] + base,
+                                 kv_dim, cap, window, scale, scores);
+                }
         return;
     }
     long lo_job, hi_job;
