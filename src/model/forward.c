@@ -241,14 +241,51 @@ static void gemm_worker(void *arg, int ith, int nth)
     gemm_rows(j, ith, nth);
 }
 
+#define ROWS_MIN_PARALLEL 65536 /* elements; below this the fan-out costs more */
+
+/* Threads for element-wise work on n rows of len elements: all of them for a big
+ * batch (prefill), the calling thread alone for a decode step. */
+static int rows_threads(const struct nb_ctx *c, int n, int64_t len)
+{
+    return n > 1 && (int64_t)n * len >= ROWS_MIN_PARALLEL ? c->n_threads : 1;
+}
+
+static void run_split(struct nb_ctx *c, nb_pool_fn fn, void *arg, int nth)
+{
+    if (nth > 1)
+        nb_pool_run_n(c->pool, fn, arg, nth);
+    else
+        fn(arg, 0, 1);
+}
+
 /* Quantize n_tok rows of x to int8 per group, unless they already are. */
+struct qact_job {
+    struct nb_ctx *c;
+    const float *x;
+    int64_t ldx, n_in;
+    int group, n_tok;
+};
+
+static void qact_worker(void *arg, int ith, int nth)
+{
+    const struct qact_job *j = arg;
+    struct nb_ctx *c = j->c;
+    long t0, t1;
+    nb_split_range(j->n_tok, ith, nth, 1, &t0, &t1);
+    for (long t = t0; t < t1; t++)
+        c->kern->act_quant_q8(j->x + t * j->ldx, j->n_in, j->group, c->qa_q + t * c->qa_ld,
+                              c->qa_d + t * (c->qa_ld / 32), c->qa_sum + t * (c->qa_ld / 32));
+}
+
 static void prepare_qact(struct nb_ctx *c, const float *x, int64_t ldx, int64_t n_in, int group,
                          int n_tok)
 {
     if (c->qa_src == x && c->qa_group == group && c->qa_ntok == n_tok) return;
-    for (int t = 0; t < n_tok; t++)
-        c->kern->act_quant_q8(x + t * ldx, n_in, group, c->qa_q + t * c->qa_ld,
-                              c->qa_d + t * (c->qa_ld / 32), c->qa_sum + t * (c->qa_ld / 32));
+    struct qact_job j = {c, x, ldx, n_in, group, n_tok};
+    int nth = rows_threads(c, n_tok, n_in);
+    uint64_t t0 = prof_begin(c);
+    run_split(c, qact_worker, &j, nth);
+    prof_end_threads(c, OP_QACT, t0, nth);
     c->qa_src = x;
     c->qa_group = group;
     c->qa_ntok = n_tok;
@@ -271,11 +308,7 @@ static void matmul_n(struct nb_ctx *c, enum prof_op op, int n, const struct gemm
         if (g[i].y == c->qa_src) c->qa_src = NULL; /* its int8 copy is about to be stale */
     }
     const struct nb_weight *w = g[0].w;
-    if (w->qpath == NB_WPATH_W4A8) {
-        uint64_t tq = prof_begin(c);
-        prepare_qact(c, x, ldx, w->n_in, w->group, n_tok);
-        prof_end(c, OP_QACT, tq);
-    }
+    if (w->qpath == NB_WPATH_W4A8) prepare_qact(c, x, ldx, w->n_in, w->group, n_tok);
     int nth = rows < 64 ? 1 : c->n_threads;
     uint64_t t0 = prof_begin(c);
     nb_pool_run_n(c->pool, gemm_worker, &j, nth);
@@ -397,23 +430,6 @@ struct rows_job {
     int resid;       /* ROWS_NORM: x += h before the norm */
     int qgroup;      /* > 0: quantize the output rows with this group */
 };
-
-#define ROWS_MIN_PARALLEL 65536 /* elements; below this the fan-out costs more */
-
-/* Threads for element-wise work on n rows of len elements: all of them for a big
- * batch (prefill), the calling thread alone for a decode step. */
-static int rows_threads(const struct nb_ctx *c, int n, int64_t len)
-{
-    return n > 1 && (int64_t)n * len >= ROWS_MIN_PARALLEL ? c->n_threads : 1;
-}
-
-static void run_split(struct nb_ctx *c, nb_pool_fn fn, void *arg, int nth)
-{
-    if (nth > 1)
-        nb_pool_run_n(c->pool, fn, arg, nth);
-    else
-        fn(arg, 0, 1);
-}
 
 static void rows_worker(void *arg, int ith, int nth)
 {
