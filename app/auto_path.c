@@ -81,3 +81,8 @@ int app_resolve_model(const char *cmd, const char *model, const char *path_name,
             rebuilt ? why : "", rebuilt ? ")" : "");
     return 1;
 }
+
+enum nb_status app_load_model(struct nb_model **out, const char *model, const char *resolved)
+{
+    return strcmp(model, resolved) ? nb_cache_load(out, resolved) : nb_model_load(out, resolved);
+}

@@ -5,6 +5,7 @@
 #include <stddef.h>
 
 #include "kernels/layout.h"
+#include "nibble.h"
 
 /* name: "auto" or a weight path; priority: "speed" | "fidelity" | "memory" or NULL (not
  * given: speed, with the agentic-use warning on stderr). For auto, the selector decides
@@ -21,5 +22,10 @@ int app_weight_path(const char *cmd, const char *name, const char *priority, enu
  * a warning. Writes the path to `out`; returns 0 (message printed) on failure. */
 int app_resolve_model(const char *cmd, const char *model, const char *path_name,
                       const char *priority, int n_threads, char *out, size_t out_size);
+
+/* Load `resolved`, what app_resolve_model returned for `model`: when the two differ it
+ * is a cache entry nb_cache_get has just checked, loaded without reading its
+ * checksums a second time (nb_cache_load). */
+enum nb_status app_load_model(struct nb_model **out, const char *model, const char *resolved);
 
 #endif

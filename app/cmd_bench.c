@@ -280,7 +280,7 @@ int cmd_bench(int argc, char **argv)
         if (!app_resolve_model(cmd, m->arg, path_name, priority, b.n_threads, m->path,
                                sizeof m->path))
             goto done;
-        if (nb_model_load(&m->model, m->path) != NB_OK) goto fail;
+        if (app_load_model(&m->model, m->arg, m->path) != NB_OK) goto fail;
         nb_model_get_info(m->model, &m->info);
         struct nb_ctx_params cp = nb_ctx_default_params();
         cp.n_threads = b.n_threads;

@@ -160,8 +160,8 @@ int cmd_run(int argc, char **argv)
     if (!app_resolve_model(cmd, model_path, path_name, priority, cp.n_threads, cached,
                            sizeof cached))
         goto done;
+    if (app_load_model(&model, model_path, cached) != NB_OK) goto fail;
     model_path = cached;
-    if (nb_model_load(&model, model_path) != NB_OK) goto fail;
     /* The tokenizer: needed for a text prompt or text output. */
     if (!ids || !out.print_ids) {
         if (nb_tokenizer_for_model(&tok, model_path) != NB_OK) {

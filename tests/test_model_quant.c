@@ -178,6 +178,9 @@ static void test_cache(void **state)
     assert_non_null(strstr(out, cache));
     assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
     assert_int_equal(ev, NB_CACHE_HIT);
+    struct nb_model *m = NULL; /* the entry just checked loads without a second check */
+    assert_int_equal(nb_cache_load(&m, out), NB_OK);
+    nb_model_free(m);
     tu_flip_byte(out, 1000); /* a weight byte of the cached file */
     assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
     assert_int_equal(ev, NB_CACHE_CORRUPT);

@@ -11,6 +11,7 @@
 
 #include "core/log.h"
 #include "formats/nib.h"
+#include "model/model.h"
 #include "runtime/source_hash.h"
 
 const char *nb_cache_event_name(enum nb_cache_event e)
@@ -125,4 +126,9 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
     with_hash.have_source_hash = 1;
     with_hash.source_hash = src_hash;
     return nb_quantize_file(src_path, &with_hash, out_path, &r);
+}
+
+enum nb_status nb_cache_load(struct nb_model **out, const char *cache_path)
+{
+    return nb_model_load_ex(out, cache_path, 1);
 }
