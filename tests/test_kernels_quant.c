@@ -21,26 +21,6 @@
 
 static uint64_t g_rng = 7;
 
-static uint64_t rnd_u64(void)
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rnd_unit(void)
-{
-    return (double)(rnd_u64() >> 11) * 0x1.0p-53;
-}
-
-static float rnd_gauss(void)
-{
-    double u1 = rnd_unit(), u2 = rnd_unit();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
 struct shape {
     int64_t n_out, n_in, r0, r1;
     int group, n_tok;
@@ -49,11 +29,11 @@ struct shape {
 static void random_shape(struct shape *s, int n_tok)
 {
     static const int groups[] = {32, 64, 128};
-    s->group = groups[rnd_u64() % 3];
-    s->n_in = s->group * (int64_t)(1 + rnd_u64() % (1024 / s->group));
-    s->n_out = (1 + (int64_t)(rnd_u64() % 70)) | 1; /* odd row counts */
-    s->r0 = (int64_t)(rnd_u64() % (uint64_t)s->n_out);
-    s->r1 = s->r0 + 1 + (int64_t)(rnd_u64() % (uint64_t)(s->n_out - s->r0));
+    s->group = groups[tu_rand_u64(&g_rng) % 3];
+    s->n_in = s->group * (int64_t)(1 + tu_rand_u64(&g_rng) % (1024 / s->group));
+    s->n_out = (1 + (int64_t)(tu_rand_u64(&g_rng) % 70)) | 1; /* odd row counts */
+    s->r0 = (int64_t)(tu_rand_u64(&g_rng) % (uint64_t)s->n_out);
+    s->r1 = s->r0 + 1 + (int64_t)(tu_rand_u64(&g_rng) % (uint64_t)(s->n_out - s->r0));
     s->n_tok = n_tok;
 }
 
@@ -111,9 +91,9 @@ static void test_gemm_w4a16_w8a16(void **state)
         float *y = malloc(sizeof(float) * s.n_tok * ldy);
         float *scratch = malloc(sizeof(float) * s.n_in);
         for (int64_t i = 0; i < s.n_out * s.n_in; i++)
-            w[i] = rnd_gauss();
+            w[i] = tu_rand_gauss(&g_rng);
         for (int64_t i = 0; i < s.n_tok * ldx; i++)
-            x[i] = rnd_gauss();
+            x[i] = tu_rand_gauss(&g_rng);
         for (int p = 0; p < 2; p++) {
             enum nb_wpath path = p ? NB_WPATH_W8A16 : NB_WPATH_W4A16;
             void *blob = packed(path, &s, w);
@@ -148,7 +128,7 @@ static void test_act_quant(void **state)
     float d[8];
     int32_t gs[8];
     for (int i = 0; i < 256; i++)
-        x[i] = rnd_gauss() * (i < 128 ? 1.0f : 1e-3f);
+        x[i] = tu_rand_gauss(&g_rng) * (i < 128 ? 1.0f : 1e-3f);
     for (int i = 64; i < 96; i++)
         x[i] = 0.0f; /* an all-zero group of 32 */
     nb_act_quant_q8_ref(x, 256, 32, q, d, gs);
@@ -184,9 +164,9 @@ static void test_gemm_w4a8(void **state)
         int32_t *xsum = malloc(sizeof(int32_t) * s.n_tok * ldxg);
         float *y = malloc(sizeof(float) * s.n_tok * ldy);
         for (int64_t i = 0; i < s.n_out * s.n_in; i++)
-            w[i] = rnd_gauss();
+            w[i] = tu_rand_gauss(&g_rng);
         for (int64_t i = 0; i < s.n_tok * ldx; i++)
-            x[i] = rnd_gauss();
+            x[i] = tu_rand_gauss(&g_rng);
         for (int t = 0; t < s.n_tok; t++) {
             nb_act_quant_q8_ref(x + t * ldx, s.n_in, s.group, xq + t * ldxq, xd + t * ldxg,
                                 xsum + t * ldxg);

@@ -29,21 +29,6 @@
 
 static uint64_t g_rng = 12345;
 
-static uint64_t rnd_u64(void)
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static float rnd_gauss(void)
-{
-    double u1 = (double)(rnd_u64() >> 11) * 0x1.0p-53, u2 = (double)(rnd_u64() >> 11) * 0x1.0p-53;
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
 /* A random ROWS blob: random codes, bf16 scales ~ N(0, 0.02), mins ~ -8 d + noise. */
 static void *random_rows_blob(enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
                               struct nb_layout_planes *pl)
@@ -53,14 +38,14 @@ static void *random_rows_blob(enum nb_wpath p, int group, int64_t n_out, int64_t
     assert_non_null(b);
     memset(b, 0, (size_t)pl->total);
     for (int64_t i = 0; i < pl->size[0]; i++)
-        b[pl->offset[0] + i] = (uint8_t)rnd_u64();
+        b[pl->offset[0] + i] = (uint8_t)tu_rand_u64(&g_rng);
     int64_t ns = pl->size[1] / 2;
     for (int64_t i = 0; i < ns; i++) {
-        float d = 0.02f * rnd_gauss();
+        float d = 0.02f * tu_rand_gauss(&g_rng);
         nb_q_store_u16(b + pl->offset[1] + 2 * i, nb_f32_to_bf16(d));
         if (p == NB_WPATH_W4A16)
             nb_q_store_u16(b + pl->offset[2] + 2 * i,
-                           nb_f32_to_bf16(-8.0f * fabsf(d) + 0.01f * rnd_gauss()));
+                           nb_f32_to_bf16(-8.0f * fabsf(d) + 0.01f * tu_rand_gauss(&g_rng)));
     }
     return b;
 }
@@ -166,7 +151,7 @@ static void acts_init(struct acts *a, int n_tok, int64_t n_in, int group)
     a->d = malloc(sizeof(float) * (size_t)(n_tok * a->ldg));
     a->s = malloc(sizeof(int32_t) * (size_t)(n_tok * a->ldg));
     for (int64_t i = 0; i < n_tok * a->ldx; i++)
-        a->x[i] = rnd_gauss();
+        a->x[i] = tu_rand_gauss(&g_rng);
     for (int t = 0; t < n_tok; t++)
         nb_act_quant_q8_ref(a->x + t * a->ldx, n_in, group, a->q + t * a->ldq, a->d + t * a->ldg,
                             a->s + t * a->ldg);
@@ -245,12 +230,12 @@ static int make_shapes(struct gshape *s, int max)
     int n = 0;
     for (int i = 0; i < 20 && n < max; i++) {
         struct gshape *g = &s[n++];
-        g->group = groups[rnd_u64() % 3];
-        g->n_in = g->group * (int64_t)(1 + rnd_u64() % (1024 / g->group));
-        g->n_out = 16 * (1 + (int64_t)(rnd_u64() % 9));
+        g->group = groups[tu_rand_u64(&g_rng) % 3];
+        g->n_in = g->group * (int64_t)(1 + tu_rand_u64(&g_rng) % (1024 / g->group));
+        g->n_out = 16 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 9));
         int64_t nb = g->n_out / 16;
-        int64_t b0 = (int64_t)(rnd_u64() % (uint64_t)nb);
-        int64_t b1 = b0 + 1 + (int64_t)(rnd_u64() % (uint64_t)(nb - b0));
+        int64_t b0 = (int64_t)(tu_rand_u64(&g_rng) % (uint64_t)nb);
+        int64_t b1 = b0 + 1 + (int64_t)(tu_rand_u64(&g_rng) % (uint64_t)(nb - b0));
         if (i % 3 == 0) b0 = 0, b1 = nb;
         g->r0 = 16 * b0, g->r1 = 16 * b1;
         g->n_tok = toks[i % 7];
@@ -393,11 +378,11 @@ static void test_act_quant(void **state)
     static const int groups[] = {32, 64, 128};
     for (int it = 0; it < 60; it++) {
         int group = groups[it % 3];
-        int64_t n = group * (int64_t)(1 + rnd_u64() % 48);
+        int64_t n = group * (int64_t)(1 + tu_rand_u64(&g_rng) % 48);
         float *x = malloc(sizeof(float) * n);
         float scale = it % 4 == 0 ? 1e-30f : it % 4 == 1 ? 1e6f : 1.0f;
         for (int64_t i = 0; i < n; i++)
-            x[i] = scale * rnd_gauss();
+            x[i] = scale * tu_rand_gauss(&g_rng);
         if (it % 5 == 0) memset(x, 0, sizeof(float) * group); /* all-zero group */
         if (it % 7 == 0) x[n / 2] = 0.5f * (x[0] + x[1]);     /* ties etc. */
         int64_t ng = n / group;

@@ -35,30 +35,10 @@ static const struct bound k_bounds[] = {
 
 static uint64_t g_rng = 0x9e3779b97f4a7c15ull;
 
-static uint64_t rnd_u64(void)
-{
-    uint64_t z = (g_rng += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
-static double rnd_unit(void)
-{
-    return (double)(rnd_u64() >> 11) * 0x1.0p-53;
-}
-
-static float rnd_gauss(void)
-{
-    double u1 = rnd_unit(), u2 = rnd_unit();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
 static void fill_gauss(float *w, int64_t n)
 {
     for (int64_t i = 0; i < n; i++)
-        w[i] = rnd_gauss();
+        w[i] = tu_rand_gauss(&g_rng);
 }
 
 static void *blob_alloc(enum nb_wpath path, int group, int64_t n_out, int64_t n_in)
@@ -139,19 +119,19 @@ static void test_error_bounds(void **state)
  * shifted (all of one sign), all zero, constant, tiny, or a two-level pattern. */
 static void fill_group(float *x, int n)
 {
-    int kind = (int)(rnd_u64() % 8);
-    float scale = (float)pow(10.0, 6.0 * rnd_unit() - 3.0);
-    float shift = (float)(rnd_unit() * 4.0 - 2.0) * scale;
+    int kind = (int)(tu_rand_u64(&g_rng) % 8);
+    float scale = (float)pow(10.0, 6.0 * tu_rand_unit(&g_rng) - 3.0);
+    float shift = (float)(tu_rand_unit(&g_rng) * 4.0 - 2.0) * scale;
     for (int i = 0; i < n; i++) {
-        float g = rnd_gauss() * scale;
+        float g = tu_rand_gauss(&g_rng) * scale;
         switch (kind) {
         case 0: x[i] = g; break;
-        case 1: x[i] = rnd_u64() % 16 == 0 ? g * (float)(5.0 + 45.0 * rnd_unit()) : g; break;
+        case 1: x[i] = tu_rand_u64(&g_rng) % 16 == 0 ? g * (float)(5.0 + 45.0 * tu_rand_unit(&g_rng)) : g; break;
         case 2: x[i] = g * 0.2f + shift; break;
         case 3: x[i] = 0.0f; break;
         case 4: x[i] = shift; break;
         case 5: x[i] = g * 1e-30f; break;
-        case 6: x[i] = (rnd_u64() & 1) ? scale : -0.3f * scale; break;
+        case 6: x[i] = (tu_rand_u64(&g_rng) & 1) ? scale : -0.3f * scale; break;
         default: x[i] = i == 0 ? 1000.0f * scale : g; break; /* one huge outlier */
         }
     }
@@ -170,7 +150,7 @@ static void check_never_worse(enum nb_wpath path, int group, int64_t n_out, int6
     for (int64_t g = 0; g < n_out * n_in / gs; g++)
         fill_group(w + g * gs, (int)gs);
     for (int64_t k = 0; k < n_in; k++)
-        imp[k] = (float)(rnd_u64() % 4 == 0 ? 50.0 * rnd_unit() : rnd_unit() * 0.1);
+        imp[k] = (float)(tu_rand_u64(&g_rng) % 4 == 0 ? 50.0 * tu_rand_unit(&g_rng) : tu_rand_unit(&g_rng) * 0.1);
     if (weighted) imp[3] = 0.0f;
     const float *ip = weighted ? imp : NULL;
     void *ba = blob_alloc(path, group, n_out, n_in), *bs = blob_alloc(path, group, n_out, n_in);
@@ -226,7 +206,7 @@ static void test_group_functions(void **state)
     for (int it = 0; it < 200; it++) {
         fill_group(x, 128);
         for (int i = 0; i < 128; i++)
-            imp[i] = (float)rnd_unit();
+            imp[i] = (float)tu_rand_unit(&g_rng);
         for (int search = 0; search < 2; search++) {
             uint16_t d, m;
             double e = nb_quant_group_w4a8(x, imp, 128, search, q, &d);
@@ -289,7 +269,7 @@ static void test_round_trip(void **state)
     g_rng = 5;
     for (int64_t r = 0; r < n_out; r++)
         for (int64_t k = 0; k < n_in; k++)
-            w[r * n_in + k] = rnd_gauss() * (float)(r + 1) * 0.01f;
+            w[r * n_in + k] = tu_rand_gauss(&g_rng) * (float)(r + 1) * 0.01f;
     for (int path = 0; path < NB_WPATH_COUNT; path++)
         for (int group = 32; group <= 128; group *= 2) {
             size_t size = blob_size(path, group, n_out, n_in);

@@ -1,8 +1,6 @@
 /* tests/helpers/testutil.c — shared helpers for the cmocka tests. */
 #include "helpers/testutil.h"
 
-#include "nibble.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,6 +8,7 @@
 #include <unistd.h>
 
 #include "formats/json.h"
+#include "nibble.h"
 
 const char *tu_model_path(const char *rel)
 {
@@ -92,6 +91,25 @@ void tu_flip_byte(const char *path, long from_end)
     fseek(f, -from_end, SEEK_END);
     fputc(c ^ 0x40, f);
     fclose(f);
+}
+
+/* ---------------------------------------------------------------- random test data */
+
+uint64_t tu_rand_u64(uint64_t *state)
+{
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+double tu_rand_unit(uint64_t *state) { return (double)(tu_rand_u64(state) >> 11) * 0x1.0p-53; }
+
+float tu_rand_gauss(uint64_t *state)
+{
+    double u1 = tu_rand_unit(state), u2 = tu_rand_unit(state);
+    if (u1 < 1e-300) u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
 /* ---------------------------------------------------------------- golden model outputs */

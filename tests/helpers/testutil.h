@@ -26,6 +26,12 @@ struct tu_collect {
 };
 int tu_collect_cb(int32_t tok, void *user);
 
+/* A seeded random stream for test data (splitmix64; normal values by Box-Muller):
+ * the same numbers on every machine for a given starting state. */
+uint64_t tu_rand_u64(uint64_t *state);
+double tu_rand_unit(uint64_t *state); /* [0, 1) */
+float tu_rand_gauss(uint64_t *state); /* N(0, 1) */
+
 /* A model against golden outputs ({"cases": [{prompt, greedy, last_logits, mid_logits,
  * mid_logits_pos}]}): one prefill per prompt gives the logits at mid_logits_pos and at
  * the last position (each within `tol` of the golden ones), then the greedy ids must
