@@ -50,7 +50,9 @@ enum nb_status nb_repack_x16(enum nb_wpath p, int group, const void *rows_blob, 
                             "the X16 layout (rows must be a multiple of 16)",
                             nb_wpath_name(p), (long long)n_out, (long long)n_in, group);
     int64_t nblk = n_out / 16;
-    int64_t step = rows_per_step <= 0 ? nblk : (rows_per_step + 15) / 16;
+    /* (a huge value means the whole matrix, without overflowing the rounding) */
+    int64_t step = rows_per_step <= 0 || rows_per_step / 16 >= nblk ? nblk
+                                                                     : (rows_per_step + 15) / 16;
     for (int64_t b = 0; b < nblk; b += step)
         repack_blocks(rows_blob, x16_blob, &px, (int)px.n_planes - 1, n_in, group, b,
                       b + step < nblk ? b + step : nblk);
