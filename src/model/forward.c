@@ -671,6 +671,7 @@ static void forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int
     int64_t E = cfg->n_embd;
     uint64_t t0 = prof_begin(c);
     for (int t = 0; t < n; t++) embed_row(&m->tok_embd, tok[t], c->x + t * E);
+    c->resid_pending = 0; /* x is the embeddings: nothing to add yet */
     rope_tables(m, pos, n, c->rope_cs);
     prof_end(c, OP_EMBED, t0);
     if (c->profiling) c->prof_tokens += n;
