@@ -42,40 +42,96 @@ static float gauss(void)
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-/* ---------------------------------------------------------------- vpdpbusd peak */
+/* ---------------------------------------------------------------- instruction peaks */
 
-/* 16 independent vpdpbusd chains, written out so they stay in registers (an array
- * indexed in a loop was kept on the stack by the compiler: every step then waited on
- * a store and a reload, and the "peak" came out at half the real one). */
-#define PEAK_ITERS 4000000
+/* The peak rate of the instruction each kernel is built on: vpdpbusd (w4a8, 64 MACs),
+ * vdpbf16ps (w4a16 bf16, 32 MACs) and vfmadd231ps (w4a16 FMA, 16 MACs), each as 16
+ * independent chains written out so they stay in registers (an array indexed in a loop
+ * was kept on the stack by the compiler: every step then waited on a store and a
+ * reload, and the "peak" came out at half the real one). Distinct starting values and
+ * every chain in an asm barrier: identical chains would be merged by the compiler. */
+#define PEAK_ITERS  4000000
 #define PEAK_CHAINS 16
-__attribute__((target("avx512f,avx512vnni"))) static void peak_worker(void *arg, int ith, int nth)
+#define PEAK_BODY(T, INIT, STEP)                                                               \
+    T c0 = INIT(0), c1 = INIT(1), c2 = INIT(2), c3 = INIT(3), c4 = INIT(4), c5 = INIT(5),       \
+      c6 = INIT(6), c7 = INIT(7), c8 = INIT(8), c9 = INIT(9), c10 = INIT(10), c11 = INIT(11),   \
+      c12 = INIT(12), c13 = INIT(13), c14 = INIT(14), c15 = INIT(15);                          \
+    for (int it = 0; it < PEAK_ITERS; it++) {                                                  \
+        STEP(c0); STEP(c1); STEP(c2); STEP(c3); STEP(c4); STEP(c5); STEP(c6); STEP(c7);        \
+        STEP(c8); STEP(c9); STEP(c10); STEP(c11); STEP(c12); STEP(c13); STEP(c14); STEP(c15);  \
+        __asm__ volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5),      \
+                         "+v"(c6), "+v"(c7));                                                  \
+        __asm__ volatile("" : "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13),  \
+                         "+v"(c14), "+v"(c15));                                                \
+    }                                                                                          \
+    T all[16] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15};
+
+enum peak_kind { PEAK_VNNI, PEAK_BF16, PEAK_FMA, PEAK_COUNT };
+static const char *const k_peak_names[PEAK_COUNT] = {"vpdpbusd", "vdpbf16ps", "vfmadd231ps"};
+static const int k_peak_macs[PEAK_COUNT] = {64, 32, 16}; /* per zmm instruction */
+
+__attribute__((target("avx512f,avx512vnni"))) static void peak_vnni(void *arg, int ith, int nth)
 {
     (void)nth;
-    int32_t *out = arg;
     const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(5);
-    /* distinct starting values and every chain in the asm barrier: identical chains
-     * would be merged by the compiler */
-#define C(i) _mm512_set1_epi32(i)
-    __m512i c0 = C(0), c1 = C(1), c2 = C(2), c3 = C(3), c4 = C(4), c5 = C(5), c6 = C(6),
-            c7 = C(7), c8 = C(8), c9 = C(9), c10 = C(10), c11 = C(11), c12 = C(12), c13 = C(13),
-            c14 = C(14), c15 = C(15);
-#undef C
-    for (int it = 0; it < PEAK_ITERS; it++) {
-#define P(c) c = _mm512_dpbusd_epi32(c, a, b)
-        P(c0); P(c1); P(c2); P(c3); P(c4); P(c5); P(c6); P(c7);
-        P(c8); P(c9); P(c10); P(c11); P(c12); P(c13); P(c14); P(c15);
-#undef P
-        __asm__ volatile("" : "+v"(c0), "+v"(c1), "+v"(c2), "+v"(c3), "+v"(c4), "+v"(c5),
-                         "+v"(c6), "+v"(c7));
-        __asm__ volatile("" : "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13),
-                         "+v"(c14), "+v"(c15));
-    }
-    __m512i s = _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c0, c1), _mm512_add_epi32(c2, c3)),
-                                 _mm512_add_epi32(_mm512_add_epi32(c4, c5), _mm512_add_epi32(c6, c7)));
-    s = _mm512_add_epi32(s, _mm512_add_epi32(_mm512_add_epi32(_mm512_add_epi32(c8, c9), _mm512_add_epi32(c10, c11)),
-                                             _mm512_add_epi32(_mm512_add_epi32(c12, c13), _mm512_add_epi32(c14, c15))));
-    out[ith] = _mm512_reduce_add_epi32(s);
+#define INIT(i) _mm512_set1_epi32(i)
+#define STEP(c) c = _mm512_dpbusd_epi32(c, a, b)
+    PEAK_BODY(__m512i, INIT, STEP)
+#undef INIT
+#undef STEP
+    int32_t sum = 0;
+    for (int i = 0; i < 16; i++) sum += _mm512_reduce_add_epi32(all[i]);
+    ((double *)arg)[ith] = sum;
+}
+
+__attribute__((target("avx512f,avx512bf16"))) static void peak_bf16(void *arg, int ith, int nth)
+{
+    (void)nth;
+    const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = a; /* bf16 1.0 */
+#define INIT(i) _mm512_set1_ps((float)(i))
+#define STEP(c) c = _mm512_dpbf16_ps(c, a, b)
+    PEAK_BODY(__m512, INIT, STEP)
+#undef INIT
+#undef STEP
+    float sum = 0;
+    for (int i = 0; i < 16; i++) sum += _mm512_reduce_add_ps(all[i]);
+    ((double *)arg)[ith] = sum;
+}
+
+__attribute__((target("avx512f,fma"))) static void peak_fma(void *arg, int ith, int nth)
+{
+    (void)nth;
+    const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-7f);
+#define INIT(i) _mm512_set1_ps((float)(i))
+#define STEP(c) c = _mm512_fmadd_ps(a, b, c)
+    PEAK_BODY(__m512, INIT, STEP)
+#undef INIT
+#undef STEP
+    float sum = 0;
+    for (int i = 0; i < 16; i++) sum += _mm512_reduce_add_ps(all[i]);
+    ((double *)arg)[ith] = sum;
+}
+
+/* GOP/s (1 MAC = 2 ops) of one instruction on 1 and 2 threads, best of 3; 0 if the CPU
+ * lacks it. */
+static void measure_peak(struct nb_pool *pool, enum peak_kind k, double out[3])
+{
+    const struct nb_cpu *cpu = nb_cpu_get();
+    static const nb_pool_fn fns[PEAK_COUNT] = {peak_vnni, peak_bf16, peak_fma};
+    int have = k == PEAK_VNNI ? cpu->avx512_vnni : k == PEAK_BF16 ? cpu->avx512_bf16 : cpu->avx512f;
+    out[0] = out[1] = out[2] = 0;
+    if (!have) return;
+    double sink[2];
+    for (int nth = 1; nth <= 2; nth++)
+        for (int rep = 0; rep < 3; rep++) {
+            uint64_t t0 = nb_time_ns();
+            nb_pool_run_n(pool, fns[k], sink, nth);
+            double sec = (double)(nb_time_ns() - t0) * 1e-9;
+            double gops = nth * (double)PEAK_ITERS * PEAK_CHAINS * k_peak_macs[k] * 2 / sec * 1e-9;
+            if (gops > out[nth]) out[nth] = gops;
+        }
+    printf("%s zmm peak: 1 thread %.0f GOP/s, 2 threads %.0f GOP/s (1 MAC = 2 ops)\n",
+           k_peak_names[k], out[1], out[2]);
 }
 
 /* ---------------------------------------------------------------- GEMM jobs */
@@ -87,6 +143,7 @@ struct kern {
     enum kind kind;
     nb_gemm_w4a8_fn w4a8;
     nb_gemm_w4a16_fn w4a16;
+    enum peak_kind peak; /* the instruction whose zmm peak it is measured against */
 };
 
 struct gemm_job {
@@ -264,35 +321,25 @@ int main(int argc, char **argv)
         bw[nth] = nb_measure_read_bw(nth, (size_t)(quick ? 256 : 1024) << 20, 5);
     printf("read bandwidth (best of 5 plain and 5 prefetched passes): 1 thread %.1f GB/s, "
            "2 threads %.1f GB/s\n", bw[1], bw[2]);
-    double peak[3] = {0, 0, 0};
-    if (cpu->avx512_vnni) {
-        int32_t sink[2];
-        for (int nth = 1; nth <= 2; nth++)
-            for (int rep = 0; rep < 3; rep++) {
-                uint64_t t0 = nb_time_ns();
-                nb_pool_run_n(pool, peak_worker, sink, nth);
-                double s = (double)(nb_time_ns() - t0) * 1e-9;
-                double gops = nth * (double)PEAK_ITERS * PEAK_CHAINS * 64 * 2 / s * 1e-9;
-                if (gops > peak[nth]) peak[nth] = gops;
-            }
-        printf("vpdpbusd zmm peak: 1 thread %.0f GOP/s, 2 threads %.0f GOP/s (1 MAC = 2 ops)\n",
-               peak[1], peak[2]);
-    }
+    double peak[PEAK_COUNT][3];
+    for (int k = 0; k < PEAK_COUNT; k++) measure_peak(pool, (enum peak_kind)k, peak[k]);
 
     struct kern kerns[8];
     int nk = 0;
-    kerns[nk++] = (struct kern){"w4a8 ref", K_W4A8, nb_gemm_w4a8_x16_ref, NULL};
+    kerns[nk++] = (struct kern){"w4a8 ref", K_W4A8, nb_gemm_w4a8_x16_ref, NULL, PEAK_VNNI};
     if (cpu->avx512_vnni)
-        kerns[nk++] = (struct kern){"w4a8 avx512vnni", K_W4A8, nb_gemm_w4a8_x16_avx512vnni, NULL};
+        kerns[nk++] = (struct kern){"w4a8 avx512vnni", K_W4A8, nb_gemm_w4a8_x16_avx512vnni, NULL,
+                                    PEAK_VNNI};
     if (cpu->avx_vnni)
-        kerns[nk++] = (struct kern){"w4a8 avxvnni", K_W4A8, nb_gemm_w4a8_x16_avxvnni, NULL};
+        kerns[nk++] = (struct kern){"w4a8 avxvnni", K_W4A8, nb_gemm_w4a8_x16_avxvnni, NULL, PEAK_VNNI};
     if (cpu->avx2 && cpu->fma)
-        kerns[nk++] = (struct kern){"w4a8 avx2", K_W4A8, nb_gemm_w4a8_x16_avx2, NULL};
+        kerns[nk++] = (struct kern){"w4a8 avx2", K_W4A8, nb_gemm_w4a8_x16_avx2, NULL, PEAK_VNNI};
     if (cpu->avx512bw)
-        kerns[nk++] = (struct kern){"w4a16 avx512", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512};
+        kerns[nk++] = (struct kern){"w4a16 avx512", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512, PEAK_FMA};
     if (cpu->avx512bw && cpu->avx512_bf16)
         kerns[nk++] =
-            (struct kern){"w4a16 avx512bf16", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512bf16};
+            (struct kern){"w4a16 avx512bf16", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512bf16,
+                          PEAK_BF16};
 
     static const struct shape shapes[] = {{"q/o 2048x2048", 2048, 2048},
                                           {"kv 1024x2048", 1024, 2048},
@@ -348,8 +395,10 @@ int main(int argc, char **argv)
                                r->best / (double)m->copies * 1e6, sp);
                     } else {
                         double gops = 2.0 * s->n_out * s->n_in * n_tok / r->best * 1e-9;
-                        printf("  %dT %6.0f GOP/s (%3.0f%% of peak) [+%3.0f%%]", nth, gops,
-                               peak[nth] > 0 ? 100 * gops / peak[nth] : 0, sp);
+                        const double *pk = peak[kerns[ki].peak];
+                        printf("  %dT %6.0f GOP/s (%3.0f%% of %s peak) [+%3.0f%%]", nth, gops,
+                               pk[nth] > 0 ? 100 * gops / pk[nth] : 0,
+                               k_peak_names[kerns[ki].peak], sp);
                     }
                 }
                 printf("\n");
