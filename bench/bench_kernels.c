@@ -52,7 +52,7 @@ static float gauss(void)
  * every chain in an asm barrier: identical chains would be merged by the compiler. */
 #define PEAK_ITERS  4000000
 #define PEAK_CHAINS 16
-#define PEAK_BODY(T, INIT, STEP)                                                               \
+#define PEAK_BODY(T, INIT, STEP, REDUCE)                                                       \
     T c0 = INIT(0), c1 = INIT(1), c2 = INIT(2), c3 = INIT(3), c4 = INIT(4), c5 = INIT(5),       \
       c6 = INIT(6), c7 = INIT(7), c8 = INIT(8), c9 = INIT(9), c10 = INIT(10), c11 = INIT(11),   \
       c12 = INIT(12), c13 = INIT(13), c14 = INIT(14), c15 = INIT(15);                          \
@@ -64,7 +64,11 @@ static float gauss(void)
         __asm__ volatile("" : "+v"(c8), "+v"(c9), "+v"(c10), "+v"(c11), "+v"(c12), "+v"(c13),  \
                          "+v"(c14), "+v"(c15));                                                \
     }                                                                                          \
-    T all[16] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15};
+    T all[16] = {c0, c1, c2, c3, c4, c5, c6, c7, c8, c9, c10, c11, c12, c13, c14, c15};        \
+    double sum = 0;                                                                            \
+    for (int i = 0; i < 16; i++) sum += REDUCE(all[i]);                                        \
+    ((double *)arg)[ith] = sum; /* a sink, so the chains are not optimized away */
+#define PEAK_INIT_PS(i) _mm512_set1_ps((float)(i))
 
 enum peak_kind { PEAK_VNNI, PEAK_BF16, PEAK_FMA, PEAK_COUNT };
 static const char *const k_peak_names[PEAK_COUNT] = {"vpdpbusd", "vdpbf16ps", "vfmadd231ps"};
@@ -76,40 +80,27 @@ __attribute__((target("avx512f,avx512vnni"))) static void peak_vnni(void *arg, i
     const __m512i a = _mm512_set1_epi8(3), b = _mm512_set1_epi8(5);
 #define INIT(i) _mm512_set1_epi32(i)
 #define STEP(c) c = _mm512_dpbusd_epi32(c, a, b)
-    PEAK_BODY(__m512i, INIT, STEP)
+    PEAK_BODY(__m512i, INIT, STEP, _mm512_reduce_add_epi32)
 #undef INIT
 #undef STEP
-    int32_t sum = 0;
-    for (int i = 0; i < 16; i++) sum += _mm512_reduce_add_epi32(all[i]);
-    ((double *)arg)[ith] = sum;
 }
 
 __attribute__((target("avx512f,avx512bf16"))) static void peak_bf16(void *arg, int ith, int nth)
 {
     (void)nth;
     const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80), b = a; /* bf16 1.0 */
-#define INIT(i) _mm512_set1_ps((float)(i))
 #define STEP(c) c = _mm512_dpbf16_ps(c, a, b)
-    PEAK_BODY(__m512, INIT, STEP)
-#undef INIT
+    PEAK_BODY(__m512, PEAK_INIT_PS, STEP, _mm512_reduce_add_ps)
 #undef STEP
-    float sum = 0;
-    for (int i = 0; i < 16; i++) sum += _mm512_reduce_add_ps(all[i]);
-    ((double *)arg)[ith] = sum;
 }
 
 __attribute__((target("avx512f,fma"))) static void peak_fma(void *arg, int ith, int nth)
 {
     (void)nth;
     const __m512 a = _mm512_set1_ps(1.0f), b = _mm512_set1_ps(1e-7f);
-#define INIT(i) _mm512_set1_ps((float)(i))
 #define STEP(c) c = _mm512_fmadd_ps(a, b, c)
-    PEAK_BODY(__m512, INIT, STEP)
-#undef INIT
+    PEAK_BODY(__m512, PEAK_INIT_PS, STEP, _mm512_reduce_add_ps)
 #undef STEP
-    float sum = 0;
-    for (int i = 0; i < 16; i++) sum += _mm512_reduce_add_ps(all[i]);
-    ((double *)arg)[ith] = sum;
 }
 
 /* GOP/s (1 MAC = 2 ops) of one instruction on 1 and 2 threads, best of 3; 0 if the CPU
