@@ -9,8 +9,6 @@
 
 #include "nibble.h"
 
-static char *g_dir;
-
 static void copy_file(const char *from, const char *to, long max_bytes)
 {
     FILE *in = fopen(from, "rb"), *out = fopen(to, "wb");
@@ -36,7 +34,7 @@ static const char *make_variant(const char *key, const char *value, long st_byte
     const char *src = tu_model_path("tiny/qwen3-tiny");
     if (!src) return NULL;
     static char dir[4200];
-    snprintf(dir, sizeof dir, "%s/variant", g_dir);
+    snprintf(dir, sizeof dir, "%s/variant", tu_dir);
     tu_rmtree(dir);
     char cmd[8600];
     snprintf(cmd, sizeof cmd, "mkdir -p '%s'", dir);
@@ -119,8 +117,8 @@ static void test_gguf_truncated(void **state)
     if (!src) skip();
     char hf[4096], path[4300], cut[4300];
     snprintf(hf, sizeof hf, "%s", src);
-    snprintf(path, sizeof path, "%s/spark.gguf", g_dir);
-    snprintf(cut, sizeof cut, "%s/spark-cut.gguf", g_dir);
+    snprintf(path, sizeof path, "%s/spark.gguf", tu_dir);
+    snprintf(cut, sizeof cut, "%s/spark-cut.gguf", tu_dir);
     tu_hf_to_gguf(hf, path, "BF16");
     struct nb_model *m = NULL;
     assert_int_equal(nb_model_load(&m, path), NB_OK); /* BF16 matrices load */
@@ -138,26 +136,13 @@ static void test_gguf_truncated(void **state)
 static void test_not_a_model(void **state)
 {
     char path[4300];
-    snprintf(path, sizeof path, "%s/junk.bin", g_dir);
+    snprintf(path, sizeof path, "%s/junk.bin", tu_dir);
     FILE *f = fopen(path, "wb");
     fputs("this is not a model at all, just some text in a file", f);
     fclose(f);
     expect_fail(path, NB_ERR_FORMAT, "junk.bin");
     expect_fail("/nonexistent/model.gguf", NB_ERR_IO, "/nonexistent/model.gguf");
-    expect_fail(g_dir, NB_OK, "config.json"); /* a directory without config.json */
-}
-
-static int setup(void **state)
-{
-    g_dir = tu_mkdtemp();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    tu_rmtree(g_dir);
-    free(g_dir);
-    return 0;
+    expect_fail(tu_dir, NB_OK, "config.json"); /* a directory without config.json */
 }
 
 int main(void)
@@ -169,5 +154,5 @@ int main(void)
         cmocka_unit_test(test_gguf_truncated),
         cmocka_unit_test(test_not_a_model),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }

@@ -15,8 +15,6 @@
 
 #define N_GEN 48
 
-static char *g_dir;
-
 struct run {
     float first[8][4096];
     int32_t ids[8][N_GEN];
@@ -89,7 +87,7 @@ static void test_f32_bit_identical(void **state)
     if (!src) skip();
     char gguf[4096], nib[4200];
     snprintf(gguf, sizeof gguf, "%s", src);
-    snprintf(nib, sizeof nib, "%s/kjv-f32.nib", g_dir);
+    snprintf(nib, sizeof nib, "%s/kjv-f32.nib", tu_dir);
     quantize(gguf, NB_WPATH_F32, 0, nib);
     static struct run a, b;
     run_model(gguf, &a);
@@ -114,7 +112,7 @@ static void test_paths_fidelity(void **state)
              {NB_WPATH_W4A8, 8, 3.0}, {NB_WPATH_W4A8, 4, 3.0}, {NB_WPATH_W4A16, 4, 3.0}};
     printf("# fidelity vs f32 on kjv-7m, %d greedy tokens x 8 prompts\n", N_GEN);
     for (size_t i = 0; i < sizeof k / sizeof k[0]; i++) {
-        snprintf(nib, sizeof nib, "%s/kjv-%s-h%d.nib", g_dir, nb_wpath_name(k[i].p), k[i].head);
+        snprintf(nib, sizeof nib, "%s/kjv-%s-h%d.nib", tu_dir, nb_wpath_name(k[i].p), k[i].head);
         quantize(gguf, k[i].p, k[i].head, nib);
         run_model(nib, &q);
         int reproduced = 0;
@@ -147,7 +145,7 @@ static void test_fusions_identical(void **state)
     static struct run off, on;
     const enum nb_wpath paths[] = {NB_WPATH_W4A8, NB_WPATH_W4A16};
     for (int i = 0; i < 2; i++) {
-        snprintf(nib, sizeof nib, "%s/kjv-fuse-%s.nib", g_dir, nb_wpath_name(paths[i]));
+        snprintf(nib, sizeof nib, "%s/kjv-fuse-%s.nib", tu_dir, nb_wpath_name(paths[i]));
         quantize(gguf, paths[i], 4, nib);
         setenv("NIBBLE_FUSE", "none", 1);
         run_model(nib, &off);
@@ -164,9 +162,9 @@ static void test_cache(void **state)
     const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
     if (!src) skip();
     char cache[4200], model[4200], out[4096], why[512];
-    snprintf(cache, sizeof cache, "%s/cache", g_dir);
+    snprintf(cache, sizeof cache, "%s/cache", tu_dir);
     setenv("XDG_CACHE_HOME", cache, 1);
-    snprintf(model, sizeof model, "%s/kjv.gguf", g_dir);
+    snprintf(model, sizeof model, "%s/kjv.gguf", tu_dir);
     tu_copy_file(src, model);
     struct nb_quantize_opts o;
     nb_quantize_default_opts(&o);
@@ -202,19 +200,6 @@ static void test_cache(void **state)
     unsetenv("XDG_CACHE_HOME");
 }
 
-static int setup(void **state)
-{
-    g_dir = tu_mkdtemp();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    tu_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -223,5 +208,5 @@ int main(void)
         cmocka_unit_test(test_fusions_identical),
         cmocka_unit_test(test_cache),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }

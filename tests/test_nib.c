@@ -8,7 +8,6 @@
 
 #include "formats/nib.h"
 
-static char *g_dir;
 static char g_path[4200];
 static unsigned char g_packed[4096] __attribute__((aligned(64)));
 static float g_vec[16];
@@ -151,15 +150,8 @@ static void test_wrong_layout_size(void **state)
 
 static int setup(void **state)
 {
-    g_dir = tu_mkdtemp();
-    snprintf(g_path, sizeof g_path, "%s/a.nib", g_dir);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    tu_rmtree(g_dir);
-    free(g_dir);
+    if (tu_dir_setup(state)) return -1;
+    snprintf(g_path, sizeof g_path, "%s/a.nib", tu_dir);
     return 0;
 }
 
@@ -170,5 +162,5 @@ int main(void)
         cmocka_unit_test(test_corrupt_header), cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_wrong_layout_size),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, tu_dir_teardown);
 }

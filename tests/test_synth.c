@@ -26,25 +26,10 @@
 #define PIN_X2   -0.0312576704f
 #define PIN_HASH 0x09c0a8abf0da9ee1ull
 
-static char *g_dir;
-
-static int setup(void **state)
-{
-    g_dir = tu_mkdtemp();
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    tu_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 static const char *tmp_path(const char *name)
 {
     static char path[4096];
-    snprintf(path, sizeof path, "%s/%s", g_dir, name);
+    snprintf(path, sizeof path, "%s/%s", tu_dir, name);
     return path;
 }
 
@@ -433,5 +418,5 @@ int main(void)
         cmocka_unit_test(test_bad_args),
         cmocka_unit_test(test_writer_fill),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }

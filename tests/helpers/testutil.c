@@ -93,6 +93,26 @@ void tu_flip_byte(const char *path, long from_end)
     fclose(f);
 }
 
+/* ---------------------------------------------------------------- temporary folder */
+
+char *tu_dir;
+
+int tu_dir_setup(void **state)
+{
+    (void)state;
+    tu_dir = tu_mkdtemp();
+    return tu_dir ? 0 : -1;
+}
+
+int tu_dir_teardown(void **state)
+{
+    (void)state;
+    tu_rmtree(tu_dir);
+    free(tu_dir);
+    tu_dir = NULL;
+    return 0;
+}
+
 /* ---------------------------------------------------------------- random test data */
 
 uint64_t tu_rand_u64(uint64_t *state)

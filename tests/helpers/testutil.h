@@ -26,6 +26,13 @@ struct tu_collect {
 };
 int tu_collect_cb(int32_t tok, void *user);
 
+/* A fresh temporary folder for a test group: tu_dir is set by tu_dir_setup and removed
+ * with everything in it by tu_dir_teardown (cmocka_run_group_tests(tests, tu_dir_setup,
+ * tu_dir_teardown)). */
+extern char *tu_dir;
+int tu_dir_setup(void **state);
+int tu_dir_teardown(void **state);
+
 /* A seeded random stream for test data (splitmix64; normal values by Box-Muller):
  * the same numbers on every machine for a given starting state. */
 uint64_t tu_rand_u64(uint64_t *state);
