@@ -2,9 +2,11 @@
 #include "app/auto_path.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "formats/sniff.h"
+#include "model/model.h"
 #include "runtime/cache.h"
 #include "runtime/selector.h"
 
@@ -40,49 +42,69 @@ int app_weight_path(const char *cmd, const char *name, const char *priority, enu
     return 1;
 }
 
+static int load_as_stored(const char *cmd, const char *model, struct nb_model **out)
+{
+    if (nb_model_load(out, model) == NB_OK) return 1;
+    fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+    return 0;
+}
+
 static int is_packed(const char *path)
 {
     enum nb_file_kind kind;
     return nb_sniff_path(path, &kind) == NB_OK && kind == NB_FILE_NIB;
 }
 
-int app_resolve_model(const char *cmd, const char *model, const char *path_name,
-                      const char *priority, int n_threads, char *out, size_t out_size)
+int app_open_model(const char *cmd, const char *model, const char *path_name,
+                   const char *priority, int n_threads, int use_cache, struct nb_model **out,
+                   char *loaded, size_t loaded_size)
 {
-    snprintf(out, out_size, "%s", model);
+    *out = NULL;
+    snprintf(loaded, loaded_size, "%s", model);
     int is_auto = !path_name || !strcmp(path_name, "auto");
     if ((path_name && !strcmp(path_name, "source")) || is_packed(model)) {
         if (path_name && !is_auto && strcmp(path_name, "source") != 0)
             fprintf(stderr, "nibble %s: %s is already packed: --path %s ignored\n", cmd, model,
                     path_name);
-        return 1;
+        return load_as_stored(cmd, model, out);
     }
     struct nb_quantize_opts qo;
     nb_quantize_default_opts(&qo);
     qo.n_threads = n_threads;
     if (!app_weight_path(cmd, is_auto ? "auto" : path_name, priority, &qo.path, &qo.head_bits))
         return 0;
-    enum nb_cache_event ev;
-    char why[512];
-    enum nb_status st = nb_cache_get(model, &qo, out, out_size, &ev, why, sizeof why);
+    struct nb_cache_entry *e = calloc(1, sizeof *e);
+    if (!e) {
+        fprintf(stderr, "nibble %s: out of memory\n", cmd);
+        return 0;
+    }
+    enum nb_status st = nb_cache_get(model, &qo, use_cache, e);
     if (st != NB_OK) {
+        free(e);
         if (is_auto && st == NB_ERR_INVALID_ARG) {
             fprintf(stderr, "nibble %s: %s does not fit %s (%s): running it as stored\n", cmd,
                     model, nb_wpath_name(qo.path), nb_last_error());
-            snprintf(out, out_size, "%s", model);
-            return 1;
+            return load_as_stored(cmd, model, out);
         }
         fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
         return 0;
     }
-    int rebuilt = ev == NB_CACHE_STALE || ev == NB_CACHE_CORRUPT;
-    fprintf(stderr, "nibble %s: %s as %s: cache %s: %s%s%s%s\n", cmd, model,
-            nb_wpath_name(qo.path), nb_cache_event_name(ev), out, rebuilt ? " (rebuilt: " : "",
-            rebuilt ? why : "", rebuilt ? ")" : "");
+    int rebuilt = e->event == NB_CACHE_STALE || e->event == NB_CACHE_CORRUPT;
+    if (e->event == NB_CACHE_MEMORY)
+        fprintf(stderr, "nibble %s: %s as %s: quantized into memory, not cached: %s%s\n", cmd,
+                model, nb_wpath_name(qo.path), e->why,
+                use_cache ? " (--no-cache skips the cache quietly)" : "");
+    else
+        fprintf(stderr, "nibble %s: %s as %s: cache %s%s: %s%s%s%s\n", cmd, model,
+                nb_wpath_name(qo.path), nb_cache_event_name(e->event),
+                e->waited ? " (after waiting for another nibble writing it)" : "", e->path,
+                rebuilt ? " (rebuilt: " : "", rebuilt ? e->why : "", rebuilt ? ")" : "");
+    snprintf(loaded, loaded_size, "%s", e->path);
+    st = nb_model_load_nib(out, e->nib); /* the mapping nb_cache_get verified */
+    free(e);
+    if (st != NB_OK) {
+        fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+        return 0;
+    }
     return 1;
-}
-
-enum nb_status app_load_model(struct nb_model **out, const char *model, const char *resolved)
-{
-    return strcmp(model, resolved) ? nb_cache_load(out, resolved) : nb_model_load(out, resolved);
 }

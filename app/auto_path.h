@@ -15,17 +15,16 @@
 int app_weight_path(const char *cmd, const char *name, const char *priority, enum nb_wpath *out,
                     int *head_bits);
 
-/* The file to load for `model` run as weight path `path_name` ("auto" when NULL;
- * "source": the weights as stored, no quantization). A float source is quantized on
- * first use into the warm-start cache (the event goes to stderr); a .nib is used as it
- * is. Under auto, a source whose shapes do not fit the chosen path runs as stored, with
- * a warning. Writes the path to `out`; returns 0 (message printed) on failure. */
-int app_resolve_model(const char *cmd, const char *model, const char *path_name,
-                      const char *priority, int n_threads, char *out, size_t out_size);
-
-/* Load `resolved`, what app_resolve_model returned for `model`: when the two differ it
- * is a cache entry nb_cache_get has just checked, loaded without reading its
- * checksums a second time (nb_cache_load). */
-enum nb_status app_load_model(struct nb_model **out, const char *model, const char *resolved);
+/* Load `model` as weight path `path_name` ("auto" when NULL; "source": the weights as
+ * stored, no quantization). A float source is quantized on first use into the
+ * warm-start cache (runtime/cache.h; the event goes to stderr), or into memory when
+ * use_cache is 0 (--no-cache) or the cache cannot be written; a .nib is used as it is.
+ * Under auto, a source whose shapes do not fit the chosen path runs as stored, with a
+ * warning. `loaded` receives what was loaded (the model, the cache entry or
+ * "(in memory)"). Returns 0 (message printed) on failure. */
+struct nb_model;
+int app_open_model(const char *cmd, const char *model, const char *path_name,
+                   const char *priority, int n_threads, int use_cache, struct nb_model **out,
+                   char *loaded, size_t loaded_size);
 
 #endif

@@ -12,6 +12,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/outfile.h"
 #include "formats/nib.h"
 #include "kernels/kernels.h"
 #include "runtime/probe.h"
@@ -82,7 +83,6 @@ int bench_record_write(const char *dir, const struct bench_record *r)
     char flags[512], key[80], base[160], file[4096], date[32];
     int ok = 0;
     char *text = NULL;
-    FILE *f = NULL;
     if (!nb_wpath_from_name(r->info->weight_path, &path)) {
         fprintf(stderr,
                 "nibble bench: --record: %s is a float (%s) model, not a weight path: "
@@ -149,21 +149,17 @@ int bench_record_write(const char *dir, const struct bench_record *r)
     model_base(base, sizeof base, r->model_arg);
     snprintf(file, sizeof file, "%s/%s-%s-%s-t%d.json", dir, key, base, nb_wpath_name(path),
              r->threads);
-    if (!(f = fopen(file, "w")) || fprintf(f, "%s\n", text) < 0) {
-        fprintf(stderr, "nibble bench: --record: cannot write %s: %s\n", file, strerror(errno));
+    struct nb_outfile f; /* a new temporary, renamed over the record */
+    if (nb_outfile_open(&f, file) != NB_OK || nb_outfile_write(&f, text, strlen(text)) != NB_OK ||
+        nb_outfile_write(&f, "\n", 1) != NB_OK || nb_outfile_commit(&f, NULL) != NB_OK) {
+        nb_outfile_abort(&f);
+        fprintf(stderr, "nibble bench: --record: %s\n", nb_last_error());
         goto fail;
     }
-    if (fclose(f) != 0) {
-        f = NULL;
-        fprintf(stderr, "nibble bench: --record: cannot write %s: %s\n", file, strerror(errno));
-        goto fail;
-    }
-    f = NULL;
     fprintf(stderr, "nibble bench: recorded %s (%s, kernel %s)\n", file, nb_wpath_name(path),
             kernel);
     ok = 1;
 fail:
-    if (f) fclose(f);
     free(text);
     cJSON_Delete(o);
     return ok;

@@ -45,7 +45,7 @@ static void usage(FILE *f)
 {
     fprintf(f, "usage: nibble bench -m MODEL [-m MODEL ...] [-p N] [-n N] [-r N] [-t N]\n"
                "                    [-o md|json|jsonl|csv] [--path P] [--priority P] [--profile]\n"
-               "                    [--record [DIR]]\n"
+               "                    [--record [DIR]] [--no-cache]\n"
                "\n"
                "  -p N        prompt tokens for the pp test (default 512; 0: skip)\n"
                "  -n N        generated tokens for the tg test (default 128; 0: skip)\n"
@@ -54,6 +54,7 @@ static void usage(FILE *f)
                "  --path P    quantize float models to path P first (cached); auto: the\n"
                "              selector's choice for this CPU (nibble probe --explain)\n"
                "  --priority P  speed | fidelity | memory, for --path auto (default speed)\n"
+               "  --no-cache  quantize into memory; never read or write the cache\n"
                "  --record [DIR]  write one measurement record per model into DIR\n"
                "              (default docs/measurements): the selector's evidence\n"
                "  --profile   per-op ms per token of a decode run, after the timed runs\n"
@@ -231,7 +232,7 @@ int cmd_bench(int argc, char **argv)
     const char *record_dir = NULL;
     static struct bench b;
     const char *plot_path = NULL;
-    int profile = 0, rc = 1, record_failed = 0;
+    int profile = 0, rc = 1, record_failed = 0, no_cache = 0;
     memset(&b, 0, sizeof b);
     b.n_prompt = 512;
     b.n_gen = 128;
@@ -247,6 +248,7 @@ int cmd_bench(int argc, char **argv)
         OPT_STR("--priority", &priority),
         OPT_STR("--plot", &plot_path),
         OPT_FLAG("--profile", &profile),
+        OPT_FLAG("--no-cache", &no_cache),
         OPT_END};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -276,11 +278,9 @@ int cmd_bench(int argc, char **argv)
     }
     for (int i = 0; i < b.n_models; i++) {
         struct bmodel *m = &b.m[i];
-        snprintf(m->path, sizeof m->path, "%s", m->arg);
-        if (!app_resolve_model(cmd, m->arg, path_name, priority, b.n_threads, m->path,
-                               sizeof m->path))
+        if (!app_open_model(cmd, m->arg, path_name, priority, b.n_threads, !no_cache, &m->model,
+                            m->path, sizeof m->path))
             goto done;
-        if (app_load_model(&m->model, m->arg, m->path) != NB_OK) goto fail;
         nb_model_get_info(m->model, &m->info);
         struct nb_ctx_params cp = nb_ctx_default_params();
         cp.n_threads = b.n_threads;

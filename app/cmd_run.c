@@ -30,6 +30,7 @@ static void usage(FILE *f)
             "                          this CPU, --priority speed|fidelity|memory), w4a8, w4a16,\n"
             "                          w8a16, bf16, f32 (a float MODEL is quantized on first use\n"
             "                          and cached), or source (run the weights as stored)\n"
+            "      --no-cache          quantize into memory; never read or write the cache\n"
             "  -n, --n-predict N       tokens to generate (default 128)\n"
             "      --ctx N             context length in tokens (default: min(model, 4096))\n"
             "  -t, --threads N         threads (default: all cores)\n"
@@ -81,7 +82,7 @@ int cmd_run(int argc, char **argv)
 {
     const char *cmd = "run", *model_path = getenv("NIBBLE_MODEL"), *prompt_text = NULL;
     const char *path_name = NULL, *priority = NULL;
-    char cached[4096];
+    char loaded[4096];
     int32_t *ids = NULL;
     int n_ids = 0, n_predict = 128, ignore_eos = 0, rc = 1, parse_special = 1, n_stops = 0;
     const char *stops[MAX_STOPS];
@@ -93,11 +94,12 @@ int cmd_run(int argc, char **argv)
     struct nb_ctx *ctx = NULL;
     struct nb_sampler *sampler = NULL;
 
-    int no_special = 0;
+    int no_special = 0, no_cache = 0;
     const struct arg_opt opts[] = {
         OPT_STR("-m|--model", &model_path),
         OPT_STR("--path", &path_name),
         OPT_STR("--priority", &priority),
+        OPT_FLAG("--no-cache", &no_cache),
         OPT_STR("-p|--prompt", &prompt_text),
         OPT_INT("-n|--n-predict", &n_predict, 0, 1 << 24),
         OPT_INT("-c|--ctx", &cp.n_ctx, 1, 1 << 24),
@@ -157,12 +159,11 @@ int cmd_run(int argc, char **argv)
     }
 
     double t_start = nb_time_s();
-    if (!app_resolve_model(cmd, model_path, path_name, priority, cp.n_threads, cached,
-                           sizeof cached))
+    if (!app_open_model(cmd, model_path, path_name, priority, cp.n_threads, !no_cache, &model,
+                        loaded, sizeof loaded))
         goto done;
-    if (app_load_model(&model, model_path, cached) != NB_OK) goto fail;
-    model_path = cached;
-    /* The tokenizer: needed for a text prompt or text output. */
+    /* The tokenizer (the source's: a cache entry embeds the same one): needed for a text
+     * prompt or text output. */
     if (!ids || !out.print_ids) {
         if (nb_tokenizer_for_model(&tok, model_path) != NB_OK) {
             if (!ids) goto fail;

@@ -8,7 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "formats/nib.h"
+#include "model/model.h"
 #include "nibble.h"
 #include "runtime/cache.h"
 #include "runtime/quantize.h"
@@ -157,11 +161,25 @@ static void test_fusions_identical(void **state)
     }
 }
 
+static enum nb_cache_event get(const char *model, const struct nb_quantize_opts *o,
+                               int use_cache, struct nb_cache_entry *e)
+{
+    if (nb_cache_get(model, o, use_cache, e) != NB_OK) fail_msg("%s", nb_last_error());
+    assert_non_null(e->nib);
+    return e->event;
+}
+
+static void drop(struct nb_cache_entry *e)
+{
+    nb_nib_free(e->nib);
+    e->nib = NULL;
+}
+
 static void test_cache(void **state)
 {
     const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
     if (!src) skip();
-    char cache[4200], model[4200], out[4096], why[512];
+    char cache[4200], model[4200], old[4096];
     snprintf(cache, sizeof cache, "%s/cache", tu_dir);
     setenv("XDG_CACHE_HOME", cache, 1);
     snprintf(model, sizeof model, "%s/kjv.gguf", tu_dir);
@@ -170,34 +188,122 @@ static void test_cache(void **state)
     nb_quantize_default_opts(&o);
     o.path = NB_WPATH_W4A8;
     o.n_threads = 2;
-    enum nb_cache_event ev;
-    assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
-    assert_int_equal(ev, NB_CACHE_MISS);
-    assert_non_null(strstr(out, cache));
-    assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
-    assert_int_equal(ev, NB_CACHE_HIT);
-    struct nb_model *m = NULL; /* the entry just checked loads without a second check */
-    assert_int_equal(nb_cache_load(&m, out), NB_OK);
+    static struct nb_cache_entry e;
+    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_MISS);
+    assert_non_null(strstr(e.path, cache));
+    drop(&e);
+    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_HIT);
+    struct nb_model *m = NULL; /* the verified mapping is the one that runs */
+    assert_int_equal(nb_model_load_nib(&m, e.nib), NB_OK);
     nb_model_free(m);
-    tu_flip_byte(out, 1000); /* a weight byte of the cached file */
-    assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
-    assert_int_equal(ev, NB_CACHE_CORRUPT);
-    assert_non_null(strstr(why, "checksum"));
-    assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
-    assert_int_equal(ev, NB_CACHE_HIT);
+    tu_flip_byte(e.path, 1000); /* a weight byte of the cached file */
+    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_CORRUPT);
+    assert_non_null(strstr(e.why, "checksum"));
+    drop(&e);
+    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_HIT);
+    drop(&e);
     /* the cached entry's name is keyed by the source bytes: simulate a stale entry by
      * putting this entry where a changed source will look for it */
-    char old[4096];
-    snprintf(old, sizeof old, "%s", out);
+    snprintf(old, sizeof old, "%s", e.path);
     tu_flip_byte(model, 5000); /* the source changes */
-    assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
-    assert_int_equal(ev, NB_CACHE_MISS);
-    assert_string_not_equal(old, out);
-    tu_copy_file(old, out);
-    assert_int_equal(nb_cache_get(model, &o, out, sizeof out, &ev, why, sizeof why), NB_OK);
-    assert_int_equal(ev, NB_CACHE_STALE);
-    assert_non_null(strstr(why, "other source bytes"));
+    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_MISS);
+    assert_string_not_equal(old, e.path);
+    drop(&e);
+    tu_copy_file(old, e.path);
+    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_STALE);
+    assert_non_null(strstr(e.why, "other source bytes"));
+    drop(&e);
+    char dir[4300];
+    snprintf(dir, sizeof dir, "%s/nibble", cache);
+    assert_int_equal(tu_count_files(dir, ".tmp"), 0); /* no temporary left behind */
     unsetenv("XDG_CACHE_HOME");
+}
+
+/* A cache that cannot be used degrades to memory and says why; --no-cache never
+ * touches the folder. Either way the weights are those of a cached build. */
+static void test_cache_fallback(void **state)
+{
+    const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
+    if (!src) skip();
+    char cache[4200], blocker[4300], nib[4300];
+    struct nb_quantize_opts o;
+    nb_quantize_default_opts(&o);
+    o.path = NB_WPATH_W4A8;
+    o.n_threads = 2;
+    static struct nb_cache_entry e;
+    /* a file where the cache folder should be */
+    snprintf(cache, sizeof cache, "%s/fb", tu_dir);
+    snprintf(blocker, sizeof blocker, "%s/nibble", cache);
+    assert_int_equal(mkdir(cache, 0755), 0);
+    tu_copy_file(src, blocker);
+    setenv("XDG_CACHE_HOME", cache, 1);
+    assert_int_equal(get(src, &o, 1, &e), NB_CACHE_MEMORY);
+    assert_non_null(strstr(e.why, blocker));
+    assert_non_null(strstr(e.why, "Not a directory"));
+    struct nb_model *m = NULL;
+    assert_int_equal(nb_model_load_nib(&m, e.nib), NB_OK);
+    nb_model_free(m);
+    /* the same bytes as a file made by quantize */
+    snprintf(nib, sizeof nib, "%s/fb.nib", tu_dir);
+    quantize(src, NB_WPATH_W4A8, 0, nib);
+    struct nb_nib *n = NULL;
+    assert_int_equal(nb_nib_open(&n, nib), NB_OK);
+    assert_int_equal(get(src, &o, 0, &e), NB_CACHE_MEMORY); /* --no-cache */
+    assert_non_null(strstr(e.why, "--no-cache"));
+    assert_int_equal(nb_nib_n_tensors(n), nb_nib_n_tensors(e.nib));
+    for (int64_t i = 0; i < nb_nib_n_tensors(n); i++)
+        assert_true(nb_nib_tensor(n, i)->xxh3 == nb_nib_tensor(e.nib, i)->xxh3);
+    nb_nib_free(n);
+    drop(&e);
+    /* neither XDG_CACHE_HOME nor HOME */
+    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
+    unsetenv("XDG_CACHE_HOME");
+    unsetenv("HOME");
+    assert_int_equal(get(src, &o, 1, &e), NB_CACHE_MEMORY);
+    assert_non_null(strstr(e.why, "HOME"));
+    drop(&e);
+    if (home) setenv("HOME", home, 1);
+    free(home);
+}
+
+/* quantize never replaces its source, and never writes through a planted symlink. */
+static void test_quantize_outputs(void **state)
+{
+    const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
+    if (!src) skip();
+    char model[4200], link[4200], victim[4200], out[4200];
+    snprintf(model, sizeof model, "%s/q.gguf", tu_dir);
+    tu_copy_file(src, model);
+    struct nb_quantize_opts o;
+    nb_quantize_default_opts(&o);
+    o.n_threads = 2;
+    struct nb_quantize_result r;
+    assert_int_equal(nb_quantize_file(model, &o, model, &r), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "would replace the source"));
+    snprintf(link, sizeof link, "%s/q-link.gguf", tu_dir); /* the same file by another name */
+    assert_int_equal(symlink(model, link), 0);
+    assert_int_equal(nb_quantize_file(model, &o, link, &r), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_quantize_file(link, &o, model, &r), NB_ERR_INVALID_ARG);
+    struct nb_nib *n = NULL; /* the source is intact */
+    assert_int_equal(nb_nib_open(&n, model), NB_ERR_FORMAT);
+    /* a symlink at every old fixed temporary name: the victim stays as it was */
+    snprintf(victim, sizeof victim, "%s/victim.txt", tu_dir);
+    FILE *f = fopen(victim, "w");
+    assert_non_null(f);
+    fputs("keep me\n", f);
+    fclose(f);
+    snprintf(out, sizeof out, "%s/out.nib", tu_dir);
+    snprintf(link, sizeof link, "%s/out.nib.tmp", tu_dir);
+    assert_int_equal(symlink(victim, link), 0);
+    assert_int_equal(nb_quantize_file(model, &o, out, &r), NB_OK);
+    char buf[64] = {0};
+    f = fopen(victim, "r");
+    assert_non_null(fgets(buf, sizeof buf, f));
+    fclose(f);
+    assert_string_equal(buf, "keep me\n");
+    assert_int_equal(nb_nib_open(&n, out), NB_OK);
+    assert_int_equal(nb_nib_verify(n), NB_OK);
+    nb_nib_free(n);
 }
 
 int main(void)
@@ -207,6 +313,8 @@ int main(void)
         cmocka_unit_test(test_paths_fidelity),
         cmocka_unit_test(test_fusions_identical),
         cmocka_unit_test(test_cache),
+        cmocka_unit_test(test_cache_fallback),
+        cmocka_unit_test(test_quantize_outputs),
     };
     return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }

@@ -398,9 +398,7 @@ static void test_writer_fill(void **state)
     assert_non_null(strstr(nb_last_error(), "source went away"));
     struct stat sb;
     assert_int_equal(stat(c, &sb), -1);
-    char tmp[4200];
-    snprintf(tmp, sizeof tmp, "%s.tmp", c);
-    assert_int_equal(stat(tmp, &sb), -1);
+    assert_int_equal(tu_count_files(tu_dir, ".tmp"), 0); /* the partial file is gone */
     nb_gguf_writer_free(w);
     free(ref);
 }

@@ -10,37 +10,62 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-enum nb_status nb_file_map(struct nb_mapped_file *f, const char *path)
+/* Open `path` for reading only if it is a regular file. O_NONBLOCK: opening a FIFO
+ * (or a device) must not wait for a writer before the type check refuses it. */
+static enum nb_status open_regular(const char *path, int *fd_out, struct stat *sb)
 {
-    memset(f, 0, sizeof *f);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return nb_set_error(NB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
+    if (fstat(fd, sb) != 0) {
         int e = errno;
         close(fd);
         return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
     }
-    if (!S_ISREG(st.st_mode)) {
+    if (!S_ISREG(sb->st_mode)) {
         close(fd);
-        return nb_set_error(NB_ERR_IO, "%s: not a regular file", path);
+        return nb_set_error(NB_ERR_IO, "%s: not a regular file (%s)", path,
+                            S_ISDIR(sb->st_mode)    ? "a directory"
+                            : S_ISFIFO(sb->st_mode) ? "a FIFO"
+                            : S_ISSOCK(sb->st_mode) ? "a socket"
+                            : S_ISCHR(sb->st_mode)  ? "a character device"
+                            : S_ISBLK(sb->st_mode)  ? "a block device"
+                                                    : "another file type");
     }
+    *fd_out = fd;
+    return NB_OK;
+}
+
+enum nb_status nb_file_map(struct nb_mapped_file *f, const char *path)
+{
+    memset(f, 0, sizeof *f);
+    int fd;
+    struct stat sb;
+    enum nb_status st = open_regular(path, &fd, &sb);
+    if (st) return st;
+    st = nb_file_map_fd(f, fd, path);
+    close(fd);
+    return st;
+}
+
+enum nb_status nb_file_map_fd(struct nb_mapped_file *f, int fd, const char *name)
+{
+    memset(f, 0, sizeof *f);
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", name, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return nb_set_error(NB_ERR_IO, "%s: not a regular file", name);
     f->size = (size_t)st.st_size;
     if (f->size > 0) {
         void *p = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-        if (p == MAP_FAILED) {
-            int e = errno;
-            close(fd);
-            return nb_set_error(NB_ERR_IO, "%s: cannot mmap %zu bytes: %s", path, f->size,
-                                strerror(e));
-        }
+        if (p == MAP_FAILED)
+            return nb_set_error(NB_ERR_IO, "%s: cannot mmap %zu bytes: %s", name, f->size,
+                                strerror(errno));
         f->data = p;
     }
-    close(fd);
-    f->path = strdup(path);
+    f->path = strdup(name);
     if (!f->path) {
         nb_file_unmap(f);
-        return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", path);
+        return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", name);
     }
     return NB_OK;
 }
@@ -57,8 +82,16 @@ enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, s
 {
     *out = NULL;
     if (out_size) *out_size = 0;
-    FILE *fp = fopen(path, "rb");
-    if (!fp) return nb_set_error(NB_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+    int fd;
+    struct stat sb;
+    enum nb_status ost = open_regular(path, &fd, &sb);
+    if (ost) return ost;
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        return nb_set_error(NB_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
     char *buf = NULL;
     size_t n = 0, cap = 0;
     enum nb_status st = NB_OK;

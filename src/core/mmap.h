@@ -12,12 +12,15 @@ struct nb_mapped_file {
     char *path;       /* owned copy, for error messages */
 };
 
-/* Map `path` read-only (MAP_PRIVATE). Errors name the file. */
+/* Map `path` read-only (MAP_PRIVATE). Only a regular file is opened for reading (a
+ * FIFO or a device is refused by type, never waited on). Errors name the file. */
 enum nb_status nb_file_map(struct nb_mapped_file *f, const char *path);
+/* Map an open descriptor (not closed here); `name` is for messages. */
+enum nb_status nb_file_map_fd(struct nb_mapped_file *f, int fd, const char *name);
 void nb_file_unmap(struct nb_mapped_file *f);
 
-/* Read a whole (small) file into a NUL-terminated malloc'd buffer, refusing files
- * larger than max_size. */
+/* Read a whole (small) regular file into a NUL-terminated malloc'd buffer, refusing
+ * files larger than max_size. */
 enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, size_t *out_size);
 
 #endif

@@ -6,7 +6,8 @@
  * fails fast and every table is at most a small multiple of the file size.
  * Keys, names and strings are copied NUL-terminated into an arena; string arrays get
  * a pointer table at parse time so element i is O(1). Lookups go through open-
- * addressing hash tables built after each section (duplicates are format errors).
+ * addressing indexes (core/strindex.h) built after each section (duplicates are
+ * format errors).
  */
 #include "formats/gguf.h"
 
@@ -20,6 +21,8 @@
 #include "core/arena.h"
 #include "core/checked.h"
 #include "core/mmap.h"
+#include "core/outfile.h"
+#include "core/strindex.h"
 
 #define GGUF_DEFAULT_ALIGNMENT 32
 #define GGUF_MAX_DEPTH         8
@@ -55,8 +58,7 @@ struct nb_gguf {
     int64_t n_kv;
     struct nb_tensor *tensors;
     int64_t n_tensors;
-    int64_t *kv_slots, *tensor_slots; /* index + 1, 0 = empty */
-    size_t kv_mask, tensor_mask;
+    struct nb_strindex kv_ix, tensor_ix;
     struct nb_arena arena;
 };
 
@@ -265,67 +267,29 @@ static char *copy_str(struct nb_gguf *g, const uint8_t *s, uint64_t n)
     return p;
 }
 
-/* ------------------------------------------------------------------ hashing */
+/* ------------------------------------------------------------------ indexing */
 
-static uint64_t hash_str(const char *s)
+/* Index n names (core/strindex.h); a duplicate is a format error naming it (kind is
+ * "key" or "tensor name"). */
+static enum nb_status build_index(struct nb_gguf *g, int64_t n, const char *kind, nb_name_at get,
+                                  struct nb_strindex *ix)
 {
-    uint64_t h = 1469598103934665603ull;
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    int64_t first = -1, second = -1;
+    enum nb_status st = nb_strindex_build(ix, n, get, g, &first, &second);
+    if (st == NB_ERR_FORMAT)
+        return nb_set_error(NB_ERR_FORMAT,
+                            "%s: duplicate %s '%.*s' (entries %" PRId64 " and %" PRId64 ")",
+                            g->name, kind, GGUF_KEY_MSG, get(g, second), first, second);
+    return st;
 }
 
-/* Builds a table of size >= 2n for n names (get(i) gives name i). Fails with a
- * format error naming the first duplicate (kind is "key" or "tensor name"). */
-static enum nb_status build_index(struct nb_gguf *g, int64_t n, const char *kind,
-                                  const char *(*get)(const struct nb_gguf *, int64_t),
-                                  int64_t **slots_out, size_t *mask_out)
+static const char *kv_name(const void *g, int64_t i)
 {
-    size_t cap = 16;
-    while (cap < (size_t)n * 2)
-        cap *= 2;
-    int64_t *slots = calloc(cap, sizeof *slots);
-    if (!slots) return nb_set_error(NB_ERR_NOMEM, "%s: out of memory indexing %s", g->name, kind);
-    size_t mask = cap - 1;
-    for (int64_t i = 0; i < n; i++) {
-        const char *s = get(g, i);
-        size_t h = (size_t)hash_str(s) & mask;
-        while (slots[h]) {
-            if (strcmp(get(g, slots[h] - 1), s) == 0) {
-                int64_t first = slots[h] - 1;
-                free(slots);
-                return nb_set_error(NB_ERR_FORMAT,
-                                    "%s: duplicate %s '%.*s' (entries %" PRId64 " and %" PRId64 ")",
-                                    g->name, kind, GGUF_KEY_MSG, s, first, i);
-            }
-            h = (h + 1) & mask;
-        }
-        slots[h] = i + 1;
-    }
-    *slots_out = slots;
-    *mask_out = mask;
-    return NB_OK;
+    return ((const struct nb_gguf *)g)->kvs[i].key;
 }
-
-static int64_t lookup(const struct nb_gguf *g, const int64_t *slots, size_t mask,
-                      const char *(*get)(const struct nb_gguf *, int64_t), const char *s)
+static const char *tensor_name(const void *g, int64_t i)
 {
-    if (!slots || !s) return -1;
-    size_t h = (size_t)hash_str(s) & mask;
-    while (slots[h]) {
-        if (strcmp(get(g, slots[h] - 1), s) == 0) return slots[h] - 1;
-        h = (h + 1) & mask;
-    }
-    return -1;
-}
-
-static const char *kv_name(const struct nb_gguf *g, int64_t i)
-{
-    return g->kvs[i].key;
-}
-static const char *tensor_name(const struct nb_gguf *g, int64_t i)
-{
-    return g->tensors[i].name;
+    return ((const struct nb_gguf *)g)->tensors[i].name;
 }
 
 /* ------------------------------------------------------------------ values */
@@ -473,7 +437,8 @@ static enum nb_status parse_kv(struct nb_gguf *g, struct cur *c, int64_t i, stru
     return parse_array(g, c, kv);
 }
 
-/* Reads general.alignment if present: an integer that is a nonzero power of two. */
+/* Reads general.alignment if present: a power of two, at least 8 (the GGUF spec: "a
+ * multiple of 8"; below that, f32 data could start at any byte). */
 static enum nb_status parse_alignment(struct nb_gguf *g)
 {
     g->alignment = GGUF_DEFAULT_ALIGNMENT;
@@ -486,10 +451,10 @@ static enum nb_status parse_alignment(struct nb_gguf *g)
     if (!is_int_type(kv->type) || !load_number(kv->type, kv->data, &v, &f, &is_int, &big))
         return nb_set_error(NB_ERR_FORMAT, "%s: key 'general.alignment' is %s, expected u32",
                             g->name, nb_gguf_type_name(kv->type));
-    if (big || v <= 0 || v > (int64_t)UINT32_MAX || (v & (v - 1)) != 0)
+    if (big || v < 8 || v > (int64_t)UINT32_MAX || (v & (v - 1)) != 0)
         return nb_set_error(NB_ERR_FORMAT,
                             "%s: key 'general.alignment' = %" PRId64
-                            " is not a nonzero power of two (u32)",
+                            " is not a power of two of at least 8 (u32)",
                             g->name, big ? -1 : v);
     g->alignment = (uint64_t)v;
     return NB_OK;
@@ -586,7 +551,7 @@ static enum nb_status place_tensors(struct nb_gguf *g, const uint64_t *offsets)
                                 g->size);
         t->data = g->base + start;
     }
-    return NB_OK;
+    return nb_tensors_check_overlap(g->tensors, g->n_tensors, g->base + g->data_start, g->name);
 }
 
 /* ------------------------------------------------------------------ parse */
@@ -649,14 +614,13 @@ static enum nb_status parse_all(struct nb_gguf *g)
         if ((st = parse_kv(g, &c, (int64_t)i, &g->kvs[i]))) goto fail;
         g->n_kv = (int64_t)i + 1;
     }
-    if ((st = build_index(g, g->n_kv, "key", kv_name, &g->kv_slots, &g->kv_mask))) goto fail;
+    if ((st = build_index(g, g->n_kv, "key", kv_name, &g->kv_ix))) goto fail;
     if ((st = parse_alignment(g))) goto fail;
     for (uint64_t i = 0; i < n_tensors; i++) {
         if ((st = parse_tensor(g, &c, (int64_t)i, &g->tensors[i], &offsets[i]))) goto fail;
         g->n_tensors = (int64_t)i + 1;
     }
-    if ((st = build_index(g, g->n_tensors, "tensor name", tensor_name, &g->tensor_slots,
-                          &g->tensor_mask)))
+    if ((st = build_index(g, g->n_tensors, "tensor name", tensor_name, &g->tensor_ix)))
         goto fail;
     if (nb_align_u64(c.pos, g->alignment, &g->data_start)) {
         st = nb_set_error(NB_ERR_FORMAT, "%s: data section offset overflows", g->name);
@@ -718,8 +682,8 @@ void nb_gguf_free(struct nb_gguf *g)
     nb_file_unmap(&g->file);
     free(g->kvs);
     free(g->tensors);
-    free(g->kv_slots);
-    free(g->tensor_slots);
+    nb_strindex_free(&g->kv_ix);
+    nb_strindex_free(&g->tensor_ix);
     nb_arena_free(&g->arena);
     free(g);
 }
@@ -756,7 +720,7 @@ enum nb_gguf_type nb_gguf_kv_type(const struct nb_gguf *g, int64_t i)
 
 int64_t nb_gguf_find_kv(const struct nb_gguf *g, const char *key)
 {
-    return lookup(g, g->kv_slots, g->kv_mask, kv_name, key);
+    return nb_strindex_find(&g->kv_ix, kv_name, g, key);
 }
 
 /* The kv for key, or NULL with NB_ERR_NOT_FOUND set. */
@@ -960,7 +924,7 @@ const struct nb_tensor *nb_gguf_tensor(const struct nb_gguf *g, int64_t i)
 
 const struct nb_tensor *nb_gguf_find_tensor(const struct nb_gguf *g, const char *name)
 {
-    int64_t i = lookup(g, g->tensor_slots, g->tensor_mask, tensor_name, name);
+    int64_t i = nb_strindex_find(&g->tensor_ix, tensor_name, g, name);
     return i >= 0 ? &g->tensors[i] : NULL;
 }
 
@@ -1092,9 +1056,9 @@ enum nb_status nb_gguf_writer_init(struct nb_gguf_writer **out, uint32_t version
     if (alignment == 0) alignment = GGUF_DEFAULT_ALIGNMENT;
     if (version != 2 && version != 3)
         return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: version %u (only 2 and 3)", version);
-    if (alignment & (alignment - 1))
-        return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: alignment %u is not a power of two",
-                            alignment);
+    if ((alignment & (alignment - 1)) || alignment < 8)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: alignment %u is not a power of two "
+                            "of at least 8", alignment);
     struct nb_gguf_writer *w = calloc(1, sizeof *w);
     if (!w) return nb_set_error(NB_ERR_NOMEM, "gguf writer: out of memory");
     w->version = version;
@@ -1264,29 +1228,17 @@ enum nb_status nb_gguf_writer_add_tensor_fill(struct nb_gguf_writer *w, const ch
     return add_tensor(w, name, dtype, n_dims, shape, NULL, fill, user);
 }
 
-/* Writes n bytes or sets an I/O error naming the temporary file. */
-static enum nb_status write_all(FILE *fp, const void *p, size_t n, const char *tmp)
+static enum nb_status write_zeros(struct nb_outfile *f, uint64_t n)
 {
-    if (n && fwrite(p, 1, n, fp) != n)
-        return nb_set_error(NB_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-    return NB_OK;
+    return nb_outfile_zeros(f, n);
 }
 
-/* Header, kvs, tensor infos, padding, data: written to PATH.tmp, flushed, synced and
- * renamed over PATH, so PATH is either the old file or the complete new one. */
-enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path)
+/* Header, kvs, tensor infos, padding, data into f (core/outfile.h). */
+static enum nb_status write_to(struct nb_gguf_writer *w, struct nb_outfile *f, const char *path)
 {
     enum nb_status st = NB_OK;
-    FILE *fp = NULL;
-    char *tmp = NULL;
-    unsigned char zeros[256] = {0};
     unsigned char *chunk = NULL; /* buffer for fill() tensors */
     size_t kv_mark = w->kv_len;
-    if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: NULL path");
-    tmp = malloc(strlen(path) + 5);
-    if (!tmp) return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", path);
-    strcpy(tmp, path);
-    strcat(tmp, ".tmp");
     /* Build header + tensor infos after the kv bytes, then write them in order. */
     int ok = 1;
     for (size_t i = 0; ok && i < w->n_tensors; i++) {
@@ -1298,7 +1250,7 @@ enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path)
     }
     if (!ok) {
         st = nb_set_error(NB_ERR_NOMEM, "%s: out of memory building the header", path);
-        goto fail;
+        goto done;
     }
     unsigned char hdr[24];
     memcpy(hdr, "GGUF", 4);
@@ -1311,77 +1263,56 @@ enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path)
         hdr[16 + i] = (unsigned char)(fields[2] >> (8 * i));
     uint64_t pos = sizeof hdr + w->kv_len, aligned = pos;
     nb_align_u64(pos, w->alignment, &aligned);
-    fp = fopen(tmp, "wb");
-    if (!fp) {
-        st = nb_set_error(NB_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    if ((st = write_all(fp, hdr, sizeof hdr, tmp))) goto fail;
-    if ((st = write_all(fp, w->kv, w->kv_len, tmp))) goto fail;
-    for (uint64_t pad = aligned - pos; pad;) {
-        size_t n = pad < sizeof zeros ? (size_t)pad : sizeof zeros;
-        if ((st = write_all(fp, zeros, n, tmp))) goto fail;
-        pad -= n;
-    }
+    if ((st = nb_outfile_write(f, hdr, sizeof hdr))) goto done;
+    if ((st = nb_outfile_write(f, w->kv, w->kv_len))) goto done;
+    if ((st = write_zeros(f, aligned - pos))) goto done;
     uint64_t at = 0;
     for (size_t i = 0; i < w->n_tensors; i++) {
         const struct wtensor *t = &w->tensors[i];
-        for (uint64_t pad = t->offset - at; pad;) {
-            size_t n = pad < sizeof zeros ? (size_t)pad : sizeof zeros;
-            if ((st = write_all(fp, zeros, n, tmp))) goto fail;
-            pad -= n;
-        }
+        if ((st = write_zeros(f, t->offset - at))) goto done;
         if (!t->fill) {
-            if ((st = write_all(fp, t->data, (size_t)t->n_bytes, tmp))) goto fail;
+            if ((st = nb_outfile_write(f, t->data, (size_t)t->n_bytes))) goto done;
         } else {
             if (!chunk && !(chunk = malloc(NB_GGUF_FILL_CHUNK))) {
                 st = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", path);
-                goto fail;
+                goto done;
             }
             for (uint64_t off = 0; off < t->n_bytes; off += NB_GGUF_FILL_CHUNK) {
                 uint64_t left = t->n_bytes - off;
                 size_t n = left < NB_GGUF_FILL_CHUNK ? (size_t)left : NB_GGUF_FILL_CHUNK;
                 if ((st = t->fill(t->fill_user, chunk, off, n)) != NB_OK) {
                     nb_wrap_error(st, "%s: tensor '%s': ", path, t->name);
-                    goto fail;
+                    goto done;
                 }
-                if ((st = write_all(fp, chunk, n, tmp))) goto fail;
+                if ((st = nb_outfile_write(f, chunk, n))) goto done;
             }
         }
         at = t->offset + t->n_bytes;
     }
-    for (uint64_t pad = w->data_size - at; pad;) {
-        size_t n = pad < sizeof zeros ? (size_t)pad : sizeof zeros;
-        if ((st = write_all(fp, zeros, n, tmp))) goto fail;
-        pad -= n;
-    }
-    if (fflush(fp) != 0 || fsync(fileno(fp)) != 0) {
-        st = nb_set_error(NB_ERR_IO, "%s: flush failed: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    int rc = fclose(fp);
-    fp = NULL;
-    if (rc != 0) {
-        st = nb_set_error(NB_ERR_IO, "%s: close failed: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    if (rename(tmp, path) != 0) {
-        st = nb_set_error(NB_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-        goto fail;
-    }
+    st = write_zeros(f, w->data_size - at);
+done:
     w->kv_len = kv_mark;
     free(chunk);
-    free(tmp);
-    return NB_OK;
-fail:
-    w->kv_len = kv_mark;
-    free(chunk);
-    if (fp) {
-        fclose(fp);
-        unlink(tmp);
-    } else if (st == NB_ERR_IO) {
-        unlink(tmp); /* failed rename or close: drop the partial file */
-    }
-    free(tmp);
+    return st;
+}
+
+/* Written to a new temporary beside PATH, synced and renamed over it, so PATH is
+ * either the old file or the complete new one (core/outfile.h). */
+enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path)
+{
+    struct nb_outfile f;
+    if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: NULL path");
+    enum nb_status st = nb_outfile_open(&f, path);
+    if (st) return st;
+    if ((st = write_to(w, &f, path)) || (st = nb_outfile_commit(&f, NULL))) nb_outfile_abort(&f);
+    return st;
+}
+
+enum nb_status nb_gguf_writer_write_memory(struct nb_gguf_writer *w, const char *name, int *fd_out)
+{
+    struct nb_outfile f;
+    enum nb_status st = nb_outfile_open_memory(&f, name);
+    if (st) return st;
+    if ((st = write_to(w, &f, name)) || (st = nb_outfile_commit(&f, fd_out))) nb_outfile_abort(&f);
     return st;
 }

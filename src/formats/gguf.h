@@ -132,6 +132,12 @@ typedef enum nb_status (*nb_gguf_fill_fn)(void *user, void *dst, uint64_t offset
 enum nb_status nb_gguf_writer_add_tensor_fill(struct nb_gguf_writer *w, const char *name,
                                               enum nb_dtype dtype, int n_dims, const int64_t *shape,
                                               nb_gguf_fill_fn fill, void *user);
+/* Write the file: a new unique temporary beside `path` (never following a symlink),
+ * synced and renamed over it (core/outfile.h). The writer may be written again. */
 enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path);
+/* The same bytes into an anonymous in-memory file: *fd_out is its descriptor, at
+ * offset 0 (the caller closes it); `name` is for messages. */
+enum nb_status nb_gguf_writer_write_memory(struct nb_gguf_writer *w, const char *name,
+                                           int *fd_out);
 
 #endif

@@ -12,6 +12,8 @@
 
 #include "core/checked.h"
 #include "core/mmap.h"
+#include "core/outfile.h"
+#include "core/strindex.h"
 #include "formats/json.h"
 
 #define FIXED_HEADER 64
@@ -26,7 +28,13 @@ struct nb_nib {
     cJSON *header;
     int64_t n_tensors;
     struct nb_nib_tensor *tensors;
+    struct nb_strindex index; /* names -> tensors */
 };
+
+static const char *tensor_name(const void *t, int64_t i)
+{
+    return ((const struct nb_nib_tensor *)t)[i].name;
+}
 
 static uint64_t rd64(const unsigned char *p)
 {
@@ -195,13 +203,14 @@ enum nb_status nb_nib_parse(struct nb_nib **out, const void *data, size_t size, 
     cJSON_ArrayForEach(e, tensors)
     {
         if ((st = parse_tensor(n, e, i, doff, dsize, &n->tensors[i]))) goto fail;
-        for (int64_t j = 0; j < i; j++)
-            if (!strcmp(n->tensors[j].name, n->tensors[i].name)) {
-                st = nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' appears twice", name,
-                                  n->tensors[i].name);
-                goto fail;
-            }
         i++;
+    }
+    int64_t d0, d1; /* a hash index: a header of 80k entries is not 3.2e9 comparisons */
+    if ((st = nb_strindex_build(&n->index, n->n_tensors, tensor_name, n->tensors, &d0, &d1))) {
+        if (st == NB_ERR_FORMAT)
+            st = nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' appears twice (entries %lld and "
+                              "%lld)", name, n->tensors[d1].name, (long long)d0, (long long)d1);
+        goto fail;
     }
     *out = n;
     return NB_OK;
@@ -210,24 +219,39 @@ fail:
     return st;
 }
 
+static enum nb_status parse_mapped(struct nb_nib **out, struct nb_mapped_file *f,
+                                   const char *name)
+{
+    enum nb_status st = nb_nib_parse(out, f->data, f->size, name);
+    if (st) {
+        nb_file_unmap(f);
+        return st;
+    }
+    (*out)->file = *f;
+    return NB_OK;
+}
+
 enum nb_status nb_nib_open(struct nb_nib **out, const char *path)
 {
     struct nb_mapped_file f;
     *out = NULL;
     enum nb_status st = nb_file_map(&f, path);
-    if (st) return st;
-    if ((st = nb_nib_parse(out, f.data, f.size, path))) {
-        nb_file_unmap(&f);
-        return st;
-    }
-    (*out)->file = f;
-    return NB_OK;
+    return st ? st : parse_mapped(out, &f, path);
+}
+
+enum nb_status nb_nib_open_fd(struct nb_nib **out, int fd, const char *name)
+{
+    struct nb_mapped_file f;
+    *out = NULL;
+    enum nb_status st = nb_file_map_fd(&f, fd, name);
+    return st ? st : parse_mapped(out, &f, name);
 }
 
 void nb_nib_free(struct nb_nib *n)
 {
     if (!n) return;
     cJSON_Delete(n->header);
+    nb_strindex_free(&n->index);
     free(n->tensors);
     free(n->name);
     nb_file_unmap(&n->file);
@@ -258,9 +282,8 @@ const struct nb_nib_tensor *nb_nib_tensor(const struct nb_nib *n, int64_t i)
 
 const struct nb_nib_tensor *nb_nib_find(const struct nb_nib *n, const char *name)
 {
-    for (int64_t i = 0; i < n->n_tensors; i++)
-        if (!strcmp(n->tensors[i].name, name)) return &n->tensors[i];
-    return NULL;
+    int64_t i = nb_strindex_find(&n->index, tensor_name, n->tensors, name);
+    return i >= 0 ? &n->tensors[i] : NULL;
 }
 
 /* ---------------------------------------------------------------- writer */
@@ -326,28 +349,15 @@ enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum
     return NB_OK;
 }
 
-static int write_all(FILE *f, const void *p, size_t n) { return fwrite(p, 1, n, f) == n; }
-
-static int write_zeros(FILE *f, uint64_t n)
-{
-    static const unsigned char z[4096];
-    while (n) {
-        size_t k = n < sizeof z ? (size_t)n : sizeof z;
-        if (!write_all(f, z, k)) return 0;
-        n -= k;
-    }
-    return 1;
-}
-
-enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const char *path)
+/* The header (consumed) and the tensors into f. */
+static enum nb_status write_to(struct nb_nib_writer *w, cJSON *header, struct nb_outfile *f)
 {
     enum nb_status st = NB_OK;
-    char *json = NULL, *tmp = NULL;
-    FILE *f = NULL;
+    char *json = NULL;
     cJSON *arr = cJSON_CreateArray();
     if (!header || !cJSON_IsObject(header) || !arr) {
         st = nb_set_error(NB_ERR_INVALID_ARG, "nib writer: the header must be a JSON object");
-        goto fail;
+        goto done;
     }
     cJSON_DeleteItemFromObject(header, "tensors");
     uint64_t off = 0;
@@ -378,7 +388,7 @@ enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const
     json = cJSON_PrintUnformatted(header);
     if (!json) {
         st = nb_set_error(NB_ERR_NOMEM, "nib writer: out of memory");
-        goto fail;
+        goto done;
     }
     uint64_t hsize = strlen(json);
     uint64_t doff = (FIXED_HEADER + hsize + NB_LAYOUT_ALIGN - 1) & ~(uint64_t)(NB_LAYOUT_ALIGN - 1);
@@ -391,50 +401,44 @@ enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const
     memcpy(fixed + 24, &doff, 8);
     memcpy(fixed + 32, &off, 8);
     memcpy(fixed + 40, &hhash, 8);
-
-    size_t plen = strlen(path) + 8;
-    tmp = malloc(plen);
-    if (!tmp) {
-        st = nb_set_error(NB_ERR_NOMEM, "nib writer: out of memory");
-        goto fail;
-    }
-    snprintf(tmp, plen, "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    if (!f) {
-        st = nb_set_error(NB_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    int ok = write_all(f, fixed, sizeof fixed) && write_all(f, json, hsize) &&
-             write_zeros(f, doff - FIXED_HEADER - hsize);
-    for (int64_t i = 0; ok && i < w->n; i++) {
+    if ((st = nb_outfile_write(f, fixed, sizeof fixed)) || (st = nb_outfile_write(f, json, hsize)) ||
+        (st = nb_outfile_zeros(f, doff - FIXED_HEADER - hsize)))
+        goto done;
+    for (int64_t i = 0; i < w->n; i++) {
         const struct wtensor *t = &w->t[i];
         uint64_t padded = (t->size + NB_LAYOUT_ALIGN - 1) & ~(uint64_t)(NB_LAYOUT_ALIGN - 1);
-        ok = write_all(f, t->data, t->size) && write_zeros(f, padded - t->size);
+        if ((st = nb_outfile_write(f, t->data, t->size)) ||
+            (st = nb_outfile_zeros(f, padded - t->size)))
+            goto done;
     }
-    if (!ok || fflush(f) != 0 || fsync(fileno(f)) != 0) {
-        st = nb_set_error(NB_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    if (fclose(f) != 0) {
-        f = NULL;
-        st = nb_set_error(NB_ERR_IO, "%s: write failed: %s", tmp, strerror(errno));
-        goto fail;
-    }
-    f = NULL;
-    if (rename(tmp, path) != 0) {
-        st = nb_set_error(NB_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-        goto fail;
-    }
-    free(tmp);
-    free(json);
-    cJSON_Delete(header);
-    return NB_OK;
-fail:
-    if (f) fclose(f);
-    if (tmp) unlink(tmp);
-    free(tmp);
+done:
     free(json);
     cJSON_Delete(arr);
     cJSON_Delete(header);
+    return st;
+}
+
+enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const char *path)
+{
+    struct nb_outfile f;
+    enum nb_status st = nb_outfile_open(&f, path);
+    if (st) {
+        cJSON_Delete(header);
+        return st;
+    }
+    if ((st = write_to(w, header, &f)) || (st = nb_outfile_commit(&f, NULL))) nb_outfile_abort(&f);
+    return st;
+}
+
+enum nb_status nb_nib_writer_write_memory(struct nb_nib_writer *w, cJSON *header,
+                                          const char *name, int *fd_out)
+{
+    struct nb_outfile f;
+    enum nb_status st = nb_outfile_open_memory(&f, name);
+    if (st) {
+        cJSON_Delete(header);
+        return st;
+    }
+    if ((st = write_to(w, header, &f)) || (st = nb_outfile_commit(&f, fd_out))) nb_outfile_abort(&f);
     return st;
 }

@@ -56,6 +56,8 @@ struct nb_nib;
 /* Open, map and validate the header and the tensor table (not the tensor bytes:
  * see nb_nib_verify). A file of another format version is NB_ERR_UNSUPPORTED. */
 enum nb_status nb_nib_open(struct nb_nib **out, const char *path);
+/* The same from an open descriptor (mapped; the caller may close it afterwards). */
+enum nb_status nb_nib_open_fd(struct nb_nib **out, int fd, const char *name);
 enum nb_status nb_nib_parse(struct nb_nib **out, const void *data, size_t size, const char *name);
 void nb_nib_free(struct nb_nib *n);
 /* Check every tensor's XXH3 checksum; the first mismatch is NB_ERR_FORMAT naming it. */
@@ -72,7 +74,8 @@ const struct nb_nib_tensor *nb_nib_find(const struct nb_nib *n, const char *name
 /* ---- writing ----
  * Tensors are added with their bytes (kept by the caller until write); the header
  * object (without "tensors") is given at write time and is consumed. The file is
- * written to PATH.tmp and renamed, so a reader never sees a half-written file. */
+ * written to a new unique temporary beside PATH (never following a symlink), synced and
+ * renamed over it, so a reader never sees a half-written file (core/outfile.h). */
 struct nb_nib_writer;
 enum nb_status nb_nib_writer_init(struct nb_nib_writer **out);
 void nb_nib_writer_free(struct nb_nib_writer *w);
@@ -80,5 +83,9 @@ enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum
                                  enum nb_wpath path, int group, int layout, int n_dims,
                                  const int64_t *shape, const void *data, uint64_t size);
 enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const char *path);
+/* The same bytes into an anonymous in-memory file: *fd_out is its descriptor, at offset
+ * 0 (the caller closes it). For a warm-start cache that cannot be written. */
+enum nb_status nb_nib_writer_write_memory(struct nb_nib_writer *w, cJSON *header,
+                                          const char *name, int *fd_out);
 
 #endif

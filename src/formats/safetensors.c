@@ -21,6 +21,8 @@
 #include "core/arena.h"
 #include "core/checked.h"
 #include "core/mmap.h"
+#include "core/outfile.h"
+#include "core/strindex.h"
 #include "formats/json.h"
 
 #define ST_MAX_HEADER (100ull * 1000 * 1000) /* as the reference implementation */
@@ -32,8 +34,7 @@ struct nb_safetensors {
     struct nb_tensor *tensors; /* [n_tensors] */
     int *shard_of;             /* [n_tensors] index of the shard holding each tensor */
     int64_t n_tensors, cap_tensors;
-    uint32_t *hash; /* [hash_cap] tensor index + 1, 0 = empty */
-    uint64_t hash_cap;
+    struct nb_strindex index; /* names -> tensors */
     const char **meta_keys, **meta_vals; /* [n_meta] "__metadata__" of the first shard */
     int n_meta;
     struct nb_arena arena; /* names and metadata strings */
@@ -49,12 +50,9 @@ static uint64_t load_u64_le(const unsigned char *p)
     return v;
 }
 
-static uint64_t hash_name(const char *s)
+static const char *out_name(const void *t, int64_t i)
 {
-    uint64_t h = 1469598103934665603ull; /* FNV-1a */
-    for (; *s; s++)
-        h = (h ^ (unsigned char)*s) * 1099511628211ull;
-    return h;
+    return ((const struct nb_tensor *)t)[i].name;
 }
 
 static const struct {
@@ -101,44 +99,17 @@ static const char *shard_name(const struct nb_safetensors *st, int k, const char
     return (st->maps && k < st->n_maps && st->maps[k].path) ? st->maps[k].path : dflt;
 }
 
-/* Build the name hash; a repeated name is an error naming both files. */
+/* Index the names; a repeated name is an error naming both files. */
 static enum nb_status build_hash(struct nb_safetensors *st, const char *file)
 {
-    uint64_t cap = 16;
-    while (cap < (uint64_t)st->n_tensors * 2)
-        cap *= 2;
-    free(st->hash);
-    st->hash = calloc(cap, sizeof *st->hash);
-    if (!st->hash) return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", file);
-    st->hash_cap = cap;
-    for (int64_t i = 0; i < st->n_tensors; i++) {
-        const char *name = st->tensors[i].name;
-        uint64_t h = hash_name(name) & (cap - 1);
-        while (st->hash[h]) {
-            int64_t j = st->hash[h] - 1;
-            if (strcmp(st->tensors[j].name, name) == 0) {
-                return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' appears twice (in %s and %s)",
-                                    file, name, shard_name(st, st->shard_of[j], file),
-                                    shard_name(st, st->shard_of[i], file));
-            }
-            h = (h + 1) & (cap - 1);
-        }
-        st->hash[h] = (uint32_t)(i + 1);
-    }
-    return NB_OK;
-}
-
-struct span {
-    uint64_t begin, end;
-    int64_t idx;
-};
-
-static int cmp_span(const void *a, const void *b)
-{
-    const struct span *x = a, *y = b;
-    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
-    if (x->end != y->end) return x->end < y->end ? -1 : 1;
-    return 0;
+    int64_t i, j;
+    nb_strindex_free(&st->index);
+    enum nb_status s = nb_strindex_build(&st->index, st->n_tensors, out_name, st->tensors, &j, &i);
+    if (s == NB_ERR_FORMAT)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' appears twice (in %s and %s)", file,
+                            st->tensors[i].name, shard_name(st, st->shard_of[j], file),
+                            shard_name(st, st->shard_of[i], file));
+    return s == NB_ERR_NOMEM ? nb_set_error(s, "%s: out of memory", file) : s;
 }
 
 /* ---------------------------------------------------------------- one shard */
@@ -270,7 +241,6 @@ static enum nb_status add_shard(struct nb_safetensors *st, const void *buf, size
 {
     enum nb_status s = NB_OK;
     cJSON *root = NULL;
-    struct span *spans = NULL;
     const unsigned char *p = buf;
     int64_t first = st->n_tensors;
 
@@ -318,39 +288,13 @@ static enum nb_status add_shard(struct nb_safetensors *st, const void *buf, size
         st->n_tensors++;
     }
 
-    /* Overlaps: sort the non-empty spans of this file by begin. */
-    int64_t n = st->n_tensors - first;
-    if (n > 1) {
-        spans = malloc((size_t)n * sizeof *spans);
-        if (!spans) {
-            s = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", file);
-            goto fail;
-        }
-        int64_t m = 0;
-        for (int64_t i = first; i < st->n_tensors; i++) {
-            const struct nb_tensor *t = &st->tensors[i];
-            if (t->n_bytes == 0) continue;
-            uint64_t b = (uint64_t)((const unsigned char *)t->data - data);
-            spans[m++] = (struct span){b, b + t->n_bytes, i};
-        }
-        qsort(spans, (size_t)m, sizeof *spans, cmp_span);
-        for (int64_t i = 1; i < m; i++) {
-            if (spans[i].begin < spans[i - 1].end) {
-                s = nb_set_error(
-                    NB_ERR_FORMAT, "%s: tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) overlap",
-                    file, st->tensors[spans[i - 1].idx].name,
-                    (unsigned long long)spans[i - 1].begin, (unsigned long long)spans[i - 1].end,
-                    st->tensors[spans[i].idx].name, (unsigned long long)spans[i].begin,
-                    (unsigned long long)spans[i].end);
-                goto fail;
-            }
-        }
-    }
-    free(spans);
+    /* No two tensors of this file may share bytes. */
+    if (st->n_tensors > first &&
+        (s = nb_tensors_check_overlap(st->tensors + first, st->n_tensors - first, data, file)))
+        goto fail;
     cJSON_Delete(root);
     return NB_OK;
 fail:
-    free(spans);
     cJSON_Delete(root);
     return s;
 }
@@ -391,7 +335,7 @@ void nb_safetensors_free(struct nb_safetensors *st)
     free(st->maps);
     free(st->tensors);
     free(st->shard_of);
-    free(st->hash);
+    nb_strindex_free(&st->index);
     nb_arena_free(&st->arena);
     free(st);
 }
@@ -600,14 +544,8 @@ const struct nb_tensor *nb_safetensors_tensor(const struct nb_safetensors *st, i
 
 const struct nb_tensor *nb_safetensors_find(const struct nb_safetensors *st, const char *name)
 {
-    if (!st->hash) return NULL;
-    uint64_t h = hash_name(name) & (st->hash_cap - 1);
-    while (st->hash[h]) {
-        const struct nb_tensor *t = &st->tensors[st->hash[h] - 1];
-        if (strcmp(t->name, name) == 0) return t;
-        h = (h + 1) & (st->hash_cap - 1);
-    }
-    return NULL;
+    int64_t i = nb_strindex_find(&st->index, out_name, st->tensors, name);
+    return i >= 0 ? &st->tensors[i] : NULL;
 }
 
 const char *nb_safetensors_metadata(const struct nb_safetensors *st, const char *key)
@@ -710,13 +648,21 @@ enum nb_status nb_safetensors_write_meta(const char *path, const struct nb_tenso
 {
     enum nb_status s = NB_OK;
     struct sbuf h = {0};
-    char *tmp = NULL;
-    FILE *f = NULL;
+    struct nb_outfile f = {.fd = -1};
+    struct nb_strindex names = {0};
 
     if (n_tensors < 0 || n_meta < 0 || (n_tensors && !tensors)) {
         s = nb_set_error(NB_ERR_INVALID_ARG, "%s: bad tensor list", path);
         goto fail;
     }
+    int64_t d0, d1;
+    if ((s = nb_strindex_build(&names, n_tensors, out_name, tensors, &d0, &d1))) {
+        if (s == NB_ERR_FORMAT)
+            s = nb_set_error(NB_ERR_INVALID_ARG, "%s: tensor '%s' given twice", path,
+                             tensors[d1].name);
+        goto fail;
+    }
+    nb_strindex_free(&names);
     sb_str(&h, "{");
     if (n_meta > 0) {
         sb_str(&h, "\"__metadata__\":{");
@@ -734,12 +680,6 @@ enum nb_status nb_safetensors_write_meta(const char *path, const struct nb_tenso
         uint64_t nbytes;
         s = check_out_tensor(t, path, &nbytes);
         if (s != NB_OK) goto fail;
-        for (int j = 0; j < i; j++) {
-            if (strcmp(tensors[j].name, t->name) == 0) {
-                s = nb_set_error(NB_ERR_INVALID_ARG, "%s: tensor '%s' given twice", path, t->name);
-                goto fail;
-            }
-        }
         if (i || n_meta > 0) sb_str(&h, ",");
         sb_json_str(&h, t->name);
         sb_str(&h, ":{\"dtype\":\"");
@@ -767,48 +707,19 @@ enum nb_status nb_safetensors_write_meta(const char *path, const struct nb_tenso
         goto fail;
     }
 
-    size_t len = strlen(path) + sizeof ".tmp";
-    tmp = malloc(len);
-    if (!tmp) {
-        s = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", path);
-        goto fail;
-    }
-    snprintf(tmp, len, "%s.tmp", path);
-    f = fopen(tmp, "wb");
-    if (!f) {
-        s = nb_set_error(NB_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-        goto fail;
-    }
+    if ((s = nb_outfile_open(&f, path))) goto fail;
     unsigned char len8[8];
     for (int i = 0; i < 8; i++)
         len8[i] = (unsigned char)((uint64_t)h.n >> (8 * i));
-    int ok = fwrite(len8, 1, 8, f) == 8 && fwrite(h.p, 1, h.n, f) == h.n;
-    for (int i = 0; ok && i < n_tensors; i++) {
-        if (tensors[i].n_bytes)
-            ok = fwrite(tensors[i].data, 1, tensors[i].n_bytes, f) == tensors[i].n_bytes;
-    }
-    ok = ok && fflush(f) == 0 && fsync(fileno(f)) == 0;
-    int e = errno;
-    if (fclose(f) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
-    f = NULL;
-    if (!ok) {
-        s = nb_set_error(NB_ERR_IO, "%s: write failed: %s", tmp, strerror(e));
-        goto fail;
-    }
-    if (rename(tmp, path) != 0) {
-        s = nb_set_error(NB_ERR_IO, "%s: cannot rename to %s: %s", tmp, path, strerror(errno));
-        goto fail;
-    }
-    free(tmp);
+    if ((s = nb_outfile_write(&f, len8, 8)) || (s = nb_outfile_write(&f, h.p, h.n))) goto fail;
+    for (int i = 0; i < n_tensors; i++)
+        if (tensors[i].n_bytes && (s = nb_outfile_write(&f, tensors[i].data, tensors[i].n_bytes)))
+            goto fail;
+    if ((s = nb_outfile_commit(&f, NULL))) goto fail;
     free(h.p);
     return NB_OK;
 fail:
-    if (f) fclose(f);
-    if (tmp) unlink(tmp);
-    free(tmp);
+    nb_outfile_abort(&f);
     free(h.p);
     return s;
 }

@@ -1,6 +1,8 @@
 /* formats/tensor.c — dtype sizes and names. */
 #include "formats/tensor.h"
 
+#include <stdlib.h>
+
 #include "core/checked.h"
 
 static const struct {
@@ -39,4 +41,42 @@ int64_t nb_tensor_nelems(const struct nb_tensor *t)
     int64_t n = 1;
     for (int i = 0; i < t->n_dims; i++) n *= t->shape[i];
     return n;
+}
+
+struct span {
+    uintptr_t begin, end;
+    int64_t idx;
+};
+
+static int cmp_span(const void *a, const void *b)
+{
+    const struct span *x = a, *y = b;
+    if (x->begin != y->begin) return x->begin < y->begin ? -1 : 1;
+    if (x->end != y->end) return x->end < y->end ? -1 : 1;
+    return 0;
+}
+
+enum nb_status nb_tensors_check_overlap(const struct nb_tensor *t, int64_t n, const void *base,
+                                        const char *file)
+{
+    struct span *s = malloc((size_t)(n > 0 ? n : 1) * sizeof *s);
+    if (!s) return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", file);
+    int64_t m = 0;
+    for (int64_t i = 0; i < n; i++)
+        if (t[i].n_bytes)
+            s[m++] = (struct span){(uintptr_t)t[i].data, (uintptr_t)t[i].data + t[i].n_bytes, i};
+    qsort(s, (size_t)m, sizeof *s, cmp_span);
+    enum nb_status st = NB_OK;
+    for (int64_t i = 1; i < m && !st; i++)
+        if (s[i].begin < s[i - 1].end) {
+            uintptr_t o = (uintptr_t)base;
+            st = nb_set_error(NB_ERR_FORMAT, "%s: tensors '%s' [%llu, %llu) and '%s' [%llu, %llu) "
+                              "overlap", file, t[s[i - 1].idx].name,
+                              (unsigned long long)(s[i - 1].begin - o),
+                              (unsigned long long)(s[i - 1].end - o), t[s[i].idx].name,
+                              (unsigned long long)(s[i].begin - o),
+                              (unsigned long long)(s[i].end - o));
+        }
+    free(s);
+    return st;
 }

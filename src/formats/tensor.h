@@ -12,6 +12,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "core/error.h"
+
 enum nb_dtype {
     NB_DTYPE_F32 = 0,
     NB_DTYPE_F16,
@@ -44,5 +46,11 @@ int nb_dtype_block_bytes(enum nb_dtype t);
 int nb_dtype_row_bytes(enum nb_dtype t, uint64_t n, uint64_t *out);
 /* Total number of elements of a tensor. */
 int64_t nb_tensor_nelems(const struct nb_tensor *t);
+
+/* Refuse tensors t[0..n) whose bytes overlap (empty tensors never do): NB_ERR_FORMAT
+ * naming `file`, the pair and their byte ranges from `base`. A write through one view
+ * must never change another, and no exporter writes such files. */
+enum nb_status nb_tensors_check_overlap(const struct nb_tensor *t, int64_t n, const void *base,
+                                        const char *file);
 
 #endif

@@ -332,10 +332,19 @@ static void measure_weights(struct nb_model *m)
                                                  : "f32";
 }
 
-static enum nb_status open_source(struct nb_model *m, const char *path, int nib_verified)
+static enum nb_status nib_config(struct nb_model *m, const char *path)
+{
+    const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(nb_nib_header(m->src->nib), "config");
+    m->src->kind = SRC_NIB;
+    m->source_kind = "nib";
+    return nb_config_from_json(&m->cfg, cfg, path);
+}
+
+static enum nb_status open_source(struct nb_model *m, const char *path)
 {
     struct nb_model_source *s = m->src;
     enum nb_file_kind kind;
+    if (s->nib) return nib_config(m, path); /* handed over, verified (nb_model_load_nib) */
     enum nb_status st = nb_sniff_path(path, &kind);
     if (st) return st;
     if (kind == NB_FILE_DIR) {
@@ -351,12 +360,9 @@ static enum nb_status open_source(struct nb_model *m, const char *path, int nib_
         return nb_safetensors_open(&s->st, path);
     }
     if (kind == NB_FILE_NIB) {
-        s->kind = SRC_NIB;
-        m->source_kind = "nib";
         if ((st = nb_nib_open(&s->nib, path))) return st;
-        if (!nib_verified && (st = nb_nib_verify(s->nib))) return st;
-        const cJSON *cfg = cJSON_GetObjectItemCaseSensitive(nb_nib_header(s->nib), "config");
-        return nb_config_from_json(&m->cfg, cfg, path);
+        if ((st = nb_nib_verify(s->nib))) return st;
+        return nib_config(m, path);
     }
     if (kind == NB_FILE_GGUF) {
         s->kind = SRC_GGUF;
@@ -374,25 +380,26 @@ static enum nb_status open_source(struct nb_model *m, const char *path, int nib_
                         "llama2.c .bin or a Hugging Face model directory)", path);
 }
 
-enum nb_status nb_model_load(struct nb_model **out, const char *path)
-{
-    return nb_model_load_ex(out, path, 0);
-}
-
-enum nb_status nb_model_load_ex(struct nb_model **out, const char *path, int nib_verified)
+/* Load from `path`, or from `nib` (owned from here on, even on failure) when given. */
+static enum nb_status load(struct nb_model **out, const char *path, struct nb_nib *nib)
 {
     *out = NULL;
     enum nb_status st;
     struct nb_model *m = calloc(1, sizeof *m);
-    if (!m) return nb_set_error(NB_ERR_NOMEM, "out of memory");
+    if (!m) {
+        nb_nib_free(nib);
+        return nb_set_error(NB_ERR_NOMEM, "out of memory");
+    }
     nb_arena_init(&m->arena, 1 << 20);
     m->src = calloc(1, sizeof *m->src);
     m->path = strdup(path);
     if (!m->src || !m->path) {
+        nb_nib_free(nib);
         st = nb_set_error(NB_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    if ((st = open_source(m, path, nib_verified))) goto fail;
+    m->src->nib = nib;
+    if ((st = open_source(m, path))) goto fail;
     m->arch_name = nb_arch_name(m->cfg.arch);
     if ((st = nb_model_init_rope(m))) goto fail;
     if ((st = bind_weights(m))) goto fail;
@@ -406,6 +413,16 @@ enum nb_status nb_model_load_ex(struct nb_model **out, const char *path, int nib
 fail:
     nb_model_free(m);
     return st;
+}
+
+enum nb_status nb_model_load(struct nb_model **out, const char *path)
+{
+    return load(out, path, NULL);
+}
+
+enum nb_status nb_model_load_nib(struct nb_model **out, struct nb_nib *nib)
+{
+    return load(out, nb_nib_path(nib), nib);
 }
 
 void nb_model_free(struct nb_model *m)

@@ -120,9 +120,11 @@ const char *nb_arch_name(enum nb_arch a);
 /* Check the config for consistency (positive sizes, divisibility, limits);
  * `what` names the source in the message. */
 enum nb_status nb_config_validate(const struct nb_config *c, const char *what);
-/* nb_model_load, with the per-tensor checksums of a .nib not read when the caller
- * has just checked them (the warm-start cache: runtime/cache.h, nb_cache_load). */
-enum nb_status nb_model_load_ex(struct nb_model **out, const char *path, int nib_verified);
+/* Load an opened .nib whose checksums the caller has checked (the warm-start cache:
+ * runtime/cache.h): the mapping it holds is the one the model uses, so what was
+ * verified is what runs. Takes ownership of `nib`, also on failure. */
+struct nb_nib;
+enum nb_status nb_model_load_nib(struct nb_model **out, struct nb_nib *nib);
 /* Fill rope_inv_freq from the config (theta and scaling). */
 enum nb_status nb_model_init_rope(struct nb_model *m);
 

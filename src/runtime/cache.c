@@ -5,7 +5,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <xxhash.h>
 
@@ -21,6 +24,7 @@ const char *nb_cache_event_name(enum nb_cache_event e)
     case NB_CACHE_MISS: return "miss";
     case NB_CACHE_STALE: return "stale";
     case NB_CACHE_CORRUPT: return "corrupt";
+    case NB_CACHE_MEMORY: return "not used (in memory)";
     }
     return "?";
 }
@@ -33,7 +37,14 @@ static int mkdir_p(char *path)
         if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
         *p = '/';
     }
-    return mkdir(path, 0755) != 0 && errno != EEXIST ? -1 : 0;
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) return -1;
+    struct stat sb;
+    if (stat(path, &sb) != 0) return -1;
+    if (!S_ISDIR(sb.st_mode)) {
+        errno = ENOTDIR;
+        return -1;
+    }
+    return 0;
 }
 
 enum nb_status nb_cache_dir(char *out, size_t size)
@@ -47,15 +58,10 @@ enum nb_status nb_cache_dir(char *out, size_t size)
     return NB_OK;
 }
 
-/* Why a cached entry cannot be used (0: it can). */
-static int entry_problem(const char *path, uint64_t src_hash, const struct nb_quantize_opts *o,
-                         char *why, size_t why_size)
+/* Why an opened entry cannot be used (0: it can; every checksum was read). */
+static int entry_problem(const struct nb_nib *n, uint64_t src_hash,
+                         const struct nb_quantize_opts *o, char *why, size_t why_size)
 {
-    struct nb_nib *n = NULL;
-    if (nb_nib_open(&n, path) != NB_OK) {
-        snprintf(why, why_size, "%s", nb_last_error());
-        return NB_CACHE_CORRUPT;
-    }
     int problem = 0;
     const cJSON *h = nb_nib_header(n);
     const cJSON *src = cJSON_GetObjectItemCaseSensitive(h, "source");
@@ -77,24 +83,100 @@ static int entry_problem(const char *path, uint64_t src_hash, const struct nb_qu
         snprintf(why, why_size, "%s", nb_last_error());
         problem = NB_CACHE_CORRUPT;
     }
-    nb_nib_free(n);
     return problem;
 }
 
-enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts *o,
-                            char *out_path, size_t out_size, enum nb_cache_event *event,
-                            char *why, size_t why_size)
+/* The entry at path, opened and checked; NULL with a problem (STALE/CORRUPT, why set)
+ * or, when there is no file, NULL with 0. */
+static struct nb_nib *try_entry(const char *path, uint64_t src_hash,
+                                const struct nb_quantize_opts *o, int *problem, char *why,
+                                size_t why_size)
 {
-    char dir[3072], why_local[512];
+    struct nb_nib *n = NULL;
+    *problem = 0;
+    if (access(path, F_OK) != 0) return NULL;
+    if (nb_nib_open(&n, path) != NB_OK) {
+        snprintf(why, why_size, "%s", nb_last_error());
+        *problem = NB_CACHE_CORRUPT;
+        return NULL;
+    }
+    if ((*problem = entry_problem(n, src_hash, o, why, why_size))) {
+        nb_nib_free(n);
+        return NULL;
+    }
+    return n;
+}
+
+/* Quantize into memory: the cache folder cannot be used (why says so). */
+static enum nb_status build_in_memory(const char *src_path, const struct nb_quantize_opts *o,
+                                      struct nb_cache_entry *e)
+{
+    struct nb_quantize_result r;
+    int fd = -1;
+    enum nb_status st = nb_quantize_memory(src_path, o, &fd, &r);
+    if (st) return st;
+    st = nb_nib_open_fd(&e->nib, fd, "(in memory)");
+    close(fd);
+    if (!st && (st = nb_nib_verify(e->nib))) {
+        nb_nib_free(e->nib);
+        e->nib = NULL;
+    }
+    snprintf(e->path, sizeof e->path, "(in memory)");
+    e->event = NB_CACHE_MEMORY;
+    return st;
+}
+
+/* Take the entry's writer lock (waiting for another writer); -1 when the lock file
+ * cannot be made (why set). */
+static int lock_entry(const char *path, int *waited, char *why, size_t why_size)
+{
+    char lock[4200];
+    snprintf(lock, sizeof lock, "%s.lock", path);
+    int fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        snprintf(why, why_size, "cannot create %s: %s", lock, strerror(errno));
+        return -1;
+    }
+    *waited = 0;
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        if (errno != EWOULDBLOCK && errno != EINTR) {
+            snprintf(why, why_size, "cannot lock %s: %s", lock, strerror(errno));
+            close(fd);
+            return -1;
+        }
+        NB_LOGW("cache: another nibble is writing %s: waiting for it", path);
+        *waited = 1;
+        int rc;
+        while ((rc = flock(fd, LOCK_EX)) != 0 && errno == EINTR) {}
+        if (rc != 0) {
+            snprintf(why, why_size, "cannot lock %s: %s", lock, strerror(errno));
+            close(fd);
+            return -1;
+        }
+    }
+    return fd;
+}
+
+enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts *o,
+                            int use_cache, struct nb_cache_entry *e)
+{
+    char dir[3072];
     enum nb_status st;
     uint64_t src_hash;
-    if (!why) {
-        why = why_local;
-        why_size = sizeof why_local;
-    }
-    why[0] = '\0';
-    if ((st = nb_cache_dir(dir, sizeof dir))) return st;
+    memset(e, 0, sizeof *e);
     if ((st = nb_source_hash(src_path, &src_hash))) return st;
+    struct nb_quantize_opts with_hash = *o; /* the source was hashed here: not twice */
+    with_hash.have_source_hash = 1;
+    with_hash.source_hash = src_hash;
+    if (!use_cache) {
+        snprintf(e->why, sizeof e->why, "the cache is turned off (--no-cache)");
+        return build_in_memory(src_path, &with_hash, e);
+    }
+    if (nb_cache_dir(dir, sizeof dir) != NB_OK) {
+        snprintf(e->why, sizeof e->why, "%s", nb_last_error());
+        NB_LOGW("%s: quantizing into memory for this run (--no-cache says so quietly)", e->why);
+        return build_in_memory(src_path, &with_hash, e);
+    }
     /* the key: source bytes, weight path and recipe, layout, version */
     char recipe[256];
     snprintf(recipe, sizeof recipe, "%016llx|%s|g%d|h%d|e%d|s%d|layout%d|%s",
@@ -107,28 +189,45 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
     snprintf(stem, sizeof stem, "%s", base);
     char *dot = strrchr(stem, '.');
     if (dot && dot != stem) *dot = '\0';
-    snprintf(out_path, out_size, "%s/%s-%s-%016llx.nib", dir, stem, nb_wpath_name(o->path),
+    snprintf(e->path, sizeof e->path, "%s/%s-%s-%016llx.nib", dir, stem, nb_wpath_name(o->path),
              (unsigned long long)key);
-    struct stat sb;
-    if (stat(out_path, &sb) == 0) {
-        int problem = entry_problem(out_path, src_hash, o, why, why_size);
-        if (!problem) {
-            *event = NB_CACHE_HIT;
+
+    int problem;
+    if ((e->nib = try_entry(e->path, src_hash, o, &problem, e->why, sizeof e->why))) {
+        e->event = NB_CACHE_HIT;
+        return NB_OK;
+    }
+    /* one writer per entry: the others wait here, then find its entry */
+    int lock = lock_entry(e->path, &e->waited, e->why, sizeof e->why);
+    if (lock < 0) {
+        NB_LOGW("cache: %s: quantizing into memory for this run", e->why);
+        return build_in_memory(src_path, &with_hash, e);
+    }
+    if (e->waited) { /* the writer we waited for may have made it */
+        if ((e->nib = try_entry(e->path, src_hash, o, &problem, e->why, sizeof e->why))) {
+            e->event = NB_CACHE_HIT;
+            close(lock);
             return NB_OK;
         }
-        *event = (enum nb_cache_event)problem;
-        NB_LOGW("cache: %s entry %s (%s): rebuilding", nb_cache_event_name(*event), out_path, why);
-    } else {
-        *event = NB_CACHE_MISS;
     }
+    e->event = problem ? (enum nb_cache_event)problem : NB_CACHE_MISS;
+    if (problem)
+        NB_LOGW("cache: %s entry %s (%s): rebuilding", nb_cache_event_name(e->event), e->path,
+                e->why);
     struct nb_quantize_result r;
-    struct nb_quantize_opts with_hash = *o; /* the source was hashed above: not twice */
-    with_hash.have_source_hash = 1;
-    with_hash.source_hash = src_hash;
-    return nb_quantize_file(src_path, &with_hash, out_path, &r);
-}
-
-enum nb_status nb_cache_load(struct nb_model **out, const char *cache_path)
-{
-    return nb_model_load_ex(out, cache_path, 1);
+    st = nb_quantize_file(src_path, &with_hash, e->path, &r);
+    if (st == NB_OK) {
+        /* check what was written, on the mapping that will run */
+        if ((st = nb_nib_open(&e->nib, e->path)) == NB_OK && (st = nb_nib_verify(e->nib))) {
+            nb_nib_free(e->nib);
+            e->nib = NULL;
+        }
+    } else if (st == NB_ERR_IO) { /* the folder cannot take it (read-only, full, ...) */
+        snprintf(e->why, sizeof e->why, "%s", nb_last_error());
+        close(lock);
+        NB_LOGW("cache: %s: quantizing into memory for this run", e->why);
+        return build_in_memory(src_path, &with_hash, e);
+    }
+    close(lock);
+    return st;
 }

@@ -3,22 +3,34 @@
  * `nibble run -m model.gguf --path w4a8` quantizes on first use and writes the .nib
  * to $XDG_CACHE_HOME/nibble (default ~/.cache/nibble), under a name keyed by the
  * source's content hash, the weight path and recipe, the layout and the nibble
- * version. The next start maps the cached file. An entry whose source hash, version
- * or checksums do not match is never trusted: it is rebuilt, and the caller is told
- * which of these happened. */
+ * version. The next start maps the cached file.
+ *
+ * What holds, whatever else runs at the same time:
+ * - An entry is used only after its header matched the key and every checksum was
+ *   read, on the very mapping the model then runs from (a file replaced afterwards
+ *   cannot change what was checked). A stale or corrupt entry is rebuilt and the caller
+ *   is told which and why.
+ * - One writer per entry: a process that finds no valid entry takes an advisory lock
+ *   (flock on ENTRY.lock); others wait for it, then find its entry. The entry is written
+ *   under a unique temporary name and renamed (core/outfile.h).
+ * - A cache that cannot be used (no HOME, a read-only or full disk, a file where the
+ *   folder should be) is not an error: the model is quantized into memory and runs;
+ *   the event says so and `why` names the folder and the reason. */
 #ifndef NB_RUNTIME_CACHE_H
 #define NB_RUNTIME_CACHE_H
 
 #include <stddef.h>
 
+#include "formats/nib.h"
 #include "nibble.h"
 #include "runtime/quantize.h"
 
 enum nb_cache_event {
-    NB_CACHE_HIT = 0,     /* a valid entry was found */
-    NB_CACHE_MISS,        /* none: built */
-    NB_CACHE_STALE,       /* one for other source bytes / version: rebuilt */
-    NB_CACHE_CORRUPT,     /* one that failed its checksums or parse: rebuilt */
+    NB_CACHE_HIT = 0, /* a valid entry was found */
+    NB_CACHE_MISS,    /* none: built */
+    NB_CACHE_STALE,   /* one for other source bytes / version: rebuilt */
+    NB_CACHE_CORRUPT, /* one that failed its checksums or parse: rebuilt */
+    NB_CACHE_MEMORY,  /* the cache could not be used (or was turned off): built in memory */
 };
 
 const char *nb_cache_event_name(enum nb_cache_event e);
@@ -26,15 +38,18 @@ const char *nb_cache_event_name(enum nb_cache_event e);
 /* The cache folder (created if needed). */
 enum nb_status nb_cache_dir(char *out, size_t size);
 
-/* Find or build the packed file for `src_path` quantized with `opts`; its path goes
- * to out_path. `why` (may be NULL) receives a sentence on a stale/corrupt entry. */
-enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts *opts,
-                            char *out_path, size_t out_size, enum nb_cache_event *event,
-                            char *why, size_t why_size);
+struct nb_cache_entry {
+    struct nb_nib *nib; /* mapped and verified: hand it to nb_model_load_nib */
+    char path[4096];    /* the cache file, or "(in memory)" */
+    enum nb_cache_event event;
+    int waited;         /* another process was writing this entry: we waited for it */
+    char why[1024];     /* stale / corrupt / memory: why, in a sentence */
+};
 
-/* Load the file nb_cache_get has just returned. nb_cache_get read every checksum of a
- * hit (and wrote those of a miss), so the loader does not read them a second time
- * (~0.1 s per GB). For any other file use nb_model_load. */
-enum nb_status nb_cache_load(struct nb_model **out, const char *cache_path);
+/* Find or build the packed form of `src_path` quantized with `opts`. use_cache 0
+ * (`--no-cache`) builds it in memory without touching the cache folder. Errors are
+ * those of reading or quantizing the source; a cache that cannot be written is not one. */
+enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts *opts,
+                            int use_cache, struct nb_cache_entry *e);
 
 #endif

@@ -17,6 +17,7 @@
 
 #include "core/log.h"
 #include "core/mmap.h"
+#include "core/outfile.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "formats/nib.h"
@@ -375,8 +376,28 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     return h;
 }
 
-enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_opts *opts,
-                                const char *out_path, struct nb_quantize_result *res)
+/* Would writing out_path replace the source (or a file of a source folder)? */
+static int replaces_source(const char *src_path, const char *out_path)
+{
+    if (nb_same_file(src_path, out_path)) return 1;
+    struct stat sb;
+    if (stat(src_path, &sb) != 0 || !S_ISDIR(sb.st_mode)) return 0;
+    char *src = realpath(src_path, NULL), *out = realpath(out_path, NULL);
+    int inside = 0;
+    if (src && out) {
+        char *slash = strrchr(out, '/');
+        if (slash) *slash = '\0';
+        inside = strcmp(src, slash == out ? "/" : out) == 0;
+    }
+    free(src);
+    free(out);
+    return inside;
+}
+
+/* Quantize into out_path, or into memory (*fd_out) when out_path is NULL. */
+static enum nb_status quantize_to(const char *src_path, const struct nb_quantize_opts *opts,
+                                  const char *out_path, int *fd_out,
+                                  struct nb_quantize_result *res)
 {
     enum nb_status st;
     struct nb_model *m = NULL;
@@ -431,11 +452,13 @@ enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_o
     cJSON_AddNumberToObject(bpw, "linear", res->bpw_linear);
     cJSON_AddNumberToObject(bpw, "tensors", q.file_params ? 8.0 * (double)q.file_bytes /
                                                                 (double)q.file_params : 0);
-    st = nb_nib_writer_write(q.w, header, out_path);
+    st = out_path ? nb_nib_writer_write(q.w, header, out_path)
+                  : nb_nib_writer_write_memory(q.w, header, "(in memory)", fd_out);
     header = NULL; /* consumed */
     if (st) goto fail;
     struct stat sb;
-    if (stat(out_path, &sb) == 0) res->file_bytes = (uint64_t)sb.st_size;
+    if (out_path ? stat(out_path, &sb) == 0 : fstat(*fd_out, &sb) == 0)
+        res->file_bytes = (uint64_t)sb.st_size;
     res->bpw_file = q.file_params ? 8.0 * (double)res->file_bytes / (double)q.file_params : 0;
     res->seconds = nb_time_s() - t0;
 fail:
@@ -453,4 +476,21 @@ fail:
     nb_pool_free(q.pool);
     nb_model_free(m);
     return st;
+}
+
+enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_opts *opts,
+                                const char *out_path, struct nb_quantize_result *res)
+{
+    memset(res, 0, sizeof *res);
+    if (replaces_source(src_path, out_path))
+        return nb_set_error(NB_ERR_INVALID_ARG, "quantize: the output %s would replace the source "
+                            "model (%s): choose another output file", out_path, src_path);
+    return quantize_to(src_path, opts, out_path, NULL, res);
+}
+
+enum nb_status nb_quantize_memory(const char *src_path, const struct nb_quantize_opts *opts,
+                                  int *fd_out, struct nb_quantize_result *res)
+{
+    *fd_out = -1;
+    return quantize_to(src_path, opts, NULL, fd_out, res);
 }

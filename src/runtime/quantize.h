@@ -42,7 +42,13 @@ void nb_quantize_default_opts(struct nb_quantize_opts *o);
  * always stay ROWS). NIBBLE_REPACK_ROWS=N repacks N rows per step (0: whole matrix;
  * both give identical bytes, tested). */
 int nb_quantize_layout(void);
+/* Quantize the model at src_path into a new .nib at out_path (written atomically:
+ * core/outfile.h). An out_path that is the source itself, or a file of the source
+ * folder, is refused (NB_ERR_INVALID_ARG) before anything is read. */
 enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_opts *opts,
                                 const char *out_path, struct nb_quantize_result *res);
+/* The same into an anonymous in-memory file: *fd_out (the caller closes it). */
+enum nb_status nb_quantize_memory(const char *src_path, const struct nb_quantize_opts *opts,
+                                  int *fd_out, struct nb_quantize_result *res);
 
 #endif

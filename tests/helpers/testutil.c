@@ -1,6 +1,7 @@
 /* tests/helpers/testutil.c — shared helpers for the cmocka tests. */
 #include "helpers/testutil.h"
 
+#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -209,4 +210,19 @@ double tu_check_golden(const char *dir, const cJSON *golden, const char *name, i
     nb_ctx_free(ctx);
     nb_model_free(m);
     return worst;
+}
+
+int tu_count_files(const char *dir, const char *suffix)
+{
+    DIR *d = opendir(dir);
+    if (!d) fail_msg("cannot list %s", dir);
+    int n = 0;
+    size_t ls = strlen(suffix);
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        size_t l = strlen(e->d_name);
+        if (l >= ls && !strcmp(e->d_name + l - ls, suffix)) n++;
+    }
+    closedir(d);
+    return n;
 }

@@ -51,6 +51,9 @@ double tu_check_golden(const char *model_path, const cJSON *golden, const char *
 void tu_copy_file(const char *from, const char *to);
 void tu_flip_byte(const char *path, long from_end);
 
+/* How many entries of `dir` end in `suffix`. */
+int tu_count_files(const char *dir, const char *suffix);
+
 /* A fresh empty directory under $TMPDIR (removed by tu_rmtree). */
 char *tu_mkdtemp(void);
 void tu_rmtree(const char *path);
