@@ -6,12 +6,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "core/arena.h"
 #include "core/checked.h"
 #include "core/error.h"
 #include "core/fp.h"
 #include "core/mmap.h"
+#include "core/outfile.h"
 #include "core/threadpool.h"
 
 static void test_error_message(void **state)
@@ -149,6 +152,73 @@ static void test_files(void **state)
     assert_int_equal(nb_file_read_all(path, 5, &buf, &n), NB_ERR_FORMAT);
     assert_non_null(strstr(nb_last_error(), "limit"));
     assert_int_equal(nb_file_map(&f, dir), NB_ERR_IO); /* a directory */
+    /* a FIFO is refused by type: opening it must not wait for a writer */
+    char fifo[4200];
+    snprintf(fifo, sizeof fifo, "%s/fifo", dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(nb_file_map(&f, fifo), NB_ERR_IO);
+    assert_non_null(strstr(nb_last_error(), "not a regular file (a FIFO)"));
+    assert_int_equal(nb_file_read_all(fifo, 100, &buf, &n), NB_ERR_IO);
+    assert_non_null(strstr(nb_last_error(), "a FIFO"));
+    tu_rmtree(dir);
+    free(dir);
+}
+
+static void read_back(const char *path, char *buf, size_t size)
+{
+    FILE *fp = fopen(path, "r");
+    assert_non_null(fp);
+    memset(buf, 0, size);
+    if (!fgets(buf, (int)size, fp)) buf[0] = '\0';
+    fclose(fp);
+}
+
+/* core/outfile: a unique temporary, never a planted symlink, nothing left behind. */
+static void test_outfile(void **state)
+{
+    char *dir = tu_mkdtemp();
+    char path[4200], victim[4200], planted[4300], buf[64];
+    snprintf(path, sizeof path, "%s/out.bin", dir);
+    snprintf(victim, sizeof victim, "%s/victim", dir);
+    snprintf(planted, sizeof planted, "%s.tmp", path);
+    FILE *fp = fopen(victim, "w");
+    fputs("victim", fp);
+    fclose(fp);
+    assert_int_equal(symlink(victim, planted), 0);
+    struct nb_outfile a, b;
+    assert_int_equal(nb_outfile_open(&a, path), NB_OK);
+    assert_int_equal(nb_outfile_open(&b, path), NB_OK); /* two writers: two files */
+    assert_string_not_equal(a.tmp, b.tmp);
+    assert_int_equal(nb_outfile_write(&a, "first", 5), NB_OK);
+    assert_int_equal(nb_outfile_write(&b, "second", 6), NB_OK);
+    assert_int_equal(access(path, F_OK), -1); /* nothing visible before commit */
+    assert_int_equal(nb_outfile_commit(&a, NULL), NB_OK);
+    read_back(path, buf, sizeof buf);
+    assert_string_equal(buf, "first");
+    assert_int_equal(nb_outfile_commit(&b, NULL), NB_OK);
+    read_back(path, buf, sizeof buf);
+    assert_string_equal(buf, "second");
+    read_back(victim, buf, sizeof buf);
+    assert_string_equal(buf, "victim");
+    assert_int_equal(nb_outfile_open(&a, path), NB_OK); /* abort: the old file stays */
+    assert_int_equal(nb_outfile_zeros(&a, 10000), NB_OK);
+    nb_outfile_abort(&a);
+    read_back(path, buf, sizeof buf);
+    assert_string_equal(buf, "second");
+    assert_int_equal(unlink(planted), 0);
+    assert_int_equal(tu_count_files(dir, ".tmp"), 0);
+    snprintf(path, sizeof path, "%s/no/such/dir/x", dir);
+    assert_int_equal(nb_outfile_open(&a, path), NB_ERR_IO);
+    assert_non_null(strstr(nb_last_error(), "No such file or directory"));
+    /* in memory: the descriptor holds the bytes */
+    int fd = -1;
+    assert_int_equal(nb_outfile_open_memory(&a, "mem"), NB_OK);
+    assert_int_equal(nb_outfile_write(&a, "memory", 6), NB_OK);
+    assert_int_equal(nb_outfile_commit(&a, &fd), NB_OK);
+    assert_true(fd >= 0);
+    assert_int_equal(read(fd, buf, sizeof buf), 6);
+    assert_memory_equal(buf, "memory", 6);
+    close(fd);
     tu_rmtree(dir);
     free(dir);
 }
@@ -160,6 +230,7 @@ int main(void)
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_checked),
         cmocka_unit_test(test_arena),         cmocka_unit_test(test_threadpool),
         cmocka_unit_test(test_split_range),   cmocka_unit_test(test_files),
+        cmocka_unit_test(test_outfile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

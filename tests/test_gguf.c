@@ -612,6 +612,23 @@ static void test_writer_errors(void **state)
     assert_int_equal(nb_gguf_writer_write(w, "/nonexistent-dir/x.gguf"), NB_ERR_IO);
     assert_non_null(strstr(nb_last_error(), "/nonexistent-dir/x.gguf: cannot create a temporary"));
     assert_non_null(strstr(nb_last_error(), "No such file or directory"));
+    /* a symlink where the old writer put PATH.tmp: the file it points to is untouched */
+    char victim[4200];
+    snprintf(victim, sizeof victim, "%s", tmp_path("victim.txt"));
+    FILE *vf = fopen(victim, "w");
+    fputs("keep", vf);
+    fclose(vf);
+    char out[4200], planted[4200];
+    snprintf(out, sizeof out, "%s", tmp_path("sym.gguf"));
+    snprintf(planted, sizeof planted, "%s.tmp", out);
+    assert_int_equal(symlink(victim, planted), 0);
+    assert_int_equal(nb_gguf_writer_write(w, out), NB_OK);
+    char kept[16] = {0};
+    vf = fopen(victim, "r");
+    assert_non_null(fgets(kept, sizeof kept, vf));
+    fclose(vf);
+    assert_string_equal(kept, "keep");
+    unlink(planted);
     /* still usable after a failed write */
     const char *path = tmp_path("after_fail.gguf");
     assert_int_equal(nb_gguf_writer_write(w, path), NB_OK);
@@ -796,6 +813,17 @@ static void test_hostile_tensors(void **state)
     for (int i = 0; i < 64; i++)
         rb_u8(&b, 0);
     expect_fail(&b, NB_ERR_FORMAT, "duplicate tensor name 'w'", NULL);
+    /* tensors sharing bytes: the same offset, and one inside another */
+    const uint64_t ne16[1] = {16};
+    for (int k = 0; k < 2; k++) {
+        rb_header(&b, 3, 2, 0);
+        rb_tensor(&b, "a", 1, ne16, 0, 0);
+        rb_tensor(&b, "b", 1, ne8, 0, k ? 32 : 0);
+        rb_pad(&b, 32);
+        for (int i = 0; i < 64; i++)
+            rb_u8(&b, 0);
+        expect_fail(&b, NB_ERR_FORMAT, "'a' [0, 64)", "overlap");
+    }
     /* alignment 0..4 (and a string alignment) */
     for (uint32_t a = 0; a <= 4; a++) { /* 1, 2 and 4 too: the spec says a multiple of 8 */
         rb_header(&b, 3, 0, 1);

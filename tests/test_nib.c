@@ -6,6 +6,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <unistd.h>
+
+#include <xxhash.h>
+
+#include "core/mmap.h"
 #include "formats/nib.h"
 
 static char g_path[4200];
@@ -27,10 +32,6 @@ static void write_sample(const char *path, uint64_t packed_size)
     assert_int_equal(nb_nib_writer_add(w, "tokenizer/tok.bin", NB_NIB_BLOB, NB_WPATH_F32, 0, 0, 0,
                                        NULL, g_blob, sizeof g_blob),
                      NB_OK);
-    /* a second tensor of the same name is refused */
-    assert_int_equal(nb_nib_writer_add(w, "tokenizer/tok.bin", NB_NIB_BLOB, NB_WPATH_F32, 0, 0, 0,
-                                       NULL, g_blob, sizeof g_blob),
-                     NB_ERR_INVALID_ARG);
     cJSON *h = cJSON_CreateObject();
     cJSON_AddStringToObject(h, "weight_path", "w4a8");
     assert_int_equal(nb_nib_writer_write(w, h, path), NB_OK);
@@ -155,12 +156,80 @@ static int setup(void **state)
     return 0;
 }
 
+/* A name added twice fails the write and leaves no file. */
+static void test_writer_duplicate(void **state)
+{
+    struct nb_nib_writer *w = NULL;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/dup.nib", tu_dir);
+    assert_int_equal(nb_nib_writer_init(&w), NB_OK);
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(nb_nib_writer_add(w, "tokenizer/tok.bin", NB_NIB_BLOB, NB_WPATH_F32, 0,
+                                           0, 0, NULL, g_blob, sizeof g_blob),
+                         NB_OK);
+    assert_int_equal(nb_nib_writer_write(w, cJSON_CreateObject(), path), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "'tokenizer/tok.bin' added twice"));
+    assert_int_equal(access(path, F_OK), -1);
+    assert_int_equal(tu_count_files(tu_dir, ".tmp"), 0);
+    nb_nib_writer_free(w);
+}
+
+/* A header with 100k entries parses in linear time (a hash index, not every pair: the
+ * old pairwise check took ~5e9 comparisons here), and a repeated name among them is
+ * still found and named. */
+static void test_many_entries(void **state)
+{
+    enum { N = 100000 };
+    char path[4300], name[32];
+    snprintf(path, sizeof path, "%s/many.nib", tu_dir);
+    for (int dup = 0; dup < 2; dup++) {
+        struct nb_nib_writer *w = NULL;
+        assert_int_equal(nb_nib_writer_init(&w), NB_OK);
+        for (int i = 0; i < N; i++) {
+            snprintf(name, sizeof name, "blob.%d", i);
+            assert_int_equal(nb_nib_writer_add(w, name, NB_NIB_BLOB, NB_WPATH_F32, 0, 0, 0, NULL,
+                                               g_blob, 1),
+                             NB_OK);
+        }
+        assert_int_equal(nb_nib_writer_write(w, cJSON_CreateObject(), path), NB_OK);
+        nb_nib_writer_free(w);
+        if (dup) { /* rename the last entry to the first's name, checksum patched */
+            char *buf;
+            size_t n;
+            assert_int_equal(nb_file_read_all(path, 64u << 20, &buf, &n), NB_OK);
+            char *last = strstr(buf + 64, "\"blob.99999\"");
+            assert_non_null(last);
+            memcpy(last, "\"blob.0\"    ", 12); /* same length: offsets stay valid */
+            uint64_t hsize, hash;
+            memcpy(&hsize, buf + 16, 8);
+            hash = XXH3_64bits(buf + 64, hsize);
+            memcpy(buf + 40, &hash, 8);
+            FILE *f = fopen(path, "wb");
+            assert_int_equal(fwrite(buf, 1, n, f), n);
+            fclose(f);
+            free(buf);
+        }
+        struct nb_nib *nb = NULL;
+        if (!dup) {
+            assert_int_equal(nb_nib_open(&nb, path), NB_OK);
+            assert_int_equal(nb_nib_n_tensors(nb), N);
+            assert_non_null(nb_nib_find(nb, "blob.77777"));
+            assert_null(nb_nib_find(nb, "blob.100000"));
+            nb_nib_free(nb);
+        } else {
+            assert_int_equal(nb_nib_open(&nb, path), NB_ERR_FORMAT);
+            assert_non_null(strstr(nb_last_error(), "'blob.0' appears twice"));
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_corrupt_data),
         cmocka_unit_test(test_corrupt_header), cmocka_unit_test(test_truncated),
-        cmocka_unit_test(test_wrong_layout_size),
+        cmocka_unit_test(test_wrong_layout_size), cmocka_unit_test(test_writer_duplicate),
+        cmocka_unit_test(test_many_entries),
     };
     return cmocka_run_group_tests(tests, setup, tu_dir_teardown);
 }

@@ -298,6 +298,11 @@ struct wtensor {
     uint64_t size, offset;
 };
 
+static const char *wtensor_name(const void *t, int64_t i)
+{
+    return ((const struct wtensor *)t)[i].name;
+}
+
 struct nb_nib_writer {
     struct wtensor *t;
     int64_t n, cap;
@@ -323,9 +328,6 @@ enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum
 {
     if (n_dims < 0 || n_dims > 2)
         return nb_set_error(NB_ERR_INVALID_ARG, "nib writer: tensor '%s': %d dims", name, n_dims);
-    for (int64_t i = 0; i < w->n; i++)
-        if (!strcmp(w->t[i].name, name))
-            return nb_set_error(NB_ERR_INVALID_ARG, "nib writer: tensor '%s' added twice", name);
     if (w->n == w->cap) {
         int64_t cap = w->cap ? w->cap * 2 : 64;
         struct wtensor *nt = realloc(w->t, sizeof *nt * (size_t)cap);
@@ -359,6 +361,15 @@ static enum nb_status write_to(struct nb_nib_writer *w, cJSON *header, struct nb
         st = nb_set_error(NB_ERR_INVALID_ARG, "nib writer: the header must be a JSON object");
         goto done;
     }
+    struct nb_strindex names; /* a repeated name is refused before anything is written */
+    int64_t d0, d1;
+    if ((st = nb_strindex_build(&names, w->n, wtensor_name, w->t, &d0, &d1))) {
+        if (st == NB_ERR_FORMAT)
+            st = nb_set_error(NB_ERR_INVALID_ARG, "nib writer: tensor '%s' added twice",
+                              w->t[d1].name);
+        goto done;
+    }
+    nb_strindex_free(&names);
     cJSON_DeleteItemFromObject(header, "tensors");
     uint64_t off = 0;
     for (int64_t i = 0; i < w->n; i++) {

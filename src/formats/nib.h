@@ -72,7 +72,8 @@ const struct nb_nib_tensor *nb_nib_tensor(const struct nb_nib *n, int64_t i);
 const struct nb_nib_tensor *nb_nib_find(const struct nb_nib *n, const char *name);
 
 /* ---- writing ----
- * Tensors are added with their bytes (kept by the caller until write); the header
+ * Tensors are added with their bytes (kept by the caller until write); a name added
+ * twice fails the write (NB_ERR_INVALID_ARG) before anything is written. The header
  * object (without "tensors") is given at write time and is consumed. The file is
  * written to a new unique temporary beside PATH (never following a symlink), synced and
  * renamed over it, so a reader never sees a half-written file (core/outfile.h). */
