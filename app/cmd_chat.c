@@ -61,6 +61,20 @@ static int on_token(int32_t id, void *user)
     return 0;
 }
 
+/* The ids of a conversation rendered with the template, assistant header appended. */
+static enum nb_status render_ids(const struct nb_chat_template *tpl, const struct nb_chat_msg *msgs,
+                                 int n_msgs, const char *bos, const char *eos,
+                                 const struct nb_tokenizer *tok, int32_t **ids, int *n_ids)
+{
+    char *text = NULL;
+    *ids = NULL;
+    *n_ids = 0;
+    enum nb_status st = nb_chat_render(tpl, msgs, n_msgs, 1, bos, eos, &text);
+    if (st == NB_OK) st = nb_tokenize(tok, text, strlen(text), 0, 1, ids, n_ids);
+    free(text);
+    return st;
+}
+
 int cmd_chat(int argc, char **argv)
 {
     const char *cmd = "chat", *model_path = getenv("NIBBLE_MODEL"), *system = NULL;
@@ -107,9 +121,13 @@ int cmd_chat(int argc, char **argv)
     } else if (nb_chat_template_detect(nb_tokenizer_chat_template(tok), &tpl) != NB_OK) {
         goto fail;
     }
-    if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
     struct nb_model_info info;
     nb_model_get_info(model, &info);
+    /* The context is fixed here (the library's default when -c is not given) so that
+     * each turn can be checked against it before it runs. */
+    if (cp.n_ctx <= 0)
+        cp.n_ctx = info.n_ctx_train > 0 && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
+    if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
     if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
     const char *bos = nb_tokenizer_bos(tok) >= 0 ? nb_token_piece(tok, nb_tokenizer_bos(tok)) : "";
     const char *eos = nb_tokenizer_eos(tok) >= 0 ? nb_token_piece(tok, nb_tokenizer_eos(tok)) : "";
@@ -130,16 +148,53 @@ int cmd_chat(int argc, char **argv)
             n_cached = 0;
             if (!strcmp(line, "/reset")) continue;
         }
-        owned[n_msgs] = strdup(line);
-        msgs[n_msgs] = (struct nb_chat_msg){"user", owned[n_msgs]};
-        n_msgs++;
-        char *text = NULL;
         int32_t *ids = NULL;
         int n_ids = 0;
-        if (nb_chat_render(&tpl, msgs, n_msgs, 1, bos, eos, &text) != NB_OK) goto fail;
-        enum nb_status st = nb_tokenize(tok, text, strlen(text), 0, 1, &ids, &n_ids);
-        free(text);
-        if (st) goto fail;
+        enum nb_status st;
+        /* A message that does not fit the context even on its own (with the system turn
+         * and the template) is refused; the conversation goes on without it. */
+        msgs[n_msgs] = (struct nb_chat_msg){"user", line};
+        struct nb_chat_msg alone[2];
+        int n_alone = 0;
+        if (base_msgs) alone[n_alone++] = msgs[0];
+        alone[n_alone++] = msgs[n_msgs];
+        if ((st = render_ids(&tpl, alone, n_alone, bos, eos, tok, &ids, &n_ids))) goto fail;
+        free(ids);
+        ids = NULL;
+        if (n_ids >= cp.n_ctx) {
+            fprintf(stderr,
+                    "nibble chat: message not sent: it is %d tokens with the chat "
+                    "template, the context holds %d (--ctx); send a shorter one\n",
+                    n_ids, cp.n_ctx);
+            continue;
+        }
+        if (!(owned[n_msgs] = strdup(line))) {
+            nb_set_error(NB_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        msgs[n_msgs] = (struct nb_chat_msg){"user", owned[n_msgs]};
+        n_msgs++;
+        if ((st = render_ids(&tpl, msgs, n_msgs, bos, eos, tok, &ids, &n_ids))) goto fail;
+        if (n_ids >= cp.n_ctx) {
+            /* the whole conversation no longer fits: start a new one with this message */
+            free(ids);
+            ids = NULL;
+            char *msg = owned[n_msgs - 1];
+            owned[n_msgs - 1] = NULL;
+            for (int i = 0; i < MAX_TURNS; i++)
+                free(owned[i]), owned[i] = NULL;
+            n_msgs = base_msgs;
+            owned[n_msgs] = msg;
+            msgs[n_msgs] = (struct nb_chat_msg){"user", msg};
+            n_msgs++;
+            nb_ctx_clear_seq(ctx, 0);
+            n_cached = 0;
+            fprintf(stderr,
+                    "[the conversation outgrew the context of %d tokens: earlier turns "
+                    "dropped]\n",
+                    cp.n_ctx);
+            if ((st = render_ids(&tpl, msgs, n_msgs, bos, eos, tok, &ids, &n_ids))) goto fail;
+        }
         /* keep the longest cached prefix; run the rest */
         int keep = 0;
         while (keep < n_cached && keep < n_ids - 1 && cached[keep] == ids[keep]) keep++;
@@ -151,7 +206,10 @@ int cmd_chat(int argc, char **argv)
         struct turn_out out = {.tok = tok};
         nb_detok_init(&out.detok, tok, 0);
         struct nb_gen_stats gs;
-        st = nb_generate(ctx, 0, sampler, ids + keep, n_ids - keep, n_predict, 1, on_token, &out,
+        /* the answer stops where the context is full: after the prompt's n_ids tokens,
+         * n more need n - 1 decode steps */
+        int room = cp.n_ctx - n_ids + 1, turn_predict = n_predict < room ? n_predict : room;
+        st = nb_generate(ctx, 0, sampler, ids + keep, n_ids - keep, turn_predict, 1, on_token, &out,
                          &gs);
         const char *t;
         size_t n;
@@ -159,6 +217,8 @@ int cmd_chat(int argc, char **argv)
         printf("\n");
         fflush(stdout);
         nb_detok_free(&out.detok);
+        if (st == NB_OK && turn_predict < n_predict && gs.n_gen == turn_predict)
+            fprintf(stderr, "[the context of %d tokens is full: the answer was cut]\n", cp.n_ctx);
         /* the cache now holds the prompt and the generated tokens but the last */
         free(cached);
         cached = realloc(ids, sizeof *ids * (size_t)(n_ids + out.n_gen + 1));

@@ -15,6 +15,7 @@
 #include "core/mmap.h"
 #include "core/timer.h"
 #include "nibble.h"
+#include "runtime/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
 
 static void usage_tokenize(FILE *f)
@@ -25,11 +26,11 @@ static void usage_tokenize(FILE *f)
             "Prints the token ids of TEXT as the model sees them (BOS first when the\n"
             "tokenizer's config adds it), separated by spaces, on one line.\n"
             "\n"
-            "  -m, --model PATH      a GGUF file, a llama2.c .bin (its .tok.bin beside it) or\n"
-            "                        a model directory (default: $NIBBLE_MODEL)\n"
+            "  -m, --model PATH      a GGUF file, a llama2.c .bin (its .tok.bin beside it), a\n"
+            "                        model directory or a .nib (default: $NIBBLE_MODEL)\n"
             "      --tokenizer PATH  a tokenizer.json, tokenizer.model, llama2.c tokenizer .bin,\n"
-            "                        or a directory with tokenizer.json / tokenizer.model\n"
-            "                        (and tokenizer_config.json)\n"
+            "                        a .nib, or a directory with tokenizer.json /\n"
+            "                        tokenizer.model (and tokenizer_config.json)\n"
             "      --no-special      special tokens written in TEXT are plain text\n"
             "      --no-add-special  no BOS/EOS around the text\n"
             "      --pieces          print the vocabulary pieces instead of ids\n"
@@ -54,8 +55,12 @@ static struct nb_tokenizer *load(const char *cmd, const char *model, const char 
         fprintf(stderr, "nibble %s: give -m MODEL or --tokenizer PATH\n", cmd);
         return NULL;
     }
-    enum nb_status st = tokpath && strstr(tokpath, ".bin") ? nb_tokenizer_load_llama2c(&tok, p, 0)
-                                                           : nb_tokenizer_load_for_model(&tok, p);
+    /* --tokenizer X.bin is a llama2.c tokenizer itself; anything else (a .nib too, which
+     * holds its tokenizer) goes through nb_tokenizer_for_model */
+    size_t n = strlen(p);
+    int l2c = tokpath && n >= 4 && !strcmp(p + n - 4, ".bin");
+    enum nb_status st =
+        l2c ? nb_tokenizer_load_llama2c(&tok, p, 0) : nb_tokenizer_for_model(&tok, p);
     if (st) {
         fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
         return NULL;

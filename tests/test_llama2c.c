@@ -187,7 +187,12 @@ static void put_i32(uint8_t *p, int32_t v)
         p[b] = (uint8_t)((uint32_t)v >> (8 * b));
 }
 
-/* A file of `version` whose header int `field` (0 = dim .. 6 = seq_len) is `v`. */
+static const char *const k_field_name[7] = {"dim",        "hidden_dim", "n_layers", "n_heads",
+                                            "n_kv_heads", "vocab_size", "seq_len"};
+
+/* A file of `version` whose header int `field` (0 = dim .. 6 = seq_len) is `v`: the
+ * parser refuses it with a message holding `what`. A legacy file with one bad field
+ * still sniffs as llama2.c (so that loading it reaches this message). */
 static void expect_bad_field(int version, int field, int32_t v, const char *what)
 {
     struct nb_llama2c_config c = tiny(version, 1);
@@ -199,28 +204,36 @@ static void expect_bad_field(int version, int field, int32_t v, const char *what
     assert_null(m);
     if (!strstr(nb_last_error(), what) || !strstr(nb_last_error(), "bad.bin"))
         fail_msg("field %d = %d: message '%s' lacks '%s'", field, v, nb_last_error(), what);
-    if (version == 0) assert_false(nb_llama2c_sniff(buf, size));
+    assert_true(nb_llama2c_sniff(buf, size));
     free(buf);
 }
 
 static void test_hostile(void **state)
 {
     (void)state;
+    char want[96];
     for (int version = 0; version <= 2; version++) {
         for (int f = 0; f < 7; f++) {
+            snprintf(want, sizeof want, "llama2.c header: %s = 0 is not positive", k_field_name[f]);
+            expect_bad_field(version, f, 0, want);
             if (f == 5 && version == 0) continue; /* negative vocab = unshared in legacy */
-            expect_bad_field(version, f, 0, "zero or negative");
-            expect_bad_field(version, f, -4, "zero or negative");
+            snprintf(want, sizeof want, "llama2.c header: %s = -4 is not positive",
+                     k_field_name[f]);
+            expect_bad_field(version, f, -4, want);
         }
-        expect_bad_field(version, 0, 9, "not a multiple of n_heads");    /* dim 9, 2 heads */
-        expect_bad_field(version, 3, 3, "not a multiple of n_heads");    /* 8 % 3 */
-        expect_bad_field(version, 4, 3, "not a multiple of n_kv_heads"); /* 2 % 3 */
-        expect_bad_field(version, 3, 8, "odd");                          /* head size 1 */
-        expect_bad_field(version, 1, 0x7fffffff, "truncated");           /* huge hidden */
-        expect_bad_field(version, 0, 1 << 30, "");                       /* huge dim */
-        expect_bad_field(version, 2, 0x7fffffff, "");                    /* many layers */
+        expect_bad_field(version, 0, 9, "dim = 9 is not a multiple of n_heads = 2");
+        expect_bad_field(version, 3, 3, "dim = 8 is not a multiple of n_heads = 3");
+        expect_bad_field(version, 4, 3, "n_heads = 2 is not a multiple of n_kv_heads = 3");
+        expect_bad_field(version, 3, 8, "head size dim / n_heads = 8 / 8 = 1 is odd");
+        expect_bad_field(version, 1, 0x7fffffff, "hidden_dim = 2147483647 is out of range");
+        expect_bad_field(version, 0, 1 << 30, "dim = 1073741824 is out of range (1..65536)");
+        expect_bad_field(version, 2, 0x7fffffff, "n_layers = 2147483647 is out of range");
+        expect_bad_field(version, 6, 1 << 23, "seq_len = 8388608 is out of range");
+        expect_bad_field(version, 2, 3,
+                         "truncated: the llama2.c header (dim 8, hidden_dim 12, "
+                         "n_layers 3");
     }
-    /* Sizes whose products overflow 64 bits. */
+    /* Several fields out of range: sizes whose products would overflow 64 bits. */
     struct nb_llama2c_config c = tiny(0, 1);
     size_t size = 0;
     uint8_t *buf = nbt_l2c_build(&c, &size);
@@ -231,20 +244,30 @@ static void test_hostile(void **state)
     put_i32(buf + 16, 2);
     struct nb_llama2c *m = NULL;
     assert_int_equal(nb_llama2c_parse(&m, buf, size, "ovf.bin"), NB_ERR_FORMAT);
-    assert_non_null(strstr(nb_last_error(), "overflow"));
-    put_i32(buf + 20, INT32_MIN); /* vocab */
+    assert_non_null(strstr(nb_last_error(), "dim = 1073741824"));
+    assert_false(nb_llama2c_sniff(buf, size)); /* 3 of 7 ints out of range: not llama2.c */
+    put_i32(buf + 20, INT32_MIN);              /* vocab */
     assert_int_equal(nb_llama2c_parse(&m, buf, size, "ovf.bin"), NB_ERR_FORMAT);
     assert_false(nb_llama2c_sniff(buf, size));
     free(buf);
+
+    /* A sniff keeps the caller's message; zeros and text are not llama2.c. */
+    uint8_t zeros[256] = {0};
+    nb_set_error(NB_ERR_IO, "earlier message");
+    assert_false(nb_llama2c_sniff(zeros, sizeof zeros));
+    assert_string_equal(nb_last_error(), "earlier message");
+    const char *text = "this is not a model at all, just some text in a file....";
+    assert_false(nb_llama2c_sniff(text, strlen(text)));
 
     /* v2: bad group size, unknown version, bad shared flag. */
     c = tiny(2, 1);
     buf = nbt_l2c_build(&c, &size);
     put_i32(buf + 37, 3);
     assert_int_equal(nb_llama2c_parse(&m, buf, size, "g.bin"), NB_ERR_FORMAT);
-    assert_non_null(strstr(nb_last_error(), "group_size"));
+    assert_non_null(strstr(nb_last_error(), "group_size = 3 does not divide dim = 8"));
     put_i32(buf + 37, 0);
     assert_int_equal(nb_llama2c_parse(&m, buf, size, "g.bin"), NB_ERR_FORMAT);
+    assert_non_null(strstr(nb_last_error(), "group_size = 0 is not positive"));
     put_i32(buf + 37, 4);
     buf[36] = 7;
     assert_int_equal(nb_llama2c_parse(&m, buf, size, "g.bin"), NB_ERR_FORMAT);

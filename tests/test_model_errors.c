@@ -1,13 +1,20 @@
 /* test_model_errors — hostile or inconsistent model inputs give a clear error that
  * names the file and the problem, never a crash. */
 #include "helpers/convert.h"
+#include "helpers/llama2c_writer.h"
 #include "helpers/testutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
+#include "core/mmap.h"
+#include "model/config.h"
 #include "nibble.h"
+#include "runtime/model_tokenizer.h"
+#include "runtime/quantize.h"
+#include "runtime/source_hash.h"
 
 static void copy_file(const char *from, const char *to, long max_bytes)
 {
@@ -145,9 +152,189 @@ static void test_not_a_model(void **state)
     expect_fail(tu_dir, NB_OK, "config.json"); /* a directory without config.json */
 }
 
+static void write_bytes(const char *path, const void *data, size_t n)
+{
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(data, 1, n, f), n);
+    fclose(f);
+}
+
+static void put_i32(uint8_t *p, int32_t v)
+{
+    for (int b = 0; b < 4; b++)
+        p[b] = (uint8_t)((uint32_t)v >> (8 * b));
+}
+
+/* A tiny legacy llama2.c checkpoint whose header int `field` (0 = dim .. 6 = seq_len)
+ * is `v`: loading it names the field and its value, not "not a model nibble knows". */
+static void expect_l2c_field(int field, int32_t v, const char *needle)
+{
+    struct nb_llama2c_config c = {.dim = 8,
+                                  .hidden_dim = 12,
+                                  .n_layers = 2,
+                                  .n_heads = 2,
+                                  .n_kv_heads = 1,
+                                  .vocab_size = 5,
+                                  .seq_len = 6,
+                                  .shared_classifier = 1};
+    size_t size = 0;
+    uint8_t *buf = nbt_l2c_build(&c, &size);
+    assert_non_null(buf);
+    put_i32(buf + 4 * field, v);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/l2c-field%d.bin", tu_dir, field);
+    write_bytes(path, buf, size);
+    free(buf);
+    expect_fail(path, NB_ERR_FORMAT, needle);
+    expect_fail(path, NB_ERR_FORMAT, path);
+}
+
+static void test_llama2c_header_fields(void **state)
+{
+    expect_l2c_field(3, 0, "llama2.c header: n_heads = 0 is not positive");
+    expect_l2c_field(0, -8, "llama2.c header: dim = -8 is not positive");
+    expect_l2c_field(4, 3, "n_heads = 2 is not a multiple of n_kv_heads = 3");
+    expect_l2c_field(2, 5000, "llama2.c header: n_layers = 5000 is out of range (1..1024)");
+    expect_l2c_field(5, 0, "llama2.c header: vocab_size = 0 is not positive");
+    /* -1 (one token, own classifier) parses but cannot hold llama2.c's fixed ids */
+    expect_l2c_field(5, -1,
+                     "llama2.c header: vocab_size = -1 (1 token, own classifier) is "
+                     "too small");
+    expect_l2c_field(5, 2, "llama2.c header: vocab_size = 2 (2 tokens) is too small");
+}
+
+/* vocab_size -1, 0 or absurd is refused when the config is read, naming the key. */
+static void test_vocab_size(void **state)
+{
+    const char *d = make_variant("vocab_size", "-1", -1);
+    if (!d) skip();
+    expect_fail(d, NB_ERR_FORMAT, "config.json: vocab_size = -1 is not in 1..2^22");
+    d = make_variant("vocab_size", "0", -1);
+    expect_fail(d, NB_ERR_FORMAT, "vocab_size = 0 is not in 1..2^22");
+    d = make_variant("vocab_size", "1000000000", -1);
+    expect_fail(d, NB_ERR_FORMAT, "vocab_size = 1000000000 is not in 1..2^22");
+    d = make_variant("bos_token_id", "600", -1);
+    expect_fail(d, NB_ERR_FORMAT, "bos_token_id = 600 is not a token id (vocab_size = 512)");
+
+    /* .nib config: the same check, naming the key of its "config" object */
+    char cfg_path[4300];
+    snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tu_model_path("tiny/qwen3-tiny"));
+    cJSON *hf = tu_load_json(cfg_path);
+    struct nb_config c;
+    assert_int_equal(nb_config_from_hf(&c, hf, cfg_path), NB_OK);
+    cJSON_Delete(hf);
+    cJSON *j = nb_config_to_json(&c);
+    struct nb_config back;
+    assert_int_equal(nb_config_from_json(&back, j, "m.nib"), NB_OK);
+    static const char *const bad[] = {"-1", "0", "16777216"};
+    for (int i = 0; i < 3; i++) {
+        cJSON_ReplaceItemInObject(j, "n_vocab", cJSON_CreateNumber(atof(bad[i])));
+        assert_int_equal(nb_config_from_json(&back, j, "m.nib"), NB_ERR_FORMAT);
+        char want[96];
+        snprintf(want, sizeof want, "m.nib: config.n_vocab = %s is not in 1..2^22", bad[i]);
+        if (!strstr(nb_last_error(), want))
+            fail_msg("error '%s' does not mention '%s'", nb_last_error(), want);
+    }
+    cJSON_Delete(j);
+
+    /* GGUF: <arch>.vocab_size, when written, must be the embedding's rows */
+    const char *gguf = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
+    if (!gguf) return;
+    char *buf;
+    size_t n;
+    assert_int_equal(nb_file_read_all(gguf, (size_t)1 << 30, &buf, &n), NB_OK);
+    static const char key[] = "llama.vocab_size";
+    char *at = memmem(buf, n, key, sizeof key - 1);
+    assert_non_null(at);
+    uint32_t type, value;
+    memcpy(&type, at + sizeof key - 1, 4);
+    memcpy(&value, at + sizeof key - 1 + 4, 4);
+    assert_int_equal(type, 4); /* GGUF u32 */
+    assert_int_equal(value, 4096);
+    value = 0xffffffffu; /* -1 as a u32 */
+    memcpy(at + sizeof key - 1 + 4, &value, 4);
+    char path[4300];
+    snprintf(path, sizeof path, "%s/vocab.gguf", tu_dir);
+    write_bytes(path, buf, n);
+    free(buf);
+    expect_fail(path, NB_ERR_FORMAT,
+                "llama.vocab_size = 4294967295, but tensor 'token_embd.weight' has 4096 rows");
+}
+
+/* A directory that holds no model: a clear error from the source hash (the first
+ * thing run/quantize/cache do with it), never undefined behaviour. */
+static void test_empty_dir(void **state)
+{
+    char d[4300], f[4400];
+    uint64_t h;
+    snprintf(d, sizeof d, "%s/empty", tu_dir);
+    assert_int_equal(mkdir(d, 0700), 0);
+    assert_int_equal(nb_source_hash(d, &h), NB_ERR_NOT_FOUND);
+    if (!strstr(nb_last_error(), "the directory holds no model files") ||
+        !strstr(nb_last_error(), d))
+        fail_msg("empty dir: '%s'", nb_last_error());
+    snprintf(f, sizeof f, "%s/notes.txt", d);
+    write_bytes(f, "x", 1);
+    assert_int_equal(nb_source_hash(d, &h), NB_ERR_NOT_FOUND);
+    if (!strstr(nb_last_error(), "the directory has no config.json"))
+        fail_msg("dir without config.json: '%s'", nb_last_error());
+    snprintf(f, sizeof f, "%s/missing", tu_dir);
+    assert_int_equal(nb_source_hash(f, &h), NB_ERR_IO);
+    if (!strstr(nb_last_error(), "cannot stat: No such file or directory"))
+        fail_msg("missing: '%s'", nb_last_error());
+}
+
+/* A .nib quantized from a Hugging Face folder: errors in its embedded tokenizer files
+ * name the file embedded and where it came from, not only the .nib. */
+static void test_embedded_tokenizer_names(void **state)
+{
+    const char *d = make_variant(NULL, NULL, -1);
+    if (!d) skip();
+    char p[4400], nib[4400];
+    snprintf(p, sizeof p, "%s/tokenizer.json", d);
+    const char *no_merges = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}}}";
+    write_bytes(p, no_merges, strlen(no_merges));
+    snprintf(nib, sizeof nib, "%s/variant.nib", tu_dir);
+    struct nb_quantize_opts o;
+    nb_quantize_default_opts(&o);
+    o.path = NB_WPATH_F32;
+    o.n_threads = 1;
+    struct nb_quantize_result r;
+    if (nb_quantize_file(d, &o, nib, &r) != NB_OK) fail_msg("quantize: %s", nb_last_error());
+    struct nb_tokenizer *tok = NULL;
+    assert_int_equal(nb_tokenizer_for_model(&tok, nib), NB_ERR_FORMAT);
+    assert_null(tok);
+    char want[9000];
+    snprintf(want, sizeof want,
+             "%s (tokenizer.json embedded from %s/tokenizer.json): "
+             "model.merges missing",
+             nib, d);
+    if (!strstr(nb_last_error(), want))
+        fail_msg("error '%s' does not mention '%s'", nb_last_error(), want);
+
+    /* a broken tokenizer_config.json beside a good tokenizer.json: named as itself */
+    const char *good = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": []}}";
+    write_bytes(p, good, strlen(good));
+    snprintf(p, sizeof p, "%s/tokenizer_config.json", d);
+    write_bytes(p, "{\"bos_token\": ", strlen("{\"bos_token\": "));
+    if (nb_quantize_file(d, &o, nib, &r) != NB_OK) fail_msg("quantize: %s", nb_last_error());
+    assert_int_equal(nb_tokenizer_for_model(&tok, nib), NB_ERR_FORMAT);
+    snprintf(want, sizeof want, "%s (tokenizer_config.json embedded from %s/tokenizer_config.json)",
+             nib, d);
+    if (!strstr(nb_last_error(), want))
+        fail_msg("error '%s' does not mention '%s'", nb_last_error(), want);
+    assert_int_equal(nb_tokenizer_for_model(&tok, "/nonexistent/m.nib"), NB_ERR_NOT_FOUND);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent/m.nib: no such file"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_llama2c_header_fields),
+        cmocka_unit_test(test_vocab_size),
+        cmocka_unit_test(test_empty_dir),
+        cmocka_unit_test(test_embedded_tokenizer_names),
         cmocka_unit_test(test_config_disagrees_with_tensors),
         cmocka_unit_test(test_bad_config),
         cmocka_unit_test(test_truncated_weights),

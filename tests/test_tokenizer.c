@@ -8,9 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "core/mmap.h"
+#include "formats/gguf.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
 
@@ -176,9 +179,34 @@ static void test_malformed(void **state)
     assert_int_equal(nb_tokenizer_load_hf_json(&t, ok, strlen(ok), cfg, strlen(cfg), "c.json"),
                      NB_ERR_FORMAT);
     assert_non_null(strstr(nb_last_error(), "bos_token '<nope>'"));
+    /* A tokenizer_config.json that is not JSON: the error names it, not tokenizer.json. */
+    const char *bad_cfg = "{\"bos_token\": ";
+    assert_int_equal(nb_tokenizer_load_hf_json_cfg(&t, ok, strlen(ok), "t.json", bad_cfg,
+                                                   strlen(bad_cfg), "tc.json"),
+                     NB_ERR_FORMAT);
+    if (!strstr(nb_last_error(), "tc.json:1:") || strstr(nb_last_error(), "t.json"))
+        fail_msg("'%s' should name tc.json", nb_last_error());
+    const uint8_t one_piece[] = {0x0a, 0x03, 0x0a, 0x01, 'a', 0x12, 0x02, 0x18, 0x02};
+    assert_int_equal(nb_tokenizer_load_spm_model_cfg(&t, one_piece, sizeof one_piece, "t.model",
+                                                     bad_cfg, strlen(bad_cfg), "tc.json"),
+                     NB_ERR_FORMAT);
+    if (!strstr(nb_last_error(), "tc.json:1:"))
+        fail_msg("'%s' should name tc.json", nb_last_error());
     /* Missing files. */
     assert_int_equal(nb_tokenizer_load_hf(&t, "/nonexistent/dir"), NB_ERR_NOT_FOUND);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent/dir: no such file"));
     assert_int_equal(nb_tokenizer_load_for_model(&t, "/nonexistent/m.gguf"), NB_ERR_NOT_FOUND);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent/m.gguf: no such file"));
+    /* tokenizer/ does not read .nib files: it says where that is done */
+    char nib[64];
+    snprintf(nib, sizeof nib, "/tmp/nibble-test-tokenizer-%d.nib", (int)getpid());
+    FILE *f = fopen(nib, "wb");
+    assert_non_null(f);
+    fwrite("NIBBLE\r\n\1\0\0\0", 1, 12, f);
+    fclose(f);
+    assert_int_equal(nb_tokenizer_load_for_model(&t, nib), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "nb_tokenizer_for_model"));
+    remove(nib);
     /* SentencePiece protobuf: truncated, and a unigram model. */
     const uint8_t trunc[] = {0x0a, 0x10, 0x0a};
     assert_int_equal(nb_tokenizer_load_spm_model(&t, trunc, sizeof trunc, "t.model"),
@@ -210,6 +238,45 @@ static void test_byte_level(void **state)
     free(s);
     assert_false(nb_tokenizer_adds_bos(t));
     nb_tokenizer_free(t);
+}
+
+/* A byte-level vocabulary piece that is not valid UTF-8 (possible in GGUF, whose strings
+ * are bytes): the invalid byte is copied as it is, never decoded through a stale
+ * code point ("A\xff" once came out as "AA"). */
+static void test_byte_level_invalid_piece(void **state)
+{
+    (void)state;
+    struct nb_gguf_writer *w = NULL;
+    assert_int_equal(nb_gguf_writer_init(&w, 3, 0), NB_OK);
+    const char *toks[] = {"A", "\xc4\xa0", "A\xff", "\xc4\xa0\xff"};
+    assert_int_equal(nb_gguf_writer_add_str(w, "tokenizer.ggml.model", "gpt2"), NB_OK);
+    assert_int_equal(nb_gguf_writer_add_arr_str(w, "tokenizer.ggml.tokens", toks, 4), NB_OK);
+    assert_int_equal(nb_gguf_writer_add_arr_str(w, "tokenizer.ggml.merges", NULL, 0), NB_OK);
+    int fd = -1;
+    assert_int_equal(nb_gguf_writer_write_memory(w, "bad-piece.gguf", &fd), NB_OK);
+    nb_gguf_writer_free(w);
+    struct nb_mapped_file f;
+    assert_int_equal(nb_file_map_fd(&f, fd, "bad-piece.gguf"), NB_OK);
+    close(fd);
+    struct nb_gguf *g = NULL;
+    assert_int_equal(nb_gguf_parse(&g, f.data, f.size, "bad-piece.gguf"), NB_OK);
+    struct nb_tokenizer *t = NULL;
+    if (nb_tokenizer_load_gguf(&t, g) != NB_OK) fail_msg("%s", nb_last_error());
+    const char *want[2] = {"A\xff", " \xff"};
+    for (int id = 2; id < 4; id++) {
+        char *o;
+        size_t n;
+        assert_int_equal(nb_detokenize(t, (int32_t[]){id}, 1, 0, &o, &n), NB_OK);
+        /* the invalid byte stays one byte (or becomes U+FFFD), never a repeat of the
+         * character before it */
+        assert_true(n >= 2);
+        assert_memory_equal(o, want[id - 2], 1);
+        assert_true((unsigned char)o[1] == 0xff || !memcmp(o + 1, "\xef\xbf\xbd", 3));
+        free(o);
+    }
+    nb_tokenizer_free(t);
+    nb_gguf_free(g);
+    nb_file_unmap(&f);
 }
 
 static void test_utf8_and_nfc(void **state)
@@ -301,7 +368,7 @@ int main(void)
         cmocka_unit_test(test_bpe_merges),   cmocka_unit_test(test_detok_streaming),
         cmocka_unit_test(test_malformed),    cmocka_unit_test(test_byte_level),
         cmocka_unit_test(test_utf8_and_nfc), cmocka_unit_test(test_stop_strings),
-        cmocka_unit_test(test_chat_detect),
+        cmocka_unit_test(test_chat_detect), cmocka_unit_test(test_byte_level_invalid_piece),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,30 +79,54 @@ static enum nb_status read_header(const unsigned char *p, size_t size, const cha
     return NB_OK;
 }
 
+/* The seven header ints: names (as llama2.c's Config calls them) and the largest
+ * value any llama2.c-sized model has. */
+static const struct {
+    const char *name;
+    int max;
+} k_field[7] = {{"dim", 1 << 16},    {"hidden_dim", 1 << 18}, {"n_layers", 1024},
+                {"n_heads", 1024},   {"n_kv_heads", 1024},    {"vocab_size", 1 << 22},
+                {"seq_len", 1 << 22}};
+
+static void header_fields(const struct nb_llama2c_config *c, int v[7])
+{
+    v[0] = c->dim, v[1] = c->hidden_dim, v[2] = c->n_layers, v[3] = c->n_heads;
+    v[4] = c->n_kv_heads, v[5] = c->vocab_size, v[6] = c->seq_len;
+}
+
 /* Check the config and compute the byte size the file needs (header included). */
 static enum nb_status validate(const struct nb_llama2c_config *c, size_t hdr, const char *name,
                                uint64_t *need)
 {
-    if (c->dim <= 0 || c->hidden_dim <= 0 || c->n_layers <= 0 || c->n_heads <= 0 ||
-        c->n_kv_heads <= 0 || c->vocab_size <= 0 || c->seq_len <= 0)
-        return nb_set_error(NB_ERR_FORMAT,
-                            "%s: config has a zero or negative size (dim %d, hidden_dim %d, "
-                            "n_layers %d, n_heads %d, n_kv_heads %d, vocab_size %d, seq_len %d)",
-                            name, c->dim, c->hidden_dim, c->n_layers, c->n_heads, c->n_kv_heads,
-                            c->vocab_size, c->seq_len);
+    int v[7];
+    header_fields(c, v);
+    for (int i = 0; i < 7; i++) {
+        if (v[i] <= 0)
+            return nb_set_error(NB_ERR_FORMAT, "%s: llama2.c header: %s = %d is not positive", name,
+                                k_field[i].name, v[i]);
+        if (v[i] > k_field[i].max)
+            return nb_set_error(NB_ERR_FORMAT,
+                                "%s: llama2.c header: %s = %d is out of range (1..%d)", name,
+                                k_field[i].name, v[i], k_field[i].max);
+    }
     if (c->dim % c->n_heads != 0)
-        return nb_set_error(NB_ERR_FORMAT, "%s: dim %d is not a multiple of n_heads %d", name,
+        return nb_set_error(NB_ERR_FORMAT,
+                            "%s: llama2.c header: dim = %d is not a multiple of n_heads = %d", name,
                             c->dim, c->n_heads);
     if (c->n_heads % c->n_kv_heads != 0)
-        return nb_set_error(NB_ERR_FORMAT, "%s: n_heads %d is not a multiple of n_kv_heads %d",
+        return nb_set_error(NB_ERR_FORMAT,
+                            "%s: llama2.c header: n_heads = %d is not a multiple of n_kv_heads "
+                            "= %d",
                             name, c->n_heads, c->n_kv_heads);
     int head = c->dim / c->n_heads;
     if (head % 2 != 0)
-        return nb_set_error(NB_ERR_FORMAT, "%s: head size %d is odd (RoPE needs pairs)", name,
-                            head);
+        return nb_set_error(NB_ERR_FORMAT,
+                            "%s: llama2.c header: head size dim / n_heads = %d / %d = %d is odd "
+                            "(RoPE needs pairs)",
+                            name, c->dim, c->n_heads, head);
     if (c->version == 2 && c->group_size <= 0)
-        return nb_set_error(NB_ERR_FORMAT, "%s: group_size %d is not positive", name,
-                            c->group_size);
+        return nb_set_error(NB_ERR_FORMAT, "%s: llama2.c header: group_size = %d is not positive",
+                            name, c->group_size);
 
     uint64_t L = (uint64_t)c->n_layers, D = (uint64_t)c->dim, H = (uint64_t)c->hidden_dim;
     uint64_t V = (uint64_t)c->vocab_size;
@@ -124,8 +148,9 @@ static enum nb_status validate(const struct nb_llama2c_config *c, size_t hdr, co
     if (c->version == 2) {
         uint64_t G = (uint64_t)c->group_size;
         if (D % G != 0)
-            return nb_set_error(NB_ERR_FORMAT, "%s: group_size %d does not divide dim %d", name,
-                                c->group_size, c->dim);
+            return nb_set_error(NB_ERR_FORMAT,
+                                "%s: llama2.c header: group_size = %d does not divide dim = %d",
+                                name, c->group_size, c->dim);
         /* Every quantized tensor has `dim` as a factor, so groups never straddle. */
         uint64_t scales = quant / G, qb;
         ovf = nb_mul_u64(scales, 4, &qb) || nb_add_u64(qb, quant, &qb) ||
@@ -150,6 +175,11 @@ overflow:
                         name, c->dim, c->hidden_dim, c->n_layers, c->vocab_size);
 }
 
+/* A legacy header (no magic) is recognised when it is valid and the file is long
+ * enough for it; or, so that a checkpoint with a damaged field reaches the parser that
+ * names the field, when the file is header + whole floats and at least 5 of the 7
+ * header ints are in their range (text, JSON and other binary formats start with
+ * bytes that make far larger ints). */
 int nb_llama2c_sniff(const void *data, size_t size)
 {
     const unsigned char *p = data;
@@ -157,17 +187,20 @@ int nb_llama2c_sniff(const void *data, size_t size)
     if ((uint32_t)load_i32(p) == L2C_MAGIC) return 1;
     struct nb_llama2c_config c;
     size_t hdr;
-    uint64_t need;
+    uint64_t need = 0;
     int ok = 0;
     char saved[1024]; /* a predicate: keep the caller's error message */
     snprintf(saved, sizeof saved, "%s", nb_last_error());
     if (read_header(p, size, "", &c, &hdr) != NB_OK) goto done;
-    /* Plausible sizes for a legacy checkpoint; anything else is some other file. */
-    if (c.dim > (1 << 16) || c.hidden_dim > (1 << 18) || c.n_layers > 1024 || c.n_heads > 1024 ||
-        c.vocab_size > (1 << 22) || c.seq_len > (1 << 22))
-        goto done;
-    if (validate(&c, hdr, "", &need) != NB_OK) goto done;
-    ok = need <= size;
+    if (validate(&c, hdr, "", &need) == NB_OK && need <= size) {
+        ok = 1;
+    } else if (size > L2C_HEADER_LEG && size % 4 == 0) {
+        int v[7], n_plausible = 0;
+        header_fields(&c, v);
+        for (int i = 0; i < 7; i++)
+            n_plausible += v[i] > 0 && v[i] <= k_field[i].max;
+        ok = n_plausible >= 5;
+    }
 done:
     nb_set_error(NB_OK, "%s", saved);
     return ok;
@@ -264,8 +297,11 @@ enum nb_status nb_llama2c_parse(struct nb_llama2c **out, const void *data, size_
     if (s != NB_OK) goto fail;
     if (need > size) {
         s = nb_set_error(NB_ERR_FORMAT,
-                         "%s: truncated: the header implies %llu bytes, file has %zu", name,
-                         (unsigned long long)need, size);
+                         "%s: truncated: the llama2.c header (dim %d, hidden_dim %d, n_layers %d, "
+                         "n_heads %d, n_kv_heads %d, vocab_size %d, seq_len %d) implies %llu "
+                         "bytes, the file has %zu",
+                         name, c.dim, c.hidden_dim, c.n_layers, c.n_heads, c.n_kv_heads,
+                         c.vocab_size, c.seq_len, (unsigned long long)need, size);
         goto fail;
     }
     if (c.version != 0 && need != size) {

@@ -22,11 +22,13 @@
  * companion "<name>.scale" of dtype F32 with one value per group (groups run over
  * the flattened tensor). The RoPE pairing of these checkpoints is interleaved.
  *
- * Validation: all sizes positive, dim % n_heads == 0, n_heads % n_kv_heads == 0,
- * an even head size, v2 group_size > 0 dividing dim, sizes overflow-checked. The
- * file must hold at least what the header implies; legacy files may be longer
- * (trailing bytes ignored), v1/v2 files must match exactly. freq_cis tables are
- * not exposed. Data pointers of v2 ".scale" tensors may be unaligned for f32.
+ * Validation: every header int in 1..max (dim 2^16, hidden_dim 2^18, n_layers,
+ * n_heads, n_kv_heads 1024, vocab_size, seq_len 2^22), dim % n_heads == 0,
+ * n_heads % n_kv_heads == 0, an even head size, v2 group_size > 0 dividing dim, sizes
+ * overflow-checked; a message names the field and its value. The file must hold at
+ * least what the header implies; legacy files may be longer (trailing bytes ignored),
+ * v1/v2 files must match exactly. freq_cis tables are not exposed. Data pointers of v2
+ * ".scale" tensors may be unaligned for f32.
  */
 #ifndef NB_FORMATS_LLAMA2C_H
 #define NB_FORMATS_LLAMA2C_H
@@ -49,8 +51,10 @@ enum nb_status nb_llama2c_open(struct nb_llama2c **out, const char *path);
 enum nb_status nb_llama2c_parse(struct nb_llama2c **out, const void *data, size_t size,
                                 const char *name);
 void nb_llama2c_free(struct nb_llama2c *m);
-/* Does the buffer start like a llama2.c checkpoint (v1/v2 magic, or a plausible
- * legacy header)? Used to recognise a .bin when sniffing a path. */
+/* Does the buffer start like a llama2.c checkpoint? v1/v2 magic; a valid legacy header
+ * the buffer is long enough for; or a legacy header with at most two ints out of range
+ * in a buffer of header + whole floats, so that nb_llama2c_parse, not a generic "not a
+ * model", says which field is wrong. Used to recognise a .bin when sniffing a path. */
 int nb_llama2c_sniff(const void *data, size_t size);
 
 const struct nb_llama2c_config *nb_llama2c_config(const struct nb_llama2c *m);

@@ -67,40 +67,87 @@ static enum nb_status layer_type(const char *s, int layer, uint8_t *out, const c
 
 /* ---------------------------------------------------------------- validation */
 
-enum nb_status nb_config_validate(const struct nb_config *c, const char *what)
+/* What a source calls each checked field, so that a message names the key to fix
+ * ("vocab_size", "llama.block_count", "n_vocab"). */
+struct field_names {
+    const char *n_layers, *n_embd, *n_heads, *n_kv_heads, *head_dim, *n_ff, *n_vocab, *n_ctx_train,
+        *norm_eps, *rope_theta, *rope_factor, *sliding_window, *bos_id, *eos_id;
+};
+
+/* nibble's own names: the keys of the .nib "config" object */
+static const struct field_names k_nib_names = {
+    "config.n_layers", "config.n_embd",     "config.n_heads",     "config.n_kv_heads",
+    "config.head_dim", "config.n_ff",       "config.n_vocab",     "config.n_ctx_train",
+    "config.norm_eps", "config.rope_theta", "config.rope_factor", "config.sliding_window",
+    "config.bos_id",   "config.eos_id"};
+
+static const struct field_names k_hf_names = {
+    "num_hidden_layers", "hidden_size",       "num_attention_heads", "num_key_value_heads",
+    "head_dim",          "intermediate_size", "vocab_size",          "max_position_embeddings",
+    "rms_norm_eps",      "rope_theta",        "rope_scaling.factor", "sliding_window",
+    "bos_token_id",      "eos_token_id"};
+
+static const struct field_names k_l2c_names = {"llama2.c header n_layers",
+                                               "llama2.c header dim",
+                                               "llama2.c header n_heads",
+                                               "llama2.c header n_kv_heads",
+                                               "head size (dim / n_heads)",
+                                               "llama2.c header hidden_dim",
+                                               "llama2.c header vocab_size",
+                                               "llama2.c header seq_len",
+                                               "norm eps",
+                                               "rope theta",
+                                               "rope factor",
+                                               "sliding window",
+                                               "BOS id (1 in llama2.c)",
+                                               "EOS id (2 in llama2.c)"};
+
+static enum nb_status validate(const struct nb_config *c, const char *what,
+                               const struct field_names *k)
 {
-#define NEED(cond, ...)                                                                        \
-    do {                                                                                       \
-        if (!(cond)) {                                                                         \
-            char msg_[256];                                                                    \
-            snprintf(msg_, sizeof msg_, __VA_ARGS__);                                          \
-            return nb_set_error(NB_ERR_FORMAT, "%s: %s", what, msg_);                          \
-        }                                                                                      \
+#define NEED(cond, ...)                                                                            \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            char msg_[512];                                                                        \
+            snprintf(msg_, sizeof msg_, __VA_ARGS__);                                              \
+            return nb_set_error(NB_ERR_FORMAT, "%s: %s", what, msg_);                              \
+        }                                                                                          \
     } while (0)
-    NEED(c->n_layers > 0 && c->n_layers <= NB_MAX_LAYERS, "n_layers %d not in 1..%d",
+    NEED(c->n_layers > 0 && c->n_layers <= NB_MAX_LAYERS, "%s = %d is not in 1..%d", k->n_layers,
          c->n_layers, NB_MAX_LAYERS);
-    NEED(c->n_embd > 0 && c->n_embd <= (1 << 16), "hidden size %d not in 1..65536", c->n_embd);
-    NEED(c->n_heads > 0 && c->n_heads <= 1024, "n_heads %d not in 1..1024", c->n_heads);
-    NEED(c->n_kv_heads > 0 && c->n_kv_heads <= c->n_heads, "n_kv_heads %d not in 1..n_heads (%d)",
-         c->n_kv_heads, c->n_heads);
-    NEED(c->n_heads % c->n_kv_heads == 0, "n_heads %d is not a multiple of n_kv_heads %d",
-         c->n_heads, c->n_kv_heads);
+    NEED(c->n_embd > 0 && c->n_embd <= (1 << 16), "%s = %d is not in 1..65536", k->n_embd,
+         c->n_embd);
+    NEED(c->n_heads > 0 && c->n_heads <= 1024, "%s = %d is not in 1..1024", k->n_heads, c->n_heads);
+    NEED(c->n_kv_heads > 0 && c->n_kv_heads <= c->n_heads, "%s = %d is not in 1..%s (%d)",
+         k->n_kv_heads, c->n_kv_heads, k->n_heads, c->n_heads);
+    NEED(c->n_heads % c->n_kv_heads == 0, "%s = %d is not a multiple of %s = %d", k->n_heads,
+         c->n_heads, k->n_kv_heads, c->n_kv_heads);
     NEED(c->head_dim > 0 && c->head_dim <= 1024 && c->head_dim % 2 == 0,
-         "head_dim %d must be even and in 2..1024", c->head_dim);
-    NEED(c->n_ff > 0 && c->n_ff <= (1 << 20), "intermediate size %d not in 1..2^20", c->n_ff);
-    NEED(c->n_vocab > 0 && c->n_vocab <= (1 << 22), "vocabulary %d not in 1..2^22", c->n_vocab);
-    NEED(c->n_ctx_train > 0, "context length %d must be positive", c->n_ctx_train);
-    NEED(c->norm_eps > 0 && c->norm_eps < 1, "rms eps %g not in (0, 1)", c->norm_eps);
-    NEED(c->rope_theta > 0 && isfinite(c->rope_theta), "rope theta %g must be positive",
+         "%s = %d must be even and in 2..1024", k->head_dim, c->head_dim);
+    NEED(c->n_ff > 0 && c->n_ff <= (1 << 20), "%s = %d is not in 1..2^20", k->n_ff, c->n_ff);
+    NEED(c->n_vocab > 0 && c->n_vocab <= (1 << 22), "%s = %d is not in 1..2^22 (4194304)",
+         k->n_vocab, c->n_vocab);
+    NEED(c->bos_id >= -1 && c->bos_id < c->n_vocab, "%s = %d is not a token id (%s = %d)",
+         k->bos_id, c->bos_id, k->n_vocab, c->n_vocab);
+    NEED(c->eos_id >= -1 && c->eos_id < c->n_vocab, "%s = %d is not a token id (%s = %d)",
+         k->eos_id, c->eos_id, k->n_vocab, c->n_vocab);
+    NEED(c->n_ctx_train > 0, "%s = %d must be positive", k->n_ctx_train, c->n_ctx_train);
+    NEED(c->norm_eps > 0 && c->norm_eps < 1, "%s = %g is not in (0, 1)", k->norm_eps, c->norm_eps);
+    NEED(c->rope_theta > 0 && isfinite(c->rope_theta), "%s = %g must be positive", k->rope_theta,
          c->rope_theta);
-    NEED(c->rope_factor > 0 && isfinite(c->rope_factor), "rope scaling factor %g must be positive",
+    NEED(c->rope_factor > 0 && isfinite(c->rope_factor), "%s = %g must be positive", k->rope_factor,
          c->rope_factor);
-    NEED(c->sliding_window >= 0, "sliding window %d is negative", c->sliding_window);
+    NEED(c->sliding_window >= 0, "%s = %d is negative", k->sliding_window, c->sliding_window);
     for (int l = 0; l < c->n_layers; l++)
         NEED(!c->layer_sliding[l] || c->sliding_window > 0,
-             "layer %d is marked sliding but no sliding_window is set", l);
+             "layer %d is marked sliding but no %s is set", l, k->sliding_window);
 #undef NEED
     return NB_OK;
+}
+
+enum nb_status nb_config_validate(const struct nb_config *c, const char *what)
+{
+    return validate(c, what, &k_nib_names);
 }
 
 enum nb_status nb_model_init_rope(struct nb_model *m)
@@ -189,7 +236,8 @@ enum nb_status nb_config_from_gguf(struct nb_config *c, const struct nb_gguf *g)
         (st = gguf_f32(g, arch, "attention.layer_norm_rms_epsilon", 1e-5f, &c->norm_eps)))
         return st;
     if (c->n_heads <= 0)
-        return nb_set_error(NB_ERR_FORMAT, "%s: %s.attention.head_count is 0", path, arch);
+        return nb_set_error(NB_ERR_FORMAT, "%s: %s.attention.head_count = %d must be positive",
+                            path, arch, c->n_heads);
     if ((st = gguf_u32(g, arch, "attention.key_length", 0, c->n_embd / c->n_heads,
                        &c->head_dim)))
         return st;
@@ -244,8 +292,11 @@ enum nb_status nb_config_from_gguf(struct nb_config *c, const struct nb_gguf *g)
     }
 
     uint32_t id;
-    if (nb_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &id) == NB_OK) c->bos_id = (int)id;
-    if (nb_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &id) == NB_OK) c->eos_id = (int)id;
+    /* a u32 beyond INT32_MAX (0xffffffff) is how some writers say "none": -1 */
+    if (nb_gguf_get_u32(g, "tokenizer.ggml.bos_token_id", &id) == NB_OK)
+        c->bos_id = id <= INT32_MAX ? (int)id : -1;
+    if (nb_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &id) == NB_OK)
+        c->eos_id = id <= INT32_MAX ? (int)id : -1;
     nb_clear_error();
 
     const struct nb_tensor *emb = nb_gguf_find_tensor(g, "token_embd.weight");
@@ -254,12 +305,48 @@ enum nb_status nb_config_from_gguf(struct nb_config *c, const struct nb_gguf *g)
     if (emb->n_dims != 2 || emb->shape[0] > INT32_MAX)
         return nb_set_error(NB_ERR_FORMAT, "%s: tensor 'token_embd.weight' must be 2-D", path);
     c->n_vocab = (int)emb->shape[0];
+    {
+        /* <arch>.vocab_size is optional; when written it must be the embedding's rows */
+        char key[160];
+        uint32_t nv;
+        snprintf(key, sizeof key, "%s.vocab_size", arch);
+        st = nb_gguf_get_u32(g, key, &nv);
+        if (st != NB_OK && st != NB_ERR_NOT_FOUND) return st;
+        nb_clear_error();
+        if (st == NB_OK && (int64_t)nv != emb->shape[0])
+            return nb_set_error(NB_ERR_FORMAT,
+                                "%s: %s = %u, but tensor 'token_embd.weight' has %lld rows", path,
+                                key, nv, (long long)emb->shape[0]);
+    }
     c->tied_head = nb_gguf_find_tensor(g, "output.weight") == NULL;
     c->qkv_bias = nb_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
     c->qk_norm = nb_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") != NULL;
     if (c->arch == NB_ARCH_SPARK && !c->head_gate)
         c->head_gate = nb_gguf_find_tensor(g, "blk.0.attn_gate.weight") != NULL;
-    return nb_config_validate(c, path);
+    char names[14][192];
+    static const char *const keys[14] = {"block_count",
+                                         "embedding_length",
+                                         "attention.head_count",
+                                         "attention.head_count_kv",
+                                         "attention.key_length",
+                                         "feed_forward_length",
+                                         NULL,
+                                         "context_length",
+                                         "attention.layer_norm_rms_epsilon",
+                                         "rope.freq_base",
+                                         "rope.scaling.factor",
+                                         "attention.sliding_window",
+                                         NULL,
+                                         NULL};
+    for (int i = 0; i < 14; i++)
+        snprintf(names[i], sizeof names[i], "%s.%s", arch, keys[i] ? keys[i] : "");
+    snprintf(names[6], sizeof names[6], "tensor 'token_embd.weight' rows (the vocabulary)");
+    snprintf(names[12], sizeof names[12], "tokenizer.ggml.bos_token_id");
+    snprintf(names[13], sizeof names[13], "tokenizer.ggml.eos_token_id");
+    const struct field_names k = {names[0],  names[1],  names[2],  names[3], names[4],
+                                  names[5],  names[6],  names[7],  names[8], names[9],
+                                  names[10], names[11], names[12], names[13]};
+    return validate(c, path, &k);
 }
 
 /* ---------------------------------------------------------------- HF config.json */
@@ -355,7 +442,8 @@ enum nb_status nb_config_from_hf(struct nb_config *c, const cJSON *root, const c
         (st = json_float(root, "rope_theta", 10000.0, &c->rope_theta, what)))
         return st;
     if (c->n_heads <= 0)
-        return nb_set_error(NB_ERR_FORMAT, "%s: num_attention_heads must be positive", what);
+        return nb_set_error(NB_ERR_FORMAT, "%s: num_attention_heads = %d must be positive", what,
+                            c->n_heads);
     if ((st = json_int(root, "num_key_value_heads", 0, c->n_heads, &c->n_kv_heads, what)))
         return st;
     const cJSON *hd = cJSON_GetObjectItemCaseSensitive(root, "head_dim");
@@ -381,7 +469,7 @@ enum nb_status nb_config_from_hf(struct nb_config *c, const cJSON *root, const c
     if ((st = hf_token_id(root, "bos_token_id", &c->bos_id, what)) ||
         (st = hf_token_id(root, "eos_token_id", &c->eos_id, what)))
         return st;
-    if (c->n_layers <= 0 || c->n_layers > NB_MAX_LAYERS) return nb_config_validate(c, what);
+    if (c->n_layers <= 0 || c->n_layers > NB_MAX_LAYERS) return validate(c, what, &k_hf_names);
 
     /* Sliding-window layers: `layer_types` when given; otherwise Qwen2's
      * use_sliding_window + max_window_layers convention. */
@@ -407,7 +495,7 @@ enum nb_status nb_config_from_hf(struct nb_config *c, const cJSON *root, const c
     for (int l = 0; l < c->n_layers; l++) any_sliding |= c->layer_sliding[l];
     if (any_sliding && (st = json_int(root, "sliding_window", 1, 0, &c->sliding_window, what)))
         return st;
-    return nb_config_validate(c, what);
+    return validate(c, what, &k_hf_names);
 }
 
 /* ---------------------------------------------------------------- llama2.c */
@@ -429,7 +517,17 @@ enum nb_status nb_config_from_llama2c(struct nb_config *c, const struct nb_llama
     c->tied_head = h->shared_classifier;
     c->bos_id = 1;
     c->eos_id = 2;
-    return nb_config_validate(c, what);
+    /* llama2.c's ids 0 <unk>, 1 <s>, 2 </s> are fixed: a smaller vocabulary (a legacy
+     * header's -1 is one token with its own classifier) is a damaged header */
+    if (c->n_vocab < 3) {
+        int stored = h->version == 0 && !h->shared_classifier ? -c->n_vocab : c->n_vocab;
+        return nb_set_error(NB_ERR_FORMAT,
+                            "%s: llama2.c header: vocab_size = %d (%d token%s%s) is too small: "
+                            "llama2.c vocabularies start <unk> 0, <s> 1, </s> 2",
+                            what, stored, c->n_vocab, c->n_vocab == 1 ? "" : "s",
+                            stored < 0 ? ", own classifier" : "");
+    }
+    return validate(c, what, &k_l2c_names);
 }
 
 /* ---------------------------------------------------------------- .nib config */
@@ -478,7 +576,10 @@ enum nb_status nb_config_from_json(struct nb_config *c, const cJSON *o, const ch
     if (st) return st;
     if ((unsigned)c->rope_pairing > NB_ROPE_INTERLEAVED || (unsigned)c->act > NB_ACT_GELU_TANH ||
         (unsigned)c->rope_scaling > NB_ROPE_SCALING_LLAMA3)
-        return nb_set_error(NB_ERR_FORMAT, "%s: config enum out of range", what);
+        return nb_set_error(NB_ERR_FORMAT,
+                            "%s: config enum out of range (rope_pairing %d, act %d, "
+                            "rope_scaling %d)",
+                            what, (int)c->rope_pairing, (int)c->act, (int)c->rope_scaling);
     const cJSON *ls = cJSON_GetObjectItemCaseSensitive(o, "layer_sliding");
     if (!cJSON_IsArray(ls) || c->n_layers <= 0 || c->n_layers > NB_MAX_LAYERS ||
         cJSON_GetArraySize(ls) != c->n_layers)

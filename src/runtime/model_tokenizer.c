@@ -8,6 +8,7 @@
  *   tokenizer/llama2c.bin             a llama2.c tokenizer.bin */
 #include "runtime/model_tokenizer.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -113,18 +114,29 @@ static enum nb_status embed_gguf(struct nb_nib_writer *nw, const char *src_path,
 {
     struct nb_gguf *g = NULL;
     struct nb_gguf_writer *w = NULL;
-    char tmp[4200];
+    struct nb_mapped_file mf = {0};
+    int fd = -1;
     enum nb_status st;
     if ((st = nb_gguf_open(&g, src_path))) return st;
     if ((st = nb_gguf_writer_init(&w, 3, 32))) goto done;
     for (int64_t i = 0; i < nb_gguf_n_kv(g) && st == NB_OK; i++)
         if (!strncmp(nb_gguf_kv_key(g, i), "tokenizer.", 10)) st = copy_kv(g, i, w);
     if (st) goto done;
-    snprintf(tmp, sizeof tmp, "/tmp/nibble-tok-%d-%p.gguf", (int)getpid(), (void *)w);
-    if ((st = nb_gguf_writer_write(w, tmp))) goto done;
-    st = add_file(nw, "tokenizer/gguf", tmp, owned);
-    unlink(tmp);
+    /* built in memory: no temporary file anyone else could see or replace */
+    if ((st = nb_gguf_writer_write_memory(w, "tokenizer/gguf", &fd))) goto done;
+    if ((st = nb_file_map_fd(&mf, fd, "tokenizer/gguf"))) goto done;
+    void *buf = malloc(mf.size ? mf.size : 1);
+    if (!buf) {
+        st = nb_set_error(NB_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    memcpy(buf, mf.data, mf.size);
+    if ((st = keep(owned, buf))) goto done;
+    st = nb_nib_writer_add(nw, "tokenizer/gguf", NB_NIB_BLOB, NB_WPATH_F32, 0, 0, 0, NULL, buf,
+                           mf.size);
 done:
+    nb_file_unmap(&mf);
+    if (fd >= 0) close(fd);
     nb_gguf_writer_free(w);
     nb_gguf_free(g);
     return st;
@@ -136,7 +148,8 @@ enum nb_status nb_tokenizer_embed(struct nb_nib_writer *w, const char *src_path,
     struct stat sb;
     char p[4200];
     enum nb_status st;
-    if (stat(src_path, &sb) != 0) return nb_set_error(NB_ERR_IO, "%s: cannot stat", src_path);
+    if (stat(src_path, &sb) != 0)
+        return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", src_path, strerror(errno));
     if (S_ISDIR(sb.st_mode)) {
         snprintf(p, sizeof p, "%s/tokenizer.json", src_path);
         if (is_file(p)) {
@@ -161,9 +174,34 @@ static const struct nb_nib_tensor *blob(const struct nb_nib *n, const char *name
     return t && t->kind == NB_NIB_BLOB ? t : NULL;
 }
 
+/* The name errors give an embedded tokenizer file: the .nib, what is embedded and
+ * where it came from ("m.nib (tokenizer.json embedded from /models/x/tokenizer.json)"),
+ * from the header's "source" object when there is one. */
+static void embedded_name(const struct nb_nib *n, const char *nib_path, const char *what,
+                          const char *file, char *out, size_t size)
+{
+    const cJSON *src = cJSON_GetObjectItemCaseSensitive(nb_nib_header(n), "source");
+    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(src, "path");
+    const cJSON *kind = cJSON_GetObjectItemCaseSensitive(src, "kind");
+    if (!cJSON_IsString(sp) || !sp->valuestring[0]) {
+        snprintf(out, size, "%s (embedded %s)", nib_path, what);
+    } else if (file && cJSON_IsString(kind) && !strcmp(kind->valuestring, "safetensors")) {
+        /* a Hugging Face folder: the file came from inside it */
+        size_t l = strlen(sp->valuestring);
+        snprintf(out, size, "%s (%s embedded from %s%s%s)", nib_path, what, sp->valuestring,
+                 l && sp->valuestring[l - 1] == '/' ? "" : "/", file);
+    } else {
+        snprintf(out, size, "%s (%s embedded from %s)", nib_path, what, sp->valuestring);
+    }
+}
+
 enum nb_status nb_tokenizer_for_model(struct nb_tokenizer **out, const char *model_path)
 {
     *out = NULL;
+    struct stat sb;
+    /* not a file (missing, a directory): the source loaders say what is wrong */
+    if (stat(model_path, &sb) != 0 || !S_ISREG(sb.st_mode))
+        return nb_tokenizer_load_for_model(out, model_path);
     enum nb_file_kind kind;
     enum nb_status st = nb_sniff_path(model_path, &kind);
     if (st) return st;
@@ -176,22 +214,32 @@ enum nb_status nb_tokenizer_for_model(struct nb_tokenizer **out, const char *mod
     const struct nb_nib_tensor *tm = blob(n, "tokenizer/tokenizer.model");
     const struct nb_nib_tensor *tc = blob(n, "tokenizer/tokenizer_config.json");
     const struct nb_nib_tensor *tl = blob(n, "tokenizer/llama2c.bin");
+    char name[8400], cname[8400];
+    embedded_name(n, model_path, "tokenizer_config.json", "tokenizer_config.json", cname,
+                  sizeof cname);
     if (g) {
         struct nb_gguf *gg = NULL;
-        if ((st = nb_gguf_parse(&gg, g->data, g->size, model_path)) == NB_OK) {
+        embedded_name(n, model_path, "GGUF tokenizer metadata", NULL, name, sizeof name);
+        if ((st = nb_gguf_parse(&gg, g->data, g->size, name)) == NB_OK) {
             st = nb_tokenizer_load_gguf(out, gg);
             nb_gguf_free(gg);
         }
     } else if (tj) {
-        st = nb_tokenizer_load_hf_json(out, tj->data, tj->size, tc ? tc->data : NULL,
-                                       tc ? tc->size : 0, model_path);
+        embedded_name(n, model_path, "tokenizer.json", "tokenizer.json", name, sizeof name);
+        st = nb_tokenizer_load_hf_json_cfg(out, tj->data, tj->size, name, tc ? tc->data : NULL,
+                                           tc ? tc->size : 0, cname);
     } else if (tm) {
-        st = nb_tokenizer_load_spm_model_cfg(out, tm->data, tm->size, tc ? tc->data : NULL,
-                                             tc ? tc->size : 0, model_path);
+        embedded_name(n, model_path, "tokenizer.model", "tokenizer.model", name, sizeof name);
+        st = nb_tokenizer_load_spm_model_cfg(out, tm->data, tm->size, name, tc ? tc->data : NULL,
+                                             tc ? tc->size : 0, cname);
     } else if (tl) {
-        st = nb_tokenizer_load_llama2c_mem(out, tl->data, tl->size, model_path, 0);
+        embedded_name(n, model_path, "llama2.c tokenizer", NULL, name, sizeof name);
+        st = nb_tokenizer_load_llama2c_mem(out, tl->data, tl->size, name, 0);
     } else {
-        st = nb_set_error(NB_ERR_NOT_FOUND, "%s: this .nib holds no tokenizer", model_path);
+        st = nb_set_error(NB_ERR_NOT_FOUND,
+                          "%s: this .nib holds no tokenizer (no tokenizer/* blob: its source "
+                          "had no tokenizer files)",
+                          model_path);
     }
     nb_nib_free(n);
     return st;

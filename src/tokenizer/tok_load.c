@@ -1,6 +1,7 @@
 /* tokenizer/tok_load.c — tokenizers from GGUF metadata, llama2.c tokenizer.bin and
  * SentencePiece tokenizer.model, and picking the right source for a model path.
  * (Hugging Face tokenizer.json is in tok_load_hf.c.) */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -522,11 +523,6 @@ fail:
 
 /* ---------------------------------------------------------------- by path */
 
-static int is_dir(const char *p)
-{
-    struct stat s;
-    return stat(p, &s) == 0 && S_ISDIR(s.st_mode);
-}
 static int is_file(const char *p)
 {
     struct stat s;
@@ -543,11 +539,21 @@ enum nb_status nb_tokenizer_load_for_model(struct nb_tokenizer **out, const char
     enum nb_status st;
     *out = NULL;
     if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "tokenizer: no model path");
-    if (is_dir(path) || ends_with(path, ".json") || ends_with(path, ".model"))
+    struct stat sb;
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT) return nb_set_error(NB_ERR_NOT_FOUND, "%s: no such file", path);
+        return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    }
+    if (S_ISDIR(sb.st_mode) || ends_with(path, ".json") || ends_with(path, ".model"))
         return nb_tokenizer_load_hf(out, path);
-    if (!is_file(path)) return nb_set_error(NB_ERR_NOT_FOUND, "%s: no such file", path);
+    if (!S_ISREG(sb.st_mode)) return nb_set_error(NB_ERR_IO, "%s: not a regular file", path);
     enum nb_file_kind kind;
     if ((st = nb_sniff_path(path, &kind))) return st;
+    if (kind == NB_FILE_NIB) /* tokenizer/ knows no .nib: runtime/model_tokenizer.h does */
+        return nb_set_error(NB_ERR_INVALID_ARG,
+                            "%s: a packed .nib: its embedded tokenizer is read by "
+                            "nb_tokenizer_for_model",
+                            path);
     if (kind == NB_FILE_GGUF) {
         struct nb_gguf *g = NULL;
         if ((st = nb_gguf_open(&g, path))) return st;

@@ -12,6 +12,7 @@
  *   post_processor  null, ByteLevel, TemplateProcessing (single), Sequence
  *   decoder         read for the leading-space strip of Metaspace / Strip decoders
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -463,20 +464,27 @@ fail:
     return st;
 }
 
-enum nb_status nb_tokenizer_load_hf_json(struct nb_tokenizer **out, const char *json, size_t len,
-                                         const char *config_json, size_t config_len,
-                                         const char *name)
+enum nb_status nb_tokenizer_load_hf_json_cfg(struct nb_tokenizer **out, const char *json,
+                                             size_t len, const char *name, const char *config_json,
+                                             size_t config_len, const char *config_name)
 {
     enum nb_status st;
     cJSON *root = NULL, *cfg = NULL;
     *out = NULL;
     if ((st = nb_json_parse(json, len, name, &root))) goto fail;
-    if (config_json && (st = nb_json_parse(config_json, config_len, name, &cfg))) goto fail;
+    if (config_json && (st = nb_json_parse(config_json, config_len, config_name, &cfg))) goto fail;
     st = load_json_tree(out, root, cfg, name);
 fail:
     cJSON_Delete(root);
     cJSON_Delete(cfg);
     return st;
+}
+
+enum nb_status nb_tokenizer_load_hf_json(struct nb_tokenizer **out, const char *json, size_t len,
+                                         const char *config_json, size_t config_len,
+                                         const char *name)
+{
+    return nb_tokenizer_load_hf_json_cfg(out, json, len, name, config_json, config_len, name);
 }
 
 static int file_exists(const char *p)
@@ -493,7 +501,10 @@ enum nb_status nb_tokenizer_load_hf(struct nb_tokenizer **out, const char *path)
     char *dir = NULL, *tj = NULL, *tc = NULL, *tm = NULL;
     *out = NULL;
     struct stat sb;
-    if (stat(path, &sb) != 0) return nb_set_error(NB_ERR_NOT_FOUND, "%s: no such file", path);
+    if (stat(path, &sb) != 0) {
+        if (errno == ENOENT) return nb_set_error(NB_ERR_NOT_FOUND, "%s: no such file", path);
+        return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
+    }
     size_t n = strlen(path);
     dir = malloc(n + 2);
     tj = malloc(n + 40);
@@ -546,15 +557,16 @@ fail:
 }
 
 enum nb_status nb_tokenizer_load_spm_model_cfg(struct nb_tokenizer **out, const void *data,
-                                               size_t size, const char *config_json,
-                                               size_t config_len, const char *name)
+                                               size_t size, const char *name,
+                                               const char *config_json, size_t config_len,
+                                               const char *config_name)
 {
     cJSON *cfg = NULL;
     enum nb_status st;
     *out = NULL;
-    if (config_json && (st = nb_json_parse(config_json, config_len, name, &cfg))) return st;
+    if (config_json && (st = nb_json_parse(config_json, config_len, config_name, &cfg))) return st;
     if ((st = nb_tokenizer_load_spm_model(out, data, size, name)) == NB_OK &&
-        (st = apply_config(*out, cfg, name))) {
+        (st = apply_config(*out, cfg, config_name))) {
         nb_tokenizer_free(*out);
         *out = NULL;
     }

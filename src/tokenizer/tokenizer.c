@@ -259,7 +259,7 @@ static enum nb_status make_text(struct nb_tokenizer *t, int32_t id, int16_t *unb
         }
     } else if (t->byte_level) {
         for (uint32_t i = 0; i < n;) {
-            uint32_t cp;
+            uint32_t cp = 0x110000; /* left as is for invalid UTF-8: its bytes are copied */
             int bad, l = tok_utf8_next((const uint8_t *)p + i, n - i, &cp, &bad);
             if (!l) l = bad;
             if (cp < 324 && unbyte[cp] >= 0) {

@@ -67,20 +67,29 @@ enum nb_status nb_tokenizer_load_hf(struct nb_tokenizer **out, const char *path)
 enum nb_status nb_tokenizer_load_hf_json(struct nb_tokenizer **out, const char *json, size_t len,
                                          const char *config_json, size_t config_len,
                                          const char *name);
+/* The same with its own name for the tokenizer_config.json text in errors (e.g. files
+ * embedded in a .nib: "m.nib (tokenizer_config.json embedded from ...)"). */
+enum nb_status nb_tokenizer_load_hf_json_cfg(struct nb_tokenizer **out, const char *json,
+                                             size_t len, const char *name,
+                                             const char *config_json, size_t config_len,
+                                             const char *config_name);
 /* A SentencePiece ModelProto (tokenizer.model) held in memory. */
 enum nb_status nb_tokenizer_load_spm_model(struct nb_tokenizer **out, const void *data, size_t size,
                                            const char *name);
-/* The tokenizer that goes with a model path: a GGUF file (its metadata), a directory
- * (tokenizer.json, else tokenizer.model), a tokenizer.json file, or a llama2.c
- * checkpoint X.bin (X.tok.bin beside it, else tokenizer.bin in its directory). */
 /* A SentencePiece tokenizer.model in memory plus its tokenizer_config.json text (may be
- * NULL), as a directory holding both would load. */
+ * NULL), as a directory holding both would load; `name` and `config_name` for errors. */
 enum nb_status nb_tokenizer_load_spm_model_cfg(struct nb_tokenizer **out, const void *data,
-                                               size_t size, const char *config_json,
-                                               size_t config_len, const char *name);
+                                               size_t size, const char *name,
+                                               const char *config_json, size_t config_len,
+                                               const char *config_name);
 /* The llama2.c tokenizer of a checkpoint: X.tok.bin beside X.bin, else tokenizer.bin in
  * its folder (or the path itself when it is a .tok.bin). NB_ERR_NOT_FOUND if neither. */
 enum nb_status nb_tokenizer_llama2c_path(const char *model_path, char *out, size_t size);
+/* The tokenizer that goes with a model path: a GGUF file (its metadata), a directory
+ * (tokenizer.json, else tokenizer.model), a tokenizer.json file, or a llama2.c
+ * checkpoint X.bin (X.tok.bin beside it, else tokenizer.bin in its directory). A .nib
+ * is NB_ERR_INVALID_ARG: its embedded tokenizer is read by nb_tokenizer_for_model
+ * (runtime/model_tokenizer.h), which callers holding any model path should use. */
 enum nb_status nb_tokenizer_load_for_model(struct nb_tokenizer **out, const char *model_path);
 void nb_tokenizer_free(struct nb_tokenizer *tok);
 

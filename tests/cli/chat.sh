@@ -23,5 +23,18 @@ ok grep -q -- "--chat-template" "$tmp/err"
 printf 'hello\n' | "$bin" chat -m "$gguf" --chat-template nosuch -n 4 >/dev/null 2>"$tmp/err"
 ok test $? -eq 1
 ok grep -q "nosuch" "$tmp/err"
+# a message longer than the context is refused with a message; the session goes on
+long=$(for i in $(seq 60); do printf 'And God said, Let there be light: and there was light. '; done)
+printf '%s\nAnd God said\n' "$long" | "$bin" chat -m "$gguf" --chat-template chatml -c 64 -n 8 -t 2 >"$tmp/out" 2>"$tmp/err"
+ok test $? -eq 0
+ok grep -q "message not sent: it is [0-9]* tokens with the chat template, the context holds 64 (--ctx)" "$tmp/err"
+ok test "$(wc -l < "$tmp/out")" -eq 1
+ok grep -q "cached tokens reused" "$tmp/err"
+# turns that together outgrow the context: earlier turns are dropped, the session goes on
+printf 'And God said\nLet there be light\nAnd there was light\nAnd God saw the light\n' |
+  "$bin" chat -m "$gguf" --chat-template chatml -c 48 -n 16 -t 2 >"$tmp/out" 2>"$tmp/err"
+ok test $? -eq 0
+ok test "$(wc -l < "$tmp/out")" -eq 4
+ok grep -q "earlier turns dropped" "$tmp/err"
 echo "cli chat: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

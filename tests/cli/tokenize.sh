@@ -61,6 +61,22 @@ if [[ -f $KJV/kjv-7m-f32.gguf ]]; then
     check file "1 883 4031 12 384 13 811 4040 4035 1167 13" \
         "$NIBBLE" tokenize -m "$KJV/kjv-7m-f32.gguf" -f /tmp/nibble-cli-tok-in.$$
     rm -f /tmp/nibble-cli-tok-in.$$
+    # a .nib holds its tokenizer: -m X.nib (and --tokenizer X.nib) give what the source gives
+    nibdir=$(mktemp -d)
+    if "$NIBBLE" quantize -m "$KJV/kjv-7m-f32.gguf" --path w4a8 -q -o "$nibdir/k.nib" \
+        >/dev/null 2>"$nibdir/err"; then
+        check nib "$ids" "$NIBBLE" tokenize -m "$nibdir/k.nib" -- "$text"
+        check nib-tokenizer "$ids" "$NIBBLE" tokenize --tokenizer "$nibdir/k.nib" -- "$text"
+        check nib-special "1 1 273 2" "$NIBBLE" tokenize -m "$nibdir/k.nib" -- "<s> </s>"
+        check nib-detokenize "$text" "$NIBBLE" detokenize -m "$nibdir/k.nib" $ids
+        check nib-detokenize-special "<s>In the" "$NIBBLE" detokenize --special -m "$nibdir/k.nib" 1 1046 261
+        check nib-pieces "<s> ▁H ell o ▁world" "$NIBBLE" tokenize -m "$nibdir/k.nib" --pieces "Hello world"
+        check nib-env "$ids" env NIBBLE_MODEL="$nibdir/k.nib" "$NIBBLE" tokenize -- "$text"
+    else
+        echo "FAIL nib: quantize failed"; sed 's/^/  stderr: /' "$nibdir/err"
+        fails=$((fails + 1))
+    fi
+    rm -rf "$nibdir"
 else
     echo "skip kjv-7m checks: $KJV not found"
 fi
