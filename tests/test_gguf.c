@@ -618,7 +618,7 @@ static void test_writer_errors(void **state)
     FILE *vf = fopen(victim, "w");
     fputs("keep", vf);
     fclose(vf);
-    char out[4200], planted[4200];
+    char out[4200], planted[4300];
     snprintf(out, sizeof out, "%s", tmp_path("sym.gguf"));
     snprintf(planted, sizeof planted, "%s.tmp", out);
     assert_int_equal(symlink(victim, planted), 0);

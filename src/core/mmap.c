@@ -38,7 +38,7 @@ static enum nb_status open_regular(const char *path, int *fd_out, struct stat *s
 enum nb_status nb_file_map(struct nb_mapped_file *f, const char *path)
 {
     memset(f, 0, sizeof *f);
-    int fd;
+    int fd = -1;
     struct stat sb;
     enum nb_status st = open_regular(path, &fd, &sb);
     if (st) return st;
@@ -82,7 +82,7 @@ enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, s
 {
     *out = NULL;
     if (out_size) *out_size = 0;
-    int fd;
+    int fd = -1;
     struct stat sb;
     enum nb_status ost = open_regular(path, &fd, &sb);
     if (ost) return ost;

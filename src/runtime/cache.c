@@ -193,6 +193,8 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
              (unsigned long long)key);
 
     int problem;
+    struct stat before, after;
+    int had = stat(e->path, &before) == 0;
     if ((e->nib = try_entry(e->path, src_hash, o, &problem, e->why, sizeof e->why))) {
         e->event = NB_CACHE_HIT;
         return NB_OK;
@@ -203,7 +205,9 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
         NB_LOGW("cache: %s: quantizing into memory for this run", e->why);
         return build_in_memory(src_path, &with_hash, e);
     }
-    if (e->waited) { /* the writer we waited for may have made it */
+    int has = stat(e->path, &after) == 0;
+    if (has && (!had || after.st_ino != before.st_ino || after.st_dev != before.st_dev)) {
+        /* another writer finished in the meantime (we may not even have waited) */
         if ((e->nib = try_entry(e->path, src_hash, o, &problem, e->why, sizeof e->why))) {
             e->event = NB_CACHE_HIT;
             close(lock);

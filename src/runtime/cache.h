@@ -43,7 +43,7 @@ struct nb_cache_entry {
     char path[4096];    /* the cache file, or "(in memory)" */
     enum nb_cache_event event;
     int waited;         /* another process was writing this entry: we waited for it */
-    char why[1024];     /* stale / corrupt / memory: why, in a sentence */
+    char why[8192];     /* stale / corrupt / memory: why, in a sentence */
 };
 
 /* Find or build the packed form of `src_path` quantized with `opts`. use_cache 0
