@@ -14,21 +14,6 @@
 #include "formats/safetensors.h"
 #include "helpers/llama2c_writer.h"
 
-static struct nb_llama2c_config tiny(int version, int shared)
-{
-    struct nb_llama2c_config c = {.version = version,
-                                  .dim = 8,
-                                  .hidden_dim = 12,
-                                  .n_layers = 2,
-                                  .n_heads = 2,
-                                  .n_kv_heads = 1,
-                                  .vocab_size = 5,
-                                  .seq_len = 6,
-                                  .shared_classifier = shared,
-                                  .group_size = version == 2 ? 4 : 0};
-    return c;
-}
-
 static float f32_at(const struct nb_tensor *t, int64_t i)
 {
     float f;
@@ -117,7 +102,7 @@ static void check_model(const struct nb_llama2c *m, const struct nb_llama2c_conf
 
 static void roundtrip(int version, int shared)
 {
-    struct nb_llama2c_config c = tiny(version, shared);
+    struct nb_llama2c_config c = nbt_l2c_tiny(version, shared);
     size_t size = 0;
     uint8_t *buf = nbt_l2c_build(&c, &size);
     assert_non_null(buf);
@@ -195,7 +180,7 @@ static const char *const k_field_name[7] = {"dim",        "hidden_dim", "n_layer
  * still sniffs as llama2.c (so that loading it reaches this message). */
 static void expect_bad_field(int version, int field, int32_t v, const char *what)
 {
-    struct nb_llama2c_config c = tiny(version, 1);
+    struct nb_llama2c_config c = nbt_l2c_tiny(version, 1);
     size_t size = 0;
     uint8_t *buf = nbt_l2c_build(&c, &size);
     put_i32(buf + (version ? 8 : 0) + 4 * field, v);
@@ -234,7 +219,7 @@ static void test_hostile(void **state)
                          "n_layers 3");
     }
     /* Several fields out of range: sizes whose products would overflow 64 bits. */
-    struct nb_llama2c_config c = tiny(0, 1);
+    struct nb_llama2c_config c = nbt_l2c_tiny(0, 1);
     size_t size = 0;
     uint8_t *buf = nbt_l2c_build(&c, &size);
     put_i32(buf + 0, 1 << 30);    /* dim */
@@ -260,7 +245,7 @@ static void test_hostile(void **state)
     assert_false(nb_llama2c_sniff(text, strlen(text)));
 
     /* v2: bad group size, unknown version, bad shared flag. */
-    c = tiny(2, 1);
+    c = nbt_l2c_tiny(2, 1);
     buf = nbt_l2c_build(&c, &size);
     put_i32(buf + 37, 3);
     assert_int_equal(nb_llama2c_parse(&m, buf, size, "g.bin"), NB_ERR_FORMAT);

@@ -170,14 +170,7 @@ static void put_i32(uint8_t *p, int32_t v)
  * is `v`: loading it names the field and its value, not "not a model nibble knows". */
 static void expect_l2c_field(int field, int32_t v, const char *needle)
 {
-    struct nb_llama2c_config c = {.dim = 8,
-                                  .hidden_dim = 12,
-                                  .n_layers = 2,
-                                  .n_heads = 2,
-                                  .n_kv_heads = 1,
-                                  .vocab_size = 5,
-                                  .seq_len = 6,
-                                  .shared_classifier = 1};
+    struct nb_llama2c_config c = nbt_l2c_tiny(0, 1);
     size_t size = 0;
     uint8_t *buf = nbt_l2c_build(&c, &size);
     assert_non_null(buf);

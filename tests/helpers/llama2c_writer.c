@@ -158,3 +158,18 @@ uint8_t *nbt_l2c_build(const struct nb_llama2c_config *c, size_t *size)
     *size = o.n;
     return o.p;
 }
+
+struct nb_llama2c_config nbt_l2c_tiny(int version, int shared_classifier)
+{
+    struct nb_llama2c_config c = {.version = version,
+                                  .dim = 8,
+                                  .hidden_dim = 12,
+                                  .n_layers = 2,
+                                  .n_heads = 2,
+                                  .n_kv_heads = 1,
+                                  .vocab_size = 5,
+                                  .seq_len = 6,
+                                  .shared_classifier = shared_classifier,
+                                  .group_size = version == 2 ? 4 : 0};
+    return c;
+}

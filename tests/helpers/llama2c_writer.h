@@ -18,6 +18,10 @@ float nbt_l2c_value(int tag, int64_t i);
 int8_t nbt_l2c_q(int tag, int64_t i);
 float nbt_l2c_scale(int tag, int64_t group);
 
+/* The tests' tiny shape: dim 8, hidden 12, 2 layers, 2 heads / 1 kv head, vocab 5,
+ * seq_len 6 (group 4 for version 2). */
+struct nb_llama2c_config nbt_l2c_tiny(int version, int shared_classifier);
+
 /* A complete checkpoint of config `c` (c->version 0, 1 or 2; for legacy the sign
  * of the written vocab_size follows c->shared_classifier). malloc'd; NULL on OOM. */
 uint8_t *nbt_l2c_build(const struct nb_llama2c_config *c, size_t *size);
