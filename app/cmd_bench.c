@@ -10,6 +10,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <cjson/cJSON.h>
+
 #include "app/args.h"
 #include "app/auto_path.h"
 #include "app/bench_record.h"
@@ -115,12 +117,24 @@ static void print_profile(struct bmodel *m, int n_prompt, int n_gen)
     }
 }
 
-static void json_samples(FILE *f, const double *x, int n, int ns, int per_run)
+/* The samples as tok/s, or as ns per run (ns = 1). */
+static cJSON *samples(const double *x, int n, int ns, int per_run)
 {
-    fprintf(f, "[");
+    cJSON *a = cJSON_CreateArray();
     for (int i = 0; i < n; i++)
-        fprintf(f, "%s%.6g", i ? ", " : "", ns ? 1e9 * per_run / x[i] : x[i]);
-    fprintf(f, "]");
+        cJSON_AddItemToArray(a, cJSON_CreateNumber(ns ? 1e9 * per_run / x[i] : x[i]));
+    return a;
+}
+
+/* A CSV field in quotes, quotes doubled (RFC 4180). */
+static void csv_str(const char *s)
+{
+    putchar('"');
+    for (; *s; s++) {
+        if (*s == '"') putchar('"');
+        putchar(*s);
+    }
+    putchar('"');
 }
 
 /* A bar chart of best tok/s per model and test, drawn by gnuplot into a PNG. */
@@ -168,14 +182,14 @@ static void emit(const struct bench *b, const char *fmt, double bw)
 {
     const char *isa = nb_kernels_get()->isa;
     int md = !strcmp(fmt, "md"), csv = !strcmp(fmt, "csv"), jsonl = !strcmp(fmt, "jsonl");
-    int json = !strcmp(fmt, "json"), first = 1;
+    int json = !strcmp(fmt, "json");
+    cJSON *all = json ? cJSON_CreateArray() : NULL;
     if (md)
         printf("| model | path | bpw | size | params | threads | test | t/s (mean ± sd) | best | "
                "median | spread | roofline |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     if (csv)
         printf("model_filename,weight_path,kernel,bits_per_weight,model_size,model_n_params,"
                "n_threads,n_prompt,n_gen,avg_ts,stddev_ts,best_ts,median_ts,spread_pct\n");
-    if (json) printf("[\n");
     for (int i = 0; i < b->n_models; i++) {
         const struct bmodel *m = &b->m[i];
         double bpw = m->info.linear_params ? 8.0 * m->info.linear_bytes / m->info.linear_params : 0;
@@ -195,32 +209,52 @@ static void emit(const struct bench *b, const char *fmt, double bw)
                        b->n_threads, t == T_PP ? "pp" : "tg", t == T_PP ? np : ng, s.mean,
                        s.stddev, s.best, s.median, s.spread_pct, rf);
             } else if (csv) {
-                printf("\"%s\",%s,%s,%.4f,%lld,%lld,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.2f\n", m->arg,
+                csv_str(m->arg);
+                printf(",%s,%s,%.4f,%lld,%lld,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.2f\n",
                        m->info.weight_path, isa, bpw, (long long)m->info.linear_bytes,
                        (long long)m->info.n_params, b->n_threads, np, ng, s.mean, s.stddev,
                        s.best, s.median, s.spread_pct);
-            } else {
-                if (json) printf("%s  ", first ? "" : ",\n");
-                first = 0;
-                printf("{\"model_filename\": \"%s\", \"model_type\": \"%s\", \"model_size\": %lld, "
-                       "\"model_n_params\": %lld, \"n_threads\": %d, \"n_prompt\": %d, "
-                       "\"n_gen\": %d, \"avg_ts\": %.6f, \"stddev_ts\": %.6f, "
-                       "\"avg_ns\": %.0f, \"samples_ts\": ", m->arg, m->info.arch,
-                       (long long)m->info.linear_bytes, (long long)m->info.n_params,
-                       b->n_threads, np, ng, s.mean, s.stddev,
-                       1e9 * (np + ng) / (s.mean > 0 ? s.mean : 1));
-                json_samples(stdout, m->samples[t], m->n_samples[t], 0, np + ng);
-                printf(", \"samples_ns\": ");
-                json_samples(stdout, m->samples[t], m->n_samples[t], 1, np + ng);
-                printf(", \"weight_path\": \"%s\", \"kernel\": \"%s\", \"bits_per_weight\": %.4f, "
-                       "\"best_ts\": %.6f, \"median_ts\": %.6f, \"spread_pct\": %.3f, "
-                       "\"read_bw_gbs\": %.3f, \"roofline_fraction\": %.4f}",
-                       m->info.weight_path, isa, bpw, s.best, s.median, s.spread_pct, bw, roof);
-                if (jsonl) printf("\n");
+            } else { /* json, jsonl: through cJSON, so any file name gives valid JSON */
+                cJSON *o = cJSON_CreateObject();
+                cJSON_AddStringToObject(o, "model_filename", m->arg);
+                cJSON_AddStringToObject(o, "model_type", m->info.arch);
+                cJSON_AddNumberToObject(o, "model_size", (double)m->info.linear_bytes);
+                cJSON_AddNumberToObject(o, "model_n_params", (double)m->info.n_params);
+                cJSON_AddNumberToObject(o, "n_threads", b->n_threads);
+                cJSON_AddNumberToObject(o, "n_prompt", np);
+                cJSON_AddNumberToObject(o, "n_gen", ng);
+                cJSON_AddNumberToObject(o, "avg_ts", s.mean);
+                cJSON_AddNumberToObject(o, "stddev_ts", s.stddev);
+                cJSON_AddNumberToObject(o, "avg_ns", 1e9 * (np + ng) / (s.mean > 0 ? s.mean : 1));
+                cJSON_AddItemToObject(o, "samples_ts",
+                                      samples(m->samples[t], m->n_samples[t], 0, np + ng));
+                cJSON_AddItemToObject(o, "samples_ns",
+                                      samples(m->samples[t], m->n_samples[t], 1, np + ng));
+                cJSON_AddStringToObject(o, "weight_path", m->info.weight_path);
+                cJSON_AddStringToObject(o, "kernel", isa);
+                cJSON_AddNumberToObject(o, "bits_per_weight", bpw);
+                cJSON_AddNumberToObject(o, "best_ts", s.best);
+                cJSON_AddNumberToObject(o, "median_ts", s.median);
+                cJSON_AddNumberToObject(o, "spread_pct", s.spread_pct);
+                cJSON_AddNumberToObject(o, "read_bw_gbs", bw);
+                cJSON_AddNumberToObject(o, "roofline_fraction", roof);
+                if (jsonl) {
+                    char *js = cJSON_PrintUnformatted(o);
+                    if (js) printf("%s\n", js);
+                    free(js);
+                    cJSON_Delete(o);
+                } else {
+                    cJSON_AddItemToArray(all, o);
+                }
             }
         }
     }
-    if (json) printf("\n]\n");
+    if (json) {
+        char *js = cJSON_Print(all);
+        if (js) printf("%s\n", js);
+        free(js);
+    }
+    cJSON_Delete(all);
     if (md && bw > 0)
         printf("\nread bandwidth %.1f GB/s (%d threads); roofline = best tg t/s x bytes per token "
                "/ bandwidth; kernels: %s\n", bw, b->n_threads, isa);

@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "app/args.h"
 #include "app/commands.h"
 #include "core/mmap.h"
@@ -116,14 +118,32 @@ int cmd_eval(int argc, char **argv)
     if (text_ids && (nb_eval_ppl(rc_, text_ids, n_text, window, &ppl_ref) != NB_OK ||
                      nb_eval_ppl(tc, text_ids, n_text, window, &ppl_test) != NB_OK))
         goto fail;
-    if (!strcmp(fmt, "json")) {
-        printf("{\"ref\": \"%s\", \"test\": \"%s\", \"prompts\": %d, \"n_gen\": %d, "
-               "\"reproduced\": %d, \"mean_first_divergence\": %.4f, \"top1_agreement\": %.6f, "
-               "\"mean_kl\": %.8f, \"ppl_ref\": ", ref_path, test_path, f.prompts, n_gen,
-               f.reproduced, f.mean_first_divergence, f.top1_agreement, f.mean_kl);
-        if (text_ids) printf("%.6f, \"ppl_test\": %.6f, \"ppl_tokens\": %d}\n", ppl_ref, ppl_test,
-                             n_text);
-        else printf("null, \"ppl_test\": null}\n");
+    if (!strcmp(fmt, "json")) { /* cJSON: any file name gives valid JSON */
+        cJSON *o = cJSON_CreateObject();
+        cJSON_AddStringToObject(o, "ref", ref_path);
+        cJSON_AddStringToObject(o, "test", test_path);
+        cJSON_AddNumberToObject(o, "prompts", f.prompts);
+        cJSON_AddNumberToObject(o, "n_gen", n_gen);
+        cJSON_AddNumberToObject(o, "reproduced", f.reproduced);
+        cJSON_AddNumberToObject(o, "mean_first_divergence", f.mean_first_divergence);
+        cJSON_AddNumberToObject(o, "top1_agreement", f.top1_agreement);
+        cJSON_AddNumberToObject(o, "mean_kl", f.mean_kl);
+        if (text_ids) {
+            cJSON_AddNumberToObject(o, "ppl_ref", ppl_ref);
+            cJSON_AddNumberToObject(o, "ppl_test", ppl_test);
+            cJSON_AddNumberToObject(o, "ppl_tokens", n_text);
+        } else {
+            cJSON_AddNullToObject(o, "ppl_ref");
+            cJSON_AddNullToObject(o, "ppl_test");
+        }
+        char *js = cJSON_PrintUnformatted(o);
+        cJSON_Delete(o);
+        if (!js) {
+            nb_set_error(NB_ERR_NOMEM, "out of memory");
+            goto fail;
+        }
+        printf("%s\n", js);
+        free(js);
     } else {
         printf("| ref | test | prompts | reproduced | mean first divergence | top-1 agreement | "
                "mean KL | ppl ref | ppl test |\n|---|---|---|---|---|---|---|---|---|\n");

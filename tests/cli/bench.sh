@@ -18,6 +18,15 @@ done
 ok python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2 and d[0]["n_prompt"]==16 and d[1]["n_gen"]==4 and len(d[0]["samples_ts"])==2' "$tmp/j"
 "$bin" bench -m "$gguf" --path source -p 8 -n 2 -r 1 -t 2 -o csv >"$tmp/c" 2>/dev/null; ok test "$(wc -l < "$tmp/c")" -eq 3
 "$bin" bench -m "$gguf" --path source -p 8 -n 2 -r 1 -t 2 -o jsonl >"$tmp/l" 2>/dev/null; ok test "$(wc -l < "$tmp/l")" -eq 2
+# any file name gives valid JSON and CSV: quotes, backslashes, a newline, non-ASCII
+weird=$(printf "$tmp/we\"ird\\\\na\nme-\303\251\346\226\207.gguf")
+cp "$gguf" "$weird"
+"$bin" bench -m "$weird" --path source -p 8 -n 2 -r 1 -t 2 -o json >"$tmp/wj" 2>/dev/null; ok test $? -eq 0
+ok python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2 and all(x["model_filename"]==sys.argv[2] for x in d)' "$tmp/wj" "$weird"
+"$bin" bench -m "$weird" --path source -p 8 -n 2 -r 1 -t 2 -o jsonl >"$tmp/wl" 2>/dev/null; ok test $? -eq 0
+ok python3 -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])]; assert len(d)==2 and all(x["model_filename"]==sys.argv[2] for x in d)' "$tmp/wl" "$weird"
+"$bin" bench -m "$weird" --path source -p 8 -n 2 -r 1 -t 2 -o csv >"$tmp/wc" 2>/dev/null; ok test $? -eq 0
+ok python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1], newline=""))); assert len(r)==2 and all(x["model_filename"]==sys.argv[2] for x in r)' "$tmp/wc" "$weird"
 "$bin" bench -m "$gguf" --path source -p 8 -n 4 -r 1 -t 2 --profile >"$tmp/p" 2>/dev/null; ok test $? -eq 0
 ok grep -q "gemm qkv" "$tmp/p"
 ok grep -q "prompt processing" "$tmp/p"

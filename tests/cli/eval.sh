@@ -16,10 +16,13 @@ ok test $? -eq 0
 for f in prompts reproduced mean_first_divergence top1_agreement mean_kl ppl_ref ppl_test; do
   ok grep -q "\"$f\"" "$tmp/o"
 done
-ok grep -q '"prompts": 3' "$tmp/o"
-ok grep -q '"reproduced": 3' "$tmp/o"
-ok grep -q '"top1_agreement": 1.000000' "$tmp/o"
-ok grep -q '"mean_kl": 0.00000000' "$tmp/o"
+ok python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["prompts"]==3 and d["reproduced"]==3 and d["top1_agreement"]==1 and d["mean_kl"]<1e-9 and d["ppl_ref"]==d["ppl_test"]' "$tmp/o"
+# any file name gives valid JSON: quotes, backslashes, a newline, non-ASCII
+weird=$(printf "$tmp/we\"ird\\\\na\nme-\303\251\346\226\207.gguf")
+cp "$gguf" "$weird"
+"$bin" eval --ref "$weird" --test "$weird" --prompts "$tmp/p.txt" -n 4 -o json -t 2 >"$tmp/w" 2>"$tmp/err"
+ok test $? -eq 0
+ok python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ref"]==sys.argv[2] and d["test"]==sys.argv[2] and d["ppl_ref"] is None' "$tmp/w" "$weird"
 "$bin" eval --ref "$gguf" --test "$gguf" --prompts /nonexistent -o json 2>"$tmp/err"; ok test $? -eq 1
 ok grep -q "/nonexistent" "$tmp/err"
 echo "cli eval: $pass passed, $fail failed"
