@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/progress.h"
 #include "formats/sniff.h"
 #include "model/model.h"
 #include "runtime/cache.h"
@@ -73,6 +74,14 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
     qo.n_threads = n_threads;
     if (!app_weight_path(cmd, is_auto ? "auto" : path_name, priority, &qo.path, &qo.head_bits))
         return 0;
+    char what[4400];
+    snprintf(what, sizeof what, "quantizing %s as %s (first use: %s)", model,
+             nb_wpath_name(qo.path),
+             use_cache ? "the next start maps the cached file" : "--no-cache");
+    struct app_progress bar;
+    app_progress_init(&bar, cmd, what);
+    qo.progress = app_progress_cb;
+    qo.user = &bar;
     struct nb_cache_entry *e = calloc(1, sizeof *e);
     if (!e) {
         fprintf(stderr, "nibble %s: out of memory\n", cmd);
@@ -99,6 +108,8 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
                 nb_wpath_name(qo.path), nb_cache_event_name(e->event),
                 e->waited ? " (after waiting for another nibble writing it)" : "", e->path,
                 rebuilt ? " (rebuilt: " : "", rebuilt ? e->why : "", rebuilt ? ")" : "");
+    if (bar.started)
+        fprintf(stderr, "nibble %s: quantized in %.1f s\n", cmd, app_progress_seconds(&bar));
     snprintf(loaded, loaded_size, "%s", e->path);
     st = nb_model_load_nib(out, e->nib); /* the mapping nb_cache_get verified */
     free(e);

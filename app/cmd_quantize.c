@@ -8,6 +8,7 @@
 #include "app/args.h"
 #include "app/auto_path.h"
 #include "app/commands.h"
+#include "app/progress.h"
 #include "nibble.h"
 #include "runtime/quantize.h"
 
@@ -29,25 +30,16 @@ static void usage(FILE *f)
 }
 
 struct qui {
-    int tty, quiet;
+    struct app_progress bar; /* first: the progress callback's user */
+    int quiet;
 };
-
-static void on_progress(int64_t done, int64_t total, void *user)
-{
-    struct qui *u = user;
-    if (!u->tty) return;
-    int w = 40, fill = total ? (int)(w * done / total) : w;
-    fprintf(stderr, "\r[%.*s%*s] %lld/%lld", fill, "========================================",
-            w - fill, "", (long long)done, (long long)total);
-    if (done == total) fprintf(stderr, "\n");
-}
 
 static void on_report(const char *name, const char *kind, int64_t n_out, int64_t n_in,
                       uint64_t bytes, double rel_rms, void *user)
 {
     struct qui *u = user;
     if (u->quiet) return;
-    if (u->tty) fprintf(stderr, "\r%*s\r", 60, "");
+    if (u->bar.tty) fprintf(stderr, "\r%*s\r", 60, "");
     fprintf(stderr, "%-28s %-6s %7lld x %-6lld %11llu B %6.3f bpw", name, kind, (long long)n_out,
             (long long)n_in, (unsigned long long)bytes, 8.0 * (double)bytes / (double)(n_out * n_in));
     if (rel_rms > 0) fprintf(stderr, "  rel-rms %.4f", rel_rms);
@@ -59,7 +51,8 @@ int cmd_quantize(int argc, char **argv)
     const char *cmd = "quantize", *model = NULL, *out = NULL, *path_name = NULL;
     const char *priority = NULL;
     struct nb_quantize_opts o;
-    struct qui ui = {.tty = isatty(2)};
+    struct qui ui = {0};
+    app_progress_init(&ui.bar, cmd, NULL);
     nb_quantize_default_opts(&o);
     const char *group = NULL, *head = NULL, *embd = NULL;
     int absmax = 0;
@@ -88,7 +81,7 @@ int cmd_quantize(int argc, char **argv)
         return 1;
     }
     if (!app_weight_path(cmd, path_name, priority, &o.path, &o.head_bits)) return 1;
-    o.progress = on_progress;
+    o.progress = app_progress_cb;
     o.report = on_report;
     o.user = &ui;
     struct nb_quantize_result r;

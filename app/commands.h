@@ -19,5 +19,6 @@ int cmd_probe(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
+int cmd_cache(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ static const struct nb_command k_commands[] = {
     {"tokenize", "text -> token ids (debugging, scripts)", cmd_tokenize},
     {"detokenize", "token ids -> text", cmd_detokenize},
     {"synth", "write a random-weight model at a real shape as GGUF", cmd_synth},
+    {"cache", "list or clear the warm-start cache of quantized models", cmd_cache},
 };
 
 static void usage(FILE *f)

@@ -1,6 +1,7 @@
 /* runtime/cache.c — the warm-start cache of packed models. */
 #include "runtime/cache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,4 +235,66 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
     }
     close(lock);
     return st;
+}
+
+static int has_suffix(const char *s, const char *suffix)
+{
+    size_t l = strlen(s), ls = strlen(suffix);
+    return l >= ls && !strcmp(s + l - ls, suffix);
+}
+
+enum nb_status nb_cache_list(nb_cache_entry_fn fn, void *user)
+{
+    char dir[3072], path[4200];
+    enum nb_status st = nb_cache_dir(dir, sizeof dir);
+    if (st) return st;
+    DIR *d = opendir(dir);
+    if (!d) return nb_set_error(NB_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        if (!has_suffix(de->d_name, ".nib")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        struct stat sb;
+        if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+        struct nb_nib *n = NULL;
+        nb_nib_open(&n, path); /* a broken entry is listed without a header */
+        fn(path, (uint64_t)sb.st_size, n ? nb_nib_header(n) : NULL, user);
+        nb_nib_free(n);
+    }
+    closedir(d);
+    return NB_OK;
+}
+
+enum nb_status nb_cache_clear(int *n_removed, int *n_busy, uint64_t *bytes_freed)
+{
+    char dir[3072], path[4200], lock[4300];
+    *n_removed = *n_busy = 0;
+    *bytes_freed = 0;
+    enum nb_status st = nb_cache_dir(dir, sizeof dir);
+    if (st) return st;
+    DIR *d = opendir(dir);
+    if (!d) return nb_set_error(NB_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d))) {
+        /* an entry "X.nib", its lock "X.nib.lock", a writer's "X.nib.<hex>.tmp" */
+        const char *nib = strstr(de->d_name, ".nib");
+        if (!nib || (nib[4] && nib[4] != '.')) continue;
+        if (!has_suffix(de->d_name, ".nib") && !has_suffix(de->d_name, ".tmp")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
+        snprintf(lock, sizeof lock, "%s/%.*s.lock", dir, (int)(nib + 4 - de->d_name), de->d_name);
+        int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) { /* a writer holds it */
+            close(fd);
+            (*n_busy)++;
+            continue;
+        }
+        struct stat sb;
+        if (lstat(path, &sb) == 0 && unlink(path) == 0) {
+            (*n_removed)++;
+            *bytes_freed += (uint64_t)sb.st_size;
+        }
+        if (fd >= 0) close(fd); /* the lock file stays: a writer may open it next */
+    }
+    closedir(d);
+    return NB_OK;
 }

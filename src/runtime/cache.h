@@ -52,4 +52,15 @@ struct nb_cache_entry {
 enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts *opts,
                             int use_cache, struct nb_cache_entry *e);
 
+/* The entries in the cache folder: fn(path, bytes, header, user) for each readable
+ * .nib (header is its JSON header: weight_path, source, ...; NULL when the file does
+ * not parse — it would be rebuilt). */
+typedef void (*nb_cache_entry_fn)(const char *path, uint64_t bytes, const cJSON *header,
+                                  void *user);
+enum nb_status nb_cache_list(nb_cache_entry_fn fn, void *user);
+
+/* Remove every entry (and stale temporaries) no writer holds; entries being written
+ * are left alone and counted in *n_busy. Readers that mapped an entry keep running. */
+enum nb_status nb_cache_clear(int *n_removed, int *n_busy, uint64_t *bytes_freed);
+
 #endif

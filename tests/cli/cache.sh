@@ -23,6 +23,9 @@ run_args=(run -m "$model" --path w4a8 -p "In the beginning" -n 24 -t 1)
 XDG_CACHE_HOME="$tmp/ref" "$bin" "${run_args[@]}" >"$tmp/ref.txt" 2>"$tmp/ref.err" \
   && ok || { bad "reference run"; cat "$tmp/ref.err"; }
 [ -s "$tmp/ref.txt" ] && ok || bad "reference run printed nothing"
+# first use is not silent: what is happening, and how long it took
+grep -q "quantizing .* as w4a8 (first use" "$tmp/ref.err" && grep -q "quantized in [0-9.]* s" "$tmp/ref.err" \
+  && ok || { bad "first use says nothing about quantizing"; cat "$tmp/ref.err"; }
 
 race() { # n: n cold starts on one empty cache, the writer slowed down
   local n=$1 cache="$tmp/race$1" pids=() i
@@ -49,6 +52,21 @@ race() { # n: n cold starts on one empty cache, the writer slowed down
 }
 race 2
 race 8
+
+# nibble cache list / clear: an entry being written is left alone, the rest removed
+XDG_CACHE_HOME="$tmp/race2" "$bin" cache list >"$tmp/list" 2>/dev/null
+grep -q "w4a8 .*kjv-7m-f32.gguf .*race2/nibble/.*\.nib" "$tmp/list" && ok || { bad "cache list"; cat "$tmp/list"; }
+LD_PRELOAD="$shim" NIBBLE_TEST_WRITE_DELAY_US=50000 XDG_CACHE_HOME="$tmp/race2" \
+  "$bin" "${run_args[@]}" --path w4a16 >"$tmp/busy.txt" 2>"$tmp/busy.err" &
+writer=$!
+for _ in $(seq 1 600); do ls "$tmp/race2/nibble/" | grep -q '\.tmp$' && break; sleep 0.1; done
+XDG_CACHE_HOME="$tmp/race2" "$bin" cache clear >"$tmp/clear" 2>&1
+grep -q "removed 1 files .*1 being written by another nibble, left alone" "$tmp/clear" && ok \
+  || { bad "cache clear during a write"; cat "$tmp/clear"; }
+wait $writer && ok || { bad "the writer failed while cache clear ran"; cat "$tmp/busy.err"; }
+XDG_CACHE_HOME="$tmp/race2" "$bin" cache clear >"$tmp/clear" 2>&1
+grep -q "removed 1 files" "$tmp/clear" && ok || { bad "cache clear"; cat "$tmp/clear"; }
+XDG_CACHE_HOME="$tmp/race2" "$bin" cache list 2>&1 | grep -q "0 entries" && ok || bad "cache list after clear"
 
 degraded() { # name, expected words on stderr, env...
   local name=$1 want=$2; shift 2

@@ -1,0 +1,32 @@
+/* app/progress.c — a progress bar for long quantizations (see progress.h). */
+#include "app/progress.h"
+
+#include <stdio.h>
+#include <unistd.h>
+
+#include "core/timer.h"
+
+void app_progress_init(struct app_progress *p, const char *cmd, const char *what)
+{
+    *p = (struct app_progress){.cmd = cmd, .what = what, .tty = isatty(2)};
+}
+
+void app_progress_cb(int64_t done, int64_t total, void *user)
+{
+    struct app_progress *p = user;
+    if (!p->started) {
+        p->started = 1;
+        p->t0 = nb_time_s();
+        if (p->what) fprintf(stderr, "nibble %s: %s ...\n", p->cmd, p->what);
+    }
+    if (!p->tty) return;
+    int w = 40, fill = total ? (int)(w * done / total) : w;
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld", fill, "========================================",
+            w - fill, "", (long long)done, (long long)total);
+    if (done == total) fprintf(stderr, "\n");
+}
+
+double app_progress_seconds(const struct app_progress *p)
+{
+    return p->started ? nb_time_s() - p->t0 : 0;
+}
