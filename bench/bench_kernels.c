@@ -17,9 +17,9 @@
 
 #include "core/cpu.h"
 #include "core/fp.h"
+#include "core/membw.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
-#include "eval/membw.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
 #include "quant/repack.h"
@@ -306,7 +306,7 @@ int main(int argc, char **argv)
     struct nb_pool *pool;
     if (nb_pool_init(&pool, 2, 0)) return 1;
 
-    /* read bandwidth: the same test as `nibble bench` (eval/membw.c), 1 and 2 threads */
+    /* read bandwidth: the same test as `nibble bench` (core/membw.c), 1 and 2 threads */
     double bw[3] = {0, 0, 0};
     for (int nth = 1; nth <= 2; nth++)
         bw[nth] = nb_measure_read_bw(nth, (size_t)(quick ? 256 : 1024) << 20, 5);

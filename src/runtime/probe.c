@@ -7,7 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "eval/membw.h"
+#include "core/membw.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>

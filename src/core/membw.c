@@ -1,10 +1,10 @@
-/* eval/membw.c — measured read bandwidth: threads sum disjoint parts of a large
+/* core/membw.c — measured read bandwidth: threads sum disjoint parts of a large
  * buffer with independent accumulators (so the loads, not the adds, bound it), with
  * and without software prefetch; the best of both counts. (The decode kernels
  * prefetch 6 KiB ahead, which streams faster than the hardware prefetchers alone on
  * the Zen 5 dev VM; a bandwidth measured without it made the kernels look faster than
  * the memory.) */
-#include "eval/membw.h"
+#include "core/membw.h"
 
 #include <stdint.h>
 #include <stdlib.h>

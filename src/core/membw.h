@@ -1,6 +1,6 @@
-/* eval/membw.h — a quick measured memory read bandwidth, the ceiling of decode. */
-#ifndef NB_EVAL_MEMBW_H
-#define NB_EVAL_MEMBW_H
+/* core/membw.h — a quick measured memory read bandwidth, the ceiling of decode. */
+#ifndef NB_CORE_MEMBW_H
+#define NB_CORE_MEMBW_H
 
 #include <stddef.h>
 

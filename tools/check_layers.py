@@ -1,0 +1,89 @@
+#!/usr/bin/env python3
+"""tools/check_layers.py — fail on an #include that crosses a layer boundary.
+
+The layers of ../shared/DESIGN.md, lowest first; a folder may include its own headers
+and those of the folders listed for it, nothing else of ours:
+
+  core       nothing (include/nibble.h, the public contract, is allowed everywhere:
+             enum nb_status and the public structs are every layer's vocabulary)
+  kernels    core
+  formats    core                        (parse and validate; they do not compute)
+  tokenizer  core, formats
+  quant      core, kernels, formats
+  model      core, kernels, formats, quant
+  runtime    core, kernels, formats, quant, model, tokenizer
+  eval       ... everything below, runtime
+  server     ... everything below, runtime, eval
+  app/, tests/, bench/: anything under src/; nothing under src/ includes app/.
+
+KNOWN lists the crossings that exist today, each with the issue that removes it; the
+check fails on any other, and on a KNOWN entry that has gone (so the list only shrinks).
+Run by ctest (test `layers`).
+"""
+import os
+import re
+import sys
+
+ALLOWED = {
+    "core": set(),
+    "kernels": {"core"},
+    "formats": {"core"},
+    "tokenizer": {"core", "formats"},
+    "quant": {"core", "kernels", "formats"},
+    "model": {"core", "kernels", "formats", "quant"},
+    "runtime": {"core", "kernels", "formats", "quant", "model", "tokenizer"},
+    "eval": {"core", "kernels", "formats", "quant", "model", "tokenizer", "runtime"},
+    "server": {"core", "kernels", "formats", "quant", "model", "tokenizer", "runtime", "eval"},
+}
+
+# (file, included header): crossings still to be removed.
+KNOWN = {
+    # the weight-path enum and plane sizes live with the kernels; issue 11 item 2 (one
+    # weight-format vocabulary) moves them below both
+    ("src/formats/nib.h", "kernels/layout.h"),
+}
+
+INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    bad, seen = [], set()
+    for dirpath, _, files in os.walk(os.path.join(root, "src")):
+        for name in sorted(files):
+            if not name.endswith((".c", ".h", ".inc")):
+                continue
+            path = os.path.join(dirpath, name)
+            rel = os.path.relpath(path, root)
+            layer = rel.split(os.sep)[1]
+            if layer not in ALLOWED:
+                bad.append(f"{rel}: folder src/{layer}/ is not a known layer")
+                continue
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+            for inc in INCLUDE.findall(text):
+                if "/" not in inc:
+                    if inc != "nibble.h" and not os.path.exists(os.path.join(dirpath, inc)):
+                        bad.append(f"{rel}: includes \"{inc}\" (unknown)")
+                    continue
+                target = inc.split("/")[0]
+                if target in ("app",):
+                    bad.append(f"{rel}: includes \"{inc}\": nothing under src/ includes app/")
+                elif target == layer or target in ALLOWED.get(layer, set()):
+                    continue
+                elif (rel, inc) in KNOWN:
+                    seen.add((rel, inc))
+                elif target in ALLOWED:
+                    bad.append(f"{rel}: includes \"{inc}\": src/{layer}/ may include only "
+                               f"{', '.join(sorted(ALLOWED[layer] | {layer}))}")
+    for gone in sorted(KNOWN - seen):
+        bad.append(f"{gone[0]} no longer includes \"{gone[1]}\": remove it from KNOWN in "
+                   "tools/check_layers.py")
+    for b in bad:
+        print("layers:", b)
+    print(f"layers: {'FAILED' if bad else 'ok'} ({len(KNOWN)} known crossing(s) left)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
