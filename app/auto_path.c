@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/env.h"
 #include "app/progress.h"
 #include "formats/sniff.h"
 #include "model/model.h"
@@ -71,6 +72,7 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
     }
     struct nb_quantize_opts qo;
     nb_quantize_default_opts(&qo);
+    app_env_quantize(&qo);
     qo.n_threads = n_threads;
     if (!app_weight_path(cmd, is_auto ? "auto" : path_name, priority, &qo.path, &qo.head_bits))
         return 0;
@@ -87,7 +89,10 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
         fprintf(stderr, "nibble %s: out of memory\n", cmd);
         return 0;
     }
-    enum nb_status st = nb_cache_get(model, &qo, use_cache, e);
+    char dir[3072];
+    const char *no_dir = "--no-cache";
+    int have_dir = use_cache && app_env_cache_dir(dir, sizeof dir, &no_dir);
+    enum nb_status st = nb_cache_get(model, &qo, have_dir ? dir : NULL, e);
     if (st != NB_OK) {
         free(e);
         if (is_auto && st == NB_ERR_INVALID_ARG) {
@@ -100,9 +105,9 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
     }
     int rebuilt = e->event == NB_CACHE_STALE || e->event == NB_CACHE_CORRUPT;
     if (e->event == NB_CACHE_MEMORY)
-        fprintf(stderr, "nibble %s: %s as %s: quantized into memory, not cached: %s%s\n", cmd,
-                model, nb_wpath_name(qo.path), e->why,
-                use_cache ? " (--no-cache skips the cache quietly)" : "");
+        fprintf(stderr, "nibble %s: %s as %s: quantized into memory, not cached: %s%s%s\n", cmd,
+                model, nb_wpath_name(qo.path), have_dir ? e->why : "the cache is turned off: ",
+                have_dir ? "" : no_dir, use_cache ? " (--no-cache skips the cache quietly)" : "");
     else
         fprintf(stderr, "nibble %s: %s as %s: cache %s%s: %s%s%s%s\n", cmd, model,
                 nb_wpath_name(qo.path), nb_cache_event_name(e->event),

@@ -8,6 +8,7 @@
 
 #include "app/args.h"
 #include "app/commands.h"
+#include "app/env.h"
 #include "runtime/cache.h"
 
 static void usage(FILE *f)
@@ -51,8 +52,9 @@ int cmd_cache(int argc, char **argv)
         return 1;
     }
     char dir[3072];
-    if (nb_cache_dir(dir, sizeof dir) != NB_OK) {
-        fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+    const char *why;
+    if (!app_env_cache_dir(dir, sizeof dir, &why)) {
+        fprintf(stderr, "nibble %s: no cache folder: %s\n", cmd, why);
         return 1;
     }
     if (!strcmp(argv[1], "dir")) {
@@ -61,7 +63,7 @@ int cmd_cache(int argc, char **argv)
     }
     if (!strcmp(argv[1], "list")) {
         struct totals t = {0};
-        if (nb_cache_list(print_entry, &t) != NB_OK) {
+        if (nb_cache_list(dir, print_entry, &t) != NB_OK) {
             fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
             return 1;
         }
@@ -72,7 +74,7 @@ int cmd_cache(int argc, char **argv)
     if (!strcmp(argv[1], "clear")) {
         int removed, busy;
         uint64_t freed;
-        if (nb_cache_clear(&removed, &busy, &freed) != NB_OK) {
+        if (nb_cache_clear(dir, &removed, &busy, &freed) != NB_OK) {
             fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
             return 1;
         }

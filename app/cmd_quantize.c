@@ -8,6 +8,7 @@
 #include "app/args.h"
 #include "app/auto_path.h"
 #include "app/commands.h"
+#include "app/env.h"
 #include "app/progress.h"
 #include "nibble.h"
 #include "runtime/quantize.h"
@@ -54,6 +55,7 @@ int cmd_quantize(int argc, char **argv)
     struct qui ui = {0};
     app_progress_init(&ui.bar, cmd, NULL);
     nb_quantize_default_opts(&o);
+    app_env_quantize(&o);
     const char *group = NULL, *head = NULL, *embd = NULL;
     int absmax = 0;
     const struct arg_opt opts[] = {

@@ -162,9 +162,9 @@ static void test_fusions_identical(void **state)
 }
 
 static enum nb_cache_event get(const char *model, const struct nb_quantize_opts *o,
-                               int use_cache, struct nb_cache_entry *e)
+                               const char *dir, struct nb_cache_entry *e)
 {
-    if (nb_cache_get(model, o, use_cache, e) != NB_OK) fail_msg("%s", nb_last_error());
+    if (nb_cache_get(model, o, dir, e) != NB_OK) fail_msg("%s", nb_last_error());
     assert_non_null(e->nib);
     return e->event;
 }
@@ -180,8 +180,7 @@ static void test_cache(void **state)
     const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
     if (!src) skip();
     char cache[4200], model[4200], old[4096];
-    snprintf(cache, sizeof cache, "%s/cache", tu_dir);
-    setenv("XDG_CACHE_HOME", cache, 1);
+    snprintf(cache, sizeof cache, "%s/cache/nibble", tu_dir);
     snprintf(model, sizeof model, "%s/kjv.gguf", tu_dir);
     tu_copy_file(src, model);
     struct nb_quantize_opts o;
@@ -189,34 +188,31 @@ static void test_cache(void **state)
     o.path = NB_WPATH_W4A8;
     o.n_threads = 2;
     static struct nb_cache_entry e;
-    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_MISS);
+    assert_int_equal(get(model, &o, cache, &e), NB_CACHE_MISS);
     assert_non_null(strstr(e.path, cache));
     drop(&e);
-    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_HIT);
+    assert_int_equal(get(model, &o, cache, &e), NB_CACHE_HIT);
     struct nb_model *m = NULL; /* the verified mapping is the one that runs */
     assert_int_equal(nb_model_load_nib(&m, e.nib), NB_OK);
     nb_model_free(m);
     tu_flip_byte(e.path, 1000); /* a weight byte of the cached file */
-    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_CORRUPT);
+    assert_int_equal(get(model, &o, cache, &e), NB_CACHE_CORRUPT);
     assert_non_null(strstr(e.why, "checksum"));
     drop(&e);
-    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_HIT);
+    assert_int_equal(get(model, &o, cache, &e), NB_CACHE_HIT);
     drop(&e);
     /* the cached entry's name is keyed by the source bytes: simulate a stale entry by
      * putting this entry where a changed source will look for it */
     snprintf(old, sizeof old, "%s", e.path);
     tu_flip_byte(model, 5000); /* the source changes */
-    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_MISS);
+    assert_int_equal(get(model, &o, cache, &e), NB_CACHE_MISS);
     assert_string_not_equal(old, e.path);
     drop(&e);
     tu_copy_file(old, e.path);
-    assert_int_equal(get(model, &o, 1, &e), NB_CACHE_STALE);
+    assert_int_equal(get(model, &o, cache, &e), NB_CACHE_STALE);
     assert_non_null(strstr(e.why, "other source bytes"));
     drop(&e);
-    char dir[4300];
-    snprintf(dir, sizeof dir, "%s/nibble", cache);
-    assert_int_equal(tu_count_files(dir, ".tmp"), 0); /* no temporary left behind */
-    unsetenv("XDG_CACHE_HOME");
+    assert_int_equal(tu_count_files(cache, ".tmp"), 0); /* no temporary left behind */
 }
 
 /* A cache that cannot be used degrades to memory and says why; --no-cache never
@@ -236,8 +232,7 @@ static void test_cache_fallback(void **state)
     snprintf(blocker, sizeof blocker, "%s/nibble", cache);
     assert_int_equal(mkdir(cache, 0755), 0);
     tu_copy_file(src, blocker);
-    setenv("XDG_CACHE_HOME", cache, 1);
-    assert_int_equal(get(src, &o, 1, &e), NB_CACHE_MEMORY);
+    assert_int_equal(get(src, &o, blocker, &e), NB_CACHE_MEMORY);
     assert_non_null(strstr(e.why, blocker));
     assert_non_null(strstr(e.why, "Not a directory"));
     struct nb_model *m = NULL;
@@ -248,22 +243,21 @@ static void test_cache_fallback(void **state)
     quantize(src, NB_WPATH_W4A8, 0, nib);
     struct nb_nib *n = NULL;
     assert_int_equal(nb_nib_open(&n, nib), NB_OK);
-    assert_int_equal(get(src, &o, 0, &e), NB_CACHE_MEMORY); /* --no-cache */
-    assert_non_null(strstr(e.why, "--no-cache"));
+    assert_int_equal(get(src, &o, NULL, &e), NB_CACHE_MEMORY); /* --no-cache */
+    assert_non_null(strstr(e.why, "turned off"));
     assert_int_equal(nb_nib_n_tensors(n), nb_nib_n_tensors(e.nib));
     for (int64_t i = 0; i < nb_nib_n_tensors(n); i++)
         assert_true(nb_nib_tensor(n, i)->xxh3 == nb_nib_tensor(e.nib, i)->xxh3);
     nb_nib_free(n);
     drop(&e);
-    /* neither XDG_CACHE_HOME nor HOME */
-    char *home = getenv("HOME") ? strdup(getenv("HOME")) : NULL;
-    unsetenv("XDG_CACHE_HOME");
-    unsetenv("HOME");
-    assert_int_equal(get(src, &o, 1, &e), NB_CACHE_MEMORY);
-    assert_non_null(strstr(e.why, "HOME"));
-    drop(&e);
-    if (home) setenv("HOME", home, 1);
-    free(home);
+    /* the usual folder from the two variables' values (the library reads neither) */
+    char dir[4096];
+    assert_int_equal(nb_cache_default_dir("/x", "/h", dir, sizeof dir), NB_OK);
+    assert_string_equal(dir, "/x/nibble");
+    assert_int_equal(nb_cache_default_dir("rel", "/h", dir, sizeof dir), NB_OK);
+    assert_string_equal(dir, "/h/.cache/nibble");
+    assert_int_equal(nb_cache_default_dir(NULL, "", dir, sizeof dir), NB_ERR_NOT_FOUND);
+    assert_non_null(strstr(nb_last_error(), "HOME"));
 }
 
 /* quantize never replaces its source, and never writes through a planted symlink. */

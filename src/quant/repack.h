@@ -13,7 +13,7 @@
  * is zeroed, so the output is fully defined. rows_per_step: rows converted per step
  * (rounded up to a multiple of 16; <= 0: the whole matrix in one step); every value
  * gives byte-identical output, it only changes the memory access pattern (callers
- * take it from NIBBLE_REPACK_ROWS).
+ * take it from the quantize options, which the CLI fills from NIBBLE_REPACK_ROWS).
  * Errors: NB_ERR_INVALID_ARG for a path other than w4a8 / w4a16, or a shape that does
  * not fit X16 (n_out % 16 != 0, group not dividing n_in). */
 enum nb_status nb_repack_x16(enum nb_wpath p, int group, const void *rows_blob, void *x16_blob,

@@ -48,14 +48,23 @@ static int mkdir_p(char *path)
     return 0;
 }
 
-enum nb_status nb_cache_dir(char *out, size_t size)
+enum nb_status nb_cache_default_dir(const char *xdg_cache_home, const char *home, char *out,
+                                    size_t size)
 {
-    const char *xdg = getenv("XDG_CACHE_HOME"), *home = getenv("HOME");
-    if (xdg && xdg[0] == '/') snprintf(out, size, "%s/nibble", xdg);
+    if (xdg_cache_home && xdg_cache_home[0] == '/')
+        snprintf(out, size, "%s/nibble", xdg_cache_home);
     else if (home && home[0]) snprintf(out, size, "%s/.cache/nibble", home);
-    else return nb_set_error(NB_ERR_IO, "cache: neither XDG_CACHE_HOME nor HOME is set");
-    if (mkdir_p(out) != 0)
-        return nb_set_error(NB_ERR_IO, "cache: cannot create %s: %s", out, strerror(errno));
+    else return nb_set_error(NB_ERR_NOT_FOUND, "cache: neither XDG_CACHE_HOME nor HOME is set");
+    return NB_OK;
+}
+
+/* Create the folder (and its parents) if needed. */
+static enum nb_status make_dir(const char *dir)
+{
+    char path[3072];
+    snprintf(path, sizeof path, "%s", dir);
+    if (mkdir_p(path) != 0)
+        return nb_set_error(NB_ERR_IO, "cache: cannot create %s: %s", dir, strerror(errno));
     return NB_OK;
 }
 
@@ -159,9 +168,8 @@ static int lock_entry(const char *path, int *waited, char *why, size_t why_size)
 }
 
 enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts *o,
-                            int use_cache, struct nb_cache_entry *e)
+                            const char *dir, struct nb_cache_entry *e)
 {
-    char dir[3072];
     enum nb_status st;
     uint64_t src_hash;
     memset(e, 0, sizeof *e);
@@ -169,11 +177,11 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
     struct nb_quantize_opts with_hash = *o; /* the source was hashed here: not twice */
     with_hash.have_source_hash = 1;
     with_hash.source_hash = src_hash;
-    if (!use_cache) {
-        snprintf(e->why, sizeof e->why, "the cache is turned off (--no-cache)");
+    if (!dir) {
+        snprintf(e->why, sizeof e->why, "the cache is turned off");
         return build_in_memory(src_path, &with_hash, e);
     }
-    if (nb_cache_dir(dir, sizeof dir) != NB_OK) {
+    if (make_dir(dir) != NB_OK) {
         snprintf(e->why, sizeof e->why, "%s", nb_last_error());
         NB_LOGW("%s: quantizing into memory for this run (--no-cache says so quietly)", e->why);
         return build_in_memory(src_path, &with_hash, e);
@@ -182,7 +190,8 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
     char recipe[256];
     snprintf(recipe, sizeof recipe, "%016llx|%s|g%d|h%d|e%d|s%d|layout%d|%s",
              (unsigned long long)src_hash, nb_wpath_name(o->path), o->group, o->head_bits,
-             o->embd_bits, o->search, nb_quantize_layout(), NIBBLE_VERSION_STRING);
+             o->embd_bits, o->search, o->layout == NB_LAYOUT_ROWS ? NB_LAYOUT_ROWS : NB_LAYOUT_X16,
+             NIBBLE_VERSION_STRING);
     uint64_t key = XXH3_64bits(recipe, strlen(recipe));
     const char *base = strrchr(src_path, '/');
     base = base && base[1] ? base + 1 : src_path;
@@ -243,12 +252,11 @@ static int has_suffix(const char *s, const char *suffix)
     return l >= ls && !strcmp(s + l - ls, suffix);
 }
 
-enum nb_status nb_cache_list(nb_cache_entry_fn fn, void *user)
+enum nb_status nb_cache_list(const char *dir, nb_cache_entry_fn fn, void *user)
 {
-    char dir[3072], path[4200];
-    enum nb_status st = nb_cache_dir(dir, sizeof dir);
-    if (st) return st;
+    char path[4200];
     DIR *d = opendir(dir);
+    if (!d && errno == ENOENT) return NB_OK; /* nothing cached yet */
     if (!d) return nb_set_error(NB_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
     struct dirent *de;
     while ((de = readdir(d))) {
@@ -265,14 +273,14 @@ enum nb_status nb_cache_list(nb_cache_entry_fn fn, void *user)
     return NB_OK;
 }
 
-enum nb_status nb_cache_clear(int *n_removed, int *n_busy, uint64_t *bytes_freed)
+enum nb_status nb_cache_clear(const char *dir, int *n_removed, int *n_busy,
+                              uint64_t *bytes_freed)
 {
-    char dir[3072], path[4200], lock[4300];
+    char path[4200], lock[4300];
     *n_removed = *n_busy = 0;
     *bytes_freed = 0;
-    enum nb_status st = nb_cache_dir(dir, sizeof dir);
-    if (st) return st;
     DIR *d = opendir(dir);
+    if (!d && errno == ENOENT) return NB_OK;
     if (!d) return nb_set_error(NB_ERR_IO, "%s: cannot list: %s", dir, strerror(errno));
     struct dirent *de;
     while ((de = readdir(d))) {

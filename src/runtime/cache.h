@@ -1,7 +1,8 @@
 /* runtime/cache.h — the warm-start cache of packed models.
  *
  * `nibble run -m model.gguf --path w4a8` quantizes on first use and writes the .nib
- * to $XDG_CACHE_HOME/nibble (default ~/.cache/nibble), under a name keyed by the
+ * to the cache folder (the CLI's: $XDG_CACHE_HOME/nibble, else ~/.cache/nibble,
+ * nb_cache_default_dir), under a name keyed by the
  * source's content hash, the weight path and recipe, the layout and the nibble
  * version. The next start maps the cached file.
  *
@@ -35,8 +36,11 @@ enum nb_cache_event {
 
 const char *nb_cache_event_name(enum nb_cache_event e);
 
-/* The cache folder (created if needed). */
-enum nb_status nb_cache_dir(char *out, size_t size);
+/* The usual folder: XDG_CACHE_HOME/nibble when that is an absolute path, else
+ * HOME/.cache/nibble (the caller passes the two values: the library reads no
+ * environment). NB_ERR_NOT_FOUND when neither is set. */
+enum nb_status nb_cache_default_dir(const char *xdg_cache_home, const char *home, char *out,
+                                    size_t size);
 
 struct nb_cache_entry {
     struct nb_nib *nib; /* mapped and verified: hand it to nb_model_load_nib */
@@ -46,21 +50,23 @@ struct nb_cache_entry {
     char why[8192];     /* stale / corrupt / memory: why, in a sentence */
 };
 
-/* Find or build the packed form of `src_path` quantized with `opts`. use_cache 0
- * (`--no-cache`) builds it in memory without touching the cache folder. Errors are
- * those of reading or quantizing the source; a cache that cannot be written is not one. */
+/* Find or build the packed form of `src_path` quantized with `opts` in the cache folder
+ * `dir` (created if needed). dir NULL (`--no-cache`) builds it in memory without
+ * touching any folder. Errors are those of reading or quantizing the source; a cache
+ * that cannot be written is not one. */
 enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts *opts,
-                            int use_cache, struct nb_cache_entry *e);
+                            const char *dir, struct nb_cache_entry *e);
 
 /* The entries in the cache folder: fn(path, bytes, header, user) for each readable
  * .nib (header is its JSON header: weight_path, source, ...; NULL when the file does
  * not parse — it would be rebuilt). */
 typedef void (*nb_cache_entry_fn)(const char *path, uint64_t bytes, const cJSON *header,
                                   void *user);
-enum nb_status nb_cache_list(nb_cache_entry_fn fn, void *user);
+enum nb_status nb_cache_list(const char *dir, nb_cache_entry_fn fn, void *user);
 
 /* Remove every entry (and stale temporaries) no writer holds; entries being written
  * are left alone and counted in *n_busy. Readers that mapped an entry keep running. */
-enum nb_status nb_cache_clear(int *n_removed, int *n_busy, uint64_t *bytes_freed);
+enum nb_status nb_cache_clear(const char *dir, int *n_removed, int *n_busy,
+                              uint64_t *bytes_freed);
 
 #endif

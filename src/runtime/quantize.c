@@ -29,18 +29,13 @@
 #include "runtime/model_tokenizer.h"
 #include "runtime/source_hash.h"
 
-int nb_quantize_layout(void)
-{
-    const char *e = getenv("NIBBLE_LAYOUT");
-    return e && !strcmp(e, "rows") ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
-}
-
 void nb_quantize_default_opts(struct nb_quantize_opts *o)
 {
     memset(o, 0, sizeof *o);
     o->path = NB_WPATH_W4A8;
     o->group = 128;
     o->search = 1;
+    o->layout = NB_LAYOUT_X16;
 }
 
 struct qjob {
@@ -75,8 +70,8 @@ struct qctx {
     void **owned; /* blobs to free after writing */
     int64_t n_owned, cap_owned;
     int64_t done, total;
-    int layout;            /* NB_LAYOUT_X16 unless NIBBLE_LAYOUT=rows */
-    int64_t repack_rows;   /* NIBBLE_REPACK_ROWS: rows per repack step (0: whole matrix) */
+    int layout;            /* opts->layout: NB_LAYOUT_X16 (default) or NB_LAYOUT_ROWS */
+    int64_t repack_rows;   /* opts->repack_rows: rows per repack step (0: whole matrix) */
     uint64_t linear_bytes, file_bytes;
     int64_t linear_params, file_params;
 };
@@ -356,7 +351,7 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)src_hash);
     cJSON_AddStringToObject(h, "nibble_version", NIBBLE_VERSION_STRING);
     cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
-    cJSON_AddNumberToObject(h, "layout", nb_quantize_layout());
+    cJSON_AddNumberToObject(h, "layout", o->layout == NB_LAYOUT_ROWS ? NB_LAYOUT_ROWS : NB_LAYOUT_X16);
     cJSON_AddNumberToObject(h, "group", o->group);
     cJSON_AddStringToObject(h, "head", nb_wpath_name(head_path(o)));
     cJSON_AddStringToObject(h, "embeddings", nb_wpath_name(embd_path(o)));
@@ -429,9 +424,8 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
         q.stats = &calib;
     }
     if ((st = nb_pool_init(&q.pool, opts->n_threads, 0))) goto fail;
-    q.layout = nb_quantize_layout();
-    const char *rr = getenv("NIBBLE_REPACK_ROWS");
-    q.repack_rows = rr ? strtoll(rr, NULL, 10) : 0;
+    q.layout = opts->layout == NB_LAYOUT_ROWS ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
+    q.repack_rows = opts->repack_rows > 0 ? opts->repack_rows : 0;
     if ((st = nb_nib_writer_init(&q.w))) goto fail;
     const struct nb_config *c = &m->cfg;
     q.total = 4 + (int64_t)c->n_layers * 16;

@@ -15,6 +15,11 @@ struct nb_quantize_opts {
     int search;         /* 1: MSE scale search (default), 0: absmax */
     const char *calib_path; /* text file: weight the error by mean squared activations */
     int n_threads;
+    /* int4 weights on disk: NB_LAYOUT_X16 (default: what the fast kernels read) or
+     * NB_LAYOUT_ROWS (row-major; matrices whose rows are not a multiple of 16 always are) */
+    int layout;
+    /* rows per repack step into X16 (0: the whole matrix; identical bytes, for timing) */
+    int64_t repack_rows;
     /* the source's content hash when the caller already has it (nb_source_hash); else
      * quantize computes it */
     int have_source_hash;
@@ -37,11 +42,6 @@ struct nb_quantize_result {
 };
 
 void nb_quantize_default_opts(struct nb_quantize_opts *o);
-/* The int4 layout files are written in: NB_LAYOUT_X16, or NB_LAYOUT_ROWS when the
- * environment says NIBBLE_LAYOUT=rows (matrices whose rows are not a multiple of 16
- * always stay ROWS). NIBBLE_REPACK_ROWS=N repacks N rows per step (0: whole matrix;
- * both give identical bytes, tested). */
-int nb_quantize_layout(void);
 /* Quantize the model at src_path into a new .nib at out_path (written atomically:
  * core/outfile.h). An out_path that is the source itself, or a file of the source
  * folder, is refused (NB_ERR_INVALID_ARG) before anything is read. */

@@ -1,0 +1,19 @@
+/* app/env.h — the one place nibble reads its environment variables (README: the table
+ * "Environment variables"). The library reads none: what a variable changes is passed
+ * down as a parameter, so a program using libnibble behaves the same whatever its
+ * environment holds. */
+#ifndef NB_APP_ENV_H
+#define NB_APP_ENV_H
+
+#include <stddef.h>
+
+#include "runtime/quantize.h"
+
+/* NIBBLE_LAYOUT=rows and NIBBLE_REPACK_ROWS=N into the quantize options. */
+void app_env_quantize(struct nb_quantize_opts *o);
+
+/* The warm-start cache folder: $XDG_CACHE_HOME/nibble, else $HOME/.cache/nibble.
+ * Returns 0 (and *why says so) when neither is set. */
+int app_env_cache_dir(char *out, size_t size, const char **why);
+
+#endif
