@@ -30,7 +30,9 @@ int app_weight_path(const char *cmd, const char *name, const char *priority, enu
                 cmd, name);
         return 0;
     }
-    if (nb_select_resolve(name, prio, priority != NULL, out, head_bits, &c) != NB_OK) {
+    struct nb_select_overrides ov;
+    app_env_select(&ov);
+    if (nb_select_resolve(name, prio, priority != NULL, &ov, out, head_bits, &c) != NB_OK) {
         fprintf(stderr, "nibble %s: --path auto: %s\n", cmd, nb_last_error());
         return 0;
     }

@@ -10,6 +10,7 @@
 
 #include "app/args.h"
 #include "app/commands.h"
+#include "app/env.h"
 #include "kernels/layout.h"
 #include "runtime/probe.h"
 #include "runtime/selector.h"
@@ -139,8 +140,10 @@ int cmd_probe(int argc, char **argv)
     if (prio_name) prio_given = nb_priority_from_name(prio_name, &prio);
     if (target_name) nb_target_from_name(target_name, &target);
     nb_probe_host(&p, bw);
-    if (nb_records_load(&records, &n_records) != NB_OK) goto fail;
-    if (nb_select(&p, prio, prio_given, target, records, n_records, &c) != NB_OK) goto fail;
+    struct nb_select_overrides ov;
+    app_env_select(&ov);
+    if (nb_records_load(ov.records_dir, &records, &n_records) != NB_OK) goto fail;
+    if (nb_select(&p, prio, prio_given, target, records, n_records, &ov, &c) != NB_OK) goto fail;
     if (json) {
         if (!print_json(&p, &c, nb_priority_name(prio), prio_given, nb_target_name(target),
                         n_records)) {

@@ -1,10 +1,37 @@
 /* app/env.c — nibble's environment variables, read here and nowhere else (env.h). */
 #include "app/env.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
+#include "nibble.h"
 #include "runtime/cache.h"
+#include "runtime/selector.h"
+
+void app_env_init(void)
+{
+    const char *log = getenv("NIBBLE_LOG");
+    if (log && *log) {
+        static const char *const names[] = {"error", "warn", "info", "debug"};
+        int found = 0;
+        for (int i = 0; i < 4; i++)
+            if (!strcmp(log, names[i])) {
+                nb_log_set_level((enum nb_log_level)i);
+                found = 1;
+            }
+        if (!found)
+            fprintf(stderr, "nibble: NIBBLE_LOG=%s is not one of error, warn, info, debug: "
+                            "ignored\n", log);
+    }
+    const char *isa = getenv("NIBBLE_ISA"), *amx = getenv("NIBBLE_AMX");
+    if (nb_kernels_configure(isa, !(amx && !strcmp(amx, "0"))) != NB_OK) {
+        fprintf(stderr, "nibble: NIBBLE_ISA=%s: %s: using the best this CPU has\n", isa,
+                nb_last_error());
+        nb_kernels_configure(NULL, !(amx && !strcmp(amx, "0")));
+    }
+}
 
 void app_env_quantize(struct nb_quantize_opts *o)
 {
@@ -20,4 +47,12 @@ int app_env_cache_dir(char *out, size_t size, const char **why)
         return 1;
     *why = "neither XDG_CACHE_HOME nor HOME is set";
     return 0;
+}
+
+void app_env_select(struct nb_select_overrides *ov)
+{
+    ov->path = getenv("NIBBLE_WEIGHT_PATH");
+    ov->path_source = "NIBBLE_WEIGHT_PATH";
+    ov->records_dir = getenv("NIBBLE_MEASUREMENTS");
+    if (ov->records_dir && !*ov->records_dir) ov->records_dir = NULL;
 }

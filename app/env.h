@@ -9,6 +9,14 @@
 
 #include "runtime/quantize.h"
 
+/* At start-up, before anything else: NIBBLE_LOG (nb_log_set_level), NIBBLE_ISA and
+ * NIBBLE_AMX (nb_kernels_configure). A bad value is warned about and ignored. */
+void app_env_init(void);
+
+/* NIBBLE_WEIGHT_PATH and NIBBLE_MEASUREMENTS for the selector. */
+struct nb_select_overrides;
+void app_env_select(struct nb_select_overrides *ov);
+
 /* NIBBLE_LAYOUT=rows and NIBBLE_REPACK_ROWS=N into the quantize options. */
 void app_env_quantize(struct nb_quantize_opts *o);
 

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "app/commands.h"
+#include "app/env.h"
 #include "nibble.h"
 
 static const struct nb_command k_commands[] = {
@@ -43,6 +44,7 @@ int main(int argc, char **argv)
         printf("nibble %s\n", nb_version());
         return 0;
     }
+    app_env_init(); /* the environment is read here, in app/, and nowhere in the library */
     for (size_t i = 0; i < sizeof k_commands / sizeof k_commands[0]; i++)
         if (!strcmp(argv[1], k_commands[i].name)) return k_commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "nibble: unknown command '%s'\n\n", argv[1]);

@@ -446,7 +446,11 @@ static void test_dispatch(void **state)
     assert_ptr_equal(k.gemm_w4a8_x16, nb_gemm_w4a8_x16_ref);
     assert_ptr_equal(k.gemm_w4a16_x16, nb_gemm_w4a16_x16_ref);
     assert_false(nb_kernels_for_isa("sse9", &k));
+    assert_int_equal(nb_kernels_configure("sse9", 1), NB_ERR_INVALID_ARG);
     const struct nb_kernels *g = nb_kernels_get();
+    /* the table is fixed once filled: a later cap is refused, not half applied */
+    assert_int_equal(nb_kernels_configure("ref", 1), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "before the first use"));
     assert_non_null(g->gemm_w4a8_x16);
     assert_non_null(g->gemm_w4a16_x16);
     if (getenv("NIBBLE_TEST_VERBOSE"))

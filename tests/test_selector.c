@@ -431,7 +431,7 @@ static void test_table(void **state)
             assert_int_equal(nb_record_parse(j, strlen(j), source_of(j), &recs[n_recs]), NB_OK);
         }
         assert_int_equal(
-            nb_select(&p, t[i].priority, t[i].priority_given, t[i].target, recs, n_recs, &c),
+            nb_select(&p, t[i].priority, t[i].priority_given, t[i].target, recs, n_recs, NULL, &c),
             NB_OK);
         int ok = !strcmp(nb_wpath_name(c.path), t[i].path) && !strcmp(c.kernel, t[i].kernel) &&
                  c.head_bits == t[i].head_bits && c.verified == t[i].verified &&
@@ -458,17 +458,21 @@ static void test_override(void **state)
     struct nb_probe p;
     struct nb_choice c;
     probe_zen5(&p);
-    setenv("NIBBLE_WEIGHT_PATH", "w4a16", 1);
-    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, &c), NB_OK);
+    struct nb_select_overrides ov = {"w4a16", "NIBBLE_WEIGHT_PATH", NULL};
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, &ov, &c), NB_OK);
     assert_string_equal(nb_wpath_name(c.path), "w4a16");
     assert_true(has_reason(&c, "NIBBLE_WEIGHT_PATH=w4a16 overrides the selector"));
-    setenv("NIBBLE_WEIGHT_PATH", "auto", 1);
-    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, &c), NB_OK);
+    ov.path = "auto";
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, &ov, &c), NB_OK);
     assert_string_equal(nb_wpath_name(c.path), "w4a8");
-    setenv("NIBBLE_WEIGHT_PATH", "w5a5", 1);
-    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, &c),
+    ov.path = "w5a5";
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, &ov, &c),
                      NB_ERR_INVALID_ARG);
     assert_non_null(strstr(nb_last_error(), "NIBBLE_WEIGHT_PATH=w5a5"));
+    /* the library reads no environment: the variable alone changes nothing */
+    setenv("NIBBLE_WEIGHT_PATH", "w4a16", 1);
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, NULL, 0, NULL, &c), NB_OK);
+    assert_string_equal(nb_wpath_name(c.path), "w4a8");
     unsetenv("NIBBLE_WEIGHT_PATH");
 }
 
@@ -558,14 +562,11 @@ static void test_load_dir(void **state)
     int n_builtin = 0;
     assert_int_equal(nb_records_load_builtin(&recs, &n_builtin), NB_OK);
     free(recs);
-    setenv("NIBBLE_MEASUREMENTS", dir, 1);
-    assert_int_equal(nb_records_load(&recs, &n), NB_OK);
+    assert_int_equal(nb_records_load(dir, &recs, &n), NB_OK);
     assert_int_equal(n, n_builtin + 1);
     free(recs);
-    setenv("NIBBLE_MEASUREMENTS", "/nonexistent/measurements", 1);
-    assert_int_equal(nb_records_load(&recs, &n), NB_ERR_IO);
+    assert_int_equal(nb_records_load("/nonexistent/measurements", &recs, &n), NB_ERR_IO);
     assert_non_null(strstr(nb_last_error(), "/nonexistent/measurements"));
-    unsetenv("NIBBLE_MEASUREMENTS");
     tu_rmtree(dir);
     free(dir);
 }
@@ -604,8 +605,7 @@ static void test_host_consistent(void **state)
                 assert_string_equal(nb_select_kernel_for(&p, paths[i]), tab);
         }
     }
-    unsetenv("NIBBLE_WEIGHT_PATH");
-    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 0, NB_TARGET_HOST, NULL, 0, &c), NB_OK);
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 0, NB_TARGET_HOST, NULL, 0, NULL, &c), NB_OK);
     assert_int_equal(c.runs_locally, 1);
     cJSON *j = nb_probe_to_json(&p);
     assert_non_null(j);
@@ -615,12 +615,12 @@ static void test_host_consistent(void **state)
     /* auto resolves; an explicit name passes through; a bad one is an error. */
     enum nb_wpath path;
     int head = 0;
-    assert_int_equal(nb_select_resolve("auto", NB_PRIORITY_FIDELITY, 1, &path, &head, NULL), NB_OK);
+    assert_int_equal(nb_select_resolve("auto", NB_PRIORITY_FIDELITY, 1, NULL, &path, &head, NULL), NB_OK);
     assert_int_equal(path, NB_WPATH_W4A16);
     assert_int_equal(head, 8);
-    assert_int_equal(nb_select_resolve("w8a16", NB_PRIORITY_SPEED, 1, &path, NULL, NULL), NB_OK);
+    assert_int_equal(nb_select_resolve("w8a16", NB_PRIORITY_SPEED, 1, NULL, &path, NULL, NULL), NB_OK);
     assert_int_equal(path, NB_WPATH_W8A16);
-    assert_int_equal(nb_select_resolve("w9", NB_PRIORITY_SPEED, 1, &path, NULL, NULL),
+    assert_int_equal(nb_select_resolve("w9", NB_PRIORITY_SPEED, 1, NULL, &path, NULL, NULL),
                      NB_ERR_INVALID_ARG);
 }
 

@@ -109,13 +109,15 @@ out:
 
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
+/* nb_kernels_configure: the cap on the level (-1: none) and AMX allowed; read once by
+ * the probe, so they must be set before the first nb_kernels_get */
+static int g_cap = -1, g_allow_amx = 1, g_probed;
 
 static void amx_probe(void)
 {
     const struct nb_cpu *c = nb_cpu_get();
-    const char *env = getenv("NIBBLE_AMX");
     if (!(c->amx_tile && c->amx_int8 && c->avx512_vnni)) return;
-    if (env && !strcmp(env, "0")) return;
+    if (!g_allow_amx) return;
     if (!nb_amx_request_perm()) {
         NB_LOGW("AMX: Linux refused tile data (arch_prctl); keeping the VNNI w4a8 kernel");
         return;
@@ -186,24 +188,41 @@ static void fill(struct nb_kernels *k, enum level lvl)
 #endif
 }
 
+/* "ref", "avx2", "avx512" -> a level; -1 for another name. One parser for
+ * nb_kernels_configure and nb_kernels_for_isa. */
+static int level_of_name(const char *isa)
+{
+    return !strcmp(isa, "ref")      ? LVL_REF
+           : !strcmp(isa, "avx2")   ? LVL_AVX2
+           : !strcmp(isa, "avx512") ? LVL_AVX512
+                                    : -1;
+}
+
 static void probe(void)
 {
     enum level lvl = cpu_level();
-    const char *isa = getenv("NIBBLE_ISA");
-    if (isa && *isa && strcmp(isa, "auto") != 0) {
-        enum level want = !strcmp(isa, "ref")      ? LVL_REF
-                          : !strcmp(isa, "avx2")   ? LVL_AVX2
-                          : !strcmp(isa, "avx512") ? LVL_AVX512
-                                                   : (enum level) - 1;
-        if ((int)want < 0)
-            NB_LOGW("NIBBLE_ISA=%s: unknown ISA (ref, avx2, avx512), using the best", isa);
-        else if (want > lvl)
-            NB_LOGW("NIBBLE_ISA=%s: this CPU lacks it, using the best it has", isa);
+    if (g_cap >= 0) {
+        if ((enum level)g_cap > lvl)
+            NB_LOGW("kernels: this CPU lacks the level asked for, using the best it has");
         else
-            lvl = want;
+            lvl = (enum level)g_cap;
     }
     fill(&g_table, lvl);
+    __atomic_store_n(&g_probed, 1, __ATOMIC_RELEASE);
     NB_LOGD("kernels: %s (cpu: %s)", g_table.isa, nb_cpu_flags_str());
+}
+
+enum nb_status nb_kernels_configure(const char *isa, int allow_amx)
+{
+    if (__atomic_load_n(&g_probed, __ATOMIC_ACQUIRE))
+        return nb_set_error(NB_ERR_INVALID_ARG, "kernels: configure before the first use");
+    int cap = -1;
+    if (isa && *isa && strcmp(isa, "auto") != 0 && (cap = level_of_name(isa)) < 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "kernels: unknown ISA level '%s' (auto, ref, "
+                            "avx2, avx512)", isa);
+    g_cap = cap;
+    g_allow_amx = allow_amx != 0;
+    return NB_OK;
 }
 
 const struct nb_kernels *nb_kernels_get(void)
@@ -219,11 +238,8 @@ const struct nb_kernels *nb_kernels_ref(void)
 
 int nb_kernels_for_isa(const char *isa, struct nb_kernels *out)
 {
-    enum level want = !strcmp(isa, "ref")      ? LVL_REF
-                      : !strcmp(isa, "avx2")   ? LVL_AVX2
-                      : !strcmp(isa, "avx512") ? LVL_AVX512
-                                               : (enum level) - 1;
-    if ((int)want < 0 || want > cpu_level()) return 0;
-    fill(out, want);
+    int want = level_of_name(isa);
+    if (want < 0 || (enum level)want > cpu_level()) return 0;
+    fill(out, (enum level)want);
     return 1;
 }

@@ -3,7 +3,8 @@
  * Kernels take raw pointers and sizes: no allocation, no threads, no model
  * structs. Every kernel has a scalar `_ref` twin in kernels/ref/ that is the ground
  * truth for tests; fast variants (kernels/x86/, kernels/arm/) are picked once at
- * start-up from the CPU probe. NIBBLE_ISA=ref forces the reference kernels.
+ * start-up from the CPU probe. nb_kernels_configure("ref", ...) (the CLI's NIBBLE_ISA=ref)
+ * forces the reference kernels.
  */
 #ifndef NB_KERNELS_H
 #define NB_KERNELS_H
@@ -89,7 +90,12 @@ struct nb_kernels {
     nb_rmsnorm_fn rmsnorm;
 };
 
-/* The table for this CPU (probed once; NIBBLE_ISA=ref|avx2|avx512 overrides). */
+/* Before the first nb_kernels_get: cap the level ("ref", "avx2", "avx512"; NULL or
+ * "auto": the best this CPU has) and allow or forbid the AMX kernel. The library reads
+ * no environment: the CLI passes NIBBLE_ISA and NIBBLE_AMX here. NB_ERR_INVALID_ARG
+ * for an unknown name or a call after the table was filled. */
+enum nb_status nb_kernels_configure(const char *isa, int allow_amx);
+/* The table for this CPU (probed once, within what nb_kernels_configure allows). */
 const struct nb_kernels *nb_kernels_get(void);
 /* The reference table. */
 const struct nb_kernels *nb_kernels_ref(void);

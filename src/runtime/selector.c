@@ -246,10 +246,9 @@ fail:
     return st;
 }
 
-enum nb_status nb_records_load(struct nb_record **out, int *n)
+enum nb_status nb_records_load(const char *dir, struct nb_record **out, int *n)
 {
     enum nb_status st = nb_records_load_builtin(out, n);
-    const char *dir = getenv("NIBBLE_MEASUREMENTS");
     if (st != NB_OK) goto fail;
     if (dir && *dir && (st = nb_records_load_dir(dir, out, n)) != NB_OK) goto fail;
     return NB_OK;
@@ -552,24 +551,23 @@ static void explain_verified(const struct nb_probe *p, const struct nb_record *r
 
 enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, int priority_given,
                          enum nb_target target, const struct nb_record *records, int n_records,
-                         struct nb_choice *c)
+                         const struct nb_select_overrides *ov, struct nb_choice *c)
 {
     enum nb_status st = NB_OK;
-    const char *env = getenv("NIBBLE_WEIGHT_PATH");
+    const char *env = ov ? ov->path : NULL;
+    const char *by = ov && ov->path_source ? ov->path_source : "the caller";
     enum nb_wpath forced = NB_WPATH_W4A8;
     int is_forced = env && *env && strcmp(env, "auto") != 0;
     memset(c, 0, sizeof *c);
     if (is_forced && !nb_wpath_from_name(env, &forced)) {
         st = nb_set_error(NB_ERR_INVALID_ARG,
-                          "NIBBLE_WEIGHT_PATH=%s is not one of auto, w4a8, w4a16, w8a16, bf16, "
-                          "f32",
-                          env);
+                          "%s=%s is not one of auto, w4a8, w4a16, w8a16, bf16, f32", by, env);
         goto fail;
     }
     c->head_bits = priority == NB_PRIORITY_FIDELITY ? 8 : 4;
     if (is_forced) {
         c->path = forced;
-        reason(c, "NIBBLE_WEIGHT_PATH=%s overrides the selector", env);
+        reason(c, "%s=%s overrides the selector", by, env);
     } else if (target == NB_TARGET_PHONE) {
         c->path = NB_WPATH_W8A16;
         c->head_bits = 8;
@@ -614,7 +612,8 @@ fail:
 }
 
 enum nb_status nb_select_resolve(const char *name, enum nb_priority priority, int priority_given,
-                                 enum nb_wpath *path, int *head_bits, struct nb_choice *choice)
+                                 const struct nb_select_overrides *ov, enum nb_wpath *path,
+                                 int *head_bits, struct nb_choice *choice)
 {
     enum nb_status st = NB_OK;
     struct nb_record *recs = NULL;
@@ -630,8 +629,9 @@ enum nb_status nb_select_resolve(const char *name, enum nb_priority priority, in
         goto fail;
     }
     nb_probe_host(&probe, 0);
-    if ((st = nb_records_load(&recs, &n)) != NB_OK) goto fail;
-    if ((st = nb_select(&probe, priority, priority_given, NB_TARGET_HOST, recs, n, c)) != NB_OK)
+    if ((st = nb_records_load(ov ? ov->records_dir : NULL, &recs, &n)) != NB_OK) goto fail;
+    if ((st = nb_select(&probe, priority, priority_given, NB_TARGET_HOST, recs, n, ov, c)) !=
+        NB_OK)
         goto fail;
     c->record = NULL; /* points into recs, freed below */
     *path = c->path;

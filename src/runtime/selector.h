@@ -71,7 +71,7 @@ enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
  * time) plus those in the folder named by $NIBBLE_MEASUREMENTS (if set), every <name>.json in it. A
  * record that does not parse is skipped with a warning on stderr (log). *out is malloc'd (free()
  * it; may be NULL when *n == 0). */
-enum nb_status nb_records_load(struct nb_record **out, int *n);
+enum nb_status nb_records_load(const char *extra_dir, struct nb_record **out, int *n);
 /* Only the compiled-in ones (same ownership). */
 enum nb_status nb_records_load_builtin(struct nb_record **out, int *n);
 /* Append the *.json records of a folder to *recs (realloc'd), in name order. */
@@ -98,18 +98,27 @@ struct nb_choice {
     char reasons[NB_SELECT_MAX_REASONS][NB_SELECT_REASON_LEN];
 };
 
+/* What the caller overrides (the CLI: from NIBBLE_WEIGHT_PATH and NIBBLE_MEASUREMENTS;
+ * the library reads no environment). Any field may be NULL. */
+struct nb_select_overrides {
+    const char *path;        /* a weight-path name that replaces the choice ("auto": none) */
+    const char *path_source; /* who said so, quoted in the reason and errors */
+    const char *records_dir; /* extra measurement records, besides the compiled-in ones */
+};
+
 /* Choose a weight path. priority_given: 0 when the user did not say (then the reasons
- * carry the agentic-use warning). Reads $NIBBLE_WEIGHT_PATH (an override).
- * NB_ERR_INVALID_ARG when that variable names no weight path. */
+ * carry the agentic-use warning). ov (may be NULL): see above; NB_ERR_INVALID_ARG when
+ * ov->path names no weight path. */
 enum nb_status nb_select(const struct nb_probe *probe, enum nb_priority priority,
                          int priority_given, enum nb_target target, const struct nb_record *records,
-                         int n_records, struct nb_choice *out);
+                         int n_records, const struct nb_select_overrides *ov,
+                         struct nb_choice *out);
 
 /* The kernel name this build dispatches for `path` on a CPU with these features
  * (mirrors kernels/dispatch.c at its best level): "avx512vnni", "avxvnni", "avx2",
  * "avx512", "ref". */
 const char *nb_select_kernel_for(const struct nb_probe *probe, enum nb_wpath path);
-/* The same name read off a filled kernel table (what really ran, NIBBLE_ISA included). */
+/* The same name read off a filled kernel table (what really ran, a level cap included). */
 const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath path);
 
 /* For `--path auto`: probe this host (no bandwidth), load the records, select.
@@ -117,6 +126,7 @@ const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath 
  * head_bits is non-NULL and *head_bits == 0 (not chosen by the user). `choice` (may
  * be NULL) receives the whole decision. NB_ERR_INVALID_ARG for an unknown name. */
 enum nb_status nb_select_resolve(const char *name, enum nb_priority priority, int priority_given,
-                                 enum nb_wpath *path, int *head_bits, struct nb_choice *choice);
+                                 const struct nb_select_overrides *ov, enum nb_wpath *path,
+                                 int *head_bits, struct nb_choice *choice);
 
 #endif
