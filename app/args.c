@@ -110,16 +110,26 @@ static int one_of(const char *list, const char *a)
 
 int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv, int *i)
 {
-    const char *a = argv[*i];
+    const char *a = argv[*i], *v = NULL;
+    char name[64];
+    const char *eq = !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
+    if (eq && (size_t)(eq - a) < sizeof name) { /* --name=value, as llama.cpp accepts */
+        snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
+        a = name;
+        v = eq + 1;
+    }
     const struct arg_opt *o = opts;
     while (o->names && !one_of(o->names, a)) o++;
     if (!o->names) return 0;
     if (o->kind == ARG_FLAG) {
+        if (v) {
+            fprintf(stderr, "nibble %s: %s takes no value\n", cmd, a);
+            return -1;
+        }
         *(int *)o->dst = 1;
         return 1;
     }
-    const char *v = arg_value(cmd, argc, argv, i);
-    if (!v) return -1;
+    if (!v && !(v = arg_value(cmd, argc, argv, i))) return -1;
     switch (o->kind) {
     case ARG_STR: *(const char **)o->dst = v; return 1;
     case ARG_INT: return arg_int(cmd, a, v, (long)o->lo, (long)o->hi, o->dst) ? 1 : -1;

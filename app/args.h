@@ -54,9 +54,25 @@ struct arg_opt {
 #define OPT_CHOICE(names, dst, words)  {(names), ARG_CHOICE, (dst), 0, 0, (words)}
 #define OPT_END                        {NULL, ARG_STR, NULL, 0, 0, NULL}
 
+/* The options every command that opens and runs a model shares, with llama.cpp's
+ * spellings as aliases (one place, so run, chat and bench cannot drift apart). */
+#define OPTS_MODEL(model, path, priority, no_cache)                                        \
+    OPT_STR("-m|--model", (model)), OPT_STR("--path", (path)),                              \
+        OPT_STR("--priority", (priority)), OPT_FLAG("--no-cache", (no_cache))
+#define OPTS_SAMPLER(sp)                                                                    \
+    OPT_FLOAT("--temp", &(sp)->temperature, 0, 100), OPT_INT("--top-k", &(sp)->top_k, 0, 1 << 24), \
+        OPT_FLOAT("--top-p", &(sp)->top_p, 0, 1), OPT_FLOAT("--min-p", &(sp)->min_p, 0, 1),   \
+        OPT_FLOAT("--repeat-penalty", &(sp)->repeat_penalty, 0.01, 100),                      \
+        OPT_INT("--repeat-last-n", &(sp)->repeat_last_n, 0, 1 << 20),                         \
+        OPT_U64("-s|--seed", &(sp)->seed)
+#define OPTS_CONTEXT(cp, min_ctx)                                                           \
+    OPT_INT("-c|--ctx|--ctx-size", &(cp)->n_ctx, (min_ctx), 1 << 24),                        \
+        OPT_INT("-t|--threads", &(cp)->n_threads, 1, 1024),                                   \
+        OPT_INT("-b|--batch|--batch-size", &(cp)->n_batch, 1, 65536)
+
 /* argv[*i] against the table: 1 when it is one of its options (the value parsed into
- * dst and *i moved past it), 0 when it is none of them, -1 after printing what is
- * wrong with a missing or bad value. */
+ * dst and *i moved past it; "--name=value" works too), 0 when it is none of them, -1
+ * after printing what is wrong with a missing or bad value. */
 int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv, int *i);
 /* The whole loop for a command whose options are all in the table (and -h/--help):
  * 1 to go on, 0 when the usage was printed to stdout, -1 after an error (printed). */

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "app/args.h"
+#include "app/auto_path.h"
 #include "app/commands.h"
 #include "nibble.h"
 #include "runtime/model_tokenizer.h"
@@ -16,7 +17,12 @@
 static void usage(FILE *f)
 {
     fprintf(f, "usage: nibble chat -m MODEL [--system TEXT] [--chat-template NAME] [-n N]\n"
-               "                   [--ctx N] [-t N] [--temp T] [--seed N]\n"
+               "                   [model, context and sampler options of nibble run]\n"
+               "\n"
+               "  --path P, --priority P, --no-cache   the weight path, as for nibble run\n"
+               "  -c, --ctx-size N, -t N, -b N         context, threads, batch\n"
+               "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,\n"
+               "  -s, --seed                           sampling, as for nibble run\n"
                "\n"
                "Reads one user message per line from standard input; /reset starts over,\n"
                "/exit (or end of input) quits. NAME: chatml, qwen3, llama3, llama2, gemma.\n");
@@ -78,8 +84,9 @@ static enum nb_status render_ids(const struct nb_chat_template *tpl, const struc
 int cmd_chat(int argc, char **argv)
 {
     const char *cmd = "chat", *model_path = getenv("NIBBLE_MODEL"), *system = NULL;
-    const char *tpl_name = NULL;
-    int n_predict = 256, rc = 1;
+    const char *tpl_name = NULL, *path_name = NULL, *priority = NULL;
+    int n_predict = 256, rc = 1, no_cache = 0;
+    char loaded[4096];
     struct nb_ctx_params cp = nb_ctx_default_params();
     struct nb_sampler_params sp = nb_sampler_default_params();
     struct nb_model *model = NULL;
@@ -94,14 +101,12 @@ int cmd_chat(int argc, char **argv)
     char *line = NULL;
     size_t line_cap = 0;
     const struct arg_opt opts[] = {
-        OPT_STR("-m|--model", &model_path),
+        OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
         OPT_STR("--system", &system),
         OPT_STR("--chat-template", &tpl_name),
         OPT_INT("-n|--n-predict", &n_predict, 1, 1 << 20),
-        OPT_INT("-c|--ctx", &cp.n_ctx, 16, 1 << 24),
-        OPT_INT("-t|--threads", &cp.n_threads, 1, 1024),
-        OPT_FLOAT("--temp", &sp.temperature, 0, 100),
-        OPT_U64("--seed", &sp.seed),
+        OPTS_CONTEXT(&cp, 16),
+        OPTS_SAMPLER(&sp),
         OPT_END};
     int parsed = arg_parse(cmd, opts, argc, argv, usage);
     if (parsed <= 0) return parsed < 0 ? 1 : 0;
@@ -110,7 +115,10 @@ int cmd_chat(int argc, char **argv)
         return 1;
     }
     struct nb_chat_template tpl;
-    if (nb_model_load(&model, model_path) != NB_OK) goto fail;
+    /* the same road as run: --path auto by default, quantized once into the cache */
+    if (!app_open_model(cmd, model_path, path_name, priority, cp.n_threads, !no_cache, &model,
+                        loaded, sizeof loaded))
+        goto done;
     if (nb_tokenizer_for_model(&tok, model_path) != NB_OK) goto fail;
     if (tpl_name) {
         if (nb_chat_template_by_name(tpl_name, &tpl) != NB_OK) goto fail;

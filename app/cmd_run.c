@@ -8,6 +8,7 @@
 #include "app/args.h"
 #include "app/auto_path.h"
 #include "app/commands.h"
+#include "core/mmap.h"
 #include "core/timer.h"
 #include "nibble.h"
 #include "runtime/cache.h"
@@ -24,7 +25,8 @@ static void usage(FILE *f)
             "(config.json + *.safetensors). Default: $NIBBLE_MODEL, else " DEFAULT_MODEL ".\n"
             "\n"
             "  -m, --model PATH        model to load\n"
-            "  -p, --prompt TEXT       prompt text\n"
+            "  -p, --prompt TEXT       prompt text (\"-\": read it from standard input)\n"
+            "  -f, --file FILE         the prompt from a file\n"
             "      --ids LIST          prompt as token ids, used exactly as given (no BOS)\n"
             "      --path P            weight path: auto (default: the selector's choice for\n"
             "                          this CPU, --priority speed|fidelity|memory), w4a8, w4a16,\n"
@@ -32,17 +34,18 @@ static void usage(FILE *f)
             "                          and cached), or source (run the weights as stored)\n"
             "      --no-cache          quantize into memory; never read or write the cache\n"
             "  -n, --n-predict N       tokens to generate (default 128)\n"
-            "      --ctx N             context length in tokens (default: min(model, 4096))\n"
+            "  -c, --ctx-size N        context length in tokens (default: min(model, 4096))\n"
             "  -t, --threads N         threads (default: all cores)\n"
-            "      --batch N           prompt tokens per forward chunk (default 512)\n"
+            "  -b, --batch-size N      prompt tokens per forward chunk (default 512)\n"
             "      --temp T            temperature; 0 = greedy (default 0)\n"
             "      --top-k N           (default 40)   --top-p P (default 0.95)\n"
-            "      --min-p P           (default 0.05) --seed N  (default 24301)\n"
+            "      --min-p P           (default 0.05) -s, --seed N  (default 24301)\n"
             "      --repeat-penalty R  (default 1.0 = off)  --repeat-last-n N (default 64)\n"
             "      --ignore-eos        keep generating past end-of-sequence / end-of-turn\n"
             "      --stop STR          stop when the output contains STR (repeatable)\n"
             "      --no-special        treat special-token text in the prompt as plain text\n"
-            "      --print-ids         stdout: only the generated ids, separated by spaces\n");
+            "      --print-ids         stdout: only the generated ids, separated by spaces\n"
+            "Every --option VALUE may also be written --option=VALUE.\n");
 }
 
 #define MAX_STOPS 16
@@ -78,9 +81,50 @@ static int on_token(int32_t id, void *user)
     return hit;
 }
 
+/* A whole prompt from a file, or from standard input for "-" (at most 64 MiB). */
+static char *read_prompt(const char *path)
+{
+    const size_t max = 64u << 20;
+    char *buf = NULL;
+    size_t n = 0;
+    if (strcmp(path, "-") != 0) {
+        if (nb_file_read_all(path, max, &buf, &n) != NB_OK) {
+            fprintf(stderr, "nibble run: -f: %s\n", nb_last_error());
+            return NULL;
+        }
+        return buf;
+    }
+    size_t cap = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? 2 * cap : 65536;
+            char *nb = cap <= max + 4097 ? realloc(buf, cap) : NULL;
+            if (!nb) {
+                fprintf(stderr, "nibble run: the prompt on standard input is larger than %zu "
+                                "bytes\n", max);
+                free(buf);
+                return NULL;
+            }
+            buf = nb;
+        }
+        size_t r = fread(buf + n, 1, cap - n - 1, stdin);
+        n += r;
+        if (r == 0) break;
+    }
+    if (ferror(stdin)) {
+        fprintf(stderr, "nibble run: cannot read the prompt from standard input\n");
+        free(buf);
+        return NULL;
+    }
+    buf[n] = '\0';
+    return buf;
+}
+
 int cmd_run(int argc, char **argv)
 {
     const char *cmd = "run", *model_path = getenv("NIBBLE_MODEL"), *prompt_text = NULL;
+    const char *prompt_file = NULL;
+    char *prompt_owned = NULL;
     const char *path_name = NULL, *priority = NULL;
     char loaded[4096];
     int32_t *ids = NULL;
@@ -96,22 +140,12 @@ int cmd_run(int argc, char **argv)
 
     int no_special = 0, no_cache = 0;
     const struct arg_opt opts[] = {
-        OPT_STR("-m|--model", &model_path),
-        OPT_STR("--path", &path_name),
-        OPT_STR("--priority", &priority),
-        OPT_FLAG("--no-cache", &no_cache),
+        OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
         OPT_STR("-p|--prompt", &prompt_text),
+        OPT_STR("-f|--file", &prompt_file),
         OPT_INT("-n|--n-predict", &n_predict, 0, 1 << 24),
-        OPT_INT("-c|--ctx", &cp.n_ctx, 1, 1 << 24),
-        OPT_INT("-t|--threads", &cp.n_threads, 1, 1024),
-        OPT_INT("-b|--batch", &cp.n_batch, 1, 65536),
-        OPT_FLOAT("--temp", &sp.temperature, 0, 100),
-        OPT_INT("--top-k", &sp.top_k, 0, 1 << 24),
-        OPT_FLOAT("--top-p", &sp.top_p, 0, 1),
-        OPT_FLOAT("--min-p", &sp.min_p, 0, 1),
-        OPT_FLOAT("--repeat-penalty", &sp.repeat_penalty, 0.01, 100),
-        OPT_INT("--repeat-last-n", &sp.repeat_last_n, 0, 1 << 20),
-        OPT_U64("--seed", &sp.seed),
+        OPTS_CONTEXT(&cp, 1),
+        OPTS_SAMPLER(&sp),
         OPT_FLAG("--no-special", &no_special),
         OPT_FLAG("--ignore-eos", &ignore_eos),
         OPT_FLAG("--print-ids", &out.print_ids),
@@ -152,6 +186,12 @@ int cmd_run(int argc, char **argv)
                             "--ids 1,2,3 (or set NIBBLE_MODEL)\n");
             goto done;
         }
+    }
+    /* -f FILE, and "-" (for -p or -f): the prompt from a file or standard input */
+    if (prompt_file || (prompt_text && !strcmp(prompt_text, "-"))) {
+        const char *from = prompt_file ? prompt_file : "-";
+        if (!(prompt_owned = read_prompt(from))) goto done;
+        prompt_text = prompt_owned;
     }
     if (!ids && !prompt_text) {
         fprintf(stderr, "nibble run: give a prompt with -p TEXT or --ids 1,2,3\n");
@@ -231,5 +271,6 @@ done:
     nb_ctx_free(ctx);
     nb_model_free(model);
     free(ids);
+    free(prompt_owned);
     return rc;
 }

@@ -5,6 +5,7 @@ set -u
 bin="${NIBBLE_BIN:?}"
 gguf="${NIBBLE_MODELS_DIR:-}/kjv-7m/kjv-7m-f32.gguf"
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+export XDG_CACHE_HOME="$tmp/cache" # chat takes run's road: --path auto quantizes into the cache
 fail=0; pass=0
 ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*"; fail=$((fail+1)); fi; }
 if [ ! -f "$gguf" ]; then
@@ -17,6 +18,14 @@ ok test $? -eq 0
 ok test "$(wc -l < "$tmp/out")" -eq 2
 reused=$(sed -n 's/^\[\([0-9]*\) cached tokens reused.*/\1/p' "$tmp/err" | tail -1)
 ok test "${reused:-0}" -gt 30
+# run's model and sampler options: a weight path, top-k 1 (greedy), a seed, --opt=value
+printf 'And God said\n' | "$bin" chat -m "$gguf" --chat-template=chatml --path w4a8 --top-k 1 \
+  --temp 0.7 -s 3 --ctx-size 128 -n 6 -t 2 >"$tmp/o1" 2>"$tmp/err"
+ok test $? -eq 0
+ok grep -q "as w4a8: cache" "$tmp/err"
+printf 'And God said\n' | "$bin" chat -m "$gguf" --chat-template chatml --path w4a8 --temp 0 \
+  -n 6 -t 2 >"$tmp/o2" 2>/dev/null
+ok cmp -s "$tmp/o1" "$tmp/o2" # top-k 1 is greedy whatever the temperature
 printf 'hello\n' | "$bin" chat -m "$gguf" -n 4 >/dev/null 2>"$tmp/err"
 ok test $? -eq 1
 ok grep -q -- "--chat-template" "$tmp/err"

@@ -45,6 +45,23 @@ if [ -f "$gguf" ]; then
   a=$("$bin" run -m "$gguf" --path source --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
   b=$("$bin" run -m "$gguf" --path source --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
   if [ -z "$a" ] || [ "$a" != "$b" ]; then echo "FAIL seeded sampling not repeatable: '$a' vs '$b'"; fail=$((fail+1)); else pass=$((pass+1)); fi
+  # llama.cpp's spellings: --opt=value, -s/--seed, -c/--ctx-size, -b/--batch-size,
+  # -f FILE and -p - (standard input) give the same ids as the plain forms
+  c=$("$bin" run -m "$gguf" --path=source --ids 1,1046 --n-predict=16 --temp=0.9 -s 5 \
+      --ctx-size 64 --batch-size=7 --print-ids 2>/dev/null)
+  if [ "$a" != "$c" ]; then echo "FAIL --opt=value / aliases: '$c' vs '$a'"; fail=$((fail+1)); else pass=$((pass+1)); fi
+  ptmp=$(mktemp)
+  printf 'In the beginning' >"$ptmp"
+  p1=$("$bin" run -m "$gguf" --path source -p "In the beginning" -n 8 --print-ids 2>/dev/null)
+  p2=$("$bin" run -m "$gguf" --path source -f "$ptmp" -n 8 --print-ids 2>/dev/null)
+  p3=$("$bin" run -m "$gguf" --path source -p - -n 8 --print-ids <"$ptmp" 2>/dev/null)
+  if [ -z "$p1" ] || [ "$p1" != "$p2" ] || [ "$p1" != "$p3" ]; then
+    echo "FAIL -f / -p -: '$p1' '$p2' '$p3'"; fail=$((fail+1)); else pass=$((pass+1)); fi
+  rm -f "$ptmp"
+  check "flag with a value" 1 "$bin" run -m "$gguf" --print-ids=yes --ids 1
+  expect_err "flag with a value" "takes no value"
+  check "missing -f file" 1 "$bin" run -m "$gguf" -f /nonexistent/prompt.txt
+  expect_err "missing -f file" "/nonexistent/prompt.txt"
   # the default --path auto quantizes a float GGUF into the cache and runs it
   export XDG_CACHE_HOME=$(mktemp -d)
   check "auto path" 0 "$bin" run -m "$gguf" --ids 1,1046,261,2074 -n 4 --print-ids -t 2
