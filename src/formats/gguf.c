@@ -1296,23 +1296,27 @@ done:
     return st;
 }
 
+/* f was just opened with status st: write and commit it (fd_out: a memory file's
+ * descriptor), or drop it. */
+static enum nb_status finish(struct nb_gguf_writer *w, struct nb_outfile *f, enum nb_status st,
+                             const char *name, int *fd_out)
+{
+    if (st) return st;
+    if ((st = write_to(w, f, name)) || (st = nb_outfile_commit(f, fd_out))) nb_outfile_abort(f);
+    return st;
+}
+
 /* Written to a new temporary beside PATH, synced and renamed over it, so PATH is
  * either the old file or the complete new one (core/outfile.h). */
 enum nb_status nb_gguf_writer_write(struct nb_gguf_writer *w, const char *path)
 {
     struct nb_outfile f;
     if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "gguf writer: NULL path");
-    enum nb_status st = nb_outfile_open(&f, path);
-    if (st) return st;
-    if ((st = write_to(w, &f, path)) || (st = nb_outfile_commit(&f, NULL))) nb_outfile_abort(&f);
-    return st;
+    return finish(w, &f, nb_outfile_open(&f, path), path, NULL);
 }
 
 enum nb_status nb_gguf_writer_write_memory(struct nb_gguf_writer *w, const char *name, int *fd_out)
 {
     struct nb_outfile f;
-    enum nb_status st = nb_outfile_open_memory(&f, name);
-    if (st) return st;
-    if ((st = write_to(w, &f, name)) || (st = nb_outfile_commit(&f, fd_out))) nb_outfile_abort(&f);
-    return st;
+    return finish(w, &f, nb_outfile_open_memory(&f, name), name, fd_out);
 }

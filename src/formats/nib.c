@@ -429,27 +429,28 @@ done:
     return st;
 }
 
-enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const char *path)
+/* f was just opened with status st: write the file and commit it (fd_out: a memory
+ * file's descriptor), or drop it. The header is consumed either way. */
+static enum nb_status finish(struct nb_nib_writer *w, cJSON *header, struct nb_outfile *f,
+                             enum nb_status st, int *fd_out)
 {
-    struct nb_outfile f;
-    enum nb_status st = nb_outfile_open(&f, path);
     if (st) {
         cJSON_Delete(header);
         return st;
     }
-    if ((st = write_to(w, header, &f)) || (st = nb_outfile_commit(&f, NULL))) nb_outfile_abort(&f);
+    if ((st = write_to(w, header, f)) || (st = nb_outfile_commit(f, fd_out))) nb_outfile_abort(f);
     return st;
+}
+
+enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const char *path)
+{
+    struct nb_outfile f;
+    return finish(w, header, &f, nb_outfile_open(&f, path), NULL);
 }
 
 enum nb_status nb_nib_writer_write_memory(struct nb_nib_writer *w, cJSON *header,
                                           const char *name, int *fd_out)
 {
     struct nb_outfile f;
-    enum nb_status st = nb_outfile_open_memory(&f, name);
-    if (st) {
-        cJSON_Delete(header);
-        return st;
-    }
-    if ((st = write_to(w, header, &f)) || (st = nb_outfile_commit(&f, fd_out))) nb_outfile_abort(&f);
-    return st;
+    return finish(w, header, &f, nb_outfile_open_memory(&f, name), fd_out);
 }
