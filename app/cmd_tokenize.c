@@ -10,6 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "app/args.h"
 #include "app/commands.h"
 #include "core/mmap.h"
@@ -17,6 +19,25 @@
 #include "nibble.h"
 #include "runtime/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
+
+/* 1 when s is well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF). */
+static int utf8_valid(const char *s)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        int n = *p < 0x80 ? 0 : (*p >> 5) == 6 ? 1 : (*p >> 4) == 14 ? 2 : (*p >> 3) == 30 ? 3 : -1;
+        if (n < 0) return 0;
+        unsigned cp = n ? *p & (0x3Fu >> n) : *p;
+        for (int k = 1; k <= n; k++) {
+            if ((p[k] & 0xC0) != 0x80) return 0;
+            cp = cp << 6 | (p[k] & 0x3Fu);
+        }
+        static const unsigned min[4] = {0, 0x80, 0x800, 0x10000};
+        if (cp < min[n] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+        p += n + 1;
+    }
+    return 1;
+}
 
 static void usage_tokenize(FILE *f)
 {
@@ -34,6 +55,8 @@ static void usage_tokenize(FILE *f)
             "      --no-special      special tokens written in TEXT are plain text\n"
             "      --no-add-special  no BOS/EOS around the text\n"
             "      --pieces          print the vocabulary pieces instead of ids\n"
+            "      --json            [{\"id\": N, \"piece\": \"...\"}] (\"piece_bytes\" for a piece\n"
+            "                        that is not UTF-8)\n"
             "  -f, --file FILE       tokenize the contents of FILE instead of TEXT\n"
             "      --bench FILE      time tokenizing FILE (best of 5), report MB/s on stderr\n");
 }
@@ -125,7 +148,7 @@ int cmd_tokenize(int argc, char **argv)
     char *fbuf = NULL;
     size_t len = 0;
     struct nb_tokenizer *tok = NULL;
-    int no_special = 0, no_add_special = 0;
+    int no_special = 0, no_add_special = 0, json = 0;
     const struct arg_opt opts[] = {
         OPT_STR("-m|--model", &model),
         OPT_STR("--tokenizer", &tokpath),
@@ -134,6 +157,7 @@ int cmd_tokenize(int argc, char **argv)
         OPT_FLAG("--no-special", &no_special),
         OPT_FLAG("--no-add-special", &no_add_special),
         OPT_FLAG("--pieces", &pieces),
+        OPT_FLAG("--json", &json),
         OPT_END};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
@@ -179,6 +203,28 @@ int cmd_tokenize(int argc, char **argv)
     }
     if (nb_tokenize(tok, text, len, add_special, parse_special, &ids, &n_ids)) {
         fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+        goto done;
+    }
+    if (json) { /* [{"id": N, "piece": "..."}] through cJSON: any piece is valid JSON */
+        cJSON *a = cJSON_CreateArray();
+        for (int i = 0; i < n_ids; i++) {
+            cJSON *e = cJSON_CreateObject();
+            const char *p = nb_token_piece(tok, ids[i]);
+            cJSON_AddNumberToObject(e, "id", ids[i]);
+            if (utf8_valid(p ? p : "")) {
+                cJSON_AddStringToObject(e, "piece", p ? p : "");
+            } else { /* a piece of raw bytes: JSON strings must be UTF-8 */
+                cJSON *b = cJSON_AddArrayToObject(e, "piece_bytes");
+                for (const unsigned char *q = (const unsigned char *)p; *q; q++)
+                    cJSON_AddItemToArray(b, cJSON_CreateNumber(*q));
+            }
+            cJSON_AddItemToArray(a, e);
+        }
+        char *js = cJSON_PrintUnformatted(a);
+        cJSON_Delete(a);
+        if (js) printf("%s\n", js);
+        free(js);
+        rc = js && !fflush(stdout) ? 0 : 1;
         goto done;
     }
     for (int i = 0; i < n_ids; i++) {

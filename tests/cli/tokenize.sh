@@ -103,6 +103,14 @@ echo '{"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [' > "$bad/tokenize
 check_error bad-json "tokenizer.json:2:1" "$NIBBLE" tokenize --tokenizer "$bad" -- "a"
 rm -rf "$bad"
 if [[ -f $KJV/kjv-7m-f32.gguf ]]; then
+    # --json: the same ids, with pieces, as JSON that parses (quotes, a backslash, é)
+    plain=$("$NIBBLE" tokenize -m "$KJV/kjv-7m-f32.gguf" -- 'In the "beginning" \ é' 2>/dev/null)
+    "$NIBBLE" tokenize -m "$KJV/kjv-7m-f32.gguf" --json -- 'In the "beginning" \ é' \
+        >/tmp/nibble-cli-tok-json.$$ 2>/dev/null
+    if python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert " ".join(str(x["id"]) for x in d)==sys.argv[2] and d[0]["piece"]=="<s>"' \
+        /tmp/nibble-cli-tok-json.$$ "$plain"; then :; else
+        echo "FAIL json: $(cat /tmp/nibble-cli-tok-json.$$) vs '$plain'"; fails=$((fails + 1)); fi
+    rm -f /tmp/nibble-cli-tok-json.$$
     check_error id-range "out of range" "$NIBBLE" detokenize -m "$KJV/kjv-7m-f32.gguf" 1 99999
     check_error bad-ids "not a list of token ids" "$NIBBLE" detokenize -m "$KJV/kjv-7m-f32.gguf" 1 x
 fi
