@@ -15,6 +15,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The functions of this header are libnibble.so's only exported symbols (the rest of
+ * the library is built with hidden visibility; tools/check_exports.py, ctest exports). */
+#if defined(__GNUC__)
+#define NB_API __attribute__((visibility("default")))
+#else
+#define NB_API
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -39,18 +47,18 @@ enum nb_status {
 };
 
 /* Short name of a status ("format error", ...). Never NULL. */
-const char *nb_status_str(enum nb_status s);
+NB_API const char *nb_status_str(enum nb_status s);
 /* Message of the last failure on this thread ("" if none). Never NULL. */
-const char *nb_last_error(void);
+NB_API const char *nb_last_error(void);
 /* Library version string, e.g. "0.1.0". */
-const char *nb_version(void);
+NB_API const char *nb_version(void);
 
 /* ---------------------------------------------------------------- logging */
 
 enum nb_log_level { NB_LOG_ERROR = 0, NB_LOG_WARN, NB_LOG_INFO, NB_LOG_DEBUG };
 /* Messages at or below `level` are written to stderr. Default: NB_LOG_WARN,
  * overridden by the environment variable NIBBLE_LOG=error|warn|info|debug. */
-void nb_log_set_level(enum nb_log_level level);
+NB_API void nb_log_set_level(enum nb_log_level level);
 
 /* ---------------------------------------------------------------- model */
 
@@ -71,9 +79,9 @@ struct nb_model_info {
 
 /* Load a model: a GGUF file, a llama2.c .bin checkpoint or a Hugging Face model
  * directory (config.json + *.safetensors). Weights are mapped read-only. */
-enum nb_status nb_model_load(struct nb_model **out, const char *path);
-void nb_model_free(struct nb_model *model);
-void nb_model_get_info(const struct nb_model *model, struct nb_model_info *info);
+NB_API enum nb_status nb_model_load(struct nb_model **out, const char *path);
+NB_API void nb_model_free(struct nb_model *model);
+NB_API void nb_model_get_info(const struct nb_model *model, struct nb_model_info *info);
 
 /* ---------------------------------------------------------------- context */
 
@@ -86,11 +94,11 @@ struct nb_ctx_params {
     int n_threads; /* 0: all online cores */
     int pin;       /* bind thread i to core i */
 };
-struct nb_ctx_params nb_ctx_default_params(void);
+NB_API struct nb_ctx_params nb_ctx_default_params(void);
 
-enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *model,
+NB_API enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *model,
                            const struct nb_ctx_params *params);
-void nb_ctx_free(struct nb_ctx *ctx);
+NB_API void nb_ctx_free(struct nb_ctx *ctx);
 
 /* A batch of tokens, possibly from several sequences (as llama.cpp's llama_batch).
  * token[i] sits at position pos[i] of sequence seq[i]; each sequence's positions
@@ -107,15 +115,15 @@ struct nb_batch {
 
 /* Run the model over a batch. `logits` receives n_out * n_vocab floats where n_out
  * is the number of tokens that asked for logits. */
-enum nb_status nb_decode(struct nb_ctx *ctx, const struct nb_batch *batch, float *logits);
+NB_API enum nb_status nb_decode(struct nb_ctx *ctx, const struct nb_batch *batch, float *logits);
 /* Forget sequence `seq` (its next position is 0 again). */
-void nb_ctx_clear_seq(struct nb_ctx *ctx, int seq);
+NB_API void nb_ctx_clear_seq(struct nb_ctx *ctx, int seq);
 /* Keep only the first n tokens of sequence `seq` (a chat turn re-using its cache).
  * NB_ERR_RANGE when a sliding-window layer no longer holds what position n needs;
  * then clear the sequence and run it again. */
-enum nb_status nb_ctx_truncate_seq(struct nb_ctx *ctx, int seq, int n);
+NB_API enum nb_status nb_ctx_truncate_seq(struct nb_ctx *ctx, int seq, int n);
 /* Next position of sequence `seq` (number of tokens in its cache). */
-int nb_ctx_seq_len(const struct nb_ctx *ctx, int seq);
+NB_API int nb_ctx_seq_len(const struct nb_ctx *ctx, int seq);
 
 /* Per-op profile: nb_ctx_profile(ctx, 1) resets and starts counting, 0 stops. */
 struct nb_profile_entry {
@@ -126,13 +134,13 @@ struct nb_profile_entry {
     double fanout_ms;  /* wall time not spent computing on thread 0: dispatch + waiting */
     int float_weights; /* a weight GEMM of this op ran in float precision */
 };
-void nb_ctx_profile(struct nb_ctx *ctx, int on);
+NB_API void nb_ctx_profile(struct nb_ctx *ctx, int on);
 /* Fills up to max entries (ops that ran); returns the count. *n_tokens: tokens run. */
-int nb_ctx_profile_get(const struct nb_ctx *ctx, struct nb_profile_entry *out, int max,
+NB_API int nb_ctx_profile_get(const struct nb_ctx *ctx, struct nb_profile_entry *out, int max,
                        int64_t *n_tokens);
 
 /* The model a context runs. */
-const struct nb_model *nb_ctx_model(const struct nb_ctx *ctx);
+NB_API const struct nb_model *nb_ctx_model(const struct nb_ctx *ctx);
 
 /* ---------------------------------------------------------------- sampler */
 
@@ -145,16 +153,16 @@ struct nb_sampler_params {
     int repeat_last_n;        /* window for the penalty */
     uint64_t seed;
 };
-struct nb_sampler_params nb_sampler_default_params(void);
+NB_API struct nb_sampler_params nb_sampler_default_params(void);
 
 struct nb_sampler;
-enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_params *p,
+NB_API enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_params *p,
                                int n_vocab);
-void nb_sampler_free(struct nb_sampler *s);
+NB_API void nb_sampler_free(struct nb_sampler *s);
 /* Tell the sampler about a token in the history (prompt or generated). */
-void nb_sampler_accept(struct nb_sampler *s, int32_t token);
+NB_API void nb_sampler_accept(struct nb_sampler *s, int32_t token);
 /* Choose the next token from `logits` (n_vocab floats; may be modified). */
-int32_t nb_sampler_sample(struct nb_sampler *s, float *logits);
+NB_API int32_t nb_sampler_sample(struct nb_sampler *s, float *logits);
 
 /* ---------------------------------------------------------------- generation */
 
@@ -172,7 +180,7 @@ typedef int (*nb_token_cb)(int32_t token, void *user);
 /* Prefill `prompt` into sequence `seq` (appending to what it holds), then sample up
  * to n_predict tokens, calling cb for each. Stops at the model's end-of-sequence
  * token when stop_on_eos (that token is not passed to cb). */
-enum nb_status nb_generate(struct nb_ctx *ctx, int seq, struct nb_sampler *sampler,
+NB_API enum nb_status nb_generate(struct nb_ctx *ctx, int seq, struct nb_sampler *sampler,
                            const int32_t *prompt, int n_prompt, int n_predict, int stop_on_eos,
                            nb_token_cb cb, void *user, struct nb_gen_stats *stats);
 
