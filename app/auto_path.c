@@ -92,8 +92,8 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
         return 0;
     }
     char dir[3072];
-    const char *no_dir = "--no-cache";
-    int have_dir = use_cache && app_env_cache_dir(dir, sizeof dir, &no_dir);
+    const char *off = "--no-cache"; /* why there is no cache folder */
+    int have_dir = use_cache && app_env_cache_dir(dir, sizeof dir, &off);
     enum nb_status st = nb_cache_get(model, &qo, have_dir ? dir : NULL, e);
     if (st != NB_OK) {
         free(e);
@@ -106,10 +106,10 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
         return 0;
     }
     int rebuilt = e->event == NB_CACHE_STALE || e->event == NB_CACHE_CORRUPT;
-    if (e->event == NB_CACHE_MEMORY)
-        fprintf(stderr, "nibble %s: %s as %s: quantized into memory, not cached: %s%s%s\n", cmd,
-                model, nb_wpath_name(qo.path), have_dir ? e->why : "the cache is turned off: ",
-                have_dir ? "" : no_dir, use_cache ? " (--no-cache skips the cache quietly)" : "");
+    if (e->event == NB_CACHE_MEMORY) /* without a folder, e->why is "the cache is turned off" */
+        fprintf(stderr, "nibble %s: %s as %s: quantized into memory, not cached: %s%s%s%s\n", cmd,
+                model, nb_wpath_name(qo.path), e->why, have_dir ? "" : ": ", have_dir ? "" : off,
+                use_cache ? " (--no-cache skips the cache quietly)" : "");
     else
         fprintf(stderr, "nibble %s: %s as %s: cache %s%s: %s%s%s%s\n", cmd, model,
                 nb_wpath_name(qo.path), nb_cache_event_name(e->event),

@@ -84,39 +84,12 @@ static int on_token(int32_t id, void *user)
 /* A whole prompt from a file, or from standard input for "-" (at most 64 MiB). */
 static char *read_prompt(const char *path)
 {
-    const size_t max = 64u << 20;
     char *buf = NULL;
-    size_t n = 0;
-    if (strcmp(path, "-") != 0) {
-        if (nb_file_read_all(path, max, &buf, &n) != NB_OK) {
-            fprintf(stderr, "nibble run: -f: %s\n", nb_last_error());
-            return NULL;
-        }
-        return buf;
-    }
-    size_t cap = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? 2 * cap : 65536;
-            char *nb = cap <= max + 4097 ? realloc(buf, cap) : NULL;
-            if (!nb) {
-                fprintf(stderr, "nibble run: the prompt on standard input is larger than %zu "
-                                "bytes\n", max);
-                free(buf);
-                return NULL;
-            }
-            buf = nb;
-        }
-        size_t r = fread(buf + n, 1, cap - n - 1, stdin);
-        n += r;
-        if (r == 0) break;
-    }
-    if (ferror(stdin)) {
-        fprintf(stderr, "nibble run: cannot read the prompt from standard input\n");
-        free(buf);
-        return NULL;
-    }
-    buf[n] = '\0';
+    size_t n;
+    enum nb_status st = strcmp(path, "-") ? nb_file_read_all(path, 64u << 20, &buf, &n)
+                                          : nb_stream_read_all(stdin, "standard input",
+                                                               64u << 20, &buf, &n);
+    if (st != NB_OK) fprintf(stderr, "nibble run: the prompt: %s\n", nb_last_error());
     return buf;
 }
 

@@ -26,10 +26,11 @@ void app_env_init(void)
                             "ignored\n", log);
     }
     const char *isa = getenv("NIBBLE_ISA"), *amx = getenv("NIBBLE_AMX");
-    if (nb_kernels_configure(isa, !(amx && !strcmp(amx, "0"))) != NB_OK) {
+    int allow_amx = !(amx && !strcmp(amx, "0"));
+    if (nb_kernels_configure(isa, allow_amx) != NB_OK) {
         fprintf(stderr, "nibble: NIBBLE_ISA=%s: %s: using the best this CPU has\n", isa,
                 nb_last_error());
-        nb_kernels_configure(NULL, !(amx && !strcmp(amx, "0")));
+        nb_kernels_configure(NULL, allow_amx);
     }
 }
 
@@ -42,10 +43,9 @@ void app_env_quantize(struct nb_quantize_opts *o)
 
 int app_env_cache_dir(char *out, size_t size, const char **why)
 {
-    *why = NULL;
     if (nb_cache_default_dir(getenv("XDG_CACHE_HOME"), getenv("HOME"), out, size) == NB_OK)
         return 1;
-    *why = "neither XDG_CACHE_HOME nor HOME is set";
+    *why = "neither XDG_CACHE_HOME nor HOME is set"; /* a literal: it outlives later errors */
     return 0;
 }
 

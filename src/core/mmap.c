@@ -78,20 +78,11 @@ void nb_file_unmap(struct nb_mapped_file *f)
     memset(f, 0, sizeof *f);
 }
 
-enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, size_t *out_size)
+enum nb_status nb_stream_read_all(FILE *fp, const char *name, size_t max_size, char **out,
+                                  size_t *out_size)
 {
     *out = NULL;
     if (out_size) *out_size = 0;
-    int fd = -1;
-    struct stat sb;
-    enum nb_status ost = open_regular(path, &fd, &sb);
-    if (ost) return ost;
-    FILE *fp = fdopen(fd, "rb");
-    if (!fp) {
-        int e = errno;
-        close(fd);
-        return nb_set_error(NB_ERR_IO, "%s: cannot open: %s", path, strerror(e));
-    }
     char *buf = NULL;
     size_t n = 0, cap = 0;
     enum nb_status st = NB_OK;
@@ -100,13 +91,13 @@ enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, s
             size_t ncap = cap ? cap * 2 : 4096;
             if (ncap > max_size + 1) ncap = max_size + 1;
             if (ncap <= n) {
-                st = nb_set_error(NB_ERR_FORMAT, "%s: larger than the limit of %zu bytes", path,
+                st = nb_set_error(NB_ERR_FORMAT, "%s: larger than the limit of %zu bytes", name,
                                   max_size);
                 goto fail;
             }
             char *nb = realloc(buf, ncap + 1);
             if (!nb) {
-                st = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", path);
+                st = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", name);
                 goto fail;
             }
             buf = nb;
@@ -117,20 +108,37 @@ enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, s
         if (r == 0) break;
     }
     if (ferror(fp)) {
-        st = nb_set_error(NB_ERR_IO, "%s: read error", path);
+        st = nb_set_error(NB_ERR_IO, "%s: read error", name);
         goto fail;
     }
     if (n > max_size) {
-        st = nb_set_error(NB_ERR_FORMAT, "%s: larger than the limit of %zu bytes", path, max_size);
+        st = nb_set_error(NB_ERR_FORMAT, "%s: larger than the limit of %zu bytes", name, max_size);
         goto fail;
     }
-    fclose(fp);
     buf[n] = '\0';
     *out = buf;
     if (out_size) *out_size = n;
     return NB_OK;
 fail:
-    fclose(fp);
     free(buf);
+    return st;
+}
+
+enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, size_t *out_size)
+{
+    *out = NULL;
+    if (out_size) *out_size = 0;
+    int fd = -1;
+    struct stat sb;
+    enum nb_status st = open_regular(path, &fd, &sb);
+    if (st) return st;
+    FILE *fp = fdopen(fd, "rb");
+    if (!fp) {
+        int e = errno;
+        close(fd);
+        return nb_set_error(NB_ERR_IO, "%s: cannot open: %s", path, strerror(e));
+    }
+    st = nb_stream_read_all(fp, path, max_size, out, out_size);
+    fclose(fp);
     return st;
 }

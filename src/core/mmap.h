@@ -3,6 +3,7 @@
 #define NB_CORE_MMAP_H
 
 #include <stddef.h>
+#include <stdio.h>
 
 #include "core/error.h"
 
@@ -22,5 +23,9 @@ void nb_file_unmap(struct nb_mapped_file *f);
 /* Read a whole (small) regular file into a NUL-terminated malloc'd buffer, refusing
  * files larger than max_size. */
 enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, size_t *out_size);
+/* The same from an open stream (standard input, say), read to its end and not closed;
+ * `name` is for messages. */
+enum nb_status nb_stream_read_all(FILE *fp, const char *name, size_t max_size, char **out,
+                                  size_t *out_size);
 
 #endif

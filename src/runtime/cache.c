@@ -96,15 +96,14 @@ static int entry_problem(const struct nb_nib *n, uint64_t src_hash,
     return problem;
 }
 
-/* The entry at path, opened and checked; NULL with a problem (STALE/CORRUPT, why set)
- * or, when there is no file, NULL with 0. */
+/* The existing entry at path, opened and checked; NULL with its problem (STALE or
+ * CORRUPT, why set). */
 static struct nb_nib *try_entry(const char *path, uint64_t src_hash,
                                 const struct nb_quantize_opts *o, int *problem, char *why,
                                 size_t why_size)
 {
     struct nb_nib *n = NULL;
     *problem = 0;
-    if (access(path, F_OK) != 0) return NULL;
     if (nb_nib_open(&n, path) != NB_OK) {
         snprintf(why, why_size, "%s", nb_last_error());
         *problem = NB_CACHE_CORRUPT;
@@ -117,10 +116,12 @@ static struct nb_nib *try_entry(const char *path, uint64_t src_hash,
     return n;
 }
 
-/* Quantize into memory: the cache folder cannot be used (why says so). */
+/* Quantize into memory because the cache cannot be used: `why` (printf-style) goes to
+ * e->why, which the caller reports with the NB_CACHE_MEMORY event. */
 static enum nb_status build_in_memory(const char *src_path, const struct nb_quantize_opts *o,
-                                      struct nb_cache_entry *e)
+                                      struct nb_cache_entry *e, const char *why)
 {
+    snprintf(e->why, sizeof e->why, "%s", why);
     struct nb_quantize_result r;
     int fd = -1;
     enum nb_status st = nb_quantize_memory(src_path, o, &fd, &r);
@@ -136,13 +137,19 @@ static enum nb_status build_in_memory(const char *src_path, const struct nb_quan
     return st;
 }
 
+/* The writer lock of the entry whose name is entry[0, len): "ENTRY.lock". */
+static int open_lock(const char *entry, size_t len, int flags, char *lock, size_t lock_size)
+{
+    snprintf(lock, lock_size, "%.*s.lock", (int)len, entry);
+    return open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC | flags, 0666);
+}
+
 /* Take the entry's writer lock (waiting for another writer); -1 when the lock file
  * cannot be made (why set). */
 static int lock_entry(const char *path, int *waited, char *why, size_t why_size)
 {
     char lock[4200];
-    snprintf(lock, sizeof lock, "%s.lock", path);
-    int fd = open(lock, O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    int fd = open_lock(path, strlen(path), O_CREAT, lock, sizeof lock);
     if (fd < 0) {
         snprintf(why, why_size, "cannot create %s: %s", lock, strerror(errno));
         return -1;
@@ -177,21 +184,13 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
     struct nb_quantize_opts with_hash = *o; /* the source was hashed here: not twice */
     with_hash.have_source_hash = 1;
     with_hash.source_hash = src_hash;
-    if (!dir) {
-        snprintf(e->why, sizeof e->why, "the cache is turned off");
-        return build_in_memory(src_path, &with_hash, e);
-    }
-    if (make_dir(dir) != NB_OK) {
-        snprintf(e->why, sizeof e->why, "%s", nb_last_error());
-        NB_LOGW("%s: quantizing into memory for this run (--no-cache says so quietly)", e->why);
-        return build_in_memory(src_path, &with_hash, e);
-    }
+    if (!dir) return build_in_memory(src_path, &with_hash, e, "the cache is turned off");
+    if (make_dir(dir) != NB_OK) return build_in_memory(src_path, &with_hash, e, nb_last_error());
     /* the key: source bytes, weight path and recipe, layout, version */
     char recipe[256];
     snprintf(recipe, sizeof recipe, "%016llx|%s|g%d|h%d|e%d|s%d|layout%d|%s",
              (unsigned long long)src_hash, nb_wpath_name(o->path), o->group, o->head_bits,
-             o->embd_bits, o->search, o->layout == NB_LAYOUT_ROWS ? NB_LAYOUT_ROWS : NB_LAYOUT_X16,
-             NIBBLE_VERSION_STRING);
+             o->embd_bits, o->search, nb_quantize_opts_layout(o), NIBBLE_VERSION_STRING);
     uint64_t key = XXH3_64bits(recipe, strlen(recipe));
     const char *base = strrchr(src_path, '/');
     base = base && base[1] ? base + 1 : src_path;
@@ -205,16 +204,15 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
     int problem;
     struct stat before, after;
     int had = stat(e->path, &before) == 0;
-    if ((e->nib = try_entry(e->path, src_hash, o, &problem, e->why, sizeof e->why))) {
+    problem = 0;
+    if (had && (e->nib = try_entry(e->path, src_hash, o, &problem, e->why, sizeof e->why))) {
         e->event = NB_CACHE_HIT;
         return NB_OK;
     }
     /* one writer per entry: the others wait here, then find its entry */
-    int lock = lock_entry(e->path, &e->waited, e->why, sizeof e->why);
-    if (lock < 0) {
-        NB_LOGW("cache: %s: quantizing into memory for this run", e->why);
-        return build_in_memory(src_path, &with_hash, e);
-    }
+    char why[sizeof e->why];
+    int lock = lock_entry(e->path, &e->waited, why, sizeof why);
+    if (lock < 0) return build_in_memory(src_path, &with_hash, e, why);
     int has = stat(e->path, &after) == 0;
     if (has && (!had || after.st_ino != before.st_ino || after.st_dev != before.st_dev)) {
         /* another writer finished in the meantime (we may not even have waited) */
@@ -237,10 +235,8 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
             e->nib = NULL;
         }
     } else if (st == NB_ERR_IO) { /* the folder cannot take it (read-only, full, ...) */
-        snprintf(e->why, sizeof e->why, "%s", nb_last_error());
         close(lock);
-        NB_LOGW("cache: %s: quantizing into memory for this run", e->why);
-        return build_in_memory(src_path, &with_hash, e);
+        return build_in_memory(src_path, &with_hash, e, nb_last_error());
     }
     close(lock);
     return st;
@@ -289,8 +285,8 @@ enum nb_status nb_cache_clear(const char *dir, int *n_removed, int *n_busy,
         if (!nib || (nib[4] && nib[4] != '.')) continue;
         if (!has_suffix(de->d_name, ".nib") && !has_suffix(de->d_name, ".tmp")) continue;
         snprintf(path, sizeof path, "%s/%s", dir, de->d_name);
-        snprintf(lock, sizeof lock, "%s/%.*s.lock", dir, (int)(nib + 4 - de->d_name), de->d_name);
-        int fd = open(lock, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+        int fd = open_lock(path, strlen(dir) + 1 + (size_t)(nib + 4 - de->d_name), 0, lock,
+                           sizeof lock);
         if (fd >= 0 && flock(fd, LOCK_EX | LOCK_NB) != 0) { /* a writer holds it */
             close(fd);
             (*n_busy)++;

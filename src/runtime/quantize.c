@@ -351,7 +351,7 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     snprintf(hex, sizeof hex, "%016llx", (unsigned long long)src_hash);
     cJSON_AddStringToObject(h, "nibble_version", NIBBLE_VERSION_STRING);
     cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
-    cJSON_AddNumberToObject(h, "layout", o->layout == NB_LAYOUT_ROWS ? NB_LAYOUT_ROWS : NB_LAYOUT_X16);
+    cJSON_AddNumberToObject(h, "layout", nb_quantize_opts_layout(o));
     cJSON_AddNumberToObject(h, "group", o->group);
     cJSON_AddStringToObject(h, "head", nb_wpath_name(head_path(o)));
     cJSON_AddStringToObject(h, "embeddings", nb_wpath_name(embd_path(o)));
@@ -424,7 +424,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
         q.stats = &calib;
     }
     if ((st = nb_pool_init(&q.pool, opts->n_threads, 0))) goto fail;
-    q.layout = opts->layout == NB_LAYOUT_ROWS ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
+    q.layout = nb_quantize_opts_layout(opts);
     q.repack_rows = opts->repack_rows > 0 ? opts->repack_rows : 0;
     if ((st = nb_nib_writer_init(&q.w))) goto fail;
     const struct nb_config *c = &m->cfg;

@@ -42,6 +42,12 @@ struct nb_quantize_result {
 };
 
 void nb_quantize_default_opts(struct nb_quantize_opts *o);
+/* The int4 layout files are written in (anything but NB_LAYOUT_ROWS means X16): what the
+ * header records and the warm-start cache's key includes. */
+static inline int nb_quantize_opts_layout(const struct nb_quantize_opts *o)
+{
+    return o->layout == NB_LAYOUT_ROWS ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
+}
 /* Quantize the model at src_path into a new .nib at out_path (written atomically:
  * core/outfile.h). An out_path that is the source itself, or a file of the source
  * folder, is refused (NB_ERR_INVALID_ARG) before anything is read. */
