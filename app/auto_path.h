@@ -4,7 +4,7 @@
 
 #include <stddef.h>
 
-#include "kernels/layout.h"
+#include "core/wformat.h"
 #include "nibble.h"
 
 /* name: "auto" or a weight path; priority: "speed" | "fidelity" | "memory" or NULL (not

@@ -11,7 +11,7 @@
 #include "app/args.h"
 #include "app/commands.h"
 #include "app/env.h"
-#include "kernels/layout.h"
+#include "core/wformat.h"
 #include "runtime/probe.h"
 #include "runtime/selector.h"
 

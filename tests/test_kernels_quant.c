@@ -6,8 +6,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/fp.h"
 #include "kernels/kernels.h"
 #include "quant/quant.h"
+#include "quant/repack.h"
 
 /* |y - y_ref| <= TOL * sum_k |w_k x_k| + ABS_FLOOR, y_ref in double over the decoded
  * weights (and, for w4a8, the decoded activations xd * xq). Measured worst ratios over
@@ -200,18 +202,139 @@ static void test_gemm_w4a8(void **state)
                 worst_f32);
 }
 
-static void test_dispatch(void **state)
+/* Every weight format through the kernel table's one signature (the reference table and
+ * this CPU's), against double math over the decoded weights: catches an adapter that
+ * passes an argument to the wrong place, and a format mapped to the wrong kernel.
+ * Tolerance: f32 accumulation in the SIMD kernels; the AVX512-BF16 variant of the
+ * w4a16-x16 kernel rounds the activations to bf16 (relative error <= 2^-8 per product). */
+#define TOL_TABLE      1e-5
+#define TOL_TABLE_BF16 4e-3
+
+/* A random matrix in format f: the blob the table's GEMM reads and the exact values it
+ * decodes to (wd). */
+static void *format_blob(enum nb_wformat f, const struct shape *s, const float *w, float *wd)
 {
-    const struct nb_kernels *k = nb_kernels_ref();
-    assert_ptr_equal(k->gemm_w4a8, nb_gemm_w4a8_ref);
-    assert_ptr_equal(k->gemm_w4a16, nb_gemm_w4a16_ref);
-    assert_ptr_equal(k->gemm_w8a16, nb_gemm_w8a16_ref);
-    assert_ptr_equal(k->act_quant_q8, nb_act_quant_q8_ref);
-    k = nb_kernels_get();
-    assert_non_null(k->gemm_w4a8);
-    assert_non_null(k->gemm_w4a16);
-    assert_non_null(k->gemm_w8a16);
-    assert_non_null(k->act_quant_q8);
+    const struct nb_wformat_info *fi = nb_wformat_info(f);
+    struct nb_layout_planes pl;
+    assert_true(nb_wformat_planes(f, s->group, s->n_out, s->n_in, &pl));
+    uint8_t *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
+    assert_non_null(blob);
+    int64_t n = s->n_out * s->n_in;
+    if (fi->plain) {
+        for (int64_t i = 0; i < n; i++) {
+            if (f == NB_WF_F32) {
+                memcpy(blob + 4 * i, &w[i], 4);
+                wd[i] = w[i];
+                continue;
+            }
+            uint16_t h = f == NB_WF_F16 ? nb_f32_to_f16(w[i]) : nb_f32_to_bf16(w[i]);
+            memcpy(blob + 2 * i, &h, 2);
+            wd[i] = f == NB_WF_F16 ? nb_f16_to_f32(h) : nb_bf16_to_f32(h);
+        }
+        return blob;
+    }
+    struct shape rows = *s;
+    void *rb = packed(fi->path, &rows, w);
+    assert_int_equal(nb_dequantize_rows(fi->path, s->group, rb, s->n_out, s->n_in, 0, s->n_out,
+                                        wd), NB_OK);
+    if (fi->layout == NB_LAYOUT_ROWS) {
+        free(blob);
+        return rb;
+    }
+    assert_int_equal(nb_repack_x16(fi->path, s->group, rb, blob, s->n_out, s->n_in, 0), NB_OK);
+    free(rb);
+    return blob;
+}
+
+static void check_table(const struct nb_kernels *k, const char *table)
+{
+    double worst = 0;
+    for (int f = 0; f < NB_WF_COUNT; f++)
+        for (int it = 0; it < 4; it++) {
+            const struct nb_wformat_info *fi = nb_wformat_info((enum nb_wformat)f);
+            assert_non_null(k->gemm[f].run);
+            assert_non_null(k->gemm[f].name);
+            struct shape s;
+            random_shape(&s, it % 2 ? 5 : 1);
+            s.n_out = 16 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 4));
+            s.r0 = it < 2 ? 0 : 16;
+            s.r1 = it == 3 ? s.n_out - (s.n_out > 16 ? 16 : 0) : s.n_out;
+            if (s.r0 >= s.r1) s.r0 = 0;
+            int64_t ng = s.n_in / s.group, ldx = s.n_in + 3, ldy = s.n_out + 5;
+            int64_t ldxq = s.n_in + 32, ldxg = ldxq / 32;
+            float *w = malloc(sizeof(float) * s.n_out * s.n_in);
+            float *wd = malloc(sizeof(float) * s.n_out * s.n_in);
+            float *x = malloc(sizeof(float) * s.n_tok * ldx);
+            float *xr = malloc(sizeof(float) * s.n_tok * ldx);
+            int8_t *xq = malloc((size_t)(s.n_tok * ldxq));
+            float *xd = malloc(sizeof(float) * s.n_tok * ldxg);
+            int32_t *xsum = malloc(sizeof(int32_t) * s.n_tok * ldxg);
+            float *y = malloc(sizeof(float) * s.n_tok * ldy);
+            float *scratch = malloc(sizeof(float) * s.n_in);
+            for (int64_t i = 0; i < s.n_out * s.n_in; i++) w[i] = tu_rand_gauss(&g_rng);
+            for (int64_t i = 0; i < s.n_tok * ldx; i++) xr[i] = x[i] = tu_rand_gauss(&g_rng);
+            for (int t = 0; t < s.n_tok && fi->input == NB_INPUT_Q8; t++) {
+                nb_act_quant_q8_ref(x + t * ldx, s.n_in, s.group, xq + t * ldxq, xd + t * ldxg,
+                                    xsum + t * ldxg);
+                for (int64_t i = 0; i < s.n_in; i++)
+                    xr[t * ldx + i] = xd[t * ldxg + i / s.group] * (float)xq[t * ldxq + i];
+            }
+            (void)ng;
+            void *blob = format_blob((enum nb_wformat)f, &s, w, wd);
+            for (int64_t i = 0; i < s.n_tok * ldy; i++) y[i] = NAN;
+            struct nb_gemm_args a = {.y = y, .ldy = ldy, .x = x, .ldx = ldx, .xq = xq, .xd = xd,
+                                     .xsum = xsum, .ldxq = ldxq, .ldxg = ldxg, .w = blob,
+                                     .n_out = s.n_out, .n_in = s.n_in, .group = s.group,
+                                     .n_tok = s.n_tok};
+            k->gemm[f].run(&a, s.r0, s.r1, scratch);
+            char what[96];
+            snprintf(what, sizeof what, "%s table, format %s (kernel %s)", table, fi->name,
+                     k->gemm[f].name);
+            int bf16_act = f == NB_WF_W4A16_X16 && strcmp(k->gemm[f].name, "ref") != 0;
+            double r = check_y(y, ldy, wd, xr, ldx, &s, bf16_act ? TOL_TABLE_BF16 : TOL_TABLE,
+                               what);
+            worst = r > worst ? r : worst;
+            free(blob), free(w), free(wd), free(x), free(xr), free(xq), free(xd), free(xsum);
+            free(y), free(scratch);
+        }
+    if (getenv("NIBBLE_TEST_VERBOSE"))
+        fprintf(stderr, "%s table (%s): worst error ratio %.3g\n", table, k->isa, worst);
+}
+
+static void test_format_table(void **state)
+{
+    const struct nb_kernels *r = nb_kernels_ref();
+    for (int f = 0; f < NB_WF_COUNT; f++) assert_string_equal(r->gemm[f].name, "ref");
+    assert_ptr_equal(r->act_quant_q8, nb_act_quant_q8_ref);
+    check_table(r, "reference");
+    check_table(nb_kernels_get(), "this CPU's");
+}
+
+/* The format vocabulary: every (path, layout) pair that exists maps to a format whose
+ * traits give it back; bits per weight come from the planes. */
+static void test_wformat(void **state)
+{
+    for (int f = 0; f < NB_WF_COUNT; f++) {
+        const struct nb_wformat_info *fi = nb_wformat_info((enum nb_wformat)f);
+        assert_non_null(fi);
+        enum nb_wformat back;
+        if (f == NB_WF_F16) {
+            assert_true(fi->plain);
+            continue;
+        }
+        assert_true(nb_wformat_of(fi->path, fi->layout, &back));
+        assert_int_equal(back, f);
+        assert_int_equal(fi->input == NB_INPUT_Q8, fi->path == NB_WPATH_W4A8);
+    }
+    assert_null(nb_wformat_info(NB_WF_COUNT));
+    enum nb_wformat out;
+    assert_false(nb_wformat_of(NB_WPATH_W8A16, NB_LAYOUT_X16, &out));
+    assert_true(nb_wformat_of(NB_WPATH_W4A8, 0, &out)); /* 0 reads as ROWS (old files) */
+    assert_int_equal(out, NB_WF_W4A8);
+    struct nb_layout_planes pl;
+    assert_true(nb_wformat_planes(NB_WF_F16, 0, 4, 8, &pl));
+    assert_int_equal(pl.size[0], 2 * 4 * 8);
+    assert_false(nb_wformat_planes(NB_WF_W4A8_X16, 128, 8, 256, &pl)); /* n_out % 16 */
 }
 
 int main(void)
@@ -220,7 +343,7 @@ int main(void)
         cmocka_unit_test(test_gemm_w4a16_w8a16),
         cmocka_unit_test(test_act_quant),
         cmocka_unit_test(test_gemm_w4a8),
-        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_format_table), cmocka_unit_test(test_wformat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -443,27 +443,74 @@ static void test_dispatch(void **state)
 {
     struct nb_kernels k;
     assert_true(nb_kernels_for_isa("ref", &k));
-    assert_ptr_equal(k.gemm_w4a8_x16, nb_gemm_w4a8_x16_ref);
-    assert_ptr_equal(k.gemm_w4a16_x16, nb_gemm_w4a16_x16_ref);
+    assert_string_equal(k.gemm[NB_WF_W4A8_X16].name, "ref");
+    assert_string_equal(k.gemm[NB_WF_W4A16_X16].name, "ref");
     assert_false(nb_kernels_for_isa("sse9", &k));
     assert_int_equal(nb_kernels_configure("sse9", 1), NB_ERR_INVALID_ARG);
     const struct nb_kernels *g = nb_kernels_get();
     /* the table is fixed once filled: a later cap is refused, not half applied */
     assert_int_equal(nb_kernels_configure("ref", 1), NB_ERR_INVALID_ARG);
     assert_non_null(strstr(nb_last_error(), "before the first use"));
-    assert_non_null(g->gemm_w4a8_x16);
-    assert_non_null(g->gemm_w4a16_x16);
+    for (int f = 0; f < NB_WF_COUNT; f++) assert_non_null(g->gemm[f].run);
     if (getenv("NIBBLE_TEST_VERBOSE"))
         fprintf(stderr, "cpu: %s; kernels: %s\n", nb_cpu_flags_str(), g->isa);
 #ifdef NB_HAVE_X86
     if (have_avx512() && nb_cpu_get()->avx512_vnni && !getenv("NIBBLE_ISA")) {
-        if (g->gemm_w4a8_x16 == nb_gemm_w4a8_x16_amx) {
+        if (!strcmp(g->gemm[NB_WF_W4A8_X16].name, "amx (unverified)")) {
             assert_string_equal(g->isa, "avx512+amx (unverified)");
         } else {
             assert_string_equal(g->isa, "avx512");
-            assert_ptr_equal(g->gemm_w4a8_x16, nb_gemm_w4a8_x16_avx512vnni);
+            assert_string_equal(g->gemm[NB_WF_W4A8_X16].name, "avx512vnni");
         }
     }
+#endif
+}
+
+/* nb_kernels_fill is a pure function of (features, level, amx): CPUs written by hand. */
+static void test_fill_pure(void **state)
+{
+    struct nb_cpu none = {0}, avx2 = {.avx2 = 1, .fma = 1, .f16c = 1};
+    struct nb_cpu avxvnni = avx2, avx512 = avx2;
+    avxvnni.avx_vnni = 1;
+    avx512.avx512f = avx512.avx512bw = avx512.avx512vl = avx512.avx512dq = 1;
+    struct nb_cpu vnni = avx512, bf16 = avx512;
+    vnni.avx512_vnni = 1;
+    bf16.avx512_bf16 = 1;
+    struct nb_kernels k;
+    const struct {
+        const struct nb_cpu *cpu;
+        enum nb_isa_level level;
+        int amx;
+        const char *isa, *w4a8, *w4a16, *bf16;
+    } cases[] = {
+        {&none, NB_LEVEL_AVX512, 1, "ref", "ref", "ref", "ref"}, /* capped at what it has */
+#ifdef NB_HAVE_X86
+        {&avx2, NB_LEVEL_AVX512, 0, "avx2", "avx2", "ref", "ref"},
+        {&avxvnni, NB_LEVEL_AVX2, 0, "avx2", "avxvnni", "ref", "ref"},
+        {&avx512, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512"},
+        {&vnni, NB_LEVEL_AVX512, 0, "avx512", "avx512vnni", "avx512", "avx512"},
+        {&vnni, NB_LEVEL_AVX2, 1, "avx2", "avx2", "ref", "ref"},
+        {&vnni, NB_LEVEL_AVX512, 1, "avx512+amx (unverified)", "amx (unverified)", "avx512",
+         "avx512"},
+        {&bf16, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512"},
+        {&vnni, NB_LEVEL_REF, 1, "ref", "ref", "ref", "ref"},
+#endif
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        nb_kernels_fill(&k, cases[i].cpu, cases[i].level, cases[i].amx);
+        assert_string_equal(k.isa, cases[i].isa);
+        assert_string_equal(k.gemm[NB_WF_W4A8_X16].name, cases[i].w4a8);
+        assert_string_equal(k.gemm[NB_WF_W4A16_X16].name, cases[i].w4a16);
+        assert_string_equal(k.gemm[NB_WF_BF16].name, cases[i].bf16);
+        /* the ROWS layouts and w8a16 have only their reference kernel */
+        assert_string_equal(k.gemm[NB_WF_W4A8].name, "ref");
+        assert_string_equal(k.gemm[NB_WF_W8A16].name, "ref");
+    }
+#ifdef NB_HAVE_X86
+    nb_kernels_fill(&k, &bf16, NB_LEVEL_AVX512, 0); /* the bf16 variant, under one name */
+    struct nb_kernels k2;
+    nb_kernels_fill(&k2, &avx512, NB_LEVEL_AVX512, 0);
+    assert_ptr_not_equal(k.gemm[NB_WF_W4A16_X16].run, k2.gemm[NB_WF_W4A16_X16].run);
 #endif
 }
 
@@ -473,7 +520,7 @@ int main(void)
         cmocka_unit_test(test_layout_x16), cmocka_unit_test(test_repack),
         cmocka_unit_test(test_act_quant),  cmocka_unit_test(test_w4a8_x16),
         cmocka_unit_test(test_w4a16_x16),  cmocka_unit_test(test_w4a8_x16_amx),
-        cmocka_unit_test(test_dispatch),
+        cmocka_unit_test(test_dispatch), cmocka_unit_test(test_fill_pure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,13 +36,13 @@ static int collect_cb(int32_t tok, void *user)
     return 0;
 }
 
-static void run_model(const char *path, struct run *r)
+static void run_model_threads(const char *path, struct run *r, int n_threads)
 {
     cJSON *ref = tu_load_json(tu_model_path("kjv-7m/reference.json"));
     struct nb_model *m = NULL;
     if (nb_model_load(&m, path) != NB_OK) fail_msg("%s", nb_last_error());
     struct nb_ctx_params cp = nb_ctx_default_params();
-    cp.n_threads = 2;
+    cp.n_threads = n_threads;
     struct nb_ctx *ctx = NULL;
     assert_int_equal(nb_ctx_init(&ctx, m, &cp), NB_OK);
     struct nb_sampler_params sp = nb_sampler_default_params();
@@ -71,6 +71,8 @@ static void run_model(const char *path, struct run *r)
     nb_model_free(m);
     cJSON_Delete(ref);
 }
+
+static void run_model(const char *path, struct run *r) { run_model_threads(path, r, 2); }
 
 static void quantize(const char *src, enum nb_wpath p, int head_bits, const char *out)
 {
@@ -138,26 +140,24 @@ static void test_paths_fidelity(void **state)
     }
 }
 
-/* Every fusion (NIBBLE_FUSE, src/model/forward.c) does the same arithmetic in another
- * order of passes: w4a8 and w4a16 runs are bit-identical with all of them on and off. */
-static void test_fusions_identical(void **state)
+/* The runner splits every op by whole rows (GEMM rows, token rows, attention tiles), so
+ * a row's arithmetic never depends on how many threads share the work: one thread and
+ * two give bit-identical logits and ids on the int4 paths. */
+static void test_threads_identical(void **state)
 {
     const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
     if (!src) skip();
     char gguf[4096], nib[4200];
     snprintf(gguf, sizeof gguf, "%s", src);
-    static struct run off, on;
+    static struct run one, two;
     const enum nb_wpath paths[] = {NB_WPATH_W4A8, NB_WPATH_W4A16};
     for (int i = 0; i < 2; i++) {
-        snprintf(nib, sizeof nib, "%s/kjv-fuse-%s.nib", tu_dir, nb_wpath_name(paths[i]));
+        snprintf(nib, sizeof nib, "%s/kjv-threads-%s.nib", tu_dir, nb_wpath_name(paths[i]));
         quantize(gguf, paths[i], 4, nib);
-        setenv("NIBBLE_FUSE", "none", 1);
-        run_model(nib, &off);
-        setenv("NIBBLE_FUSE", "all", 1);
-        run_model(nib, &on);
-        unsetenv("NIBBLE_FUSE");
-        assert_memory_equal(off.first, on.first, sizeof off.first);
-        assert_memory_equal(off.ids, on.ids, sizeof off.ids);
+        run_model_threads(nib, &one, 1);
+        run_model_threads(nib, &two, 2);
+        assert_memory_equal(one.first, two.first, sizeof one.first);
+        assert_memory_equal(one.ids, two.ids, sizeof one.ids);
     }
 }
 
@@ -305,7 +305,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_f32_bit_identical),
         cmocka_unit_test(test_paths_fidelity),
-        cmocka_unit_test(test_fusions_identical),
+        cmocka_unit_test(test_threads_identical),
         cmocka_unit_test(test_cache),
         cmocka_unit_test(test_cache_fallback),
         cmocka_unit_test(test_quantize_outputs),

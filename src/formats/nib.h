@@ -17,7 +17,7 @@
  *   "nibble_version", "weight_path", "layout", "config" {…}, and "tensors": an array of
  *   {"name", "kind" ("f32","bf16","w8a16","w4a16","w4a8" or "blob"), "shape" [n_out, n_in]
  *    (vectors [n]; blobs []), "group" and "layout" (int4 kinds; layout 1 = rows,
- *    2 = x16, see kernels/layout.h), "offset", "size",
+ *    2 = x16, see core/wformat.h), "offset", "size",
  *    "xxh3" (16 hex digits: XXH3-64 of the tensor's bytes)}.
  * Everything else (recipe, source, bits per weight, tokenizer) is free-form and read by
  * the layers that need it. Sizes of packed kinds must equal nb_layout_planes().total.
@@ -31,7 +31,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
-#include "kernels/layout.h"
+#include "core/wformat.h"
 
 #define NB_NIB_VERSION 1
 #define NB_NIB_MAGIC "NIBBLE\r\n"

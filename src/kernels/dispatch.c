@@ -1,11 +1,11 @@
-/* kernels/dispatch.c — probe the CPU once, fill the kernel table.
+/* kernels/dispatch.c — probe the CPU once, fill the process's kernel table.
  *
  * Levels: "ref" (scalar everywhere), "avx2" (256-bit kernels; AVX-VNNI when present),
  * "avx512" (AVX-512 F/BW/VL/DQ; VNNI for w4a8). The best level the CPU supports is
- * used unless NIBBLE_ISA=ref|avx2|avx512 asks for a lower one (a level the CPU lacks
- * falls back, with a warning). SIMD variants so far: the X16 int4 kernels, the
- * activation quantizer and (AVX-512) the gated activation, RMSNorm, the float dot/axpy, float-weight GEMMs and the
- * prefill attention tile; the rest of the table stays reference.
+ * used unless nb_kernels_configure (the CLI's NIBBLE_ISA) asks for a lower one (a level
+ * the CPU lacks falls back, with a warning). Which kernel each weight format gets at a
+ * level is decided in one place, nb_kernels_fill (kernels/table.c); this file decides
+ * the level and whether the AMX kernel may run.
  *
  * AMX (avx512 level): when the CPU has amx_tile + amx_int8 + AVX-512 VNNI, Linux grants
  * tile data (arch_prctl ARCH_REQ_XCOMP_PERM) and NIBBLE_AMX is not "0", the AMX w4a8
@@ -24,28 +24,8 @@
 #include "core/log.h"
 #include "kernels/kernels.h"
 
-static const struct nb_kernels k_ref = {
-    .isa = "ref",
-    .gemm_f32 = nb_gemm_f32_ref,
-    .gemm_f16 = nb_gemm_f16_ref,
-    .gemm_bf16 = nb_gemm_bf16_ref,
-    .dot_f32 = nb_dot_f32_ref,
-    .axpy_f32 = nb_axpy_f32_ref,
-    .gemm_w4a8 = nb_gemm_w4a8_ref,
-    .gemm_w4a16 = nb_gemm_w4a16_ref,
-    .gemm_w8a16 = nb_gemm_w8a16_ref,
-    .act_quant_q8 = nb_act_quant_q8_ref,
-    .gemm_w4a8_x16 = nb_gemm_w4a8_x16_ref,
-    .gemm_w4a16_x16 = nb_gemm_w4a16_x16_ref,
-    .attn_tile = nb_attn_tile_ref,
-    .glu = nb_glu_ref,
-    .rmsnorm = nb_rmsnorm_ref,
-};
-
 static struct nb_kernels g_table;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-
-enum level { LVL_REF, LVL_AVX2, LVL_AVX512 };
 
 #ifdef NB_HAVE_X86
 static uint64_t xorshift(uint64_t *s)
@@ -144,70 +124,29 @@ static int amx_usable(void)
 }
 #endif
 
-static enum level cpu_level(void)
+/* 1 when the AMX w4a8 kernel may run here: the CPU has it, it is allowed, Linux grants
+ * tile data and the kernel passed its self-check (asked once). */
+static int use_amx(enum nb_isa_level lvl)
 {
 #ifdef NB_HAVE_X86
-    const struct nb_cpu *c = nb_cpu_get();
-    if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx2 && c->fma && c->f16c)
-        return LVL_AVX512;
-    if (c->avx2 && c->fma && c->f16c) return LVL_AVX2;
-#endif
-    return LVL_REF;
-}
-
-static void fill(struct nb_kernels *k, enum level lvl)
-{
-    *k = k_ref;
-#ifdef NB_HAVE_X86
-    const struct nb_cpu *c = nb_cpu_get();
-    if (lvl >= LVL_AVX2) {
-        k->isa = "avx2";
-        k->gemm_w4a8_x16 = c->avx_vnni ? nb_gemm_w4a8_x16_avxvnni : nb_gemm_w4a8_x16_avx2;
-    }
-    if (lvl >= LVL_AVX512) {
-        k->isa = "avx512";
-        if (c->avx512_vnni) k->gemm_w4a8_x16 = nb_gemm_w4a8_x16_avx512vnni;
-        if (c->avx512_vnni && amx_usable()) {
-            k->isa = "avx512+amx (unverified)";
-            k->gemm_w4a8_x16 = nb_gemm_w4a8_x16_amx;
-        }
-        k->gemm_w4a16_x16 =
-            c->avx512_bf16 ? nb_gemm_w4a16_x16_avx512bf16 : nb_gemm_w4a16_x16_avx512;
-        k->act_quant_q8 = nb_act_quant_q8_avx512;
-        k->dot_f32 = nb_dot_f32_avx512;
-        k->axpy_f32 = nb_axpy_f32_avx512;
-        k->attn_tile = nb_attn_tile_avx512;
-        k->glu = nb_glu_avx512;
-        k->rmsnorm = nb_rmsnorm_avx512;
-        k->gemm_f32 = nb_gemm_f32_avx512;
-        k->gemm_f16 = nb_gemm_f16_avx512;
-        k->gemm_bf16 = nb_gemm_bf16_avx512;
-    }
+    return lvl >= NB_LEVEL_AVX512 && nb_cpu_get()->avx512_vnni && amx_usable();
 #else
     (void)lvl;
+    return 0;
 #endif
-}
-
-/* "ref", "avx2", "avx512" -> a level; -1 for another name. One parser for
- * nb_kernels_configure and nb_kernels_for_isa. */
-static int level_of_name(const char *isa)
-{
-    return !strcmp(isa, "ref")      ? LVL_REF
-           : !strcmp(isa, "avx2")   ? LVL_AVX2
-           : !strcmp(isa, "avx512") ? LVL_AVX512
-                                    : -1;
 }
 
 static void probe(void)
 {
-    enum level lvl = cpu_level();
+    const struct nb_cpu *cpu = nb_cpu_get();
+    enum nb_isa_level lvl = nb_kernels_best_level(cpu);
     if (g_cap >= 0) {
-        if ((enum level)g_cap > lvl)
+        if ((enum nb_isa_level)g_cap > lvl)
             NB_LOGW("kernels: this CPU lacks the level asked for, using the best it has");
         else
-            lvl = (enum level)g_cap;
+            lvl = (enum nb_isa_level)g_cap;
     }
-    fill(&g_table, lvl);
+    nb_kernels_fill(&g_table, cpu, lvl, use_amx(lvl));
     __atomic_store_n(&g_probed, 1, __ATOMIC_RELEASE);
     NB_LOGD("kernels: %s (cpu: %s)", g_table.isa, nb_cpu_flags_str());
 }
@@ -216,11 +155,12 @@ enum nb_status nb_kernels_configure(const char *isa, int allow_amx)
 {
     if (__atomic_load_n(&g_probed, __ATOMIC_ACQUIRE))
         return nb_set_error(NB_ERR_INVALID_ARG, "kernels: configure before the first use");
-    int cap = -1;
-    if (isa && *isa && strcmp(isa, "auto") != 0 && (cap = level_of_name(isa)) < 0)
+    enum nb_isa_level lvl = NB_LEVEL_REF;
+    int auto_level = !isa || !*isa || !strcmp(isa, "auto");
+    if (!auto_level && !nb_isa_level_from_name(isa, &lvl))
         return nb_set_error(NB_ERR_INVALID_ARG, "kernels: unknown ISA level '%s' (auto, ref, "
                             "avx2, avx512)", isa);
-    g_cap = cap;
+    g_cap = auto_level ? -1 : (int)lvl;
     g_allow_amx = allow_amx != 0;
     return NB_OK;
 }
@@ -231,15 +171,11 @@ const struct nb_kernels *nb_kernels_get(void)
     return &g_table;
 }
 
-const struct nb_kernels *nb_kernels_ref(void)
-{
-    return &k_ref;
-}
-
 int nb_kernels_for_isa(const char *isa, struct nb_kernels *out)
 {
-    int want = level_of_name(isa);
-    if (want < 0 || (enum level)want > cpu_level()) return 0;
-    fill(out, (enum level)want);
+    enum nb_isa_level want;
+    const struct nb_cpu *cpu = nb_cpu_get();
+    if (!nb_isa_level_from_name(isa, &want) || want > nb_kernels_best_level(cpu)) return 0;
+    nb_kernels_fill(out, cpu, want, use_amx(want));
     return 1;
 }

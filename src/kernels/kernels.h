@@ -11,7 +11,9 @@
 
 #include <stdint.h>
 
-#include "kernels/layout.h"
+#include "core/cpu.h"
+#include "core/error.h"
+#include "core/wformat.h"
 
 /* GEMM against a weight matrix W stored row-major as [n_out][n_in]:
  *     y[t * ldy + r] = sum_i x[t * ldx + i] * W[r][i]
@@ -20,7 +22,7 @@
 typedef void (*nb_gemm_fn)(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                            int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 
-/* GEMMs against packed quantized weights (kernels/layout.h, NB_LAYOUT_ROWS). The
+/* GEMMs against packed quantized weights (core/wformat.h, NB_LAYOUT_ROWS). The
  * blob's plane offsets come from nb_layout_planes(path, group, n_out, n_in), hence
  * n_out in the signatures; rows r in [r0, r1) are computed, as above.
  *
@@ -70,25 +72,61 @@ typedef void (*nb_attn_tile_fn)(float *out, int64_t ldo, const float *q, int64_t
                                 const float *v, int64_t ldkv, int cap, int window, float scale,
                                 float *scratch);
 
+/* ---- the GEMM of a weight format, one signature for all of them ----
+ *
+ * The kernel functions below keep the arguments their maths needs (the typedefs
+ * above; tests and the kernel lab call them directly). The table holds each behind
+ * one signature, so the forward pass calls table->gemm[weight format] and never asks
+ * which format it holds. */
+struct nb_gemm_args {
+    float *y; /* y[t * ldy + r] */
+    int64_t ldy;
+    /* the input rows, in the form nb_wformat_info(format)->input names */
+    const float *x; /* NB_INPUT_F32: x[t * ldx + i] */
+    int64_t ldx;
+    const int8_t *xq; /* NB_INPUT_Q8: nb_gemm_w4a8_fn's xq, xd, xsum, ldxq, ldxg */
+    const float *xd;
+    const int32_t *xsum;
+    int64_t ldxq, ldxg;
+    const void *w; /* the matrix: plain rows or a packed blob */
+    int64_t n_out, n_in;
+    int group; /* int4 formats */
+    int n_tok;
+};
+/* Rows [r0, r1) of y (r0, r1 multiples of the format's row_block, or r1 = n_out);
+ * `scratch`: n_in floats. */
+typedef void (*nb_gemm_op)(const struct nb_gemm_args *a, int64_t r0, int64_t r1, float *scratch);
+
+struct nb_gemm_kernel {
+    nb_gemm_op run;
+    const char *name; /* the kernel as measurement records name it: "avx512vnni", "ref", ... */
+};
+
+/* ISA levels: what a table may use. */
+enum nb_isa_level { NB_LEVEL_REF = 0, NB_LEVEL_AVX2, NB_LEVEL_AVX512 };
+
 struct nb_kernels {
     const char *isa; /* "ref", "avx2", "avx512", "avx512+amx (unverified)" */
-    nb_gemm_fn gemm_f32;
-    nb_gemm_fn gemm_f16;
-    nb_gemm_fn gemm_bf16;
+    struct nb_gemm_kernel gemm[NB_WF_COUNT];
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*axpy_f32)(float *y, float a, const float *x, int64_t n); /* y += a x */
-    nb_gemm_w4a8_fn gemm_w4a8;
-    nb_gemm_w4a16_fn gemm_w4a16;
-    nb_gemm_w8a16_fn gemm_w8a16;
     nb_act_quant_q8_fn act_quant_q8;
-    /* The same GEMMs on NB_LAYOUT_X16 blobs (n_out % 16 == 0; r0, r1 multiples of 16
-     * for the SIMD variants; `scratch` of gemm_w4a16_x16: n_in floats). */
-    nb_gemm_w4a8_fn gemm_w4a8_x16;
-    nb_gemm_w4a16_fn gemm_w4a16_x16;
     nb_attn_tile_fn attn_tile;
     nb_glu_fn glu;
     nb_rmsnorm_fn rmsnorm;
 };
+
+/* The one place kernels are chosen (kernels/table.c): the table for a CPU with
+ * `cpu`'s features at `level` (capped at what the CPU has), with the AMX w4a8 kernel
+ * when use_amx (the dispatcher sets it once the kernel passed its self-check on this
+ * machine). A pure function of its arguments: the dispatcher calls it for this
+ * machine, the selector for any probe (a record's CPU, a test's hand-written one). */
+void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *cpu, enum nb_isa_level level,
+                     int use_amx);
+/* The best level a CPU with these features runs. */
+enum nb_isa_level nb_kernels_best_level(const struct nb_cpu *cpu);
+/* "ref", "avx2", "avx512" -> 1 and *out; 0 for another name. */
+int nb_isa_level_from_name(const char *name, enum nb_isa_level *out);
 
 /* Before the first nb_kernels_get: cap the level ("ref", "avx2", "avx512"; NULL or
  * "auto": the best this CPU has) and allow or forbid the AMX kernel. The library reads
@@ -97,7 +135,7 @@ struct nb_kernels {
 enum nb_status nb_kernels_configure(const char *isa, int allow_amx);
 /* The table for this CPU (probed once, within what nb_kernels_configure allows). */
 const struct nb_kernels *nb_kernels_get(void);
-/* The reference table. */
+/* The reference table: every kernel's scalar twin. */
 const struct nb_kernels *nb_kernels_ref(void);
 /* The table of one level ("ref", "avx2", "avx512") if this CPU runs it: 1, else 0. */
 int nb_kernels_for_isa(const char *isa, struct nb_kernels *out);

@@ -27,7 +27,7 @@ static inline int nb_q4_get(const uint8_t *row, int64_t k)
 }
 
 /* NB_LAYOUT_X16: the 4-bit code of element k of row r of a plane-0 `qs` of a
- * matrix with n_in columns (kernels/layout.h: block r/16 is 8 * n_in bytes, chunk
+ * matrix with n_in columns (core/wformat.h: block r/16 is 8 * n_in bytes, chunk
  * k/8 of it 64 bytes, row r%16 owns bytes 4(r%16)..+3; k%8 < 4: low nibble). */
 static inline int nb_q4x16_get(const uint8_t *qs, int64_t n_in, int64_t r, int64_t k)
 {

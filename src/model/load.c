@@ -163,11 +163,9 @@ static enum nb_status bind_nib(struct nb_model *m, enum tensor_id id, int layer,
     w->n_in = n_in;
     w->data = t->data;
     w->group = t->group;
-    w->layout = (enum nb_layout)t->layout;
-    w->dtype = NB_DTYPE_F32;
-    w->qpath = NB_WPATH_F32;
-    if (t->path == NB_WPATH_BF16) w->dtype = NB_DTYPE_BF16;
-    else if (t->path != NB_WPATH_F32) w->qpath = t->path;
+    if (!nb_wformat_of(t->path, (enum nb_layout)t->layout, &w->format))
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': path %s has no layout %d", m->path,
+                            name, nb_wpath_name(t->path), t->layout);
     return NB_OK;
 }
 
@@ -190,14 +188,16 @@ static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int lay
     int plain = t->dtype == NB_DTYPE_F32 || t->dtype == NB_DTYPE_F16 || t->dtype == NB_DTYPE_BF16;
     size_t esz = t->dtype == NB_DTYPE_F32 ? 4 : 2;
     if (plain && ((uintptr_t)t->data % esz) == 0) {
-        w->dtype = t->dtype;
+        w->format = t->dtype == NB_DTYPE_F32   ? NB_WF_F32
+                    : t->dtype == NB_DTYPE_F16 ? NB_WF_F16
+                                               : NB_WF_BF16;
         w->data = t->data;
         return NB_OK;
     }
     float *f;
     enum nb_status st = to_f32_copy(m, name, t, &f);
     if (st) return st;
-    w->dtype = NB_DTYPE_F32;
+    w->format = NB_WF_F32;
     w->data = f;
     return NB_OK;
 }
@@ -299,12 +299,9 @@ static enum nb_status bind_weights(struct nb_model *m)
 /* Stored bytes of a matrix. */
 static int64_t weight_nbytes(const struct nb_weight *w)
 {
+    struct nb_layout_planes pl;
     if (!w->data) return 0;
-    if (w->qpath != NB_WPATH_F32) {
-        struct nb_layout_planes pl;
-        return nb_layout_planes(w->qpath, w->group, w->n_out, w->n_in, &pl) ? pl.total : 0;
-    }
-    return w->n_out * w->n_in * (w->dtype == NB_DTYPE_F32 ? 4 : 2);
+    return nb_wformat_planes(w->format, w->group, w->n_out, w->n_in, &pl) ? pl.total : 0;
 }
 
 static void count_linear(struct nb_model *m, const struct nb_weight *w)
@@ -326,10 +323,8 @@ static void measure_weights(struct nb_model *m)
     count_linear(m, &m->output);
     m->weight_bytes = m->linear_bytes + weight_nbytes(&m->tok_embd) / m->cfg.n_vocab;
     const struct nb_weight *q = &m->layers[0].wq;
-    m->weight_path = q->qpath != NB_WPATH_F32     ? nb_wpath_name(q->qpath)
-                     : q->dtype == NB_DTYPE_BF16 ? "bf16"
-                     : q->dtype == NB_DTYPE_F16  ? "f16"
-                                                 : "f32";
+    const struct nb_wformat_info *fi = nb_wformat_info(q->format);
+    m->weight_path = fi->plain ? fi->name : nb_wpath_name(fi->path);
 }
 
 static enum nb_status nib_config(struct nb_model *m, const char *path)

@@ -13,7 +13,7 @@
 #include "core/arena.h"
 #include "core/error.h"
 #include "formats/tensor.h"
-#include "kernels/layout.h"
+#include "core/wformat.h"
 
 #define NB_MAX_LAYERS 256
 
@@ -53,15 +53,14 @@ struct nb_config {
     int bos_id, eos_id;             /* -1 when unknown */
 };
 
-/* A weight matrix as stored: y = W x, W has n_out rows of n_in values.
- * Plain storage (qpath == NB_WPATH_F32): dtype F32, F16 or BF16, row-major and
- * element-aligned (other source types are converted at load). Packed storage
- * (qpath W8A16 / W4A16 / W4A8, from a .nib): the blob of kernels/layout.h. */
+/* A weight matrix as stored: y = W x, W has n_out rows of n_in values, in one of the
+ * weight formats of core/wformat.h: plain f32 / f16 / bf16 rows (row-major,
+ * element-aligned; other source types are converted at load) or a packed blob (w8a16,
+ * w4a16, w4a8 in the ROWS or X16 layout, from a .nib). The format alone picks the GEMM
+ * (kernels->gemm[format]). */
 struct nb_weight {
-    enum nb_dtype dtype;
-    enum nb_wpath qpath;
+    enum nb_wformat format;
     int group; /* int4 group size */
-    enum nb_layout layout; /* int4 blob: NB_LAYOUT_ROWS (0 means ROWS too) or NB_LAYOUT_X16 */
     int64_t n_out, n_in;
     const void *data;
 };

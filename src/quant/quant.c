@@ -483,10 +483,3 @@ enum nb_status nb_dequantize_rows(enum nb_wpath path, int group, const void *blo
 fail:
     return st;
 }
-
-double nb_layout_bpw(enum nb_wpath path, int group, int64_t n_out, int64_t n_in)
-{
-    struct nb_layout_planes pl;
-    if (!nb_layout_planes(path, group, n_out, n_in, &pl)) return 0.0;
-    return 8.0 * (double)pl.total / ((double)n_out * (double)n_in);
-}

@@ -1,5 +1,5 @@
 /* quant/quant.h — 4- and 8-bit weight grids, the scale search, and packing whole
- * matrices into the layouts of kernels/layout.h.
+ * matrices into the layouts of core/wformat.h.
  *
  * Grids (one group = G consecutive weights of a row along K; w8a16: the whole row):
  *
@@ -32,7 +32,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "kernels/layout.h"
+#include "core/wformat.h"
 
 /* Largest group the per-group functions take (they work on the stack). */
 #define NB_QUANT_GROUP_MAX 256
@@ -90,8 +90,5 @@ enum nb_status nb_quantize_rows(enum nb_wpath path, int group, const float *w, i
 enum nb_status nb_dequantize_rows(enum nb_wpath path, int group, const void *blob, int64_t n_out,
                                   int64_t n_in, int64_t r0, int64_t r1, float *out);
 
-/* Bits per weight of a packed matrix: 8 * nb_layout_planes(...).total / (n_out * n_in),
- * padding included. 0.0 when the shape does not fit the path. */
-double nb_layout_bpw(enum nb_wpath path, int group, int64_t n_out, int64_t n_in);
 
 #endif

@@ -1,4 +1,4 @@
-/* quant/repack.c — ROWS -> X16 int4 repacking (layouts: kernels/layout.h).
+/* quant/repack.c — ROWS -> X16 int4 repacking (layouts: core/wformat.h).
  *
  * Per row r of block b and chunk c (k = 8c..8c+7) the four ROWS bytes
  *   s0 = k1:k0  s1 = k3:k2  s2 = k5:k4  s3 = k7:k6          (hi:lo nibbles)

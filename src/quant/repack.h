@@ -1,11 +1,11 @@
-/* quant/repack.h — convert packed int4 matrices between layouts (kernels/layout.h). */
+/* quant/repack.h — convert packed int4 matrices between layouts (core/wformat.h). */
 #ifndef NB_QUANT_REPACK_H
 #define NB_QUANT_REPACK_H
 
 #include <stdint.h>
 
 #include "core/error.h"
-#include "kernels/layout.h"
+#include "core/wformat.h"
 
 /* Convert a w4a8 / w4a16 blob from NB_LAYOUT_ROWS into NB_LAYOUT_X16 (same size,
  * nb_layout_planes_x(p, NB_LAYOUT_X16, ...).total bytes; the blobs must not overlap).

@@ -99,16 +99,18 @@ static void tick(struct qctx *q)
 static enum nb_status weight_f32(const struct nb_weight *w, const float **out, float **owned)
 {
     *owned = NULL;
-    if (w->qpath != NB_WPATH_F32)
+    const struct nb_wformat_info *fi = nb_wformat_info(w->format);
+    if (!fi->plain)
         return nb_set_error(NB_ERR_UNSUPPORTED, "quantize: the source is already packed "
-                            "(%s); quantize from the float checkpoint", nb_wpath_name(w->qpath));
-    if (w->dtype == NB_DTYPE_F32) {
+                            "(%s); quantize from the float checkpoint", nb_wpath_name(fi->path));
+    if (w->format == NB_WF_F32) {
         *out = w->data;
         return NB_OK;
     }
     float *f = malloc(sizeof(float) * (size_t)(w->n_out * w->n_in));
     if (!f) return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
-    enum nb_status st = nb_dequant(w->dtype, w->data, f, w->n_out * w->n_in);
+    enum nb_status st = nb_dequant(w->format == NB_WF_F16 ? NB_DTYPE_F16 : NB_DTYPE_BF16, w->data,
+                                   f, w->n_out * w->n_in);
     if (st) {
         free(f);
         return st;

@@ -5,7 +5,7 @@
 #include <stdint.h>
 
 #include "core/error.h"
-#include "kernels/layout.h"
+#include "core/wformat.h"
 
 struct nb_quantize_opts {
     enum nb_wpath path; /* for every linear layer */

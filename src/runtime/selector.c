@@ -271,52 +271,28 @@ static int is_x86(const struct nb_probe *p)
     return !strcmp(p->arch, "x86_64");
 }
 
-/* dispatch.c's levels: 2 avx512, 1 avx2, 0 ref. */
-static int x86_level(const struct nb_cpu *c)
+/* The format quantize writes a path's matrices in (int4: the X16 layout). */
+static enum nb_wformat path_format(enum nb_wpath path)
 {
-    if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx2 && c->fma && c->f16c)
-        return 2;
-    if (c->avx2 && c->fma && c->f16c) return 1;
-    return 0;
+    enum nb_wformat f = NB_WF_F32;
+    if (!nb_wformat_of(path, NB_LAYOUT_X16, &f)) nb_wformat_of(path, NB_LAYOUT_ROWS, &f);
+    return f;
 }
 
+/* The kernel table the dispatcher would fill on the probed CPU (kernels/table.c decides
+ * for both), AMX aside: the AMX kernel needs this machine's self-check. */
 const char *nb_select_kernel_for(const struct nb_probe *p, enum nb_wpath path)
 {
-#ifdef NB_HAVE_X86
-    if (is_x86(p)) {
-        const struct nb_cpu *c = &p->x86;
-        int lvl = x86_level(c);
-        if (path == NB_WPATH_W4A8) {
-            if (lvl >= 2 && c->avx512_vnni) return "avx512vnni";
-            if (lvl >= 1) return c->avx_vnni ? "avxvnni" : "avx2";
-        }
-        if (path == NB_WPATH_W4A16 && lvl >= 2) return "avx512";
-    }
-#else
-    (void)p;
-    (void)path;
-#endif
-    return "ref";
+    static const struct nb_cpu none;
+    const struct nb_cpu *cpu = is_x86(p) ? &p->x86 : &none;
+    struct nb_kernels k;
+    nb_kernels_fill(&k, cpu, nb_kernels_best_level(cpu), 0);
+    return nb_select_kernel_of_table(&k, path);
 }
 
 const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath path)
 {
-#ifdef NB_HAVE_X86
-    if (path == NB_WPATH_W4A8) {
-        if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_amx) return "amx (unverified)";
-        if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avx512vnni) return "avx512vnni";
-        if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avxvnni) return "avxvnni";
-        if (k->gemm_w4a8_x16 == nb_gemm_w4a8_x16_avx2) return "avx2";
-    }
-    /* the bf16 decode variant (AVX512-BF16 hosts) keeps the name: same records */
-    if (path == NB_WPATH_W4A16 && (k->gemm_w4a16_x16 == nb_gemm_w4a16_x16_avx512 ||
-                                   k->gemm_w4a16_x16 == nb_gemm_w4a16_x16_avx512bf16))
-        return "avx512";
-#else
-    (void)k;
-    (void)path;
-#endif
-    return "ref";
+    return k->gemm[path_format(path)].name;
 }
 
 /* The kernel a CPU would want for `path` when this build lacks it: "" if none. */

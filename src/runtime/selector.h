@@ -20,7 +20,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
-#include "kernels/layout.h"
+#include "core/wformat.h"
 #include "runtime/probe.h"
 
 enum nb_priority { NB_PRIORITY_SPEED = 0, NB_PRIORITY_FIDELITY, NB_PRIORITY_MEMORY };
@@ -114,9 +114,9 @@ enum nb_status nb_select(const struct nb_probe *probe, enum nb_priority priority
                          int n_records, const struct nb_select_overrides *ov,
                          struct nb_choice *out);
 
-/* The kernel name this build dispatches for `path` on a CPU with these features
- * (mirrors kernels/dispatch.c at its best level): "avx512vnni", "avxvnni", "avx2",
- * "avx512", "ref". */
+/* The kernel name this build dispatches for `path` on a CPU with these features at its
+ * best level (nb_kernels_fill decides, as for the dispatcher): "avx512vnni",
+ * "avxvnni", "avx2", "avx512", "ref". */
 const char *nb_select_kernel_for(const struct nb_probe *probe, enum nb_wpath path);
 /* The same name read off a filled kernel table (what really ran, a level cap included). */
 const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath path);

@@ -21,7 +21,7 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/nib.h"
-#include "kernels/layout.h"
+#include "core/wformat.h"
 
 #define CHECK(expr)                                                                                \
     do {                                                                                           \

@@ -1,6 +1,6 @@
 /* kernels/ref/gemm_q_ref.c — scalar GEMMs against packed int4 / int8 weights and
  * the int8 activation quantizer: the ground truth the SIMD kernels are tested
- * against. Layouts: kernels/layout.h; element decoding: kernels/qblock.h.
+ * against. Layouts: core/wformat.h; element decoding: kernels/qblock.h.
  *
  *   w4a8, one output row r, one token t, group g (G codes each):
  *     qs row r:  [ byte k/2: hi = k odd | lo = k even ] ... n_in/2 bytes

@@ -1,5 +1,5 @@
 /* kernels/ref/gemm_x16_ref.c — scalar GEMMs on the NB_LAYOUT_X16 int4 layout
- * (kernels/layout.h), so every CPU can run X16 files. They decode each element
+ * (core/wformat.h), so every CPU can run X16 files. They decode each element
  * through kernels/qblock.h and sum in the same order as the ROWS reference kernels
  * (gemm_q_ref.c): for the same matrix they give bit-identical results.
  */

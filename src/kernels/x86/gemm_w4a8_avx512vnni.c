@@ -1,6 +1,6 @@
 /* kernels/x86/gemm_w4a8_avx512vnni.c — w4a8 GEMM on the X16 layout with AVX-512 VNNI.
  *
- * One 64-byte chunk of a row block is 16 rows x 8 k (kernels/layout.h):
+ * One 64-byte chunk of a row block is 16 rows x 8 k (core/wformat.h):
  *
  *   w  = load 64 B             lo = w & 0x0F         -> 16 rows x k 0..3 (u8)
  *                              hi = (w >> 4) & 0x0F  -> 16 rows x k 4..7 (u8)

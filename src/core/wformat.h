@@ -1,5 +1,10 @@
-/* kernels/layout.h — the packed weight layouts the kernels read, and the weight
- * paths they belong to. One matrix W is [n_out][n_in] (y = W x); its packed form is
+/* core/wformat.h — the weight-format vocabulary every layer shares: the weight paths a
+ * user chooses (w4a8, ...), the packed layouts the kernels read, and the formats that
+ * join them (a path in a layout, or a float type as stored), with their traits. It
+ * sits in core/ because formats/ (the .nib reader), quant/ (the packers), kernels/ (the
+ * GEMMs) and model/ all speak it and none of them may include another's headers.
+ *
+ * One matrix W is [n_out][n_in] (y = W x); its packed form is
  * one contiguous blob of planes, each plane starting at a 64-byte aligned offset
  * from the blob's start (the blob itself is 64-byte aligned in a .nib file).
  *
@@ -46,8 +51,8 @@
  *   plane 1  d  [n_out/16][n_in/G][16] bf16   block b, group g: the 16 rows' scales
  *   plane 2  m  [n_out/16][n_in/G][16] bf16   w4a16 only, arranged as d
  */
-#ifndef NB_KERNELS_LAYOUT_H
-#define NB_KERNELS_LAYOUT_H
+#ifndef NB_CORE_WFORMAT_H
+#define NB_CORE_WFORMAT_H
 
 #include <stdint.h>
 
@@ -85,5 +90,49 @@ int nb_layout_planes(enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
  * has the same planes for w4a8 / w4a16 and n_out % 16 == 0, and fails otherwise. */
 int nb_layout_planes_x(enum nb_wpath p, enum nb_layout layout, int group, int64_t n_out,
                        int64_t n_in, struct nb_layout_planes *out);
+/* Bits per weight of a packed matrix, from its plane sizes (padding included); 0 when
+ * the shape does not fit the path. */
+double nb_layout_bpw(enum nb_wpath path, int group, int64_t n_out, int64_t n_in);
+
+/* ---------------------------------------------------------------- formats */
+
+/* A weight format: how one matrix is stored, hence which GEMM reads it and what input
+ * that GEMM wants. A matrix of the model is a format, a group size (int4) and its
+ * shape; the kernel table (kernels/kernels.h) has one GEMM per format. */
+enum nb_wformat {
+    NB_WF_F32 = 0,   /* plain f32 rows (a float source, or a .nib's f32 path) */
+    NB_WF_F16,       /* plain f16 rows (a float source) */
+    NB_WF_BF16,      /* plain bf16 rows (a float source, or a .nib's bf16 path) */
+    NB_WF_W8A16,     /* w8a16, ROWS */
+    NB_WF_W4A16,     /* w4a16, ROWS */
+    NB_WF_W4A16_X16, /* w4a16, X16 */
+    NB_WF_W4A8,      /* w4a8, ROWS */
+    NB_WF_W4A8_X16,  /* w4a8, X16 */
+    NB_WF_COUNT
+};
+
+/* The input rows a format's GEMM reads. */
+enum nb_gemm_input {
+    NB_INPUT_F32 = 0, /* f32 activations */
+    NB_INPUT_Q8,      /* int8 per group of the weight's group size (w4a8) */
+};
+
+struct nb_wformat_info {
+    const char *name;         /* "f32", "f16", "bf16", "w8a16", "w4a16", "w4a16-x16", ... */
+    enum nb_wpath path;       /* the weight path (F16 counts as an unquantized f32-path weight) */
+    enum nb_layout layout;    /* ROWS, or X16 */
+    enum nb_gemm_input input; /* what its GEMM reads */
+    int plain;                /* 1: float rows as stored, row-major, not a packed blob */
+    int row_block;            /* output rows a SIMD GEMM wants per call boundary (16 for X16) */
+};
+
+/* Traits of a format (NULL for a value out of range). */
+const struct nb_wformat_info *nb_wformat_info(enum nb_wformat f);
+/* The format of a packed matrix of `path` in `layout` (non-int4 paths: ROWS). 1 and
+ * *out set, or 0 for a pair that does not exist (X16 w8a16, ...). */
+int nb_wformat_of(enum nb_wpath path, enum nb_layout layout, enum nb_wformat *out);
+/* Plane offsets and sizes of a matrix in format f (see nb_layout_planes). */
+int nb_wformat_planes(enum nb_wformat f, int group, int64_t n_out, int64_t n_in,
+                      struct nb_layout_planes *out);
 
 #endif

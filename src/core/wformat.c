@@ -1,5 +1,5 @@
-/* kernels/layout.c — sizes of the packed weight layouts. */
-#include "kernels/layout.h"
+/* core/wformat.c — the weight formats: names, traits and the sizes of their packed layouts. */
+#include "core/wformat.h"
 
 #include <string.h>
 
@@ -72,4 +72,53 @@ int nb_layout_planes_x(enum nb_wpath p, enum nb_layout layout, int group, int64_
     if (p != NB_WPATH_W4A8 && p != NB_WPATH_W4A16) return 0;
     if (n_out % 16 || n_in % 8) return 0;
     return nb_layout_planes(p, group, n_out, n_in, o);
+}
+
+double nb_layout_bpw(enum nb_wpath path, int group, int64_t n_out, int64_t n_in)
+{
+    struct nb_layout_planes pl;
+    if (!nb_layout_planes(path, group, n_out, n_in, &pl)) return 0.0;
+    return 8.0 * (double)pl.total / ((double)n_out * (double)n_in);
+}
+
+/* ---------------------------------------------------------------- formats */
+
+static const struct nb_wformat_info k_formats[NB_WF_COUNT] = {
+    [NB_WF_F32] = {"f32", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 1, 1},
+    [NB_WF_F16] = {"f16", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 1, 1},
+    [NB_WF_BF16] = {"bf16", NB_WPATH_BF16, NB_LAYOUT_ROWS, NB_INPUT_F32, 1, 1},
+    [NB_WF_W8A16] = {"w8a16", NB_WPATH_W8A16, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
+    [NB_WF_W4A16] = {"w4a16", NB_WPATH_W4A16, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
+    [NB_WF_W4A16_X16] = {"w4a16-x16", NB_WPATH_W4A16, NB_LAYOUT_X16, NB_INPUT_F32, 0, 16},
+    [NB_WF_W4A8] = {"w4a8", NB_WPATH_W4A8, NB_LAYOUT_ROWS, NB_INPUT_Q8, 0, 1},
+    [NB_WF_W4A8_X16] = {"w4a8-x16", NB_WPATH_W4A8, NB_LAYOUT_X16, NB_INPUT_Q8, 0, 16},
+};
+
+const struct nb_wformat_info *nb_wformat_info(enum nb_wformat f)
+{
+    return (unsigned)f < NB_WF_COUNT ? &k_formats[f] : NULL;
+}
+
+int nb_wformat_of(enum nb_wpath path, enum nb_layout layout, enum nb_wformat *out)
+{
+    if (layout == 0) layout = NB_LAYOUT_ROWS;
+    for (int f = 0; f < NB_WF_COUNT; f++)
+        if (f != NB_WF_F16 && k_formats[f].path == path && k_formats[f].layout == layout) {
+            *out = (enum nb_wformat)f;
+            return 1;
+        }
+    return 0;
+}
+
+int nb_wformat_planes(enum nb_wformat f, int group, int64_t n_out, int64_t n_in,
+                      struct nb_layout_planes *out)
+{
+    const struct nb_wformat_info *i = nb_wformat_info(f);
+    if (!i) {
+        memset(out, 0, sizeof *out);
+        return 0;
+    }
+    /* f16 rows have bf16's size */
+    enum nb_wpath p = f == NB_WF_F16 ? NB_WPATH_BF16 : i->path;
+    return nb_layout_planes_x(p, i->layout, group, n_out, n_in, out);
 }

@@ -1,0 +1,165 @@
+/* kernels/table.c — which kernel runs each weight format, per CPU and ISA level.
+ *
+ * nb_kernels_fill is the one function that decides: the dispatcher calls it for this
+ * machine (kernels/dispatch.c), the selector for any probe (runtime/selector.c), so the
+ * kernel a record names and the kernel that runs cannot disagree.
+ *
+ *   format      ref     avx2                       avx512
+ *   f32/f16/bf16 ref    ref                        avx512
+ *   w8a16       ref     ref                        ref
+ *   w4a16       ref     ref                        ref            (ROWS layout)
+ *   w4a16-x16   ref     ref                        avx512 (avx512bf16 variant when the
+ *                                                  CPU has AVX512-BF16; same record name)
+ *   w4a8        ref     ref                        ref            (ROWS layout)
+ *   w4a8-x16    ref     avxvnni, else avx2         avx512vnni when VNNI, amx when use_amx
+ *
+ * Each kernel function keeps the arguments its maths needs; the adapters below put
+ * them behind the table's one signature (nb_gemm_op).
+ */
+#include <string.h>
+
+#include "kernels/kernels.h"
+
+/* ---------------------------------------------------------------- adapters */
+
+#define GEMM_PLAIN(fn)                                                                         \
+    static void fn##_op(const struct nb_gemm_args *a, int64_t r0, int64_t r1, float *scratch)  \
+    {                                                                                          \
+        fn(a->y, a->ldy, a->x, a->ldx, a->w, a->n_in, a->n_tok, r0, r1, scratch);              \
+    }
+#define GEMM_Q8(fn)                                                                            \
+    static void fn##_op(const struct nb_gemm_args *a, int64_t r0, int64_t r1, float *scratch)  \
+    {                                                                                          \
+        (void)scratch;                                                                         \
+        fn(a->y, a->ldy, a->xq, a->xd, a->xsum, a->ldxq, a->ldxg, a->w, a->n_out, a->n_in,     \
+           a->group, a->n_tok, r0, r1);                                                        \
+    }
+#define GEMM_W4A16(fn)                                                                         \
+    static void fn##_op(const struct nb_gemm_args *a, int64_t r0, int64_t r1, float *scratch)  \
+    {                                                                                          \
+        fn(a->y, a->ldy, a->x, a->ldx, a->w, a->n_out, a->n_in, a->group, a->n_tok, r0, r1,    \
+           scratch);                                                                           \
+    }
+
+GEMM_PLAIN(nb_gemm_f32_ref)
+GEMM_PLAIN(nb_gemm_f16_ref)
+GEMM_PLAIN(nb_gemm_bf16_ref)
+GEMM_Q8(nb_gemm_w4a8_ref)
+GEMM_Q8(nb_gemm_w4a8_x16_ref)
+GEMM_W4A16(nb_gemm_w4a16_ref)
+GEMM_W4A16(nb_gemm_w4a16_x16_ref)
+
+static void nb_gemm_w8a16_ref_op(const struct nb_gemm_args *a, int64_t r0, int64_t r1,
+                                 float *scratch)
+{
+    nb_gemm_w8a16_ref(a->y, a->ldy, a->x, a->ldx, a->w, a->n_out, a->n_in, a->n_tok, r0, r1,
+                      scratch);
+}
+
+#ifdef NB_HAVE_X86
+GEMM_PLAIN(nb_gemm_f32_avx512)
+GEMM_PLAIN(nb_gemm_f16_avx512)
+GEMM_PLAIN(nb_gemm_bf16_avx512)
+GEMM_Q8(nb_gemm_w4a8_x16_avx2)
+GEMM_Q8(nb_gemm_w4a8_x16_avxvnni)
+GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
+GEMM_Q8(nb_gemm_w4a8_x16_amx)
+GEMM_W4A16(nb_gemm_w4a16_x16_avx512)
+GEMM_W4A16(nb_gemm_w4a16_x16_avx512bf16)
+#endif
+
+/* ---------------------------------------------------------------- the tables */
+
+#define K(fn, name) {fn##_op, name}
+
+static const struct nb_kernels k_ref = {
+    .isa = "ref",
+    .gemm =
+        {
+            [NB_WF_F32] = K(nb_gemm_f32_ref, "ref"),
+            [NB_WF_F16] = K(nb_gemm_f16_ref, "ref"),
+            [NB_WF_BF16] = K(nb_gemm_bf16_ref, "ref"),
+            [NB_WF_W8A16] = K(nb_gemm_w8a16_ref, "ref"),
+            [NB_WF_W4A16] = K(nb_gemm_w4a16_ref, "ref"),
+            [NB_WF_W4A16_X16] = K(nb_gemm_w4a16_x16_ref, "ref"),
+            [NB_WF_W4A8] = K(nb_gemm_w4a8_ref, "ref"),
+            [NB_WF_W4A8_X16] = K(nb_gemm_w4a8_x16_ref, "ref"),
+        },
+    .dot_f32 = nb_dot_f32_ref,
+    .axpy_f32 = nb_axpy_f32_ref,
+    .act_quant_q8 = nb_act_quant_q8_ref,
+    .attn_tile = nb_attn_tile_ref,
+    .glu = nb_glu_ref,
+    .rmsnorm = nb_rmsnorm_ref,
+};
+
+const struct nb_kernels *nb_kernels_ref(void)
+{
+    return &k_ref;
+}
+
+enum nb_isa_level nb_kernels_best_level(const struct nb_cpu *c)
+{
+#ifdef NB_HAVE_X86
+    if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx2 && c->fma && c->f16c)
+        return NB_LEVEL_AVX512;
+    if (c->avx2 && c->fma && c->f16c) return NB_LEVEL_AVX2;
+#else
+    (void)c;
+#endif
+    return NB_LEVEL_REF;
+}
+
+int nb_isa_level_from_name(const char *name, enum nb_isa_level *out)
+{
+    static const char *const names[] = {"ref", "avx2", "avx512"};
+    for (int i = 0; i < 3; i++)
+        if (!strcmp(name, names[i])) {
+            *out = (enum nb_isa_level)i;
+            return 1;
+        }
+    return 0;
+}
+
+void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_level lvl,
+                     int use_amx)
+{
+    *k = k_ref;
+    enum nb_isa_level best = nb_kernels_best_level(c);
+    if (lvl > best) lvl = best;
+#ifdef NB_HAVE_X86
+    if (lvl >= NB_LEVEL_AVX2) {
+        k->isa = "avx2";
+        k->gemm[NB_WF_W4A8_X16] = c->avx_vnni ? (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_avxvnni,
+                                                                         "avxvnni")
+                                              : (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_avx2,
+                                                                         "avx2");
+    }
+    if (lvl >= NB_LEVEL_AVX512) {
+        k->isa = "avx512";
+        if (c->avx512_vnni)
+            k->gemm[NB_WF_W4A8_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_avx512vnni,
+                                                                "avx512vnni");
+        if (c->avx512_vnni && use_amx) {
+            k->isa = "avx512+amx (unverified)";
+            k->gemm[NB_WF_W4A8_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_amx,
+                                                                "amx (unverified)");
+        }
+        /* the bf16 variant (AVX512-BF16 hosts) keeps the name: same records */
+        k->gemm[NB_WF_W4A16_X16] =
+            c->avx512_bf16 ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512bf16, "avx512")
+                           : (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512, "avx512");
+        k->gemm[NB_WF_F32] = (struct nb_gemm_kernel)K(nb_gemm_f32_avx512, "avx512");
+        k->gemm[NB_WF_F16] = (struct nb_gemm_kernel)K(nb_gemm_f16_avx512, "avx512");
+        k->gemm[NB_WF_BF16] = (struct nb_gemm_kernel)K(nb_gemm_bf16_avx512, "avx512");
+        k->act_quant_q8 = nb_act_quant_q8_avx512;
+        k->dot_f32 = nb_dot_f32_avx512;
+        k->axpy_f32 = nb_axpy_f32_avx512;
+        k->attn_tile = nb_attn_tile_avx512;
+        k->glu = nb_glu_avx512;
+        k->rmsnorm = nb_rmsnorm_avx512;
+    }
+#else
+    (void)use_amx;
+#endif
+}

@@ -1,0 +1,280 @@
+/* model/context.c — a context's life: its buffers and KV cache, its sequences, the
+ * profile it keeps, and nb_decode, which checks a batch and runs it chunk by chunk
+ * through the forward pass (forward.c).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/log.h"
+#include "model/context.h"
+
+static const char *const k_op_names[NB_OP_COUNT] = {
+    "embed", "rmsnorm", "gemm qkv", "rope+kv store", "attention", "gemm head gate", "gemm wo",
+    "gemm gate+up", "activation", "gemm down", "gemm output head", "quantize act",
+    "residual add"};
+
+void nb_ctx_set_act_stats(struct nb_ctx *c, struct nb_act_stats *s) { c->stats = s; }
+
+
+struct nb_ctx_params nb_ctx_default_params(void)
+{
+    struct nb_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 512, .n_threads = 0};
+    return p;
+}
+
+static void *ctx_alloc(int *fail, size_t n, size_t size)
+{
+    void *p = calloc(n ? n : 1, size);
+    if (!p) *fail = 1;
+    return p;
+}
+
+void nb_ctx_free(struct nb_ctx *c)
+{
+    if (!c) return;
+    nb_pool_free(c->pool);
+    if (c->k_cache)
+        for (int l = 0; l < c->model->cfg.n_layers; l++) {
+            free(c->k_cache[l]);
+            free(c->v_cache[l]);
+        }
+    free(c->k_cache);
+    free(c->v_cache);
+    free(c->cap);
+    free(c->seq_len);
+    free(c->x);
+    free(c->h);
+    free(c->q);
+    free(c->k);
+    free(c->v);
+    free(c->att);
+    free(c->hg);
+    free(c->ff_gate);
+    free(c->ff_up);
+    free(c->rope_cs);
+    free(c->scratch);
+    free(c->q8);
+    free(c->q8_d);
+    free(c->q8_sum);
+    free(c);
+}
+
+/* The KV cache: per layer, n_seq rings of cap[l] slots (n_ctx, or less for a
+ * sliding-window layer). Returns its bytes, or -1 when out of memory. */
+static int64_t alloc_kv(struct nb_ctx *c, const struct nb_ctx_params *p)
+{
+    const struct nb_config *cfg = &c->model->cfg;
+    int64_t kv_dim = (int64_t)cfg->n_kv_heads * cfg->head_dim, bytes = 0;
+    int fail = 0;
+    c->cap = ctx_alloc(&fail, (size_t)cfg->n_layers, sizeof(int));
+    c->k_cache = ctx_alloc(&fail, (size_t)cfg->n_layers, sizeof(float *));
+    c->v_cache = ctx_alloc(&fail, (size_t)cfg->n_layers, sizeof(float *));
+    c->seq_len = ctx_alloc(&fail, (size_t)p->n_seq, sizeof(int));
+    if (fail) return -1;
+    for (int l = 0; l < cfg->n_layers; l++) {
+        int cap = p->n_ctx;
+        if (cfg->layer_sliding[l] && (int64_t)cfg->sliding_window + p->n_batch - 1 < cap)
+            cap = cfg->sliding_window + p->n_batch - 1;
+        c->cap[l] = cap;
+        size_t n = (size_t)p->n_seq * (size_t)cap * (size_t)kv_dim;
+        c->k_cache[l] = ctx_alloc(&fail, n, sizeof(float));
+        c->v_cache[l] = ctx_alloc(&fail, n, sizeof(float));
+        bytes += 2 * (int64_t)n * 4;
+    }
+    return fail ? -1 : bytes;
+}
+
+/* The activations of one chunk, the int8 input buffers and the per-thread scratch.
+ * 0 when out of memory. */
+static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
+{
+    const struct nb_config *cfg = &c->model->cfg;
+    int fail = 0;
+    int64_t B = p->n_batch, E = cfg->n_embd, hd = cfg->head_dim, F = cfg->n_ff;
+    int64_t q_dim = (int64_t)cfg->n_heads * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd;
+    c->x = ctx_alloc(&fail, (size_t)(B * E), sizeof(float));
+    c->h = ctx_alloc(&fail, (size_t)(B * E), sizeof(float));
+    c->q = ctx_alloc(&fail, (size_t)(B * q_dim), sizeof(float));
+    c->k = ctx_alloc(&fail, (size_t)(B * kv_dim), sizeof(float));
+    c->v = ctx_alloc(&fail, (size_t)(B * kv_dim), sizeof(float));
+    c->att = ctx_alloc(&fail, (size_t)(B * q_dim), sizeof(float));
+    c->hg = ctx_alloc(&fail, (size_t)(B * cfg->n_heads), sizeof(float));
+    c->ff_gate = ctx_alloc(&fail, (size_t)(B * F), sizeof(float));
+    c->ff_up = ctx_alloc(&fail, (size_t)(B * F), sizeof(float));
+    c->rope_cs = ctx_alloc(&fail, (size_t)(B * hd), sizeof(float));
+    /* per-thread scratch: a converted weight row (largest n_in) or attention scores */
+    int64_t max_in = E > F ? E : F;
+    if (q_dim > max_in) max_in = q_dim;
+    int64_t need = max_in;
+    if (p->n_ctx > need) need = p->n_ctx;
+    if (NB_ATTN_SCRATCH(hd) > need) need = NB_ATTN_SCRATCH(hd); /* attention tile */
+    c->scratch_stride = (need + 15) & ~(int64_t)15;
+    c->scratch = ctx_alloc(&fail, (size_t)(c->scratch_stride * p->n_threads), sizeof(float));
+    c->q8_ld = (max_in + 127) & ~(int64_t)127;
+    c->q8 = ctx_alloc(&fail, (size_t)(B * c->q8_ld), 1);
+    c->q8_d = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 32), sizeof(float));
+    c->q8_sum = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 32), sizeof(int32_t));
+    return !fail;
+}
+
+enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
+                           const struct nb_ctx_params *params)
+{
+    *out = NULL;
+    struct nb_ctx_params p = params ? *params : nb_ctx_default_params();
+    const struct nb_config *cfg = &m->cfg;
+    if (p.n_ctx <= 0) p.n_ctx = cfg->n_ctx_train < 4096 ? cfg->n_ctx_train : 4096;
+    if (p.n_seq <= 0) p.n_seq = 1;
+    if (p.n_batch <= 0) p.n_batch = 512;
+    if (p.n_threads <= 0) p.n_threads = nb_cpu_count();
+    if (p.n_ctx > (1 << 24) || p.n_seq > 4096 || p.n_batch > 65536 || p.n_threads > 1024)
+        return nb_set_error(NB_ERR_INVALID_ARG, "context: n_ctx %d / n_seq %d / n_batch %d / "
+                            "threads %d out of range", p.n_ctx, p.n_seq, p.n_batch, p.n_threads);
+    if (p.n_ctx > cfg->n_ctx_train)
+        NB_LOGW("context of %d tokens is longer than the model was trained for (%d)", p.n_ctx,
+                cfg->n_ctx_train);
+    if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+
+    struct nb_ctx *c = calloc(1, sizeof *c);
+    if (!c) return nb_set_error(NB_ERR_NOMEM, "context: out of memory");
+    c->model = m;
+    c->kern = nb_kernels_get();
+    c->n_ctx = p.n_ctx;
+    c->n_seq = p.n_seq;
+    c->n_batch = p.n_batch;
+    c->n_threads = p.n_threads;
+    enum nb_status st = nb_pool_init(&c->pool, p.n_threads, p.pin);
+    if (st) goto fail;
+    int64_t kv_bytes = alloc_kv(c, &p);
+    if (kv_bytes < 0 || !alloc_activations(c, &p)) {
+        st = nb_set_error(NB_ERR_NOMEM, "context: out of memory (n_ctx %d, n_seq %d, "
+                          "n_batch %d)", p.n_ctx, p.n_seq, p.n_batch);
+        goto fail;
+    }
+    NB_LOGI("context: %d tokens x %d sequences, batch %d, %d threads, KV cache %.1f MiB (f32)",
+            p.n_ctx, p.n_seq, p.n_batch, p.n_threads, (double)kv_bytes / (1 << 20));
+    *out = c;
+    return NB_OK;
+fail:
+    nb_ctx_free(c);
+    return st;
+}
+
+void nb_ctx_clear_seq(struct nb_ctx *c, int seq)
+{
+    if (seq >= 0 && seq < c->n_seq) c->seq_len[seq] = 0;
+}
+
+const struct nb_model *nb_ctx_model(const struct nb_ctx *c) { return c->model; }
+
+enum nb_status nb_ctx_truncate_seq(struct nb_ctx *c, int seq, int n)
+{
+    if (seq < 0 || seq >= c->n_seq || n < 0 || n > c->seq_len[seq])
+        return nb_set_error(NB_ERR_INVALID_ARG, "truncate: sequence %d has %d tokens, not %d",
+                            seq, seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0, n);
+    const struct nb_config *cfg = &c->model->cfg;
+    /* A ring of cap slots: positions [len - cap, len) are held. Position n needs keys
+     * down to n - window + 1. */
+    for (int l = 0; l < cfg->n_layers; l++)
+        if (cfg->layer_sliding[l] && c->cap[l] < c->n_ctx &&
+            n - cfg->sliding_window + 1 < c->seq_len[seq] - c->cap[l] && n > 0)
+            return nb_set_error(NB_ERR_RANGE, "truncate: layer %d's window no longer holds the "
+                                "keys position %d needs", l, n);
+    c->seq_len[seq] = n;
+    return NB_OK;
+}
+
+void nb_ctx_profile(struct nb_ctx *c, int on)
+{
+    c->profiling = on;
+    memset(c->prof, 0, sizeof c->prof);
+    c->prof_tokens = 0;
+}
+
+int nb_ctx_profile_get(const struct nb_ctx *c, struct nb_profile_entry *out, int max,
+                       int64_t *n_tokens)
+{
+    int n = 0;
+    for (int i = 0; i < NB_OP_COUNT && n < max; i++) {
+        const struct nb_prof_slot *p = &c->prof[i];
+        if (!p->calls) continue;
+        out[n].op = k_op_names[i];
+        out[n].ms = (double)p->wall_ns * 1e-6;
+        out[n].calls = (int64_t)p->calls;
+        out[n].threads = p->threads ? p->threads : 1;
+        out[n].fanout_ms = p->t0_ns && p->wall_ns > p->t0_ns ? (double)(p->wall_ns - p->t0_ns) * 1e-6
+                                                            : 0;
+        out[n].float_weights = p->float_weights;
+        n++;
+    }
+    if (n_tokens) *n_tokens = c->prof_tokens;
+    return n;
+}
+
+int nb_ctx_seq_len(const struct nb_ctx *c, int seq)
+{
+    return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0;
+}
+
+/* Check the whole batch before touching the cache, so a bad batch changes nothing. */
+static enum nb_status check_batch(const struct nb_ctx *c, const struct nb_batch *b)
+{
+    if (!b || b->n_tokens <= 0 || !b->token || !b->pos)
+        return nb_set_error(NB_ERR_INVALID_ARG, "decode: empty batch");
+    int *next = calloc((size_t)c->n_seq, sizeof(int));
+    if (!next) return nb_set_error(NB_ERR_NOMEM, "decode: out of memory");
+    memcpy(next, c->seq_len, sizeof(int) * (size_t)c->n_seq);
+    enum nb_status st = NB_OK;
+    for (int i = 0; i < b->n_tokens && st == NB_OK; i++) {
+        int s = b->seq ? b->seq[i] : 0;
+        if (b->token[i] < 0 || b->token[i] >= c->model->cfg.n_vocab)
+            st = nb_set_error(NB_ERR_INVALID_ARG, "decode: token %d at batch index %d is not in "
+                              "the vocabulary (0..%d)", b->token[i], i, c->model->cfg.n_vocab - 1);
+        else if (s < 0 || s >= c->n_seq)
+            st = nb_set_error(NB_ERR_INVALID_ARG, "decode: sequence %d at batch index %d is not "
+                              "in 0..%d", s, i, c->n_seq - 1);
+        else if (b->pos[i] != next[s])
+            st = nb_set_error(NB_ERR_INVALID_ARG, "decode: sequence %d expects position %d, "
+                              "batch index %d has %d", s, next[s], i, b->pos[i]);
+        else if (b->pos[i] >= c->n_ctx)
+            st = nb_set_error(NB_ERR_RANGE, "decode: context full: sequence %d reached %d "
+                              "tokens (--ctx %d)", s, b->pos[i], c->n_ctx);
+        else
+            next[s]++;
+    }
+    free(next);
+    return st;
+}
+
+enum nb_status nb_decode(struct nb_ctx *c, const struct nb_batch *b, float *logits)
+{
+    enum nb_status st = check_batch(c, b);
+    if (st) return st;
+    int32_t *seq0 = NULL;
+    uint8_t *last = NULL;
+    const int32_t *seq = b->seq;
+    const uint8_t *want = b->want_logits;
+    if (!seq) {
+        seq0 = calloc((size_t)b->n_tokens, sizeof *seq0);
+        if (!seq0) return nb_set_error(NB_ERR_NOMEM, "decode: out of memory");
+        seq = seq0;
+    }
+    if (!want) {
+        last = calloc((size_t)b->n_tokens, 1);
+        if (!last) {
+            free(seq0);
+            return nb_set_error(NB_ERR_NOMEM, "decode: out of memory");
+        }
+        last[b->n_tokens - 1] = 1;
+        want = last;
+    }
+    int n_out = 0;
+    for (int i0 = 0; i0 < b->n_tokens; i0 += c->n_batch) {
+        int n = b->n_tokens - i0 < c->n_batch ? b->n_tokens - i0 : c->n_batch;
+        nb_forward_chunk(c, n, b->token + i0, b->pos + i0, seq + i0, want + i0, logits, &n_out);
+        for (int t = 0; t < n; t++) c->seq_len[seq[i0 + t]] = b->pos[i0 + t] + 1;
+    }
+    free(seq0);
+    free(last);
+    return NB_OK;
+}
