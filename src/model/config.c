@@ -212,6 +212,119 @@ static enum nb_status gguf_f32(const struct nb_gguf *g, const char *arch, const 
     return st;
 }
 
+/* <arch>.rope.scaling.type / .factor (none or linear). */
+static enum nb_status gguf_rope_scaling(struct nb_config *c, const struct nb_gguf *g,
+                                        const char *arch, const char *path)
+{
+    enum nb_status st;
+    char key[160];
+    const char *scaling = NULL;
+    snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
+    st = nb_gguf_get_str(g, key, &scaling);
+    if (st != NB_OK && st != NB_ERR_NOT_FOUND) return st;
+    if (st == NB_OK && strcmp(scaling, "none") != 0) {
+        if (strcmp(scaling, "linear") != 0)
+            return nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s = '%s' is not supported "
+                                "(none, linear)", path, key, scaling);
+        c->rope_scaling = NB_ROPE_SCALING_LINEAR;
+        if ((st = gguf_f32(g, arch, "rope.scaling.factor", 1.0f, &c->rope_factor))) return st;
+    }
+    return NB_OK;
+}
+
+/* The Spark options: activation, head gate, sliding window and which layers use it. */
+static enum nb_status gguf_spark(struct nb_config *c, const struct nb_gguf *g, const char *arch,
+                                 const char *path)
+{
+    enum nb_status st;
+    char key[160];
+    const char *act;
+    snprintf(key, sizeof key, "%s.hidden_act", arch);
+    st = nb_gguf_get_str(g, key, &act);
+    if (st == NB_OK) {
+        if ((st = act_from_name(act, &c->act, path))) return st;
+    } else if (st != NB_ERR_NOT_FOUND) {
+        return st;
+    }
+    snprintf(key, sizeof key, "%s.attention.head_gate", arch);
+    st = nb_gguf_get_bool(g, key, &c->head_gate);
+    if (st != NB_OK && st != NB_ERR_NOT_FOUND) return st;
+    if ((st = gguf_u32(g, arch, "attention.sliding_window", 0, 0, &c->sliding_window)))
+        return st;
+    snprintf(key, sizeof key, "%s.attention.layer_types", arch);
+    enum nb_gguf_type et;
+    uint64_t n;
+    st = nb_gguf_get_arr(g, key, &et, &n);
+    if (st == NB_OK) {
+        if (et != NB_GGUF_STRING || n != (uint64_t)c->n_layers ||
+            c->n_layers > NB_MAX_LAYERS)
+            return nb_set_error(NB_ERR_FORMAT, "%s: %s must be %d strings", path, key,
+                                c->n_layers);
+        for (uint64_t l = 0; l < n; l++) {
+            const char *s;
+            if ((st = nb_gguf_get_arr_str(g, key, l, &s))) return st;
+            if ((st = layer_type(s, (int)l, &c->layer_sliding[l], path))) return st;
+        }
+    } else if (st != NB_ERR_NOT_FOUND) {
+        return st;
+    }
+    return NB_OK;
+}
+
+/* The vocabulary size: the embedding's rows, and <arch>.vocab_size when written. */
+static enum nb_status gguf_vocab(struct nb_config *c, const struct nb_gguf *g, const char *arch,
+                                 const char *path)
+{
+    enum nb_status st;
+    const struct nb_tensor *emb = nb_gguf_find_tensor(g, "token_embd.weight");
+    if (!emb)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor 'token_embd.weight' is missing", path);
+    if (emb->n_dims != 2 || emb->shape[0] > INT32_MAX)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor 'token_embd.weight' must be 2-D", path);
+    c->n_vocab = (int)emb->shape[0];
+    /* <arch>.vocab_size is optional; when written it must be the embedding's rows */
+    char key[160];
+    uint32_t nv;
+    snprintf(key, sizeof key, "%s.vocab_size", arch);
+    st = nb_gguf_get_u32(g, key, &nv);
+    if (st != NB_OK && st != NB_ERR_NOT_FOUND) return st;
+    nb_clear_error();
+    if (st == NB_OK && (int64_t)nv != emb->shape[0])
+        return nb_set_error(NB_ERR_FORMAT,
+                            "%s: %s = %u, but tensor 'token_embd.weight' has %lld rows", path,
+                            key, nv, (long long)emb->shape[0]);
+    return NB_OK;
+}
+
+/* validate() with the GGUF key each field came from, so a message names it. */
+static enum nb_status gguf_validate(const struct nb_config *c, const char *arch, const char *path)
+{
+    char names[14][192];
+    static const char *const keys[14] = {"block_count",
+                                         "embedding_length",
+                                         "attention.head_count",
+                                         "attention.head_count_kv",
+                                         "attention.key_length",
+                                         "feed_forward_length",
+                                         NULL,
+                                         "context_length",
+                                         "attention.layer_norm_rms_epsilon",
+                                         "rope.freq_base",
+                                         "rope.scaling.factor",
+                                         "attention.sliding_window",
+                                         NULL,
+                                         NULL};
+    for (int i = 0; i < 14; i++)
+        snprintf(names[i], sizeof names[i], "%s.%s", arch, keys[i] ? keys[i] : "");
+    snprintf(names[6], sizeof names[6], "tensor 'token_embd.weight' rows (the vocabulary)");
+    snprintf(names[12], sizeof names[12], "tokenizer.ggml.bos_token_id");
+    snprintf(names[13], sizeof names[13], "tokenizer.ggml.eos_token_id");
+    const struct field_names k = {names[0],  names[1],  names[2],  names[3], names[4],
+                                  names[5],  names[6],  names[7],  names[8], names[9],
+                                  names[10], names[11], names[12], names[13]};
+    return validate(c, path, &k);
+}
+
 enum nb_status nb_config_from_gguf(struct nb_config *c, const struct nb_gguf *g)
 {
     const char *path = nb_gguf_path(g);
@@ -242,54 +355,8 @@ enum nb_status nb_config_from_gguf(struct nb_config *c, const struct nb_gguf *g)
                        &c->head_dim)))
         return st;
 
-    {
-        char key[160];
-        const char *scaling = NULL;
-        snprintf(key, sizeof key, "%s.rope.scaling.type", arch);
-        st = nb_gguf_get_str(g, key, &scaling);
-        if (st != NB_OK && st != NB_ERR_NOT_FOUND) return st;
-        if (st == NB_OK && strcmp(scaling, "none") != 0) {
-            if (strcmp(scaling, "linear") != 0)
-                return nb_set_error(NB_ERR_UNSUPPORTED, "%s: %s = '%s' is not supported "
-                                    "(none, linear)", path, key, scaling);
-            c->rope_scaling = NB_ROPE_SCALING_LINEAR;
-            if ((st = gguf_f32(g, arch, "rope.scaling.factor", 1.0f, &c->rope_factor))) return st;
-        }
-    }
-
-    if (c->arch == NB_ARCH_SPARK) {
-        char key[160];
-        const char *act;
-        snprintf(key, sizeof key, "%s.hidden_act", arch);
-        st = nb_gguf_get_str(g, key, &act);
-        if (st == NB_OK) {
-            if ((st = act_from_name(act, &c->act, path))) return st;
-        } else if (st != NB_ERR_NOT_FOUND) {
-            return st;
-        }
-        snprintf(key, sizeof key, "%s.attention.head_gate", arch);
-        st = nb_gguf_get_bool(g, key, &c->head_gate);
-        if (st != NB_OK && st != NB_ERR_NOT_FOUND) return st;
-        if ((st = gguf_u32(g, arch, "attention.sliding_window", 0, 0, &c->sliding_window)))
-            return st;
-        snprintf(key, sizeof key, "%s.attention.layer_types", arch);
-        enum nb_gguf_type et;
-        uint64_t n;
-        st = nb_gguf_get_arr(g, key, &et, &n);
-        if (st == NB_OK) {
-            if (et != NB_GGUF_STRING || n != (uint64_t)c->n_layers ||
-                c->n_layers > NB_MAX_LAYERS)
-                return nb_set_error(NB_ERR_FORMAT, "%s: %s must be %d strings", path, key,
-                                    c->n_layers);
-            for (uint64_t l = 0; l < n; l++) {
-                const char *s;
-                if ((st = nb_gguf_get_arr_str(g, key, l, &s))) return st;
-                if ((st = layer_type(s, (int)l, &c->layer_sliding[l], path))) return st;
-            }
-        } else if (st != NB_ERR_NOT_FOUND) {
-            return st;
-        }
-    }
+    if ((st = gguf_rope_scaling(c, g, arch, path))) return st;
+    if (c->arch == NB_ARCH_SPARK && (st = gguf_spark(c, g, arch, path))) return st;
 
     uint32_t id;
     /* a u32 beyond INT32_MAX (0xffffffff) is how some writers say "none": -1 */
@@ -299,54 +366,13 @@ enum nb_status nb_config_from_gguf(struct nb_config *c, const struct nb_gguf *g)
         c->eos_id = id <= INT32_MAX ? (int)id : -1;
     nb_clear_error();
 
-    const struct nb_tensor *emb = nb_gguf_find_tensor(g, "token_embd.weight");
-    if (!emb)
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensor 'token_embd.weight' is missing", path);
-    if (emb->n_dims != 2 || emb->shape[0] > INT32_MAX)
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensor 'token_embd.weight' must be 2-D", path);
-    c->n_vocab = (int)emb->shape[0];
-    {
-        /* <arch>.vocab_size is optional; when written it must be the embedding's rows */
-        char key[160];
-        uint32_t nv;
-        snprintf(key, sizeof key, "%s.vocab_size", arch);
-        st = nb_gguf_get_u32(g, key, &nv);
-        if (st != NB_OK && st != NB_ERR_NOT_FOUND) return st;
-        nb_clear_error();
-        if (st == NB_OK && (int64_t)nv != emb->shape[0])
-            return nb_set_error(NB_ERR_FORMAT,
-                                "%s: %s = %u, but tensor 'token_embd.weight' has %lld rows", path,
-                                key, nv, (long long)emb->shape[0]);
-    }
+    if ((st = gguf_vocab(c, g, arch, path))) return st;
     c->tied_head = nb_gguf_find_tensor(g, "output.weight") == NULL;
     c->qkv_bias = nb_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
     c->qk_norm = nb_gguf_find_tensor(g, "blk.0.attn_q_norm.weight") != NULL;
     if (c->arch == NB_ARCH_SPARK && !c->head_gate)
         c->head_gate = nb_gguf_find_tensor(g, "blk.0.attn_gate.weight") != NULL;
-    char names[14][192];
-    static const char *const keys[14] = {"block_count",
-                                         "embedding_length",
-                                         "attention.head_count",
-                                         "attention.head_count_kv",
-                                         "attention.key_length",
-                                         "feed_forward_length",
-                                         NULL,
-                                         "context_length",
-                                         "attention.layer_norm_rms_epsilon",
-                                         "rope.freq_base",
-                                         "rope.scaling.factor",
-                                         "attention.sliding_window",
-                                         NULL,
-                                         NULL};
-    for (int i = 0; i < 14; i++)
-        snprintf(names[i], sizeof names[i], "%s.%s", arch, keys[i] ? keys[i] : "");
-    snprintf(names[6], sizeof names[6], "tensor 'token_embd.weight' rows (the vocabulary)");
-    snprintf(names[12], sizeof names[12], "tokenizer.ggml.bos_token_id");
-    snprintf(names[13], sizeof names[13], "tokenizer.ggml.eos_token_id");
-    const struct field_names k = {names[0],  names[1],  names[2],  names[3], names[4],
-                                  names[5],  names[6],  names[7],  names[8], names[9],
-                                  names[10], names[11], names[12], names[13]};
-    return validate(c, path, &k);
+    return gguf_validate(c, arch, path);
 }
 
 /* ---------------------------------------------------------------- HF config.json */
