@@ -150,11 +150,21 @@ done:
     return best;
 }
 
+int nb_quant_code_w4a8(float x, float d)
+{
+    return code_w4a8(x, d != 0.0f ? 1.0f / d : 0.0f);
+}
+
 /* ----------------------------------------------------------- w4a16 (asymmetric) */
 
 static int code_w4a16(float x, float id, float m)
 {
     return round_clamp((x - m) * id, 0.0f, 15.0f);
+}
+
+int nb_quant_code_w4a16(float x, float d, float m)
+{
+    return code_w4a16(x, d != 0.0f ? 1.0f / d : 0.0f, m);
 }
 
 static double score_w4a16(const float *x, const float *imp, int n, uint16_t dbits, uint16_t mbits,

@@ -60,6 +60,12 @@ double nb_quant_group_w4a16(const float *x, const float *imp, int n, int search,
 double nb_quant_row_w8a16(const float *x, const float *imp, int64_t n, int search, int8_t *q,
                           float *d, void *scratch);
 
+/* The code of x on a group's grid with stored scale d (and min m), exactly as the
+ * quantizer assigns it after choosing the scale: w4a8 round(x / d) + 8, w4a16
+ * round((x - m) / d), clamped to 0..15 (GPTQ quantizes column by column with these). */
+int nb_quant_code_w4a8(float x, float d);
+int nb_quant_code_w4a16(float x, float d, float m);
+
 /* ---- whole matrices ---- */
 
 /* Unweighted totals over the rows a call quantized. */

@@ -1,0 +1,242 @@
+/* quant/gptq.c — GPTQ with static groups (quant/gptq.h). */
+#include "quant/gptq.h"
+
+#include <cblas.h>
+#include <lapacke.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fp.h"
+#include "kernels/qblock.h"
+#include "quant/quant.h"
+
+struct nb_gptq_params nb_gptq_default_params(void)
+{
+    struct nb_gptq_params p = {.damp = 0.01, .block = 128, .act_order = 0, .search = 1};
+    return p;
+}
+
+/* The grid of one group, decoded from the blob's stored bf16 scale (and min). */
+struct grid {
+    float d, m;
+};
+
+static int code_of(enum nb_wpath path, const struct grid *g, double w)
+{
+    return path == NB_WPATH_W4A8 ? nb_quant_code_w4a8((float)w, g->d)
+                                 : nb_quant_code_w4a16((float)w, g->d, g->m);
+}
+
+static double value_of(enum nb_wpath path, const struct grid *g, int q)
+{
+    return path == NB_WPATH_W4A8 ? (double)nb_q4s_value(g->d, q)
+                                 : (double)nb_q4a_value(g->d, g->m, q);
+}
+
+/* U, the upper Cholesky factor of (H + damp)^-1, permuted by perm, into u [n][n]
+ * (lower part zero). dead[i] = 1 for a column no input reaches. 0 when H stays
+ * indefinite. */
+static int inverse_factor(const double *H, int64_t n, const int64_t *perm, double damp,
+                          double *u, uint8_t *dead)
+{
+    double mean = 0;
+    for (int64_t i = 0; i < n; i++) mean += H[i * n + i];
+    mean /= (double)n;
+    if (!(mean > 0)) mean = 1;
+    for (int attempt = 0; attempt < 3; attempt++, damp *= 10) {
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < n; j++) u[i * n + j] = H[perm[i] * n + perm[j]];
+        for (int64_t i = 0; i < n; i++) {
+            dead[i] = !(u[i * n + i] > 0);
+            if (dead[i]) u[i * n + i] = 1;
+            u[i * n + i] += damp * mean;
+        }
+        /* H = R^T R, then H^-1 from R (upper triangle), then H^-1 = U^T U */
+        if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, u, (lapack_int)n)) continue;
+        if (LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, u, (lapack_int)n)) continue;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < i; j++) u[i * n + j] = u[j * n + i];
+        if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, u, (lapack_int)n)) continue;
+        for (int64_t i = 0; i < n; i++)
+            for (int64_t j = 0; j < i; j++) u[i * n + j] = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* Columns by descending H_ii (ties by index), or in order. */
+struct col_key {
+    double h;
+    int64_t i;
+};
+
+static int by_diag(const void *a, const void *b)
+{
+    const struct col_key *x = a, *y = b;
+    if (x->h != y->h) return x->h > y->h ? -1 : 1;
+    return x->i < y->i ? -1 : x->i > y->i;
+}
+
+static int order_columns(const double *H, int64_t n, int act_order, int64_t *perm)
+{
+    for (int64_t i = 0; i < n; i++) perm[i] = i;
+    if (!act_order) return 1;
+    struct col_key *k = malloc(sizeof *k * (size_t)n);
+    if (!k) return 0;
+    for (int64_t i = 0; i < n; i++) k[i] = (struct col_key){H[i * n + i], i};
+    qsort(k, (size_t)n, sizeof *k, by_diag);
+    for (int64_t i = 0; i < n; i++) perm[i] = k[i].i;
+    free(k);
+    return 1;
+}
+
+struct sweep {
+    enum nb_wpath path;
+    int64_t n_out, n, block;
+    const int64_t *perm;
+    const struct grid *grids; /* [n_out][n / group] */
+    int64_t ng;
+    int group;
+    const double *u;
+    double *w;   /* [n_out][n], permuted columns; overwritten */
+    uint8_t *q;  /* [n_out][n], codes at the original column positions */
+};
+
+/* The GPTQ sweep over lazy blocks of columns. */
+static enum nb_status run_sweep(const struct sweep *s)
+{
+    int64_t n = s->n, B = s->block;
+    double *err = malloc(sizeof(double) * (size_t)(s->n_out * B));
+    if (!err) return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
+    for (int64_t i1 = 0; i1 < n; i1 += B) {
+        int64_t i2 = i1 + B < n ? i1 + B : n, nb = i2 - i1;
+        for (int64_t i = i1; i < i2; i++) {
+            const double *ui = s->u + i * n;
+            int64_t col = s->perm[i], g = col / s->group;
+            for (int64_t r = 0; r < s->n_out; r++) {
+                double *wr = s->w + r * n;
+                const struct grid *gr = &s->grids[r * s->ng + g];
+                int q = code_of(s->path, gr, wr[i]);
+                double e = (wr[i] - value_of(s->path, gr, q)) / ui[i];
+                s->q[r * n + col] = (uint8_t)q;
+                err[r * B + (i - i1)] = e;
+                for (int64_t j = i + 1; j < i2; j++) wr[j] -= e * ui[j];
+            }
+        }
+        if (i2 < n) /* w[:, i2:] -= err[:, :nb] u[i1:i2, i2:] */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->n_out, (int)(n - i2),
+                        (int)nb, -1.0, err, (int)B, s->u + i1 * n + i2, (int)n, 1.0, s->w + i2,
+                        (int)n);
+    }
+    free(err);
+    return NB_OK;
+}
+
+/* Read the static groups' grids from a ROWS blob; write codes into it. */
+static void read_grids(enum nb_wpath path, const uint8_t *b, const struct nb_layout_planes *pl,
+                       int64_t count, struct grid *g)
+{
+    for (int64_t i = 0; i < count; i++) {
+        g[i].d = nb_bf16_to_f32(nb_q_load_u16(b + pl->offset[1] + 2 * i));
+        g[i].m = path == NB_WPATH_W4A16 ? nb_bf16_to_f32(nb_q_load_u16(b + pl->offset[2] + 2 * i))
+                                        : 0.0f;
+    }
+}
+
+static void write_codes(uint8_t *b, const struct nb_layout_planes *pl, const uint8_t *q,
+                        int64_t count)
+{
+    for (int64_t i = 0; i < count; i += 2)
+        b[pl->offset[0] + i / 2] = (uint8_t)(q[i] | (q[i + 1] << 4));
+}
+
+double nb_gptq_loss(const float *w, const float *wq, int64_t n_out, int64_t n_in,
+                    const double *H)
+{
+    double *e = malloc(sizeof(double) * (size_t)n_in);
+    double *eh = malloc(sizeof(double) * (size_t)n_in);
+    double loss = 0;
+    if (!e || !eh) {
+        free(e), free(eh);
+        return NAN;
+    }
+    for (int64_t r = 0; r < n_out; r++) {
+        for (int64_t i = 0; i < n_in; i++) e[i] = (double)w[r * n_in + i] - wq[r * n_in + i];
+        cblas_dsymv(CblasRowMajor, CblasUpper, (int)n_in, 1.0, H, (int)n_in, e, 1, 0.0, eh, 1);
+        loss += cblas_ddot((int)n_in, e, 1, eh, 1);
+    }
+    free(e), free(eh);
+    return loss;
+}
+
+/* The proxy loss of what the blob holds. */
+static double blob_loss(enum nb_wpath path, int group, const void *blob, const float *w,
+                        int64_t n_out, int64_t n_in, const double *H)
+{
+    float *wq = malloc(sizeof(float) * (size_t)(n_out * n_in));
+    if (!wq) return NAN;
+    double loss = NAN;
+    if (nb_dequantize_rows(path, group, blob, n_out, n_in, 0, n_out, wq) == NB_OK)
+        loss = nb_gptq_loss(w, wq, n_out, n_in, H);
+    free(wq);
+    return loss;
+}
+
+enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, int64_t n_out,
+                                int64_t n_in, const double *H, const struct nb_gptq_params *p,
+                                void *blob, struct nb_gptq_stats *stats)
+{
+    struct nb_gptq_params prm = p ? *p : nb_gptq_default_params();
+    struct nb_layout_planes pl;
+    if (path != NB_WPATH_W4A8 && path != NB_WPATH_W4A16)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: path %s is not an int4 path (w4a8, "
+                            "w4a16)", nb_wpath_name(path));
+    if (!nb_layout_planes(path, group, n_out, n_in, &pl) || n_in > INT32_MAX / 2)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: [%lld, %lld] does not fit %s with groups "
+                            "of %d", (long long)n_out, (long long)n_in, nb_wpath_name(path),
+                            group);
+    if (prm.block <= 0) prm.block = 128;
+    if (!(prm.damp > 0)) prm.damp = 0.01;
+    enum nb_status st = NB_OK;
+    int64_t ng = n_in / group;
+    float *imp = malloc(sizeof(float) * (size_t)n_in);
+    int64_t *perm = malloc(sizeof(int64_t) * (size_t)n_in);
+    uint8_t *dead = malloc((size_t)n_in);
+    double *u = malloc(sizeof(double) * (size_t)(n_in * n_in));
+    double *wd = malloc(sizeof(double) * (size_t)(n_out * n_in));
+    uint8_t *q = malloc((size_t)(n_out * n_in));
+    struct grid *grids = malloc(sizeof(struct grid) * (size_t)(n_out * ng));
+    if (!imp || !perm || !dead || !u || !wd || !q || !grids) {
+        st = nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for [%lld, %lld]",
+                          (long long)n_out, (long long)n_in);
+        goto out;
+    }
+    /* static groups: round-to-nearest on the scale search, weighted by diag(H) */
+    for (int64_t i = 0; i < n_in; i++) imp[i] = H[i * n_in + i] > 0 ? (float)H[i * n_in + i] : 0;
+    if ((st = nb_quantize_rows(path, group, w, n_out, n_in, 0, n_out, imp, prm.search, blob,
+                               NULL)))
+        goto out;
+    if (stats) stats->loss_rtn = blob_loss(path, group, blob, w, n_out, n_in, H);
+    read_grids(path, blob, &pl, n_out * ng, grids);
+    if (!order_columns(H, n_in, prm.act_order, perm)) {
+        st = nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
+        goto out;
+    }
+    if (!inverse_factor(H, n_in, perm, prm.damp, u, dead)) {
+        st = nb_set_error(NB_ERR_INTERNAL, "gptq: the Hessian of [%lld, %lld] is not positive "
+                          "definite even dampened by %g", (long long)n_out, (long long)n_in,
+                          prm.damp * 100);
+        goto out;
+    }
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t i = 0; i < n_in; i++)
+            wd[r * n_in + i] = dead[i] ? 0.0 : (double)w[r * n_in + perm[i]];
+    struct sweep s = {path, n_out, n_in, prm.block, perm, grids, ng, group, u, wd, q};
+    if ((st = run_sweep(&s))) goto out;
+    write_codes(blob, &pl, q, n_out * n_in);
+    if (stats) stats->loss = blob_loss(path, group, blob, w, n_out, n_in, H);
+out:
+    free(imp), free(perm), free(dead), free(u), free(wd), free(q), free(grids);
+    return st;
+}

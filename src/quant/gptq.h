@@ -1,0 +1,60 @@
+/* quant/gptq.h — GPTQ: quantize a matrix column by column, each column's rounding error
+ * compensated in the columns not yet quantized, weighted by the inverse Hessian of the
+ * layer's inputs (Frantar et al., "GPTQ: Accurate Post-Training Quantization for
+ * Generative Pre-trained Transformers", 2022; written here from the paper).
+ *
+ * For y = W x over calibration inputs X (tokens x n_in), the layer's output error of a
+ * quantized W^ is  sum_t |(W - W^) x_t|^2 = tr((W - W^) H (W - W^)^T),  H = X^T X.
+ * Rows are independent; along a row, quantizing column i with error e_i and updating
+ * the later columns by  w_j -= e_i / U_ii * U_ij  (U: upper Cholesky factor of H^-1)
+ * is the optimal correction for that loss (the Optimal Brain Surgeon step).
+ *
+ * nibble's variant keeps the packed format unchanged (static groups): every group's
+ * scale (and min) is chosen before the sweep, from the original weights, by the scale
+ * search of quant.h weighted by diag(H) (an imatrix); the sweep then only chooses codes
+ * on those fixed grids. So a GPTQ blob is an ordinary ROWS blob that every kernel reads,
+ * and act-order (sweeping columns by descending H_ii) needs no permutation at load time.
+ *
+ * Steps: dampen H (+ damp * mean(diag H) on the diagonal; a column no input reaches,
+ * H_ii = 0, gets H_ii = 1 and weight 0), U = chol(H^-1) upper, then lazy blocks of
+ * `block` columns: the sweep inside a block, one GEMM to update the columns after it.
+ * Linear algebra in double through LAPACK / BLAS (OpenBLAS).
+ */
+#ifndef NB_QUANT_GPTQ_H
+#define NB_QUANT_GPTQ_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "core/wformat.h"
+
+struct nb_gptq_params {
+    double damp;   /* added to H's diagonal, times mean(diag H) (default 0.01) */
+    int block;     /* columns per lazy block (default 128) */
+    int act_order; /* sweep columns by descending H_ii (default 0) */
+    int search;    /* the static groups' scale search, as nb_quantize_rows (default 1) */
+};
+struct nb_gptq_params nb_gptq_default_params(void);
+
+/* The proxy loss tr(E H E^T), E = W - W^ (the layer's summed squared output error over
+ * the calibration inputs H came from), of GPTQ's result and of round-to-nearest with
+ * the same static groups. */
+struct nb_gptq_stats {
+    double loss, loss_rtn;
+};
+
+/* Quantize w [n_out][n_in] (row-major f32) for an int4 path (w4a8 or w4a16) into
+ * `blob`, a ROWS blob of nb_layout_planes(path, group, n_out, n_in).total bytes (as
+ * nb_quantize_rows). H [n_in][n_in]: sum over calibration tokens of x x^T for this
+ * matrix's input (symmetric, positive semi-definite; not modified). stats may be NULL.
+ * Errors: NB_ERR_INVALID_ARG for another path or a shape that does not fit,
+ * NB_ERR_NOMEM, NB_ERR_INTERNAL when H stays indefinite after dampening tenfold twice. */
+enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, int64_t n_out,
+                                int64_t n_in, const double *H, const struct nb_gptq_params *p,
+                                void *blob, struct nb_gptq_stats *stats);
+
+/* tr(E H E^T) for E = w - wq, both [n_out][n_in] f32: the proxy loss above. */
+double nb_gptq_loss(const float *w, const float *wq, int64_t n_out, int64_t n_in,
+                    const double *H);
+
+#endif
