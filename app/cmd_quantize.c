@@ -16,7 +16,8 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "usage: nibble quantize -m MODEL --path P [--group N] [--head 4|8|16] [--embd 8|16]\n"
-            "                       [--calib FILE] [--absmax] [-t N] [-q] -o OUT.nib\n"
+            "                       [--calib FILE [--calib-tokens N] [--gptq [--act-order]\n"
+            "                       [--damp X]]] [--absmax] [-t N] [-q] -o OUT.nib\n"
             "\n"
             "  --path P      w4a8 | w4a16 | w8a16 | bf16 | f32 | auto (the selector's choice\n"
             "                for this CPU; --priority speed|fidelity|memory, default speed)\n"
@@ -25,6 +26,12 @@ static void usage(FILE *f)
             "                (bf16); default 8. A tied head gets its own quantized copy.\n"
             "  --embd B      embeddings (a row gather): 8 (int8 rows, default) or 16 (bf16)\n"
             "  --calib FILE  weight the error by each input channel's mean squared activation\n"
+            "  --calib-tokens N  use the first N tokens of the calibration text (default all)\n"
+            "  --gptq        GPTQ on every int4 matrix (needs --calib): each column's rounding\n"
+            "                error compensated in the columns after it, layer by layer, on\n"
+            "                the outputs of the layers before it as quantized\n"
+            "  --act-order   GPTQ sweeps columns by descending activation energy\n"
+            "  --damp X      GPTQ dampening, a fraction of the Hessian's mean diagonal (0.01)\n"
             "  --absmax      plain absmax scales instead of the weighted MSE search\n"
             "  -q            no per-tensor table\n");
 }
@@ -57,6 +64,7 @@ int cmd_quantize(int argc, char **argv)
     app_env_quantize(&o);
     const char *group = NULL, *head = NULL, *embd = NULL;
     int absmax = 0;
+    float damp = 0;
     const struct arg_opt opts[] = {
         OPT_STR("-m|--model", &model),
         OPT_STR("-o|--output", &out),
@@ -66,6 +74,10 @@ int cmd_quantize(int argc, char **argv)
         OPT_CHOICE("--head", &head, "4|8|16"),
         OPT_CHOICE("--embd", &embd, "8|16"),
         OPT_STR("--calib", &o.calib_path),
+        OPT_INT("--calib-tokens", &o.calib_tokens, 1, 1 << 30),
+        OPT_FLAG("--gptq", &o.gptq),
+        OPT_FLAG("--act-order", &o.act_order),
+        OPT_FLOAT("--damp", &damp, 1e-6, 10),
         OPT_FLAG("--absmax", &absmax),
         OPT_INT("-t|--threads", &o.n_threads, 1, 1024),
         OPT_FLAG("-q|--quiet", &ui.quiet),
@@ -76,6 +88,7 @@ int cmd_quantize(int argc, char **argv)
     if (head) o.head_bits = atoi(head);
     if (embd) o.embd_bits = atoi(embd);
     if (absmax) o.search = 0;
+    o.gptq_damp = damp;
     if (!path_name) path_name = "auto";
     if (!model || !out) {
         fprintf(stderr, "nibble quantize: -m MODEL and -o OUT.nib are required\n");

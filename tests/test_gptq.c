@@ -19,8 +19,8 @@ static uint64_t g_rng = 11;
 
 static void write_file(const char *dir, const char *name, const void *p, size_t n)
 {
-    char path[4200];
-    snprintf(path, sizeof path, "%s/%s", dir, name);
+    char path[4400];
+    if (snprintf(path, sizeof path, "%s/%s", dir, name) >= (int)sizeof path) fail();
     FILE *f = fopen(path, "wb");
     assert_non_null(f);
     assert_int_equal(fwrite(p, 1, n, f), n);

@@ -13,7 +13,11 @@ static const char *const k_op_names[NB_OP_COUNT] = {
     "gemm gate+up", "activation", "gemm down", "gemm output head", "quantize act",
     "residual add"};
 
-void nb_ctx_set_act_stats(struct nb_ctx *c, struct nb_act_stats *s) { c->stats = s; }
+void nb_ctx_set_observer(struct nb_ctx *c, nb_observer_fn fn, void *user)
+{
+    c->observe = fn;
+    c->observe_user = user;
+}
 
 
 struct nb_ctx_params nb_ctx_default_params(void)

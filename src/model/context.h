@@ -61,7 +61,8 @@ struct nb_ctx {
     int64_t q8_ld;   /* the widest GEMM input, rounded up */
     unsigned q8_epoch; /* bumped each time the buffers are written */
 
-    struct nb_act_stats *stats; /* calibration, or NULL */
+    nb_observer_fn observe; /* calibration, or NULL */
+    void *observe_user;
 
     int profiling;
     struct nb_prof_slot prof[NB_OP_COUNT];

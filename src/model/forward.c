@@ -23,6 +23,7 @@
  * runner.c; RoPE, the KV cache and attention: attention.c.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/fp.h"
@@ -37,11 +38,11 @@ static void add_bias(float *y, const float *b, int n, int64_t len)
         for (int64_t i = 0; i < len; i++) y[t * len + i] += b[i];
 }
 
-/* Calibration: the sum over tokens of each channel's squared activation. */
-static void accum_sq(double *acc, const float *x, int n, int64_t len)
+/* Calibration: show a linear layer's input to the observer (model.h). */
+static void observe(const struct nb_ctx *c, enum nb_site site, int l, const float *x, int n,
+                    int64_t len)
 {
-    for (int t = 0; t < n; t++)
-        for (int64_t i = 0; i < len; i++) acc[i] += (double)x[t * len + i] * x[t * len + i];
+    if (c->observe) c->observe(c->observe_user, site, l, x, n, len);
 }
 
 static float sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
@@ -79,6 +80,11 @@ static void embed_row(const struct nb_weight *e, int32_t tok, float *out)
         out[i] = e->format == NB_WF_F16 ? nb_f16_to_f32(r[i]) : nb_bf16_to_f32(r[i]);
 }
 
+void nb_model_embed(const struct nb_model *m, const int32_t *tok, int n, float *x)
+{
+    for (int t = 0; t < n; t++) embed_row(&m->tok_embd, tok[t], x + (int64_t)t * m->cfg.n_embd);
+}
+
 struct embed_job {
     struct nb_ctx *c;
     int n;
@@ -89,9 +95,7 @@ static void embed_worker(void *arg, int ith, int nth)
 {
     (void)ith, (void)nth;
     const struct embed_job *j = arg;
-    const struct nb_model *m = j->c->model;
-    for (int t = 0; t < j->n; t++)
-        embed_row(&m->tok_embd, j->tok[t], j->c->x + (int64_t)t * m->cfg.n_embd);
+    nb_model_embed(j->c->model, j->tok, j->n, j->c->x);
     nb_rope_tables(j->c, j->pos, j->n);
 }
 
@@ -106,7 +110,7 @@ static void attention_block(struct nb_ctx *c, int l, int n, const int32_t *pos,
     int64_t q_dim = H * D, kv_dim = (int64_t)cfg->n_kv_heads * D;
 
     nb_rmsnorm_rows(c, c->h, c->x, L->attn_norm, n, E);        /* h = rmsnorm(x)   */
-    if (c->stats) accum_sq(c->stats->attn_in + l * E, c->h, n, E);
+    observe(c, NB_SITE_ATTN_IN, l, c->h, n, E);
     struct nb_input hin = nb_input(c->h, E, n);
     nb_input_quantize(c, &hin, &L->wq);                         /* h as int8 (w4a8) */
     nb_matmul(c, NB_OP_QKV, c->q, q_dim, &hin, &L->wq);         /* q = h Wq         */
@@ -121,7 +125,7 @@ static void attention_block(struct nb_ctx *c, int l, int n, const int32_t *pos,
         nb_matmul(c, NB_OP_HEAD_GATE, c->hg, H, &hin, &L->head_gate); /* g = h Wg   */
         gate_heads(c->att, c->hg, n, H, D);
     }
-    if (c->stats) accum_sq(c->stats->attn_out + l * q_dim, c->att, n, q_dim);
+    observe(c, NB_SITE_ATTN_OUT, l, c->att, n, q_dim);
     struct nb_input ain = nb_input(c->att, q_dim, n);
     nb_input_quantize(c, &ain, &L->wo);
     nb_matmul(c, NB_OP_WO, c->h, E, &ain, &L->wo);              /* h = att Wo       */
@@ -136,13 +140,13 @@ static void mlp_block(struct nb_ctx *c, int l, int n)
     int64_t E = cfg->n_embd, F = cfg->n_ff;
 
     nb_rmsnorm_rows(c, c->h, c->x, L->ffn_norm, n, E);         /* h = rmsnorm(x)   */
-    if (c->stats) accum_sq(c->stats->ffn_in + l * E, c->h, n, E);
+    observe(c, NB_SITE_FFN_IN, l, c->h, n, E);
     struct nb_input hin = nb_input(c->h, E, n);
     nb_input_quantize(c, &hin, &L->w_gate);
     nb_matmul(c, NB_OP_FFN_UP, c->ff_gate, F, &hin, &L->w_gate); /* g = h Wgate     */
     nb_matmul(c, NB_OP_FFN_UP, c->ff_up, F, &hin, &L->w_up);     /* u = h Wup       */
     nb_glu_rows(c, c->ff_gate, c->ff_up, n);                     /* g = act(g) * u  */
-    if (c->stats) accum_sq(c->stats->ffn_mid + l * F, c->ff_gate, n, F);
+    observe(c, NB_SITE_FFN_MID, l, c->ff_gate, n, F);
     struct nb_input gin = nb_input(c->ff_gate, F, n);
     nb_input_quantize(c, &gin, &L->w_down);
     nb_matmul(c, NB_OP_FFN_DOWN, c->h, E, &gin, &L->w_down);    /* h = g Wdown      */
@@ -170,10 +174,7 @@ void nb_forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int32_t
             c->kern->rmsnorm(c->h + rows * E, c->x + t * E, m->out_norm, E, cfg->norm_eps);
             rows++;
         }
-    if (c->stats) {
-        accum_sq(c->stats->out_in, c->h, rows, E);
-        c->stats->n_tokens += n;
-    }
+    observe(c, NB_SITE_OUT_IN, -1, c->h, rows, E);
     if (rows) {
         struct nb_input hin = nb_input(c->h, E, rows);
         nb_input_quantize(c, &hin, &m->output);
@@ -181,4 +182,25 @@ void nb_forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int32_t
                   &m->output);                                   /* logits = h Wout  */
     }
     *n_out += rows;
+}
+
+enum nb_status nb_ctx_run_layer(struct nb_ctx *c, int layer, float *x, int n)
+{
+    const struct nb_config *cfg = &c->model->cfg;
+    if (layer < 0 || layer >= cfg->n_layers || n <= 0 || n > c->n_batch)
+        return nb_set_error(NB_ERR_INVALID_ARG, "run layer: layer %d of %d, %d tokens (batch %d)",
+                            layer, cfg->n_layers, n, c->n_batch);
+    int32_t *pos = malloc(sizeof(int32_t) * 2 * (size_t)n);
+    if (!pos) return nb_set_error(NB_ERR_NOMEM, "run layer: out of memory");
+    int32_t *seq = pos + n;
+    for (int t = 0; t < n; t++) pos[t] = t, seq[t] = 0;
+    nb_ctx_clear_seq(c, 0);
+    int64_t bytes = sizeof(float) * (int64_t)n * cfg->n_embd;
+    memcpy(c->x, x, (size_t)bytes);
+    nb_rope_tables(c, pos, n);
+    attention_block(c, layer, n, pos, seq);
+    mlp_block(c, layer, n);
+    memcpy(x, c->x, (size_t)bytes);
+    free(pos);
+    return NB_OK;
 }

@@ -100,20 +100,23 @@ struct nb_model {
     struct nb_arena arena; /* converted vectors, copies of misaligned data */
 };
 
-/* Calibration statistics: the sum over tokens of each linear input channel's squared
- * activation, per layer and input (q/k/v/gate read attn_in; o reads attn_out; gate/up
- * read ffn_in; down reads ffn_mid; the head reads out_in). Collected by a context
- * when set with nb_ctx_set_act_stats(); divide by n_tokens for the mean. */
-struct nb_act_stats {
-    double *attn_in;  /* [n_layers][n_embd] */
-    double *attn_out; /* [n_layers][n_heads * head_dim] */
-    double *ffn_in;   /* [n_layers][n_embd] */
-    double *ffn_mid;  /* [n_layers][n_ff] */
-    double *out_in;   /* [n_embd] */
-    int64_t n_tokens;
-};
+/* Calibration: the forward pass shows each linear layer's input to an observer, at
+ * these sites (q/k/v and the head gate read ATTN_IN; o reads ATTN_OUT; gate/up read
+ * FFN_IN; down reads FFN_MID; the output head reads OUT_IN, only the rows that want
+ * logits). x is [n][len], row-major. quantize sums squared activations (an imatrix) and
+ * GPTQ's Hessians X^T X from it (runtime/quantize.c, runtime/gptq_calib.c). */
+enum nb_site { NB_SITE_ATTN_IN, NB_SITE_ATTN_OUT, NB_SITE_FFN_IN, NB_SITE_FFN_MID, NB_SITE_OUT_IN,
+               NB_SITE_COUNT };
+typedef void (*nb_observer_fn)(void *user, enum nb_site site, int layer, const float *x, int n,
+                               int64_t len);
 struct nb_ctx;
-void nb_ctx_set_act_stats(struct nb_ctx *c, struct nb_act_stats *s);
+void nb_ctx_set_observer(struct nb_ctx *c, nb_observer_fn fn, void *user);
+/* Run layer `layer` alone, in place, over x [n][n_embd]: the n tokens of one chunk at
+ * positions 0..n-1 of sequence 0 (cleared first), n <= the context's n_batch. For
+ * calibration passes that go layer by layer. */
+enum nb_status nb_ctx_run_layer(struct nb_ctx *c, int layer, float *x, int n);
+/* x[t] = the embedding row of tok[t] (decoded to f32), x [n][n_embd]. */
+void nb_model_embed(const struct nb_model *m, const int32_t *tok, int n, float *x);
 
 const char *nb_arch_name(enum nb_arch a);
 /* Check the config for consistency (positive sizes, divisibility, limits);

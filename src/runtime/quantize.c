@@ -26,6 +26,7 @@
 #include "quant/dequant.h"
 #include "quant/quant.h"
 #include "quant/repack.h"
+#include "runtime/calib.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/source_hash.h"
 
@@ -64,6 +65,8 @@ static void quant_worker(void *arg, int ith, int nth)
 struct qctx {
     const struct nb_quantize_opts *o;
     const struct nb_act_stats *stats; /* calibration, or NULL */
+    struct nb_prequant *pre;          /* matrices GPTQ quantized already */
+    int n_pre;
     float *imp;                       /* scratch: one importance vector */
     struct nb_pool *pool;
     struct nb_nib_writer *w;
@@ -120,10 +123,52 @@ static enum nb_status weight_f32(const struct nb_weight *w, const float **out, f
     return NB_OK;
 }
 
+/* The blob GPTQ made for w, if any (its ownership passes to q). */
+static struct nb_prequant *prequant_of(struct qctx *q, const struct nb_weight *w)
+{
+    for (int i = 0; i < q->n_pre; i++)
+        if (q->pre[i].w == w && q->pre[i].q.data) return &q->pre[i];
+    return NULL;
+}
+
+/* Write a matrix GPTQ quantized (quant/gptq.h) as it is. */
+static enum nb_status add_prequant(struct qctx *q, const char *name, struct nb_prequant *pq,
+                                   int linear)
+{
+    const struct nb_weight *w = &pq->q;
+    const struct nb_wformat_info *fi = nb_wformat_info(w->format);
+    struct nb_layout_planes pl;
+    nb_wformat_planes(w->format, w->group, w->n_out, w->n_in, &pl);
+    void *blob = (void *)w->data;
+    pq->q.data = NULL; /* now q's */
+    enum nb_status st = keep(q, blob);
+    if (st) {
+        free(blob);
+        return st;
+    }
+    int64_t shape[2] = {w->n_out, w->n_in};
+    if ((st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, fi->path, w->group, fi->layout, 2,
+                                shape, blob, (uint64_t)pl.total)))
+        return st;
+    q->file_bytes += (uint64_t)pl.total;
+    q->file_params += w->n_out * w->n_in;
+    if (linear) {
+        q->linear_bytes += (uint64_t)pl.total;
+        q->linear_params += w->n_out * w->n_in;
+    }
+    if (q->o->report)
+        q->o->report(name, nb_wpath_name(fi->path), w->n_out, w->n_in, (uint64_t)pl.total,
+                     pq->rel_rms, q->o->user);
+    tick(q);
+    return NB_OK;
+}
+
 static enum nb_status add_matrix(struct qctx *q, const char *name, const struct nb_weight *w,
                                  enum nb_wpath path, int linear, const float *imp)
 {
     struct nb_layout_planes pl;
+    struct nb_prequant *pq = prequant_of(q, w);
+    if (pq) return add_prequant(q, name, pq, linear);
     int group = q->o->group;
     if (!nb_layout_planes(path, group, w->n_out, w->n_in, &pl)) {
         if ((path == NB_WPATH_W4A8 || path == NB_WPATH_W4A16) && w->n_in % group)
@@ -243,59 +288,6 @@ static const float *importance(struct qctx *q, const double *sum, int64_t n)
     return q->imp;
 }
 
-/* Run the float model over the calibration text, summing squared activations. */
-static enum nb_status calibrate(struct nb_model *m, const char *src_path, const char *text_path,
-                                int n_threads, struct nb_act_stats *s)
-{
-    const struct nb_config *c = &m->cfg;
-    struct nb_tokenizer *tok = NULL;
-    struct nb_ctx *ctx = NULL;
-    char *text = NULL;
-    int32_t *ids = NULL;
-    float *logits = NULL;
-    int n_ids = 0;
-    size_t len;
-    enum nb_status st;
-    if ((st = nb_file_read_all(text_path, 256u << 20, &text, &len))) goto done;
-    if ((st = nb_tokenizer_for_model(&tok, src_path))) goto done;
-    if ((st = nb_tokenize(tok, text, len, 1, 0, &ids, &n_ids))) goto done;
-    int chunk = c->n_ctx_train < 128 ? c->n_ctx_train : 128;
-    struct nb_ctx_params cp = nb_ctx_default_params();
-    cp.n_ctx = chunk;
-    cp.n_threads = n_threads;
-    if ((st = nb_ctx_init(&ctx, m, &cp))) goto done;
-    logits = malloc(sizeof(float) * (size_t)chunk * (size_t)c->n_vocab);
-    int32_t *pos = malloc(sizeof(int32_t) * (size_t)chunk);
-    uint8_t *want = malloc((size_t)chunk);
-    if (!logits || !pos || !want) {
-        free(pos);
-        free(want);
-        st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
-        goto done;
-    }
-    memset(want, 1, (size_t)chunk);
-    for (int i = 0; i < chunk; i++) pos[i] = i;
-    nb_ctx_set_act_stats(ctx, s);
-    for (int i = 0; i < n_ids && st == NB_OK; i += chunk) {
-        int n = n_ids - i < chunk ? n_ids - i : chunk;
-        nb_ctx_clear_seq(ctx, 0);
-        struct nb_batch b = {.n_tokens = n, .token = ids + i, .pos = pos, .want_logits = want};
-        st = nb_decode(ctx, &b, logits);
-    }
-    free(pos);
-    free(want);
-    NB_LOGI("quantize: calibrated on %lld tokens of %s", (long long)s->n_tokens, text_path);
-    if (st == NB_OK && s->n_tokens == 0)
-        st = nb_set_error(NB_ERR_INVALID_ARG, "quantize: %s gives no calibration tokens", text_path);
-done:
-    free(logits);
-    free(ids);
-    free(text);
-    nb_ctx_free(ctx);
-    nb_tokenizer_free(tok);
-    return st;
-}
-
 static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
 {
     const struct nb_config *c = &m->cfg;
@@ -365,7 +357,14 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddStringToObject(r, "scale_search", o->search ? "weighted-mse" : "absmax");
     if (o->calib_path) {
         cJSON_AddStringToObject(r, "calib", o->calib_path);
+        if (o->calib_tokens > 0) cJSON_AddNumberToObject(r, "calib_tokens", o->calib_tokens);
         cJSON_AddStringToObject(r, "importance", "mean squared input activation per channel");
+    }
+    if (o->gptq) {
+        cJSON *g = cJSON_AddObjectToObject(r, "gptq");
+        cJSON_AddStringToObject(g, "groups", "static (scales chosen before the sweep)");
+        cJSON_AddNumberToObject(g, "damp", o->gptq_damp > 0 ? o->gptq_damp : 0.01);
+        cJSON_AddBoolToObject(g, "act_order", o->act_order != 0);
     }
     struct nb_config cfg = m->cfg;
     cfg.tied_head = 0; /* the head has its own (quantized) copy */
@@ -401,28 +400,41 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
     struct qctx q = {.o = opts};
     struct nb_blob_list blobs = {0};
     struct nb_act_stats calib = {0};
+    struct nb_calib cal = {0};
     cJSON *header = NULL;
     double t0 = nb_time_s();
     memset(res, 0, sizeof *res);
     uint64_t src_hash = opts->source_hash;
     if (!opts->have_source_hash && (st = nb_source_hash(src_path, &src_hash))) goto fail;
     if ((st = nb_model_load(&m, src_path))) goto fail;
+    if (opts->gptq && !opts->calib_path) {
+        st = nb_set_error(NB_ERR_INVALID_ARG, "quantize: --gptq needs a calibration text "
+                          "(--calib FILE)");
+        goto fail;
+    }
     if (opts->calib_path) {
         const struct nb_config *cc = &m->cfg;
-        int64_t L = cc->n_layers, Qd = (int64_t)cc->n_heads * cc->head_dim;
-        calib.attn_in = calloc((size_t)(L * cc->n_embd), sizeof(double));
-        calib.attn_out = calloc((size_t)(L * Qd), sizeof(double));
-        calib.ffn_in = calloc((size_t)(L * cc->n_embd), sizeof(double));
-        calib.ffn_mid = calloc((size_t)(L * cc->n_ff), sizeof(double));
-        calib.out_in = calloc((size_t)cc->n_embd, sizeof(double));
+        int64_t Qd = (int64_t)cc->n_heads * cc->head_dim;
         int64_t mx = cc->n_ff > cc->n_embd ? cc->n_ff : cc->n_embd;
         q.imp = malloc(sizeof(float) * (size_t)(mx > Qd ? mx : Qd));
-        if (!calib.attn_in || !calib.attn_out || !calib.ffn_in || !calib.ffn_mid ||
-            !calib.out_in || !q.imp) {
+        if (!q.imp) {
             st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
             goto fail;
         }
-        if ((st = calibrate(m, src_path, opts->calib_path, opts->n_threads, &calib))) goto fail;
+        if ((st = nb_act_stats_init(&calib, cc)) ||
+            (st = nb_calib_load(&cal, src_path, opts->calib_path, m, opts->calib_tokens)))
+            goto fail;
+        if (opts->gptq) {
+            struct nb_gptq_opts go = {.path = opts->path, .head_path = head_path(opts),
+                                      .group = opts->group, .layout = nb_quantize_opts_layout(opts),
+                                      .search = opts->search, .act_order = opts->act_order,
+                                      .n_threads = opts->n_threads, .damp = opts->gptq_damp,
+                                      .progress = opts->progress, .user = opts->user};
+            st = nb_gptq_model(m, &cal, &go, &q.pre, &q.n_pre, &calib);
+        } else {
+            st = nb_calib_stats(m, &cal, opts->n_threads, &calib);
+        }
+        if (st) goto fail;
         q.stats = &calib;
     }
     if ((st = nb_pool_init(&q.pool, opts->n_threads, 0))) goto fail;
@@ -461,11 +473,9 @@ fail:
     cJSON_Delete(header);
     nb_nib_writer_free(q.w);
     nb_blob_list_free(&blobs);
-    free(calib.attn_in);
-    free(calib.attn_out);
-    free(calib.ffn_in);
-    free(calib.ffn_mid);
-    free(calib.out_in);
+    nb_act_stats_free(&calib);
+    nb_calib_free(&cal);
+    nb_prequant_free(q.pre, q.n_pre);
     free(q.imp);
     for (int64_t i = 0; i < q.n_owned; i++) free(q.owned[i]);
     free(q.owned);

@@ -14,6 +14,11 @@ struct nb_quantize_opts {
     int embd_bits;      /* 8 (int8 rows) or 16 (bf16); 0: default */
     int search;         /* 1: MSE scale search (default), 0: absmax */
     const char *calib_path; /* text file: weight the error by mean squared activations */
+    int calib_tokens;       /* use at most this many tokens of it (0: all) */
+    /* GPTQ (quant/gptq.h) on every int4 matrix, Hessians from calib_path (required) */
+    int gptq;
+    int act_order;     /* GPTQ sweeps columns by descending H_ii */
+    double gptq_damp;  /* 0: the default (1% of mean diag H) */
     int n_threads;
     /* int4 weights on disk: NB_LAYOUT_X16 (default: what the fast kernels read) or
      * NB_LAYOUT_ROWS (row-major; matrices whose rows are not a multiple of 16 always are) */

@@ -1,0 +1,414 @@
+/* runtime/calib.c — calibration passes for quantize (runtime/calib.h). */
+#include "runtime/calib.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fp.h"
+#include "core/log.h"
+#include "core/mmap.h"
+#include "core/timer.h"
+#include "kernels/kernels.h"
+#include "quant/gptq.h"
+#include "quant/quant.h"
+#include "quant/repack.h"
+#include "runtime/model_tokenizer.h"
+#include "tokenizer/tokenizer.h"
+
+/* ---------------------------------------------------------------- tokens */
+
+enum nb_status nb_calib_load(struct nb_calib *out, const char *src_path, const char *text_path,
+                             const struct nb_model *m, int max_tokens)
+{
+    memset(out, 0, sizeof *out);
+    struct nb_tokenizer *tok = NULL;
+    char *text = NULL;
+    size_t len;
+    enum nb_status st;
+    if ((st = nb_file_read_all(text_path, 256u << 20, &text, &len))) goto done;
+    if ((st = nb_tokenizer_for_model(&tok, src_path))) goto done;
+    if ((st = nb_tokenize(tok, text, len, 1, 0, &out->ids, &out->n))) goto done;
+    if (max_tokens > 0 && out->n > max_tokens) out->n = max_tokens;
+    out->chunk = m->cfg.n_ctx_train < 512 ? m->cfg.n_ctx_train : 512;
+    if (out->n == 0)
+        st = nb_set_error(NB_ERR_INVALID_ARG, "quantize: %s gives no calibration tokens",
+                          text_path);
+done:
+    free(text);
+    nb_tokenizer_free(tok);
+    if (st) nb_calib_free(out);
+    return st;
+}
+
+void nb_calib_free(struct nb_calib *c)
+{
+    free(c->ids);
+    memset(c, 0, sizeof *c);
+}
+
+/* ---------------------------------------------------------------- squared activations */
+
+enum nb_status nb_act_stats_init(struct nb_act_stats *s, const struct nb_config *c)
+{
+    int64_t L = c->n_layers, Q = (int64_t)c->n_heads * c->head_dim;
+    memset(s, 0, sizeof *s);
+    s->attn_in = calloc((size_t)(L * c->n_embd), sizeof(double));
+    s->attn_out = calloc((size_t)(L * Q), sizeof(double));
+    s->ffn_in = calloc((size_t)(L * c->n_embd), sizeof(double));
+    s->ffn_mid = calloc((size_t)(L * c->n_ff), sizeof(double));
+    s->out_in = calloc((size_t)c->n_embd, sizeof(double));
+    if (s->attn_in && s->attn_out && s->ffn_in && s->ffn_mid && s->out_in) return NB_OK;
+    nb_act_stats_free(s);
+    return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for calibration sums");
+}
+
+void nb_act_stats_free(struct nb_act_stats *s)
+{
+    free(s->attn_in), free(s->attn_out), free(s->ffn_in), free(s->ffn_mid), free(s->out_in);
+    memset(s, 0, sizeof *s);
+}
+
+/* Add sum_t x[t][i]^2 at the site's row of sums. */
+static void sum_squares(struct nb_act_stats *s, enum nb_site site, int layer, const float *x,
+                        int n, int64_t len)
+{
+    double *acc = site == NB_SITE_ATTN_IN    ? s->attn_in + layer * len
+                  : site == NB_SITE_ATTN_OUT ? s->attn_out + layer * len
+                  : site == NB_SITE_FFN_IN   ? s->ffn_in + layer * len
+                  : site == NB_SITE_FFN_MID  ? s->ffn_mid + layer * len
+                                             : s->out_in;
+    for (int t = 0; t < n; t++)
+        for (int64_t i = 0; i < len; i++) acc[i] += (double)x[t * len + i] * x[t * len + i];
+    if (site == NB_SITE_OUT_IN) s->n_tokens += n;
+}
+
+static void stats_observer(void *user, enum nb_site site, int layer, const float *x, int n,
+                           int64_t len)
+{
+    sum_squares(user, site, layer, x, n, len);
+}
+
+enum nb_status nb_calib_stats(const struct nb_model *m, const struct nb_calib *cal, int n_threads,
+                              struct nb_act_stats *s)
+{
+    struct nb_ctx *ctx = NULL;
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = cal->chunk;
+    cp.n_threads = n_threads;
+    enum nb_status st = nb_ctx_init(&ctx, m, &cp);
+    if (st) return st;
+    int chunk = cal->chunk;
+    float *logits = malloc(sizeof(float) * (size_t)chunk * (size_t)m->cfg.n_vocab);
+    int32_t *pos = malloc(sizeof(int32_t) * (size_t)chunk);
+    uint8_t *want = malloc((size_t)chunk);
+    if (!logits || !pos || !want) {
+        st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
+        goto done;
+    }
+    memset(want, 1, (size_t)chunk);
+    for (int i = 0; i < chunk; i++) pos[i] = i;
+    nb_ctx_set_observer(ctx, stats_observer, s);
+    for (int i = 0; i < cal->n && st == NB_OK; i += chunk) {
+        int n = cal->n - i < chunk ? cal->n - i : chunk;
+        nb_ctx_clear_seq(ctx, 0);
+        struct nb_batch b = {.n_tokens = n, .token = cal->ids + i, .pos = pos, .want_logits = want};
+        st = nb_decode(ctx, &b, logits);
+    }
+    NB_LOGI("quantize: calibrated on %lld tokens", (long long)s->n_tokens);
+done:
+    free(logits), free(pos), free(want);
+    nb_ctx_free(ctx);
+    return st;
+}
+
+/* ---------------------------------------------------------------- GPTQ, layer by layer */
+
+/* The matrices of a layer and the site whose inputs they read. */
+enum { SLOT_Q, SLOT_K, SLOT_V, SLOT_GATE_HEAD, SLOT_O, SLOT_FFN_GATE, SLOT_UP, SLOT_DOWN,
+       N_SLOTS };
+static const enum nb_site k_slot_site[N_SLOTS] = {
+    NB_SITE_ATTN_IN, NB_SITE_ATTN_IN, NB_SITE_ATTN_IN, NB_SITE_ATTN_IN,
+    NB_SITE_ATTN_OUT, NB_SITE_FFN_IN, NB_SITE_FFN_IN, NB_SITE_FFN_MID};
+
+static struct nb_weight *slot_weight(struct nb_layer *L, int slot)
+{
+    struct nb_weight *w[N_SLOTS] = {&L->wq, &L->wk, &L->wv, &L->head_gate,
+                                    &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+    return w[slot];
+}
+
+struct hess {
+    int layer;                     /* the layer whose sites are summed; -1: none */
+    double *h[NB_SITE_COUNT];      /* [dim][dim], upper triangle summed */
+    int64_t dim[NB_SITE_COUNT];
+    double *buf;                   /* [chunk][widest dim] */
+    struct nb_act_stats *stats;
+};
+
+/* H[site] += X^T X (upper triangle), and the squared-activation sums. */
+static void accumulate(struct hess *g, enum nb_site site, int layer, const float *x, int n,
+                       int64_t len)
+{
+    if (n == 0) return;
+    for (int64_t i = 0; i < (int64_t)n * len; i++) g->buf[i] = x[i];
+    cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)len, n, 1.0, g->buf, (int)len, 1.0,
+                g->h[site], (int)len);
+    sum_squares(g->stats, site, layer, x, n, len);
+}
+
+/* The float pass of layer g->layer: its sites only. */
+static void hess_observer(void *user, enum nb_site site, int layer, const float *x, int n,
+                          int64_t len)
+{
+    struct hess *g = user;
+    if (layer == g->layer && site != NB_SITE_OUT_IN) accumulate(g, site, layer, x, n, len);
+}
+
+static void symmetrize(double *h, int64_t n)
+{
+    for (int64_t i = 0; i < n; i++)
+        for (int64_t j = 0; j < i; j++) h[i * n + j] = h[j * n + i];
+}
+
+/* sqrt(sum (w - w^)^2 / sum w^2) of a ROWS blob. */
+static double rel_rms(enum nb_wpath path, int group, const void *blob, const float *w,
+                      int64_t n_out, int64_t n_in)
+{
+    float *row = malloc(sizeof(float) * (size_t)n_in);
+    double err = 0, ref = 0;
+    if (!row) return 0;
+    for (int64_t r = 0; r < n_out; r++) {
+        nb_dequantize_rows(path, group, blob, n_out, n_in, r, r + 1, row);
+        for (int64_t i = 0; i < n_in; i++) {
+            double d = (double)w[r * n_in + i] - row[i];
+            err += d * d;
+            ref += (double)w[r * n_in + i] * w[r * n_in + i];
+        }
+    }
+    free(row);
+    return ref > 0 ? sqrt(err / ref) : 0;
+}
+
+/* GPTQ one matrix into a prequant entry (X16 when asked and the shape allows). */
+static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
+                               const struct nb_gptq_opts *o, const double *h,
+                               struct nb_prequant *pq)
+{
+    struct nb_layout_planes pl;
+    enum nb_status st;
+    if (w->format != NB_WF_F32 && w->format != NB_WF_F16 && w->format != NB_WF_BF16)
+        return nb_set_error(NB_ERR_UNSUPPORTED, "gptq: the source is already quantized");
+    if (!nb_layout_planes(path, o->group, w->n_out, w->n_in, &pl))
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: a [%lld, %lld] matrix does not fit %s "
+                            "with groups of %d", (long long)w->n_out, (long long)w->n_in,
+                            nb_wpath_name(path), o->group);
+    const float *f = w->data;
+    float *conv = NULL;
+    if (w->format != NB_WF_F32) {
+        conv = malloc(sizeof(float) * (size_t)(w->n_out * w->n_in));
+        if (!conv) return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
+        const uint16_t *src = w->data;
+        for (int64_t i = 0; i < w->n_out * w->n_in; i++)
+            conv[i] = w->format == NB_WF_F16 ? nb_f16_to_f32(src[i]) : nb_bf16_to_f32(src[i]);
+        f = conv;
+    }
+    void *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
+    if (!blob) {
+        free(conv);
+        return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
+    }
+    struct nb_gptq_params gp = nb_gptq_default_params();
+    gp.act_order = o->act_order;
+    gp.search = o->search;
+    if (o->damp > 0) gp.damp = o->damp;
+    struct nb_gptq_stats gs;
+    st = nb_gptq_quantize(path, o->group, f, w->n_out, w->n_in, h, &gp, blob, &gs);
+    if (!st) pq->rel_rms = rel_rms(path, o->group, blob, f, w->n_out, w->n_in);
+    free(conv);
+    enum nb_layout layout = NB_LAYOUT_ROWS;
+    if (!st && o->layout == NB_LAYOUT_X16 && w->n_out % 16 == 0) {
+        void *x16 = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
+        if (!x16) {
+            st = nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
+        } else if ((st = nb_repack_x16(path, o->group, blob, x16, w->n_out, w->n_in, 0))) {
+            free(x16);
+        } else {
+            free(blob);
+            blob = x16;
+            layout = NB_LAYOUT_X16;
+        }
+    }
+    if (st) {
+        free(blob);
+        return st;
+    }
+    pq->w = w;
+    pq->q = *w;
+    nb_wformat_of(path, layout, &pq->q.format);
+    pq->q.group = o->group;
+    pq->q.data = blob;
+    pq->loss = gs.loss;
+    pq->loss_rtn = gs.loss_rtn;
+    return NB_OK;
+}
+
+/* Where GPTQ's passes keep their state. */
+struct gptq_run {
+    struct nb_model *m;
+    const struct nb_calib *cal;
+    const struct nb_gptq_opts *o;
+    struct nb_ctx *ctx;
+    struct hess g;
+    float *xs;  /* [cal->n][n_embd]: every calibration token's residual stream */
+    float *tmp; /* [chunk][n_embd] */
+    struct nb_prequant *pq;
+    struct nb_weight *saved; /* the replaced matrices, to restore */
+    int n_pq;
+};
+
+/* Run layer l over every chunk: on a copy (observed: the float pass that sums the
+ * Hessians) or in place (the quantized pass that feeds the next layer). */
+static enum nb_status run_layer_all(struct gptq_run *r, int l, int in_place)
+{
+    const struct nb_calib *cal = r->cal;
+    int64_t E = r->m->cfg.n_embd;
+    enum nb_status st = NB_OK;
+    for (int i = 0; i < cal->n && st == NB_OK; i += cal->chunk) {
+        int n = cal->n - i < cal->chunk ? cal->n - i : cal->chunk;
+        float *x = r->xs + (int64_t)i * E;
+        if (!in_place) {
+            memcpy(r->tmp, x, sizeof(float) * (size_t)(n * E));
+            x = r->tmp;
+        }
+        st = nb_ctx_run_layer(r->ctx, l, x, n);
+    }
+    return st;
+}
+
+/* Quantize one matrix with the Hessian of its site and put the result in the model. */
+static enum nb_status quantize_in_place(struct gptq_run *r, struct nb_weight *w,
+                                        enum nb_wpath path, const double *h)
+{
+    struct nb_prequant *pq = &r->pq[r->n_pq];
+    enum nb_status st = gptq_one(w, path, r->o, h, pq);
+    if (st) return st;
+    r->saved[r->n_pq++] = *w;
+    *w = pq->q;
+    pq->w = w;
+    return NB_OK;
+}
+
+static enum nb_status gptq_layer(struct gptq_run *r, int l)
+{
+    struct nb_layer *L = &r->m->layers[l];
+    enum nb_status st;
+    for (int s = 0; s < NB_SITE_OUT_IN; s++)
+        memset(r->g.h[s], 0, sizeof(double) * (size_t)(r->g.dim[s] * r->g.dim[s]));
+    r->g.layer = l;
+    st = run_layer_all(r, l, 0);
+    r->g.layer = -1;
+    if (st) return st;
+    for (int s = 0; s < NB_SITE_OUT_IN; s++) symmetrize(r->g.h[s], r->g.dim[s]);
+    for (int slot = 0; slot < N_SLOTS; slot++) {
+        struct nb_weight *w = slot_weight(L, slot);
+        if (w->data && (st = quantize_in_place(r, w, r->o->path, r->g.h[k_slot_site[slot]])))
+            return st;
+    }
+    return run_layer_all(r, l, 1);
+}
+
+/* The head's input: the final norm of every token; its Hessian and sums. */
+static enum nb_status gptq_head(struct gptq_run *r)
+{
+    const struct nb_model *m = r->m;
+    const struct nb_kernels *k = nb_kernels_get();
+    int64_t E = m->cfg.n_embd;
+    double *h = r->g.h[NB_SITE_OUT_IN];
+    memset(h, 0, sizeof(double) * (size_t)(E * E));
+    for (int i = 0; i < r->cal->n; i += r->cal->chunk) {
+        int n = r->cal->n - i < r->cal->chunk ? r->cal->n - i : r->cal->chunk;
+        for (int t = 0; t < n; t++)
+            k->rmsnorm(r->tmp + t * E, r->xs + (int64_t)(i + t) * E, m->out_norm, E,
+                       m->cfg.norm_eps);
+        accumulate(&r->g, NB_SITE_OUT_IN, -1, r->tmp, n, E);
+    }
+    symmetrize(h, E);
+    if (r->o->head_path != NB_WPATH_W4A8 && r->o->head_path != NB_WPATH_W4A16) return NB_OK;
+    return quantize_in_place(r, &r->m->output, r->o->head_path, h);
+}
+
+static enum nb_status gptq_setup(struct gptq_run *r, struct nb_act_stats *s)
+{
+    const struct nb_config *c = &r->m->cfg;
+    int64_t E = c->n_embd, Q = (int64_t)c->n_heads * c->head_dim, F = c->n_ff;
+    int64_t dims[NB_SITE_COUNT] = {E, Q, E, F, E}, widest = 0;
+    int cap = c->n_layers * N_SLOTS + 1;
+    r->g.layer = -1;
+    r->g.stats = s;
+    for (int i = 0; i < NB_SITE_COUNT; i++) {
+        r->g.dim[i] = dims[i];
+        r->g.h[i] = malloc(sizeof(double) * (size_t)(dims[i] * dims[i]));
+        widest = dims[i] > widest ? dims[i] : widest;
+        if (!r->g.h[i]) return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for Hessians");
+    }
+    r->g.buf = malloc(sizeof(double) * (size_t)(r->cal->chunk * widest));
+    r->xs = malloc(sizeof(float) * (size_t)((int64_t)r->cal->n * E));
+    r->tmp = malloc(sizeof(float) * (size_t)((int64_t)r->cal->chunk * E));
+    r->pq = calloc((size_t)cap, sizeof *r->pq);
+    r->saved = calloc((size_t)cap, sizeof *r->saved);
+    if (!r->g.buf || !r->xs || !r->tmp || !r->pq || !r->saved)
+        return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for %d calibration tokens",
+                            r->cal->n);
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = r->cal->chunk;
+    cp.n_threads = r->o->n_threads;
+    enum nb_status st = nb_ctx_init(&r->ctx, r->m, &cp);
+    if (st) return st;
+    nb_ctx_set_observer(r->ctx, hess_observer, &r->g);
+    nb_model_embed(r->m, r->cal->ids, r->cal->n, r->xs);
+    if (r->o->n_threads > 0) openblas_set_num_threads(r->o->n_threads);
+    return NB_OK;
+}
+
+enum nb_status nb_gptq_model(struct nb_model *m, const struct nb_calib *cal,
+                             const struct nb_gptq_opts *o, struct nb_prequant **out, int *n_out,
+                             struct nb_act_stats *s)
+{
+    *out = NULL;
+    *n_out = 0;
+    if (o->path != NB_WPATH_W4A8 && o->path != NB_WPATH_W4A16)
+        return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --gptq needs an int4 weight path "
+                            "(w4a8, w4a16), not %s", nb_wpath_name(o->path));
+    struct gptq_run r = {.m = m, .cal = cal, .o = o};
+    double t0 = nb_time_s();
+    enum nb_status st = gptq_setup(&r, s);
+    int L = m->cfg.n_layers;
+    for (int l = 0; l < L && st == NB_OK; l++) {
+        st = gptq_layer(&r, l);
+        if (o->progress) o->progress(l + 1, L + 1, o->user);
+    }
+    if (st == NB_OK) st = gptq_head(&r);
+    if (st == NB_OK && o->progress) o->progress(L + 1, L + 1, o->user);
+    for (int i = r.n_pq - 1; i >= 0; i--) *(struct nb_weight *)r.pq[i].w = r.saved[i];
+    if (st == NB_OK) {
+        NB_LOGI("gptq: %d matrices on %d calibration tokens in %.1f s", r.n_pq, cal->n,
+                nb_time_s() - t0);
+        *out = r.pq;
+        *n_out = r.n_pq;
+        r.pq = NULL;
+    }
+    nb_prequant_free(r.pq, r.n_pq);
+    nb_ctx_free(r.ctx);
+    for (int i = 0; i < NB_SITE_COUNT; i++) free(r.g.h[i]);
+    free(r.g.buf), free(r.xs), free(r.tmp), free(r.saved);
+    return st;
+}
+
+void nb_prequant_free(struct nb_prequant *p, int n)
+{
+    if (!p) return;
+    for (int i = 0; i < n; i++) free((void *)p[i].q.data);
+    free(p);
+}
