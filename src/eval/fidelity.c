@@ -168,3 +168,68 @@ enum nb_status nb_eval_ppl(struct nb_ctx *ctx, const int32_t *ids, int n, int wi
     if (st == NB_OK) *ppl = exp(nll / (double)count);
     return st;
 }
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+enum nb_status nb_eval_chunks(struct nb_ctx *ref, struct nb_ctx *test, const int32_t *ids, int n,
+                              int n_ctx, int bos, struct nb_chunk_eval *r)
+{
+    struct nb_model_info ri, ti;
+    nb_model_get_info(nb_ctx_model(ref), &ri);
+    nb_model_get_info(nb_ctx_model(test), &ti);
+    memset(r, 0, sizeof *r);
+    if (ri.n_vocab != ti.n_vocab)
+        return nb_set_error(NB_ERR_INVALID_ARG, "eval: the models' vocabularies differ (%d vs %d)",
+                            ri.n_vocab, ti.n_vocab);
+    if (n_ctx < 4 || n < n_ctx)
+        return nb_set_error(NB_ERR_INVALID_ARG, "eval: --ppl-chunks needs a text of at least one "
+                            "chunk (%d tokens; it has %d)", n_ctx, n);
+    int V = ri.n_vocab, first = n_ctx / 2, per = n_ctx - 1 - first, chunks = n / n_ctx;
+    float *la = malloc(sizeof(float) * (size_t)V * (size_t)per);
+    float *lb = malloc(sizeof(float) * (size_t)V * (size_t)per);
+    int32_t *chunk = malloc(sizeof(int32_t) * (size_t)n_ctx);
+    double *kls = malloc(sizeof(double) * (size_t)chunks * (size_t)per);
+    enum nb_status st = NB_OK;
+    if (!la || !lb || !chunk || !kls) {
+        st = nb_set_error(NB_ERR_NOMEM, "eval: out of memory");
+        goto done;
+    }
+    double nll_a = 0, nll_b = 0;
+    int64_t agree = 0, k = 0;
+    for (int c = 0; c < chunks && st == NB_OK; c++) {
+        memcpy(chunk, ids + (int64_t)c * n_ctx, sizeof(int32_t) * (size_t)n_ctx);
+        if (bos >= 0) chunk[0] = bos;
+        if ((st = forced(ref, chunk, n_ctx, first + 1, la)) ||
+            (st = forced(test, chunk, n_ctx, first + 1, lb)))
+            break;
+        for (int i = 0; i < per; i++) {
+            const float *a = la + (size_t)i * V, *b = lb + (size_t)i * V;
+            int32_t next = chunk[first + i + 1];
+            nll_a += nb_nll_logits(a, V, next);
+            nll_b += nb_nll_logits(b, V, next);
+            agree += argmax(a, V) == argmax(b, V);
+            kls[k++] = nb_kl_logits(a, b, V);
+        }
+        r->chunks++;
+    }
+    if (st == NB_OK && k > 0) {
+        double sum = 0;
+        for (int64_t i = 0; i < k; i++) sum += kls[i];
+        qsort(kls, (size_t)k, sizeof *kls, cmp_double);
+        r->n_scored = k;
+        r->mean_kl = sum / (double)k;
+        r->median_kl = kls[k / 2];
+        r->p99_kl = kls[(int64_t)(0.99 * (double)(k - 1))];
+        r->max_kl = kls[k - 1];
+        r->ppl_ref = exp(nll_a / (double)k);
+        r->ppl_test = exp(nll_b / (double)k);
+        r->top1_agreement = (double)agree / (double)k;
+    }
+done:
+    free(la), free(lb), free(chunk), free(kls);
+    return st;
+}
