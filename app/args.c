@@ -112,11 +112,17 @@ int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv
 {
     const char *a = argv[*i], *v = NULL;
     char name[64];
-    const char *eq = !strncmp(a, "--", 2) ? strchr(a, '=') : NULL;
-    if (eq && (size_t)(eq - a) < sizeof name) { /* --name=value, as llama.cpp accepts */
-        snprintf(name, sizeof name, "%.*s", (int)(eq - a), a);
-        a = name;
-        v = eq + 1;
+    if (!strncmp(a, "--", 2)) {
+        /* --name=value; --ctx_size for --ctx-size, as llama.cpp's parser reads it */
+        const char *eq = strchr(a, '=');
+        size_t n = eq ? (size_t)(eq - a) : strlen(a);
+        if (n < sizeof name) {
+            snprintf(name, sizeof name, "%.*s", (int)n, a);
+            for (char *c = name + 2; *c; c++)
+                if (*c == '_') *c = '-';
+            a = name;
+            v = eq ? eq + 1 : NULL;
+        }
     }
     const struct arg_opt *o = opts;
     while (o->names && !one_of(o->names, a)) o++;

@@ -55,10 +55,13 @@ struct arg_opt {
 #define OPT_END                        {NULL, ARG_STR, NULL, 0, 0, NULL}
 
 /* The options every command that opens and runs a model shares, with llama.cpp's
- * spellings as aliases (one place, so run, chat and bench cannot drift apart). */
+ * spellings as aliases (one place, so run, chat, bench and eval cannot drift apart).
+ * OPTS_WEIGHTS is how a model is opened (app_open_model); OPTS_MODEL adds one -m. */
+#define OPTS_WEIGHTS(path, priority, no_cache)                                             \
+    OPT_STR("--path", (path)), OPT_STR("--priority", (priority)),                           \
+        OPT_FLAG("--no-cache", (no_cache))
 #define OPTS_MODEL(model, path, priority, no_cache)                                        \
-    OPT_STR("-m|--model", (model)), OPT_STR("--path", (path)),                              \
-        OPT_STR("--priority", (priority)), OPT_FLAG("--no-cache", (no_cache))
+    OPT_STR("-m|--model", (model)), OPTS_WEIGHTS(path, priority, no_cache)
 #define OPTS_SAMPLER(sp)                                                                    \
     OPT_FLOAT("--temp", &(sp)->temperature, 0, 100), OPT_INT("--top-k", &(sp)->top_k, 0, 1 << 24), \
         OPT_FLOAT("--top-p", &(sp)->top_p, 0, 1), OPT_FLOAT("--min-p", &(sp)->min_p, 0, 1),   \
@@ -71,7 +74,9 @@ struct arg_opt {
         OPT_INT("-b|--batch|--batch-size", &(cp)->n_batch, 1, 65536)
 
 /* argv[*i] against the table: 1 when it is one of its options (the value parsed into
- * dst and *i moved past it; "--name=value" works too), 0 when it is none of them, -1
+ * dst and *i moved past it; "--name=value" works too, and '_' for '-' in a long name,
+ * "--ctx_size", as llama.cpp takes it; a short option and its number are two words,
+ * "-n 16": llama.cpp's parser takes no "-n16" either), 0 when it is none of them, -1
  * after printing what is wrong with a missing or bad value. */
 int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv, int *i);
 /* The whole loop for a command whose options are all in the table (and -h/--help):

@@ -1,5 +1,11 @@
 /* app/bench_record.c — write a measurement record (docs/measurements format; the
- * fields are listed in docs/selector.md). */
+ * fields are listed in docs/selector.md).
+ *
+ * Internal headers still used (the record is the selector's own input format, written by
+ * a developer tool): core/outfile.h (written under a temporary name and renamed),
+ * formats/nib.h (the head's bits from a .nib header), kernels/kernels.h and
+ * runtime/selector.h (the kernel name the running table dispatches for the path, the
+ * build commit), runtime/probe.h (CPU family key and flags), eval/bench.h (nb_stats_of). */
 #include "app/bench_record.h"
 
 #include <ctype.h>

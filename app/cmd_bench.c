@@ -3,7 +3,12 @@
  * bits_per_weight, best_ts, median_ts, spread_pct). Models run in interleaved passes
  * (A B A B ...) with pinned threads; the read bandwidth is measured in the same run
  * and decode is reported as a fraction of its roofline. --profile prints per-op
- * milliseconds per token and flags float-precision weight GEMMs and fan-out-bound ops. */
+ * milliseconds per token and flags float-precision weight GEMMs and fan-out-bound ops.
+ *
+ * Internal headers still used (developer tool; the timing loop is not public API):
+ *   eval/bench.h   nb_bench_pp / nb_bench_tg (timed runs on a context), nb_bench_interleave
+ *                  (the A B A B pass order) and nb_stats_of (best / median / spread)
+ *   core/membw.h   nb_measure_read_bw, the bandwidth the roofline fraction is taken of */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,11 +22,8 @@
 #include "app/bench_record.h"
 #include "app/commands.h"
 #include "core/membw.h"
-#include "core/threadpool.h"
 #include "eval/bench.h"
-#include "kernels/kernels.h"
 #include "nibble.h"
-#include "runtime/cache.h"
 
 #define MAX_MODELS 16
 #define MAX_REPS 100
@@ -40,7 +42,7 @@ struct bmodel {
 
 struct bench {
     struct bmodel m[MAX_MODELS];
-    int n_models, n_prompt, n_gen, reps, n_threads;
+    int n_models, n_prompt, n_gen, reps, n_threads, n_ctx, n_batch;
 };
 
 static void usage(FILE *f)
@@ -53,6 +55,7 @@ static void usage(FILE *f)
                "  -n N        generated tokens for the tg test (default 128; 0: skip)\n"
                "  -r N        passes (default 5); models alternate within each pass\n"
                "  -t N        threads (default: all cores), pinned\n"
+               "  -c N, -b N  context (default: -p + -n + 16) and batch size, as for run\n"
                "  --path P    quantize float models to path P first (cached); auto: the\n"
                "              selector's choice for this CPU (nibble probe --explain)\n"
                "  --priority P  speed | fidelity | memory, for --path auto (default speed)\n"
@@ -180,7 +183,7 @@ static int plot(const struct bench *b, const char *png)
 
 static void emit(const struct bench *b, const char *fmt, double bw)
 {
-    const char *isa = nb_kernels_get()->isa;
+    const char *isa = nb_isa();
     int md = !strcmp(fmt, "md"), csv = !strcmp(fmt, "csv"), jsonl = !strcmp(fmt, "jsonl");
     int json = !strcmp(fmt, "json");
     cJSON *all = json ? cJSON_CreateArray() : NULL;
@@ -271,18 +274,18 @@ int cmd_bench(int argc, char **argv)
     b.n_prompt = 512;
     b.n_gen = 128;
     b.reps = 5;
-    b.n_threads = nb_cpu_count();
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    cp.n_threads = cores > 0 ? (int)cores : 1;
     const struct arg_opt opts[] = {
         OPT_INT("-p|--n-prompt", &b.n_prompt, 0, 1 << 16),
         OPT_INT("-n|--n-gen", &b.n_gen, 0, 1 << 16),
         OPT_INT("-r|--repetitions", &b.reps, 1, MAX_REPS),
-        OPT_INT("-t|--threads", &b.n_threads, 1, 1024),
+        OPTS_WEIGHTS(&path_name, &priority, &no_cache),
+        OPTS_CONTEXT(&cp, 16),
         OPT_CHOICE("-o|--output", &fmt, "md|json|jsonl|csv"),
-        OPT_STR("--path", &path_name),
-        OPT_STR("--priority", &priority),
         OPT_STR("--plot", &plot_path),
         OPT_FLAG("--profile", &profile),
-        OPT_FLAG("--no-cache", &no_cache),
         OPT_END};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -292,8 +295,10 @@ int cmd_bench(int argc, char **argv)
         if (arg_is_help(a)) {
             usage(stdout);
             return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) return 1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strncmp(a, "--model=", 8)) {
+            /* repeatable, so not in the table: each -m adds a model to compare */
+            if (!strncmp(a, "--model=", 8)) v = a + 8;
+            else if (!(v = arg_value(cmd, argc, argv, &i))) return 1;
             if (b.n_models == MAX_MODELS) {
                 fprintf(stderr, "nibble bench: at most %d models\n", MAX_MODELS);
                 return 1;
@@ -310,17 +315,21 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "nibble bench: give at least one model with -m\n");
         return 1;
     }
+    b.n_threads = cp.n_threads;
+    b.n_batch = cp.n_batch;
+    b.n_ctx = cp.n_ctx > 0 ? cp.n_ctx : b.n_prompt + b.n_gen + 16;
     for (int i = 0; i < b.n_models; i++) {
         struct bmodel *m = &b.m[i];
         if (!app_open_model(cmd, m->arg, path_name, priority, b.n_threads, !no_cache, &m->model,
                             m->path, sizeof m->path))
             goto done;
         nb_model_get_info(m->model, &m->info);
-        struct nb_ctx_params cp = nb_ctx_default_params();
-        cp.n_threads = b.n_threads;
-        cp.pin = 1;
-        cp.n_ctx = b.n_prompt + b.n_gen + 16;
-        if (nb_ctx_init(&m->ctx, m->model, &cp) != NB_OK) goto fail;
+        struct nb_ctx_params mp = nb_ctx_default_params();
+        mp.n_threads = b.n_threads;
+        mp.pin = 1;
+        mp.n_ctx = b.n_ctx;
+        mp.n_batch = b.n_batch;
+        if (nb_ctx_init(&m->ctx, m->model, &mp) != NB_OK) goto fail;
         double s; /* warm-up: page in the weights, settle the threads */
         if (nb_bench_tg(m->ctx, 2, 1, &s) != NB_OK) goto fail;
     }

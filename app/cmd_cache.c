@@ -9,7 +9,7 @@
 #include "app/args.h"
 #include "app/commands.h"
 #include "app/env.h"
-#include "runtime/cache.h"
+#include "nibble.h"
 
 static void usage(FILE *f)
 {
@@ -27,15 +27,12 @@ struct totals {
     unsigned long long bytes;
 };
 
-static void print_entry(const char *path, uint64_t bytes, const cJSON *h, void *user)
+static void print_entry(const char *path, uint64_t bytes, const char *weight_path,
+                        const char *source, void *user)
 {
     struct totals *t = user;
-    const cJSON *wp = cJSON_GetObjectItemCaseSensitive(h, "weight_path");
-    const cJSON *src = cJSON_GetObjectItemCaseSensitive(h, "source");
-    const cJSON *sp = cJSON_GetObjectItemCaseSensitive(src, "path");
-    printf("%9.1f MiB  %-6s  %s  %s\n", (double)bytes / (1 << 20),
-           cJSON_IsString(wp) ? wp->valuestring : "?",
-           cJSON_IsString(sp) ? sp->valuestring : "(unreadable: rebuilt on next use)", path);
+    printf("%9.1f MiB  %-6s  %s  %s\n", (double)bytes / (1 << 20), weight_path ? weight_path : "?",
+           source ? source : "(unreadable: rebuilt on next use)", path);
     t->n++;
     t->bytes += bytes;
 }
@@ -63,7 +60,7 @@ int cmd_cache(int argc, char **argv)
     }
     if (!strcmp(argv[1], "list")) {
         struct totals t = {0};
-        if (nb_cache_list(dir, print_entry, &t) != NB_OK) {
+        if (nb_cache_entries(dir, print_entry, &t) != NB_OK) {
             fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
             return 1;
         }

@@ -9,8 +9,8 @@
 #include "app/args.h"
 #include "app/auto_path.h"
 #include "app/commands.h"
+#include "app/text.h"
 #include "nibble.h"
-#include "runtime/model_tokenizer.h"
 
 #define MAX_TURNS 256
 
@@ -30,7 +30,7 @@ static void usage(FILE *f)
 
 struct turn_out {
     const struct nb_tokenizer *tok;
-    struct nb_detok detok;
+    struct nb_detokenizer *detok;
     char *text;
     size_t len, cap;
     int32_t *gen; /* generated ids */
@@ -51,7 +51,7 @@ static int on_token(int32_t id, void *user)
     o->gen[o->n_gen++] = id;
     const char *t;
     size_t n;
-    if (nb_detok_feed(&o->detok, id, &t, &n) != NB_OK) return 1;
+    if (nb_detokenizer_feed(o->detok, id, &t, &n) != NB_OK) return 1;
     fwrite(t, 1, n, stdout);
     fflush(stdout);
     if (o->len + n + 1 > o->cap) {
@@ -68,15 +68,14 @@ static int on_token(int32_t id, void *user)
 }
 
 /* The ids of a conversation rendered with the template, assistant header appended. */
-static enum nb_status render_ids(const struct nb_chat_template *tpl, const struct nb_chat_msg *msgs,
-                                 int n_msgs, const char *bos, const char *eos,
+static enum nb_status render_ids(const char *tpl, const struct nb_chat_msg *msgs, int n_msgs,
                                  const struct nb_tokenizer *tok, int32_t **ids, int *n_ids)
 {
     char *text = NULL;
     *ids = NULL;
     *n_ids = 0;
-    enum nb_status st = nb_chat_render(tpl, msgs, n_msgs, 1, bos, eos, &text);
-    if (st == NB_OK) st = nb_tokenize(tok, text, strlen(text), 0, 1, ids, n_ids);
+    enum nb_status st = app_chat_apply(tok, tpl, msgs, n_msgs, 1, &text);
+    if (st == NB_OK) st = app_tokenize(tok, text, strlen(text), 0, 1, ids, n_ids);
     free(text);
     return st;
 }
@@ -104,7 +103,7 @@ int cmd_chat(int argc, char **argv)
         OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
         OPT_STR("--system", &system),
         OPT_STR("--chat-template", &tpl_name),
-        OPT_INT("-n|--n-predict", &n_predict, 1, 1 << 20),
+        OPT_INT("-n|--predict|--n-predict", &n_predict, 1, 1 << 20),
         OPTS_CONTEXT(&cp, 16),
         OPTS_SAMPLER(&sp),
         OPT_END};
@@ -114,19 +113,18 @@ int cmd_chat(int argc, char **argv)
         fprintf(stderr, "nibble chat: give a model with -m\n");
         return 1;
     }
-    struct nb_chat_template tpl;
+    const char *tpl_kind = NULL;
     /* the same road as run: --path auto by default, quantized once into the cache */
     if (!app_open_model(cmd, model_path, path_name, priority, cp.n_threads, !no_cache, &model,
                         loaded, sizeof loaded))
         goto done;
-    if (nb_tokenizer_for_model(&tok, model_path) != NB_OK) goto fail;
-    if (tpl_name) {
-        if (nb_chat_template_by_name(tpl_name, &tpl) != NB_OK) goto fail;
-    } else if (!nb_tokenizer_chat_template(tok)) {
+    if (nb_tokenizer_load(&tok, model_path) != NB_OK) goto fail;
+    enum nb_status tst = nb_chat_template_resolve(tok, tpl_name, &tpl_kind);
+    if (tst == NB_ERR_NOT_FOUND) {
         fprintf(stderr, "nibble chat: %s has no chat template; choose one with --chat-template "
                         "NAME (chatml, qwen3, llama3, llama2, gemma)\n", model_path);
         goto done;
-    } else if (nb_chat_template_detect(nb_tokenizer_chat_template(tok), &tpl) != NB_OK) {
+    } else if (tst != NB_OK) {
         goto fail;
     }
     struct nb_model_info info;
@@ -137,12 +135,10 @@ int cmd_chat(int argc, char **argv)
         cp.n_ctx = info.n_ctx_train > 0 && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
     if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
     if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
-    const char *bos = nb_tokenizer_bos(tok) >= 0 ? nb_token_piece(tok, nb_tokenizer_bos(tok)) : "";
-    const char *eos = nb_tokenizer_eos(tok) >= 0 ? nb_token_piece(tok, nb_tokenizer_eos(tok)) : "";
     if (system) msgs[n_msgs++] = (struct nb_chat_msg){"system", system};
     int base_msgs = n_msgs, interactive = isatty(0);
     fprintf(stderr, "nibble chat: %s, template %s; /reset, /exit\n", model_path,
-            nb_chat_kind_name(tpl.kind));
+            tpl_kind);
     for (;;) {
         if (interactive) fprintf(stderr, "> ");
         ssize_t got = getline(&line, &line_cap, stdin);
@@ -166,7 +162,7 @@ int cmd_chat(int argc, char **argv)
         int n_alone = 0;
         if (base_msgs) alone[n_alone++] = msgs[0];
         alone[n_alone++] = msgs[n_msgs];
-        if ((st = render_ids(&tpl, alone, n_alone, bos, eos, tok, &ids, &n_ids))) goto fail;
+        if ((st = render_ids(tpl_name, alone, n_alone, tok, &ids, &n_ids))) goto fail;
         free(ids);
         ids = NULL;
         if (n_ids >= cp.n_ctx) {
@@ -177,12 +173,12 @@ int cmd_chat(int argc, char **argv)
             continue;
         }
         if (!(owned[n_msgs] = strdup(line))) {
-            nb_set_error(NB_ERR_NOMEM, "out of memory");
-            goto fail;
+            fprintf(stderr, "nibble chat: out of memory\n");
+            goto done;
         }
         msgs[n_msgs] = (struct nb_chat_msg){"user", owned[n_msgs]};
         n_msgs++;
-        if ((st = render_ids(&tpl, msgs, n_msgs, bos, eos, tok, &ids, &n_ids))) goto fail;
+        if ((st = render_ids(tpl_name, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
         if (n_ids >= cp.n_ctx) {
             /* the whole conversation no longer fits: start a new one with this message */
             free(ids);
@@ -201,7 +197,7 @@ int cmd_chat(int argc, char **argv)
                     "[the conversation outgrew the context of %d tokens: earlier turns "
                     "dropped]\n",
                     cp.n_ctx);
-            if ((st = render_ids(&tpl, msgs, n_msgs, bos, eos, tok, &ids, &n_ids))) goto fail;
+            if ((st = render_ids(tpl_name, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
         }
         /* keep the longest cached prefix; run the rest */
         int keep = 0;
@@ -212,7 +208,7 @@ int cmd_chat(int argc, char **argv)
         }
         fprintf(stderr, "[%d cached tokens reused, %d new]\n", keep, n_ids - keep);
         struct turn_out out = {.tok = tok};
-        nb_detok_init(&out.detok, tok, 0);
+        if (nb_detokenizer_init(&out.detok, tok, 0) != NB_OK) goto fail;
         struct nb_gen_stats gs;
         /* the answer stops where the context is full: after the prompt's n_ids tokens,
          * n more need n - 1 decode steps */
@@ -221,10 +217,10 @@ int cmd_chat(int argc, char **argv)
                          &gs);
         const char *t;
         size_t n;
-        if (st == NB_OK && nb_detok_flush(&out.detok, &t, &n) == NB_OK) fwrite(t, 1, n, stdout);
+        if (st == NB_OK && nb_detokenizer_flush(out.detok, &t, &n) == NB_OK) fwrite(t, 1, n, stdout);
         printf("\n");
         fflush(stdout);
-        nb_detok_free(&out.detok);
+        nb_detokenizer_free(out.detok);
         if (st == NB_OK && turn_predict < n_predict && gs.n_gen == turn_predict)
             fprintf(stderr, "[the context of %d tokens is full: the answer was cut]\n", cp.n_ctx);
         /* the cache now holds the prompt and the generated tokens but the last */

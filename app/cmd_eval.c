@@ -1,6 +1,9 @@
 /* nibble eval — fidelity of a test build against a reference build of the same model:
  * greedy reproductions and first divergence, teacher-forced top-1 agreement and mean
- * KL(ref || test), perplexity of each on a text file. */
+ * KL(ref || test), perplexity of each on a text file.
+ *
+ * Internal header still used: eval/fidelity.h (nb_eval_fidelity, nb_eval_ppl), the
+ * comparison itself, which is a developer tool and not public API. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,48 +11,51 @@
 #include <cjson/cJSON.h>
 
 #include "app/args.h"
+#include "app/auto_path.h"
 #include "app/commands.h"
-#include "core/mmap.h"
+#include "app/text.h"
 #include "eval/fidelity.h"
 #include "nibble.h"
-#include "runtime/model_tokenizer.h"
 
 #define MAX_PROMPTS 4096
 
 static void usage(FILE *f)
 {
     fprintf(f, "usage: nibble eval --ref MODEL --test MODEL --prompts FILE [-n N] [--text FILE]\n"
-               "                   [--ctx N] [-t N] [-o table|json]\n"
+               "                   [-c N] [-t N] [-b N] [--path P] [-o table|json]\n"
                "\n"
+               "  --path P        open the test model as run would: source (default: the\n"
+               "                  weights as stored), auto, w4a8, ... (--priority, --no-cache)\n"
+               "  -c, --ctx-size N, -t, --threads N, -b, --batch-size N   as for run\n"
                "  --prompts FILE  one prompt per line: text (tokenized with the reference's\n"
                "                  tokenizer, BOS as its config says) or 'ids: 1,2,3'\n"
                "  -n N            greedy tokens per prompt (default 32)\n"
                "  --text FILE     also report the perplexity of both builds on this text\n");
 }
 
-/* Load a model with a context of n_ctx tokens (0: what the prompts need, at least
- * min(512, the model's trained context)). */
-static int load(const char *path, int n_ctx, int need, int n_threads, struct nb_model **m,
-                struct nb_ctx **c)
+/* A context of cp->n_ctx tokens (0: what the prompts need, at least min(512, the model's
+ * trained context)). */
+static int context(struct nb_model *m, const struct nb_ctx_params *cp, int need,
+                   struct nb_ctx **c)
 {
-    struct nb_ctx_params cp = nb_ctx_default_params();
+    struct nb_ctx_params p = *cp;
     struct nb_model_info info;
-    if (nb_model_load(m, path) != NB_OK) return 0;
-    nb_model_get_info(*m, &info);
-    cp.n_ctx = n_ctx;
-    if (!cp.n_ctx) {
-        cp.n_ctx = info.n_ctx_train < 512 ? info.n_ctx_train : 512;
-        if (need > cp.n_ctx) cp.n_ctx = need;
+    nb_model_get_info(m, &info);
+    if (!p.n_ctx) {
+        p.n_ctx = info.n_ctx_train < 512 ? info.n_ctx_train : 512;
+        if (need > p.n_ctx) p.n_ctx = need;
     }
-    cp.n_threads = n_threads;
-    return nb_ctx_init(c, *m, &cp) == NB_OK;
+    return nb_ctx_init(c, m, &p) == NB_OK;
 }
 
 int cmd_eval(int argc, char **argv)
 {
     const char *cmd = "eval", *ref_path = NULL, *test_path = NULL, *prompts_path = NULL;
     const char *text_path = NULL, *fmt = "table";
-    int n_gen = 32, n_ctx = 0, n_threads = 0, rc = 1, n_prompts = 0;
+    const char *path_name = "source", *priority = NULL;
+    char loaded[4096];
+    int n_gen = 32, rc = 1, n_prompts = 0, no_cache = 0;
+    struct nb_ctx_params cp = nb_ctx_default_params();
     struct nb_model *rm = NULL, *tm = NULL;
     struct nb_ctx *rc_ = NULL, *tc = NULL;
     struct nb_tokenizer *tok = NULL;
@@ -62,9 +68,9 @@ int cmd_eval(int argc, char **argv)
         OPT_STR("--test", &test_path),
         OPT_STR("--prompts", &prompts_path),
         OPT_STR("--text", &text_path),
-        OPT_INT("-n", &n_gen, 1, 4096),
-        OPT_INT("-c|--ctx", &n_ctx, 16, 1 << 20),
-        OPT_INT("-t|--threads", &n_threads, 1, 1024),
+        OPT_INT("-n|--predict|--n-predict", &n_gen, 1, 4096),
+        OPTS_WEIGHTS(&path_name, &priority, &no_cache),
+        OPTS_CONTEXT(&cp, 16),
         OPT_CHOICE("-o", &fmt, "table|json"),
         OPT_END};
     int parsed = arg_parse(cmd, opts, argc, argv, usage);
@@ -74,7 +80,7 @@ int cmd_eval(int argc, char **argv)
         return 1;
     }
     size_t size;
-    if (nb_file_read_all(prompts_path, 64u << 20, &file, &size) != NB_OK) goto fail;
+    if (!app_read_all(cmd, "--prompts", prompts_path, 64u << 20, &file, &size)) goto done;
     int max_len = 0;
     for (char *line = file, *next; line && *line; line = next) {
         next = strchr(line, '\n');
@@ -90,8 +96,8 @@ int cmd_eval(int argc, char **argv)
         if (!strncmp(line, "ids:", 4)) {
             if (!arg_ids(cmd, "--prompts", line + 4, &prompts[n_prompts], &k)) goto done;
         } else {
-            if (!tok && nb_tokenizer_for_model(&tok, ref_path) != NB_OK) goto fail;
-            if (nb_tokenize(tok, line, n, 1, 0, &prompts[n_prompts], &k) != NB_OK) goto fail;
+            if (!tok && nb_tokenizer_load(&tok, ref_path) != NB_OK) goto fail;
+            if (app_tokenize(tok, line, n, 1, 0, &prompts[n_prompts], &k) != NB_OK) goto fail;
         }
         lens[n_prompts++] = k;
         if (k > max_len) max_len = k;
@@ -102,16 +108,19 @@ int cmd_eval(int argc, char **argv)
     }
     int n_text = 0;
     if (text_path) {
-        if (nb_file_read_all(text_path, 256u << 20, &text, &size) != NB_OK) goto fail;
-        if (!tok && nb_tokenizer_for_model(&tok, ref_path) != NB_OK) goto fail;
-        if (nb_tokenize(tok, text, size, 1, 0, &text_ids, &n_text) != NB_OK) goto fail;
+        if (!app_read_all(cmd, "--text", text_path, 256u << 20, &text, &size)) goto done;
+        if (!tok && nb_tokenizer_load(&tok, ref_path) != NB_OK) goto fail;
+        if (app_tokenize(tok, text, size, 1, 0, &text_ids, &n_text) != NB_OK) goto fail;
     }
-    if (!load(ref_path, n_ctx, max_len + n_gen, n_threads, &rm, &rc_) ||
-        !load(test_path, n_ctx, max_len + n_gen, n_threads, &tm, &tc))
+    if (nb_model_load(&rm, ref_path) != NB_OK || !context(rm, &cp, max_len + n_gen, &rc_))
         goto fail;
+    if (!app_open_model(cmd, test_path, path_name, priority, cp.n_threads, !no_cache, &tm, loaded,
+                        sizeof loaded))
+        goto done;
+    if (!context(tm, &cp, max_len + n_gen, &tc)) goto fail;
     struct nb_model_info ri;
     nb_model_get_info(rm, &ri);
-    int window = n_ctx ? n_ctx : (ri.n_ctx_train < 512 ? ri.n_ctx_train : 512);
+    int window = cp.n_ctx ? cp.n_ctx : (ri.n_ctx_train < 512 ? ri.n_ctx_train : 512);
     struct nb_fidelity f;
     if (nb_eval_fidelity(rc_, tc, prompts, lens, n_prompts, n_gen, &f) != NB_OK) goto fail;
     double ppl_ref = 0, ppl_test = 0;
@@ -139,8 +148,8 @@ int cmd_eval(int argc, char **argv)
         char *js = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (!js) {
-            nb_set_error(NB_ERR_NOMEM, "out of memory");
-            goto fail;
+            fprintf(stderr, "nibble eval: out of memory\n");
+            goto done;
         }
         printf("%s\n", js);
         free(js);

@@ -1,7 +1,12 @@
 /* nibble inspect / nibble verify — look inside a model file (a .nib: header, tensors,
  * bits per weight; a GGUF: metadata and tensors, like gguf-dump; safetensors: tensors)
  * and check every tensor checksum of a .nib. `inspect --json` prints one JSON object
- * through cJSON, so any file name or key gives valid JSON. */
+ * through cJSON, so any file name or key gives valid JSON.
+ *
+ * Internal headers still used (a gguf-dump-like view of files, not of a loaded model, so
+ * nibble.h does not carry it): formats/gguf.h (metadata keys, values and tensors),
+ * formats/safetensors.h (tensors), formats/nib.h (header, tensors, checksum verify) and
+ * formats/sniff.h (which kind of file a path is). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

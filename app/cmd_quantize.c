@@ -10,7 +10,6 @@
 #include "app/env.h"
 #include "app/progress.h"
 #include "nibble.h"
-#include "runtime/quantize.h"
 
 static void usage(FILE *f)
 {
@@ -57,11 +56,10 @@ int cmd_quantize(int argc, char **argv)
 {
     const char *cmd = "quantize", *model = NULL, *out = NULL, *path_name = NULL;
     const char *priority = NULL;
-    struct nb_quantize_opts o;
+    struct nb_quantize_params o = nb_quantize_default_params();
     struct qui ui = {0};
     app_progress_init(&ui.bar, cmd, NULL);
-    nb_quantize_default_opts(&o);
-    app_env_quantize(&o);
+    app_env_layout(&o.layout_rows, &o.repack_rows);
     const char *group = NULL, *head = NULL, *embd = NULL;
     int absmax = 0;
     float damp = 0;
@@ -98,14 +96,14 @@ int cmd_quantize(int argc, char **argv)
     o.progress = app_progress_cb;
     o.report = on_report;
     o.user = &ui;
-    struct nb_quantize_result r;
-    if (nb_quantize_file(model, &o, out, &r) != NB_OK) {
+    struct nb_quantize_stats r = {.size = sizeof r};
+    if (nb_model_quantize(model, out, &o, &r) != NB_OK) {
         fprintf(stderr, "nibble quantize: %s\n", nb_last_error());
         return 1;
     }
     printf("%s: %s, %.3f bits per weight in linear layers (%lld params, %llu bytes), %.3f over "
            "the whole file (%lld params, %llu bytes), %.1f s\n",
-           out, nb_wpath_name(o.path), r.bpw_linear, (long long)r.linear_params,
+           out, o.path, r.bpw_linear, (long long)r.linear_params,
            (unsigned long long)r.linear_bytes, r.bpw_file, (long long)r.file_params,
            (unsigned long long)r.file_bytes, r.seconds);
     return 0;

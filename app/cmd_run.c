@@ -8,11 +8,8 @@
 #include "app/args.h"
 #include "app/auto_path.h"
 #include "app/commands.h"
-#include "core/mmap.h"
-#include "core/timer.h"
+#include "app/text.h"
 #include "nibble.h"
-#include "runtime/cache.h"
-#include "runtime/model_tokenizer.h"
 
 #define DEFAULT_MODEL "../shared/models/kjv-7m/kjv-7m-f32.gguf"
 
@@ -54,8 +51,8 @@ struct out_state {
     int print_ids, ignore_eos;
     int n;
     const struct nb_tokenizer *tok; /* NULL: print ids */
-    struct nb_detok detok;
-    struct nb_stop stop;
+    struct nb_detokenizer *detok;
+    struct nb_stop_matcher *stop;
     int stopped; /* 1: end-of-generation token, 2: stop string */
 };
 
@@ -73,8 +70,8 @@ static int on_token(int32_t id, void *user)
     }
     const char *text, *emit;
     size_t len, n_emit;
-    if (nb_detok_feed(&o->detok, id, &text, &len) != NB_OK) return 1;
-    int hit = nb_stop_feed(&o->stop, text, len, &emit, &n_emit);
+    if (nb_detokenizer_feed(o->detok, id, &text, &len) != NB_OK) return 1;
+    int hit = nb_stop_matcher_feed(o->stop, text, len, &emit, &n_emit);
     fwrite(emit, 1, n_emit, stdout);
     fflush(stdout);
     if (hit) o->stopped = 2;
@@ -86,11 +83,7 @@ static char *read_prompt(const char *path)
 {
     char *buf = NULL;
     size_t n;
-    enum nb_status st = strcmp(path, "-") ? nb_file_read_all(path, 64u << 20, &buf, &n)
-                                          : nb_stream_read_all(stdin, "standard input",
-                                                               64u << 20, &buf, &n);
-    if (st != NB_OK) fprintf(stderr, "nibble run: the prompt: %s\n", nb_last_error());
-    return buf;
+    return app_read_all("run", "the prompt", path, 64u << 20, &buf, &n) ? buf : NULL;
 }
 
 int cmd_run(int argc, char **argv)
@@ -116,7 +109,7 @@ int cmd_run(int argc, char **argv)
         OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
         OPT_STR("-p|--prompt", &prompt_text),
         OPT_STR("-f|--file", &prompt_file),
-        OPT_INT("-n|--n-predict", &n_predict, 0, 1 << 24),
+        OPT_INT("-n|--predict|--n-predict", &n_predict, 0, 1 << 24),
         OPTS_CONTEXT(&cp, 1),
         OPTS_SAMPLER(&sp),
         OPT_FLAG("--no-special", &no_special),
@@ -171,19 +164,19 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
 
-    double t_start = nb_time_s();
+    double t_start = app_time_s();
     if (!app_open_model(cmd, model_path, path_name, priority, cp.n_threads, !no_cache, &model,
                         loaded, sizeof loaded))
         goto done;
     /* The tokenizer (the source's: a cache entry embeds the same one): needed for a text
      * prompt or text output. */
     if (!ids || !out.print_ids) {
-        if (nb_tokenizer_for_model(&tok, model_path) != NB_OK) {
+        if (nb_tokenizer_load(&tok, model_path) != NB_OK) {
             if (!ids) goto fail;
             fprintf(stderr, "nibble run: no tokenizer (%s): printing ids\n", nb_last_error());
         }
     }
-    if (!ids && nb_tokenize(tok, prompt_text, strlen(prompt_text), 1, parse_special, &ids,
+    if (!ids && app_tokenize(tok, prompt_text, strlen(prompt_text), 1, parse_special, &ids,
                             &n_ids) != NB_OK)
         goto fail;
     if (n_ids == 0) {
@@ -192,9 +185,9 @@ int cmd_run(int argc, char **argv)
     }
     out.tok = tok;
     out.ignore_eos = ignore_eos;
-    if (tok) nb_detok_init(&out.detok, tok, 0);
-    if (nb_stop_init(&out.stop, stops, n_stops) != NB_OK) goto fail;
-    double t_loaded = nb_time_s();
+    if (tok && nb_detokenizer_init(&out.detok, tok, 0) != NB_OK) goto fail;
+    if (nb_stop_matcher_init(&out.stop, stops, n_stops) != NB_OK) goto fail;
+    double t_loaded = app_time_s();
     if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
     struct nb_model_info info;
     nb_model_get_info(model, &info);
@@ -203,7 +196,7 @@ int cmd_run(int argc, char **argv)
             info.arch, info.source_kind, (double)info.n_params / 1e6, info.n_layers,
             info.n_vocab);
 
-    double t_ready = nb_time_s();
+    double t_ready = app_time_s();
     struct nb_gen_stats gs;
     if (nb_generate(ctx, 0, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out, &gs) !=
         NB_OK)
@@ -211,11 +204,11 @@ int cmd_run(int argc, char **argv)
     if (tok && !out.print_ids) { /* what the detokenizer and the stop matcher still hold */
         const char *text, *emit;
         size_t len, n_emit;
-        if (nb_detok_flush(&out.detok, &text, &len) == NB_OK && out.stopped != 2 &&
-            !nb_stop_feed(&out.stop, text, len, &emit, &n_emit))
+        if (nb_detokenizer_flush(out.detok, &text, &len) == NB_OK && out.stopped != 2 &&
+            !nb_stop_matcher_feed(out.stop, text, len, &emit, &n_emit))
             fwrite(emit, 1, n_emit, stdout);
         if (out.stopped != 2) {
-            nb_stop_flush(&out.stop, &emit, &n_emit);
+            nb_stop_matcher_flush(out.stop, &emit, &n_emit);
             fwrite(emit, 1, n_emit, stdout);
         }
     }
@@ -237,8 +230,8 @@ fail:
     fprintf(stderr, "nibble run: %s\n", nb_last_error());
     rc = 1;
 done:
-    if (out.tok) nb_detok_free(&out.detok);
-    nb_stop_free(&out.stop);
+    nb_detokenizer_free(out.detok);
+    nb_stop_matcher_free(out.stop);
     nb_tokenizer_free(tok);
     nb_sampler_free(sampler);
     nb_ctx_free(ctx);

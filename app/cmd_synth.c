@@ -1,10 +1,13 @@
-/* nibble synth — write a random-weight model at a real shape as GGUF (benchmarks, tests). */
+/* nibble synth — write a random-weight model at a real shape as GGUF (benchmarks, tests).
+ *
+ * Internal header still used: eval/synth.h (the shape table and the GGUF writer of random
+ * weights), a developer tool that is not public API. */
 #include <stdio.h>
 #include <string.h>
 
 #include "app/args.h"
 #include "app/commands.h"
-#include "core/timer.h"
+#include "app/text.h"
 #include "eval/synth.h"
 #include "nibble.h"
 
@@ -76,12 +79,12 @@ int cmd_synth(int argc, char **argv)
             fprintf(stderr, "  %s\n", nb_synth_shape_at(i)->name);
         return 2;
     }
-    double t0 = nb_time_s();
+    double t0 = app_time_s();
     if (nb_synth_write(s, &p, out) != NB_OK) {
         fprintf(stderr, "nibble synth: %s\n", nb_last_error());
         return 1;
     }
     fprintf(stderr, "nibble synth: wrote %s: %s, %lld parameters, seed %llu, %.1f s\n", out,
-            s->name, (long long)nb_synth_n_params(s), (unsigned long long)p.seed, nb_time_s() - t0);
+            s->name, (long long)nb_synth_n_params(s), (unsigned long long)p.seed, app_time_s() - t0);
     return 0;
 }

@@ -14,11 +14,8 @@
 
 #include "app/args.h"
 #include "app/commands.h"
-#include "core/mmap.h"
-#include "core/timer.h"
+#include "app/text.h"
 #include "nibble.h"
-#include "runtime/model_tokenizer.h"
-#include "tokenizer/tokenizer.h"
 
 /* 1 when s is well-formed UTF-8 (no overlongs, surrogates or values past U+10FFFF). */
 static int utf8_valid(const char *s)
@@ -57,6 +54,7 @@ static void usage_tokenize(FILE *f)
             "      --pieces          print the vocabulary pieces instead of ids\n"
             "      --json            [{\"id\": N, \"piece\": \"...\"}] (\"piece_bytes\" for a piece\n"
             "                        that is not UTF-8)\n"
+            "  -p, --prompt TEXT     the text as an option (\"-\": read it from standard input)\n"
             "  -f, --file FILE       tokenize the contents of FILE instead of TEXT\n"
             "      --bench FILE      time tokenizing FILE (best of 5), report MB/s on stderr\n");
 }
@@ -78,12 +76,8 @@ static struct nb_tokenizer *load(const char *cmd, const char *model, const char 
         fprintf(stderr, "nibble %s: give -m MODEL or --tokenizer PATH\n", cmd);
         return NULL;
     }
-    /* --tokenizer X.bin is a llama2.c tokenizer itself; anything else (a .nib too, which
-     * holds its tokenizer) goes through nb_tokenizer_for_model */
-    size_t n = strlen(p);
-    int l2c = tokpath && n >= 4 && !strcmp(p + n - 4, ".bin");
-    enum nb_status st =
-        l2c ? nb_tokenizer_load_llama2c(&tok, p, 0) : nb_tokenizer_for_model(&tok, p);
+    /* a model (a .nib holds its tokenizer) or a tokenizer file, a llama2.c .bin too */
+    enum nb_status st = nb_tokenizer_load(&tok, p);
     if (st) {
         fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
         return NULL;
@@ -115,26 +109,25 @@ static int bench(struct nb_tokenizer *tok, const char *file)
 {
     char *buf = NULL;
     size_t n = 0;
-    if (nb_file_read_all(file, (size_t)1 << 30, &buf, &n)) {
-        fprintf(stderr, "nibble tokenize: %s\n", nb_last_error());
-        return 1;
-    }
+    if (!app_read_all("tokenize", "--bench", file, (size_t)1 << 30, &buf, &n)) return 1;
     double best = 1e30;
     int n_ids = 0;
     for (int rep = 0; rep < 5; rep++) {
         int32_t *ids;
-        double t0 = nb_time_s();
-        if (nb_tokenize(tok, buf, n, 1, 1, &ids, &n_ids)) {
+        double t0 = app_time_s();
+        if (app_tokenize(tok, buf, n, 1, 1, &ids, &n_ids)) {
             fprintf(stderr, "nibble tokenize: %s\n", nb_last_error());
             free(buf);
             return 1;
         }
-        double dt = nb_time_s() - t0;
+        double dt = app_time_s() - t0;
         free(ids);
         if (dt < best) best = dt;
     }
+    struct nb_tokenizer_info ti = {.size = sizeof ti};
+    nb_tokenizer_get_info(tok, &ti);
     fprintf(stderr, "tokenize %s: %zu bytes -> %d tokens, best of 5: %.3f s, %.1f MB/s (%s)\n",
-            file, n, n_ids, best, (double)n / 1e6 / best, nb_tokenizer_desc(tok));
+            file, n, n_ids, best, (double)n / 1e6 / best, ti.desc);
     free(buf);
     return 0;
 }
@@ -142,7 +135,7 @@ static int bench(struct nb_tokenizer *tok, const char *file)
 int cmd_tokenize(int argc, char **argv)
 {
     const char *cmd = "tokenize", *model = getenv("NIBBLE_MODEL"), *tokpath = NULL;
-    const char *text = NULL, *file = NULL, *bench_file = NULL;
+    const char *text = NULL, *file = NULL, *bench_file = NULL, *prompt = NULL;
     int parse_special = 1, add_special = 1, pieces = 0, rc = 1, n_ids = 0;
     int32_t *ids = NULL;
     char *fbuf = NULL;
@@ -153,6 +146,7 @@ int cmd_tokenize(int argc, char **argv)
         OPT_STR("-m|--model", &model),
         OPT_STR("--tokenizer", &tokpath),
         OPT_STR("-f|--file", &file),
+        OPT_STR("-p|--prompt", &prompt),
         OPT_STR("--bench", &bench_file),
         OPT_FLAG("--no-special", &no_special),
         OPT_FLAG("--no-add-special", &no_add_special),
@@ -182,7 +176,12 @@ int cmd_tokenize(int argc, char **argv)
     }
     parse_special = !no_special;
     add_special = !no_add_special;
-    if (!text && !file && !bench_file) {
+    if (prompt && (text || file)) {
+        fprintf(stderr, "nibble %s: give the text once: -p TEXT, -f FILE or TEXT\n", cmd);
+        return 2;
+    }
+    if (prompt && strcmp(prompt, "-")) text = prompt;
+    if (!text && !file && !prompt && !bench_file) {
         fprintf(stderr, "nibble %s: no TEXT\n", cmd);
         usage_tokenize(stderr);
         return 2;
@@ -192,16 +191,15 @@ int cmd_tokenize(int argc, char **argv)
         rc = bench(tok, bench_file);
         goto done;
     }
-    if (file) {
-        if (nb_file_read_all(file, (size_t)1 << 30, &fbuf, &len)) {
-            fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+    if (file || (prompt && !strcmp(prompt, "-"))) { /* -f FILE, and -p -: standard input */
+        if (!app_read_all(cmd, file ? "-f" : "-p", file ? file : "-", (size_t)1 << 30, &fbuf,
+                          &len))
             goto done;
-        }
         text = fbuf;
     } else {
         len = strlen(text);
     }
-    if (nb_tokenize(tok, text, len, add_special, parse_special, &ids, &n_ids)) {
+    if (app_tokenize(tok, text, len, add_special, parse_special, &ids, &n_ids)) {
         fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
         goto done;
     }
@@ -209,7 +207,7 @@ int cmd_tokenize(int argc, char **argv)
         cJSON *a = cJSON_CreateArray();
         for (int i = 0; i < n_ids; i++) {
             cJSON *e = cJSON_CreateObject();
-            const char *p = nb_token_piece(tok, ids[i]);
+            const char *p = nb_token_vocab_entry(tok, ids[i]);
             cJSON_AddNumberToObject(e, "id", ids[i]);
             if (utf8_valid(p ? p : "")) {
                 cJSON_AddStringToObject(e, "piece", p ? p : "");
@@ -230,7 +228,7 @@ int cmd_tokenize(int argc, char **argv)
     for (int i = 0; i < n_ids; i++) {
         if (i) putchar(' ');
         if (pieces) {
-            print_piece(nb_token_piece(tok, ids[i]));
+            print_piece(nb_token_vocab_entry(tok, ids[i]));
         } else {
             printf("%d", ids[i]);
         }
@@ -247,7 +245,7 @@ done:
 int cmd_detokenize(int argc, char **argv)
 {
     const char *cmd = "detokenize", *model = getenv("NIBBLE_MODEL"), *tokpath = NULL;
-    int flags = 0, rc = 1, n_ids = 0;
+    int rc = 1, n_ids = 0;
     int32_t *ids = NULL;
     char *text = NULL;
     size_t len = 0;
@@ -277,7 +275,6 @@ int cmd_detokenize(int argc, char **argv)
             break;
         }
     }
-    if (special) flags |= NB_DETOK_SPECIAL;
     for (; i < argc; i++) {
         int32_t *more = NULL;
         int n_more = 0;
@@ -294,7 +291,7 @@ int cmd_detokenize(int argc, char **argv)
         free(more);
     }
     if (!(tok = load(cmd, model, tokpath))) goto done;
-    if (nb_detokenize(tok, ids, n_ids, flags, &text, &len)) {
+    if (app_detokenize(tok, ids, n_ids, special, &text, &len)) {
         fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
         goto done;
     }

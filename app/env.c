@@ -5,11 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "kernels/kernels.h"
-#include "nibble.h"
-#include "runtime/cache.h"
-#include "runtime/selector.h"
-
 void app_env_init(void)
 {
     const char *log = getenv("NIBBLE_LOG");
@@ -27,18 +22,18 @@ void app_env_init(void)
     }
     const char *isa = getenv("NIBBLE_ISA"), *amx = getenv("NIBBLE_AMX");
     int allow_amx = !(amx && !strcmp(amx, "0"));
-    if (nb_kernels_configure(isa, allow_amx) != NB_OK) {
+    if (nb_set_isa(isa, allow_amx) != NB_OK) {
         fprintf(stderr, "nibble: NIBBLE_ISA=%s: %s: using the best this CPU has\n", isa,
                 nb_last_error());
-        nb_kernels_configure(NULL, allow_amx);
+        nb_set_isa(NULL, allow_amx);
     }
 }
 
-void app_env_quantize(struct nb_quantize_opts *o)
+void app_env_layout(int *layout_rows, int64_t *repack_rows)
 {
     const char *layout = getenv("NIBBLE_LAYOUT"), *rows = getenv("NIBBLE_REPACK_ROWS");
-    o->layout = layout && !strcmp(layout, "rows") ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
-    o->repack_rows = rows ? strtoll(rows, NULL, 10) : 0;
+    *layout_rows = layout && !strcmp(layout, "rows");
+    *repack_rows = rows ? strtoll(rows, NULL, 10) : 0;
 }
 
 int app_env_cache_dir(char *out, size_t size, const char **why)
@@ -49,10 +44,10 @@ int app_env_cache_dir(char *out, size_t size, const char **why)
     return 0;
 }
 
-void app_env_select(struct nb_select_overrides *ov)
+void app_env_select(struct nb_select_params *sp)
 {
-    ov->path = getenv("NIBBLE_WEIGHT_PATH");
-    ov->path_source = "NIBBLE_WEIGHT_PATH";
-    ov->records_dir = getenv("NIBBLE_MEASUREMENTS");
-    if (ov->records_dir && !*ov->records_dir) ov->records_dir = NULL;
+    sp->path = getenv("NIBBLE_WEIGHT_PATH");
+    sp->path_from = "NIBBLE_WEIGHT_PATH";
+    sp->records_dir = getenv("NIBBLE_MEASUREMENTS");
+    if (sp->records_dir && !*sp->records_dir) sp->records_dir = NULL;
 }

@@ -6,19 +6,19 @@
 #define NB_APP_ENV_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-#include "runtime/quantize.h"
+#include "nibble.h"
 
 /* At start-up, before anything else: NIBBLE_LOG (nb_log_set_level), NIBBLE_ISA and
- * NIBBLE_AMX (nb_kernels_configure). A bad value is warned about and ignored. */
+ * NIBBLE_AMX (nb_set_isa). A bad value is warned about and ignored. */
 void app_env_init(void);
 
-/* NIBBLE_WEIGHT_PATH and NIBBLE_MEASUREMENTS for the selector. */
-struct nb_select_overrides;
-void app_env_select(struct nb_select_overrides *ov);
+/* NIBBLE_WEIGHT_PATH and NIBBLE_MEASUREMENTS into the selector's params. */
+void app_env_select(struct nb_select_params *sp);
 
-/* NIBBLE_LAYOUT=rows and NIBBLE_REPACK_ROWS=N into the quantize options. */
-void app_env_quantize(struct nb_quantize_opts *o);
+/* NIBBLE_LAYOUT=rows and NIBBLE_REPACK_ROWS=N: how quantized int4 matrices are laid out. */
+void app_env_layout(int *layout_rows, int64_t *repack_rows);
 
 /* The warm-start cache folder: $XDG_CACHE_HOME/nibble, else $HOME/.cache/nibble.
  * Returns 0 (and *why says so) when neither is set. */

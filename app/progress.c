@@ -2,9 +2,15 @@
 #include "app/progress.h"
 
 #include <stdio.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "core/timer.h"
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
 
 void app_progress_init(struct app_progress *p, const char *cmd, const char *what)
 {
@@ -16,7 +22,7 @@ void app_progress_cb(int64_t done, int64_t total, void *user)
     struct app_progress *p = user;
     if (!p->started) {
         p->started = 1;
-        p->t0 = nb_time_s();
+        p->t0 = now_s();
         if (p->what) fprintf(stderr, "nibble %s: %s ...\n", p->cmd, p->what);
     }
     if (!p->tty) return;
@@ -28,5 +34,5 @@ void app_progress_cb(int64_t done, int64_t total, void *user)
 
 double app_progress_seconds(const struct app_progress *p)
 {
-    return p->started ? nb_time_s() - p->t0 : 0;
+    return p->started ? now_s() - p->t0 : 0;
 }

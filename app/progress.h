@@ -15,7 +15,7 @@ struct app_progress {
 };
 
 void app_progress_init(struct app_progress *p, const char *cmd, const char *what);
-/* A nb_quantize_opts.progress callback; `user` points to a struct app_progress. */
+/* An nb_progress_fn; `user` points to a struct app_progress. */
 void app_progress_cb(int64_t done, int64_t total, void *user);
 /* Seconds since the first callback (0 when it never ran). */
 double app_progress_seconds(const struct app_progress *p);

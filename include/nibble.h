@@ -184,6 +184,297 @@ NB_API enum nb_status nb_generate(struct nb_ctx *ctx, int seq, struct nb_sampler
                            const int32_t *prompt, int n_prompt, int n_predict, int stop_on_eos,
                            nb_token_cb cb, void *user, struct nb_gen_stats *stats);
 
+/* ---------------------------------------------------------------- versioned structs
+ * The structs below start with `size`: a params struct comes from its *_default_params()
+ * function (size set), an output struct is given with size = sizeof it. The library
+ * reads and writes only the first `size` bytes, so a program built against an older
+ * nibble.h keeps working with a newer library (fields are only ever added at the end). */
+
+/* Progress of a long job (quantization): done of total units, called after each. */
+typedef void (*nb_progress_fn)(int64_t done, int64_t total, void *user);
+
+/* ---------------------------------------------------------------- kernels */
+
+/* Before the first model runs: cap the kernel level ("ref", "avx2", "avx512"; NULL or
+ * "auto": the best this CPU has) and allow or forbid the AMX kernel (the CLI passes
+ * NIBBLE_ISA and NIBBLE_AMX). NB_ERR_INVALID_ARG for an unknown level or a call after
+ * the kernels were chosen. */
+NB_API enum nb_status nb_set_isa(const char *isa, int allow_amx);
+/* The kernel level in use ("avx512vnni", "avx2", "ref", ...); chooses it if not yet. */
+NB_API const char *nb_isa(void);
+
+/* ---------------------------------------------------------------- tokenizer */
+
+struct nb_tokenizer;
+
+/* The tokenizer of a model: `path` as given to nb_model_load (a GGUF's metadata, a
+ * model directory's tokenizer.json / tokenizer.model, a llama2.c checkpoint's
+ * tokenizer, a .nib's embedded copy), or a tokenizer file itself (tokenizer.json,
+ * tokenizer.model, a llama2.c tokenizer .bin). A tokenizer is immutable and may be
+ * shared between threads. */
+NB_API enum nb_status nb_tokenizer_load(struct nb_tokenizer **out, const char *path);
+NB_API void nb_tokenizer_free(struct nb_tokenizer *tok);
+
+struct nb_tokenizer_info {
+    size_t size;
+    int n_vocab;
+    int bos_id, eos_id, eot_id; /* -1 when the tokenizer has none (eot: <|im_end|>, ...) */
+    int adds_bos;               /* nb_tokenize with add_special puts BOS first */
+    const char *desc;           /* "spm (gguf)", "bpe-byte-level (tokenizer.json)", ... */
+    const char *chat_template;  /* the template's Jinja source, or NULL */
+};
+/* Pointers stay valid until nb_tokenizer_free. */
+NB_API void nb_tokenizer_get_info(const struct nb_tokenizer *tok, struct nb_tokenizer_info *info);
+
+/* Text -> ids, as llama.cpp's llama_tokenize: `len` bytes of `text` (any bytes: invalid
+ * UTF-8 reads as U+FFFD) into ids[0..n_max). add_special: BOS (and EOS) as the
+ * tokenizer's config says; parse_special: special-token text ("<|im_start|>") becomes
+ * its id (0 for untrusted text). *n_ids gets the count; when it exceeds n_max the
+ * call returns NB_ERR_RANGE, writes nothing, and *n_ids is the size needed. */
+NB_API enum nb_status nb_tokenize_text(const struct nb_tokenizer *tok, const char *text,
+                                       size_t len, int add_special, int parse_special,
+                                       int32_t *ids, int n_max, int *n_ids);
+/* Ids -> text (valid UTF-8, NUL-terminated) into buf[0..size). Special tokens are
+ * left out unless `special`. *len gets the text's length; NB_ERR_RANGE when
+ * *len + 1 > size (then *len is the length, without the NUL, and buf is untouched).
+ * NB_ERR_INVALID_ARG for an id outside the vocabulary. */
+NB_API enum nb_status nb_detokenize_text(const struct nb_tokenizer *tok, const int32_t *ids,
+                                         int n_ids, int special, char *buf, size_t size,
+                                         size_t *len);
+/* The bytes token `id` decodes to on its own (a byte token is its raw byte, which may be
+ * part of a UTF-8 character; '▁' / byte-level marks are spaces), as llama.cpp's
+ * llama_token_to_piece; the same buffer contract as nb_detokenize_text. */
+NB_API enum nb_status nb_token_to_piece(const struct nb_tokenizer *tok, int32_t id, char *buf,
+                                        size_t size, size_t *len);
+/* The vocabulary entry of `id` as stored ("▁the", "Ġthe", "<0x0A>"), or NULL for an id
+ * outside the vocabulary. Valid until nb_tokenizer_free. */
+NB_API const char *nb_token_vocab_entry(const struct nb_tokenizer *tok, int32_t id);
+/* End of generation (EOS, EOT or another end-of-turn token): 1, else 0. */
+NB_API int nb_tokenizer_is_eog(const struct nb_tokenizer *tok, int32_t id);
+/* A special (control) token, left out of decoded text by default: 1, else 0. */
+NB_API int nb_tokenizer_is_special(const struct nb_tokenizer *tok, int32_t id);
+
+/* A streaming detokenizer: feed generated ids one at a time, get back complete UTF-8
+ * only (bytes of a character split over tokens are held until it is whole). */
+struct nb_detokenizer;
+NB_API enum nb_status nb_detokenizer_init(struct nb_detokenizer **out,
+                                          const struct nb_tokenizer *tok, int special);
+/* *text (valid until the next call) gets the text now complete, *len its length. */
+NB_API enum nb_status nb_detokenizer_feed(struct nb_detokenizer *d, int32_t id,
+                                          const char **text, size_t *len);
+/* End of stream: what is held, an incomplete character as U+FFFD. */
+NB_API enum nb_status nb_detokenizer_flush(struct nb_detokenizer *d, const char **text,
+                                           size_t *len);
+NB_API void nb_detokenizer_free(struct nb_detokenizer *d);
+
+/* Stop strings: text is held back while it may be the start of one, so a caller that
+ * prints only what the matcher releases never prints a stop string or part of it. */
+struct nb_stop_matcher;
+/* Copies the strings; empty ones are ignored. */
+NB_API enum nb_status nb_stop_matcher_init(struct nb_stop_matcher **out,
+                                           const char *const *stops, int n_stops);
+/* Add generated text; *emit / *n_emit: text safe to print now. 1 when a stop string
+ * was found (the text before it released, the rest dropped), else 0. */
+NB_API int nb_stop_matcher_feed(struct nb_stop_matcher *m, const char *text, size_t len,
+                                const char **emit, size_t *n_emit);
+/* End of generation without a stop: the held-back text. */
+NB_API void nb_stop_matcher_flush(struct nb_stop_matcher *m, const char **emit, size_t *n_emit);
+NB_API void nb_stop_matcher_free(struct nb_stop_matcher *m);
+
+/* ---------------------------------------------------------------- chat templates */
+
+struct nb_chat_msg {
+    const char *role; /* "system", "user", "assistant" */
+    const char *content;
+};
+
+/* The template a conversation would be rendered with: `name` ("chatml", "qwen3",
+ * "llama3", "llama2", "gemma"), or NULL for the tokenizer's own, recognised from its
+ * Jinja source. *kind gets the name of the template. NB_ERR_NOT_FOUND when name is
+ * NULL and the tokenizer has no template; NB_ERR_UNSUPPORTED for one nibble does not
+ * know (the message quotes its start); NB_ERR_INVALID_ARG for an unknown name. */
+NB_API enum nb_status nb_chat_template_resolve(const struct nb_tokenizer *tok, const char *name,
+                                               const char **kind);
+/* Render messages as that template does (the Jinja rendering of the model's own
+ * template), with the assistant header appended when add_assistant; the tokenizer
+ * (may be NULL when `name` is given) supplies the bos/eos texts. The text goes to
+ * buf[0..size) with the contract of nb_detokenize_text (NB_ERR_RANGE: *len is the
+ * size needed). A conversation the template refuses (roles not alternating) is
+ * NB_ERR_INVALID_ARG. Tokenize the result with add_special 0, parse_special 1. */
+NB_API enum nb_status nb_chat_apply(const struct nb_tokenizer *tok, const char *name,
+                                    const struct nb_chat_msg *msgs, int n_msgs,
+                                    int add_assistant, char *buf, size_t size, size_t *len);
+
+/* ---------------------------------------------------------------- probe and selector
+ * Which weight path runs best here: the CPU probe, the priority and the measurement
+ * records (docs/selector.md). Weight paths are named by strings everywhere: "w4a8",
+ * "w4a16", "w8a16", "bf16", "f32". */
+
+struct nb_select_params {
+    size_t size;
+    const char *priority;   /* "speed" | "fidelity" | "memory"; NULL: speed, not given */
+    const char *target;     /* "host" | "phone"; NULL: host */
+    const char *path;       /* a weight-path name that replaces the choice (NULL, "auto":
+                               none; the CLI's NIBBLE_WEIGHT_PATH) */
+    const char *path_from;  /* who named `path`, quoted in reasons and errors */
+    const char *records_dir; /* more measurement records (*.json) besides the built-in */
+    int measure_bw;         /* also measure the read bandwidth (about a second) */
+};
+NB_API struct nb_select_params nb_select_default_params(void);
+
+/* What this machine is (plain data). */
+struct nb_probe_info {
+    size_t size;
+    char arch[16];           /* "x86_64", "aarch64" */
+    char vendor[16];         /* "GenuineIntel", or the Arm implementer ("0x41") */
+    int family, model;       /* x86 family / model; Arm: -1 / part number */
+    char cpu_name[128];
+    char family_key[64];     /* what measurement records are matched by */
+    char features[512];      /* usable features, space-separated ("avx2 fma ...") */
+    char cpuid_features[512]; /* what CPUID reports whatever the OS enables (x86) */
+    uint64_t xcr0;           /* x86: state components the OS enabled */
+    int amx_permitted;       /* 1 / 0: Linux granted / refused AMX tile data; -1: n/a */
+    int n_logical, n_physical;
+    int64_t l1d_bytes, l2_bytes, l3_bytes, mem_total_bytes; /* 0: unknown */
+    double read_bw_gbs;      /* 0: not measured */
+    int bw_threads;
+    char json[4096];         /* all of the above as one JSON object (`nibble probe --json`) */
+};
+
+#define NB_SELECTION_MAX_REASONS 12
+/* The selector's decision. */
+struct nb_selection {
+    size_t size;
+    char weight_path[16];
+    char kernel[64];        /* "avx512vnni", "amx (not built: avx512vnni)" */
+    char kernel_run[32];    /* the kernel this build runs for it ("ref": scalar) */
+    int head_bits;          /* output head: 4 or 8 */
+    double bits_per_weight; /* of the linear layers, from the layout */
+    int runs_locally;       /* nibble runs this path on this device */
+    int verified;           /* a measurement record: same CPU family, kernel and path */
+    char verified_by[128];  /* that record's file ("" when unverified) */
+    char priority[16];      /* "speed", ... as used */
+    int priority_given;
+    char target[16];        /* "host" | "phone" */
+    int n_records;          /* measurement records read */
+    int n_reasons;          /* each cites its record */
+    char reasons[NB_SELECTION_MAX_REASONS][400];
+};
+
+/* Probe this machine and choose its weight path. probe and sel may be NULL (not
+ * wanted). NB_ERR_INVALID_ARG names a bad priority, target or path. */
+NB_API enum nb_status nb_select_weight_path(const struct nb_select_params *params,
+                                            struct nb_probe_info *probe,
+                                            struct nb_selection *sel);
+
+/* ---------------------------------------------------------------- open (as `nibble run`) */
+
+struct nb_open_params {
+    size_t size;
+    const char *path;        /* "auto" (NULL): the selector's choice; "source": the weights
+                                as stored; or a weight path. A .nib is used as it is. */
+    struct nb_select_params select; /* for "auto" (measure_bw is ignored) */
+    int n_threads;           /* for quantizing (0: all cores) */
+    int use_cache;           /* 1 (default): find or write the quantized model in cache_dir */
+    const char *cache_dir;   /* the warm-start cache (nb_cache_default_dir); NULL: none,
+                                quantize into memory */
+    int layout_rows;         /* int4 matrices row-major instead of X16 (to compare) */
+    int64_t repack_rows;     /* rows per repack step (0: whole matrices; for timing) */
+    nb_progress_fn progress; /* during a first-use quantization; may be NULL */
+    void *user;
+};
+NB_API struct nb_open_params nb_open_default_params(void);
+
+/* What nb_model_open did. The choice (weight_path, selected, selection) is filled
+ * before the first progress call, so a progress callback may print it. */
+struct nb_open_report {
+    size_t size;
+    char loaded[4096];     /* what runs: the model, the cache entry or "(in memory)" */
+    char weight_path[16];  /* the path quantized to ("" when run as stored) */
+    int selected;          /* "auto" chose it: `selection` holds the decision */
+    int path_ignored;      /* the model is already packed: the path asked for was ignored */
+    int as_stored;         /* the weights run as stored (source, a .nib, or a fallback) */
+    int fell_back;         /* auto: the model does not fit the chosen path (`why` says
+                              how) and runs as stored */
+    int quantized;         /* quantized now (a cache miss, a rebuild or in memory) */
+    double quantize_s;     /* how long that took */
+    char cache_event[32];  /* "hit", "miss", "stale", "corrupt", "memory"; "": no quantized form */
+    int cache_waited;      /* another process was writing the entry: waited for it */
+    int cache_off;         /* no cache was used because use_cache is 0 or cache_dir NULL */
+    char why[8192];        /* stale / corrupt / memory / fell_back: why, in a sentence */
+    struct nb_selection selection;
+};
+
+/* Load `model` as `nibble run` does: resolve the path, quantize a float source once
+ * into the cache (or memory), map the result. report may be NULL. Errors: a bad path
+ * or priority name (NB_ERR_INVALID_ARG), a missing or malformed model. */
+NB_API enum nb_status nb_model_open(struct nb_model **out, const char *model,
+                                    const struct nb_open_params *params,
+                                    struct nb_open_report *report);
+
+/* ---------------------------------------------------------------- quantize */
+
+struct nb_quantize_params {
+    size_t size;
+    const char *path;      /* a weight path ("auto" is resolved by the caller through
+                              nb_select_weight_path) */
+    int group;             /* int4 group along K: 32, 64, 128 (default 128) */
+    int head_bits;         /* output head: 4, 8 or 16; 0: default (8) */
+    int embd_bits;         /* embeddings: 8 or 16; 0: default (8) */
+    int search;            /* 1: MSE scale search (default), 0: absmax scales */
+    const char *calib_path; /* text whose activations weight the error, or NULL */
+    int n_threads;         /* 0: all cores */
+    int layout_rows;       /* int4 matrices row-major instead of X16 */
+    int64_t repack_rows;   /* rows per repack step (0: whole matrices) */
+    nb_progress_fn progress; /* after each tensor; may be NULL */
+    /* once per tensor: name, kind ("w4a8", "f32", ...), shape, stored bytes and the
+     * relative RMS error (0: not measured); may be NULL */
+    void (*report)(const char *name, const char *kind, int64_t n_out, int64_t n_in,
+                   uint64_t bytes, double rel_rms, void *user);
+    void *user;
+    int calib_tokens;      /* use at most this many tokens of calib_path (0: all) */
+    /* GPTQ on every int4 matrix (needs calib_path), layer by layer on the outputs of the
+     * layers before it as quantized; static groups, so the file reads like any other */
+    int gptq;
+    int act_order;         /* GPTQ sweeps columns by descending activation energy */
+    double gptq_damp;      /* GPTQ dampening, a fraction of mean diag H (0: 0.01) */
+};
+NB_API struct nb_quantize_params nb_quantize_default_params(void);
+
+struct nb_quantize_stats {
+    size_t size;
+    uint64_t linear_bytes; /* stored bytes of the linear weights (head included) */
+    int64_t linear_params;
+    uint64_t file_bytes;
+    int64_t file_params;   /* every parameter stored */
+    double bpw_linear, bpw_file; /* bits per weight from the bytes actually stored */
+    double seconds;
+};
+
+/* Quantize the float model at `src` into a new .nib at `dst` (written under a temporary
+ * name and renamed). A dst that is the source, or inside a source folder, is refused.
+ * stats may be NULL. */
+NB_API enum nb_status nb_model_quantize(const char *src, const char *dst,
+                                        const struct nb_quantize_params *params,
+                                        struct nb_quantize_stats *stats);
+
+/* ---------------------------------------------------------------- warm-start cache */
+
+/* The usual folder: xdg_cache_home/nibble when that is an absolute path, else
+ * home/.cache/nibble (the CLI passes $XDG_CACHE_HOME and $HOME). NB_ERR_NOT_FOUND
+ * when neither is set. */
+NB_API enum nb_status nb_cache_default_dir(const char *xdg_cache_home, const char *home,
+                                           char *out, size_t size);
+/* fn once per .nib in the folder: its file, size, weight path and source model (both
+ * NULL when the entry does not parse: it would be rebuilt). A missing folder is empty. */
+typedef void (*nb_cache_entry_cb)(const char *file, uint64_t bytes, const char *weight_path,
+                                  const char *source, void *user);
+NB_API enum nb_status nb_cache_entries(const char *dir, nb_cache_entry_cb fn, void *user);
+/* Remove every entry no writer holds (those being written are counted in *n_busy);
+ * programs that mapped an entry keep running. */
+NB_API enum nb_status nb_cache_clear(const char *dir, int *n_removed, int *n_busy,
+                                     uint64_t *bytes_freed);
+
 #ifdef __cplusplus
 }
 #endif

@@ -247,7 +247,10 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
 
 static enum nb_status add_vector(struct qctx *q, const char *name, const float *v, int64_t n)
 {
-    if (!v) return NB_OK;
+    if (!v) { /* absent (a bias this arch lacks): counted, so progress ends at its total */
+        tick(q);
+        return NB_OK;
+    }
     int64_t shape[1] = {n};
     enum nb_status st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, NB_WPATH_F32, 0, 0, 1, shape, v,
                                           (uint64_t)n * 4);
@@ -324,6 +327,8 @@ static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
         VEC("attn_k_norm.weight", k_norm, c->head_dim);
         if (L->head_gate.data) {
             MAT("attn_gate.weight", head_gate, attn_in, E);
+        } else {
+            tick(q); /* counted in q.total either way */
         }
         MAT("attn_output.weight", wo, attn_out, Q);
         VEC("attn_output.bias", bo, E);
@@ -404,14 +409,12 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
     cJSON *header = NULL;
     double t0 = nb_time_s();
     memset(res, 0, sizeof *res);
+    if (opts->gptq && !opts->calib_path) /* before anything is read */
+        return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --gptq needs a calibration text "
+                            "(--calib FILE)");
     uint64_t src_hash = opts->source_hash;
     if (!opts->have_source_hash && (st = nb_source_hash(src_path, &src_hash))) goto fail;
     if ((st = nb_model_load(&m, src_path))) goto fail;
-    if (opts->gptq && !opts->calib_path) {
-        st = nb_set_error(NB_ERR_INVALID_ARG, "quantize: --gptq needs a calibration text "
-                          "(--calib FILE)");
-        goto fail;
-    }
     if (opts->calib_path) {
         const struct nb_config *cc = &m->cfg;
         int64_t Qd = (int64_t)cc->n_heads * cc->head_dim;
@@ -442,7 +445,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
     q.repack_rows = opts->repack_rows > 0 ? opts->repack_rows : 0;
     if ((st = nb_nib_writer_init(&q.w))) goto fail;
     const struct nb_config *c = &m->cfg;
-    q.total = 4 + (int64_t)c->n_layers * 16;
+    q.total = 4 + (int64_t)c->n_layers * 16; /* add_tensors' calls: absent ones tick too */
     if ((st = add_tensors(&q, m))) goto fail;
     /* a source without a tokenizer still quantizes (e.g. random-weight test models) */
     if (nb_tokenizer_embed(q.w, src_path, &blobs) != NB_OK)

@@ -127,6 +127,17 @@ enum nb_status nb_detok_feed(struct nb_detok *d, int32_t id, const char **text, 
     return NB_OK;
 }
 
+enum nb_status nb_token_bytes(const struct nb_tokenizer *tok, int32_t id, const char **bytes,
+                              size_t *len)
+{
+    if (id < 0 || id >= tok->n_vocab)
+        return nb_set_error(NB_ERR_INVALID_ARG, "token id %d out of range [0, %d)", (int)id,
+                            (int)tok->n_vocab);
+    *bytes = tok->text[id];
+    *len = tok->text_len[id];
+    return NB_OK;
+}
+
 enum nb_status nb_detok_flush(struct nb_detok *d, const char **text, size_t *len)
 {
     d->out_len = 0;

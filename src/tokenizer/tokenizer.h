@@ -149,6 +149,10 @@ enum nb_status nb_detok_feed(struct nb_detok *d, int32_t id, const char **text, 
 /* End of stream: whatever is held, with U+FFFD for an incomplete character. */
 enum nb_status nb_detok_flush(struct nb_detok *d, const char **text, size_t *len);
 void nb_detok_free(struct nb_detok *d);
+/* The bytes `id` decodes to on its own, before UTF-8 is checked (a byte token is its
+ * raw byte): *bytes points into the tokenizer. NB_ERR_INVALID_ARG out of range. */
+enum nb_status nb_token_bytes(const struct nb_tokenizer *tok, int32_t id, const char **bytes,
+                              size_t *len);
 /* Decode a whole sequence into a malloc'd NUL-terminated string. */
 enum nb_status nb_detokenize(const struct nb_tokenizer *tok, const int32_t *ids, int n_ids,
                              int flags, char **out, size_t *out_len);
@@ -186,10 +190,7 @@ enum nb_chat_kind {
     NB_CHAT_LLAMA2, /* <s>[INST] <<SYS>>\n...\n<</SYS>>\n\n... [/INST] ... </s> */
     NB_CHAT_GEMMA,  /* <start_of_turn>user\n...<end_of_turn>\n, assistant = model */
 };
-struct nb_chat_msg {
-    const char *role; /* "system", "user", "assistant" */
-    const char *content;
-};
+/* struct nb_chat_msg {role, content} is public: nibble.h. */
 /* Options of a recognised template that change its output. */
 struct nb_chat_template {
     enum nb_chat_kind kind;

@@ -27,6 +27,14 @@ ok python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert len(d)==2
 ok python3 -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])]; assert len(d)==2 and all(x["model_filename"]==sys.argv[2] for x in d)' "$tmp/wl" "$weird"
 "$bin" bench -m "$weird" --path source -p 8 -n 2 -r 1 -t 2 -o csv >"$tmp/wc" 2>/dev/null; ok test $? -eq 0
 ok python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1], newline=""))); assert len(r)==2 and all(x["model_filename"]==sys.argv[2] for x in r)' "$tmp/wc" "$weird"
+# the shared model and context options: --model=, --threads=, -c/--ctx-size, -b, and -m
+# given twice compares two models
+"$bin" bench --model="$gguf" -m "$gguf" --path=source -p 8 -n 2 -r 1 --threads=2 -c 32 -b 4 \
+  -o jsonl >"$tmp/two" 2>/dev/null; ok test $? -eq 0
+ok test "$(wc -l < "$tmp/two")" -eq 4
+ok python3 -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])]; assert all(x["n_threads"]==2 for x in d)' "$tmp/two"
+"$bin" bench -m "$gguf" --path source -p 32 -n 8 -r 1 -t 2 --ctx-size 16 >/dev/null 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "context" "$tmp/err"
 "$bin" bench -m "$gguf" --path source -p 8 -n 4 -r 1 -t 2 --profile >"$tmp/p" 2>/dev/null; ok test $? -eq 0
 ok grep -q "gemm qkv" "$tmp/p"
 ok grep -q "prompt processing" "$tmp/p"

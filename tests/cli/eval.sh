@@ -23,6 +23,16 @@ cp "$gguf" "$weird"
 "$bin" eval --ref "$weird" --test "$weird" --prompts "$tmp/p.txt" -n 4 -o json -t 2 >"$tmp/w" 2>"$tmp/err"
 ok test $? -eq 0
 ok python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["ref"]==sys.argv[2] and d["test"]==sys.argv[2] and d["ppl_ref"] is None' "$tmp/w" "$weird"
+# the test model opened as run opens it (--path, a cache of its own), the context options
+# in run's spellings
+export XDG_CACHE_HOME="$tmp/cache"
+"$bin" eval --ref "$gguf" --test "$gguf" --path w4a16 --prompts "$tmp/p.txt" -n 4 -o json \
+  --threads=2 --ctx-size 64 -b 8 >"$tmp/q" 2>"$tmp/err"
+ok test $? -eq 0
+ok grep -q "as w4a16: cache miss" "$tmp/err"
+ok python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["prompts"]==3 and 0 < d["top1_agreement"] <= 1' "$tmp/q"
+"$bin" eval --ref "$gguf" --test "$gguf" --prompts "$tmp/p.txt" -c 8 -n 4 >/dev/null 2>"$tmp/err"
+ok test $? -eq 1
 "$bin" eval --ref "$gguf" --test "$gguf" --prompts /nonexistent -o json 2>"$tmp/err"; ok test $? -eq 1
 ok grep -q "/nonexistent" "$tmp/err"
 echo "cli eval: $pass passed, $fail failed"

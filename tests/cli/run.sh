@@ -58,6 +58,15 @@ if [ -f "$gguf" ]; then
   if [ -z "$p1" ] || [ "$p1" != "$p2" ] || [ "$p1" != "$p3" ]; then
     echo "FAIL -f / -p -: '$p1' '$p2' '$p3'"; fail=$((fail+1)); else pass=$((pass+1)); fi
   rm -f "$ptmp"
+  # llama.cpp's parser also takes '_' for '-' in long names and --predict for -n; like
+  # it, a short option and its number are two words (no -n16)
+  d=$("$bin" run -m "$gguf" --path source --ids 1,1046 --predict 16 --temp 0.9 --seed=5 \
+      --ctx_size 64 --print_ids 2>/dev/null)
+  if [ "$a" != "$d" ]; then echo "FAIL --ctx_size / --predict: '$d' vs '$a'"; fail=$((fail+1)); else pass=$((pass+1)); fi
+  check "joined short option" 1 "$bin" run -m "$gguf" --path source --ids 1 -n16
+  expect_err "joined short option" "unknown option '-n16'"
+  check "bad priority" 1 "$bin" run -m "$gguf" --priority fastest --ids 1
+  expect_err "bad priority" "priority 'fastest' is not one of speed, fidelity, memory"
   check "flag with a value" 1 "$bin" run -m "$gguf" --print-ids=yes --ids 1
   expect_err "flag with a value" "takes no value"
   check "missing -f file" 1 "$bin" run -m "$gguf" -f /nonexistent/prompt.txt

@@ -111,6 +111,13 @@ if [[ -f $KJV/kjv-7m-f32.gguf ]]; then
         /tmp/nibble-cli-tok-json.$$ "$plain"; then :; else
         echo "FAIL json: $(cat /tmp/nibble-cli-tok-json.$$) vs '$plain'"; fails=$((fails + 1)); fi
     rm -f /tmp/nibble-cli-tok-json.$$
+    # the same text as -p TEXT and -p - (standard input), as run takes a prompt
+    check prompt-opt "$ids" "$NIBBLE" tokenize -m "$KJV/kjv-7m-f32.gguf" -p "$text"
+    check prompt-eq "$ids" "$NIBBLE" tokenize --model="$KJV/kjv-7m-f32.gguf" --prompt="$text"
+    got=$(printf '%s' "$text" | "$NIBBLE" tokenize -m "$KJV/kjv-7m-f32.gguf" -p - 2>&1)
+    if [[ $got != "$ids" ]]; then echo "FAIL prompt-stdin: '$got'"; fails=$((fails + 1)); fi
+    check_error prompt-twice "give the text once" "$NIBBLE" tokenize -m "$KJV/kjv-7m-f32.gguf" \
+        -p "a" -- "b"
     check_error id-range "out of range" "$NIBBLE" detokenize -m "$KJV/kjv-7m-f32.gguf" 1 99999
     check_error bad-ids "not a list of token ids" "$NIBBLE" detokenize -m "$KJV/kjv-7m-f32.gguf" 1 x
 fi

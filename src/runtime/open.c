@@ -1,0 +1,153 @@
+/* runtime/open.c — nb_model_open: a model opened as `nibble run` opens it. The weight
+ * path is resolved ("auto": the selector), a float source is quantized once into the
+ * warm-start cache (or into memory) and the verified mapping is loaded; a .nib runs as
+ * it is. Nothing is printed: what happened goes to the caller's report, which the CLI
+ * turns into its stderr lines. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/timer.h"
+#include "formats/sniff.h"
+#include "model/model.h"
+#include "runtime/api.h"
+#include "runtime/cache.h"
+#include "runtime/quantize.h"
+
+struct nb_open_params nb_open_default_params(void)
+{
+    struct nb_open_params p = {.size = sizeof p, .use_cache = 1};
+    p.select = nb_select_default_params();
+    return p;
+}
+
+/* The state of one open, handed to the quantizer's progress callback. */
+struct opening {
+    struct nb_open_report r;       /* the library's full report */
+    struct nb_open_report *caller; /* published to on the first progress call and at the end */
+    nb_progress_fn progress;
+    void *user;
+    int started;
+    double t0;
+};
+
+static void on_progress(int64_t done, int64_t total, void *user)
+{
+    struct opening *o = user;
+    if (!o->started) { /* the choice is in the report before the caller's first call */
+        o->started = 1;
+        o->t0 = nb_time_s();
+        nb_api_out(o->caller, &o->r, sizeof o->r);
+    }
+    if (o->progress) o->progress(done, total, o->user);
+}
+
+static int is_packed(const char *path)
+{
+    enum nb_file_kind kind;
+    return nb_sniff_path(path, &kind) == NB_OK && kind == NB_FILE_NIB;
+}
+
+static const char *event_name(enum nb_cache_event e)
+{
+    switch (e) {
+    case NB_CACHE_HIT: return "hit";
+    case NB_CACHE_MISS: return "miss";
+    case NB_CACHE_STALE: return "stale";
+    case NB_CACHE_CORRUPT: return "corrupt";
+    default: return "memory";
+    }
+}
+
+/* The selector's weight path for "auto" (its decision into the report). */
+static enum nb_status choose(struct opening *o, const struct nb_open_params *p,
+                             struct nb_quantize_opts *qo)
+{
+    static _Thread_local struct nb_probe probe; /* large: off the stack */
+    static _Thread_local struct nb_choice c;
+    struct nb_select_params sp = p->select;
+    sp.measure_bw = 0; /* a second of measuring is not worth it at every start */
+    if (sp.target && strcmp(sp.target, "host") != 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "opening a model for target '%s': a model runs "
+                            "on this host (target host)", sp.target);
+    enum nb_status st = nb_api_select(&sp, &probe, &c, &o->r.selection);
+    if (st) return st;
+    o->r.selected = 1;
+    qo->path = c.path;
+    if (qo->head_bits == 0) qo->head_bits = c.head_bits;
+    return NB_OK;
+}
+
+enum nb_status nb_model_open(struct nb_model **out, const char *model,
+                             const struct nb_open_params *params, struct nb_open_report *report)
+{
+    struct nb_open_params p = nb_open_default_params();
+    struct opening *o = NULL;
+    struct nb_cache_entry *e = NULL;
+    enum nb_status st;
+    if (!out) return nb_set_error(NB_ERR_INVALID_ARG, "nb_model_open: out is NULL");
+    *out = NULL;
+    if (!model || !*model) return nb_set_error(NB_ERR_INVALID_ARG, "nb_model_open: no model");
+    if (report && report->size < sizeof(size_t))
+        return nb_set_error(NB_ERR_INVALID_ARG, "nb_model_open: report->size is %zu: set it to "
+                            "sizeof(struct nb_open_report)", report->size);
+    if ((st = nb_api_params_in(&p, sizeof p, params, "nb_open_params"))) return st;
+    if (p.select.size < sizeof(size_t)) p.select = nb_select_default_params();
+    if (!(o = calloc(1, sizeof *o)) || !(e = calloc(1, sizeof *e))) {
+        st = nb_set_error(NB_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    o->r.size = sizeof o->r;
+    o->caller = report;
+    o->progress = p.progress;
+    o->user = p.user;
+    nb_api_str(o->r.loaded, sizeof o->r.loaded, model);
+    int is_auto = !p.path || !strcmp(p.path, "auto");
+    int as_stored = p.path && !strcmp(p.path, "source");
+    struct nb_quantize_opts qo;
+    nb_quantize_default_opts(&qo);
+    enum nb_priority prio;
+    /* bad names are errors before the model is looked at */
+    if ((st = nb_api_priority(p.select.priority, &prio))) goto done;
+    if (!is_auto && !as_stored && !nb_wpath_from_name(p.path, &qo.path)) {
+        st = nb_set_error(NB_ERR_INVALID_ARG, "weight path '%s' is not one of auto, source, "
+                          "w4a8, w4a16, w8a16, bf16, f32", p.path);
+        goto done;
+    }
+    if (as_stored || is_packed(model)) {
+        o->r.path_ignored = !as_stored && !is_auto;
+        o->r.as_stored = 1;
+        st = nb_model_load(out, model);
+        goto done;
+    }
+    if (is_auto && (st = choose(o, &p, &qo))) goto done;
+    nb_api_str(o->r.weight_path, sizeof o->r.weight_path, nb_wpath_name(qo.path));
+    qo.n_threads = p.n_threads;
+    qo.layout = p.layout_rows ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
+    qo.repack_rows = p.repack_rows;
+    qo.progress = on_progress;
+    qo.user = o;
+    const char *dir = p.use_cache ? p.cache_dir : NULL;
+    o->r.cache_off = !dir;
+    st = nb_cache_get(model, &qo, dir, e);
+    if (st != NB_OK) {
+        if (is_auto && st == NB_ERR_INVALID_ARG) { /* the shapes do not fit the chosen path */
+            nb_api_str(o->r.why, sizeof o->r.why, nb_last_error());
+            o->r.weight_path[0] = '\0';
+            o->r.fell_back = o->r.as_stored = 1;
+            st = nb_model_load(out, model);
+        }
+        goto done;
+    }
+    nb_api_str(o->r.cache_event, sizeof o->r.cache_event, event_name(e->event));
+    o->r.cache_waited = e->waited;
+    if (e->event != NB_CACHE_HIT) nb_api_str(o->r.why, sizeof o->r.why, e->why);
+    o->r.quantized = o->started;
+    o->r.quantize_s = o->started ? nb_time_s() - o->t0 : 0;
+    nb_api_str(o->r.loaded, sizeof o->r.loaded, e->path);
+    st = nb_model_load_nib(out, e->nib); /* the mapping nb_cache_get verified */
+done:
+    if (o) nb_api_out(report, &o->r, sizeof o->r);
+    free(e);
+    free(o);
+    return st;
+}

@@ -1,0 +1,463 @@
+/* tests/test_api.c — nibble.h's calls as a program linking libnibble sees them: the
+ * tokenizer (caller buffers, the size needed when they are short), streaming decode and
+ * stop strings, chat templates, the probe and selector, nb_model_open into a temporary
+ * cache (progress called, then a hit), nb_model_quantize and loading its output, the
+ * cache calls, and the error codes of bad names and missing files. On kjv-7m (label
+ * model; skipped when ../shared/models is not there). Only nibble.h is included. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "helpers/testutil.h"
+#include "nibble.h"
+
+#define KJV "kjv-7m/kjv-7m-f32.gguf"
+static const char *k_text = "In the beginning";
+static const int32_t k_ids[] = {1, 1046, 261, 2074}; /* BOS ▁In ▁the ▁beginning */
+
+static struct nb_tokenizer *kjv_tokenizer(void)
+{
+    const char *path = tu_model_path(KJV);
+    struct nb_tokenizer *tok = NULL;
+    if (!path) return NULL;
+    assert_int_equal(nb_tokenizer_load(&tok, path), NB_OK);
+    return tok;
+}
+
+static void test_tokenize(void **state)
+{
+    (void)state;
+    struct nb_tokenizer *tok = kjv_tokenizer();
+    if (!tok) skip();
+    struct nb_tokenizer_info ti = {.size = sizeof ti};
+    nb_tokenizer_get_info(tok, &ti);
+    assert_int_equal(ti.n_vocab, 4096);
+    assert_int_equal(ti.bos_id, 1);
+    assert_int_equal(ti.eos_id, 2);
+    assert_true(ti.adds_bos);
+    assert_non_null(ti.desc);
+
+    int32_t ids[16];
+    int n = -1;
+    assert_int_equal(nb_tokenize_text(tok, k_text, strlen(k_text), 1, 1, ids, 16, &n), NB_OK);
+    assert_int_equal(n, 4);
+    assert_memory_equal(ids, k_ids, sizeof k_ids);
+    /* without BOS */
+    assert_int_equal(nb_tokenize_text(tok, k_text, strlen(k_text), 0, 1, ids, 16, &n), NB_OK);
+    assert_int_equal(n, 3);
+    assert_int_equal(ids[0], 1046);
+    /* a short buffer: the size needed, nothing written */
+    int32_t two[2] = {-7, -7};
+    assert_int_equal(nb_tokenize_text(tok, k_text, strlen(k_text), 1, 1, two, 2, &n),
+                     NB_ERR_RANGE);
+    assert_int_equal(n, 4);
+    assert_int_equal(two[0], -7);
+    /* counting only */
+    assert_int_equal(nb_tokenize_text(tok, k_text, strlen(k_text), 1, 1, NULL, 0, &n),
+                     NB_ERR_RANGE);
+    assert_int_equal(n, 4);
+
+    /* round trip; BOS is special and left out */
+    char buf[64];
+    size_t len = 0;
+    assert_int_equal(nb_detokenize_text(tok, k_ids, 4, 0, buf, sizeof buf, &len), NB_OK);
+    assert_string_equal(buf, k_text);
+    assert_int_equal(len, strlen(k_text));
+    assert_int_equal(nb_detokenize_text(tok, k_ids, 4, 1, buf, sizeof buf, &len), NB_OK);
+    assert_string_equal(buf, "<s>In the beginning"); /* the dummy-prefix space goes */
+    assert_int_equal(nb_detokenize_text(tok, k_ids, 4, 0, buf, 5, &len), NB_ERR_RANGE);
+    assert_int_equal(len, strlen(k_text));
+    int32_t bad = 4096;
+    assert_int_equal(nb_detokenize_text(tok, &bad, 1, 0, buf, sizeof buf, &len),
+                     NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "4096"));
+
+    /* pieces: the decoded bytes and the stored vocabulary entry */
+    assert_int_equal(nb_token_to_piece(tok, 1046, buf, sizeof buf, &len), NB_OK);
+    assert_string_equal(buf, " In");
+    assert_int_equal(len, 3);
+    assert_int_equal(nb_token_to_piece(tok, 1046, buf, 3, &len), NB_ERR_RANGE);
+    assert_int_equal(len, 3);
+    assert_string_equal(nb_token_vocab_entry(tok, 1046), "\xe2\x96\x81In");
+    assert_null(nb_token_vocab_entry(tok, -1));
+    assert_int_equal(nb_token_to_piece(tok, 99999, buf, sizeof buf, &len), NB_ERR_INVALID_ARG);
+    assert_true(nb_tokenizer_is_eog(tok, 2));
+    assert_false(nb_tokenizer_is_eog(tok, 1046));
+    assert_true(nb_tokenizer_is_special(tok, 1));
+    assert_false(nb_tokenizer_is_special(tok, 261));
+
+    /* streaming, one id at a time, gives the same text */
+    struct nb_detokenizer *d = NULL;
+    assert_int_equal(nb_detokenizer_init(&d, tok, 0), NB_OK);
+    char acc[64] = "";
+    size_t alen = 0;
+    for (int i = 0; i <= 4; i++) {
+        const char *t;
+        size_t tl;
+        assert_int_equal(i < 4 ? nb_detokenizer_feed(d, k_ids[i], &t, &tl)
+                               : nb_detokenizer_flush(d, &t, &tl),
+                         NB_OK);
+        assert_true(alen + tl < sizeof acc);
+        memcpy(acc + alen, t, tl);
+        alen += tl;
+    }
+    acc[alen] = '\0';
+    assert_string_equal(acc, k_text);
+    nb_detokenizer_free(d);
+    nb_tokenizer_free(tok);
+}
+
+static void test_stop_matcher(void **state)
+{
+    (void)state;
+    const char *stops[] = {"END", ""};
+    struct nb_stop_matcher *m = NULL;
+    const char *e;
+    size_t ne;
+    assert_int_equal(nb_stop_matcher_init(&m, stops, 2), NB_OK);
+    assert_int_equal(nb_stop_matcher_feed(m, "abc E", 5, &e, &ne), 0);
+    assert_int_equal(ne, 4); /* "E" is held: it may start END */
+    assert_memory_equal(e, "abc ", 4);
+    assert_int_equal(nb_stop_matcher_feed(m, "NDxyz", 5, &e, &ne), 1);
+    assert_int_equal(ne, 0);
+    nb_stop_matcher_free(m);
+    assert_int_equal(nb_stop_matcher_init(&m, stops, 1), NB_OK);
+    assert_int_equal(nb_stop_matcher_feed(m, "EN", 2, &e, &ne), 0);
+    nb_stop_matcher_flush(m, &e, &ne);
+    assert_int_equal(ne, 2); /* no stop came: the held text is released */
+    nb_stop_matcher_free(m);
+}
+
+static void test_chat(void **state)
+{
+    (void)state;
+    const struct nb_chat_msg msgs[] = {{"system", "Be brief."}, {"user", "Hi"}};
+    char buf[256];
+    size_t len;
+    const char *kind = NULL;
+    /* a named template needs no tokenizer */
+    assert_int_equal(nb_chat_apply(NULL, "chatml", msgs, 2, 1, buf, sizeof buf, &len), NB_OK);
+    assert_string_equal(buf, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi"
+                             "<|im_end|>\n<|im_start|>assistant\n");
+    assert_int_equal(len, strlen(buf));
+    assert_int_equal(nb_chat_apply(NULL, "chatml", msgs + 1, 1, 0, buf, sizeof buf, &len), NB_OK);
+    assert_string_equal(buf, "<|im_start|>user\nHi<|im_end|>\n");
+    assert_int_equal(nb_chat_apply(NULL, "chatml", msgs, 2, 1, buf, 10, &len), NB_ERR_RANGE);
+    assert_int_equal(len, strlen("<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi"
+                                 "<|im_end|>\n<|im_start|>assistant\n"));
+    assert_int_equal(nb_chat_template_resolve(NULL, "llama3", &kind), NB_OK);
+    assert_string_equal(kind, "llama3");
+    assert_int_equal(nb_chat_template_resolve(NULL, "nosuch", &kind), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_chat_apply(NULL, NULL, msgs, 2, 1, buf, sizeof buf, &len),
+                     NB_ERR_INVALID_ARG);
+    struct nb_tokenizer *tok = kjv_tokenizer();
+    if (!tok) skip();
+    /* kjv-7m has no template of its own; llama2's bos_token is the tokenizer's "<s>" */
+    assert_int_equal(nb_chat_template_resolve(tok, NULL, &kind), NB_ERR_NOT_FOUND);
+    assert_int_equal(nb_chat_apply(tok, "llama2", msgs, 2, 1, buf, sizeof buf, &len), NB_OK);
+    assert_string_equal(buf, "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]");
+    nb_tokenizer_free(tok);
+}
+
+static void test_select(void **state)
+{
+    (void)state;
+    struct nb_select_params sp = nb_select_default_params();
+    struct nb_probe_info p = {.size = sizeof p};
+    struct nb_selection s = {.size = sizeof s};
+    sp.priority = "fidelity";
+    assert_int_equal(nb_select_weight_path(&sp, &p, &s), NB_OK);
+    assert_string_equal(s.weight_path, "w4a16");
+    assert_int_equal(s.head_bits, 8);
+    assert_true(s.priority_given);
+    assert_string_equal(s.priority, "fidelity");
+    assert_true(s.n_reasons > 0 && s.n_records >= 0);
+    assert_true(p.n_logical >= 1 && p.arch[0] && p.family_key[0]);
+    assert_true(p.read_bw_gbs == 0); /* not asked to measure */
+    cJSON *j = cJSON_Parse(p.json);
+    assert_non_null(j);
+    assert_string_equal(cJSON_GetObjectItem(j, "family_key")->valuestring, p.family_key);
+    cJSON_Delete(j);
+
+    sp = nb_select_default_params();
+    sp.target = "phone";
+    assert_int_equal(nb_select_weight_path(&sp, NULL, &s), NB_OK);
+    assert_string_equal(s.weight_path, "w8a16");
+    assert_false(s.runs_locally);
+    assert_false(s.priority_given);
+
+    sp = nb_select_default_params();
+    sp.path = "w4a16";
+    sp.path_from = "the test";
+    assert_int_equal(nb_select_weight_path(&sp, NULL, &s), NB_OK);
+    assert_string_equal(s.weight_path, "w4a16");
+
+    sp.path = "w7";
+    assert_int_equal(nb_select_weight_path(&sp, NULL, &s), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "w7"));
+    sp = nb_select_default_params();
+    sp.priority = "fast";
+    assert_int_equal(nb_select_weight_path(&sp, NULL, &s), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "'fast'"));
+    sp.priority = NULL;
+    sp.size = 0; /* not from nb_select_default_params */
+    assert_int_equal(nb_select_weight_path(&sp, NULL, &s), NB_ERR_INVALID_ARG);
+
+    /* the kernel level: chosen once; a bad name is refused */
+    assert_int_equal(nb_set_isa("sse9", 1), NB_ERR_INVALID_ARG);
+    assert_true(strlen(nb_isa()) > 0);
+}
+
+struct progress {
+    int calls;
+    int64_t last_done, last_total;
+    char path_seen[16]; /* the report's weight path when the first call came */
+    struct nb_open_report *rep;
+};
+
+static void on_progress(int64_t done, int64_t total, void *user)
+{
+    struct progress *p = user;
+    if (!p->calls++ && p->rep)
+        snprintf(p->path_seen, sizeof p->path_seen, "%s", p->rep->weight_path);
+    p->last_done = done;
+    p->last_total = total;
+}
+
+struct listed {
+    int n;
+    char wp[16], source[4096];
+};
+
+static void list_cb(const char *file, uint64_t bytes, const char *wp, const char *source,
+                    void *user)
+{
+    struct listed *l = user;
+    assert_true(bytes > 0 && file);
+    l->n++;
+    snprintf(l->wp, sizeof l->wp, "%s", wp ? wp : "");
+    snprintf(l->source, sizeof l->source, "%s", source ? source : "");
+}
+
+static void test_open(void **state)
+{
+    (void)state;
+    const char *src = tu_model_path(KJV);
+    if (!src) skip();
+    char cache[4096];
+    snprintf(cache, sizeof cache, "%s/cache", tu_dir);
+    static struct nb_open_report r;
+    struct progress pr = {.rep = &r};
+    struct nb_open_params p = nb_open_default_params();
+    struct nb_model *m = NULL;
+    struct nb_model_info info;
+
+    /* source: the weights as stored */
+    r = (struct nb_open_report){.size = sizeof r};
+    p.path = "source";
+    assert_int_equal(nb_model_open(&m, src, &p, &r), NB_OK);
+    nb_model_get_info(m, &info);
+    assert_string_equal(info.weight_path, "f32");
+    assert_true(r.as_stored);
+    assert_string_equal(r.loaded, src);
+    assert_string_equal(r.cache_event, "");
+    nb_model_free(m);
+
+    /* w4a8 into an empty cache: quantized, progress called to the end */
+    r = (struct nb_open_report){.size = sizeof r};
+    p.path = "w4a8";
+    p.cache_dir = cache;
+    p.n_threads = 2;
+    p.progress = on_progress;
+    p.user = &pr;
+    assert_int_equal(nb_model_open(&m, src, &p, &r), NB_OK);
+    assert_true(pr.calls > 0);
+    assert_int_equal(pr.last_done, pr.last_total);
+    assert_string_equal(pr.path_seen, "w4a8"); /* the report was filled before the bar */
+    assert_string_equal(r.cache_event, "miss");
+    assert_true(r.quantized);
+    assert_true(r.quantize_s > 0);
+    assert_string_equal(r.weight_path, "w4a8");
+    assert_false(r.selected);
+    assert_int_equal(strncmp(r.loaded, cache, strlen(cache)), 0);
+    nb_model_get_info(m, &info);
+    assert_string_equal(info.weight_path, "w4a8");
+    /* it runs: greedy ids from the prompt */
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = 32;
+    cp.n_threads = 2;
+    struct nb_ctx *c = NULL;
+    struct nb_sampler *smp = NULL;
+    struct nb_sampler_params sp = nb_sampler_default_params();
+    struct tu_collect col = {0};
+    assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
+    assert_int_equal(nb_sampler_init(&smp, &sp, info.n_vocab), NB_OK);
+    assert_int_equal(nb_generate(c, 0, smp, k_ids, 4, 4, 0, tu_collect_cb, &col, NULL), NB_OK);
+    assert_int_equal(col.n, 4);
+    nb_sampler_free(smp);
+    nb_ctx_free(c);
+    nb_model_free(m);
+
+    /* the second open maps the cached file: no quantization, no progress */
+    char first[4096];
+    snprintf(first, sizeof first, "%s", r.loaded);
+    pr.calls = 0;
+    r = (struct nb_open_report){.size = sizeof r};
+    assert_int_equal(nb_model_open(&m, src, &p, &r), NB_OK);
+    assert_string_equal(r.cache_event, "hit");
+    assert_false(r.quantized);
+    assert_int_equal(pr.calls, 0);
+    assert_string_equal(r.loaded, first);
+    nb_model_free(m);
+
+    /* the cache lists that entry */
+    static struct listed l;
+    assert_int_equal(nb_cache_entries(cache, (nb_cache_entry_cb)NULL, NULL), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_cache_entries(cache, list_cb, &l), NB_OK);
+    assert_int_equal(l.n, 1);
+    assert_string_equal(l.wp, "w4a8");
+    assert_non_null(strstr(l.source, "kjv-7m-f32.gguf"));
+
+    /* no cache folder: into memory */
+    r = (struct nb_open_report){.size = sizeof r};
+    p.use_cache = 0;
+    assert_int_equal(nb_model_open(&m, src, &p, &r), NB_OK);
+    assert_string_equal(r.cache_event, "memory");
+    assert_true(r.cache_off);
+    assert_string_equal(r.loaded, "(in memory)");
+    nb_model_free(m);
+
+    /* auto: the selector decides, its decision in the report */
+    r = (struct nb_open_report){.size = sizeof r};
+    p = nb_open_default_params();
+    p.cache_dir = cache;
+    p.select.priority = "fidelity";
+    assert_int_equal(nb_model_open(&m, src, &p, &r), NB_OK);
+    assert_true(r.selected);
+    assert_string_equal(r.selection.weight_path, "w4a16");
+    assert_string_equal(r.weight_path, "w4a16");
+    nb_model_free(m);
+
+    /* an older, shorter report: only its bytes are written */
+    struct {
+        struct nb_open_report head; /* written up to `size` */
+    } small;
+    memset(&small, 0x5a, sizeof small);
+    small.head.size = offsetof(struct nb_open_report, weight_path);
+    p.select.priority = NULL;
+    p.path = "w4a8";
+    assert_int_equal(nb_model_open(&m, src, &p, &small.head), NB_OK);
+    assert_int_equal(small.head.weight_path[0], 0x5a);
+    assert_non_null(strstr(small.head.loaded, cache));
+    nb_model_free(m);
+
+    int removed, busy;
+    uint64_t freed;
+    assert_int_equal(nb_cache_clear(cache, &removed, &busy, &freed), NB_OK);
+    assert_int_equal(removed, 2); /* w4a8 and w4a16 */
+    assert_true(freed > 0);
+}
+
+static void test_open_errors(void **state)
+{
+    (void)state;
+    struct nb_model *m = (struct nb_model *)&m;
+    struct nb_open_params p = nb_open_default_params();
+    struct nb_open_report r = {.size = sizeof r};
+    /* names are checked before the model is looked at */
+    p.path = "w5";
+    assert_int_equal(nb_model_open(&m, "/nonexistent.gguf", &p, &r), NB_ERR_INVALID_ARG);
+    assert_null(m);
+    assert_non_null(strstr(nb_last_error(), "'w5'"));
+    assert_non_null(strstr(nb_last_error(), "not one of auto, source"));
+    p.path = "w4a8";
+    p.select.priority = "fastest";
+    assert_int_equal(nb_model_open(&m, "/nonexistent.gguf", &p, &r), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "'fastest'"));
+    p.select.priority = NULL;
+    assert_int_not_equal(nb_model_open(&m, "/nonexistent.gguf", &p, &r), NB_OK);
+    assert_null(m);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent.gguf"));
+    p.path = "source";
+    assert_int_not_equal(nb_model_open(&m, "/nonexistent.gguf", &p, &r), NB_OK);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent.gguf"));
+    r.size = 0;
+    assert_int_equal(nb_model_open(&m, "/nonexistent.gguf", &p, &r), NB_ERR_INVALID_ARG);
+    struct nb_tokenizer *tok = (struct nb_tokenizer *)&tok;
+    assert_int_not_equal(nb_tokenizer_load(&tok, "/nonexistent/model.gguf"), NB_OK);
+    assert_null(tok);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent/model.gguf"));
+
+    char dir[256];
+    assert_int_equal(nb_cache_default_dir(NULL, "/home/u", dir, sizeof dir), NB_OK);
+    assert_string_equal(dir, "/home/u/.cache/nibble");
+    assert_int_equal(nb_cache_default_dir("/x/cache", "/home/u", dir, sizeof dir), NB_OK);
+    assert_string_equal(dir, "/x/cache/nibble");
+    assert_int_equal(nb_cache_default_dir(NULL, NULL, dir, sizeof dir), NB_ERR_NOT_FOUND);
+}
+
+static void test_quantize(void **state)
+{
+    (void)state;
+    const char *src = tu_model_path(KJV);
+    if (!src) skip();
+    char out[4096];
+    snprintf(out, sizeof out, "%s/k.nib", tu_dir);
+    struct nb_quantize_params q = nb_quantize_default_params();
+    struct nb_quantize_stats s = {.size = sizeof s};
+    struct progress pr = {0};
+    q.path = "w4a8";
+    q.head_bits = 4;
+    q.n_threads = 2;
+    q.progress = on_progress;
+    q.user = &pr;
+    assert_int_equal(nb_model_quantize(src, out, &q, &s), NB_OK);
+    assert_true(pr.calls > 0);
+    /* int4, group 128, bf16 scale: 4 + 16/128 bits per weight, head included */
+    assert_true(s.bpw_linear > 4.124 && s.bpw_linear < 4.126);
+    assert_true(s.file_bytes > s.linear_bytes && s.linear_params > 0);
+
+    struct nb_model *m = NULL;
+    struct nb_model_info info;
+    assert_int_equal(nb_model_load(&m, out), NB_OK);
+    nb_model_get_info(m, &info);
+    assert_string_equal(info.weight_path, "w4a8");
+    assert_int_equal(info.n_vocab, 4096);
+    nb_model_free(m);
+    /* the .nib carries its tokenizer */
+    struct nb_tokenizer *tok = NULL;
+    int32_t ids[8];
+    int n;
+    assert_int_equal(nb_tokenizer_load(&tok, out), NB_OK);
+    assert_int_equal(nb_tokenize_text(tok, k_text, strlen(k_text), 1, 1, ids, 8, &n), NB_OK);
+    assert_int_equal(n, 4);
+    assert_memory_equal(ids, k_ids, sizeof k_ids);
+    nb_tokenizer_free(tok);
+
+    q.path = "auto";
+    assert_int_equal(nb_model_quantize(src, out, &q, &s), NB_ERR_INVALID_ARG);
+    q.path = "w4a8";
+    q.group = 48;
+    assert_int_equal(nb_model_quantize(src, out, &q, &s), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "48"));
+    q.group = 128;
+    assert_int_not_equal(nb_model_quantize("/nonexistent.gguf", out, &q, NULL), NB_OK);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent.gguf"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tokenize),   cmocka_unit_test(test_stop_matcher),
+        cmocka_unit_test(test_chat),       cmocka_unit_test(test_select),
+        cmocka_unit_test(test_open),       cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_quantize),
+    };
+    return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
+}
