@@ -30,7 +30,11 @@ static void usage(FILE *f)
                "  --prompts FILE  one prompt per line: text (tokenized with the reference's\n"
                "                  tokenizer, BOS as its config says) or 'ids: 1,2,3'\n"
                "  -n N            greedy tokens per prompt (default 32)\n"
-               "  --text FILE     also report the perplexity of both builds on this text\n");
+               "  --text FILE     also report the perplexity of both builds on this text\n"
+               "  --ppl-chunks N  and KL(ref || test) on it as llama-perplexity\n"
+               "                  --kl-divergence measures it: chunks of N tokens, BOS first,\n"
+               "                  the second half of each scored (mean, median, p99, max KL,\n"
+               "                  same top-1, the perplexity of both on those tokens)\n");
 }
 
 /* A context of cp->n_ctx tokens (0: what the prompts need, at least min(512, the model's
@@ -54,7 +58,7 @@ int cmd_eval(int argc, char **argv)
     const char *text_path = NULL, *fmt = "table";
     const char *path_name = "source", *priority = NULL;
     char loaded[4096];
-    int n_gen = 32, rc = 1, n_prompts = 0, no_cache = 0;
+    int n_gen = 32, rc = 1, n_prompts = 0, no_cache = 0, chunk_ctx = 0;
     struct nb_ctx_params cp = nb_ctx_default_params();
     struct nb_model *rm = NULL, *tm = NULL;
     struct nb_ctx *rc_ = NULL, *tc = NULL;
@@ -68,6 +72,7 @@ int cmd_eval(int argc, char **argv)
         OPT_STR("--test", &test_path),
         OPT_STR("--prompts", &prompts_path),
         OPT_STR("--text", &text_path),
+        OPT_INT("--ppl-chunks", &chunk_ctx, 4, 1 << 20),
         OPT_INT("-n|--predict|--n-predict", &n_gen, 1, 4096),
         OPTS_WEIGHTS(&path_name, &priority, &no_cache),
         OPTS_CONTEXT(&cp, 16),
@@ -102,6 +107,11 @@ int cmd_eval(int argc, char **argv)
         lens[n_prompts++] = k;
         if (k > max_len) max_len = k;
     }
+    if (chunk_ctx && !text_path) {
+        fprintf(stderr, "nibble eval: --ppl-chunks needs --text FILE\n");
+        goto done;
+    }
+    if (chunk_ctx > max_len + n_gen) max_len = chunk_ctx - n_gen; /* the contexts hold a chunk */
     if (!n_prompts) {
         fprintf(stderr, "nibble eval: %s holds no prompts\n", prompts_path);
         goto done;
@@ -127,6 +137,9 @@ int cmd_eval(int argc, char **argv)
     if (text_ids && (nb_eval_ppl(rc_, text_ids, n_text, window, &ppl_ref) != NB_OK ||
                      nb_eval_ppl(tc, text_ids, n_text, window, &ppl_test) != NB_OK))
         goto fail;
+    struct nb_chunk_eval ch = {0};
+    if (chunk_ctx && nb_eval_chunks(rc_, tc, text_ids, n_text, chunk_ctx, ri.bos_id, &ch) != NB_OK)
+        goto fail;
     if (!strcmp(fmt, "json")) { /* cJSON: any file name gives valid JSON */
         cJSON *o = cJSON_CreateObject();
         cJSON_AddStringToObject(o, "ref", ref_path);
@@ -145,6 +158,19 @@ int cmd_eval(int argc, char **argv)
             cJSON_AddNullToObject(o, "ppl_ref");
             cJSON_AddNullToObject(o, "ppl_test");
         }
+        if (chunk_ctx) {
+            cJSON *k = cJSON_AddObjectToObject(o, "ppl_chunks");
+            cJSON_AddNumberToObject(k, "n_ctx", chunk_ctx);
+            cJSON_AddNumberToObject(k, "chunks", ch.chunks);
+            cJSON_AddNumberToObject(k, "scored", (double)ch.n_scored);
+            cJSON_AddNumberToObject(k, "ppl_ref", ch.ppl_ref);
+            cJSON_AddNumberToObject(k, "ppl_test", ch.ppl_test);
+            cJSON_AddNumberToObject(k, "mean_kl", ch.mean_kl);
+            cJSON_AddNumberToObject(k, "median_kl", ch.median_kl);
+            cJSON_AddNumberToObject(k, "p99_kl", ch.p99_kl);
+            cJSON_AddNumberToObject(k, "max_kl", ch.max_kl);
+            cJSON_AddNumberToObject(k, "same_top1", ch.top1_agreement);
+        }
         char *js = cJSON_PrintUnformatted(o);
         cJSON_Delete(o);
         if (!js) {
@@ -161,6 +187,12 @@ int cmd_eval(int argc, char **argv)
                100 * f.top1_agreement, f.mean_kl);
         if (text_ids) printf(" %.3f | %.3f |\n", ppl_ref, ppl_test);
         else printf(" - | - |\n");
+        if (chunk_ctx)
+            printf("\n| chunks of %d | scored | ppl ref | ppl test | mean KL | median KL | p99 KL "
+                   "| max KL | same top-1 |\n|---|---|---|---|---|---|---|---|---|\n"
+                   "| %d | %lld | %.4f | %.4f | %.6f | %.6f | %.5f | %.4f | %.2f%% |\n",
+                   chunk_ctx, ch.chunks, (long long)ch.n_scored, ch.ppl_ref, ch.ppl_test,
+                   ch.mean_kl, ch.median_kl, ch.p99_kl, ch.max_kl, 100 * ch.top1_agreement);
     }
     rc = 0;
     goto done;

@@ -2,7 +2,7 @@
 # nibble quantize --gptq on kjv-7m: a GPTQ build is never worse than the same recipe
 # without GPTQ on KL against the f32 model (held-out text written by kjv-7m itself,
 # data/calib/kjv-7m-heldout.txt), for both int4 paths; the recipe is recorded; bad
-# combinations are refused by name.
+# combinations are refused by name. KL: eval --ppl-chunks (llama-perplexity's method).
 set -u
 bin="${NIBBLE_BIN:?}"
 src="${NIBBLE_SOURCE_DIR:?}"
@@ -29,16 +29,17 @@ if [ -f "$gguf" ]; then
       "$bin" quantize -m "$gguf" --path $p --head 4 --calib "$calib" --calib-tokens 4096 \
         $extra -t 2 -q -o "$tmp/$p-$v.nib" >/dev/null 2>"$tmp/err"; ok test $? -eq 0
       "$bin" eval --ref "$gguf" --test "$tmp/$p-$v.nib" --prompts "$tmp/p" -n 8 --text "$held" \
-        --ctx 256 -t 2 -o json > "$tmp/$p-$v.json" 2>/dev/null; ok test $? -eq 0
+        --ppl-chunks 256 -t 2 -o json > "$tmp/$p-$v.json" 2>/dev/null; ok test $? -eq 0
     done
     "$bin" inspect --json "$tmp/$p-gptq.nib" > "$tmp/insp" 2>/dev/null
     ok grep -q '"gptq"' "$tmp/insp"
     ok "$py" - "$tmp/$p-rtn.json" "$tmp/$p-gptq.json" <<'PY'
 import json, sys
-rtn, gptq = (json.load(open(f)) for f in sys.argv[1:3])
-print(f"KL rtn {rtn['mean_kl']:.5f} gptq {gptq['mean_kl']:.5f}; "
+rtn, gptq = (json.load(open(f))["ppl_chunks"] for f in sys.argv[1:3])
+print(f"held-out KL rtn {rtn['mean_kl']:.5f} gptq {gptq['mean_kl']:.5f}; "
       f"ppl {rtn['ppl_test']:.4f} vs {gptq['ppl_test']:.4f} (f32 {rtn['ppl_ref']:.4f})")
-sys.exit(0 if gptq["mean_kl"] <= rtn["mean_kl"] else 1)
+ok = rtn["chunks"] > 0 and rtn["scored"] == gptq["scored"] and gptq["mean_kl"] <= rtn["mean_kl"]
+sys.exit(0 if ok else 1)
 PY
   done
 fi
