@@ -86,17 +86,27 @@ static enum nb_status forced(struct nb_ctx *c, const int32_t *seq, int n, int fr
     return st;
 }
 
-enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test, int32_t *const *prompts,
-                                const int *lens, int n_prompts, int n_gen, struct nb_fidelity *r)
+/* *V: the vocabulary both builds share; NB_ERR_INVALID_ARG when they differ. */
+static enum nb_status same_vocab(struct nb_ctx *ref, struct nb_ctx *test, int *V)
 {
     struct nb_model_info ri, ti;
     nb_model_get_info(nb_ctx_model(ref), &ri);
     nb_model_get_info(nb_ctx_model(test), &ti);
-    memset(r, 0, sizeof *r);
+    *V = ri.n_vocab;
     if (ri.n_vocab != ti.n_vocab)
         return nb_set_error(NB_ERR_INVALID_ARG, "eval: the models' vocabularies differ (%d vs %d)",
                             ri.n_vocab, ti.n_vocab);
-    int V = ri.n_vocab, max_len = 0;
+    return NB_OK;
+}
+
+enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test, int32_t *const *prompts,
+                                const int *lens, int n_prompts, int n_gen, struct nb_fidelity *r)
+{
+    int V;
+    memset(r, 0, sizeof *r);
+    enum nb_status vst = same_vocab(ref, test, &V);
+    if (vst) return vst;
+    int max_len = 0;
     for (int p = 0; p < n_prompts; p++) max_len = lens[p] > max_len ? lens[p] : max_len;
     enum nb_status st = NB_OK;
     int32_t *g_ref = malloc(sizeof(int32_t) * (size_t)(n_gen + 1));
@@ -178,17 +188,14 @@ static int cmp_double(const void *a, const void *b)
 enum nb_status nb_eval_chunks(struct nb_ctx *ref, struct nb_ctx *test, const int32_t *ids, int n,
                               int n_ctx, int bos, struct nb_chunk_eval *r)
 {
-    struct nb_model_info ri, ti;
-    nb_model_get_info(nb_ctx_model(ref), &ri);
-    nb_model_get_info(nb_ctx_model(test), &ti);
+    int V;
     memset(r, 0, sizeof *r);
-    if (ri.n_vocab != ti.n_vocab)
-        return nb_set_error(NB_ERR_INVALID_ARG, "eval: the models' vocabularies differ (%d vs %d)",
-                            ri.n_vocab, ti.n_vocab);
+    enum nb_status vst = same_vocab(ref, test, &V);
+    if (vst) return vst;
     if (n_ctx < 4 || n < n_ctx)
         return nb_set_error(NB_ERR_INVALID_ARG, "eval: --ppl-chunks needs a text of at least one "
                             "chunk (%d tokens; it has %d)", n_ctx, n);
-    int V = ri.n_vocab, first = n_ctx / 2, per = n_ctx - 1 - first, chunks = n / n_ctx;
+    int first = n_ctx / 2, per = n_ctx - 1 - first, chunks = n / n_ctx;
     float *la = malloc(sizeof(float) * (size_t)V * (size_t)per);
     float *lb = malloc(sizeof(float) * (size_t)V * (size_t)per);
     int32_t *chunk = malloc(sizeof(int32_t) * (size_t)n_ctx);

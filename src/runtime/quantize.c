@@ -123,6 +123,27 @@ static enum nb_status weight_f32(const struct nb_weight *w, const float **out, f
     return NB_OK;
 }
 
+/* Add a packed matrix (already kept in q->owned) to the file, count it, report it. */
+static enum nb_status write_matrix(struct qctx *q, const char *name, enum nb_wpath path,
+                                   int group, int layout, const struct nb_weight *w,
+                                   const void *blob, uint64_t bytes, int linear, double rel_rms)
+{
+    int64_t shape[2] = {w->n_out, w->n_in};
+    enum nb_status st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, path, group, layout, 2,
+                                          shape, blob, bytes);
+    if (st) return st;
+    q->file_bytes += bytes;
+    q->file_params += w->n_out * w->n_in;
+    if (linear) {
+        q->linear_bytes += bytes;
+        q->linear_params += w->n_out * w->n_in;
+    }
+    if (q->o->report)
+        q->o->report(name, nb_wpath_name(path), w->n_out, w->n_in, bytes, rel_rms, q->o->user);
+    tick(q);
+    return NB_OK;
+}
+
 /* The blob GPTQ made for w, if any (its ownership passes to q). */
 static struct nb_prequant *prequant_of(struct qctx *q, const struct nb_weight *w)
 {
@@ -146,21 +167,8 @@ static enum nb_status add_prequant(struct qctx *q, const char *name, struct nb_p
         free(blob);
         return st;
     }
-    int64_t shape[2] = {w->n_out, w->n_in};
-    if ((st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, fi->path, w->group, fi->layout, 2,
-                                shape, blob, (uint64_t)pl.total)))
-        return st;
-    q->file_bytes += (uint64_t)pl.total;
-    q->file_params += w->n_out * w->n_in;
-    if (linear) {
-        q->linear_bytes += (uint64_t)pl.total;
-        q->linear_params += w->n_out * w->n_in;
-    }
-    if (q->o->report)
-        q->o->report(name, nb_wpath_name(fi->path), w->n_out, w->n_in, (uint64_t)pl.total,
-                     pq->rel_rms, q->o->user);
-    tick(q);
-    return NB_OK;
+    return write_matrix(q, name, fi->path, w->group, fi->layout, w, blob, (uint64_t)pl.total,
+                        linear, pq->rel_rms);
 }
 
 static enum nb_status add_matrix(struct qctx *q, const char *name, const struct nb_weight *w,
@@ -228,21 +236,8 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
         free(blob);
         return st;
     }
-    int64_t shape[2] = {w->n_out, w->n_in};
-    if ((st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, path, group, layout, 2, shape, blob,
-                                (uint64_t)pl.total)))
-        return st;
-    q->file_bytes += (uint64_t)pl.total;
-    q->file_params += w->n_out * w->n_in;
-    if (linear) {
-        q->linear_bytes += (uint64_t)pl.total;
-        q->linear_params += w->n_out * w->n_in;
-    }
-    if (q->o->report)
-        q->o->report(name, nb_wpath_name(path), w->n_out, w->n_in, (uint64_t)pl.total,
-                     ref > 0 ? sqrt(err / ref) : 0, q->o->user);
-    tick(q);
-    return NB_OK;
+    return write_matrix(q, name, path, group, layout, w, blob, (uint64_t)pl.total, linear,
+                        ref > 0 ? sqrt(err / ref) : 0);
 }
 
 static enum nb_status add_vector(struct qctx *q, const char *name, const float *v, int64_t n)
