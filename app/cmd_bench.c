@@ -4,11 +4,8 @@
  * (A B A B ...) with pinned threads; the read bandwidth is measured in the same run
  * and decode is reported as a fraction of its roofline. --profile prints per-op
  * milliseconds per token and flags float-precision weight GEMMs and fan-out-bound ops.
- *
- * Internal headers still used (developer tool; the timing loop is not public API):
- *   eval/bench.h   nb_bench_pp / nb_bench_tg (timed runs on a context), nb_bench_interleave
- *                  (the A B A B pass order) and nb_stats_of (best / median / spread)
- *   core/membw.h   nb_measure_read_bw, the bandwidth the roofline fraction is taken of */
+ * --record DIR writes a measurement record per model (nb_record_write). The timing runs,
+ * statistics, pass order and bandwidth are nibble.h's benchmarking calls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,10 +16,7 @@
 
 #include "app/args.h"
 #include "app/auto_path.h"
-#include "app/bench_record.h"
 #include "app/commands.h"
-#include "core/membw.h"
-#include "eval/bench.h"
 #include "nibble.h"
 
 #define MAX_MODELS 16
@@ -155,7 +149,7 @@ static int plot(const struct bench *b, const char *png)
         base = base ? base + 1 : b->m[i].arg;
         double best[2] = {0, 0};
         for (int t = 0; t < 2; t++) {
-            struct nb_stats s;
+            struct nb_stats s = {.size = sizeof s};
             nb_stats_of(b->m[i].samples[t], b->m[i].n_samples[t], &s);
             best[t] = s.best;
         }
@@ -198,7 +192,7 @@ static void emit(const struct bench *b, const char *fmt, double bw)
         double bpw = m->info.linear_params ? 8.0 * m->info.linear_bytes / m->info.linear_params : 0;
         for (int t = 0; t < 2; t++) {
             if (!m->n_samples[t]) continue;
-            struct nb_stats s;
+            struct nb_stats s = {.size = sizeof s};
             nb_stats_of(m->samples[t], m->n_samples[t], &s);
             int np = t == T_PP ? b->n_prompt : 0, ng = t == T_TG ? b->n_gen : 0;
             double roof = t == T_TG && bw > 0 ? s.best * (double)m->info.weight_bytes / (bw * 1e9)
@@ -333,20 +327,42 @@ int cmd_bench(int argc, char **argv)
         double s; /* warm-up: page in the weights, settle the threads */
         if (nb_bench_tg(m->ctx, 2, 1, &s) != NB_OK) goto fail;
     }
-    double bw = nb_measure_read_bw(b.n_threads, (size_t)1 << 30, 5);
+    double bw = nb_measure_read_bandwidth(b.n_threads, (size_t)1 << 30, 5);
     if (nb_bench_interleave(b.n_models, 2, b.reps, run_one, &b) != NB_OK) goto fail;
     emit(&b, fmt, bw);
     if (plot_path && !plot(&b, plot_path)) goto done;
     for (int i = 0; record_dir && i < b.n_models; i++) {
         const struct bmodel *m = &b.m[i];
-        struct nb_stats s;
+        struct nb_stats s = {.size = sizeof s};
         nb_stats_of(m->samples[T_TG], m->n_samples[T_TG], &s);
-        struct bench_record r = {m->arg, m->path, &m->info, b.n_threads, b.n_prompt, b.n_gen,
-                                 m->samples[T_PP], m->samples[T_TG], m->n_samples[T_PP],
-                                 m->n_samples[T_TG], bw,
-                                 bw > 0 ? s.best * (double)m->info.weight_bytes / (bw * 1e9) : 0,
-                                 argc, argv};
-        if (!bench_record_write(record_dir, &r)) record_failed = 1;
+        char cmdline[2048] = "nibble"; /* stored in the record: how to re-run it */
+        for (int a = 0; a < argc; a++) {
+            size_t l = strlen(cmdline);
+            snprintf(cmdline + l, sizeof cmdline - l, " %s", argv[a]);
+        }
+        struct nb_record_params rp = nb_record_default_params();
+        rp.dir = record_dir;
+        rp.model_arg = m->arg;
+        rp.model_file = m->path;
+        rp.info = &m->info;
+        rp.threads = b.n_threads;
+        rp.n_prompt = b.n_prompt;
+        rp.n_gen = b.n_gen;
+        rp.pp = m->samples[T_PP];
+        rp.tg = m->samples[T_TG];
+        rp.n_pp = m->n_samples[T_PP];
+        rp.n_tg = m->n_samples[T_TG];
+        rp.read_bw_gbs = bw;
+        rp.roofline_fraction = bw > 0 ? s.best * (double)m->info.weight_bytes / (bw * 1e9) : 0;
+        rp.command = cmdline;
+        struct nb_record_result rr = {.size = sizeof rr};
+        if (nb_record_write(&rp, &rr) != NB_OK) {
+            fprintf(stderr, "nibble bench: --record: %s\n", nb_last_error());
+            record_failed = 1;
+        } else {
+            fprintf(stderr, "nibble bench: recorded %s (%s, kernel %s)\n", rr.file,
+                    rr.weight_path, rr.kernel);
+        }
     }
     if (profile)
         for (int i = 0; i < b.n_models; i++) {

@@ -1,9 +1,6 @@
 /* nibble eval — fidelity of a test build against a reference build of the same model:
  * greedy reproductions and first divergence, teacher-forced top-1 agreement and mean
- * KL(ref || test), perplexity of each on a text file.
- *
- * Internal header still used: eval/fidelity.h (nb_eval_fidelity, nb_eval_ppl), the
- * comparison itself, which is a developer tool and not public API. */
+ * KL(ref || test), perplexity of each on a text file (nibble.h's evaluation calls). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,7 +11,6 @@
 #include "app/auto_path.h"
 #include "app/commands.h"
 #include "app/text.h"
-#include "eval/fidelity.h"
 #include "nibble.h"
 
 #define MAX_PROMPTS 4096
@@ -131,13 +127,13 @@ int cmd_eval(int argc, char **argv)
     struct nb_model_info ri;
     nb_model_get_info(rm, &ri);
     int window = cp.n_ctx ? cp.n_ctx : (ri.n_ctx_train < 512 ? ri.n_ctx_train : 512);
-    struct nb_fidelity f;
+    struct nb_fidelity f = {.size = sizeof f};
     if (nb_eval_fidelity(rc_, tc, prompts, lens, n_prompts, n_gen, &f) != NB_OK) goto fail;
     double ppl_ref = 0, ppl_test = 0;
     if (text_ids && (nb_eval_ppl(rc_, text_ids, n_text, window, &ppl_ref) != NB_OK ||
                      nb_eval_ppl(tc, text_ids, n_text, window, &ppl_test) != NB_OK))
         goto fail;
-    struct nb_chunk_eval ch = {0};
+    struct nb_chunk_eval ch = {.size = sizeof ch};
     if (chunk_ctx && nb_eval_chunks(rc_, tc, text_ids, n_text, chunk_ctx, ri.bos_id, &ch) != NB_OK)
         goto fail;
     if (!strcmp(fmt, "json")) { /* cJSON: any file name gives valid JSON */

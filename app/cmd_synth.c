@@ -1,14 +1,11 @@
-/* nibble synth — write a random-weight model at a real shape as GGUF (benchmarks, tests).
- *
- * Internal header still used: eval/synth.h (the shape table and the GGUF writer of random
- * weights), a developer tool that is not public API. */
+/* nibble synth — write a random-weight model at a real shape as GGUF (benchmarks, tests),
+ * through nibble.h's synthetic-model calls. */
 #include <stdio.h>
 #include <string.h>
 
 #include "app/args.h"
 #include "app/commands.h"
 #include "app/text.h"
-#include "eval/synth.h"
 #include "nibble.h"
 
 static void usage(FILE *f)
@@ -34,20 +31,20 @@ static void list_shapes(void)
 {
     printf("%-12s %-6s %6s %6s %7s %5s %6s %7s %9s  %s\n", "shape", "arch", "layers", "hidden",
            "heads", "hdim", "ffn", "vocab", "params", "notes");
-    for (int i = 0; i < nb_synth_n_shapes(); i++) {
-        const struct nb_synth_shape *s = nb_synth_shape_at(i);
+    for (int i = 0; i < nb_synth_shape_count(); i++) {
+        struct nb_synth_shape_info s = {.size = sizeof s};
+        if (nb_synth_shape_get(i, &s) != NB_OK) continue;
         char heads[16];
-        snprintf(heads, sizeof heads, "%d/%d", s->n_heads, s->n_kv_heads);
-        printf("%-12s %-6s %6d %6d %7s %5d %6d %7d %9lld  %s\n", s->name, s->arch, s->n_layers,
-               s->n_embd, heads, s->head_dim, s->n_ff, s->n_vocab, (long long)nb_synth_n_params(s),
-               s->desc);
+        snprintf(heads, sizeof heads, "%d/%d", s.n_heads, s.n_kv_heads);
+        printf("%-12s %-6s %6d %6d %7s %5d %6d %7d %9lld  %s\n", s.name, s.arch, s.n_layers,
+               s.n_embd, heads, s.head_dim, s.n_ff, s.n_vocab, (long long)s.n_params, s.desc);
     }
 }
 
 int cmd_synth(int argc, char **argv)
 {
     const char *cmd = "synth", *shape_name = NULL, *out = NULL;
-    struct nb_synth_params p = {.dtype = NB_DTYPE_F16, .seed = 1};
+    struct nb_synth_params p = nb_synth_default_params();
     const char *dtype = NULL;
     int list = 0;
     const struct arg_opt opts[] = {
@@ -64,27 +61,26 @@ int cmd_synth(int argc, char **argv)
         list_shapes();
         return 0;
     }
-    if (dtype)
-        p.dtype = !strcmp(dtype, "bf16") ? NB_DTYPE_BF16
-                  : !strcmp(dtype, "f32") ? NB_DTYPE_F32
-                                          : NB_DTYPE_F16;
+    if (dtype) p.dtype = dtype;
     if (!shape_name || !out) {
         usage(stderr);
         return 2;
     }
-    const struct nb_synth_shape *s = nb_synth_find_shape(shape_name);
-    if (!s) {
+    struct nb_synth_shape_info s = {.size = sizeof s};
+    if (nb_synth_shape_find(shape_name, &s) != NB_OK) {
         fprintf(stderr, "nibble synth: unknown shape '%s'; the shapes are:\n", shape_name);
-        for (int i = 0; i < nb_synth_n_shapes(); i++)
-            fprintf(stderr, "  %s\n", nb_synth_shape_at(i)->name);
+        for (int i = 0; i < nb_synth_shape_count(); i++) {
+            struct nb_synth_shape_info e = {.size = sizeof e};
+            if (nb_synth_shape_get(i, &e) == NB_OK) fprintf(stderr, "  %s\n", e.name);
+        }
         return 2;
     }
     double t0 = app_time_s();
-    if (nb_synth_write(s, &p, out) != NB_OK) {
+    if (nb_synth_write_file(shape_name, &p, out) != NB_OK) {
         fprintf(stderr, "nibble synth: %s\n", nb_last_error());
         return 1;
     }
     fprintf(stderr, "nibble synth: wrote %s: %s, %lld parameters, seed %llu, %.1f s\n", out,
-            s->name, (long long)nb_synth_n_params(s), (unsigned long long)p.seed, app_time_s() - t0);
+            s.name, (long long)s.n_params, (unsigned long long)p.seed, app_time_s() - t0);
     return 0;
 }

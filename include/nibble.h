@@ -475,6 +475,157 @@ NB_API enum nb_status nb_cache_entries(const char *dir, nb_cache_entry_cb fn, vo
 NB_API enum nb_status nb_cache_clear(const char *dir, int *n_removed, int *n_busy,
                                      uint64_t *bytes_freed);
 
+/* ---------------------------------------------------------------- evaluation
+ * How far a test build of a model strays from a reference build (`nibble eval`):
+ * greedy reproductions, teacher-forced top-1 agreement and KL, perplexity. */
+
+struct nb_fidelity {
+    size_t size;
+    int prompts;
+    int reproduced;               /* greedy continuations identical over all n_gen tokens */
+    double mean_first_divergence; /* index of the first differing token (n_gen if none) */
+    double top1_agreement;        /* teacher-forced on the reference continuation */
+    double mean_kl;               /* mean KL(ref || test) per token, nats */
+    int64_t n_tokens;             /* teacher-forced positions compared */
+};
+
+/* Greedy continuations of n_gen tokens after each prompt from both builds, then the test
+ * build teacher-forced on the reference's. Both contexts need n_ctx >= longest prompt +
+ * n_gen and use sequence 0. NB_ERR_INVALID_ARG when the vocabularies differ. */
+NB_API enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test,
+                                       int32_t *const *prompts, const int *lens, int n_prompts,
+                                       int n_gen, struct nb_fidelity *r);
+
+/* Perplexity over `ids` in consecutive windows of at most `window` tokens (each window
+ * from an empty cache; every token after a window's first is scored). */
+NB_API enum nb_status nb_eval_ppl(struct nb_ctx *ctx, const int32_t *ids, int n, int window,
+                                  double *ppl);
+
+/* llama-perplexity's KL-divergence method, so the numbers can stand beside its own: the
+ * text cut into consecutive chunks of n_ctx tokens (the first token of each replaced by
+ * BOS when bos >= 0, as llama-perplexity does for models that add BOS), both builds run
+ * over each chunk from an empty cache, and only the second half scored: the logits at
+ * positions i in [n_ctx/2, n_ctx - 1) against token i + 1. */
+struct nb_chunk_eval {
+    size_t size;
+    int chunks;
+    int64_t n_scored;
+    double ppl_ref, ppl_test;
+    double mean_kl, median_kl, p99_kl, max_kl; /* KL(ref || test) per scored position */
+    double top1_agreement;                     /* llama-perplexity's "same top p" */
+};
+NB_API enum nb_status nb_eval_chunks(struct nb_ctx *ref, struct nb_ctx *test, const int32_t *ids,
+                                     int n, int n_ctx, int bos, struct nb_chunk_eval *r);
+
+/* ---------------------------------------------------------------- benchmarking
+ * Timing as llama-bench runs it (`nibble bench`): pp is one forward pass over n random
+ * prompt tokens from an empty cache, tg is n single-token decode steps from an empty
+ * cache. Both use sequence 0 of the context and clear it first. */
+
+/* Seconds for one pp run of n_prompt tokens. */
+NB_API enum nb_status nb_bench_pp(struct nb_ctx *ctx, int n_prompt, uint64_t seed,
+                                  double *seconds);
+/* Seconds for n_gen decode steps from an empty cache. */
+NB_API enum nb_status nb_bench_tg(struct nb_ctx *ctx, int n_gen, uint64_t seed, double *seconds);
+
+struct nb_stats {
+    size_t size;
+    double mean, stddev, median, best, worst, spread_pct; /* spread: (best-worst)/best */
+};
+/* Statistics of n samples (tok/s: higher is better); all zero when n <= 0. */
+NB_API void nb_stats_of(const double *x, int n, struct nb_stats *out);
+
+/* Run every (model, test) once per pass, passes one after another: A B C A B C ...
+ * so that drift in the machine's speed hits every model alike. The first failing run
+ * stops it and its status is returned. */
+typedef enum nb_status (*nb_bench_run_fn)(int model, int test, int pass, void *user);
+NB_API enum nb_status nb_bench_interleave(int n_models, int n_tests, int n_passes,
+                                          nb_bench_run_fn run, void *user);
+
+/* The memory read bandwidth in GB/s (1e9 bytes per second), the ceiling of decode: the
+ * best of `reps` passes reading a `bytes` buffer (much larger than the caches) on
+ * n_threads threads. 0 when the buffer cannot be allocated. */
+NB_API double nb_measure_read_bandwidth(int n_threads, size_t bytes, int reps);
+
+/* A measurement record (docs/selector.md; the files of docs/measurements/ that the
+ * selector reads): this CPU, the kernel this build runs for the model's weight path and
+ * the speeds measured. */
+struct nb_record_params {
+    size_t size;
+    const char *dir;         /* the folder (created if missing) */
+    const char *model_arg;   /* the model as the user named it: the record's name and
+                                model_file */
+    const char *model_file;  /* what was loaded (a .nib's header gives the head's bits) */
+    const struct nb_model_info *info; /* of the model run: a float model has no weight
+                                         path and is refused */
+    int threads;
+    int n_prompt, n_gen;
+    const double *pp, *tg;   /* samples, tok/s (n_pp / n_tg of them; 0: not run) */
+    int n_pp, n_tg;
+    double read_bw_gbs, roofline_fraction;
+    const char *command;     /* how to re-run it ("nibble bench -m ..."), or NULL */
+    const char *commit;      /* NULL: the commit libnibble was built from */
+};
+NB_API struct nb_record_params nb_record_default_params(void);
+
+struct nb_record_result {
+    size_t size;
+    char file[4096];       /* DIR/<family-key>-<model>-<path>-t<threads>.json */
+    char weight_path[16];
+    char kernel[64];       /* the kernel recorded */
+};
+/* Write the record (under a temporary name, then renamed). result may be NULL.
+ * NB_ERR_INVALID_ARG for a float model (no weight path to record) or a missing field;
+ * NB_ERR_IO when the folder or file cannot be written. */
+NB_API enum nb_status nb_record_write(const struct nb_record_params *params,
+                                      struct nb_record_result *result);
+
+/* ---------------------------------------------------------------- synthetic models
+ * Random-weight models at real shapes, written as GGUF with llama.cpp's tensor names
+ * and a minimal byte-level BPE vocabulary (`nibble synth`), so nibble and llama.cpp can
+ * be timed on identical files. The bytes depend only on shape, dtype and seed. */
+
+struct nb_synth_shape_info {
+    size_t size;
+    const char *name; /* "qwen3-1.7b", ... (static strings) */
+    const char *arch; /* general.architecture: "llama", "qwen3", "spark" */
+    const char *desc;
+    int n_layers, n_embd, n_heads, n_kv_heads, head_dim, n_ff, n_vocab, n_ctx;
+    int64_t n_params; /* embedding counted once when tied */
+};
+/* The built-in shapes: index 0 .. nb_synth_shape_count() - 1. */
+NB_API int nb_synth_shape_count(void);
+/* NB_ERR_INVALID_ARG for an index out of range. */
+NB_API enum nb_status nb_synth_shape_get(int i, struct nb_synth_shape_info *out);
+/* By name; NB_ERR_NOT_FOUND naming it (and the shapes there are) when unknown. */
+NB_API enum nb_status nb_synth_shape_find(const char *name, struct nb_synth_shape_info *out);
+
+struct nb_synth_params {
+    size_t size;
+    const char *dtype; /* "f16" (default), "bf16" or "f32": matrices and embedding */
+    uint64_t seed;     /* default 1 */
+    int n_threads;     /* generation threads; 0: all cores (the bytes do not depend on it) */
+};
+NB_API struct nb_synth_params nb_synth_default_params(void);
+/* Write the shape named `shape` to `path` (via path.tmp + rename). NB_ERR_NOT_FOUND for
+ * an unknown shape, NB_ERR_INVALID_ARG for an unknown dtype. */
+NB_API enum nb_status nb_synth_write_file(const char *shape, const struct nb_synth_params *params,
+                                          const char *path);
+
+/* ---------------------------------------------------------------- inspect
+ * A view of model files, not of a loaded model (`nibble inspect`, like gguf-dump). */
+
+/* Describe a .nib (header, tensors with kind, shape, group, layout, bytes, bits per
+ * weight), a GGUF file (version, alignment, metadata, tensors with dtype, shape, bytes)
+ * or safetensors (a file or a model folder: tensors) as one JSON object with "format"
+ * and "file" (= path). *json_out gets the printed JSON (indented), freed with nb_free.
+ * NB_ERR_UNSUPPORTED for a llama2.c checkpoint (nothing to see beyond its header). */
+NB_API enum nb_status nb_inspect_json(const char *path, char **json_out);
+/* Check every tensor checksum of a .nib; *n_tensors (may be NULL) gets their count. */
+NB_API enum nb_status nb_nib_verify_file(const char *path, int64_t *n_tensors);
+/* Free memory the library handed to the caller (nb_inspect_json's text). NULL is fine. */
+NB_API void nb_free(void *p);
+
 #ifdef __cplusplus
 }
 #endif

@@ -54,7 +54,7 @@ static void test_interleave_stops_on_error(void **state)
 static void test_stats(void **state)
 {
     double x[5] = {10, 12, 11, 9, 13};
-    struct nb_stats s;
+    struct nb_stats s = {.size = sizeof s};
     nb_stats_of(x, 5, &s);
     assert_true(fabs(s.mean - 11) < 1e-12);
     assert_true(fabs(s.median - 11) < 1e-12);

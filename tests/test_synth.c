@@ -38,7 +38,7 @@ static void synth(const char *shape, enum nb_dtype dt, uint64_t seed, int n_thre
 {
     const struct nb_synth_shape *s = nb_synth_find_shape(shape);
     assert_non_null(s);
-    struct nb_synth_params p = {.dtype = dt, .seed = seed, .n_threads = n_threads};
+    struct nb_synth_config p = {.dtype = dt, .seed = seed, .n_threads = n_threads};
     if (nb_synth_write(s, &p, path) != NB_OK) fail_msg("synth %s: %s", shape, nb_last_error());
 }
 
@@ -318,7 +318,7 @@ static void test_weights_and_vocab(void **state)
 static void test_bad_args(void **state)
 {
     const struct nb_synth_shape *s = nb_synth_find_shape("qwen3-tiny");
-    struct nb_synth_params p = {.dtype = NB_DTYPE_Q8_0, .seed = 1};
+    struct nb_synth_config p = {.dtype = NB_DTYPE_Q8_0, .seed = 1};
     assert_int_equal(nb_synth_write(s, &p, tmp_path("x.gguf")), NB_ERR_INVALID_ARG);
     assert_non_null(strstr(nb_last_error(), "dtype"));
     p.dtype = NB_DTYPE_F16;

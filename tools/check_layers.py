@@ -14,7 +14,9 @@ and those of the folders listed for it, nothing else of ours:
   runtime    core, kernels, formats, quant, model, tokenizer
   eval       ... everything below, runtime
   server     ... everything below, runtime, eval
-  app/, tests/, bench/: anything under src/; nothing under src/ includes app/.
+  tests/, bench/: anything under src/; nothing under src/ includes app/.
+  app/       only nibble.h, app/*.h, system headers and <cjson/cJSON.h>: the CLI is a
+             program of the public API (issue 11 item 3), so it never includes src/.
 
 KNOWN lists the crossings that exist today, each with the issue that removes it; the
 check fails on any other, and on a KNOWN entry that has gone (so the list only shrinks).
@@ -73,6 +75,21 @@ def main():
                 elif target in ALLOWED:
                     bad.append(f"{rel}: includes \"{inc}\": src/{layer}/ may include only "
                                f"{', '.join(sorted(ALLOWED[layer] | {layer}))}")
+    # app/: nibble.h and its own headers only ("..." includes; <...> are system or cJSON).
+    app = os.path.join(root, "app")
+    for name in sorted(os.listdir(app)) if os.path.isdir(app) else []:
+        if not name.endswith((".c", ".h")):
+            continue
+        with open(os.path.join(app, name), encoding="utf-8", errors="replace") as f:
+            text = f.read()
+        for inc in INCLUDE.findall(text):
+            if inc != "nibble.h" and not (inc.startswith("app/") and
+                                          os.path.exists(os.path.join(root, inc))):
+                bad.append(f"app/{name}: includes \"{inc}\": app/ may include only nibble.h, "
+                           "app/*.h, system headers and <cjson/cJSON.h>")
+        for inc in re.findall(r'^\s*#\s*include\s+<([^>]+)>', text, re.M):
+            if os.path.exists(os.path.join(root, "src", inc)):
+                bad.append(f"app/{name}: includes <{inc}>, a header of src/")
     for gone in sorted(KNOWN - seen):
         bad.append(f"{gone[0]} no longer includes \"{gone[1]}\": remove it from KNOWN in "
                    "tools/check_layers.py")

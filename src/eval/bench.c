@@ -1,4 +1,4 @@
-/* eval/bench.c — pp and tg timing runs, and sample statistics. */
+/* eval/bench.c — pp and tg timing runs, sample statistics, the read bandwidth. */
 #include "eval/bench.h"
 
 #include <math.h>
@@ -6,7 +6,9 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/membw.h"
 #include "core/timer.h"
+#include "runtime/api.h"
 
 static int32_t rand_token(uint64_t *s, int n_vocab)
 {
@@ -67,10 +69,12 @@ static int cmp_d(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-void nb_stats_of(const double *x, int n, struct nb_stats *o)
+/* The whole struct here; nb_stats_of copies out what the caller's `size` says. */
+static void stats_of(const double *x, int n, struct nb_stats *o)
 {
     memset(o, 0, sizeof *o);
-    if (n <= 0) return;
+    o->size = sizeof *o;
+    if (n <= 0 || !x) return;
     double *s = malloc(sizeof *s * (size_t)n);
     if (!s) return;
     memcpy(s, x, sizeof *s * (size_t)n);
@@ -86,6 +90,18 @@ void nb_stats_of(const double *x, int n, struct nb_stats *o)
     o->worst = s[0];
     o->spread_pct = o->best > 0 ? 100.0 * (o->best - o->worst) / o->best : 0;
     free(s);
+}
+
+void nb_stats_of(const double *x, int n, struct nb_stats *out)
+{
+    struct nb_stats s;
+    stats_of(x, n, &s);
+    nb_api_out(out, &s, sizeof s);
+}
+
+double nb_measure_read_bandwidth(int n_threads, size_t bytes, int reps)
+{
+    return nb_measure_read_bw(n_threads, bytes, reps);
 }
 
 enum nb_status nb_bench_interleave(int n_models, int n_tests, int n_passes, nb_bench_run_fn run,

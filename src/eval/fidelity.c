@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "runtime/api.h"
 
 static double log_sum_exp(const float *x, int n, double *mx_out)
 {
@@ -99,8 +100,11 @@ static enum nb_status same_vocab(struct nb_ctx *ref, struct nb_ctx *test, int *V
     return NB_OK;
 }
 
-enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test, int32_t *const *prompts,
-                                const int *lens, int n_prompts, int n_gen, struct nb_fidelity *r)
+/* The comparisons fill the library's whole struct; the public calls copy out as much of
+ * it as the caller's `size` says (nibble.h, versioned structs). */
+static enum nb_status eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test,
+                                    int32_t *const *prompts, const int *lens, int n_prompts,
+                                    int n_gen, struct nb_fidelity *r)
 {
     int V;
     memset(r, 0, sizeof *r);
@@ -185,8 +189,8 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
-enum nb_status nb_eval_chunks(struct nb_ctx *ref, struct nb_ctx *test, const int32_t *ids, int n,
-                              int n_ctx, int bos, struct nb_chunk_eval *r)
+static enum nb_status eval_chunks(struct nb_ctx *ref, struct nb_ctx *test, const int32_t *ids,
+                                  int n, int n_ctx, int bos, struct nb_chunk_eval *r)
 {
     int V;
     memset(r, 0, sizeof *r);
@@ -238,5 +242,35 @@ enum nb_status nb_eval_chunks(struct nb_ctx *ref, struct nb_ctx *test, const int
     }
 done:
     free(la), free(lb), free(chunk), free(kls);
+    return st;
+}
+
+enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test, int32_t *const *prompts,
+                                const int *lens, int n_prompts, int n_gen, struct nb_fidelity *r)
+{
+    struct nb_fidelity f;
+    if (!ref || !test || !r || (n_prompts > 0 && (!prompts || !lens)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "nb_eval_fidelity: %s",
+                            !ref || !test ? "a context is NULL"
+                            : !r          ? "the result is NULL"
+                                          : "the prompts or their lengths are NULL");
+    enum nb_status st = eval_fidelity(ref, test, prompts, lens, n_prompts, n_gen, &f);
+    f.size = sizeof f;
+    nb_api_out(r, &f, sizeof f);
+    return st;
+}
+
+enum nb_status nb_eval_chunks(struct nb_ctx *ref, struct nb_ctx *test, const int32_t *ids, int n,
+                              int n_ctx, int bos, struct nb_chunk_eval *r)
+{
+    struct nb_chunk_eval c;
+    if (!ref || !test || (!ids && n > 0) || !r)
+        return nb_set_error(NB_ERR_INVALID_ARG, "nb_eval_chunks: %s",
+                            !ref || !test ? "a context is NULL"
+                            : !ids        ? "the text's ids are NULL"
+                                          : "the result is NULL");
+    enum nb_status st = eval_chunks(ref, test, ids, n, n_ctx, bos, &c);
+    c.size = sizeof c;
+    nb_api_out(r, &c, sizeof c);
     return st;
 }

@@ -10,6 +10,7 @@
 #include "core/fp.h"
 #include "core/threadpool.h"
 #include "formats/gguf.h"
+#include "runtime/api.h"
 
 /* The generator must give the same bits everywhere: no fused multiply-add. (GCC in
  * ISO C mode, which the build uses, does not contract; clang needs the pragma.) */
@@ -245,7 +246,7 @@ static enum nb_status fill_tensor(void *user, void *dst, uint64_t offset, size_t
 /* A matrix (d1 > 0) ~ N(0, 0.02^2) in the requested dtype, or a norm vector
  * ~ 1 + N(0, 0.02^2) in F32. The stream depends on the seed and the name only. */
 static void add_gen(struct gen_tensor *t, const char *name, int64_t d0, int64_t d1, int is_norm,
-                    const struct nb_synth_params *p, struct nb_pool *pool)
+                    const struct nb_synth_config *p, struct nb_pool *pool)
 {
     snprintf(t->name, sizeof t->name, "%s", name);
     t->n_dims = d1 > 0 ? 2 : 1;
@@ -373,7 +374,7 @@ static uint32_t file_type(enum nb_dtype dt)
     return dt == NB_DTYPE_F16 ? 1 : dt == NB_DTYPE_BF16 ? 32 : 0; /* llama_ftype */
 }
 
-enum nb_status nb_synth_write(const struct nb_synth_shape *s, const struct nb_synth_params *p,
+enum nb_status nb_synth_write(const struct nb_synth_shape *s, const struct nb_synth_config *p,
                               const char *path)
 {
     enum nb_status st = NB_OK;
@@ -514,4 +515,83 @@ fail:
     free(layer_types);
     vocab_free(&voc);
     return st;
+}
+
+/* ---- the public calls (nibble.h, "synthetic models"): names and strings over the table
+ * and the writer above. */
+
+static void shape_info(const struct nb_synth_shape *s, struct nb_synth_shape_info *out)
+{
+    struct nb_synth_shape_info i = {
+        .size = sizeof i,
+        .name = s->name,
+        .arch = s->arch,
+        .desc = s->desc,
+        .n_layers = s->n_layers,
+        .n_embd = s->n_embd,
+        .n_heads = s->n_heads,
+        .n_kv_heads = s->n_kv_heads,
+        .head_dim = s->head_dim,
+        .n_ff = s->n_ff,
+        .n_vocab = s->n_vocab,
+        .n_ctx = s->n_ctx,
+        .n_params = nb_synth_n_params(s),
+    };
+    nb_api_out(out, &i, sizeof i);
+}
+
+int nb_synth_shape_count(void) { return nb_synth_n_shapes(); }
+
+enum nb_status nb_synth_shape_get(int i, struct nb_synth_shape_info *out)
+{
+    if (i < 0 || i >= nb_synth_n_shapes())
+        return nb_set_error(NB_ERR_INVALID_ARG, "synth: shape index %d (there are %d)", i,
+                            nb_synth_n_shapes());
+    shape_info(nb_synth_shape_at(i), out);
+    return NB_OK;
+}
+
+/* "unknown shape 'x' (the shapes: a, b, c)": the message lists what there is. */
+static enum nb_status unknown_shape(const char *name)
+{
+    char list[512] = "";
+    size_t k = 0;
+    for (int i = 0; i < nb_synth_n_shapes() && k < sizeof list; i++)
+        k += (size_t)snprintf(list + k, sizeof list - k, "%s%s", i ? ", " : "",
+                              nb_synth_shape_at(i)->name);
+    return nb_set_error(NB_ERR_NOT_FOUND, "synth: unknown shape '%s' (the shapes: %s)",
+                        name ? name : "(null)", list);
+}
+
+enum nb_status nb_synth_shape_find(const char *name, struct nb_synth_shape_info *out)
+{
+    const struct nb_synth_shape *s = name ? nb_synth_find_shape(name) : NULL;
+    if (!s) return unknown_shape(name);
+    shape_info(s, out);
+    return NB_OK;
+}
+
+struct nb_synth_params nb_synth_default_params(void)
+{
+    return (struct nb_synth_params){.size = sizeof(struct nb_synth_params), .dtype = "f16",
+                                    .seed = 1};
+}
+
+enum nb_status nb_synth_write_file(const char *shape, const struct nb_synth_params *params,
+                                   const char *path)
+{
+    struct nb_synth_params p = nb_synth_default_params();
+    enum nb_status st = nb_api_params_in(&p, sizeof p, params, "nb_synth_write_file");
+    if (st) return st;
+    if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "synth: no output path");
+    const struct nb_synth_shape *s = shape ? nb_synth_find_shape(shape) : NULL;
+    if (!s) return unknown_shape(shape);
+    struct nb_synth_config c = {.seed = p.seed, .n_threads = p.n_threads};
+    const char *dt = p.dtype ? p.dtype : "f16";
+    if (!strcmp(dt, "f16")) c.dtype = NB_DTYPE_F16;
+    else if (!strcmp(dt, "bf16")) c.dtype = NB_DTYPE_BF16;
+    else if (!strcmp(dt, "f32")) c.dtype = NB_DTYPE_F32;
+    else
+        return nb_set_error(NB_ERR_INVALID_ARG, "synth: dtype '%s' (f16, bf16 or f32)", dt);
+    return nb_synth_write(s, &c, path);
 }

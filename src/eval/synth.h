@@ -43,14 +43,14 @@ const struct nb_synth_shape *nb_synth_find_shape(const char *name);
 /* Parameters of the model (embedding counted once when tied). */
 int64_t nb_synth_n_params(const struct nb_synth_shape *s);
 
-struct nb_synth_params {
+struct nb_synth_config {
     enum nb_dtype dtype; /* F16, BF16 or F32: matrices and embedding; norms are F32 */
     uint64_t seed;
     int n_threads; /* generation threads; 0: all cores (the bytes do not depend on it) */
 };
 
 /* Write shape `s` to `path` (via path.tmp + rename). */
-enum nb_status nb_synth_write(const struct nb_synth_shape *s, const struct nb_synth_params *p,
+enum nb_status nb_synth_write(const struct nb_synth_shape *s, const struct nb_synth_config *p,
                               const char *path);
 
 #endif
