@@ -2,8 +2,10 @@
  * tokenizer (caller buffers, the size needed when they are short), streaming decode and
  * stop strings, chat templates, the probe and selector, nb_model_open into a temporary
  * cache (progress called, then a hit), nb_model_quantize and loading its output, the
- * cache calls, and the error codes of bad names and missing files. On kjv-7m (label
- * model; skipped when ../shared/models is not there). Only nibble.h is included. */
+ * cache calls, the error codes of bad names and missing files, and the developer calls:
+ * evaluation (a model against itself), benchmark statistics and timing, measurement
+ * records, synthetic models and inspect. On kjv-7m (label model; skipped when
+ * ../shared/models is not there). Only nibble.h (and cJSON) is included. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -13,6 +15,9 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <cjson/cJSON.h>
+#include <math.h>
+#include <sys/stat.h>
 
 #include "helpers/testutil.h"
 #include "nibble.h"
@@ -451,13 +456,284 @@ static void test_quantize(void **state)
     assert_non_null(strstr(nb_last_error(), "/nonexistent.gguf"));
 }
 
+/* A context of kjv-7m for the evaluation and bench calls. */
+static struct nb_ctx *kjv_ctx(const struct nb_model *m, int n_ctx)
+{
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    struct nb_ctx *c = NULL;
+    cp.n_ctx = n_ctx;
+    cp.n_threads = 2;
+    assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
+    return c;
+}
+
+static void test_eval(void **state)
+{
+    (void)state;
+    const char *src = tu_model_path(KJV);
+    const char *root = getenv("NIBBLE_SOURCE_DIR");
+    if (!src || !root) skip();
+    struct nb_model *m = NULL;
+    assert_int_equal(nb_model_load(&m, src), NB_OK);
+    struct nb_ctx *a = kjv_ctx(m, 256), *b = kjv_ctx(m, 256);
+    struct nb_tokenizer *tok = kjv_tokenizer();
+
+    /* greedy and teacher-forced: a model against itself reproduces every prompt */
+    const char *texts[2] = {k_text, "And God said"};
+    int32_t ids[2][16], *prompts[2] = {ids[0], ids[1]};
+    int lens[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(nb_tokenize_text(tok, texts[i], strlen(texts[i]), 1, 0, ids[i], 16,
+                                          &lens[i]),
+                         NB_OK);
+    struct nb_fidelity f = {.size = sizeof f};
+    assert_int_equal(nb_eval_fidelity(a, b, prompts, lens, 2, 8, &f), NB_OK);
+    assert_int_equal(f.prompts, 2);
+    assert_int_equal(f.reproduced, f.prompts);
+    assert_true(f.mean_kl == 0);
+    assert_true(f.top1_agreement == 1);
+    assert_true(f.mean_first_divergence == 8);
+    assert_true(f.n_tokens > 0);
+    /* an older caller's shorter struct: only its fields are written */
+    struct nb_fidelity old;
+    memset(&old, 0x5a, sizeof old);
+    old.size = offsetof(struct nb_fidelity, reproduced);
+    assert_int_equal(nb_eval_fidelity(a, b, prompts, lens, 1, 2, &old), NB_OK);
+    assert_int_equal(old.prompts, 1);
+    int sentinel;
+    memset(&sentinel, 0x5a, sizeof sentinel);
+    assert_int_equal(old.reproduced, sentinel);
+    assert_int_equal(nb_eval_fidelity(NULL, b, prompts, lens, 1, 2, &f), NB_ERR_INVALID_ARG);
+
+    /* the held-out text, llama-perplexity's way: KL 0 and equal perplexities */
+    char path[4096];
+    snprintf(path, sizeof path, "%s/data/calib/kjv-7m-heldout.txt", root);
+    FILE *fp = fopen(path, "rb");
+    assert_non_null(fp);
+    static char text[1 << 16];
+    size_t len = fread(text, 1, sizeof text - 1, fp);
+    fclose(fp);
+    assert_true(len > 1000);
+    static int32_t tids[1 << 15];
+    int n = 0;
+    assert_int_equal(nb_tokenize_text(tok, text, len, 1, 0, tids, 1 << 15, &n), NB_OK);
+    assert_true(n >= 512);
+    n = 512; /* 4 chunks of 128 keep the sanitizer build quick */
+    struct nb_chunk_eval ch = {.size = sizeof ch};
+    struct nb_model_info info;
+    nb_model_get_info(m, &info);
+    assert_int_equal(nb_eval_chunks(a, b, tids, n, 128, info.bos_id, &ch), NB_OK);
+    assert_int_equal(ch.chunks, 4);
+    assert_int_equal(ch.n_scored, 4 * (128 - 1 - 64));
+    assert_true(ch.mean_kl == 0 && ch.max_kl == 0);
+    assert_true(ch.ppl_ref == ch.ppl_test);
+    assert_true(ch.ppl_ref > 1 && ch.ppl_ref < info.n_vocab);
+    assert_true(ch.top1_agreement == 1);
+    assert_int_equal(nb_eval_chunks(a, b, tids, 100, 128, info.bos_id, &ch), NB_ERR_INVALID_ARG);
+    double ppl = 0;
+    assert_int_equal(nb_eval_ppl(a, tids, 256, 128, &ppl), NB_OK);
+    assert_true(ppl > 1 && ppl < info.n_vocab);
+
+    /* timing runs on the same context */
+    double sec = 0;
+    assert_int_equal(nb_bench_pp(a, 16, 1, &sec), NB_OK);
+    assert_true(sec > 0);
+    sec = 0;
+    assert_int_equal(nb_bench_tg(a, 4, 1, &sec), NB_OK);
+    assert_true(sec > 0);
+
+    nb_tokenizer_free(tok);
+    nb_ctx_free(a);
+    nb_ctx_free(b);
+    nb_model_free(m);
+}
+
+static enum nb_status count_run(int model, int test, int pass, void *user)
+{
+    int *order = user;
+    order[order[0] + 1] = pass * 100 + model * 10 + test;
+    order[0]++;
+    return NB_OK;
+}
+
+static void test_bench_stats(void **state)
+{
+    (void)state;
+    const double x[5] = {10, 12, 11, 9, 13};
+    struct nb_stats s = {.size = sizeof s};
+    nb_stats_of(x, 5, &s);
+    assert_true(fabs(s.mean - 11) < 1e-12 && fabs(s.median - 11) < 1e-12);
+    assert_true(s.best == 13 && s.worst == 9);
+    assert_true(fabs(s.stddev - sqrt(2.5)) < 1e-12);
+    assert_true(fabs(s.spread_pct - 100.0 * 4 / 13) < 1e-9);
+    nb_stats_of(x, 0, &s);
+    assert_true(s.mean == 0 && s.best == 0);
+    /* a shorter struct keeps its tail */
+    struct nb_stats old = {.size = offsetof(struct nb_stats, stddev), .stddev = -1};
+    nb_stats_of(x, 5, &old);
+    assert_true(fabs(old.mean - 11) < 1e-12 && old.stddev == -1);
+
+    int order[1 + 12] = {0};
+    assert_int_equal(nb_bench_interleave(2, 2, 3, count_run, order), NB_OK);
+    assert_int_equal(order[0], 12);
+    assert_int_equal(order[1], 0);  /* pass 0 model 0 test 0 */
+    assert_int_equal(order[3], 10); /* pass 0 model 1 test 0 */
+    assert_int_equal(order[5], 100);
+    assert_true(nb_measure_read_bandwidth(1, (size_t)16 << 20, 1) > 0);
+}
+
+static void test_record(void **state)
+{
+    (void)state;
+    const char *src = tu_model_path(KJV);
+    if (!src) skip();
+    struct nb_open_params op = nb_open_default_params();
+    op.path = "w4a8";
+    op.cache_dir = NULL; /* quantized in memory */
+    op.n_threads = 2;
+    struct nb_model *m = NULL;
+    struct nb_model_info info;
+    assert_int_equal(nb_model_open(&m, src, &op, NULL), NB_OK);
+    nb_model_get_info(m, &info);
+    assert_string_equal(info.weight_path, "w4a8");
+
+    char dir[4096];
+    snprintf(dir, sizeof dir, "%s/records", tu_dir);
+    const double pp[2] = {100, 110}, tg[3] = {50, 52, 51};
+    struct nb_record_params rp = nb_record_default_params();
+    rp.dir = dir;
+    rp.model_arg = "models/kjv-7m-f32.gguf";
+    rp.model_file = src;
+    rp.info = &info;
+    rp.threads = 2;
+    rp.n_prompt = 64;
+    rp.n_gen = 16;
+    rp.pp = pp;
+    rp.n_pp = 2;
+    rp.tg = tg;
+    rp.n_tg = 3;
+    rp.read_bw_gbs = 10;
+    rp.command = "nibble bench -m kjv-7m-f32.gguf";
+    rp.commit = "abc1234";
+    struct nb_record_result rr = {.size = sizeof rr};
+    assert_int_equal(nb_record_write(&rp, &rr), NB_OK);
+    assert_string_equal(rr.weight_path, "w4a8");
+    assert_true(rr.kernel[0] != 0);
+    assert_non_null(strstr(rr.file, "-kjv-7m-f32-w4a8-t2.json"));
+    FILE *fp = fopen(rr.file, "rb");
+    assert_non_null(fp);
+    static char text[1 << 16];
+    text[fread(text, 1, sizeof text - 1, fp)] = 0;
+    fclose(fp);
+    cJSON *d = cJSON_Parse(text);
+    assert_non_null(d);
+    assert_string_equal(cJSON_GetObjectItem(d, "schema")->valuestring, "nibble-measurement-1");
+    assert_string_equal(cJSON_GetObjectItem(d, "weight_path")->valuestring, "w4a8");
+    assert_string_equal(cJSON_GetObjectItem(d, "kernel")->valuestring, rr.kernel);
+    assert_string_equal(cJSON_GetObjectItem(d, "commit")->valuestring, "abc1234");
+    assert_string_equal(cJSON_GetObjectItem(d, "model_file")->valuestring, "kjv-7m-f32.gguf");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItem(d, "head_bits"))); /* not a .nib */
+    const cJSON *t = cJSON_GetObjectItem(d, "tg");
+    assert_true(cJSON_GetObjectItem(t, "best_ts")->valuedouble == 52);
+    assert_true(cJSON_GetObjectItem(t, "median_ts")->valuedouble == 51);
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(t, "samples")), 3);
+    cJSON_Delete(d);
+
+    /* a float model has no weight path to record */
+    struct nb_model_info fi = info;
+    fi.weight_path = "f16"; /* "f32" is a weight path too; an f16 source is not */
+    rp.info = &fi;
+    assert_int_equal(nb_record_write(&rp, NULL), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "float"));
+    nb_model_free(m);
+}
+
+static void test_synth(void **state)
+{
+    (void)state;
+    int n = nb_synth_shape_count();
+    assert_true(n > 0);
+    struct nb_synth_shape_info si = {.size = sizeof si};
+    assert_int_equal(nb_synth_shape_get(0, &si), NB_OK);
+    assert_non_null(si.name);
+    assert_int_equal(nb_synth_shape_get(n, &si), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_synth_shape_find("qwen3-tiny", &si), NB_OK);
+    assert_string_equal(si.arch, "qwen3");
+    assert_int_equal(si.n_layers, 2);
+    assert_true(si.n_params > 0);
+    assert_int_equal(nb_synth_shape_find("no-such-shape", &si), NB_ERR_NOT_FOUND);
+    assert_non_null(strstr(nb_last_error(), "no-such-shape"));
+    assert_non_null(strstr(nb_last_error(), "qwen3-tiny")); /* the message lists the shapes */
+
+    char out[4096];
+    snprintf(out, sizeof out, "%s/synth.gguf", tu_dir);
+    struct nb_synth_params sp = nb_synth_default_params();
+    assert_string_equal(sp.dtype, "f16");
+    sp.dtype = "f8";
+    assert_int_equal(nb_synth_write_file("qwen3-tiny", &sp, out), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "f8"));
+    assert_int_equal(nb_synth_write_file("no-such-shape", NULL, out), NB_ERR_NOT_FOUND);
+    sp.dtype = "bf16";
+    sp.n_threads = 2;
+    assert_int_equal(nb_synth_write_file("qwen3-tiny", &sp, out), NB_OK);
+    struct nb_model *m = NULL;
+    struct nb_model_info info;
+    assert_int_equal(nb_model_load(&m, out), NB_OK);
+    nb_model_get_info(m, &info);
+    assert_int_equal(info.n_layers, 2);
+    assert_int_equal(info.n_params, si.n_params);
+    nb_model_free(m);
+}
+
+static void test_inspect(void **state)
+{
+    (void)state;
+    char *json = NULL;
+    assert_int_not_equal(nb_inspect_json("/nonexistent.gguf", &json), NB_OK);
+    assert_null(json);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent.gguf"));
+    nb_free(NULL);
+    const char *src = tu_model_path(KJV);
+    if (!src) skip();
+    assert_int_equal(nb_inspect_json(src, &json), NB_OK);
+    cJSON *d = cJSON_Parse(json);
+    nb_free(json);
+    assert_non_null(d);
+    assert_string_equal(cJSON_GetObjectItem(d, "format")->valuestring, "gguf");
+    assert_string_equal(cJSON_GetObjectItem(d, "file")->valuestring, src);
+    const cJSON *meta = cJSON_GetObjectItem(d, "metadata");
+    assert_string_equal(cJSON_GetObjectItem(meta, "general.architecture")->valuestring, "llama");
+    const cJSON *t;
+    int found = 0;
+    cJSON_ArrayForEach(t, cJSON_GetObjectItem(d, "tensors"))
+    {
+        if (strcmp(cJSON_GetObjectItem(t, "name")->valuestring, "token_embd.weight")) continue;
+        found = 1;
+        assert_string_equal(cJSON_GetObjectItem(t, "dtype")->valuestring, "F32");
+        assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(t, "shape")), 2);
+    }
+    assert_true(found);
+    cJSON_Delete(d);
+
+    /* a llama2.c checkpoint has nothing to show beyond its header */
+    const char *bin = tu_model_path("kjv-7m/kjv-7m.bin");
+    if (bin) {
+        assert_int_equal(nb_inspect_json(bin, &json), NB_ERR_UNSUPPORTED);
+        assert_non_null(strstr(nb_last_error(), "llama2.c"));
+    }
+    /* verify: a GGUF is not a .nib */
+    assert_int_not_equal(nb_nib_verify_file(src, NULL), NB_OK);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenize),   cmocka_unit_test(test_stop_matcher),
         cmocka_unit_test(test_chat),       cmocka_unit_test(test_select),
         cmocka_unit_test(test_open),       cmocka_unit_test(test_open_errors),
-        cmocka_unit_test(test_quantize),
+        cmocka_unit_test(test_quantize),   cmocka_unit_test(test_eval),
+        cmocka_unit_test(test_bench_stats), cmocka_unit_test(test_record),
+        cmocka_unit_test(test_synth),      cmocka_unit_test(test_inspect),
     };
     return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }
