@@ -146,9 +146,9 @@ enum nb_status nb_record_write(const struct nb_record_params *params,
     else
         cJSON_AddNullToObject(o, "head_bits");
     cJSON_AddNumberToObject(o, "bits_per_weight",
-                            r.info->linear_params ? 8.0 * (double)r.info->linear_bytes /
-                                                        (double)r.info->linear_params
-                                                  : 0);
+                            r.info->linear_params
+                                ? 8.0 * (double)r.info->linear_bytes / (double)r.info->linear_params
+                                : 0);
     if (r.n_pp) cJSON_AddItemToObject(o, "pp", figs("n_prompt", r.n_prompt, r.pp, r.n_pp));
     if (r.n_tg) cJSON_AddItemToObject(o, "tg", figs("n_gen", r.n_gen, r.tg, r.n_tg));
     cJSON_AddNumberToObject(o, "read_bw_gbs", r.read_bw_gbs);

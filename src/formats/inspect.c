@@ -18,7 +18,8 @@
 static cJSON *shape_json(const int64_t *shape, int n_dims)
 {
     cJSON *a = cJSON_CreateArray();
-    for (int d = 0; d < n_dims; d++) cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[d]));
+    for (int d = 0; d < n_dims; d++)
+        cJSON_AddItemToArray(a, cJSON_CreateNumber((double)shape[d]));
     return a;
 }
 
@@ -34,12 +35,15 @@ static cJSON *nib_doc(const struct nb_nib *n)
     for (int64_t i = 0; i < nb_nib_n_tensors(n); i++) {
         const struct nb_nib_tensor *t = nb_nib_tensor(n, i);
         double elems = 1;
-        for (int d = 0; d < t->n_dims; d++) elems *= (double)t->shape[d];
+        for (int d = 0; d < t->n_dims; d++)
+            elems *= (double)t->shape[d];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", t->name);
-        cJSON_AddStringToObject(e, "kind", t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path));
+        cJSON_AddStringToObject(e, "kind",
+                                t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path));
         cJSON_AddItemToObject(e, "shape", shape_json(t->shape, t->n_dims));
-        int int4 = t->kind != NB_NIB_BLOB && (t->path == NB_WPATH_W4A8 || t->path == NB_WPATH_W4A16);
+        int int4 =
+            t->kind != NB_NIB_BLOB && (t->path == NB_WPATH_W4A8 || t->path == NB_WPATH_W4A16);
         if (int4) {
             cJSON_AddNumberToObject(e, "group", t->group);
             cJSON_AddStringToObject(e, "layout", t->layout == NB_LAYOUT_X16 ? "x16" : "rows");
@@ -62,13 +66,15 @@ static cJSON *gguf_value(const struct nb_gguf *g, int64_t i)
     int64_t v;
     float f;
     int b;
-    if (t == NB_GGUF_STRING) return nb_gguf_get_str(g, key, &s) ? cJSON_CreateNull() : cJSON_CreateString(s);
-    if (t == NB_GGUF_BOOL) return nb_gguf_get_bool(g, key, &b) ? cJSON_CreateNull() : cJSON_CreateBool(b);
+    if (t == NB_GGUF_STRING)
+        return nb_gguf_get_str(g, key, &s) ? cJSON_CreateNull() : cJSON_CreateString(s);
+    if (t == NB_GGUF_BOOL)
+        return nb_gguf_get_bool(g, key, &b) ? cJSON_CreateNull() : cJSON_CreateBool(b);
     if (t == NB_GGUF_F32 || t == NB_GGUF_F64)
         return nb_gguf_get_f32(g, key, &f) ? cJSON_CreateNull() : cJSON_CreateNumber(f);
     if (t != NB_GGUF_ARRAY)
         return nb_gguf_get_i64(g, key, &v) ? cJSON_CreateString("(out of range)")
-                                            : cJSON_CreateNumber((double)v);
+                                           : cJSON_CreateNumber((double)v);
     enum nb_gguf_type et;
     uint64_t count;
     if (nb_gguf_get_arr(g, key, &et, &count)) return cJSON_CreateNull();
@@ -77,7 +83,7 @@ static cJSON *gguf_value(const struct nb_gguf *g, int64_t i)
         double d;
         if (et == NB_GGUF_STRING)
             cJSON_AddItemToArray(a, nb_gguf_get_arr_str(g, key, k, &s) ? cJSON_CreateNull()
-                                                                          : cJSON_CreateString(s));
+                                                                       : cJSON_CreateString(s));
         else if (et != NB_GGUF_ARRAY && !nb_gguf_get_arr_f64(g, key, k, &d))
             cJSON_AddItemToArray(a, cJSON_CreateNumber(d));
     }
@@ -105,7 +111,10 @@ static cJSON *tensors_doc(const struct nb_tensor *(*at)(const void *, int64_t), 
     return ts;
 }
 
-static const struct nb_tensor *gguf_at(const void *g, int64_t i) { return nb_gguf_tensor(g, i); }
+static const struct nb_tensor *gguf_at(const void *g, int64_t i)
+{
+    return nb_gguf_tensor(g, i);
+}
 static const struct nb_tensor *st_at(const void *s, int64_t i)
 {
     return nb_safetensors_tensor(s, i);
@@ -186,4 +195,7 @@ enum nb_status nb_nib_verify_file(const char *path, int64_t *n_tensors)
 
 /* The text of nb_inspect_json comes from cJSON_Print: cJSON's allocator (malloc unless a
  * program set hooks for its own cJSON, which is why the caller frees it here). */
-void nb_free(void *p) { cJSON_free(p); }
+void nb_free(void *p)
+{
+    cJSON_free(p);
+}
