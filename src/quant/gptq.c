@@ -8,12 +8,14 @@
 #include <string.h>
 
 #include "core/fp.h"
+#include "core/threadpool.h"
 #include "kernels/qblock.h"
 #include "quant/quant.h"
 
 struct nb_gptq_params nb_gptq_default_params(void)
 {
-    struct nb_gptq_params p = {.damp = 0.01, .block = 128, .act_order = 0, .search = 1};
+    struct nb_gptq_params p = {.damp = 0.01, .block = 128, .act_order = 0, .search = 1,
+                               .n_threads = 1};
     return p;
 }
 
@@ -104,26 +106,45 @@ struct sweep {
 };
 
 /* The GPTQ sweep over lazy blocks of columns. */
-static enum nb_status run_sweep(const struct sweep *s)
+/* One lazy block [i1, i2) for rows [r0, r1): rows are independent, so threads take runs
+ * of them. */
+struct block_job {
+    const struct sweep *s;
+    double *err;
+    int64_t i1, i2;
+};
+
+static void block_rows(void *arg, int ith, int nth)
+{
+    const struct block_job *j = arg;
+    const struct sweep *s = j->s;
+    int64_t n = s->n, B = s->block;
+    long r0, r1;
+    nb_split_range((long)s->n_out, ith, nth, 1, &r0, &r1);
+    for (int64_t r = r0; r < r1; r++) {
+        double *wr = s->w + r * n;
+        for (int64_t i = j->i1; i < j->i2; i++) {
+            const double *ui = s->u + i * n;
+            int64_t col = s->perm[i];
+            const struct grid *gr = &s->grids[r * s->ng + col / s->group];
+            int q = code_of(s->path, gr, wr[i]);
+            double e = (wr[i] - value_of(s->path, gr, q)) / ui[i];
+            s->q[r * n + col] = (uint8_t)q;
+            j->err[r * B + (i - j->i1)] = e;
+            for (int64_t k = i + 1; k < j->i2; k++) wr[k] -= e * ui[k];
+        }
+    }
+}
+
+static enum nb_status run_sweep(const struct sweep *s, struct nb_pool *pool)
 {
     int64_t n = s->n, B = s->block;
     double *err = malloc(sizeof(double) * (size_t)(s->n_out * B));
     if (!err) return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
     for (int64_t i1 = 0; i1 < n; i1 += B) {
         int64_t i2 = i1 + B < n ? i1 + B : n, nb = i2 - i1;
-        for (int64_t i = i1; i < i2; i++) {
-            const double *ui = s->u + i * n;
-            int64_t col = s->perm[i], g = col / s->group;
-            for (int64_t r = 0; r < s->n_out; r++) {
-                double *wr = s->w + r * n;
-                const struct grid *gr = &s->grids[r * s->ng + g];
-                int q = code_of(s->path, gr, wr[i]);
-                double e = (wr[i] - value_of(s->path, gr, q)) / ui[i];
-                s->q[r * n + col] = (uint8_t)q;
-                err[r * B + (i - i1)] = e;
-                for (int64_t j = i + 1; j < i2; j++) wr[j] -= e * ui[j];
-            }
-        }
+        struct block_job j = {s, err, i1, i2};
+        nb_pool_run(pool, block_rows, &j);
         if (i2 < n) /* w[:, i2:] -= err[:, :nb] u[i1:i2, i2:] */
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->n_out, (int)(n - i2),
                         (int)nb, -1.0, err, (int)B, s->u + i1 * n + i2, (int)n, 1.0, s->w + i2,
@@ -131,6 +152,26 @@ static enum nb_status run_sweep(const struct sweep *s)
     }
     free(err);
     return NB_OK;
+}
+
+/* The static groups: round-to-nearest with the scale search, rows over the threads. */
+struct rtn_job {
+    enum nb_wpath path;
+    int group, search;
+    const float *w, *imp;
+    int64_t n_out, n_in;
+    void *blob;
+    enum nb_status st[256];
+};
+
+static void rtn_rows(void *arg, int ith, int nth)
+{
+    struct rtn_job *j = arg;
+    long r0, r1;
+    nb_split_range((long)j->n_out, ith, nth, 1, &r0, &r1);
+    j->st[ith] = r0 < r1 ? nb_quantize_rows(j->path, j->group, j->w, j->n_out, j->n_in, r0, r1,
+                                            j->imp, j->search, j->blob, NULL)
+                         : NB_OK;
 }
 
 /* Read the static groups' grids from a ROWS blob; write codes into it. */
@@ -154,17 +195,23 @@ static void write_codes(uint8_t *b, const struct nb_layout_planes *pl, const uin
 double nb_gptq_loss(const float *w, const float *wq, int64_t n_out, int64_t n_in,
                     const double *H)
 {
-    double *e = malloc(sizeof(double) * (size_t)n_in);
-    double *eh = malloc(sizeof(double) * (size_t)n_in);
+    /* blocks of rows through one GEMM each (a matrix-vector product per row would stream
+     * H once per row: memory-bound, minutes on a large head) */
+    const int64_t R = 64;
+    double *e = malloc(sizeof(double) * (size_t)(R * n_in));
+    double *eh = malloc(sizeof(double) * (size_t)(R * n_in));
     double loss = 0;
     if (!e || !eh) {
         free(e), free(eh);
         return NAN;
     }
-    for (int64_t r = 0; r < n_out; r++) {
-        for (int64_t i = 0; i < n_in; i++) e[i] = (double)w[r * n_in + i] - wq[r * n_in + i];
-        cblas_dsymv(CblasRowMajor, CblasUpper, (int)n_in, 1.0, H, (int)n_in, e, 1, 0.0, eh, 1);
-        loss += cblas_ddot((int)n_in, e, 1, eh, 1);
+    for (int64_t r0 = 0; r0 < n_out; r0 += R) {
+        int64_t nr = n_out - r0 < R ? n_out - r0 : R;
+        for (int64_t i = 0; i < nr * n_in; i++)
+            e[i] = (double)w[r0 * n_in + i] - wq[r0 * n_in + i];
+        cblas_dsymm(CblasRowMajor, CblasRight, CblasUpper, (int)nr, (int)n_in, 1.0, H,
+                    (int)n_in, e, (int)n_in, 0.0, eh, (int)n_in);
+        loss += cblas_ddot((int)(nr * n_in), e, 1, eh, 1);
     }
     free(e), free(eh);
     return loss;
@@ -199,6 +246,7 @@ enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, i
     if (prm.block <= 0) prm.block = 128;
     if (!(prm.damp > 0)) prm.damp = 0.01;
     enum nb_status st = NB_OK;
+    struct nb_pool *pool = NULL;
     int64_t ng = n_in / group;
     float *imp = malloc(sizeof(float) * (size_t)n_in);
     int64_t *perm = malloc(sizeof(int64_t) * (size_t)n_in);
@@ -214,9 +262,13 @@ enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, i
     }
     /* static groups: round-to-nearest on the scale search, weighted by diag(H) */
     for (int64_t i = 0; i < n_in; i++) imp[i] = H[i * n_in + i] > 0 ? (float)H[i * n_in + i] : 0;
-    if ((st = nb_quantize_rows(path, group, w, n_out, n_in, 0, n_out, imp, prm.search, blob,
-                               NULL)))
-        goto out;
+    int nth = prm.n_threads > 0 ? (prm.n_threads < 256 ? prm.n_threads : 256) : 1;
+    if ((st = nb_pool_init(&pool, nth, 0))) goto out;
+    struct rtn_job rj = {path, group, prm.search, w, imp, n_out, n_in, blob, {NB_OK}};
+    nb_pool_run(pool, rtn_rows, &rj);
+    for (int i = 0; i < nth; i++)
+        if (rj.st[i] && !st) st = rj.st[i];
+    if (st) goto out;
     if (stats) stats->loss_rtn = blob_loss(path, group, blob, w, n_out, n_in, H);
     read_grids(path, blob, &pl, n_out * ng, grids);
     if (!order_columns(H, n_in, prm.act_order, perm)) {
@@ -233,10 +285,11 @@ enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, i
         for (int64_t i = 0; i < n_in; i++)
             wd[r * n_in + i] = dead[i] ? 0.0 : (double)w[r * n_in + perm[i]];
     struct sweep s = {path, n_out, n_in, prm.block, perm, grids, ng, group, u, wd, q};
-    if ((st = run_sweep(&s))) goto out;
+    if ((st = run_sweep(&s, pool))) goto out;
     write_codes(blob, &pl, q, n_out * n_in);
     if (stats) stats->loss = blob_loss(path, group, blob, w, n_out, n_in, H);
 out:
     free(imp), free(perm), free(dead), free(u), free(wd), free(q), free(grids);
+    nb_pool_free(pool);
     return st;
 }

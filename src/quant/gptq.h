@@ -33,6 +33,8 @@ struct nb_gptq_params {
     int block;     /* columns per lazy block (default 128) */
     int act_order; /* sweep columns by descending H_ii (default 0) */
     int search;    /* the static groups' scale search, as nb_quantize_rows (default 1) */
+    int n_threads; /* threads for the scale search and the sweep (rows are independent;
+                      BLAS runs its own threads); default 1 */
 };
 struct nb_gptq_params nb_gptq_default_params(void);
 
@@ -46,7 +48,8 @@ struct nb_gptq_stats {
 /* Quantize w [n_out][n_in] (row-major f32) for an int4 path (w4a8 or w4a16) into
  * `blob`, a ROWS blob of nb_layout_planes(path, group, n_out, n_in).total bytes (as
  * nb_quantize_rows). H [n_in][n_in]: sum over calibration tokens of x x^T for this
- * matrix's input (symmetric, positive semi-definite; not modified). stats may be NULL.
+ * matrix's input (symmetric, positive semi-definite; not modified). stats may be NULL;
+ * computing them costs two more n_out x n_in x n_in products.
  * Errors: NB_ERR_INVALID_ARG for another path or a shape that does not fit,
  * NB_ERR_NOMEM, NB_ERR_INTERNAL when H stays indefinite after dampening tenfold twice. */
 enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, int64_t n_out,

@@ -9,6 +9,7 @@
 #include "core/fp.h"
 #include "core/log.h"
 #include "core/mmap.h"
+#include "core/threadpool.h"
 #include "core/timer.h"
 #include "kernels/kernels.h"
 #include "quant/gptq.h"
@@ -222,9 +223,11 @@ static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
     struct nb_gptq_params gp = nb_gptq_default_params();
     gp.act_order = o->act_order;
     gp.search = o->search;
+    gp.n_threads = o->n_threads > 0 ? o->n_threads : nb_cpu_count();
     if (o->damp > 0) gp.damp = o->damp;
-    struct nb_gptq_stats gs;
-    st = nb_gptq_quantize(path, o->group, f, w->n_out, w->n_in, h, &gp, blob, &gs);
+    /* no proxy-loss statistics: two more n_out x n_in^2 products, a minute on a large
+     * head; tests ask nb_gptq_quantize for them directly */
+    st = nb_gptq_quantize(path, o->group, f, w->n_out, w->n_in, h, &gp, blob, NULL);
     if (!st) pq->rel_rms = rel_rms(path, o->group, blob, f, w->n_out, w->n_in);
     free(conv);
     enum nb_layout layout = NB_LAYOUT_ROWS;
@@ -249,8 +252,6 @@ static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
     nb_wformat_of(path, layout, &pq->q.format);
     pq->q.group = o->group;
     pq->q.data = blob;
-    pq->loss = gs.loss;
-    pq->loss_rtn = gs.loss_rtn;
     return NB_OK;
 }
 

@@ -42,7 +42,6 @@ enum nb_status nb_calib_stats(const struct nb_model *m, const struct nb_calib *c
 struct nb_prequant {
     const struct nb_weight *w; /* the model's matrix it replaces */
     struct nb_weight q;        /* format, group, shape, data (malloc'ed, 64-byte aligned) */
-    double loss, loss_rtn;     /* GPTQ's proxy loss and round-to-nearest's (gptq.h) */
     double rel_rms;            /* sqrt(sum (w - w^)^2 / sum w^2) */
 };
 struct nb_gptq_opts {
