@@ -107,7 +107,6 @@ int cmd_eval(int argc, char **argv)
         fprintf(stderr, "nibble eval: --ppl-chunks needs --text FILE\n");
         goto done;
     }
-    if (chunk_ctx > max_len + n_gen) max_len = chunk_ctx - n_gen; /* the contexts hold a chunk */
     if (!n_prompts) {
         fprintf(stderr, "nibble eval: %s holds no prompts\n", prompts_path);
         goto done;
@@ -118,12 +117,14 @@ int cmd_eval(int argc, char **argv)
         if (!tok && nb_tokenizer_load(&tok, ref_path) != NB_OK) goto fail;
         if (app_tokenize(tok, text, size, 1, 0, &text_ids, &n_text) != NB_OK) goto fail;
     }
-    if (nb_model_load(&rm, ref_path) != NB_OK || !context(rm, &cp, max_len + n_gen, &rc_))
+    /* the contexts hold the longest prompt and its continuation, and a --ppl-chunks chunk */
+    int need = max_len + n_gen > chunk_ctx ? max_len + n_gen : chunk_ctx;
+    if (nb_model_load(&rm, ref_path) != NB_OK || !context(rm, &cp, need, &rc_))
         goto fail;
     if (!app_open_model(cmd, test_path, path_name, priority, cp.n_threads, !no_cache, &tm, loaded,
                         sizeof loaded))
         goto done;
-    if (!context(tm, &cp, max_len + n_gen, &tc)) goto fail;
+    if (!context(tm, &cp, need, &tc)) goto fail;
     struct nb_model_info ri;
     nb_model_get_info(rm, &ri);
     int window = cp.n_ctx ? cp.n_ctx : (ri.n_ctx_train < 512 ? ri.n_ctx_train : 512);

@@ -6,12 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fp.h"
 #include "core/log.h"
 #include "core/mmap.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "kernels/kernels.h"
+#include "quant/dequant.h"
 #include "quant/gptq.h"
 #include "quant/quant.h"
 #include "quant/repack.h"
@@ -173,6 +173,31 @@ static void symmetrize(double *h, int64_t n)
         for (int64_t j = 0; j < i; j++) h[i * n + j] = h[j * n + i];
 }
 
+/* A matrix of the source as f32 rows: in place when it is f32, else converted. */
+enum nb_status nb_weight_f32(const struct nb_weight *w, const float **out, float **owned)
+{
+    *owned = NULL;
+    const struct nb_wformat_info *fi = nb_wformat_info(w->format);
+    if (!fi->plain)
+        return nb_set_error(NB_ERR_UNSUPPORTED, "quantize: the source is already packed "
+                            "(%s); quantize from the float checkpoint", nb_wpath_name(fi->path));
+    if (w->format == NB_WF_F32) {
+        *out = w->data;
+        return NB_OK;
+    }
+    float *f = malloc(sizeof(float) * (size_t)(w->n_out * w->n_in));
+    if (!f) return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
+    enum nb_status st = nb_dequant(w->format == NB_WF_F16 ? NB_DTYPE_F16 : NB_DTYPE_BF16, w->data,
+                                   f, w->n_out * w->n_in);
+    if (st) {
+        free(f);
+        return st;
+    }
+    *out = f;
+    *owned = f;
+    return NB_OK;
+}
+
 /* sqrt(sum (w - w^)^2 / sum w^2) of a ROWS blob. */
 static double rel_rms(enum nb_wpath path, int group, const void *blob, const float *w,
                       int64_t n_out, int64_t n_in)
@@ -199,22 +224,13 @@ static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
 {
     struct nb_layout_planes pl;
     enum nb_status st;
-    if (w->format != NB_WF_F32 && w->format != NB_WF_F16 && w->format != NB_WF_BF16)
-        return nb_set_error(NB_ERR_UNSUPPORTED, "gptq: the source is already quantized");
     if (!nb_layout_planes(path, o->group, w->n_out, w->n_in, &pl))
         return nb_set_error(NB_ERR_INVALID_ARG, "gptq: a [%lld, %lld] matrix does not fit %s "
                             "with groups of %d", (long long)w->n_out, (long long)w->n_in,
                             nb_wpath_name(path), o->group);
-    const float *f = w->data;
-    float *conv = NULL;
-    if (w->format != NB_WF_F32) {
-        conv = malloc(sizeof(float) * (size_t)(w->n_out * w->n_in));
-        if (!conv) return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
-        const uint16_t *src = w->data;
-        for (int64_t i = 0; i < w->n_out * w->n_in; i++)
-            conv[i] = w->format == NB_WF_F16 ? nb_f16_to_f32(src[i]) : nb_bf16_to_f32(src[i]);
-        f = conv;
-    }
+    const float *f;
+    float *conv;
+    if ((st = nb_weight_f32(w, &f, &conv))) return st;
     void *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
     if (!blob) {
         free(conv);

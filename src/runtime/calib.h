@@ -38,6 +38,10 @@ void nb_act_stats_free(struct nb_act_stats *s);
 enum nb_status nb_calib_stats(const struct nb_model *m, const struct nb_calib *cal, int n_threads,
                               struct nb_act_stats *s);
 
+/* A matrix of the source as f32 rows: in place (*owned NULL) when it is f32, else a
+ * converted copy the caller frees (*owned). NB_ERR_UNSUPPORTED for a packed matrix. */
+enum nb_status nb_weight_f32(const struct nb_weight *w, const float **out, float **owned);
+
 /* One quantized matrix of the model (the blob GPTQ wrote), for quantize to store. */
 struct nb_prequant {
     const struct nb_weight *w; /* the model's matrix it replaces */

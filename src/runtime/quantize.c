@@ -23,7 +23,6 @@
 #include "formats/nib.h"
 #include "model/config.h"
 #include "model/model.h"
-#include "quant/dequant.h"
 #include "quant/quant.h"
 #include "quant/repack.h"
 #include "runtime/calib.h"
@@ -98,31 +97,6 @@ static void tick(struct qctx *q)
     if (q->o->progress) q->o->progress(q->done, q->total, q->o->user);
 }
 
-/* A matrix of the source as f32 rows: in place when it is f32, else converted. */
-static enum nb_status weight_f32(const struct nb_weight *w, const float **out, float **owned)
-{
-    *owned = NULL;
-    const struct nb_wformat_info *fi = nb_wformat_info(w->format);
-    if (!fi->plain)
-        return nb_set_error(NB_ERR_UNSUPPORTED, "quantize: the source is already packed "
-                            "(%s); quantize from the float checkpoint", nb_wpath_name(fi->path));
-    if (w->format == NB_WF_F32) {
-        *out = w->data;
-        return NB_OK;
-    }
-    float *f = malloc(sizeof(float) * (size_t)(w->n_out * w->n_in));
-    if (!f) return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
-    enum nb_status st = nb_dequant(w->format == NB_WF_F16 ? NB_DTYPE_F16 : NB_DTYPE_BF16, w->data,
-                                   f, w->n_out * w->n_in);
-    if (st) {
-        free(f);
-        return st;
-    }
-    *out = f;
-    *owned = f;
-    return NB_OK;
-}
-
 /* Add a packed matrix (already kept in q->owned) to the file, count it, report it. */
 static enum nb_status write_matrix(struct qctx *q, const char *name, enum nb_wpath path,
                                    int group, int layout, const struct nb_weight *w,
@@ -188,7 +162,7 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
     }
     const float *f = NULL;
     float *owned;
-    enum nb_status st = weight_f32(w, &f, &owned);
+    enum nb_status st = nb_weight_f32(w, &f, &owned);
     if (st) return st;
     void *blob = NULL;
     if (posix_memalign(&blob, NB_LAYOUT_ALIGN, (size_t)pl.total) != 0) {
