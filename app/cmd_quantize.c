@@ -14,16 +14,24 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: nibble quantize -m MODEL --path P [--group N] [--head 4|8|16] [--embd 8|16]\n"
-            "                       [--calib FILE [--calib-tokens N] [--gptq [--act-order]\n"
-            "                       [--damp X]]] [--absmax] [-t N] [-q] -o OUT.nib\n"
+            "usage: nibble quantize -m MODEL --path P [--group N] [--recipe R | --bpw B]\n"
+            "                       [--head 4|8|16] [--embd 4|8|16] [--calib FILE\n"
+            "                       [--calib-tokens N] [--gptq [--act-order] [--damp X]]]\n"
+            "                       [--absmax] [-t N] [-q] -o OUT.nib\n"
             "\n"
             "  --path P      w4a8 | w4a16 | w8a16 | bf16 | f32 | auto (the selector's choice\n"
             "                for this CPU; --priority speed|fidelity|memory, default speed)\n"
             "  --group N     int4 group size along K: 32, 64 or 128 (default 128)\n"
+            "  --recipe R    bits per matrix on the int4 paths: speed (every matrix 4-bit,\n"
+            "                head and embeddings too), balanced (attn_v at 8), fidelity\n"
+            "                (attn_v, ffn_down, head and embeddings at 8), uniform (the\n"
+            "                default: the layers at 4, head and embeddings at 8)\n"
+            "  --bpw B       a budget instead: matrices go from 4 to 8 bits, most measured\n"
+            "                error per byte first, while all stay within B bits per weight\n"
             "  --head B      output head: 4 (the path's int4 grid), 8 (int8 per row) or 16\n"
-            "                (bf16); default 8. A tied head gets its own quantized copy.\n"
-            "  --embd B      embeddings (a row gather): 8 (int8 rows, default) or 16 (bf16)\n"
+            "                (bf16); default the recipe's. A tied head gets its own copy.\n"
+            "  --embd B      embeddings (a row gather): 4 (int4 rows), 8 (int8 rows) or 16\n"
+            "                (bf16); default the recipe's\n"
             "  --calib FILE  weight the error by each input channel's mean squared activation\n"
             "  --calib-tokens N  use the first N tokens of the calibration text (default all)\n"
             "  --gptq        GPTQ on every int4 matrix (needs --calib): each column's rounding\n"
@@ -61,6 +69,7 @@ int cmd_quantize(int argc, char **argv)
     app_progress_init(&ui.bar, cmd, NULL);
     app_env_layout(&o.layout_rows, &o.repack_rows);
     const char *group = NULL, *head = NULL, *embd = NULL;
+    float bpw = 0;
     int absmax = 0;
     float damp = 0;
     const struct arg_opt opts[] = {
@@ -70,7 +79,9 @@ int cmd_quantize(int argc, char **argv)
         OPT_STR("--priority", &priority),
         OPT_CHOICE("--group", &group, "32|64|128"),
         OPT_CHOICE("--head", &head, "4|8|16"),
-        OPT_CHOICE("--embd", &embd, "8|16"),
+        OPT_CHOICE("--embd", &embd, "4|8|16"),
+        OPT_CHOICE("--recipe", &o.recipe, "speed|balanced|fidelity|uniform"),
+        OPT_FLOAT("--bpw", &bpw, 4, 16),
         OPT_STR("--calib", &o.calib_path),
         OPT_INT("--calib-tokens", &o.calib_tokens, 1, 1 << 30),
         OPT_FLAG("--gptq", &o.gptq),
@@ -87,12 +98,15 @@ int cmd_quantize(int argc, char **argv)
     if (embd) o.embd_bits = atoi(embd);
     if (absmax) o.search = 0;
     o.gptq_damp = damp;
+    o.bpw = bpw;
     if (!path_name) path_name = "auto";
     if (!model || !out) {
         fprintf(stderr, "nibble quantize: -m MODEL and -o OUT.nib are required\n");
         return 1;
     }
-    if (!app_weight_path(cmd, path_name, priority, &o.path, &o.head_bits)) return 1;
+    /* auto: the selector's head width, unless a recipe or budget chooses it */
+    int *sel_head = o.recipe || o.bpw > 0 ? NULL : &o.head_bits;
+    if (!app_weight_path(cmd, path_name, priority, &o.path, sel_head)) return 1;
     o.progress = app_progress_cb;
     o.report = on_report;
     o.user = &ui;
@@ -106,5 +120,6 @@ int cmd_quantize(int argc, char **argv)
            out, o.path, r.bpw_linear, (long long)r.linear_params,
            (unsigned long long)r.linear_bytes, r.bpw_file, (long long)r.file_params,
            (unsigned long long)r.file_bytes, r.seconds);
+    if (r.recipe[0]) printf("recipe %s, bits per matrix:\n%s", r.recipe, r.recipe_table);
     return 0;
 }

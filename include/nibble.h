@@ -420,7 +420,7 @@ struct nb_quantize_params {
                               nb_select_weight_path) */
     int group;             /* int4 group along K: 32, 64, 128 (default 128) */
     int head_bits;         /* output head: 4, 8 or 16; 0: default (8) */
-    int embd_bits;         /* embeddings: 8 or 16; 0: default (8) */
+    int embd_bits;         /* embeddings: 4, 8 or 16; 0: the recipe's (8 without one) */
     int search;            /* 1: MSE scale search (default), 0: absmax scales */
     const char *calib_path; /* text whose activations weight the error, or NULL */
     int n_threads;         /* 0: all cores */
@@ -438,6 +438,15 @@ struct nb_quantize_params {
     int gptq;
     int act_order;         /* GPTQ sweeps columns by descending activation energy */
     double gptq_damp;      /* GPTQ dampening, a fraction of mean diag H (0: 0.01) */
+    /* int4 paths: how many bits each matrix gets. A named recipe: "speed" (all 4-bit,
+     * head and embeddings too), "balanced" (v at 8), "fidelity" (v, down, head,
+     * embeddings at 8), "uniform" (NULL: the layers at 4, head and embeddings at 8);
+     * head_bits / embd_bits override its head and embeddings. Or, with bpw > 0, a
+     * budget: matrices go from 4 to 8 bits, most measured error per byte first, while
+     * the quantized matrices stay within bpw bits per weight (no recipe, head_bits or
+     * embd_bits then). */
+    const char *recipe;
+    double bpw;
 };
 NB_API struct nb_quantize_params nb_quantize_default_params(void);
 
@@ -449,6 +458,8 @@ struct nb_quantize_stats {
     int64_t file_params;   /* every parameter stored */
     double bpw_linear, bpw_file; /* bits per weight from the bytes actually stored */
     double seconds;
+    char recipe[32];          /* the recipe's name (int4 paths; else "") */
+    char recipe_table[2048];  /* its bits per class, one line each */
 };
 
 /* Quantize the float model at `src` into a new .nib at `dst` (written under a temporary

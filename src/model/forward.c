@@ -75,6 +75,13 @@ static void embed_row(const struct nb_weight *e, int32_t tok, float *out)
         memcpy(out, (const float *)e->data + (int64_t)tok * n, (size_t)n * 4);
         return;
     }
+    if (e->format == NB_WF_W4A8 || e->format == NB_WF_W4A16) { /* int4 row, its groups */
+        struct nb_layout_planes pl;
+        enum nb_wpath p = nb_wformat_info(e->format)->path;
+        nb_layout_planes(p, e->group, e->n_out, n, &pl);
+        nb_unpack_row_ref(p, e->group, e->data, &pl, n, tok, out);
+        return;
+    }
     const uint16_t *r = (const uint16_t *)e->data + (int64_t)tok * n; /* f16 or bf16 */
     for (int64_t i = 0; i < n; i++)
         out[i] = e->format == NB_WF_F16 ? nb_f16_to_f32(r[i]) : nb_bf16_to_f32(r[i]);

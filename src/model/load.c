@@ -232,6 +232,9 @@ static enum nb_status bind_weights(struct nb_model *m)
     if ((st = bind_matrix(m, T_EMBD, 0, c->n_vocab, E, 1, &m->tok_embd)) ||
         (st = bind_vector(m, T_OUT_NORM, 0, E, 1, &m->out_norm)))
         return st;
+    if (nb_wformat_info(m->tok_embd.format)->layout == NB_LAYOUT_X16) /* a gather reads rows */
+        return nb_set_error(NB_ERR_FORMAT, "%s: the embeddings are stored in the X16 layout; "
+                            "a row gather needs them row by row", m->path);
     if (c->tied_head) {
         m->output = m->tok_embd;
     } else if ((st = bind_matrix(m, T_OUTPUT, 0, c->n_vocab, E, 1, &m->output))) {

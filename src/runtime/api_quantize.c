@@ -36,9 +36,11 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
     if (p.head_bits != 0 && p.head_bits != 4 && p.head_bits != 8 && p.head_bits != 16)
         return nb_set_error(NB_ERR_INVALID_ARG, "head bits %d are not one of 4, 8, 16",
                             p.head_bits);
-    if (p.embd_bits != 0 && p.embd_bits != 8 && p.embd_bits != 16)
-        return nb_set_error(NB_ERR_INVALID_ARG, "embedding bits %d are not one of 8, 16",
+    if (p.embd_bits != 0 && p.embd_bits != 4 && p.embd_bits != 8 && p.embd_bits != 16)
+        return nb_set_error(NB_ERR_INVALID_ARG, "embedding bits %d are not one of 4, 8, 16",
                             p.embd_bits);
+    if (!(p.bpw == 0 || (p.bpw >= 4 && p.bpw <= 16)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "bpw %g is not 0 (no budget) or 4 to 16", p.bpw);
     if (p.n_threads < 0 || p.repack_rows < 0)
         return nb_set_error(NB_ERR_INVALID_ARG, "n_threads %d and repack_rows %lld must not be "
                             "negative", p.n_threads, (long long)p.repack_rows);
@@ -60,6 +62,8 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
     o.gptq = p.gptq;
     o.act_order = p.act_order;
     o.gptq_damp = p.gptq_damp;
+    o.recipe = p.recipe;
+    o.bpw = p.bpw;
     if ((st = nb_quantize_file(src, &o, dst, &r))) return st;
     struct nb_quantize_stats s = {
         .size = sizeof s,
@@ -71,6 +75,8 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
         .bpw_file = r.bpw_file,
         .seconds = r.seconds,
     };
+    memcpy(s.recipe, r.recipe, sizeof s.recipe);
+    memcpy(s.recipe_table, r.recipe_table, sizeof s.recipe_table);
     nb_api_out(stats, &s, sizeof s);
     return NB_OK;
 }

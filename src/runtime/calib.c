@@ -16,6 +16,7 @@
 #include "quant/quant.h"
 #include "quant/repack.h"
 #include "runtime/model_tokenizer.h"
+#include "runtime/recipe.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- tokens */
@@ -133,6 +134,10 @@ static const enum nb_site k_slot_site[N_SLOTS] = {
     NB_SITE_ATTN_IN, NB_SITE_ATTN_IN, NB_SITE_ATTN_IN, NB_SITE_ATTN_IN,
     NB_SITE_ATTN_OUT, NB_SITE_FFN_IN, NB_SITE_FFN_IN, NB_SITE_FFN_MID};
 
+/* ... and their class in a recipe (a Spark head gate goes with q) */
+static const enum nb_tclass k_slot_class[N_SLOTS] = {
+    NB_TC_Q, NB_TC_K, NB_TC_V, NB_TC_Q, NB_TC_O, NB_TC_GATE, NB_TC_UP, NB_TC_DOWN};
+
 static struct nb_weight *slot_weight(struct nb_layer *L, int slot)
 {
     struct nb_weight *w[N_SLOTS] = {&L->wq, &L->wk, &L->wv, &L->head_gate,
@@ -218,16 +223,16 @@ static double rel_rms(enum nb_wpath path, int group, const void *blob, const flo
 }
 
 /* GPTQ one matrix into a prequant entry (X16 when asked and the shape allows). */
-static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
+static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path, int group,
                                const struct nb_gptq_opts *o, const double *h,
                                struct nb_prequant *pq)
 {
     struct nb_layout_planes pl;
     enum nb_status st;
-    if (!nb_layout_planes(path, o->group, w->n_out, w->n_in, &pl))
+    if (!nb_layout_planes(path, group, w->n_out, w->n_in, &pl))
         return nb_set_error(NB_ERR_INVALID_ARG, "gptq: a [%lld, %lld] matrix does not fit %s "
                             "with groups of %d", (long long)w->n_out, (long long)w->n_in,
-                            nb_wpath_name(path), o->group);
+                            nb_wpath_name(path), group);
     const float *f;
     float *conv;
     if ((st = nb_weight_f32(w, &f, &conv))) return st;
@@ -243,15 +248,15 @@ static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
     if (o->damp > 0) gp.damp = o->damp;
     /* no proxy-loss statistics: two more n_out x n_in^2 products, a minute on a large
      * head; tests ask nb_gptq_quantize for them directly */
-    st = nb_gptq_quantize(path, o->group, f, w->n_out, w->n_in, h, &gp, blob, NULL);
-    if (!st) pq->rel_rms = rel_rms(path, o->group, blob, f, w->n_out, w->n_in);
+    st = nb_gptq_quantize(path, group, f, w->n_out, w->n_in, h, &gp, blob, NULL);
+    if (!st) pq->rel_rms = rel_rms(path, group, blob, f, w->n_out, w->n_in);
     free(conv);
     enum nb_layout layout = NB_LAYOUT_ROWS;
     if (!st && o->layout == NB_LAYOUT_X16 && w->n_out % 16 == 0) {
         void *x16 = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
         if (!x16) {
             st = nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
-        } else if ((st = nb_repack_x16(path, o->group, blob, x16, w->n_out, w->n_in, 0))) {
+        } else if ((st = nb_repack_x16(path, group, blob, x16, w->n_out, w->n_in, 0))) {
             free(x16);
         } else {
             free(blob);
@@ -266,7 +271,7 @@ static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
     pq->w = w;
     pq->q = *w;
     nb_wformat_of(path, layout, &pq->q.format);
-    pq->q.group = o->group;
+    pq->q.group = group;
     pq->q.data = blob;
     return NB_OK;
 }
@@ -306,10 +311,10 @@ static enum nb_status run_layer_all(struct gptq_run *r, int l, int in_place)
 
 /* Quantize one matrix with the Hessian of its site and put the result in the model. */
 static enum nb_status quantize_in_place(struct gptq_run *r, struct nb_weight *w,
-                                        enum nb_wpath path, const double *h)
+                                        enum nb_wpath path, int group, const double *h)
 {
     struct nb_prequant *pq = &r->pq[r->n_pq];
-    enum nb_status st = gptq_one(w, path, r->o, h, pq);
+    enum nb_status st = gptq_one(w, path, group, r->o, h, pq);
     if (st) return st;
     r->saved[r->n_pq++] = *w;
     *w = pq->q;
@@ -330,7 +335,9 @@ static enum nb_status gptq_layer(struct gptq_run *r, int l)
     for (int s = 0; s < NB_SITE_OUT_IN; s++) symmetrize(r->g.h[s], r->g.dim[s]);
     for (int slot = 0; slot < N_SLOTS; slot++) {
         struct nb_weight *w = slot_weight(L, slot);
-        if (w->data && (st = quantize_in_place(r, w, r->o->path, r->g.h[k_slot_site[slot]])))
+        if (r->o->recipe && r->o->recipe->bits[l][k_slot_class[slot]] != 4) continue;
+        if (w->data &&
+            (st = quantize_in_place(r, w, r->o->path, r->o->group, r->g.h[k_slot_site[slot]])))
             return st;
     }
     return run_layer_all(r, l, 1);
@@ -353,7 +360,8 @@ static enum nb_status gptq_head(struct gptq_run *r)
     }
     symmetrize(h, E);
     if (r->o->head_path != NB_WPATH_W4A8 && r->o->head_path != NB_WPATH_W4A16) return NB_OK;
-    return quantize_in_place(r, &r->m->output, r->o->head_path, h);
+    int group = r->o->recipe && r->o->recipe->head_group ? r->o->recipe->head_group : r->o->group;
+    return quantize_in_place(r, &r->m->output, r->o->head_path, group, h);
 }
 
 static enum nb_status gptq_setup(struct gptq_run *r, struct nb_act_stats *s)

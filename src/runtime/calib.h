@@ -10,6 +10,8 @@
 #include "core/wformat.h"
 #include "model/model.h"
 
+struct nb_recipe;
+
 /* The calibration text as tokens, cut into chunks of `chunk` tokens (each run as its
  * own sequence from position 0; the first starts with BOS). */
 struct nb_calib {
@@ -51,6 +53,8 @@ struct nb_prequant {
 struct nb_gptq_opts {
     enum nb_wpath path;      /* int4: w4a8 or w4a16 */
     enum nb_wpath head_path; /* the head's path: GPTQ when int4, else left to quantize */
+    const struct nb_recipe *recipe; /* matrices it gives more than 4 bits are left to
+                                       quantize; NULL: every matrix at 4 */
     int group, layout, search, act_order, n_threads;
     double damp;
     void (*progress)(int64_t done, int64_t total, void *user);

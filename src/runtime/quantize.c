@@ -2,8 +2,9 @@
  *
  * Every linear layer is quantized, the output head included: a tied head gets its own
  * quantized copy (--head 4|8|16), because an unquantized head is a whole float GEMM per
- * token. Embeddings stay a row gather, as int8 rows (w8a16 layout) or bf16. Norms,
- * biases and the RoPE frequencies stay f32. Rows are quantized in parallel. */
+ * token. Embeddings stay a row gather, as int4 or int8 rows or bf16. On the int4 paths
+ * a recipe (runtime/recipe.h) gives each matrix its width. Norms, biases and the RoPE
+ * frequencies stay f32. Rows are quantized in parallel. */
 #include "runtime/quantize.h"
 
 #include <dirent.h>
@@ -27,6 +28,7 @@
 #include "quant/repack.h"
 #include "runtime/calib.h"
 #include "runtime/model_tokenizer.h"
+#include "runtime/recipe.h"
 #include "runtime/source_hash.h"
 
 void nb_quantize_default_opts(struct nb_quantize_opts *o)
@@ -76,7 +78,13 @@ struct qctx {
     int64_t repack_rows;   /* opts->repack_rows: rows per repack step (0: whole matrix) */
     uint64_t linear_bytes, file_bytes;
     int64_t linear_params, file_params;
+    struct nb_recipe rc; /* the widths (int4 paths) */
 };
+
+static int is_int4(enum nb_wpath p)
+{
+    return p == NB_WPATH_W4A8 || p == NB_WPATH_W4A16;
+}
 
 static enum nb_status keep(struct qctx *q, void *p)
 {
@@ -146,12 +154,13 @@ static enum nb_status add_prequant(struct qctx *q, const char *name, struct nb_p
 }
 
 static enum nb_status add_matrix(struct qctx *q, const char *name, const struct nb_weight *w,
-                                 enum nb_wpath path, int linear, const float *imp)
+                                 enum nb_wpath path, int group, int linear, const float *imp)
 {
     struct nb_layout_planes pl;
     struct nb_prequant *pq = prequant_of(q, w);
-    if (pq) return add_prequant(q, name, pq, linear);
-    int group = q->o->group;
+    if (group <= 0) group = q->o->group;
+    if (pq && nb_wformat_info(pq->q.format)->path == path && pq->q.group == group)
+        return add_prequant(q, name, pq, linear);
     if (!nb_layout_planes(path, group, w->n_out, w->n_in, &pl)) {
         if ((path == NB_WPATH_W4A8 || path == NB_WPATH_W4A16) && w->n_in % group)
             return nb_set_error(NB_ERR_INVALID_ARG, "quantize: tensor '%s': K=%lld is not a "
@@ -191,8 +200,7 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
     /* int4 weights go to disk in the layout the fast kernels read (X16: 16 output rows
      * interleaved); the same plane sizes, another byte order. */
     int layout = NB_LAYOUT_ROWS;
-    if (!st && q->layout == NB_LAYOUT_X16 && (path == NB_WPATH_W4A8 || path == NB_WPATH_W4A16) &&
-        w->n_out % 16 == 0) {
+    if (!st && linear && q->layout == NB_LAYOUT_X16 && is_int4(path) && w->n_out % 16 == 0) {
         void *x16 = NULL;
         if (posix_memalign(&x16, NB_LAYOUT_ALIGN, (size_t)pl.total) != 0) {
             st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for '%s'", name);
@@ -231,8 +239,11 @@ static enum nb_status add_vector(struct qctx *q, const char *name, const float *
     return NB_OK;
 }
 
-static enum nb_wpath head_path(const struct nb_quantize_opts *o)
+/* The head's and the embeddings' paths: the recipe's on the int4 paths; else --head
+ * (default 8: w8a16) and --embd (default 8) around the one path. */
+static enum nb_wpath head_path(const struct nb_quantize_opts *o, const struct nb_recipe *rc)
 {
+    if (is_int4(o->path)) return nb_recipe_path(o->path, rc->head_bits);
     if (o->path == NB_WPATH_F32 || o->path == NB_WPATH_BF16) return o->path;
     switch (o->head_bits) {
     case 4: return o->path == NB_WPATH_W8A16 ? NB_WPATH_W4A16 : o->path;
@@ -241,10 +252,12 @@ static enum nb_wpath head_path(const struct nb_quantize_opts *o)
     }
 }
 
-static enum nb_wpath embd_path(const struct nb_quantize_opts *o)
+static enum nb_wpath embd_path(const struct nb_quantize_opts *o, const struct nb_recipe *rc)
 {
+    if (is_int4(o->path)) /* not a GEMM: the finer asymmetric grid at 4 bits */
+        return rc->embd_bits == 4 ? NB_WPATH_W4A16 : nb_recipe_path(o->path, rc->embd_bits);
     if (o->path == NB_WPATH_F32 || o->path == NB_WPATH_BF16) return o->path;
-    return o->embd_bits == 16 ? NB_WPATH_BF16 : NB_WPATH_W8A16;
+    return o->embd_bits == 16 ? NB_WPATH_BF16 : o->embd_bits == 4 ? NB_WPATH_W4A16 : NB_WPATH_W8A16;
 }
 
 /* Mean squared activation of each input channel (the importance of its weights), from
@@ -263,48 +276,50 @@ static const float *importance(struct qctx *q, const double *sum, int64_t n)
 static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
 {
     const struct nb_config *c = &m->cfg;
-    enum nb_wpath P = q->o->path;
+    const struct nb_recipe *rc = &q->rc;
     enum nb_status st;
     char name[128];
     int64_t E = c->n_embd, Q = (int64_t)c->n_heads * c->head_dim;
     int64_t KV = (int64_t)c->n_kv_heads * c->head_dim;
     const struct nb_act_stats *S = q->stats;
     int64_t F = c->n_ff;
-    if ((st = add_matrix(q, "token_embd.weight", &m->tok_embd, embd_path(q->o), 0, NULL)) ||
+    if ((st = add_matrix(q, "token_embd.weight", &m->tok_embd, embd_path(q->o, rc),
+                         rc->embd_group, 0, NULL)) ||
         (st = add_vector(q, "output_norm.weight", m->out_norm, E)) ||
-        (st = add_matrix(q, "output.weight", &m->output, head_path(q->o), 1,
+        (st = add_matrix(q, "output.weight", &m->output, head_path(q->o, rc), rc->head_group, 1,
                          importance(q, S ? S->out_in : NULL, E))) ||
         (st = add_vector(q, "rope_inv_freq", m->rope_inv_freq, c->head_dim / 2)))
         return st;
     for (int l = 0; l < c->n_layers; l++) {
         const struct nb_layer *L = &m->layers[l];
-#define MAT(suffix, field, stat, n)                                                                 \
+#define MAT(suffix, field, cls, stat, n)                                                           \
     snprintf(name, sizeof name, "blk.%d." suffix, l);                                              \
-    if ((st = add_matrix(q, name, &L->field, P, 1, importance(q, S ? S->stat + l * (n) : NULL, n))))  \
+    if ((st = add_matrix(q, name, &L->field, nb_recipe_path(q->o->path, rc->bits[l][cls]), 0, 1,   \
+                         importance(q, S ? S->stat + l * (n) : NULL, n))))                          \
     return st
 #define VEC(suffix, field, n)                                                                      \
     snprintf(name, sizeof name, "blk.%d." suffix, l);                                              \
     if ((st = add_vector(q, name, L->field, n))) return st
         VEC("attn_norm.weight", attn_norm, E);
-        MAT("attn_q.weight", wq, attn_in, E);
-        MAT("attn_k.weight", wk, attn_in, E);
-        MAT("attn_v.weight", wv, attn_in, E);
+        MAT("attn_q.weight", wq, NB_TC_Q, attn_in, E);
+        MAT("attn_k.weight", wk, NB_TC_K, attn_in, E);
+        MAT("attn_v.weight", wv, NB_TC_V, attn_in, E);
         VEC("attn_q.bias", bq, Q);
         VEC("attn_k.bias", bk, KV);
         VEC("attn_v.bias", bv, KV);
         VEC("attn_q_norm.weight", q_norm, c->head_dim);
         VEC("attn_k_norm.weight", k_norm, c->head_dim);
         if (L->head_gate.data) {
-            MAT("attn_gate.weight", head_gate, attn_in, E);
+            MAT("attn_gate.weight", head_gate, NB_TC_Q, attn_in, E);
         } else {
             tick(q); /* counted in q.total either way */
         }
-        MAT("attn_output.weight", wo, attn_out, Q);
+        MAT("attn_output.weight", wo, NB_TC_O, attn_out, Q);
         VEC("attn_output.bias", bo, E);
         VEC("ffn_norm.weight", ffn_norm, E);
-        MAT("ffn_gate.weight", w_gate, ffn_in, E);
-        MAT("ffn_up.weight", w_up, ffn_in, E);
-        MAT("ffn_down.weight", w_down, ffn_mid, F);
+        MAT("ffn_gate.weight", w_gate, NB_TC_GATE, ffn_in, E);
+        MAT("ffn_up.weight", w_up, NB_TC_UP, ffn_in, E);
+        MAT("ffn_down.weight", w_down, NB_TC_DOWN, ffn_mid, F);
 #undef MAT
 #undef VEC
     }
@@ -312,7 +327,7 @@ static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
 }
 
 static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opts *o,
-                          const char *src_path, uint64_t src_hash)
+                          const struct nb_recipe *rc, const char *src_path, uint64_t src_hash)
 {
     cJSON *h = cJSON_CreateObject();
     char hex[17];
@@ -321,14 +336,15 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
     cJSON_AddNumberToObject(h, "layout", nb_quantize_opts_layout(o));
     cJSON_AddNumberToObject(h, "group", o->group);
-    cJSON_AddStringToObject(h, "head", nb_wpath_name(head_path(o)));
-    cJSON_AddStringToObject(h, "embeddings", nb_wpath_name(embd_path(o)));
+    cJSON_AddStringToObject(h, "head", nb_wpath_name(head_path(o, rc)));
+    cJSON_AddStringToObject(h, "embeddings", nb_wpath_name(embd_path(o, rc)));
     cJSON *src = cJSON_AddObjectToObject(h, "source");
     cJSON_AddStringToObject(src, "path", src_path);
     cJSON_AddStringToObject(src, "kind", m->source_kind);
     cJSON_AddStringToObject(src, "xxh3", hex);
     cJSON *r = cJSON_AddObjectToObject(h, "recipe");
     cJSON_AddStringToObject(r, "scale_search", o->search ? "weighted-mse" : "absmax");
+    if (is_int4(o->path)) cJSON_AddItemToObject(r, "bits", nb_recipe_to_json(rc));
     if (o->calib_path) {
         cJSON_AddStringToObject(r, "calib", o->calib_path);
         if (o->calib_tokens > 0) cJSON_AddNumberToObject(r, "calib_tokens", o->calib_tokens);
@@ -344,6 +360,40 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cfg.tied_head = 0; /* the head has its own (quantized) copy */
     cJSON_AddItemToObject(h, "config", nb_config_to_json(&cfg));
     return h;
+}
+
+/* The widths before calibration: the named recipe with --head/--embd over it, or for
+ * --bpw the all-4-bit start the budget widens once the activations are known. */
+static enum nb_status start_recipe(struct qctx *q, const struct nb_model *m,
+                                   const struct nb_quantize_opts *o)
+{
+    int L = m->cfg.n_layers;
+    if (!is_int4(o->path)) {
+        if (o->recipe || o->bpw > 0)
+            return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --recipe and --bpw need an int4 "
+                                "weight path (w4a8, w4a16), not %s", nb_wpath_name(o->path));
+        enum nb_status st = nb_recipe_named(NULL, L, &q->rc);
+        q->rc.head_group = q->rc.embd_group = 0;
+        return st;
+    }
+    if (o->bpw > 0 && (o->recipe || o->head_bits || o->embd_bits))
+        return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --bpw chooses every width itself: "
+                            "drop --recipe, --head and --embd");
+    enum nb_status st = nb_recipe_named(o->bpw > 0 ? "balanced" : o->recipe, L, &q->rc);
+    if (st) return st;
+    /* a recipe's finer groups, never coarser than the build's, and only where they fit */
+    if (q->rc.head_group >= o->group || m->cfg.n_embd % q->rc.head_group) q->rc.head_group = 0;
+    if (q->rc.embd_group >= o->group || m->cfg.n_embd % q->rc.embd_group) q->rc.embd_group = 0;
+    size_t n = strlen(q->rc.name);
+    if (o->head_bits && o->head_bits != q->rc.head_bits) {
+        q->rc.head_bits = (uint8_t)o->head_bits;
+        n += (size_t)snprintf(q->rc.name + n, sizeof q->rc.name - n, ", head %d", o->head_bits);
+    }
+    if (o->embd_bits && o->embd_bits != q->rc.embd_bits && n < sizeof q->rc.name) {
+        q->rc.embd_bits = (uint8_t)o->embd_bits;
+        snprintf(q->rc.name + n, sizeof q->rc.name - n, ", embd %d", o->embd_bits);
+    }
+    return NB_OK;
 }
 
 /* Would writing out_path replace the source (or a file of a source folder)? */
@@ -384,6 +434,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
     uint64_t src_hash = opts->source_hash;
     if (!opts->have_source_hash && (st = nb_source_hash(src_path, &src_hash))) goto fail;
     if ((st = nb_model_load(&m, src_path))) goto fail;
+    if ((st = start_recipe(&q, m, opts))) goto fail;
     if (opts->calib_path) {
         const struct nb_config *cc = &m->cfg;
         int64_t Qd = (int64_t)cc->n_heads * cc->head_dim;
@@ -397,7 +448,8 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
             (st = nb_calib_load(&cal, src_path, opts->calib_path, m, opts->calib_tokens)))
             goto fail;
         if (opts->gptq) {
-            struct nb_gptq_opts go = {.path = opts->path, .head_path = head_path(opts),
+            struct nb_gptq_opts go = {.path = opts->path, .head_path = head_path(opts, &q.rc),
+                                      .recipe = &q.rc,
                                       .group = opts->group, .layout = nb_quantize_opts_layout(opts),
                                       .search = opts->search, .act_order = opts->act_order,
                                       .n_threads = opts->n_threads, .damp = opts->gptq_damp,
@@ -409,6 +461,14 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
         if (st) goto fail;
         q.stats = &calib;
     }
+    if (is_int4(opts->path) && opts->bpw > 0 &&
+        (st = nb_recipe_budget(m, opts->path, opts->group, opts->bpw, q.stats, opts->n_threads,
+                               &q.rc)))
+        goto fail;
+    if (is_int4(opts->path)) {
+        snprintf(res->recipe, sizeof res->recipe, "%s", q.rc.name);
+        nb_recipe_table(&q.rc, res->recipe_table, sizeof res->recipe_table);
+    }
     if ((st = nb_pool_init(&q.pool, opts->n_threads, 0))) goto fail;
     q.layout = nb_quantize_opts_layout(opts);
     q.repack_rows = opts->repack_rows > 0 ? opts->repack_rows : 0;
@@ -419,7 +479,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
     /* a source without a tokenizer still quantizes (e.g. random-weight test models) */
     if (nb_tokenizer_embed(q.w, src_path, &blobs) != NB_OK)
         NB_LOGW("quantize: %s: no tokenizer embedded (%s)", src_path, nb_last_error());
-    header = make_header(m, opts, src_path, src_hash);
+    header = make_header(m, opts, &q.rc, src_path, src_hash);
     if (!header) {
         st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
         goto fail;

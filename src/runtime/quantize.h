@@ -11,7 +11,13 @@ struct nb_quantize_opts {
     enum nb_wpath path; /* for every linear layer */
     int group;          /* int4 group size: 32, 64, 128 */
     int head_bits;      /* 4 (the path's int4 grid), 8 (w8a16) or 16 (bf16); 0: default */
-    int embd_bits;      /* 8 (int8 rows) or 16 (bf16); 0: default */
+    int embd_bits;      /* 4 (the path's int4 grid, rows), 8 (int8 rows) or 16 (bf16); 0:
+                           the recipe's */
+    /* int4 paths: a named recipe (runtime/recipe.h: speed, balanced, fidelity; NULL:
+     * "uniform", the layers at 4 bits, head and embeddings at 8) or, when bpw > 0, the
+     * budget recipe of bpw bits per weight; head_bits / embd_bits override either */
+    const char *recipe;
+    double bpw;
     int search;         /* 1: MSE scale search (default), 0: absmax */
     const char *calib_path; /* text file: weight the error by mean squared activations */
     int calib_tokens;       /* use at most this many tokens of it (0: all) */
@@ -44,6 +50,8 @@ struct nb_quantize_result {
     int64_t file_params; /* every parameter stored */
     double bpw_linear, bpw_file;
     double seconds;
+    char recipe[32];        /* the recipe's name */
+    char recipe_table[2048]; /* its widths per class (nb_recipe_table) */
 };
 
 void nb_quantize_default_opts(struct nb_quantize_opts *o);

@@ -1,0 +1,70 @@
+/* runtime/recipe.h — how many bits each tensor of a quantized model gets.
+ *
+ * A recipe gives every matrix a width: 4 (the build's int4 grid: w4a8 or w4a16), 8
+ * (w8a16: int8 rows) or 16 (bf16). Matrices fall in classes (q, k, v, o, gate, up, down
+ * per layer; the output head; the embeddings, a row gather); a Spark head gate follows q.
+ * Named recipes (docs/quantization.md, "Recipes"):
+ *
+ *   speed     every matrix 4-bit, embeddings and head included, at the build's group
+ *   balanced  every matrix 4-bit; the head in groups of 32 and the embeddings in
+ *             asymmetric groups of 64 (measured on kjv-7m: the two 4-bit matrices whose
+ *             rounding costs most per byte; docs/quantization.md, "Recipes")
+ *   fidelity  4-bit, with v and down at 8 bits in every layer, the head and the
+ *             embeddings at 8
+ *   uniform   the layers at 4 bits, the head and the embeddings at 8 (quantize's
+ *             recipe when none is named)
+ *
+ * 4-bit embeddings always use the asymmetric w4a16 grid: they are a row gather, not a
+ * GEMM, so the build's activation type does not matter to them. And a budget
+ * (`--bpw B`): start from speed, measure each matrix's output error at 4
+ * bits on the calibration activations (or on the weights alone), and move matrices to 8
+ * bits, most error per extra byte first, while the whole (embeddings + linear + head)
+ * stays within B bits per weight. The resolved table is printed by quantize and stored
+ * in the .nib header ("recipe"). */
+#ifndef NB_RUNTIME_RECIPE_H
+#define NB_RUNTIME_RECIPE_H
+
+#include <stdint.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/error.h"
+#include "core/wformat.h"
+#include "model/model.h"
+
+/* classes of a layer's matrices */
+enum nb_tclass { NB_TC_Q, NB_TC_K, NB_TC_V, NB_TC_O, NB_TC_GATE, NB_TC_UP, NB_TC_DOWN,
+                 NB_TC_LAYER_COUNT };
+
+struct nb_recipe {
+    char name[32];   /* "speed", "balanced", "fidelity", "bpw 4.50" */
+    int n_layers;
+    uint8_t bits[NB_MAX_LAYERS][NB_TC_LAYER_COUNT];
+    uint8_t head_bits, embd_bits;
+    int head_group, embd_group; /* int4 group of the head and the embeddings (0: the
+                                   build's); 4-bit embeddings use the w4a16 grid */
+};
+
+const char *nb_tclass_name(enum nb_tclass c);
+/* The named recipe for n_layers (NULL: uniform; NB_ERR_INVALID_ARG for an unknown
+ * name). */
+enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe *r);
+/* The path a width stands for in a build whose int4 path is `path`. */
+enum nb_wpath nb_recipe_path(enum nb_wpath path, int bits);
+
+struct nb_act_stats;
+/* The budget recipe: see above. `stats` (may be NULL) weights the error by each input
+ * channel's mean squared activation. NB_ERR_INVALID_ARG when even the all-4-bit build
+ * is over the budget (the message names the smallest budget possible). */
+enum nb_status nb_recipe_budget(const struct nb_model *m, enum nb_wpath path, int group,
+                                double bpw, const struct nb_act_stats *stats,
+                                int n_threads, struct nb_recipe *r);
+
+/* The table: one line per class, its widths over the layers ("v  8 (all layers)",
+ * "down  8 (layers 0-3, 24-27), 4 (others)"), into buf. */
+void nb_recipe_table(const struct nb_recipe *r, char *buf, size_t size);
+/* {"name":..., "embeddings":4, "head":4, "q":4, "v":[8,8,...]} (a list when the width
+ * differs between layers). */
+cJSON *nb_recipe_to_json(const struct nb_recipe *r);
+
+#endif
