@@ -13,9 +13,9 @@
  * verifies it or the lack of one, a missing --priority, an environment override). */
 static void print_choice(const char *cmd, const struct nb_selection *c)
 {
-    fprintf(stderr, "nibble %s: --path auto: %s (kernel %s, %d-bit head, %s) for %s\n", cmd,
-            c->weight_path, c->kernel, c->head_bits, c->verified ? "verified" : "unverified",
-            c->priority);
+    fprintf(stderr, "nibble %s: --path auto: %s, recipe %s%s (kernel %s, %s) for %s\n", cmd,
+            c->weight_path, c->recipe, c->gptq ? " + GPTQ" : "", c->kernel,
+            c->verified ? "verified" : "unverified", c->priority);
     for (int i = 0; i < c->n_reasons; i++)
         if (!strncmp(c->reasons[i], "verified", 8) || !strncmp(c->reasons[i], "unverified", 10) ||
             !strncmp(c->reasons[i], "no --priority", 13) || !strncmp(c->reasons[i], "NIBBLE_", 7))
@@ -33,9 +33,9 @@ int app_weight_path(const char *cmd, const char *name, const char *priority, con
     if (strcmp(name, "auto") != 0) {
         /* a fixed path: only the names are checked (the selector is not asked) */
         static const char *const names[] = {"w4a8", "w4a16", "w8a16", "bf16", "f32"};
-        if (priority && strcmp(priority, "speed") && strcmp(priority, "fidelity") &&
-            strcmp(priority, "memory")) {
-            fprintf(stderr, "nibble %s: --priority '%s' is not one of speed, fidelity, memory\n",
+        if (priority && strcmp(priority, "balanced") && strcmp(priority, "speed") &&
+            strcmp(priority, "fidelity") && strcmp(priority, "memory")) {
+            fprintf(stderr, "nibble %s: --priority '%s' is not one of balanced, speed, fidelity, memory\n",
                     cmd, priority);
             return 0;
         }
@@ -113,6 +113,7 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
     p.cache_dir = have_dir ? dir : NULL;
     p.progress = on_progress;
     p.user = &o;
+    p.calib_path = app_env_calib();
     enum nb_status st = nb_model_open(out, model, &p, r);
     show_choice(&o);
     if (r->path_ignored)

@@ -121,7 +121,7 @@ int cmd_probe(int argc, char **argv)
         OPT_FLAG("--json", &json),
         OPT_FLAG("--explain", &explain),
         OPT_FLAG("--no-bw", &no_bw),
-        OPT_CHOICE("--priority", &sp.priority, "speed|fidelity|memory"),
+        OPT_CHOICE("--priority", &sp.priority, "balanced|speed|fidelity|memory"),
         OPT_CHOICE("--target", &sp.target, "host|phone"),
         OPT_END};
     int parsed = arg_parse(cmd, opts, argc, argv, usage);

@@ -26,7 +26,7 @@ static void usage(FILE *f)
             "  -f, --file FILE         the prompt from a file\n"
             "      --ids LIST          prompt as token ids, used exactly as given (no BOS)\n"
             "      --path P            weight path: auto (default: the selector's choice for\n"
-            "                          this CPU, --priority speed|fidelity|memory), w4a8, w4a16,\n"
+            "                          this CPU, --priority balanced|speed|fidelity|memory), w4a8, w4a16,\n"
             "                          w8a16, bf16, f32 (a float MODEL is quantized on first use\n"
             "                          and cached), or source (run the weights as stored)\n"
             "      --no-cache          quantize into memory; never read or write the cache\n"

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 void app_env_init(void)
 {
@@ -42,6 +43,30 @@ int app_env_cache_dir(char *out, size_t size, const char **why)
         return 1;
     *why = "neither XDG_CACHE_HOME nor HOME is set"; /* a literal: it outlives later errors */
     return 0;
+}
+
+const char *app_env_calib(void)
+{
+    static char found[4096];
+    const char *env = getenv("NIBBLE_CALIB");
+    if (env) return *env ? env : NULL; /* NIBBLE_CALIB= : none */
+    char exe[4096];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) return NULL;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash) return NULL;
+    *slash = '\0';
+    /* the build tree (CMake copies it beside the binary), then an installed prefix */
+    static const char *const rel[] = {"/share/nibble/calib.txt", "/../share/nibble/calib.txt"};
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        size_t a = strlen(exe), b = strlen(rel[i]);
+        if (a + b >= sizeof found) continue;
+        memcpy(found, exe, a);
+        memcpy(found + a, rel[i], b + 1);
+        if (access(found, R_OK) == 0) return found;
+    }
+    return NULL;
 }
 
 void app_env_select(struct nb_select_params *sp)

@@ -16,6 +16,10 @@ void app_env_init(void);
 
 /* NIBBLE_WEIGHT_PATH and NIBBLE_MEASUREMENTS into the selector's params. */
 void app_env_select(struct nb_select_params *sp);
+/* The calibration text GPTQ uses when a float model is first quantized: NIBBLE_CALIB
+ * (empty: none), else share/nibble/calib.txt beside the binary (the build tree) or in
+ * its prefix (installed); NULL when there is none. */
+const char *app_env_calib(void);
 
 /* NIBBLE_LAYOUT=rows and NIBBLE_REPACK_ROWS=N: how quantized int4 matrices are laid out. */
 void app_env_layout(int *layout_rows, int64_t *repack_rows);

@@ -312,7 +312,8 @@ NB_API enum nb_status nb_chat_apply(const struct nb_tokenizer *tok, const char *
 
 struct nb_select_params {
     size_t size;
-    const char *priority;   /* "speed" | "fidelity" | "memory"; NULL: speed, not given */
+    const char *priority;   /* "balanced" | "speed" | "fidelity" | "memory"; NULL:
+                               balanced, not given */
     const char *target;     /* "host" | "phone"; NULL: host */
     const char *path;       /* a weight-path name that replaces the choice (NULL, "auto":
                                none; the CLI's NIBBLE_WEIGHT_PATH) */
@@ -359,6 +360,9 @@ struct nb_selection {
     int n_records;          /* measurement records read */
     int n_reasons;          /* each cites its record */
     char reasons[NB_SELECTION_MAX_REASONS][400];
+    char recipe[16];        /* bits per matrix ("balanced", ...: nb_quantize_params.recipe) */
+    int gptq;               /* a float model is quantized with GPTQ on a calibration text
+                               (nb_open_params.calib_path) */
 };
 
 /* Probe this machine and choose its weight path. probe and sel may be NULL (not
@@ -382,6 +386,10 @@ struct nb_open_params {
     int64_t repack_rows;     /* rows per repack step (0: whole matrices; for timing) */
     nb_progress_fn progress; /* during a first-use quantization; may be NULL */
     void *user;
+    /* the calibration text GPTQ uses when the choice asks for it (selection.gptq); NULL:
+     * none, so the choice's recipe is quantized without GPTQ (the report's `why` says so).
+     * The CLI passes the text installed with nibble (share/nibble/calib.txt). */
+    const char *calib_path;
 };
 NB_API struct nb_open_params nb_open_default_params(void);
 

@@ -18,10 +18,10 @@ const char *nb_isa(void) { return nb_kernels_get()->isa; }
 
 enum nb_status nb_api_priority(const char *name, enum nb_priority *out)
 {
-    *out = NB_PRIORITY_SPEED;
+    *out = NB_PRIORITY_BALANCED;
     if (!name || nb_priority_from_name(name, out)) return NB_OK;
     return nb_set_error(NB_ERR_INVALID_ARG,
-                        "priority '%s' is not one of speed, fidelity, memory", name);
+                        "priority '%s' is not one of balanced, speed, fidelity, memory", name);
 }
 
 enum nb_status nb_api_target(const char *name, enum nb_target *out)
@@ -45,6 +45,8 @@ void nb_api_selection(struct nb_selection *out, const struct nb_choice *c, enum 
     nb_api_str(out->kernel, sizeof out->kernel, c->kernel);
     nb_api_str(out->kernel_run, sizeof out->kernel_run, c->kernel_run);
     out->head_bits = c->head_bits;
+    nb_api_str(out->recipe, sizeof out->recipe, c->recipe);
+    out->gptq = c->gptq;
     out->bits_per_weight = c->bits_per_weight;
     out->runs_locally = c->runs_locally;
     out->verified = c->verified;

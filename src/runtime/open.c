@@ -73,7 +73,12 @@ static enum nb_status choose(struct opening *o, const struct nb_open_params *p,
     if (st) return st;
     o->r.selected = 1;
     qo->path = c.path;
-    if (qo->head_bits == 0) qo->head_bits = c.head_bits;
+    qo->recipe = c.recipe[0] ? c.recipe : NULL; /* the recipe gives the head its width */
+    if (!qo->recipe && qo->head_bits == 0) qo->head_bits = c.head_bits;
+    if (c.gptq && p->calib_path) { /* without a text the recipe goes without GPTQ */
+        qo->calib_path = p->calib_path;
+        qo->gptq = qo->act_order = 1;
+    }
     return NB_OK;
 }
 

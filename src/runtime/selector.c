@@ -25,13 +25,14 @@ const char *nb_priority_name(enum nb_priority p)
     case NB_PRIORITY_SPEED: return "speed";
     case NB_PRIORITY_FIDELITY: return "fidelity";
     case NB_PRIORITY_MEMORY: return "memory";
+    case NB_PRIORITY_BALANCED: return "balanced";
     }
     return "?";
 }
 
 int nb_priority_from_name(const char *name, enum nb_priority *out)
 {
-    for (int p = 0; p <= NB_PRIORITY_MEMORY; p++)
+    for (int p = 0; p <= NB_PRIORITY_BALANCED; p++)
         if (name && !strcmp(name, nb_priority_name((enum nb_priority)p))) {
             *out = (enum nb_priority)p;
             return 1;
@@ -525,6 +526,51 @@ static void explain_verified(const struct nb_probe *p, const struct nb_record *r
            model_label(v), v->threads, nb_wpath_name(v->path), v->commit, figs);
 }
 
+/* What each priority quantizes with (runtime/recipe.h), and what that cost in fidelity
+ * when it was measured: `nibble eval` against the f32 model on kjv-7m (8 reference
+ * prompts x 48 greedy tokens; held-out text, llama-perplexity's KL method, chunks of
+ * 256), beside llama.cpp's own builds run by llama.cpp (docs/quantization.md, "Recipes",
+ * has the commands). */
+struct fidelity_record {
+    enum nb_priority priority;
+    const char *build;
+    int greedy;      /* of 8 */
+    double kl;       /* mean */
+    long long bytes; /* the .nib */
+};
+static const struct fidelity_record k_fidelity[] = {
+    {NB_PRIORITY_BALANCED, "w4a8, recipe balanced, GPTQ", 6, 0.000916, 4546432},
+    {NB_PRIORITY_SPEED, "w4a8, recipe speed, no GPTQ", 2, 0.003483, 4447872},
+    {NB_PRIORITY_FIDELITY, "w4a16, recipe fidelity, GPTQ", 0, 0, 0},
+    {NB_PRIORITY_MEMORY, "w4a8, recipe speed, GPTQ", 0, 0, 0},
+};
+
+static void set_recipe(struct nb_choice *c, enum nb_priority priority)
+{
+    const char *r = priority == NB_PRIORITY_FIDELITY   ? "fidelity"
+                    : priority == NB_PRIORITY_BALANCED ? "balanced"
+                                                       : "speed";
+    snprintf(c->recipe, sizeof c->recipe, "%s", r);
+    c->gptq = priority != NB_PRIORITY_SPEED;
+}
+
+static void explain_fidelity(struct nb_choice *c, enum nb_priority priority)
+{
+    for (size_t i = 0; i < sizeof k_fidelity / sizeof k_fidelity[0]; i++) {
+        const struct fidelity_record *f = &k_fidelity[i];
+        if (f->priority != priority || !f->bytes) continue;
+        reason(c, "fidelity, measured on kjv-7m against its f32 model: %s: %d/8 greedy "
+                  "continuations reproduced, mean KL %.6f, %lld B; llama.cpp Q4_K_M: 4/8, "
+                  "0.000585, 4751424 B; nibble's default until 2026-11 (w4a8, 4-bit head, "
+                  "int8 embeddings, no GPTQ): 3/8, 0.003066, 4972032 B",
+               f->build, f->greedy, f->kl, f->bytes);
+    }
+    reason(c, "recipe %s%s", c->recipe,
+           c->gptq ? ", GPTQ (act-order) on the calibration text shipped with nibble when "
+                     "a float model is first quantized"
+                   : ", round-to-nearest (no calibration: the quickest first start)");
+}
+
 enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, int priority_given,
                          enum nb_target target, const struct nb_record *records, int n_records,
                          const struct nb_select_overrides *ov, struct nb_choice *c)
@@ -541,6 +587,7 @@ enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, in
         goto fail;
     }
     c->head_bits = priority == NB_PRIORITY_FIDELITY ? 8 : 4;
+    set_recipe(c, priority);
     if (is_forced) {
         c->path = forced;
         reason(c, "%s=%s overrides the selector", by, env);
@@ -565,6 +612,7 @@ enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, in
     } else {
         c->path = speed_choice(p, records, n_records, c);
     }
+    if (target != NB_TARGET_PHONE) explain_fidelity(c, priority);
     c->bits_per_weight = bpw(c->path);
     if (target == NB_TARGET_PHONE) {
         snprintf(c->kernel, sizeof c->kernel, "none (export only)");
@@ -578,11 +626,11 @@ enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, in
         explain_verified(p, records, n_records, c);
     }
     if (!priority_given)
-        reason(c, "no --priority given: chose for speed. Agentic use: tool-calling agents "
-                  "need fidelity: a speed build reproduced fewer greedy "
-                  "outputs of its own bf16 model in a published 1.7 B study (W4A8 1/12 vs "
-                  "W4A16 2/12) and flipped a setting back in an agent task — pass --priority "
-                  "fidelity for agents");
+        reason(c, "no --priority given: balanced, the fastest build that reproduces at least "
+                  "as many greedy continuations as llama.cpp's Q4_K_M in no more bytes. "
+                  "Agentic use: tool-calling agents need fidelity (a W4A8 build flipped a "
+                  "setting back in an agent task in a published 1.7 B study) — pass "
+                  "--priority fidelity for agents");
 fail:
     return st;
 }

@@ -23,7 +23,8 @@
 #include "core/wformat.h"
 #include "runtime/probe.h"
 
-enum nb_priority { NB_PRIORITY_SPEED = 0, NB_PRIORITY_FIDELITY, NB_PRIORITY_MEMORY };
+enum nb_priority { NB_PRIORITY_SPEED = 0, NB_PRIORITY_FIDELITY, NB_PRIORITY_MEMORY,
+                   NB_PRIORITY_BALANCED };
 enum nb_target { NB_TARGET_HOST = 0, NB_TARGET_PHONE };
 
 /* "speed" | "fidelity" | "memory"; "host" | "phone". from_name: 1 and *out on a match. */
@@ -90,6 +91,8 @@ struct nb_choice {
     char kernel[64];        /* what to call it: "avx512vnni", "amx (not built: avx512vnni)" */
     char kernel_run[32];    /* the kernel this build dispatches for it ("ref": scalar) */
     int head_bits;          /* 4 or 8 (output head) */
+    char recipe[16];        /* runtime/recipe.h: bits per matrix */
+    int gptq;               /* quantize with GPTQ (act-order) on a calibration text */
     double bits_per_weight; /* of the linear layers, from the layout (2048x2048, G=128) */
     int runs_locally;       /* nibble runs this path on the device (maybe on the slow ref) */
     int verified;           /* a record: same family key, kernel_run and path */

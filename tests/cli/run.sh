@@ -66,7 +66,7 @@ if [ -f "$gguf" ]; then
   check "joined short option" 1 "$bin" run -m "$gguf" --path source --ids 1 -n16
   expect_err "joined short option" "unknown option '-n16'"
   check "bad priority" 1 "$bin" run -m "$gguf" --priority fastest --ids 1
-  expect_err "bad priority" "priority 'fastest' is not one of speed, fidelity, memory"
+  expect_err "bad priority" "priority 'fastest' is not one of balanced, speed, fidelity, memory"
   check "flag with a value" 1 "$bin" run -m "$gguf" --print-ids=yes --ids 1
   expect_err "flag with a value" "takes no value"
   check "missing -f file" 1 "$bin" run -m "$gguf" -f /nonexistent/prompt.txt
