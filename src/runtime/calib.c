@@ -146,6 +146,7 @@ struct hess {
     int64_t dim[NB_SITE_COUNT];
     double *buf;                   /* [chunk][widest dim] */
     struct nb_act_stats *stats;
+    double *t_hessian;             /* seconds spent here */
 };
 
 /* H[site] += X^T X (upper triangle), and the squared-activation sums. */
@@ -153,10 +154,12 @@ static void accumulate(struct hess *g, enum nb_site site, int layer, const float
                        int64_t len)
 {
     if (n == 0) return;
+    double t0 = nb_time_s();
     for (int64_t i = 0; i < (int64_t)n * len; i++) g->buf[i] = x[i];
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)len, n, 1.0, g->buf, (int)len, 1.0,
                 g->h[site], (int)len);
     sum_squares(g->stats, site, layer, x, n, len);
+    *g->t_hessian += nb_time_s() - t0;
 }
 
 /* The float pass of layer g->layer: its sites only. */
@@ -217,10 +220,16 @@ static double rel_rms(enum nb_wpath path, int group, const void *blob, const flo
     return ref > 0 ? sqrt(err / ref) : 0;
 }
 
-/* GPTQ one matrix into a prequant entry (X16 when asked and the shape allows). */
+/* Seconds per phase of nb_gptq_model (logged at the end; per layer at debug level). */
+struct gptq_times {
+    double float_pass, hessian, factor, search, sweep, other, quant_pass;
+};
+
+/* GPTQ one matrix into a prequant entry (X16 when asked and the shape allows), with the
+ * factor of its input's Hessian. */
 static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
-                               const struct nb_gptq_opts *o, const double *h,
-                               struct nb_prequant *pq)
+                               const struct nb_gptq_opts *o, const struct nb_gptq_factor *f,
+                               struct nb_prequant *pq, struct gptq_times *t)
 {
     struct nb_layout_planes pl;
     enum nb_status st;
@@ -228,9 +237,9 @@ static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
         return nb_set_error(NB_ERR_INVALID_ARG, "gptq: a [%lld, %lld] matrix does not fit %s "
                             "with groups of %d", (long long)w->n_out, (long long)w->n_in,
                             nb_wpath_name(path), o->group);
-    const float *f;
+    const float *wf;
     float *conv;
-    if ((st = nb_weight_f32(w, &f, &conv))) return st;
+    if ((st = nb_weight_f32(w, &wf, &conv))) return st;
     void *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
     if (!blob) {
         free(conv);
@@ -241,10 +250,13 @@ static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path,
     gp.search = o->search;
     gp.n_threads = o->n_threads > 0 ? o->n_threads : nb_cpu_count();
     if (o->damp > 0) gp.damp = o->damp;
-    /* no proxy-loss statistics: two more n_out x n_in^2 products, a minute on a large
-     * head; tests ask nb_gptq_quantize for them directly */
-    st = nb_gptq_quantize(path, o->group, f, w->n_out, w->n_in, h, &gp, blob, NULL);
-    if (!st) pq->rel_rms = rel_rms(path, o->group, blob, f, w->n_out, w->n_in);
+    /* no proxy-loss statistics (H NULL): two more n_out x n_in^2 products, a minute on a
+     * large head; tests ask nb_gptq_quantize for them directly */
+    struct nb_gptq_stats gs = {0};
+    st = nb_gptq_quantize_factored(path, o->group, wf, w->n_out, w->n_in, f, NULL, &gp, blob, &gs);
+    t->search += gs.seconds_search;
+    t->sweep += gs.seconds_sweep;
+    if (!st) pq->rel_rms = rel_rms(path, o->group, blob, wf, w->n_out, w->n_in);
     free(conv);
     enum nb_layout layout = NB_LAYOUT_ROWS;
     if (!st && o->layout == NB_LAYOUT_X16 && w->n_out % 16 == 0) {
@@ -283,6 +295,7 @@ struct gptq_run {
     struct nb_prequant *pq;
     struct nb_weight *saved; /* the replaced matrices, to restore */
     int n_pq;
+    struct gptq_times t;
 };
 
 /* Run layer l over every chunk: on a copy (observed: the float pass that sums the
@@ -304,17 +317,39 @@ static enum nb_status run_layer_all(struct gptq_run *r, int l, int in_place)
     return st;
 }
 
-/* Quantize one matrix with the Hessian of its site and put the result in the model. */
+/* GPTQ parameters for a site's factor (damp and act_order matter). */
+static struct nb_gptq_params factor_params(const struct nb_gptq_opts *o)
+{
+    struct nb_gptq_params gp = nb_gptq_default_params();
+    gp.act_order = o->act_order;
+    if (o->damp > 0) gp.damp = o->damp;
+    return gp;
+}
+
+/* Quantize one matrix with the factor of its site's Hessian; put the result in the model. */
 static enum nb_status quantize_in_place(struct gptq_run *r, struct nb_weight *w,
-                                        enum nb_wpath path, const double *h)
+                                        enum nb_wpath path, const struct nb_gptq_factor *f)
 {
     struct nb_prequant *pq = &r->pq[r->n_pq];
-    enum nb_status st = gptq_one(w, path, r->o, h, pq);
+    double t0 = nb_time_s(), s0 = r->t.search + r->t.sweep;
+    enum nb_status st = gptq_one(w, path, r->o, f, pq, &r->t);
+    r->t.other += nb_time_s() - t0 - (r->t.search + r->t.sweep - s0);
     if (st) return st;
     r->saved[r->n_pq++] = *w;
     *w = pq->q;
     pq->w = w;
     return NB_OK;
+}
+
+/* The factor of a site's Hessian (symmetrized first), timed. */
+static enum nb_status site_factor(struct gptq_run *r, int site, struct nb_gptq_factor *f)
+{
+    double t0 = nb_time_s();
+    symmetrize(r->g.h[site], r->g.dim[site]);
+    struct nb_gptq_params gp = factor_params(r->o);
+    enum nb_status st = nb_gptq_factor_init(f, r->g.h[site], r->g.dim[site], &gp);
+    r->t.factor += nb_time_s() - t0;
+    return st;
 }
 
 static enum nb_status gptq_layer(struct gptq_run *r, int l)
@@ -324,16 +359,34 @@ static enum nb_status gptq_layer(struct gptq_run *r, int l)
     for (int s = 0; s < NB_SITE_OUT_IN; s++)
         memset(r->g.h[s], 0, sizeof(double) * (size_t)(r->g.dim[s] * r->g.dim[s]));
     r->g.layer = l;
+    double t0 = nb_time_s(), h0 = r->t.hessian;
     st = run_layer_all(r, l, 0);
+    r->t.float_pass += nb_time_s() - t0 - (r->t.hessian - h0);
     r->g.layer = -1;
     if (st) return st;
-    for (int s = 0; s < NB_SITE_OUT_IN; s++) symmetrize(r->g.h[s], r->g.dim[s]);
-    for (int slot = 0; slot < N_SLOTS; slot++) {
+    /* the slots of a site are adjacent: one factor per site */
+    struct nb_gptq_factor f = {0};
+    int site = -1;
+    for (int slot = 0; slot < N_SLOTS && !st; slot++) {
         struct nb_weight *w = slot_weight(L, slot);
-        if (w->data && (st = quantize_in_place(r, w, r->o->path, r->g.h[k_slot_site[slot]])))
-            return st;
+        if (!w->data) continue;
+        if ((int)k_slot_site[slot] != site) {
+            nb_gptq_factor_free(&f);
+            site = (int)k_slot_site[slot];
+            if ((st = site_factor(r, site, &f))) break;
+        }
+        st = quantize_in_place(r, w, r->o->path, &f);
     }
-    return run_layer_all(r, l, 1);
+    nb_gptq_factor_free(&f);
+    if (st) return st;
+    t0 = nb_time_s();
+    st = run_layer_all(r, l, 1);
+    r->t.quant_pass += nb_time_s() - t0;
+    const struct gptq_times *t = &r->t;
+    NB_LOGD("gptq: after layer %d: float pass %.1f s, Hessians %.1f, factors %.1f, scale search "
+            "%.1f, sweep %.1f, other %.1f, quantized pass %.1f", l, t->float_pass, t->hessian,
+            t->factor, t->search, t->sweep, t->other, t->quant_pass);
+    return st;
 }
 
 /* The head's input: the final norm of every token; its Hessian and sums. */
@@ -351,9 +404,15 @@ static enum nb_status gptq_head(struct gptq_run *r)
                        m->cfg.norm_eps);
         accumulate(&r->g, NB_SITE_OUT_IN, -1, r->tmp, n, E);
     }
-    symmetrize(h, E);
-    if (r->o->head_path != NB_WPATH_W4A8 && r->o->head_path != NB_WPATH_W4A16) return NB_OK;
-    return quantize_in_place(r, &r->m->output, r->o->head_path, h);
+    if (r->o->head_path != NB_WPATH_W4A8 && r->o->head_path != NB_WPATH_W4A16) {
+        symmetrize(h, E);
+        return NB_OK;
+    }
+    struct nb_gptq_factor f;
+    enum nb_status st = site_factor(r, NB_SITE_OUT_IN, &f);
+    if (!st) st = quantize_in_place(r, &r->m->output, r->o->head_path, &f);
+    nb_gptq_factor_free(&f);
+    return st;
 }
 
 static enum nb_status gptq_setup(struct gptq_run *r, struct nb_act_stats *s)
@@ -364,6 +423,7 @@ static enum nb_status gptq_setup(struct gptq_run *r, struct nb_act_stats *s)
     int cap = c->n_layers * N_SLOTS + 1;
     r->g.layer = -1;
     r->g.stats = s;
+    r->g.t_hessian = &r->t.hessian;
     for (int i = 0; i < NB_SITE_COUNT; i++) {
         r->g.dim[i] = dims[i];
         r->g.h[i] = malloc(sizeof(double) * (size_t)(dims[i] * dims[i]));
@@ -410,8 +470,11 @@ enum nb_status nb_gptq_model(struct nb_model *m, const struct nb_calib *cal,
     if (st == NB_OK && o->progress) o->progress(L + 1, L + 1, o->user);
     for (int i = r.n_pq - 1; i >= 0; i--) *(struct nb_weight *)r.pq[i].w = r.saved[i];
     if (st == NB_OK) {
-        NB_LOGI("gptq: %d matrices on %d calibration tokens in %.1f s", r.n_pq, cal->n,
-                nb_time_s() - t0);
+        const struct gptq_times *t = &r.t;
+        NB_LOGI("gptq: %d matrices on %d calibration tokens in %.1f s: float pass %.1f, "
+                "Hessians %.1f, factors %.1f, scale search %.1f, sweep %.1f, other %.1f, "
+                "quantized pass %.1f", r.n_pq, cal->n, nb_time_s() - t0, t->float_pass,
+                t->hessian, t->factor, t->search, t->sweep, t->other, t->quant_pass);
         *out = r.pq;
         *n_out = r.n_pq;
         r.pq = NULL;
