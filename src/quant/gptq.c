@@ -10,6 +10,7 @@
 #include "core/fp.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
+#include "kernels/kernels.h"
 #include "kernels/qblock.h"
 #include "quant/quant.h"
 
@@ -129,6 +130,68 @@ struct sweep {
 /* The GPTQ sweep over lazy blocks of columns, for a run of rows (rows are independent:
  * each thread sweeps its own rows through every block, with its own GEMM per block, so
  * there is no fan-out per block and the rows stay in the thread's cache). */
+#if defined(__GNUC__) || defined(__clang__)
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
+
+/* Columns [i1, i2) of row r: quantize each, spread its error over the block's later
+ * columns (the GEMM after the block does the rest). */
+INLINE void sweep_block_row(const struct sweep *s, int64_t r, int64_t i1, int64_t i2)
+{
+    int64_t n = s->n;
+    double *wr = s->w + r * n, *er = s->err + r * s->block;
+    for (int64_t i = i1; i < i2; i++) {
+        const double *ui = s->u + i * n;
+        int64_t col = s->perm[i];
+        const struct grid *gr = &s->grids[r * s->ng + col / s->group];
+        int q = code_of(s->path, gr, wr[i]);
+        double e = (wr[i] - value_of(s->path, gr, q)) / ui[i];
+        s->q[r * n + col] = (uint8_t)q;
+        er[i - i1] = e;
+        for (int64_t k = i + 1; k < i2; k++) wr[k] -= e * ui[k];
+    }
+}
+
+/* The in-block updates are a quarter to a third of the sweep: built also for AVX2 and
+ * AVX-512, chosen by the kernel table's level. No FMA contraction (ISO C mode): the
+ * same arithmetic, hence the same codes, at every width. */
+typedef void (*sweep_block_fn)(const struct sweep *s, int64_t r0, int64_t r1, int64_t i1,
+                               int64_t i2);
+
+static void sweep_block(const struct sweep *s, int64_t r0, int64_t r1, int64_t i1, int64_t i2)
+{
+    for (int64_t r = r0; r < r1; r++) sweep_block_row(s, r, i1, i2);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"))) static void
+sweep_block_avx512(const struct sweep *s, int64_t r0, int64_t r1, int64_t i1, int64_t i2)
+{
+    for (int64_t r = r0; r < r1; r++) sweep_block_row(s, r, i1, i2);
+}
+
+__attribute__((target("avx2"))) static void sweep_block_avx2(const struct sweep *s, int64_t r0,
+                                                             int64_t r1, int64_t i1, int64_t i2)
+{
+    for (int64_t r = r0; r < r1; r++) sweep_block_row(s, r, i1, i2);
+}
+#endif
+
+static sweep_block_fn sweep_block_for_machine(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    const char *isa = nb_kernels_get()->isa;
+    if (!strncmp(isa, "avx512", 6)) return sweep_block_avx512;
+    if (!strncmp(isa, "avx2", 4)) return sweep_block_avx2;
+#endif
+    return sweep_block;
+}
+
+/* The GPTQ sweep over lazy blocks of columns, for a run of rows (rows are independent:
+ * each thread sweeps its own rows through every block, with its own GEMM per block, so
+ * there is no fan-out per block and the rows stay in the thread's cache). */
 static void sweep_rows(void *arg, int ith, int nth)
 {
     const struct sweep *s = arg;
@@ -136,21 +199,10 @@ static void sweep_rows(void *arg, int ith, int nth)
     long r0, r1;
     nb_split_range((long)s->n_out, ith, nth, 1, &r0, &r1);
     if (r0 >= r1) return;
+    sweep_block_fn block = sweep_block_for_machine();
     for (int64_t i1 = 0; i1 < n; i1 += B) {
         int64_t i2 = i1 + B < n ? i1 + B : n;
-        for (int64_t r = r0; r < r1; r++) {
-            double *wr = s->w + r * n, *er = s->err + r * B;
-            for (int64_t i = i1; i < i2; i++) {
-                const double *ui = s->u + i * n;
-                int64_t col = s->perm[i];
-                const struct grid *gr = &s->grids[r * s->ng + col / s->group];
-                int q = code_of(s->path, gr, wr[i]);
-                double e = (wr[i] - value_of(s->path, gr, q)) / ui[i];
-                s->q[r * n + col] = (uint8_t)q;
-                er[i - i1] = e;
-                for (int64_t k = i + 1; k < i2; k++) wr[k] -= e * ui[k];
-            }
-        }
+        block(s, r0, r1, i1, i2);
         if (i2 < n) /* w[r0:r1, i2:] -= err[r0:r1, :i2-i1] u[i1:i2, i2:] */
             cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)(n - i2),
                         (int)(i2 - i1), -1.0, s->err + r0 * B, (int)B, s->u + i1 * n + i2, (int)n,
