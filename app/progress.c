@@ -26,9 +26,19 @@ void app_progress_cb(int64_t done, int64_t total, void *user)
         if (p->what) fprintf(stderr, "nibble %s: %s ...\n", p->cmd, p->what);
     }
     if (!p->tty) return;
+    /* a new total starts a new phase (quantize: GPTQ's layers, then writing the file) */
+    if (total != p->total) {
+        p->total = total;
+        p->t_phase = now_s();
+    }
+    double t = now_s() - p->t_phase;
     int w = 40, fill = total ? (int)(w * done / total) : w;
-    fprintf(stderr, "\r[%.*s%*s] %lld/%lld", fill, "========================================",
-            w - fill, "", (long long)done, (long long)total);
+    fprintf(stderr, "\r[%.*s%*s] %lld/%lld %5.0f s", fill, "========================================",
+            w - fill, "", (long long)done, (long long)total, t);
+    if (done > 0 && done < total)
+        fprintf(stderr, ", ~%.0f s left ", t * (double)(total - done) / (double)done);
+    else
+        fprintf(stderr, "%*s", 16, "");
     if (done == total) fprintf(stderr, "\n");
 }
 

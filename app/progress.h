@@ -12,6 +12,8 @@ struct app_progress {
     int tty;          /* stderr is a terminal: draw the bar */
     int started;      /* the callback has run */
     double t0;        /* when it started */
+    int64_t total;    /* the current phase's total */
+    double t_phase;   /* when the current phase started */
 };
 
 void app_progress_init(struct app_progress *p, const char *cmd, const char *what);

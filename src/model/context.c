@@ -19,6 +19,11 @@ void nb_ctx_set_observer(struct nb_ctx *c, nb_observer_fn fn, void *user)
     c->observe_user = user;
 }
 
+void nb_ctx_set_kernels(struct nb_ctx *c, const struct nb_kernels *k)
+{
+    c->kern = k ? k : nb_kernels_get();
+}
+
 
 struct nb_ctx_params nb_ctx_default_params(void)
 {

@@ -111,6 +111,10 @@ typedef void (*nb_observer_fn)(void *user, enum nb_site site, int layer, const f
                                int64_t len);
 struct nb_ctx;
 void nb_ctx_set_observer(struct nb_ctx *c, nb_observer_fn fn, void *user);
+/* Run the context on another kernel table (NULL: the machine's, nb_kernels_get()), which
+ * must outlive its use: calibration's float passes swap in a faster float GEMM. */
+struct nb_kernels;
+void nb_ctx_set_kernels(struct nb_ctx *c, const struct nb_kernels *k);
 /* Run layer `layer` alone, in place, over x [n][n_embd]: the n tokens of one chunk at
  * positions 0..n-1 of sequence 0 (cleared first), n <= the context's n_batch. For
  * calibration passes that go layer by layer. */

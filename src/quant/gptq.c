@@ -9,6 +9,8 @@
 
 #include "core/fp.h"
 #include "core/threadpool.h"
+#include "core/timer.h"
+#include "kernels/kernels.h"
 #include "kernels/qblock.h"
 #include "quant/quant.h"
 
@@ -36,9 +38,16 @@ static double value_of(enum nb_wpath path, const struct grid *g, int q)
                                  : (double)nb_q4a_value(g->d, g->m, q);
 }
 
-/* U, the upper Cholesky factor of (H + damp)^-1, permuted by perm, into u [n][n]
+/* U, the upper Cholesky factor of (H + damp)^-1 in the sweep order perm, into u [n][n]
  * (lower part zero). dead[i] = 1 for a column no input reaches. 0 when H stays
- * indefinite. */
+ * indefinite.
+ *
+ * With P the reversal of the order and Hp = H[perm][perm], factor P Hp P = L L^T (lower
+ * L); then Hp^-1 = P L^-T L^-1 P = U^T U for U = P L^-1 P, which is upper with a positive
+ * diagonal, hence Hp^-1's Cholesky factor. One factorization and one triangular inverse
+ * (2n^3/3 flops) instead of a factorization, an inverse and a second factorization
+ * (4n^3/3), and column-major LAPACK calls on the row-major buffer (a symmetric matrix
+ * is its own transpose), so LAPACKE transposes nothing. */
 static int inverse_factor(const double *H, int64_t n, const int64_t *perm, double damp,
                           double *u, uint8_t *dead)
 {
@@ -46,22 +55,34 @@ static int inverse_factor(const double *H, int64_t n, const int64_t *perm, doubl
     for (int64_t i = 0; i < n; i++) mean += H[i * n + i];
     mean /= (double)n;
     if (!(mean > 0)) mean = 1;
+    for (int64_t i = 0; i < n; i++) dead[i] = !(H[perm[i] * n + perm[i]] > 0);
     for (int attempt = 0; attempt < 3; attempt++, damp *= 10) {
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < n; j++) u[i * n + j] = H[perm[i] * n + perm[j]];
+        /* a[i][j] = Hp[n-1-i][n-1-j], dampened; a dead column gets 1 on the diagonal */
         for (int64_t i = 0; i < n; i++) {
-            dead[i] = !(u[i * n + i] > 0);
-            if (dead[i]) u[i * n + i] = 1;
-            u[i * n + i] += damp * mean;
+            const double *hr = H + perm[n - 1 - i] * n;
+            double *ar = u + i * n;
+            for (int64_t j = 0; j < n; j++) ar[j] = hr[perm[n - 1 - j]];
+            if (dead[n - 1 - i]) ar[i] = 1;
+            ar[i] += damp * mean;
         }
-        /* H = R^T R, then H^-1 from R (upper triangle), then H^-1 = U^T U */
-        if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, u, (lapack_int)n)) continue;
-        if (LAPACKE_dpotri(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, u, (lapack_int)n)) continue;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < i; j++) u[i * n + j] = u[j * n + i];
-        if (LAPACKE_dpotrf(LAPACK_ROW_MAJOR, 'U', (lapack_int)n, u, (lapack_int)n)) continue;
-        for (int64_t i = 0; i < n; i++)
-            for (int64_t j = 0; j < i; j++) u[i * n + j] = 0;
+        /* column-major lower = row-major upper: L^T in the upper triangle, then L^-T */
+        if (LAPACKE_dpotrf(LAPACK_COL_MAJOR, 'L', (lapack_int)n, u, (lapack_int)n)) continue;
+        if (LAPACKE_dtrtri(LAPACK_COL_MAJOR, 'L', 'N', (lapack_int)n, u, (lapack_int)n))
+            continue;
+        /* u holds M = L^-1 as M(r, c) = u[c n + r], r >= c; U[i][j] = M(n-1-i, n-1-j) =
+         * u[(n-1-j) n + (n-1-i)]: swap each pair (i + j < n - 1 with its mirror) in
+         * tiles, then clear the lower triangle */
+        const int64_t T = 64;
+        for (int64_t i0 = 0; i0 < n; i0 += T)
+            for (int64_t j0 = 0; j0 + i0 < n - 1; j0 += T)
+                for (int64_t i = i0; i < i0 + T && i < n; i++)
+                    for (int64_t j = j0; j < j0 + T && i + j < n - 1; j++) {
+                        double *x = u + i * n + j, *y = u + (n - 1 - j) * n + (n - 1 - i);
+                        double t = *x;
+                        *x = *y;
+                        *y = t;
+                    }
+        for (int64_t i = 0; i < n; i++) memset(u + i * n, 0, sizeof(double) * (size_t)i);
         return 1;
     }
     return 0;
@@ -102,56 +123,105 @@ struct sweep {
     int group;
     const double *u;
     double *w;   /* [n_out][n], permuted columns; overwritten */
+    double *err; /* [n_out][block] */
     uint8_t *q;  /* [n_out][n], codes at the original column positions */
 };
 
-/* The GPTQ sweep over lazy blocks of columns. */
-/* One lazy block [i1, i2) for rows [r0, r1): rows are independent, so threads take runs
- * of them. */
-struct block_job {
-    const struct sweep *s;
-    double *err;
-    int64_t i1, i2;
-};
+/* The GPTQ sweep over lazy blocks of columns, for a run of rows (rows are independent:
+ * each thread sweeps its own rows through every block, with its own GEMM per block, so
+ * there is no fan-out per block and the rows stay in the thread's cache). */
+#if defined(__GNUC__) || defined(__clang__)
+#define INLINE static inline __attribute__((always_inline))
+#else
+#define INLINE static inline
+#endif
 
-static void block_rows(void *arg, int ith, int nth)
+/* Columns [i1, i2) of row r: quantize each, spread its error over the block's later
+ * columns (the GEMM after the block does the rest). */
+INLINE void sweep_block_row(const struct sweep *s, int64_t r, int64_t i1, int64_t i2)
 {
-    const struct block_job *j = arg;
-    const struct sweep *s = j->s;
-    int64_t n = s->n, B = s->block;
-    long r0, r1;
-    nb_split_range((long)s->n_out, ith, nth, 1, &r0, &r1);
-    for (int64_t r = r0; r < r1; r++) {
-        double *wr = s->w + r * n;
-        for (int64_t i = j->i1; i < j->i2; i++) {
-            const double *ui = s->u + i * n;
-            int64_t col = s->perm[i];
-            const struct grid *gr = &s->grids[r * s->ng + col / s->group];
-            int q = code_of(s->path, gr, wr[i]);
-            double e = (wr[i] - value_of(s->path, gr, q)) / ui[i];
-            s->q[r * n + col] = (uint8_t)q;
-            j->err[r * B + (i - j->i1)] = e;
-            for (int64_t k = i + 1; k < j->i2; k++) wr[k] -= e * ui[k];
-        }
+    int64_t n = s->n;
+    double *wr = s->w + r * n, *er = s->err + r * s->block;
+    for (int64_t i = i1; i < i2; i++) {
+        const double *ui = s->u + i * n;
+        int64_t col = s->perm[i];
+        const struct grid *gr = &s->grids[r * s->ng + col / s->group];
+        int q = code_of(s->path, gr, wr[i]);
+        double e = (wr[i] - value_of(s->path, gr, q)) / ui[i];
+        s->q[r * n + col] = (uint8_t)q;
+        er[i - i1] = e;
+        for (int64_t k = i + 1; k < i2; k++) wr[k] -= e * ui[k];
     }
 }
 
-static enum nb_status run_sweep(const struct sweep *s, struct nb_pool *pool)
+/* The in-block updates are a quarter to a third of the sweep: built also for AVX2 and
+ * AVX-512, chosen by the kernel table's level. No FMA contraction (ISO C mode): the
+ * same arithmetic, hence the same codes, at every width. */
+typedef void (*sweep_block_fn)(const struct sweep *s, int64_t r0, int64_t r1, int64_t i1,
+                               int64_t i2);
+
+static void sweep_block(const struct sweep *s, int64_t r0, int64_t r1, int64_t i1, int64_t i2)
 {
+    for (int64_t r = r0; r < r1; r++) sweep_block_row(s, r, i1, i2);
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+__attribute__((target("avx512f,avx512vl,avx512bw,avx512dq"))) static void
+sweep_block_avx512(const struct sweep *s, int64_t r0, int64_t r1, int64_t i1, int64_t i2)
+{
+    for (int64_t r = r0; r < r1; r++) sweep_block_row(s, r, i1, i2);
+}
+
+__attribute__((target("avx2"))) static void sweep_block_avx2(const struct sweep *s, int64_t r0,
+                                                             int64_t r1, int64_t i1, int64_t i2)
+{
+    for (int64_t r = r0; r < r1; r++) sweep_block_row(s, r, i1, i2);
+}
+#endif
+
+static sweep_block_fn sweep_block_for_machine(void)
+{
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    const char *isa = nb_kernels_get()->isa;
+    if (!strncmp(isa, "avx512", 6)) return sweep_block_avx512;
+    if (!strncmp(isa, "avx2", 4)) return sweep_block_avx2;
+#endif
+    return sweep_block;
+}
+
+/* The GPTQ sweep over lazy blocks of columns, for a run of rows (rows are independent:
+ * each thread sweeps its own rows through every block, with its own GEMM per block, so
+ * there is no fan-out per block and the rows stay in the thread's cache). */
+static void sweep_rows(void *arg, int ith, int nth)
+{
+    const struct sweep *s = arg;
     int64_t n = s->n, B = s->block;
-    double *err = malloc(sizeof(double) * (size_t)(s->n_out * B));
-    if (!err) return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
+    long r0, r1;
+    nb_split_range((long)s->n_out, ith, nth, 1, &r0, &r1);
+    if (r0 >= r1) return;
+    sweep_block_fn block = sweep_block_for_machine();
     for (int64_t i1 = 0; i1 < n; i1 += B) {
-        int64_t i2 = i1 + B < n ? i1 + B : n, nb = i2 - i1;
-        struct block_job j = {s, err, i1, i2};
-        nb_pool_run(pool, block_rows, &j);
-        if (i2 < n) /* w[:, i2:] -= err[:, :nb] u[i1:i2, i2:] */
-            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)s->n_out, (int)(n - i2),
-                        (int)nb, -1.0, err, (int)B, s->u + i1 * n + i2, (int)n, 1.0, s->w + i2,
-                        (int)n);
+        int64_t i2 = i1 + B < n ? i1 + B : n;
+        block(s, r0, r1, i1, i2);
+        if (i2 < n) /* w[r0:r1, i2:] -= err[r0:r1, :i2-i1] u[i1:i2, i2:] */
+            cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, (int)(r1 - r0), (int)(n - i2),
+                        (int)(i2 - i1), -1.0, s->err + r0 * B, (int)B, s->u + i1 * n + i2, (int)n,
+                        1.0, s->w + r0 * n + i2, (int)n);
     }
-    free(err);
-    return NB_OK;
+}
+
+static void run_sweep(const struct sweep *s, struct nb_pool *pool)
+{
+    int nth = nb_pool_size(pool);
+    if (nth == 1) { /* one row run: BLAS may use its own threads for the GEMMs */
+        sweep_rows((void *)s, 0, 1);
+        return;
+    }
+    /* several row runs, each with a one-thread GEMM */
+    int blas = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    nb_pool_run(pool, sweep_rows, (void *)s);
+    openblas_set_num_threads(blas);
 }
 
 /* The static groups: round-to-nearest with the scale search, rows over the threads. */
@@ -230,9 +300,50 @@ static double blob_loss(enum nb_wpath path, int group, const void *blob, const f
     return loss;
 }
 
-enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, int64_t n_out,
-                                int64_t n_in, const double *H, const struct nb_gptq_params *p,
-                                void *blob, struct nb_gptq_stats *stats)
+static int n_threads_of(const struct nb_gptq_params *p)
+{
+    return p->n_threads > 0 ? (p->n_threads < 256 ? p->n_threads : 256) : 1;
+}
+
+enum nb_status nb_gptq_factor_init(struct nb_gptq_factor *f, const double *H, int64_t n,
+                                   const struct nb_gptq_params *p)
+{
+    struct nb_gptq_params prm = p ? *p : nb_gptq_default_params();
+    if (!(prm.damp > 0)) prm.damp = 0.01;
+    memset(f, 0, sizeof *f);
+    if (n <= 0 || n > INT32_MAX / 2)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: a Hessian of %lld columns", (long long)n);
+    f->n = n;
+    f->perm = malloc(sizeof(int64_t) * (size_t)n);
+    f->dead = malloc((size_t)n);
+    f->imp = malloc(sizeof(float) * (size_t)n);
+    f->u = malloc(sizeof(double) * (size_t)(n * n));
+    if (!f->perm || !f->dead || !f->imp || !f->u || !order_columns(H, n, prm.act_order, f->perm)) {
+        nb_gptq_factor_free(f);
+        return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for a Hessian of %lld columns",
+                            (long long)n);
+    }
+    /* the static groups' importance: diag(H) */
+    for (int64_t i = 0; i < n; i++) f->imp[i] = H[i * n + i] > 0 ? (float)H[i * n + i] : 0;
+    if (!inverse_factor(H, n, f->perm, prm.damp, f->u, f->dead)) {
+        nb_gptq_factor_free(f);
+        return nb_set_error(NB_ERR_INTERNAL, "gptq: the Hessian of %lld columns is not positive "
+                            "definite even dampened by %g%%", (long long)n, prm.damp * 100);
+    }
+    return NB_OK;
+}
+
+void nb_gptq_factor_free(struct nb_gptq_factor *f)
+{
+    free(f->perm), free(f->dead), free(f->imp), free(f->u);
+    memset(f, 0, sizeof *f);
+}
+
+enum nb_status nb_gptq_quantize_factored(enum nb_wpath path, int group, const float *w,
+                                         int64_t n_out, int64_t n_in,
+                                         const struct nb_gptq_factor *f, const double *H,
+                                         const struct nb_gptq_params *p, void *blob,
+                                         struct nb_gptq_stats *stats)
 {
     struct nb_gptq_params prm = p ? *p : nb_gptq_default_params();
     struct nb_layout_planes pl;
@@ -243,53 +354,65 @@ enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, i
         return nb_set_error(NB_ERR_INVALID_ARG, "gptq: [%lld, %lld] does not fit %s with groups "
                             "of %d", (long long)n_out, (long long)n_in, nb_wpath_name(path),
                             group);
+    if (f->n != n_in)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: a factor of %lld columns for [%lld, %lld]",
+                            (long long)f->n, (long long)n_out, (long long)n_in);
     if (prm.block <= 0) prm.block = 128;
-    if (!(prm.damp > 0)) prm.damp = 0.01;
     enum nb_status st = NB_OK;
     struct nb_pool *pool = NULL;
     int64_t ng = n_in / group;
-    float *imp = malloc(sizeof(float) * (size_t)n_in);
-    int64_t *perm = malloc(sizeof(int64_t) * (size_t)n_in);
-    uint8_t *dead = malloc((size_t)n_in);
-    double *u = malloc(sizeof(double) * (size_t)(n_in * n_in));
     double *wd = malloc(sizeof(double) * (size_t)(n_out * n_in));
+    double *err = malloc(sizeof(double) * (size_t)(n_out * prm.block));
     uint8_t *q = malloc((size_t)(n_out * n_in));
     struct grid *grids = malloc(sizeof(struct grid) * (size_t)(n_out * ng));
-    if (!imp || !perm || !dead || !u || !wd || !q || !grids) {
+    if (!wd || !err || !q || !grids) {
         st = nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for [%lld, %lld]",
                           (long long)n_out, (long long)n_in);
         goto out;
     }
     /* static groups: round-to-nearest on the scale search, weighted by diag(H) */
-    for (int64_t i = 0; i < n_in; i++) imp[i] = H[i * n_in + i] > 0 ? (float)H[i * n_in + i] : 0;
-    int nth = prm.n_threads > 0 ? (prm.n_threads < 256 ? prm.n_threads : 256) : 1;
+    int nth = n_threads_of(&prm);
     if ((st = nb_pool_init(&pool, nth, 0))) goto out;
-    struct rtn_job rj = {path, group, prm.search, w, imp, n_out, n_in, blob, {NB_OK}};
+    struct rtn_job rj = {path, group, prm.search, w, f->imp, n_out, n_in, blob, {NB_OK}};
+    double t0 = nb_time_s();
     nb_pool_run(pool, rtn_rows, &rj);
+    if (stats) stats->seconds_search = nb_time_s() - t0;
     for (int i = 0; i < nth; i++)
         if (rj.st[i] && !st) st = rj.st[i];
     if (st) goto out;
-    if (stats) stats->loss_rtn = blob_loss(path, group, blob, w, n_out, n_in, H);
+    if (stats && H) stats->loss_rtn = blob_loss(path, group, blob, w, n_out, n_in, H);
+    t0 = nb_time_s();
     read_grids(path, blob, &pl, n_out * ng, grids);
-    if (!order_columns(H, n_in, prm.act_order, perm)) {
-        st = nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
-        goto out;
-    }
-    if (!inverse_factor(H, n_in, perm, prm.damp, u, dead)) {
-        st = nb_set_error(NB_ERR_INTERNAL, "gptq: the Hessian of [%lld, %lld] is not positive "
-                          "definite even dampened by %g", (long long)n_out, (long long)n_in,
-                          prm.damp * 100);
-        goto out;
-    }
     for (int64_t r = 0; r < n_out; r++)
         for (int64_t i = 0; i < n_in; i++)
-            wd[r * n_in + i] = dead[i] ? 0.0 : (double)w[r * n_in + perm[i]];
-    struct sweep s = {path, n_out, n_in, prm.block, perm, grids, ng, group, u, wd, q};
-    if ((st = run_sweep(&s, pool))) goto out;
+            wd[r * n_in + i] = f->dead[i] ? 0.0 : (double)w[r * n_in + f->perm[i]];
+    struct sweep s = {path, n_out, n_in, prm.block, f->perm, grids, ng, group, f->u, wd, err, q};
+    run_sweep(&s, pool);
     write_codes(blob, &pl, q, n_out * n_in);
-    if (stats) stats->loss = blob_loss(path, group, blob, w, n_out, n_in, H);
+    if (stats) stats->seconds_sweep = nb_time_s() - t0;
+    if (stats && H) stats->loss = blob_loss(path, group, blob, w, n_out, n_in, H);
 out:
-    free(imp), free(perm), free(dead), free(u), free(wd), free(q), free(grids);
+    free(wd), free(err), free(q), free(grids);
     nb_pool_free(pool);
+    return st;
+}
+
+enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, int64_t n_out,
+                                int64_t n_in, const double *H, const struct nb_gptq_params *p,
+                                void *blob, struct nb_gptq_stats *stats)
+{
+    struct nb_layout_planes pl;
+    if (path != NB_WPATH_W4A8 && path != NB_WPATH_W4A16)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: path %s is not an int4 path (w4a8, "
+                            "w4a16)", nb_wpath_name(path));
+    if (!nb_layout_planes(path, group, n_out, n_in, &pl) || n_in > INT32_MAX / 2)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: [%lld, %lld] does not fit %s with groups "
+                            "of %d", (long long)n_out, (long long)n_in, nb_wpath_name(path),
+                            group);
+    struct nb_gptq_factor f;
+    enum nb_status st = nb_gptq_factor_init(&f, H, n_in, p);
+    if (st) return st;
+    st = nb_gptq_quantize_factored(path, group, w, n_out, n_in, &f, H, p, blob, stats);
+    nb_gptq_factor_free(&f);
     return st;
 }

@@ -40,9 +40,11 @@ struct nb_gptq_params nb_gptq_default_params(void);
 
 /* The proxy loss tr(E H E^T), E = W - W^ (the layer's summed squared output error over
  * the calibration inputs H came from), of GPTQ's result and of round-to-nearest with
- * the same static groups. */
+ * the same static groups; and the seconds of the static groups' scale search and of the
+ * sweep. */
 struct nb_gptq_stats {
     double loss, loss_rtn;
+    double seconds_search, seconds_sweep;
 };
 
 /* Quantize w [n_out][n_in] (row-major f32) for an int4 path (w4a8 or w4a16) into
@@ -55,6 +57,30 @@ struct nb_gptq_stats {
 enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, int64_t n_out,
                                 int64_t n_in, const double *H, const struct nb_gptq_params *p,
                                 void *blob, struct nb_gptq_stats *stats);
+
+/* The part of GPTQ that depends on H alone, shared by the matrices that read the same
+ * input (q, k, v; gate, up): the sweep order, the dead columns, the upper Cholesky
+ * factor of the dampened H^-1 and diag(H) as the static groups' importance. */
+struct nb_gptq_factor {
+    int64_t n;
+    int64_t *perm; /* [n] the sweep order (act_order: by descending H_ii) */
+    uint8_t *dead; /* [n] in sweep order: a column no input reaches */
+    double *u;     /* [n][n] upper, in sweep order */
+    float *imp;    /* [n] diag(H), original order */
+};
+/* H [n][n] as above (not modified); p's damp and act_order are used (NULL: defaults).
+ * Errors: NB_ERR_NOMEM, NB_ERR_INTERNAL when H stays indefinite (as above). */
+enum nb_status nb_gptq_factor_init(struct nb_gptq_factor *f, const double *H, int64_t n,
+                                   const struct nb_gptq_params *p);
+void nb_gptq_factor_free(struct nb_gptq_factor *f);
+/* nb_gptq_quantize with the factor of its H (f->n == n_in, made with the same damp and
+ * act_order). H is only read for the losses of stats: NULL skips them (stats then only
+ * get the seconds). */
+enum nb_status nb_gptq_quantize_factored(enum nb_wpath path, int group, const float *w,
+                                         int64_t n_out, int64_t n_in,
+                                         const struct nb_gptq_factor *f, const double *H,
+                                         const struct nb_gptq_params *p, void *blob,
+                                         struct nb_gptq_stats *stats);
 
 /* tr(E H E^T) for E = w - wq, both [n_out][n_in] f32: the proxy loss above. */
 double nb_gptq_loss(const float *w, const float *wq, int64_t n_out, int64_t n_in,

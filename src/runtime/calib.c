@@ -151,17 +151,38 @@ struct hess {
     int64_t dim[NB_SITE_COUNT];
     double *buf;                   /* [chunk][widest dim] */
     struct nb_act_stats *stats;
+    int blas_threads;              /* BLAS threads for the products here */
+    double *t_hessian;             /* seconds spent here */
 };
 
-/* H[site] += X^T X (upper triangle), and the squared-activation sums. */
+/* H[site] += X^T X (upper triangle), and the squared-activation sums. In double (a
+ * float product per chunk was 2x faster, ~1.5 s a layer on the 1.7 B shape, but moved
+ * kjv-7m's GPTQ KL from 0.000705 to 0.000708). */
 static void accumulate(struct hess *g, enum nb_site site, int layer, const float *x, int n,
                        int64_t len)
 {
     if (n == 0) return;
+    double t0 = nb_time_s();
     for (int64_t i = 0; i < (int64_t)n * len; i++) g->buf[i] = x[i];
+    int blas = openblas_get_num_threads();
+    openblas_set_num_threads(g->blas_threads);
     cblas_dsyrk(CblasRowMajor, CblasUpper, CblasTrans, (int)len, n, 1.0, g->buf, (int)len, 1.0,
                 g->h[site], (int)len);
+    openblas_set_num_threads(blas);
     sum_squares(g->stats, site, layer, x, n, len);
+    *g->t_hessian += nb_time_s() - t0;
+}
+
+/* The calibration's float passes: f32 weights through BLAS (the engine's float GEMM is a
+ * dot product per row and token, built for decode). A nb_gemm_op for the context's
+ * threads, each on its own rows, so BLAS runs one thread per call during these passes. */
+static void gemm_f32_blas(const struct nb_gemm_args *a, int64_t r0, int64_t r1, float *scratch)
+{
+    (void)scratch;
+    const float *w = a->w;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, a->n_tok, (int)(r1 - r0), (int)a->n_in,
+                1.0f, a->x, (int)a->ldx, w + r0 * a->n_in, (int)a->n_in, 0.0f, a->y + r0,
+                (int)a->ldy);
 }
 
 /* The float pass of layer g->layer: its sites only. */
@@ -222,10 +243,16 @@ static double rel_rms(enum nb_wpath path, int group, const void *blob, const flo
     return ref > 0 ? sqrt(err / ref) : 0;
 }
 
-/* GPTQ one matrix into a prequant entry (X16 when asked and the shape allows). */
-static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path, int group,
-                               const struct nb_gptq_opts *o, const double *h,
-                               struct nb_prequant *pq)
+/* Seconds per phase of nb_gptq_model (logged at the end; per layer at debug level). */
+struct gptq_times {
+    double float_pass, hessian, factor, search, sweep, other, quant_pass;
+};
+
+/* GPTQ one matrix into a prequant entry (X16 when asked and the shape allows), with the
+ * factor of its input's Hessian. */
+static enum nb_status gptq_one(const struct nb_weight *w, const float *rows, enum nb_wpath path,
+                               int group, const struct nb_gptq_opts *o, const struct nb_gptq_factor *f,
+                               struct nb_prequant *pq, struct gptq_times *t)
 {
     struct nb_layout_planes pl;
     enum nb_status st;
@@ -233,9 +260,9 @@ static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path, in
         return nb_set_error(NB_ERR_INVALID_ARG, "gptq: a [%lld, %lld] matrix does not fit %s "
                             "with groups of %d", (long long)w->n_out, (long long)w->n_in,
                             nb_wpath_name(path), group);
-    const float *f;
-    float *conv;
-    if ((st = nb_weight_f32(w, &f, &conv))) return st;
+    const float *wf = rows; /* w as f32 rows when the caller has them */
+    float *conv = NULL;
+    if (!wf && (st = nb_weight_f32(w, &wf, &conv))) return st;
     void *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
     if (!blob) {
         free(conv);
@@ -246,10 +273,13 @@ static enum nb_status gptq_one(const struct nb_weight *w, enum nb_wpath path, in
     gp.search = o->search;
     gp.n_threads = o->n_threads > 0 ? o->n_threads : nb_cpu_count();
     if (o->damp > 0) gp.damp = o->damp;
-    /* no proxy-loss statistics: two more n_out x n_in^2 products, a minute on a large
-     * head; tests ask nb_gptq_quantize for them directly */
-    st = nb_gptq_quantize(path, group, f, w->n_out, w->n_in, h, &gp, blob, NULL);
-    if (!st) pq->rel_rms = rel_rms(path, group, blob, f, w->n_out, w->n_in);
+    /* no proxy-loss statistics (H NULL): two more n_out x n_in^2 products, a minute on a
+     * large head; tests ask nb_gptq_quantize for them directly */
+    struct nb_gptq_stats gs = {0};
+    st = nb_gptq_quantize_factored(path, group, wf, w->n_out, w->n_in, f, NULL, &gp, blob, &gs);
+    t->search += gs.seconds_search;
+    t->sweep += gs.seconds_sweep;
+    if (!st) pq->rel_rms = rel_rms(path, group, blob, wf, w->n_out, w->n_in);
     free(conv);
     enum nb_layout layout = NB_LAYOUT_ROWS;
     if (!st && o->layout == NB_LAYOUT_X16 && w->n_out % 16 == 0) {
@@ -288,7 +318,32 @@ struct gptq_run {
     struct nb_prequant *pq;
     struct nb_weight *saved; /* the replaced matrices, to restore */
     int n_pq;
+    struct gptq_times t;
+    struct nb_kernels kern_float; /* the machine's table, f32 GEMMs through BLAS */
+    const float *rows[N_SLOTS];   /* the current layer's matrices as f32 */
+    float *owned[N_SLOTS];        /* those converted here */
+    int64_t done, total;          /* progress: steps (a pass, a matrix) */
 };
+
+static void tick(struct gptq_run *r)
+{
+    r->done++;
+    if (r->o->progress) r->o->progress(r->done, r->total, r->o->user);
+}
+
+int nb_gptq_tokens(const struct nb_model *m, const struct nb_calib *cal, int asked)
+{
+    if (asked > 0) return cal->n < asked ? cal->n : asked;
+    int64_t per_layer = 0;
+    for (int slot = 0; m->cfg.n_layers > 0 && slot < N_SLOTS; slot++) {
+        const struct nb_weight *w = slot_weight(&m->layers[0], slot);
+        if (w->data) per_layer += w->n_out * w->n_in;
+    }
+    int64_t cap = per_layer > 0 ? NB_GPTQ_TOKEN_WORK / per_layer : cal->n;
+    cap = cap / cal->chunk * cal->chunk; /* whole chunks, at least one */
+    if (cap < cal->chunk) cap = cal->chunk;
+    return cal->n < cap ? cal->n : (int)cap;
+}
 
 /* Run layer l over every chunk: on a copy (observed: the float pass that sums the
  * Hessians) or in place (the quantized pass that feeds the next layer). */
@@ -309,17 +364,40 @@ static enum nb_status run_layer_all(struct gptq_run *r, int l, int in_place)
     return st;
 }
 
-/* Quantize one matrix with the Hessian of its site and put the result in the model. */
+/* GPTQ parameters for a site's factor (damp and act_order matter). */
+static struct nb_gptq_params factor_params(const struct nb_gptq_opts *o)
+{
+    struct nb_gptq_params gp = nb_gptq_default_params();
+    gp.act_order = o->act_order;
+    if (o->damp > 0) gp.damp = o->damp;
+    return gp;
+}
+
+/* Quantize one matrix with the factor of its site's Hessian; put the result in the model. */
 static enum nb_status quantize_in_place(struct gptq_run *r, struct nb_weight *w,
-                                        enum nb_wpath path, int group, const double *h)
+                                        const float *rows, enum nb_wpath path, int group,
+                                        const struct nb_gptq_factor *f)
 {
     struct nb_prequant *pq = &r->pq[r->n_pq];
-    enum nb_status st = gptq_one(w, path, group, r->o, h, pq);
+    double t0 = nb_time_s(), s0 = r->t.search + r->t.sweep;
+    enum nb_status st = gptq_one(w, rows, path, group, r->o, f, pq, &r->t);
+    r->t.other += nb_time_s() - t0 - (r->t.search + r->t.sweep - s0);
     if (st) return st;
     r->saved[r->n_pq++] = *w;
     *w = pq->q;
     pq->w = w;
     return NB_OK;
+}
+
+/* The factor of a site's Hessian (symmetrized first), timed. */
+static enum nb_status site_factor(struct gptq_run *r, int site, struct nb_gptq_factor *f)
+{
+    double t0 = nb_time_s();
+    symmetrize(r->g.h[site], r->g.dim[site]);
+    struct nb_gptq_params gp = factor_params(r->o);
+    enum nb_status st = nb_gptq_factor_init(f, r->g.h[site], r->g.dim[site], &gp);
+    r->t.factor += nb_time_s() - t0;
+    return st;
 }
 
 static enum nb_status gptq_layer(struct gptq_run *r, int l)
@@ -328,19 +406,67 @@ static enum nb_status gptq_layer(struct gptq_run *r, int l)
     enum nb_status st;
     for (int s = 0; s < NB_SITE_OUT_IN; s++)
         memset(r->g.h[s], 0, sizeof(double) * (size_t)(r->g.dim[s] * r->g.dim[s]));
+    /* the float pass on f32 copies of the layer's matrices (made once; GPTQ reads them
+     * too), with BLAS GEMMs, one BLAS thread per context thread */
+    double t0 = nb_time_s(), h0 = r->t.hessian;
+    struct nb_weight orig[N_SLOTS];
+    for (int slot = 0; slot < N_SLOTS; slot++) {
+        struct nb_weight *w = slot_weight(L, slot);
+        orig[slot] = *w;
+        r->rows[slot] = NULL;
+        if (!w->data) continue;
+        if ((st = nb_weight_f32(w, &r->rows[slot], &r->owned[slot]))) {
+            while (slot-- > 0) *slot_weight(L, slot) = orig[slot];
+            return st;
+        }
+        w->format = NB_WF_F32;
+        w->data = r->rows[slot];
+    }
+    int blas = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    nb_ctx_set_kernels(r->ctx, &r->kern_float);
     r->g.layer = l;
     st = run_layer_all(r, l, 0);
     r->g.layer = -1;
+    nb_ctx_set_kernels(r->ctx, NULL);
+    openblas_set_num_threads(blas);
+    for (int slot = 0; slot < N_SLOTS; slot++) *slot_weight(L, slot) = orig[slot];
+    r->t.float_pass += nb_time_s() - t0 - (r->t.hessian - h0);
     if (st) return st;
-    for (int s = 0; s < NB_SITE_OUT_IN; s++) symmetrize(r->g.h[s], r->g.dim[s]);
-    for (int slot = 0; slot < N_SLOTS; slot++) {
+    tick(r);
+    /* the slots of a site are adjacent: one factor per site */
+    struct nb_gptq_factor f = {0};
+    int site = -1;
+    for (int slot = 0; slot < N_SLOTS && !st; slot++) {
         struct nb_weight *w = slot_weight(L, slot);
-        if (r->o->recipe && r->o->recipe->bits[l][k_slot_class[slot]] != 4) continue;
-        if (w->data &&
-            (st = quantize_in_place(r, w, r->o->path, r->o->group, r->g.h[k_slot_site[slot]])))
-            return st;
+        if (!w->data) continue;
+        if (r->o->recipe && r->o->recipe->bits[l][k_slot_class[slot]] != 4) { /* quantize's */
+            tick(r);
+            continue;
+        }
+        if ((int)k_slot_site[slot] != site) {
+            nb_gptq_factor_free(&f);
+            site = (int)k_slot_site[slot];
+            if ((st = site_factor(r, site, &f))) break;
+        }
+        st = quantize_in_place(r, w, r->rows[slot], r->o->path, r->o->group, &f);
+        if (!st) tick(r);
     }
-    return run_layer_all(r, l, 1);
+    nb_gptq_factor_free(&f);
+    for (int slot = 0; slot < N_SLOTS; slot++) {
+        free(r->owned[slot]);
+        r->owned[slot] = NULL;
+    }
+    if (st) return st;
+    t0 = nb_time_s();
+    st = run_layer_all(r, l, 1);
+    r->t.quant_pass += nb_time_s() - t0;
+    if (!st) tick(r);
+    const struct gptq_times *t = &r->t;
+    NB_LOGD("gptq: after layer %d: float pass %.1f s, Hessians %.1f, factors %.1f, scale search "
+            "%.1f, sweep %.1f, other %.1f, quantized pass %.1f", l, t->float_pass, t->hessian,
+            t->factor, t->search, t->sweep, t->other, t->quant_pass);
+    return st;
 }
 
 /* The head's input: the final norm of every token; its Hessian and sums. */
@@ -358,10 +484,16 @@ static enum nb_status gptq_head(struct gptq_run *r)
                        m->cfg.norm_eps);
         accumulate(&r->g, NB_SITE_OUT_IN, -1, r->tmp, n, E);
     }
-    symmetrize(h, E);
-    if (r->o->head_path != NB_WPATH_W4A8 && r->o->head_path != NB_WPATH_W4A16) return NB_OK;
+    if (r->o->head_path != NB_WPATH_W4A8 && r->o->head_path != NB_WPATH_W4A16) {
+        symmetrize(h, E);
+        return NB_OK;
+    }
+    struct nb_gptq_factor f;
+    enum nb_status st = site_factor(r, NB_SITE_OUT_IN, &f);
     int group = r->o->recipe && r->o->recipe->head_group ? r->o->recipe->head_group : r->o->group;
-    return quantize_in_place(r, &r->m->output, r->o->head_path, group, h);
+    if (!st) st = quantize_in_place(r, &r->m->output, NULL, r->o->head_path, group, &f);
+    nb_gptq_factor_free(&f);
+    return st;
 }
 
 static enum nb_status gptq_setup(struct gptq_run *r, struct nb_act_stats *s)
@@ -372,6 +504,7 @@ static enum nb_status gptq_setup(struct gptq_run *r, struct nb_act_stats *s)
     int cap = c->n_layers * N_SLOTS + 1;
     r->g.layer = -1;
     r->g.stats = s;
+    r->g.t_hessian = &r->t.hessian;
     for (int i = 0; i < NB_SITE_COUNT; i++) {
         r->g.dim[i] = dims[i];
         r->g.h[i] = malloc(sizeof(double) * (size_t)(dims[i] * dims[i]));
@@ -379,6 +512,9 @@ static enum nb_status gptq_setup(struct gptq_run *r, struct nb_act_stats *s)
         if (!r->g.h[i]) return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for Hessians");
     }
     r->g.buf = malloc(sizeof(double) * (size_t)(r->cal->chunk * widest));
+    r->g.blas_threads = r->o->n_threads > 0 ? r->o->n_threads : nb_cpu_count();
+    r->kern_float = *nb_kernels_get();
+    r->kern_float.gemm[NB_WF_F32].run = gemm_f32_blas;
     r->xs = malloc(sizeof(float) * (size_t)((int64_t)r->cal->n * E));
     r->tmp = malloc(sizeof(float) * (size_t)((int64_t)r->cal->chunk * E));
     r->pq = calloc((size_t)cap, sizeof *r->pq);
@@ -406,20 +542,28 @@ enum nb_status nb_gptq_model(struct nb_model *m, const struct nb_calib *cal,
     if (o->path != NB_WPATH_W4A8 && o->path != NB_WPATH_W4A16)
         return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --gptq needs an int4 weight path "
                             "(w4a8, w4a16), not %s", nb_wpath_name(o->path));
-    struct gptq_run r = {.m = m, .cal = cal, .o = o};
+    struct nb_calib used = *cal;
+    used.n = nb_gptq_tokens(m, cal, o->max_tokens);
+    if (used.n < cal->n)
+        NB_LOGI("gptq: the first %d of %d calibration tokens (GPTQ's default cap for this "
+                "model; --calib-tokens overrides it)", used.n, cal->n);
+    struct gptq_run r = {.m = m, .cal = &used, .o = o};
     double t0 = nb_time_s();
     enum nb_status st = gptq_setup(&r, s);
     int L = m->cfg.n_layers;
-    for (int l = 0; l < L && st == NB_OK; l++) {
-        st = gptq_layer(&r, l);
-        if (o->progress) o->progress(l + 1, L + 1, o->user);
-    }
+    r.total = 1; /* the head */
+    for (int slot = 0; slot < N_SLOTS; slot++) r.total += slot_weight(&m->layers[0], slot)->data != 0;
+    r.total = (r.total - 1 + 2) * L + 1; /* per layer: the two passes and each matrix */
+    for (int l = 0; l < L && st == NB_OK; l++) st = gptq_layer(&r, l);
     if (st == NB_OK) st = gptq_head(&r);
-    if (st == NB_OK && o->progress) o->progress(L + 1, L + 1, o->user);
+    if (st == NB_OK) tick(&r);
     for (int i = r.n_pq - 1; i >= 0; i--) *(struct nb_weight *)r.pq[i].w = r.saved[i];
     if (st == NB_OK) {
-        NB_LOGI("gptq: %d matrices on %d calibration tokens in %.1f s", r.n_pq, cal->n,
-                nb_time_s() - t0);
+        const struct gptq_times *t = &r.t;
+        NB_LOGI("gptq: %d matrices on %d calibration tokens in %.1f s: float pass %.1f, "
+                "Hessians %.1f, factors %.1f, scale search %.1f, sweep %.1f, other %.1f, "
+                "quantized pass %.1f", r.n_pq, used.n, nb_time_s() - t0, t->float_pass,
+                t->hessian, t->factor, t->search, t->sweep, t->other, t->quant_pass);
         *out = r.pq;
         *n_out = r.n_pq;
         r.pq = NULL;
@@ -427,6 +571,7 @@ enum nb_status nb_gptq_model(struct nb_model *m, const struct nb_calib *cal,
     nb_prequant_free(r.pq, r.n_pq);
     nb_ctx_free(r.ctx);
     for (int i = 0; i < NB_SITE_COUNT; i++) free(r.g.h[i]);
+    for (int i = 0; i < N_SLOTS; i++) free(r.owned[i]);
     free(r.g.buf), free(r.xs), free(r.tmp), free(r.saved);
     return st;
 }

@@ -56,6 +56,7 @@ struct nb_gptq_opts {
     const struct nb_recipe *recipe; /* matrices it gives more than 4 bits are left to
                                        quantize; NULL: every matrix at 4 */
     int group, layout, search, act_order, n_threads;
+    int max_tokens;          /* --calib-tokens as asked (0: nb_gptq_tokens' default cap) */
     double damp;
     void (*progress)(int64_t done, int64_t total, void *user);
     void *user;
@@ -66,6 +67,13 @@ struct nb_gptq_opts {
  * feed the next; last the output head on the final norm's outputs. The model is
  * restored when this returns; *out (n_out entries) holds the blobs, and `s` the
  * squared-activation sums of the same passes (for matrices GPTQ leaves to quantize). */
+/* GPTQ's calibration tokens: the first `asked` (> 0), else at most NB_GPTQ_TOKEN_WORK /
+ * (weights of one layer), in whole chunks (at least one). The passes over a layer cost
+ * tokens x its weights, and a text larger than that budget makes them dominate: on the
+ * Qwen3-1.7B shape (50.3 M weights a layer) the cap is 2,560 tokens; kjv-7m (0.79 M)
+ * keeps its whole 27 k-token calibration text. */
+#define NB_GPTQ_TOKEN_WORK (INT64_C(1) << 37)
+int nb_gptq_tokens(const struct nb_model *m, const struct nb_calib *cal, int asked);
 enum nb_status nb_gptq_model(struct nb_model *m, const struct nb_calib *cal,
                              const struct nb_gptq_opts *o, struct nb_prequant **out, int *n_out,
                              struct nb_act_stats *s);

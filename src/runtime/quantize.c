@@ -453,6 +453,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
                                       .group = opts->group, .layout = nb_quantize_opts_layout(opts),
                                       .search = opts->search, .act_order = opts->act_order,
                                       .n_threads = opts->n_threads, .damp = opts->gptq_damp,
+                                      .max_tokens = opts->calib_tokens,
                                       .progress = opts->progress, .user = opts->user};
             st = nb_gptq_model(m, &cal, &go, &q.pre, &q.n_pre, &calib);
         } else {
