@@ -89,8 +89,9 @@ static int treat_group(enum treat t) { return t == T_G64 ? 64 : t == T_G32 ? 32 
 static int treat_keep(enum treat t) { return t == T_OUT4 ? 0 : t == T_OUT16 ? 1 : -1; }
 static int treat_alpha(enum treat t) { return t == T_SQ50 ? 0 : t == T_SQ75 ? 1 : -1; }
 
-enum wvar { W_F32, W_RTN, W_GPTQ, N_WVAR };
-static const char *const k_wvar_name[N_WVAR] = {"f32", "int4 RTN", "int4 GPTQ"};
+/* W_RTN_D32: RTN, with down at group 32 (end to end only) */
+enum wvar { W_F32, W_RTN, W_GPTQ, W_RTN_D32, N_WVAR };
+static const char *const k_wvar_name[N_WVAR] = {"f32", "int4 RTN", "int4 GPTQ", "int4 RTN, down g32"};
 
 /* ---------------------------------------------------------------- the model's pieces */
 
@@ -305,6 +306,11 @@ static enum nb_status prepare_rtn(struct lab *b, int group)
             size_t sz = sizeof(float) * (size_t)(w->n_out * w->n_in);
             b->wq[W_RTN][cl][l] = malloc(sz);
             st = int4_round_trip(b->w[cl][l], w->n_out, w->n_in, group, NULL, b->wq[W_RTN][cl][l]);
+            if (!st && cl == C_DOWN) {
+                b->wq[W_RTN_D32][cl][l] = malloc(sz);
+                st = int4_round_trip(b->w[cl][l], w->n_out, w->n_in, 32, NULL,
+                                     b->wq[W_RTN_D32][cl][l]);
+            }
             for (int a = 0; a < N_ALPHA && !st; a++) {
                 b->wsq[a][cl][l] = malloc(sz);
                 st = int4_round_trip(b->w[cl][l], w->n_out, w->n_in, group,
@@ -351,6 +357,7 @@ static const float *weights_for(const struct lab *b, enum wvar v, enum treat t, 
 {
     if (v == W_F32) return b->w[cl][l];
     if (v == W_RTN && treat_alpha(t) >= 0) return b->wsq[treat_alpha(t)][cl][l];
+    if (v == W_RTN_D32 && cl != C_DOWN) return b->wq[W_RTN][cl][l];
     return b->wq[v][cl][l];
 }
 
@@ -359,7 +366,7 @@ static const float *weights_for(const struct lab *b, enum wvar v, enum treat t, 
 static int wvar_ok(const struct lab *b, enum wvar v, enum treat t)
 {
     if (v == W_GPTQ) return b->wq[W_GPTQ][C_HEAD][0] && treat_alpha(t) < 0;
-    return 1;
+    return v != W_RTN_D32;
 }
 
 static double diff_sq(const float *a, const float *c, int64_t n)
@@ -540,6 +547,7 @@ static enum nb_status run_e2e(struct lab *b, const char *model, const int32_t *i
         {"f32 weights, sq.5", W_F32, T_SQ50, ALL_SITES},
         {"f32 weights, sq.75", W_F32, T_SQ75, ALL_SITES},
         {"RTN, exact", W_RTN, T_EXACT, 0},
+        {"RTN, g32 at ffn_mid, g128 elsewhere", W_RTN, T_G32, 0},
         {"RTN, g128", W_RTN, T_G128, ALL_SITES},
         {"RTN, g64", W_RTN, T_G64, ALL_SITES},
         {"RTN, g32", W_RTN, T_G32, ALL_SITES},
@@ -547,6 +555,8 @@ static enum nb_status run_e2e(struct lab *b, const char *model, const int32_t *i
         {"RTN, out4", W_RTN, T_OUT4, ALL_SITES},
         {"RTN, out16", W_RTN, T_OUT16, ALL_SITES},
         {"RTN, top4", W_RTN, T_TOP4, ALL_SITES},
+        {"RTN, down g32 (weights and its input), exact", W_RTN_D32, T_EXACT, 0},
+        {"RTN, down g32 (weights and its input), g128 elsewhere", W_RTN_D32, T_G32, 0},
         {"RTN(W*s .5), exact", W_RTN, T_SQ50, 0},
         {"RTN(W*s .5), sq.5", W_RTN, T_SQ50, ALL_SITES},
         {"RTN(W*s .75), exact", W_RTN, T_SQ75, 0},
