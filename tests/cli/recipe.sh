@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# nibble quantize --recipe / --bpw on kjv-7m: each recipe's widths land in the file
+# (tensor kinds and the header's table), the byte order speed < balanced < fidelity
+# holds, a budget stays within its bits per weight and gives the head or layers 8 bits
+# when it can, 4-bit embeddings run (greedy ids through the row gather), and bad
+# combinations are refused by name.
+set -u
+bin="${NIBBLE_BIN:?}"
+models="${NIBBLE_MODELS_DIR:-}"
+gguf="$models/kjv-7m/kjv-7m-f32.gguf"
+tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
+fail=0; pass=0
+ok() { if "$@"; then pass=$((pass+1)); else echo "FAIL: $*"; fail=$((fail+1)); fi; }
+py="${NIBBLE_PYTHON:-python3}"
+
+"$bin" quantize -m x --path w4a8 --recipe fastest -o "$tmp/a.nib" 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "fastest" "$tmp/err"
+"$bin" quantize -m x --path w4a8 --bpw 3 -o "$tmp/a.nib" 2>"$tmp/err"; ok test $? -eq 1
+
+if [ -f "$gguf" ]; then
+  "$bin" quantize -m "$gguf" --path w8a16 --recipe speed -o "$tmp/b.nib" 2>"$tmp/err"
+  ok test $? -eq 1; ok grep -q "need an int4 weight path" "$tmp/err"
+  "$bin" quantize -m "$gguf" --path w4a8 --bpw 5 --head 8 -o "$tmp/b.nib" 2>"$tmp/err"
+  ok test $? -eq 1; ok grep -q "drop --recipe, --head and --embd" "$tmp/err"
+  "$bin" quantize -m "$gguf" --path w4a8 --bpw 4.01 -o "$tmp/b.nib" 2>"$tmp/err"
+  ok test $? -eq 1; ok grep -q "below the all-4-bit build" "$tmp/err"
+  for r in speed balanced fidelity; do
+    "$bin" quantize -m "$gguf" --path w4a8 --recipe $r -t 2 -q -o "$tmp/$r.nib" >"$tmp/$r.out" \
+      2>/dev/null; ok test $? -eq 0
+    ok grep -q "recipe $r" "$tmp/$r.out"
+    "$bin" inspect --json "$tmp/$r.nib" > "$tmp/$r.json" 2>/dev/null; ok test $? -eq 0
+    "$bin" run -m "$tmp/$r.nib" --ids 1,1046,261,2074 -n 8 --print-ids -t 1 >"$tmp/$r.ids" \
+      2>/dev/null; ok test $? -eq 0
+  done
+  "$bin" quantize -m "$gguf" --path w4a8 --bpw 5 -t 2 -q -o "$tmp/bpw.nib" >/dev/null 2>&1
+  ok test $? -eq 0
+  "$bin" inspect --json "$tmp/bpw.nib" > "$tmp/bpw.json" 2>/dev/null
+  ok "$py" - "$tmp" <<'PY'
+import json, sys
+d = sys.argv[1]
+f = {r: json.load(open(f"{d}/{r}.json")) for r in ("speed", "balanced", "fidelity", "bpw")}
+def kinds(j):
+    return {t["name"]: t for t in j["tensors"]}
+def kind(j, name):
+    t = kinds(j)[name]
+    return t.get("path") or t.get("kind")
+sizes = {r: j["bytes"] for r, j in f.items()}
+bits = {r: j["header"]["recipe"]["bits"] for r, j in f.items()}
+print(sizes, {r: (b["head"], b["embeddings"], b["v"], b["down"]) for r, b in bits.items()})
+ok = sizes["speed"] < sizes["balanced"] < sizes["fidelity"]
+ok &= bits["balanced"]["head_group"] == 32 and bits["balanced"]["embeddings_group"] == 64
+ok &= bits["fidelity"]["head"] == 8 and bits["fidelity"]["v"] == 8 and bits["fidelity"]["down"] == 8
+ok &= "w8a16" in json.dumps(kinds(f["fidelity"])["blk.0.attn_v.weight"])
+ok &= "w4a16" in json.dumps(kinds(f["speed"])["token_embd.weight"])
+# the budget: within 5 bits per weight over its quantized matrices, something at 8 bits
+b = bits["bpw"]
+wide = [k for k, v in b.items() if v == 8 or (isinstance(v, list) and 8 in v)]
+mat = [t for t in f["bpw"]["tensors"] if len(t.get("shape", [])) == 2]
+nbytes = sum(t["bytes"] for t in mat)
+params = sum(t["shape"][0] * t["shape"][1] for t in mat)
+print("bpw build:", 8 * nbytes / params, "bits per weight; wider:", wide)
+ok &= 8 * nbytes / params <= 5.0 and len(wide) > 0
+sys.exit(0 if ok else 1)
+PY
+fi
+echo "recipe: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
