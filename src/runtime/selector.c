@@ -540,9 +540,9 @@ struct fidelity_record {
 };
 static const struct fidelity_record k_fidelity[] = {
     {NB_PRIORITY_BALANCED, "w4a8, recipe balanced, GPTQ", 6, 0.000916, 4546432},
-    {NB_PRIORITY_SPEED, "w4a8, recipe speed, no GPTQ", 2, 0.003483, 4447872},
-    {NB_PRIORITY_FIDELITY, "w4a16, recipe fidelity, GPTQ", 0, 0, 0},
-    {NB_PRIORITY_MEMORY, "w4a8, recipe speed, GPTQ", 0, 0, 0},
+    {NB_PRIORITY_SPEED, "w4a8, recipe speed, no GPTQ", 3, 0.003549, 4464256},
+    {NB_PRIORITY_FIDELITY, "w4a16, recipe fidelity, GPTQ", 5, 0.000127, 6467072},
+    {NB_PRIORITY_MEMORY, "w4a8, recipe speed, GPTQ", 3, 0.001154, 4464448},
 };
 
 static void set_recipe(struct nb_choice *c, enum nb_priority priority)
