@@ -339,6 +339,20 @@ void nb_gptq_factor_free(struct nb_gptq_factor *f)
     memset(f, 0, sizeof *f);
 }
 
+/* An int4 path and a shape that fits it in groups of `group`. */
+static enum nb_status check_shape(enum nb_wpath path, int group, int64_t n_out, int64_t n_in,
+                                  struct nb_layout_planes *pl)
+{
+    if (path != NB_WPATH_W4A8 && path != NB_WPATH_W4A16)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: path %s is not an int4 path (w4a8, "
+                            "w4a16)", nb_wpath_name(path));
+    if (!nb_layout_planes(path, group, n_out, n_in, pl) || n_in > INT32_MAX / 2)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: [%lld, %lld] does not fit %s with groups "
+                            "of %d", (long long)n_out, (long long)n_in, nb_wpath_name(path),
+                            group);
+    return NB_OK;
+}
+
 enum nb_status nb_gptq_quantize_factored(enum nb_wpath path, int group, const float *w,
                                          int64_t n_out, int64_t n_in,
                                          const struct nb_gptq_factor *f, const double *H,
@@ -347,18 +361,12 @@ enum nb_status nb_gptq_quantize_factored(enum nb_wpath path, int group, const fl
 {
     struct nb_gptq_params prm = p ? *p : nb_gptq_default_params();
     struct nb_layout_planes pl;
-    if (path != NB_WPATH_W4A8 && path != NB_WPATH_W4A16)
-        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: path %s is not an int4 path (w4a8, "
-                            "w4a16)", nb_wpath_name(path));
-    if (!nb_layout_planes(path, group, n_out, n_in, &pl) || n_in > INT32_MAX / 2)
-        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: [%lld, %lld] does not fit %s with groups "
-                            "of %d", (long long)n_out, (long long)n_in, nb_wpath_name(path),
-                            group);
+    enum nb_status st;
+    if ((st = check_shape(path, group, n_out, n_in, &pl))) return st;
     if (f->n != n_in)
         return nb_set_error(NB_ERR_INVALID_ARG, "gptq: a factor of %lld columns for [%lld, %lld]",
                             (long long)f->n, (long long)n_out, (long long)n_in);
     if (prm.block <= 0) prm.block = 128;
-    enum nb_status st = NB_OK;
     struct nb_pool *pool = NULL;
     int64_t ng = n_in / group;
     double *wd = malloc(sizeof(double) * (size_t)(n_out * n_in));
@@ -402,15 +410,10 @@ enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, i
                                 void *blob, struct nb_gptq_stats *stats)
 {
     struct nb_layout_planes pl;
-    if (path != NB_WPATH_W4A8 && path != NB_WPATH_W4A16)
-        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: path %s is not an int4 path (w4a8, "
-                            "w4a16)", nb_wpath_name(path));
-    if (!nb_layout_planes(path, group, n_out, n_in, &pl) || n_in > INT32_MAX / 2)
-        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: [%lld, %lld] does not fit %s with groups "
-                            "of %d", (long long)n_out, (long long)n_in, nb_wpath_name(path),
-                            group);
+    enum nb_status st;
+    if ((st = check_shape(path, group, n_out, n_in, &pl))) return st;
     struct nb_gptq_factor f;
-    enum nb_status st = nb_gptq_factor_init(&f, H, n_in, p);
+    st = nb_gptq_factor_init(&f, H, n_in, p);
     if (st) return st;
     st = nb_gptq_quantize_factored(path, group, w, n_out, n_in, &f, H, p, blob, stats);
     nb_gptq_factor_free(&f);
