@@ -69,7 +69,7 @@ int nb_layout_planes_x(enum nb_wpath p, enum nb_layout layout, int group, int64_
     if (layout == NB_LAYOUT_ROWS) return nb_layout_planes(p, group, n_out, n_in, o);
     memset(o, 0, sizeof *o);
     if (layout != NB_LAYOUT_X16) return 0;
-    if (p != NB_WPATH_W4A8 && p != NB_WPATH_W4A16) return 0;
+    if (!nb_wpath_is_int4(p)) return 0;
     if (n_out % 16 || n_in % 8) return 0;
     return nb_layout_planes(p, group, n_out, n_in, o);
 }

@@ -71,6 +71,11 @@ enum nb_layout { NB_LAYOUT_ROWS = 1, NB_LAYOUT_X16 = 2 };
 
 /* "f32", "bf16", "w8a16", "w4a16", "w4a8". */
 const char *nb_wpath_name(enum nb_wpath p);
+/* w4a8 or w4a16: the int4 grids (groups along K, the X16 layout, GPTQ, recipes). */
+static inline int nb_wpath_is_int4(enum nb_wpath p)
+{
+    return p == NB_WPATH_W4A8 || p == NB_WPATH_W4A16;
+}
 /* Returns 1 and sets *out for a known name, else 0. */
 int nb_wpath_from_name(const char *name, enum nb_wpath *out);
 

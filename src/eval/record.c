@@ -57,7 +57,7 @@ static int head_bits_of(const char *file)
     const cJSON *h = cJSON_GetObjectItemCaseSensitive(nb_nib_header(n), "head");
     enum nb_wpath p;
     if (cJSON_IsString(h) && nb_wpath_from_name(h->valuestring, &p))
-        bits = p == NB_WPATH_W4A8 || p == NB_WPATH_W4A16 ? 4
+        bits = nb_wpath_is_int4(p) ? 4
                : p == NB_WPATH_W8A16                     ? 8
                : p == NB_WPATH_BF16                      ? 16
                                                          : 32;

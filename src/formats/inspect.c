@@ -43,7 +43,7 @@ static cJSON *nib_doc(const struct nb_nib *n)
                                 t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path));
         cJSON_AddItemToObject(e, "shape", shape_json(t->shape, t->n_dims));
         int int4 =
-            t->kind != NB_NIB_BLOB && (t->path == NB_WPATH_W4A8 || t->path == NB_WPATH_W4A16);
+            t->kind != NB_NIB_BLOB && nb_wpath_is_int4(t->path);
         if (int4) {
             cJSON_AddNumberToObject(e, "group", t->group);
             cJSON_AddStringToObject(e, "layout", t->layout == NB_LAYOUT_X16 ? "x16" : "rows");

@@ -385,7 +385,7 @@ static enum nb_status write_to(struct nb_nib_writer *w, cJSON *header, struct nb
         cJSON_AddStringToObject(e, "name", t->name);
         cJSON_AddStringToObject(e, "kind", t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path));
         cJSON_AddItemToObject(e, "shape", shape);
-        if (t->kind == NB_NIB_PACKED && (t->path == NB_WPATH_W4A8 || t->path == NB_WPATH_W4A16)) {
+        if (t->kind == NB_NIB_PACKED && nb_wpath_is_int4(t->path)) {
             cJSON_AddNumberToObject(e, "group", t->group);
             cJSON_AddNumberToObject(e, "layout", t->layout);
         }

@@ -343,7 +343,7 @@ void nb_gptq_factor_free(struct nb_gptq_factor *f)
 static enum nb_status check_shape(enum nb_wpath path, int group, int64_t n_out, int64_t n_in,
                                   struct nb_layout_planes *pl)
 {
-    if (path != NB_WPATH_W4A8 && path != NB_WPATH_W4A16)
+    if (!nb_wpath_is_int4(path))
         return nb_set_error(NB_ERR_INVALID_ARG, "gptq: path %s is not an int4 path (w4a8, "
                             "w4a16)", nb_wpath_name(path));
     if (!nb_layout_planes(path, group, n_out, n_in, pl) || n_in > INT32_MAX / 2)

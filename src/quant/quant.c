@@ -418,7 +418,7 @@ static enum nb_status check_shape(enum nb_wpath path, int group, int64_t n_out, 
     if (n_out <= 0 || n_in <= 0 || n_out > ((int64_t)1 << 31) || n_in > ((int64_t)1 << 31))
         return nb_set_error(NB_ERR_INVALID_ARG, "%s: matrix shape %lld x %lld is out of range",
                             name, (long long)n_out, (long long)n_in);
-    if (path == NB_WPATH_W4A8 || path == NB_WPATH_W4A16) {
+    if (nb_wpath_is_int4(path)) {
         if (group != 32 && group != 64 && group != 128)
             return nb_set_error(NB_ERR_INVALID_ARG,
                                 "%s: group size %d is not supported (32, 64 or 128)", name, group);

@@ -41,7 +41,7 @@ enum nb_status nb_repack_x16(enum nb_wpath p, int group, const void *rows_blob, 
                              int64_t n_out, int64_t n_in, int64_t rows_per_step)
 {
     struct nb_layout_planes pl, px;
-    if (p != NB_WPATH_W4A8 && p != NB_WPATH_W4A16)
+    if (!nb_wpath_is_int4(p))
         return nb_set_error(NB_ERR_INVALID_ARG, "repack: %s has no X16 layout", nb_wpath_name(p));
     if (!nb_layout_planes(p, group, n_out, n_in, &pl) ||
         !nb_layout_planes_x(p, NB_LAYOUT_X16, group, n_out, n_in, &px))

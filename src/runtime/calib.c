@@ -66,6 +66,15 @@ enum nb_status nb_act_stats_init(struct nb_act_stats *s, const struct nb_config 
     return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for calibration sums");
 }
 
+void nb_act_importance(const double *sum, int64_t n, int64_t n_tokens, float *out)
+{
+    double mean = 0;
+    for (int64_t i = 0; i < n; i++) mean += sum[i];
+    mean /= (double)n * (double)n_tokens;
+    for (int64_t i = 0; i < n; i++)
+        out[i] = (float)(sum[i] / (double)n_tokens + 1e-3 * mean + 1e-12);
+}
+
 void nb_act_stats_free(struct nb_act_stats *s)
 {
     free(s->attn_in), free(s->attn_out), free(s->ffn_in), free(s->ffn_mid), free(s->out_in);
@@ -484,7 +493,7 @@ static enum nb_status gptq_head(struct gptq_run *r)
                        m->cfg.norm_eps);
         accumulate(&r->g, NB_SITE_OUT_IN, -1, r->tmp, n, E);
     }
-    if (r->o->head_path != NB_WPATH_W4A8 && r->o->head_path != NB_WPATH_W4A16) {
+    if (!nb_wpath_is_int4(r->o->head_path)) {
         symmetrize(h, E);
         return NB_OK;
     }
@@ -539,7 +548,7 @@ enum nb_status nb_gptq_model(struct nb_model *m, const struct nb_calib *cal,
 {
     *out = NULL;
     *n_out = 0;
-    if (o->path != NB_WPATH_W4A8 && o->path != NB_WPATH_W4A16)
+    if (!nb_wpath_is_int4(o->path))
         return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --gptq needs an int4 weight path "
                             "(w4a8, w4a16), not %s", nb_wpath_name(o->path));
     struct nb_calib used = *cal;

@@ -35,6 +35,10 @@ struct nb_act_stats {
     int64_t n_tokens;
 };
 enum nb_status nb_act_stats_init(struct nb_act_stats *s, const struct nb_config *c);
+/* The importance of n input channels from their sums over n_tokens (n_tokens > 0): the
+ * mean squared activation, with a floor of 1e-3 of the channels' mean so that a silent
+ * channel is not ignored. */
+void nb_act_importance(const double *sum, int64_t n, int64_t n_tokens, float *out);
 void nb_act_stats_free(struct nb_act_stats *s);
 /* The float model over the calibration chunks, summing squared activations. */
 enum nb_status nb_calib_stats(const struct nb_model *m, const struct nb_calib *cal, int n_threads,

@@ -81,10 +81,6 @@ struct qctx {
     struct nb_recipe rc; /* the widths (int4 paths) */
 };
 
-static int is_int4(enum nb_wpath p)
-{
-    return p == NB_WPATH_W4A8 || p == NB_WPATH_W4A16;
-}
 
 static enum nb_status keep(struct qctx *q, void *p)
 {
@@ -162,7 +158,7 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
     if (pq && nb_wformat_info(pq->q.format)->path == path && pq->q.group == group)
         return add_prequant(q, name, pq, linear);
     if (!nb_layout_planes(path, group, w->n_out, w->n_in, &pl)) {
-        if ((path == NB_WPATH_W4A8 || path == NB_WPATH_W4A16) && w->n_in % group)
+        if (nb_wpath_is_int4(path) && w->n_in % group)
             return nb_set_error(NB_ERR_INVALID_ARG, "quantize: tensor '%s': K=%lld is not a "
                                 "multiple of the group size %d", name, (long long)w->n_in, group);
         return nb_set_error(NB_ERR_INVALID_ARG, "quantize: tensor '%s' [%lld, %lld] does not fit "
@@ -200,7 +196,7 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
     /* int4 weights go to disk in the layout the fast kernels read (X16: 16 output rows
      * interleaved); the same plane sizes, another byte order. */
     int layout = NB_LAYOUT_ROWS;
-    if (!st && linear && q->layout == NB_LAYOUT_X16 && is_int4(path) && w->n_out % 16 == 0) {
+    if (!st && linear && q->layout == NB_LAYOUT_X16 && nb_wpath_is_int4(path) && w->n_out % 16 == 0) {
         void *x16 = NULL;
         if (posix_memalign(&x16, NB_LAYOUT_ALIGN, (size_t)pl.total) != 0) {
             st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for '%s'", name);
@@ -243,7 +239,7 @@ static enum nb_status add_vector(struct qctx *q, const char *name, const float *
  * (default 8: w8a16) and --embd (default 8) around the one path. */
 static enum nb_wpath head_path(const struct nb_quantize_opts *o, const struct nb_recipe *rc)
 {
-    if (is_int4(o->path)) return nb_recipe_path(o->path, rc->head_bits);
+    if (nb_wpath_is_int4(o->path)) return nb_recipe_path(o->path, rc->head_bits);
     if (o->path == NB_WPATH_F32 || o->path == NB_WPATH_BF16) return o->path;
     switch (o->head_bits) {
     case 4: return o->path == NB_WPATH_W8A16 ? NB_WPATH_W4A16 : o->path;
@@ -254,7 +250,7 @@ static enum nb_wpath head_path(const struct nb_quantize_opts *o, const struct nb
 
 static enum nb_wpath embd_path(const struct nb_quantize_opts *o, const struct nb_recipe *rc)
 {
-    if (is_int4(o->path)) /* not a GEMM: the finer asymmetric grid at 4 bits */
+    if (nb_wpath_is_int4(o->path)) /* not a GEMM: the finer asymmetric grid at 4 bits */
         return rc->embd_bits == 4 ? NB_WPATH_W4A16 : nb_recipe_path(o->path, rc->embd_bits);
     if (o->path == NB_WPATH_F32 || o->path == NB_WPATH_BF16) return o->path;
     return o->embd_bits == 16 ? NB_WPATH_BF16 : o->embd_bits == 4 ? NB_WPATH_W4A16 : NB_WPATH_W8A16;
@@ -265,11 +261,7 @@ static enum nb_wpath embd_path(const struct nb_quantize_opts *o, const struct nb
 static const float *importance(struct qctx *q, const double *sum, int64_t n)
 {
     if (!q->stats || !sum || q->stats->n_tokens <= 0) return NULL;
-    double mean = 0;
-    for (int64_t i = 0; i < n; i++) mean += sum[i];
-    mean /= (double)n * (double)q->stats->n_tokens;
-    for (int64_t i = 0; i < n; i++) /* a floor keeps silent channels from being ignored */
-        q->imp[i] = (float)(sum[i] / (double)q->stats->n_tokens + 1e-3 * mean + 1e-12);
+    nb_act_importance(sum, n, q->stats->n_tokens, q->imp);
     return q->imp;
 }
 
@@ -344,7 +336,7 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddStringToObject(src, "xxh3", hex);
     cJSON *r = cJSON_AddObjectToObject(h, "recipe");
     cJSON_AddStringToObject(r, "scale_search", o->search ? "weighted-mse" : "absmax");
-    if (is_int4(o->path)) cJSON_AddItemToObject(r, "bits", nb_recipe_to_json(rc));
+    if (nb_wpath_is_int4(o->path)) cJSON_AddItemToObject(r, "bits", nb_recipe_to_json(rc));
     if (o->calib_path) {
         cJSON_AddStringToObject(r, "calib", o->calib_path);
         if (o->calib_tokens > 0) cJSON_AddNumberToObject(r, "calib_tokens", o->calib_tokens);
@@ -368,13 +360,11 @@ static enum nb_status start_recipe(struct qctx *q, const struct nb_model *m,
                                    const struct nb_quantize_opts *o)
 {
     int L = m->cfg.n_layers;
-    if (!is_int4(o->path)) {
+    if (!nb_wpath_is_int4(o->path)) {
         if (o->recipe || o->bpw > 0)
             return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --recipe and --bpw need an int4 "
                                 "weight path (w4a8, w4a16), not %s", nb_wpath_name(o->path));
-        enum nb_status st = nb_recipe_named(NULL, L, &q->rc);
-        q->rc.head_group = q->rc.embd_group = 0;
-        return st;
+        return nb_recipe_named(NULL, L, &q->rc);
     }
     if (o->bpw > 0 && (o->recipe || o->head_bits || o->embd_bits))
         return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --bpw chooses every width itself: "
@@ -382,8 +372,9 @@ static enum nb_status start_recipe(struct qctx *q, const struct nb_model *m,
     enum nb_status st = nb_recipe_named(o->bpw > 0 ? "balanced" : o->recipe, L, &q->rc);
     if (st) return st;
     /* a recipe's finer groups, never coarser than the build's, and only where they fit */
-    if (q->rc.head_group >= o->group || m->cfg.n_embd % q->rc.head_group) q->rc.head_group = 0;
-    if (q->rc.embd_group >= o->group || m->cfg.n_embd % q->rc.embd_group) q->rc.embd_group = 0;
+    int *finer[2] = {&q->rc.head_group, &q->rc.embd_group};
+    for (int i = 0; i < 2; i++)
+        if (*finer[i] && (*finer[i] >= o->group || m->cfg.n_embd % *finer[i])) *finer[i] = 0;
     size_t n = strlen(q->rc.name);
     if (o->head_bits && o->head_bits != q->rc.head_bits) {
         q->rc.head_bits = (uint8_t)o->head_bits;
@@ -462,11 +453,11 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
         if (st) goto fail;
         q.stats = &calib;
     }
-    if (is_int4(opts->path) && opts->bpw > 0 &&
+    if (nb_wpath_is_int4(opts->path) && opts->bpw > 0 &&
         (st = nb_recipe_budget(m, opts->path, opts->group, opts->bpw, q.stats, opts->n_threads,
                                &q.rc)))
         goto fail;
-    if (is_int4(opts->path)) {
+    if (nb_wpath_is_int4(opts->path)) {
         snprintf(res->recipe, sizeof res->recipe, "%s", q.rc.name);
         nb_recipe_table(&q.rc, res->recipe_table, sizeof res->recipe_table);
     }

@@ -21,7 +21,6 @@ const char *nb_tclass_name(enum nb_tclass c)
 static void fill(struct nb_recipe *r, const char *name, int n_layers, int bits)
 {
     memset(r, 0, sizeof *r);
-    r->head_group = r->embd_group = NB_QUANT_GROUP_MAX; /* none finer than the build's */
     snprintf(r->name, sizeof r->name, "%s", name);
     r->n_layers = n_layers;
     memset(r->bits, bits, sizeof r->bits);
@@ -61,7 +60,7 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
 
 enum nb_wpath nb_recipe_path(enum nb_wpath path, int bits)
 {
-    if (path != NB_WPATH_W4A8 && path != NB_WPATH_W4A16) return path; /* one width */
+    if (!nb_wpath_is_int4(path)) return path; /* one width */
     return bits == 16 ? NB_WPATH_BF16 : bits == 8 ? NB_WPATH_W8A16 : path;
 }
 
@@ -91,13 +90,7 @@ static enum nb_status unit_error(struct unit *u, enum nb_wpath path, int64_t n_t
     enum nb_status st = nb_weight_f32(w, &f, &owned);
     if (st) return st;
     int64_t K = w->n_in;
-    if (u->sum) {
-        double mean = 0;
-        for (int64_t i = 0; i < K; i++) mean += u->sum[i];
-        mean /= (double)K * (double)n_tok;
-        for (int64_t i = 0; i < K; i++)
-            imp[i] = (float)(u->sum[i] / (double)n_tok + 1e-3 * mean + 1e-12);
-    }
+    if (u->sum) nb_act_importance(u->sum, K, n_tok, imp);
     const float *ip = u->sum ? imp : NULL;
     double err = 0, ref = 0;
     int64_t step = w->n_out > SAMPLE_ROWS ? w->n_out / SAMPLE_ROWS : 1;
@@ -124,7 +117,6 @@ struct err_job {
     struct unit *u;
     int n;
     enum nb_wpath path;
-    int group;
     int64_t n_tok, widest;
     enum nb_status st[64];
 };
@@ -174,14 +166,14 @@ static int list_units(const struct nb_model *m, const struct nb_act_stats *s, st
             s ? s->ffn_in + l * E : NULL,  s ? s->ffn_in + l * E : NULL,
             s ? s->ffn_mid + l * F : NULL};
         for (int k = 0; k < NB_TC_LAYER_COUNT; k++)
-            u[n++] = (struct unit){.w = w[k], .sum = sum[k], .bits = &r->bits[l][k]};
+            u[n++] = (struct unit){.w = w[k], .sum = sum[k], .bits = &r->bits[l][k],
+                                   .group = group};
     }
-    u[n++] = (struct unit){.w = &m->output, .sum = s ? s->out_in : NULL, .bits = &r->head_bits};
-    u[n++] = (struct unit){.w = &m->tok_embd, .bits = &r->embd_bits, .gather = 1};
-    u[n - 2].group = r->head_group ? r->head_group : group;
-    u[n - 1].group = r->embd_group ? r->embd_group : group;
+    u[n++] = (struct unit){.w = &m->output, .sum = s ? s->out_in : NULL, .bits = &r->head_bits,
+                           .group = r->head_group ? r->head_group : group};
+    u[n++] = (struct unit){.w = &m->tok_embd, .bits = &r->embd_bits, .gather = 1,
+                           .group = r->embd_group ? r->embd_group : group};
     for (int i = 0; i < n; i++) {
-        if (!u[i].group) u[i].group = group;
         u[i].bytes4 = bytes_of(u[i].gather ? NB_WPATH_W4A16 : path, u[i].group, u[i].w);
         u[i].bytes8 = bytes_of(NB_WPATH_W8A16, 0, u[i].w);
     }
@@ -193,9 +185,6 @@ enum nb_status nb_recipe_budget(const struct nb_model *m, enum nb_wpath path, in
                                 struct nb_recipe *r)
 {
     const struct nb_config *c = &m->cfg;
-    if (path != NB_WPATH_W4A8 && path != NB_WPATH_W4A16)
-        return nb_set_error(NB_ERR_INVALID_ARG, "--bpw needs an int4 weight path (w4a8, w4a16), "
-                            "not %s", nb_wpath_name(path));
     enum nb_status st = NB_OK;
     snprintf(r->name, sizeof r->name, "bpw %.2f", bpw);
     int cap = c->n_layers * NB_TC_LAYER_COUNT + 2;
@@ -236,7 +225,7 @@ enum nb_status nb_recipe_budget(const struct nb_model *m, enum nb_wpath path, in
         st = nb_set_error(NB_ERR_NOMEM, "recipe: out of memory");
         goto done;
     }
-    *j = (struct err_job){.u = u, .n = n, .path = path, .group = group,
+    *j = (struct err_job){.u = u, .n = n, .path = path,
                           .n_tok = s ? s->n_tokens : 1, .widest = widest};
     int nth = nb_pool_size(pool) < 64 ? nb_pool_size(pool) : 64;
     nb_pool_run_n(pool, err_worker, j, nth);

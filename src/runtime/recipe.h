@@ -16,7 +16,7 @@
  *
  * 4-bit embeddings always use the asymmetric w4a16 grid: they are a row gather, not a
  * GEMM, so the build's activation type does not matter to them. And a budget
- * (`--bpw B`): start from speed, measure each matrix's output error at 4
+ * (`--bpw B`): start from balanced, measure each matrix's output error at 4
  * bits on the calibration activations (or on the weights alone), and move matrices to 8
  * bits, most error per extra byte first, while the whole (embeddings + linear + head)
  * stays within B bits per weight. The resolved table is printed by quantize and stored
@@ -53,9 +53,10 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
 enum nb_wpath nb_recipe_path(enum nb_wpath path, int bits);
 
 struct nb_act_stats;
-/* The budget recipe: see above. `stats` (may be NULL) weights the error by each input
- * channel's mean squared activation. NB_ERR_INVALID_ARG when even the all-4-bit build
- * is over the budget (the message names the smallest budget possible). */
+/* The budget recipe: see above. r holds the start (its head and embedding groups
+ * resolved) and gets the result; `path` is an int4 path. `stats` (may be NULL) weights
+ * the error by each input channel's mean squared activation. NB_ERR_INVALID_ARG when
+ * even the start is over the budget (the message names its bits per weight). */
 enum nb_status nb_recipe_budget(const struct nb_model *m, enum nb_wpath path, int group,
                                 double bpw, const struct nb_act_stats *stats,
                                 int n_threads, struct nb_recipe *r);
