@@ -447,8 +447,8 @@ struct nb_quantize_params {
     int act_order;         /* GPTQ sweeps columns by descending activation energy */
     double gptq_damp;      /* GPTQ dampening, a fraction of mean diag H (0: 0.01) */
     /* int4 paths: how many bits each matrix gets. A named recipe: "speed" (all 4-bit,
-     * head and embeddings too), "balanced" (all 4-bit, finer head and embedding groups), "fidelity" (v, down, head,
-     * embeddings at 8), "uniform" (NULL: the layers at 4, head and embeddings at 8);
+     * head and embeddings too), "balanced" (all 4-bit, finer head and embedding
+     * groups), "fidelity" (v, down, head, embeddings at 8), "uniform" (NULL: the layers at 4, head and embeddings at 8);
      * head_bits / embd_bits override its head and embeddings. Or, with bpw > 0, a
      * budget: matrices go from 4 to 8 bits, most measured error per byte first, while
      * the quantized matrices stay within bpw bits per weight (no recipe, head_bits or
