@@ -87,12 +87,17 @@ NB_API void nb_model_get_info(const struct nb_model *model, struct nb_model_info
 
 struct nb_ctx;
 
+/* The KV cache is one pool of blocks (32 tokens) per context, shared by its sequences:
+ * a sequence takes blocks as it grows and returns them when cleared or truncated, and
+ * sliding-window layers keep only the blocks their window reads. */
 struct nb_ctx_params {
-    int n_ctx;     /* tokens of KV cache per sequence (0: min(model's, 4096)) */
+    int n_ctx;     /* most tokens of one sequence (0: min(model's, 4096)) */
     int n_seq;     /* independent sequences sharing the weights (default 1) */
     int n_batch;   /* max tokens per forward call chunk (default 512) */
     int n_threads; /* 0: all online cores */
     int pin;       /* bind thread i to core i */
+    int64_t n_ctx_total; /* tokens the KV pool holds for all sequences together
+                            (0: n_seq * n_ctx, every sequence can fill its context) */
 };
 NB_API struct nb_ctx_params nb_ctx_default_params(void);
 
@@ -124,6 +129,19 @@ NB_API void nb_ctx_clear_seq(struct nb_ctx *ctx, int seq);
 NB_API enum nb_status nb_ctx_truncate_seq(struct nb_ctx *ctx, int seq, int n);
 /* Next position of sequence `seq` (number of tokens in its cache). */
 NB_API int nb_ctx_seq_len(const struct nb_ctx *ctx, int seq);
+/* Sequence `dst` becomes the first n tokens of `src` (its own tokens are dropped),
+ * sharing src's KV blocks: a common prompt is stored once. A block is copied only when
+ * one of them writes into a block both hold (copy-on-write), so neither ever sees the
+ * other's later tokens. NB_ERR_RANGE as nb_ctx_truncate_seq for a window layer. */
+NB_API enum nb_status nb_ctx_fork_seq(struct nb_ctx *ctx, int src, int dst, int n);
+/* The KV pool: bytes of the blocks in use (what the cache costs in memory now) and of
+ * the whole pool (address space; untouched blocks are never written and cost nothing). */
+struct nb_kv_usage {
+    int64_t bytes_used, bytes_reserved;
+    int64_t blocks_used, blocks_total;
+    int block_tokens;
+};
+NB_API void nb_ctx_kv_usage(const struct nb_ctx *ctx, struct nb_kv_usage *usage);
 
 /* Per-op profile: nb_ctx_profile(ctx, 1) resets and starts counting, 0 stops. */
 struct nb_profile_entry {

@@ -84,7 +84,8 @@ static void test_gemm_float(void **state)
 }
 
 /* Prefill attention tile: odd tile sizes, GQA groups of 1-4, head sizes that are and
- * are not multiples of 16, causal and sliding-window masks, a ring-buffer cache. */
+ * are not multiples of 16, causal and sliding-window masks, a paged cache whose block
+ * table is a shuffled choice of twice as many blocks (a wrong slot reads other data). */
 static void test_attn_tile(void **state)
 {
     if (!have_avx512()) skip();
@@ -99,9 +100,23 @@ static void test_attn_tile(void **state)
                 for (int iw = 0; iw < 4; iw++) {
                     int hd = hds[ih], rep = reps[ir], nt = ntoks[it], win = windows[iw];
                     if (nt * rep > NB_ATTN_ROWS) continue;
-                    int kvh = 2, cap = win > 0 ? win + nt - 1 : 90, p0 = 60 + it;
+                    int kvh = 2, p0 = 60 + it, bshift = 3;
+                    int n_blk = ((p0 + nt) >> bshift) + 1, pool = 2 * n_blk;
+                    int32_t blocks[64], all[64];
+                    for (int b = 0; b < pool; b++)
+                        all[b] = b;
+                    for (int b = pool - 1; b > 0; b--) { /* Fisher-Yates */
+                        int o = (int)(frand(&s) * 1e6) % (b + 1);
+                        o = o < 0 ? -o : o;
+                        int tmp = all[b];
+                        all[b] = all[o];
+                        all[o] = tmp;
+                    }
+                    for (int b = 0; b < n_blk; b++)
+                        blocks[b] = all[b];
                     int64_t ldkv = (int64_t)kvh * hd, ldq = (int64_t)kvh * rep * hd;
-                    size_t nkv = (size_t)cap * (size_t)ldkv, nq = (size_t)nt * (size_t)ldq;
+                    size_t nkv = ((size_t)pool << bshift) * (size_t)ldkv;
+                    size_t nq = (size_t)nt * (size_t)ldq;
                     float *k = malloc(sizeof(float) * nkv), *v = malloc(sizeof(float) * nkv);
                     float *q = malloc(sizeof(float) * nq), *o1 = calloc(nq, sizeof(float));
                     float *o2 = calloc(nq, sizeof(float));
@@ -119,9 +134,9 @@ static void test_attn_tile(void **state)
                     int64_t col = (int64_t)rep * hd;
                     float sc = 1.0f / sqrtf((float)hd);
                     nb_attn_tile_avx512(o1 + col, ldq, q + col, ldq, nt, rep, hd, pos, k + hd,
-                                        v + hd, ldkv, cap, win, sc, scr);
+                                        v + hd, ldkv, blocks, bshift, win, sc, scr);
                     nb_attn_tile_ref(o2 + col, ldq, q + col, ldq, nt, rep, hd, pos, k + hd, v + hd,
-                                     ldkv, cap, win, sc, scr);
+                                     ldkv, blocks, bshift, win, sc, scr);
                     for (size_t i = 0; i < nq; i++)
                         assert_true(fabsf(o1[i] - o2[i]) <= 2e-5f);
                     free(k);

@@ -52,8 +52,8 @@ typedef void (*nb_act_quant_q8_fn)(const float *x, int64_t n, int group, int8_t 
 /* Prefill attention over one tile of query rows sharing a KV head (GQA group).
  * Rows: n_tok tokens x n_rep heads, row (t, g) reads q + t*ldq + g*hd and writes
  * out + t*ldo + g*hd (hd floats); n_tok * n_rep <= NB_ATTN_ROWS. Token t sits at
- * position qpos[t]; the key / value of position p is the row k + (p % cap) * ldkv
- * (v likewise). Row (t, g) attends to the keys p with p <= qpos[t] and, when
+ * position qpos[t]; the cache is paged in blocks of 2^bshift rows, and the key / value
+ * of position p is the row k + NB_KV_SLOT(blocks, bshift, p) * ldkv (v likewise). Row (t, g) attends to the keys p with p <= qpos[t] and, when
  * window > 0, qpos[t] - p < window:
  *     out = sum_p softmax_p(scale * q.k_p) v_p
  * Every key position from min(qpos) - window + 1 (or 0) to max(qpos) is read, so
@@ -65,12 +65,17 @@ typedef void (*nb_glu_fn)(float *out, const float *gate, const float *up, int64_
 /* y = x / sqrt(mean(x^2) + eps) * w (y may be x). */
 typedef void (*nb_rmsnorm_fn)(float *y, const float *x, const float *w, int64_t n, float eps);
 
+/* The row of position p in a cache paged in blocks of 2^bshift rows: block
+ * blocks[p >> bshift], row p mod 2^bshift of it. */
+#define NB_KV_SLOT(blocks, bshift, p)                                                              \
+    (((int64_t)(blocks)[(p) >> (bshift)] << (bshift)) | (int64_t)((p) & ((1 << (bshift)) - 1)))
+
 #define NB_ATTN_ROWS        32
 #define NB_ATTN_SCRATCH(hd) (34 * (int64_t)(hd) + 1024)
 typedef void (*nb_attn_tile_fn)(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok,
                                 int n_rep, int hd, const int32_t *qpos, const float *k,
-                                const float *v, int64_t ldkv, int cap, int window, float scale,
-                                float *scratch);
+                                const float *v, int64_t ldkv, const int32_t *blocks, int bshift,
+                                int window, float scale, float *scratch);
 
 /* ---- the GEMM of a weight format, one signature for all of them ----
  *
@@ -151,7 +156,7 @@ float nb_dot_f32_ref(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
 void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
                       int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
-                      int cap, int window, float scale, float *scratch);
+                      const int32_t *blocks, int bshift, int window, float scale, float *scratch);
 
 void nb_act_quant_q8_ref(const float *x, int64_t n, int group, int8_t *q, float *d, int32_t *gsum);
 void nb_glu_ref(float *out, const float *gate, const float *up, int64_t n, enum nb_glu_act act);
@@ -226,7 +231,8 @@ void nb_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
 /* kernels/x86/attn_avx512.c: online softmax over blocks of 16 keys, rows in lanes. */
 void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
                          int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
-                         int cap, int window, float scale, float *scratch);
+                         const int32_t *blocks, int bshift, int window, float scale,
+                         float *scratch);
 void nb_gemm_f32_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                         int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_f16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,

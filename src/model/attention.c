@@ -1,10 +1,9 @@
 /* model/attention.c — RoPE, the KV-cache store and attention, over a chunk of tokens
  * that may belong to several sequences.
  *
- * The cache of layer l is [n_seq][cap[l]][n_kv_heads * head_dim] (context.h); the key
- * of position p of sequence s sits in slot p % cap[l], so a sliding-window layer keeps
- * a ring of window + n_batch - 1 slots: enough for the oldest key the chunk's first
- * token needs while the chunk's own keys are written.
+ * The cache is paged (kvcache.h): the key of position p of sequence s in layer l sits
+ * in row nb_kv_row(kv, l, s, p) of the layer's pool, found through the sequence's block
+ * table; nb_decode has made every position of the chunk writable before it runs.
  *
  * Decode (one token per sequence) walks the cache with a dot per key per head; a
  * prefill chunk runs in tiles (kernels' attn_tile) that read each K / V row once for
@@ -71,10 +70,9 @@ static void rope_worker(void *arg, int ith, int nth)
             if (L->k_norm) c->kern->rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
             rope_apply(kh, cs, (int)hd, cfg->rope_pairing);
         }
-        int cap = c->cap[l];
-        int64_t slot = (int64_t)j->seq[t] * cap + j->pos[t] % cap;
-        memcpy(c->k_cache[l] + slot * kv_dim, c->k + t * kv_dim, sizeof(float) * (size_t)kv_dim);
-        memcpy(c->v_cache[l] + slot * kv_dim, c->v + t * kv_dim, sizeof(float) * (size_t)kv_dim);
+        int64_t row = nb_kv_row(&c->kv, l, j->seq[t], j->pos[t]);
+        memcpy(c->kv.k[l] + row * kv_dim, c->k + t * kv_dim, sizeof(float) * (size_t)kv_dim);
+        memcpy(c->kv.v[l] + row * kv_dim, c->v + t * kv_dim, sizeof(float) * (size_t)kv_dim);
     }
 }
 
@@ -106,7 +104,7 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
     const struct nb_config *cfg = &c->model->cfg;
     int hd = cfg->head_dim, group = cfg->n_heads / cfg->n_kv_heads, KV = cfg->n_kv_heads;
     int64_t kv_dim = (int64_t)KV * hd, q_dim = (int64_t)cfg->n_heads * hd;
-    int cap = c->cap[j->layer], tb = NB_ATTN_ROWS / group;
+    int tb = NB_ATTN_ROWS / group;
     int window = cfg->layer_sliding[j->layer] ? cfg->sliding_window : 0;
     float scale = 1.0f / sqrtf((float)hd);
     double total = 0, done = 0;
@@ -125,12 +123,13 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
                 double mid = done + 0.5 * cost; /* the tile goes where its middle falls */
                 done += cost;
                 if ((int)(mid * nth / total) != ith) continue;
-                int64_t base = (int64_t)j->seq[t0] * cap * kv_dim + (int64_t)kvh * hd;
                 int64_t col = (int64_t)kvh * group * hd;
                 c->kern->attn_tile(c->att + t0 * q_dim + col, q_dim, c->q + t0 * q_dim + col,
                                    q_dim, t1 - t0, group, hd, j->pos + t0,
-                                   c->k_cache[j->layer] + base, c->v_cache[j->layer] + base,
-                                   kv_dim, cap, window, scale, scratch);
+                                   c->kv.k[j->layer] + (int64_t)kvh * hd,
+                                   c->kv.v[j->layer] + (int64_t)kvh * hd, kv_dim,
+                                   nb_kv_table(&c->kv, j->layer, j->seq[t0]), NB_KV_BLOCK_SHIFT,
+                                   window, scale, scratch);
             }
 }
 
@@ -143,7 +142,6 @@ static void attn_rows(const struct attn_job *j, int ith, int nth, float *scores)
     const struct nb_kernels *k = c->kern;
     int hd = cfg->head_dim, H = cfg->n_heads, group = cfg->n_heads / cfg->n_kv_heads;
     int64_t kv_dim = (int64_t)cfg->n_kv_heads * hd, q_dim = (int64_t)H * hd;
-    int cap = c->cap[j->layer];
     int window = cfg->layer_sliding[j->layer] ? cfg->sliding_window : 0;
     float scale = 1.0f / sqrtf((float)hd);
     long lo_job, hi_job;
@@ -153,15 +151,18 @@ static void attn_rows(const struct attn_job *j, int ith, int nth, float *scores)
         int s = j->seq[t], p = j->pos[t];
         int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
         const float *qv = c->q + t * q_dim + (int64_t)h * hd;
-        const float *kc = c->k_cache[j->layer] + (int64_t)s * cap * kv_dim + (h / group) * hd;
-        const float *vc = c->v_cache[j->layer] + (int64_t)s * cap * kv_dim + (h / group) * hd;
+        const float *kc = c->kv.k[j->layer] + (h / group) * hd;
+        const float *vc = c->kv.v[j->layer] + (h / group) * hd;
+        const int32_t *blocks = nb_kv_table(&c->kv, j->layer, s);
         for (int i = lo; i <= p; i++)
-            scores[i - lo] = k->dot_f32(qv, kc + (int64_t)(i % cap) * kv_dim, hd) * scale;
+            scores[i - lo] =
+                k->dot_f32(qv, kc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, i) * kv_dim, hd) * scale;
         nb_softmax(scores, p - lo + 1);
         float *out = c->att + t * q_dim + (int64_t)h * hd;
         memset(out, 0, sizeof(float) * (size_t)hd);
         for (int i = lo; i <= p; i++)
-            k->axpy_f32(out, scores[i - lo], vc + (int64_t)(i % cap) * kv_dim, hd);
+            k->axpy_f32(out, scores[i - lo], vc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, i) * kv_dim,
+                        hd);
     }
 }
 

@@ -42,15 +42,7 @@ void nb_ctx_free(struct nb_ctx *c)
 {
     if (!c) return;
     nb_pool_free(c->pool);
-    if (c->k_cache)
-        for (int l = 0; l < c->model->cfg.n_layers; l++) {
-            free(c->k_cache[l]);
-            free(c->v_cache[l]);
-        }
-    free(c->k_cache);
-    free(c->v_cache);
-    free(c->cap);
-    free(c->seq_len);
+    nb_kv_free(&c->kv);
     free(c->x);
     free(c->h);
     free(c->q);
@@ -66,31 +58,6 @@ void nb_ctx_free(struct nb_ctx *c)
     free(c->q8_d);
     free(c->q8_sum);
     free(c);
-}
-
-/* The KV cache: per layer, n_seq rings of cap[l] slots (n_ctx, or less for a
- * sliding-window layer). Returns its bytes, or -1 when out of memory. */
-static int64_t alloc_kv(struct nb_ctx *c, const struct nb_ctx_params *p)
-{
-    const struct nb_config *cfg = &c->model->cfg;
-    int64_t kv_dim = (int64_t)cfg->n_kv_heads * cfg->head_dim, bytes = 0;
-    int fail = 0;
-    c->cap = ctx_alloc(&fail, (size_t)cfg->n_layers, sizeof(int));
-    c->k_cache = ctx_alloc(&fail, (size_t)cfg->n_layers, sizeof(float *));
-    c->v_cache = ctx_alloc(&fail, (size_t)cfg->n_layers, sizeof(float *));
-    c->seq_len = ctx_alloc(&fail, (size_t)p->n_seq, sizeof(int));
-    if (fail) return -1;
-    for (int l = 0; l < cfg->n_layers; l++) {
-        int cap = p->n_ctx;
-        if (cfg->layer_sliding[l] && (int64_t)cfg->sliding_window + p->n_batch - 1 < cap)
-            cap = cfg->sliding_window + p->n_batch - 1;
-        c->cap[l] = cap;
-        size_t n = (size_t)p->n_seq * (size_t)cap * (size_t)kv_dim;
-        c->k_cache[l] = ctx_alloc(&fail, n, sizeof(float));
-        c->v_cache[l] = ctx_alloc(&fail, n, sizeof(float));
-        bytes += 2 * (int64_t)n * 4;
-    }
-    return fail ? -1 : bytes;
 }
 
 /* The activations of one chunk, the int8 input buffers and the per-thread scratch.
@@ -131,6 +98,9 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
 {
     *out = NULL;
     struct nb_ctx_params p = params ? *params : nb_ctx_default_params();
+    if (p.n_ctx_total < 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "context: n_ctx_total %lld is negative",
+                            (long long)p.n_ctx_total);
     const struct nb_config *cfg = &m->cfg;
     if (p.n_ctx <= 0) p.n_ctx = cfg->n_ctx_train < 4096 ? cfg->n_ctx_train : 4096;
     if (p.n_seq <= 0) p.n_seq = 1;
@@ -154,14 +124,15 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     c->n_threads = p.n_threads;
     enum nb_status st = nb_pool_init(&c->pool, p.n_threads, p.pin);
     if (st) goto fail;
-    int64_t kv_bytes = alloc_kv(c, &p);
-    if (kv_bytes < 0 || !alloc_activations(c, &p)) {
+    if ((st = nb_kv_init(&c->kv, cfg, p.n_seq, p.n_ctx, p.n_ctx_total, p.n_batch))) goto fail;
+    if (!alloc_activations(c, &p)) {
         st = nb_set_error(NB_ERR_NOMEM, "context: out of memory (n_ctx %d, n_seq %d, "
                           "n_batch %d)", p.n_ctx, p.n_seq, p.n_batch);
         goto fail;
     }
-    NB_LOGI("context: %d tokens x %d sequences, batch %d, %d threads, KV cache %.1f MiB (f32)",
-            p.n_ctx, p.n_seq, p.n_batch, p.n_threads, (double)kv_bytes / (1 << 20));
+    NB_LOGI("context: %d tokens x %d sequences, batch %d, %d threads, KV pool %.1f MiB (f32, "
+            "blocks of %d tokens, taken as used)", p.n_ctx, p.n_seq, p.n_batch, p.n_threads,
+            (double)nb_kv_bytes_reserved(&c->kv) / (1 << 20), NB_KV_BLOCK);
     *out = c;
     return NB_OK;
 fail:
@@ -169,28 +140,39 @@ fail:
     return st;
 }
 
-void nb_ctx_clear_seq(struct nb_ctx *c, int seq)
-{
-    if (seq >= 0 && seq < c->n_seq) c->seq_len[seq] = 0;
-}
+void nb_ctx_clear_seq(struct nb_ctx *c, int seq) { nb_kv_clear(&c->kv, seq); }
 
 const struct nb_model *nb_ctx_model(const struct nb_ctx *c) { return c->model; }
 
 enum nb_status nb_ctx_truncate_seq(struct nb_ctx *c, int seq, int n)
 {
-    if (seq < 0 || seq >= c->n_seq || n < 0 || n > c->seq_len[seq])
+    if (seq < 0 || seq >= c->n_seq || n < 0 || n > c->kv.len[seq])
         return nb_set_error(NB_ERR_INVALID_ARG, "truncate: sequence %d has %d tokens, not %d",
-                            seq, seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0, n);
-    const struct nb_config *cfg = &c->model->cfg;
-    /* A ring of cap slots: positions [len - cap, len) are held. Position n needs keys
-     * down to n - window + 1. */
-    for (int l = 0; l < cfg->n_layers; l++)
-        if (cfg->layer_sliding[l] && c->cap[l] < c->n_ctx &&
-            n - cfg->sliding_window + 1 < c->seq_len[seq] - c->cap[l] && n > 0)
-            return nb_set_error(NB_ERR_RANGE, "truncate: layer %d's window no longer holds the "
-                                "keys position %d needs", l, n);
-    c->seq_len[seq] = n;
-    return NB_OK;
+                            seq, seq >= 0 && seq < c->n_seq ? c->kv.len[seq] : 0, n);
+    return nb_kv_truncate(&c->kv, seq, n);
+}
+
+enum nb_status nb_ctx_fork_seq(struct nb_ctx *c, int src, int dst, int n)
+{
+    if (src < 0 || src >= c->n_seq || dst < 0 || dst >= c->n_seq || src == dst)
+        return nb_set_error(NB_ERR_INVALID_ARG, "fork: sequences %d -> %d: each in 0..%d, and "
+                            "two different ones", src, dst, c->n_seq - 1);
+    if (n < 0 || n > c->kv.len[src])
+        return nb_set_error(NB_ERR_INVALID_ARG, "fork: sequence %d has %d tokens, not %d", src,
+                            c->kv.len[src], n);
+    return nb_kv_fork(&c->kv, src, dst, n);
+}
+
+void nb_ctx_kv_usage(const struct nb_ctx *c, struct nb_kv_usage *u)
+{
+    memset(u, 0, sizeof *u);
+    u->bytes_reserved = nb_kv_bytes_reserved(&c->kv);
+    u->bytes_used = nb_kv_bytes_used(&c->kv);
+    u->block_tokens = NB_KV_BLOCK;
+    for (int gi = 0; gi < NB_KV_GROUPS; gi++) {
+        u->blocks_total += c->kv.g[gi].n_blocks;
+        u->blocks_used += c->kv.g[gi].n_blocks - c->kv.g[gi].n_free;
+    }
 }
 
 void nb_ctx_profile(struct nb_ctx *c, int on)
@@ -222,17 +204,18 @@ int nb_ctx_profile_get(const struct nb_ctx *c, struct nb_profile_entry *out, int
 
 int nb_ctx_seq_len(const struct nb_ctx *c, int seq)
 {
-    return seq >= 0 && seq < c->n_seq ? c->seq_len[seq] : 0;
+    return seq >= 0 && seq < c->n_seq ? c->kv.len[seq] : 0;
 }
 
-/* Check the whole batch before touching the cache, so a bad batch changes nothing. */
-static enum nb_status check_batch(const struct nb_ctx *c, const struct nb_batch *b)
+/* Check the whole batch before touching the cache, so a bad batch changes nothing; then
+ * take the full-attention layers' blocks for all of it. */
+static enum nb_status check_batch(struct nb_ctx *c, const struct nb_batch *b)
 {
     if (!b || b->n_tokens <= 0 || !b->token || !b->pos)
         return nb_set_error(NB_ERR_INVALID_ARG, "decode: empty batch");
     int *next = calloc((size_t)c->n_seq, sizeof(int));
     if (!next) return nb_set_error(NB_ERR_NOMEM, "decode: out of memory");
-    memcpy(next, c->seq_len, sizeof(int) * (size_t)c->n_seq);
+    memcpy(next, c->kv.len, sizeof(int) * (size_t)c->n_seq);
     enum nb_status st = NB_OK;
     for (int i = 0; i < b->n_tokens && st == NB_OK; i++) {
         int s = b->seq ? b->seq[i] : 0;
@@ -250,6 +233,11 @@ static enum nb_status check_batch(const struct nb_ctx *c, const struct nb_batch 
                               "tokens (--ctx %d)", s, b->pos[i], c->n_ctx);
         else
             next[s]++;
+    }
+    /* every new position's block, taken now (or nothing taken: the pool is full) */
+    if (st == NB_OK) {
+        for (int s = 0; s < c->n_seq; s++) next[s] -= c->kv.len[s];
+        st = nb_kv_reserve_full(&c->kv, next);
     }
     free(next);
     return st;
@@ -280,10 +268,20 @@ enum nb_status nb_decode(struct nb_ctx *c, const struct nb_batch *b, float *logi
     int n_out = 0;
     for (int i0 = 0; i0 < b->n_tokens; i0 += c->n_batch) {
         int n = b->n_tokens - i0 < c->n_batch ? b->n_tokens - i0 : c->n_batch;
+        /* the window layers: return what fell out of the window, take the chunk's blocks */
+        for (int t = 0; t < n && st == NB_OK; t++) {
+            int s = seq[i0 + t], p = b->pos[i0 + t];
+            if (t > 0 && seq[i0 + t - 1] == s) continue; /* a run of s: reserved at its start */
+            int e = t;
+            while (e + 1 < n && seq[i0 + e + 1] == s) e++;
+            nb_kv_trim_window(&c->kv, s);
+            st = nb_kv_reserve_swa(&c->kv, s, p, b->pos[i0 + e] + 1);
+        }
+        if (st) break;
         nb_forward_chunk(c, n, b->token + i0, b->pos + i0, seq + i0, want + i0, logits, &n_out);
-        for (int t = 0; t < n; t++) c->seq_len[seq[i0 + t]] = b->pos[i0 + t] + 1;
+        for (int t = 0; t < n; t++) c->kv.len[seq[i0 + t]] = b->pos[i0 + t] + 1;
     }
     free(seq0);
     free(last);
-    return NB_OK;
+    return st;
 }

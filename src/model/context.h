@@ -7,6 +7,7 @@
  *                the int8 quantization of a GEMM input, row-wise ops; each op is
  *                timed here when profiling is on, so the maths has no profiler hooks
  *   context.c    the context's life: buffers, KV cache, sequences, nb_decode's checks
+ *   kvcache.c    the paged KV cache: block pools, block tables, copy-on-write
  */
 #ifndef NB_MODEL_CONTEXT_H
 #define NB_MODEL_CONTEXT_H
@@ -15,6 +16,7 @@
 
 #include "core/threadpool.h"
 #include "kernels/kernels.h"
+#include "model/kvcache.h"
 #include "model/model.h"
 
 /* Ops as the profile names them (nb_ctx_profile_get). */
@@ -35,11 +37,7 @@ struct nb_ctx {
     struct nb_pool *pool;
     int n_ctx, n_seq, n_batch, n_threads;
 
-    /* KV cache, per layer: [n_seq][cap[l]][n_kv_heads * head_dim]; a sliding-window
-     * layer keeps a ring of cap[l] < n_ctx slots */
-    int *cap;
-    float **k_cache, **v_cache;
-    int *seq_len; /* [n_seq] tokens stored per sequence */
+    struct nb_kv kv; /* the paged KV cache (kvcache.h); kv.len: tokens per sequence */
 
     /* Activations for one chunk of up to n_batch tokens. */
     float *x;     /* [n_batch][n_embd] residual stream */

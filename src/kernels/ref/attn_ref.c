@@ -15,7 +15,7 @@ static float dot(const float *a, const float *b, int n)
 
 void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
                       int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
-                      int cap, int window, float scale, float *scratch)
+                      const int32_t *blocks, int bshift, int window, float scale, float *scratch)
 {
     (void)scratch;
     for (int t = 0; t < n_tok; t++) {
@@ -26,16 +26,16 @@ void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int 
             float *o = out + t * ldo + (int64_t)g * hd;
             float mx = -INFINITY;
             for (int i = lo; i <= p; i++) {
-                float s = dot(qr, k + (int64_t)(i % cap) * ldkv, hd) * scale;
+                float s = dot(qr, k + NB_KV_SLOT(blocks, bshift, i) * ldkv, hd) * scale;
                 if (s > mx) mx = s;
             }
             for (int d = 0; d < hd; d++)
                 o[d] = 0;
             float sum = 0;
             for (int i = lo; i <= p; i++) {
-                float e = expf(dot(qr, k + (int64_t)(i % cap) * ldkv, hd) * scale - mx);
+                float e = expf(dot(qr, k + NB_KV_SLOT(blocks, bshift, i) * ldkv, hd) * scale - mx);
                 sum += e;
-                const float *vr = v + (int64_t)(i % cap) * ldkv;
+                const float *vr = v + NB_KV_SLOT(blocks, bshift, i) * ldkv;
                 for (int d = 0; d < hd; d++)
                     o[d] += e * vr[d];
             }

@@ -124,7 +124,8 @@ static void pv_pair(float *o0, float *o1, int r0, const float *pt, const float *
 }
 
 ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, const float *qt,
-                        int hd, const float *k, const float *v, int64_t ldkv, int cap, int window,
+                        int hd, const float *k, const float *v, int64_t ldkv,
+                        const int32_t *blocks, int bshift, int window,
                         int kmin, int kmax, float *pt, float *al, float *ls)
 {
     __m512 m[2] = {_mm512_set1_ps(-FLT_MAX), _mm512_set1_ps(-FLT_MAX)};
@@ -133,7 +134,8 @@ ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, co
         int nk = kmax - kb + 1 < 16 ? kmax - kb + 1 : 16;
         const float *kr[16], *vr[16];
         for (int j = 0; j < 16; j++) {
-            int64_t slot = (kb + (j < nk ? j : nk - 1)) % cap;
+            int p = kb + (j < nk ? j : nk - 1);
+            int64_t slot = NB_KV_SLOT(blocks, bshift, p);
             kr[j] = k + slot * ldkv;
             vr[j] = v + slot * ldkv;
         }
@@ -149,7 +151,8 @@ ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, co
 
 void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
                          int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
-                         int cap, int window, float scale, float *scratch)
+                         const int32_t *blocks, int bshift, int window, float scale,
+                         float *scratch)
 {
     int R = n_tok * n_rep;
     float *qt = scratch;               /* [hd][32] */
@@ -179,9 +182,9 @@ void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, i
     if (R == 0) return;
     int kmin = window > 0 && pmin - window + 1 > 0 ? pmin - window + 1 : 0;
     if (R > 16)
-        tile(2, orow, R, qp, qt, hd, k, v, ldkv, cap, window, kmin, pmax, pt, al, ls);
+        tile(2, orow, R, qp, qt, hd, k, v, ldkv, blocks, bshift, window, kmin, pmax, pt, al, ls);
     else
-        tile(1, orow, R, qp, qt, hd, k, v, ldkv, cap, window, kmin, pmax, pt, al, ls);
+        tile(1, orow, R, qp, qt, hd, k, v, ldkv, blocks, bshift, window, kmin, pmax, pt, al, ls);
     for (int r = 0; r < R; r++) {
         __m512 inv = _mm512_set1_ps(1.0f / ls[r]);
         for (int d = 0; d < hd; d += 16) {
