@@ -1,0 +1,207 @@
+/* test_model_kv — the paged KV cache through the public API: block accounting (a pool sized
+ * for 8 x 4k holding 8 x 512 tokens uses the memory of 4k), release on clear and
+ * truncate, prefix sharing with copy-on-write (a forked sequence that diverges leaves
+ * its parent's logits unchanged), truncation across block boundaries, a full pool
+ * (NB_ERR_RANGE, nothing else lost), and the sliding-window layers' few blocks. Logits
+ * are compared with a fresh context that ran the same tokens without any of it. */
+#include "helpers/testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nibble.h"
+
+enum { V = 512 };
+
+static struct nb_model *load(const char *name)
+{
+    char rel[128];
+    snprintf(rel, sizeof rel, "tiny/%s", name);
+    const char *p = tu_model_path(rel);
+    if (!p) return NULL;
+    struct nb_model *m = NULL;
+    assert_int_equal(nb_model_load(&m, p), NB_OK);
+    return m;
+}
+
+static struct nb_ctx *ctx_new(struct nb_model *m, int n_ctx, int n_seq, int64_t total, int batch)
+{
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = n_ctx;
+    cp.n_seq = n_seq;
+    cp.n_ctx_total = total;
+    cp.n_batch = batch;
+    cp.n_threads = 2;
+    struct nb_ctx *c = NULL;
+    assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
+    return c;
+}
+
+static int32_t tok_at(int i, int salt) { return (int32_t)((i * 37 + salt * 101 + 11) % V); }
+
+/* Append n tokens (tok_at(from.., salt)) to seq; the last token's logits into out. */
+static enum nb_status feed(struct nb_ctx *c, int seq, int n, int salt, float *out)
+{
+    int from = nb_ctx_seq_len(c, seq);
+    int32_t *t = malloc(sizeof(int32_t) * (size_t)n), *p = malloc(sizeof(int32_t) * (size_t)n);
+    int32_t *s = malloc(sizeof(int32_t) * (size_t)n);
+    for (int i = 0; i < n; i++) t[i] = tok_at(from + i, salt), p[i] = from + i, s[i] = seq;
+    struct nb_batch b = {.n_tokens = n, .token = t, .pos = p, .seq = s};
+    float *tmp = out ? NULL : malloc(sizeof(float) * V);
+    enum nb_status st = nb_decode(c, &b, out ? out : tmp);
+    free(tmp);
+    free(t);
+    free(p);
+    free(s);
+    return st;
+}
+
+static struct nb_kv_usage usage(const struct nb_ctx *c)
+{
+    struct nb_kv_usage u;
+    nb_ctx_kv_usage(c, &u);
+    return u;
+}
+
+/* 8 sequences of 512 tokens in a pool sized for 8 x 4096: the blocks of 4096 tokens. */
+static void test_accounting(void **state)
+{
+    struct nb_model *m = load("qwen3-tiny");
+    if (!m) skip();
+    struct nb_ctx *c = ctx_new(m, 4096, 8, 0, 512);
+    struct nb_kv_usage u = usage(c);
+    assert_int_equal(u.block_tokens, 32);
+    assert_int_equal(u.blocks_used, 0);
+    assert_int_equal(u.blocks_total, 8 * 4096 / 32);
+    for (int s = 0; s < 8; s++) assert_int_equal(feed(c, s, 512, s, NULL), NB_OK);
+    u = usage(c);
+    assert_int_equal(u.blocks_used, 8 * 512 / 32);
+    assert_true(u.bytes_used * 8 == u.bytes_reserved); /* 4096 of 32768 tokens */
+    nb_ctx_truncate_seq(c, 3, 100); /* 100 tokens: 4 blocks, the last one partial */
+    assert_int_equal(usage(c).blocks_used, 7 * 16 + 4);
+    for (int s = 0; s < 8; s++) nb_ctx_clear_seq(c, s);
+    assert_int_equal(usage(c).blocks_used, 0);
+    nb_ctx_free(c);
+    nb_model_free(m);
+}
+
+/* A prefix shared by fork: no block copied until one side writes into the shared one;
+ * then the child's tokens never reach the parent, and both give a fresh run's logits. */
+static void fork_case(struct nb_model *m, int prompt, int at)
+{
+    float lp[V], lc[V], ref[V];
+    struct nb_ctx *c = ctx_new(m, 256, 2, 0, 16);
+    assert_int_equal(feed(c, 0, prompt, 0, NULL), NB_OK);
+    int64_t before = usage(c).blocks_used;
+    assert_int_equal(nb_ctx_fork_seq(c, 0, 1, at), NB_OK);
+    assert_int_equal(nb_ctx_seq_len(c, 1), at);
+    assert_int_equal(usage(c).blocks_used, before); /* shared, not copied */
+    assert_int_equal(feed(c, 1, 9, 7, lc), NB_OK);  /* the child diverges first */
+    assert_int_equal(feed(c, 0, 5, 0, lp), NB_OK);  /* then the parent goes on */
+
+    struct nb_ctx *r = ctx_new(m, 256, 1, 0, 16); /* the parent alone */
+    assert_int_equal(feed(r, 0, prompt + 5, 0, ref), NB_OK);
+    assert_true(tu_max_abs_diff(lp, ref, V) < 1e-4);
+    nb_ctx_clear_seq(r, 0); /* the child alone: the prefix, then its own tokens */
+    assert_int_equal(feed(r, 0, at, 0, NULL), NB_OK);
+    assert_int_equal(feed(r, 0, 9, 7, ref), NB_OK);
+    assert_true(tu_max_abs_diff(lc, ref, V) < 1e-4);
+    nb_ctx_free(r);
+    nb_ctx_free(c);
+}
+
+static void test_fork(void **state)
+{
+    struct nb_model *m = load("qwen3-tiny");
+    if (!m) skip();
+    fork_case(m, 40, 40); /* the child writes into the shared, half-full second block */
+    fork_case(m, 70, 20); /* a prefix ending inside the parent's first block */
+    fork_case(m, 64, 64); /* on a block boundary: nothing to copy */
+    struct nb_ctx *c = ctx_new(m, 64, 2, 0, 16);
+    assert_int_equal(nb_ctx_fork_seq(c, 0, 0, 0), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_ctx_fork_seq(c, 0, 1, 3), NB_ERR_INVALID_ARG); /* src has 0 */
+    assert_non_null(strstr(nb_last_error(), "has 0 tokens"));
+    nb_ctx_free(c);
+    nb_model_free(m);
+}
+
+/* Truncating into the middle of a block, onto a boundary, and going on from there. */
+static void test_truncate(void **state)
+{
+    struct nb_model *m = load("qwen3-tiny");
+    if (!m) skip();
+    static const int cuts[] = {33, 32, 31, 1, 0};
+    for (int i = 0; i < 5; i++) {
+        float a[V], ref[V];
+        struct nb_ctx *c = ctx_new(m, 128, 1, 0, 16);
+        assert_int_equal(feed(c, 0, 70, 3, NULL), NB_OK); /* tokens past the cut: salt 3 */
+        assert_int_equal(nb_ctx_truncate_seq(c, 0, cuts[i]), NB_OK);
+        assert_int_equal(usage(c).blocks_used, (cuts[i] + 31) / 32);
+        assert_int_equal(feed(c, 0, 40, 3, a), NB_OK);
+        struct nb_ctx *r = ctx_new(m, 128, 1, 0, 16);
+        assert_int_equal(feed(r, 0, cuts[i] + 40, 3, ref), NB_OK);
+        assert_true(tu_max_abs_diff(a, ref, V) < 1e-4);
+        nb_ctx_free(r);
+        nb_ctx_free(c);
+    }
+    nb_model_free(m);
+}
+
+/* A full pool: NB_ERR_RANGE naming it, the batch not run, every sequence intact. */
+static void test_pool_full(void **state)
+{
+    struct nb_model *m = load("qwen3-tiny");
+    if (!m) skip();
+    float a[V], ref[V];
+    struct nb_ctx *c = ctx_new(m, 96, 2, 64, 16); /* two blocks for both sequences */
+    assert_int_equal(feed(c, 0, 40, 0, NULL), NB_OK);
+    assert_int_equal(feed(c, 1, 1, 1, NULL), NB_ERR_RANGE);
+    assert_non_null(strstr(nb_last_error(), "KV cache full"));
+    assert_int_equal(nb_ctx_seq_len(c, 1), 0);
+    assert_int_equal(feed(c, 0, 30, 0, NULL), NB_ERR_RANGE); /* 70 tokens: three blocks */
+    assert_int_equal(nb_ctx_seq_len(c, 0), 40);
+    assert_int_equal(feed(c, 0, 24, 0, a), NB_OK); /* 64: fits, and nothing was lost */
+    struct nb_ctx *r = ctx_new(m, 96, 1, 0, 16);
+    assert_int_equal(feed(r, 0, 64, 0, ref), NB_OK);
+    assert_true(tu_max_abs_diff(a, ref, V) < 1e-4);
+    nb_ctx_clear_seq(c, 0); /* returned blocks serve the other sequence */
+    assert_int_equal(feed(c, 1, 60, 1, NULL), NB_OK);
+    nb_ctx_free(r);
+    nb_ctx_free(c);
+    nb_model_free(m);
+}
+
+/* spark-tiny's window layers (window 16) hold a few blocks however long the sequence;
+ * truncating below what they still hold is refused by name. */
+static void test_sliding_window(void **state)
+{
+    struct nb_model *m = load("spark-tiny");
+    if (!m) skip();
+    float a[V], ref[V];
+    struct nb_ctx *c = ctx_new(m, 1024, 1, 0, 8);
+    for (int i = 0; i < 100; i++) assert_int_equal(feed(c, 0, 8, 5, a), NB_OK);
+    struct nb_kv_usage u = usage(c);
+    struct nb_ctx *r = ctx_new(m, 1024, 1, 0, 800); /* one chunk: no window trimming */
+    assert_int_equal(feed(r, 0, 800, 5, ref), NB_OK);
+    assert_true(tu_max_abs_diff(a, ref, V) < 1e-4);
+    struct nb_kv_usage ur = usage(r);
+    assert_true(u.blocks_used < ur.blocks_used); /* the window layers' blocks returned */
+    assert_int_equal(nb_ctx_truncate_seq(c, 0, 100), NB_ERR_RANGE);
+    assert_non_null(strstr(nb_last_error(), "sliding-window"));
+    assert_int_equal(nb_ctx_seq_len(c, 0), 800);
+    assert_int_equal(nb_ctx_truncate_seq(c, 0, 795), NB_OK);
+    nb_ctx_free(r);
+    nb_ctx_free(c);
+    nb_model_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_accounting), cmocka_unit_test(test_fork),
+        cmocka_unit_test(test_truncate),   cmocka_unit_test(test_pool_full),
+        cmocka_unit_test(test_sliding_window),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
