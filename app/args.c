@@ -142,8 +142,18 @@ int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv
     case ARG_FLOAT: return arg_float(cmd, a, v, o->lo, o->hi, o->dst) ? 1 : -1;
     case ARG_U64: return arg_u64(cmd, a, v, o->dst) ? 1 : -1;
     case ARG_CHOICE:
+    case ARG_ENUM:
         if (one_of(o->choices, v)) {
-            *(const char **)o->dst = v;
+            if (o->kind == ARG_CHOICE) {
+                *(const char **)o->dst = v;
+                return 1;
+            }
+            int k = 0; /* the word's index */
+            for (const char *p = o->choices; strncmp(p, v, strcspn(p, "|")) ||
+                                             strlen(v) != strcspn(p, "|");
+                 p += strcspn(p, "|") + 1)
+                k++;
+            *(int *)o->dst = k;
             return 1;
         }
         fprintf(stderr, "nibble %s: %s: '%s' is not one of ", cmd, a, v);

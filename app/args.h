@@ -35,7 +35,8 @@ enum arg_kind {
     ARG_FLOAT, /* float *: a number in [lo, hi] */
     ARG_U64,   /* uint64_t *: a non-negative whole number */
     ARG_FLAG,  /* int *: set to 1, no value */
-    ARG_CHOICE /* const char **: one of the '|'-separated words in `choices` */
+    ARG_CHOICE, /* const char **: one of the '|'-separated words in `choices` */
+    ARG_ENUM    /* int *: the index of the word given among `choices` (0 for the first) */
 };
 
 struct arg_opt {
@@ -52,6 +53,7 @@ struct arg_opt {
 #define OPT_U64(names, dst)            {(names), ARG_U64, (dst), 0, 0, NULL}
 #define OPT_FLAG(names, dst)           {(names), ARG_FLAG, (dst), 0, 0, NULL}
 #define OPT_CHOICE(names, dst, words)  {(names), ARG_CHOICE, (dst), 0, 0, (words)}
+#define OPT_ENUM(names, dst, words)    {(names), ARG_ENUM, (dst), 0, 0, (words)}
 #define OPT_END                        {NULL, ARG_STR, NULL, 0, 0, NULL}
 
 /* The options every command that opens and runs a model shares, with llama.cpp's
@@ -71,7 +73,8 @@ struct arg_opt {
 #define OPTS_CONTEXT(cp, min_ctx)                                                           \
     OPT_INT("-c|--ctx|--ctx-size", &(cp)->n_ctx, (min_ctx), 1 << 24),                        \
         OPT_INT("-t|--threads", &(cp)->n_threads, 1, 1024),                                   \
-        OPT_INT("-b|--batch|--batch-size", &(cp)->n_batch, 1, 65536)
+        OPT_INT("-b|--batch|--batch-size", &(cp)->n_batch, 1, 65536),                        \
+        OPT_ENUM("--kv-type|-ctk|--cache-type-k", &(cp)->kv_type, "default|f32|f16|bf16|q8_0")
 
 /* argv[*i] against the table: 1 when it is one of its options (the value parsed into
  * dst and *i moved past it; "--name=value" works too, and '_' for '-' in a long name,
