@@ -35,10 +35,11 @@ static void usage(FILE *f)
 
 /* A context of cp->n_ctx tokens (0: what the prompts need, at least min(512, the model's
  * trained context)). */
-static int context(struct nb_model *m, const struct nb_ctx_params *cp, int need,
+static int context(struct nb_model *m, const struct nb_ctx_params *cp, int need, int is_ref,
                    struct nb_ctx **c)
 {
     struct nb_ctx_params p = *cp;
+    if (is_ref) p.kv_type = NB_KV_TYPE_F32; /* --kv-type is the test's: the reference is exact */
     struct nb_model_info info;
     nb_model_get_info(m, &info);
     if (!p.n_ctx) {
@@ -119,12 +120,12 @@ int cmd_eval(int argc, char **argv)
     }
     /* the contexts hold the longest prompt and its continuation, and a --ppl-chunks chunk */
     int need = max_len + n_gen > chunk_ctx ? max_len + n_gen : chunk_ctx;
-    if (nb_model_load(&rm, ref_path) != NB_OK || !context(rm, &cp, need, &rc_))
+    if (nb_model_load(&rm, ref_path) != NB_OK || !context(rm, &cp, need, 1, &rc_))
         goto fail;
     if (!app_open_model(cmd, test_path, path_name, priority, cp.n_threads, !no_cache, &tm, loaded,
                         sizeof loaded))
         goto done;
-    if (!context(tm, &cp, need, &tc)) goto fail;
+    if (!context(tm, &cp, need, 0, &tc)) goto fail;
     struct nb_model_info ri;
     nb_model_get_info(rm, &ri);
     int window = cp.n_ctx ? cp.n_ctx : (ri.n_ctx_train < 512 ? ri.n_ctx_train : 512);

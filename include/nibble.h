@@ -98,7 +98,15 @@ struct nb_ctx_params {
     int pin;       /* bind thread i to core i */
     int64_t n_ctx_total; /* tokens the KV pool holds for all sequences together
                             (0: n_seq * n_ctx, every sequence can fill its context) */
+    int kv_type;         /* enum nb_kv_type of the cached keys and values */
 };
+/* What the KV cache stores: f32, f16, bf16, or q8_0 (llama.cpp's block of 32 int8 codes
+ * and an f16 scale; the head size must be a multiple of 32). Default: f32. */
+enum nb_kv_type { NB_KV_TYPE_DEFAULT, NB_KV_TYPE_F32, NB_KV_TYPE_F16, NB_KV_TYPE_BF16,
+                  NB_KV_TYPE_Q8_0 };
+NB_API const char *nb_kv_type_name(int kv_type);
+/* "f32", "f16", "bf16", "q8_0" (or "default") -> enum nb_kv_type; -1 for anything else. */
+NB_API int nb_kv_type_parse(const char *name);
 NB_API struct nb_ctx_params nb_ctx_default_params(void);
 
 NB_API enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *model,

@@ -83,6 +83,29 @@ static void test_gemm_float(void **state)
     }
 }
 
+/* KV rows: f16 and bf16 round to nearest (exact on their grids), q8_0 within half a
+ * step of its block's scale. */
+static void test_kv_rows(void **state)
+{
+    uint64_t s = 5;
+    float x[64], y[64];
+    char buf[256];
+    for (int i = 0; i < 64; i++) x[i] = 4 * frand(&s);
+    x[7] = 0;
+    for (int ty = NB_KVE_F32; ty <= NB_KVE_Q8_0; ty++) {
+        nb_kv_row_store(ty, x, buf, 64);
+        nb_kv_row_load(ty, buf, y, 64);
+        for (int i = 0; i < 64; i++) {
+            float tol = ty == NB_KVE_F32 ? 0 : ty == NB_KVE_F16 ? fabsf(x[i]) * 4.9e-4f
+                      : ty == NB_KVE_BF16 ? fabsf(x[i]) * 3.91e-3f : 4.0f / 127 / 2 * 1.01f;
+            assert_true(fabsf(y[i] - x[i]) <= tol);
+        }
+        assert_true(y[7] == 0);
+    }
+    assert_int_equal(NB_KV_ROW_BYTES(NB_KVE_Q8_0, 64), 68);
+    assert_int_equal(NB_KV_ROW_BYTES(NB_KVE_F16, 64), 128);
+}
+
 /* Prefill attention tile: odd tile sizes, GQA groups of 1-4, head sizes that are and
  * are not multiples of 16, causal and sliding-window masks, a paged cache whose block
  * table is a shuffled choice of twice as many blocks (a wrong slot reads other data). */
@@ -133,12 +156,29 @@ static void test_attn_tile(void **state)
                     /* the second kv head's columns: q / out offset by rep * hd */
                     int64_t col = (int64_t)rep * hd;
                     float sc = 1.0f / sqrtf((float)hd);
-                    nb_attn_tile_avx512(o1 + col, ldq, q + col, ldq, nt, rep, hd, pos, k + hd,
-                                        v + hd, ldkv, blocks, bshift, win, sc, scr);
-                    nb_attn_tile_ref(o2 + col, ldq, q + col, ldq, nt, rep, hd, pos, k + hd, v + hd,
-                                     ldkv, blocks, bshift, win, sc, scr);
-                    for (size_t i = 0; i < nq; i++)
-                        assert_true(fabsf(o1[i] - o2[i]) <= 2e-5f);
+                    /* every KV element type: the same rows stored as that type */
+                    for (int ty = NB_KVE_F32; ty <= NB_KVE_Q8_0; ty++) {
+                        if (ty == NB_KVE_Q8_0 && hd % 32) continue;
+                        int64_t rb = NB_KV_ROW_BYTES(ty, ldkv);
+                        size_t rows = (size_t)pool << bshift;
+                        char *kt = malloc(rows * (size_t)rb), *vt = malloc(rows * (size_t)rb);
+                        for (size_t r = 0; r < rows; r++) {
+                            nb_kv_row_store(ty, k + r * (size_t)ldkv, kt + r * (size_t)rb, ldkv);
+                            nb_kv_row_store(ty, v + r * (size_t)ldkv, vt + r * (size_t)rb, ldkv);
+                        }
+                        int64_t head = NB_KV_ROW_BYTES(ty, hd); /* the second kv head */
+                        memset(o1, 0, sizeof(float) * nq);
+                        memset(o2, 0, sizeof(float) * nq);
+                        nb_attn_tile_avx512(o1 + col, ldq, q + col, ldq, nt, rep, hd, pos,
+                                            kt + head, vt + head, rb, ty, blocks, bshift, win, sc,
+                                            scr);
+                        nb_attn_tile_ref(o2 + col, ldq, q + col, ldq, nt, rep, hd, pos, kt + head,
+                                         vt + head, rb, ty, blocks, bshift, win, sc, scr);
+                        for (size_t i = 0; i < nq; i++)
+                            assert_true(fabsf(o1[i] - o2[i]) <= 2e-5f);
+                        free(kt);
+                        free(vt);
+                    }
                     free(k);
                     free(v);
                     free(q);
@@ -211,7 +251,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_dot_axpy),
         cmocka_unit_test(test_gemm_float),
-        cmocka_unit_test(test_attn_tile),
+        cmocka_unit_test(test_attn_tile), cmocka_unit_test(test_kv_rows),
         cmocka_unit_test(test_glu),
         cmocka_unit_test(test_rmsnorm),
     };

@@ -52,8 +52,9 @@ typedef void (*nb_act_quant_q8_fn)(const float *x, int64_t n, int group, int8_t 
 /* Prefill attention over one tile of query rows sharing a KV head (GQA group).
  * Rows: n_tok tokens x n_rep heads, row (t, g) reads q + t*ldq + g*hd and writes
  * out + t*ldo + g*hd (hd floats); n_tok * n_rep <= NB_ATTN_ROWS. Token t sits at
- * position qpos[t]; the cache is paged in blocks of 2^bshift rows, and the key / value
- * of position p is the row k + NB_KV_SLOT(blocks, bshift, p) * ldkv (v likewise). Row (t, g) attends to the keys p with p <= qpos[t] and, when
+ * position qpos[t]; the cache is paged in blocks of 2^bshift rows of `kv_type`
+ * (enum nb_kv_elem), and the key / value of position p is the hd values at byte
+ * k + NB_KV_SLOT(blocks, bshift, p) * ldkv (v likewise; ldkv in bytes). Row (t, g) attends to the keys p with p <= qpos[t] and, when
  * window > 0, qpos[t] - p < window:
  *     out = sum_p softmax_p(scale * q.k_p) v_p
  * Every key position from min(qpos) - window + 1 (or 0) to max(qpos) is read, so
@@ -65,17 +66,30 @@ typedef void (*nb_glu_fn)(float *out, const float *gate, const float *up, int64_
 /* y = x / sqrt(mean(x^2) + eps) * w (y may be x). */
 typedef void (*nb_rmsnorm_fn)(float *y, const float *x, const float *w, int64_t n, float eps);
 
+/* Element types of the KV cache. A row of n values (n a multiple of 32 for q8_0) takes
+ * NB_KV_ROW_BYTES(type, n) bytes; q8_0 is llama.cpp's block: per 32 values an f16
+ * scale d = max|x| / 127 and 32 int8 codes round(x / d). */
+enum nb_kv_elem { NB_KVE_F32, NB_KVE_F16, NB_KVE_BF16, NB_KVE_Q8_0 };
+#define NB_KV_ROW_BYTES(type, n)                                                                   \
+    ((type) == NB_KVE_F32    ? (int64_t)(n) * 4                                                    \
+     : (type) == NB_KVE_Q8_0 ? (int64_t)(n) / 32 * 34                                              \
+                             : (int64_t)(n) * 2)
+/* dst[0..n) = the n values of a row of `type` at src (n a multiple of 32 for q8_0). */
+void nb_kv_row_load(int type, const void *src, float *dst, int64_t n);
+/* The row of `type` at dst = src[0..n) rounded (to nearest even). */
+void nb_kv_row_store(int type, const float *src, void *dst, int64_t n);
+
 /* The row of position p in a cache paged in blocks of 2^bshift rows: block
  * blocks[p >> bshift], row p mod 2^bshift of it. */
 #define NB_KV_SLOT(blocks, bshift, p)                                                              \
     (((int64_t)(blocks)[(p) >> (bshift)] << (bshift)) | (int64_t)((p) & ((1 << (bshift)) - 1)))
 
 #define NB_ATTN_ROWS        32
-#define NB_ATTN_SCRATCH(hd) (34 * (int64_t)(hd) + 1024)
+#define NB_ATTN_SCRATCH(hd) (66 * (int64_t)(hd) + 1024) /* + 32 rows converted to f32 */
 typedef void (*nb_attn_tile_fn)(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok,
-                                int n_rep, int hd, const int32_t *qpos, const float *k,
-                                const float *v, int64_t ldkv, const int32_t *blocks, int bshift,
-                                int window, float scale, float *scratch);
+                                int n_rep, int hd, const int32_t *qpos, const void *k,
+                                const void *v, int64_t ldkv, int kv_type, const int32_t *blocks,
+                                int bshift, int window, float scale, float *scratch);
 
 /* ---- the GEMM of a weight format, one signature for all of them ----
  *
@@ -117,6 +131,7 @@ struct nb_kernels {
     void (*axpy_f32)(float *y, float a, const float *x, int64_t n); /* y += a x */
     nb_act_quant_q8_fn act_quant_q8;
     nb_attn_tile_fn attn_tile;
+    void (*kv_row_load)(int type, const void *src, float *dst, int64_t n); /* decode's */
     nb_glu_fn glu;
     nb_rmsnorm_fn rmsnorm;
 };
@@ -155,8 +170,9 @@ void nb_gemm_bf16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const 
 float nb_dot_f32_ref(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
 void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
-                      int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
-                      const int32_t *blocks, int bshift, int window, float scale, float *scratch);
+                      int hd, const int32_t *qpos, const void *k, const void *v, int64_t ldkv,
+                      int kv_type, const int32_t *blocks, int bshift, int window, float scale,
+                      float *scratch);
 
 void nb_act_quant_q8_ref(const float *x, int64_t n, int group, int8_t *q, float *d, int32_t *gsum);
 void nb_glu_ref(float *out, const float *gate, const float *up, int64_t n, enum nb_glu_act act);
@@ -229,9 +245,10 @@ void nb_rmsnorm_avx512(float *y, const float *x, const float *w, int64_t n, floa
 float nb_dot_f32_avx512(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
 /* kernels/x86/attn_avx512.c: online softmax over blocks of 16 keys, rows in lanes. */
+void nb_kv_row_load_avx512(int type, const void *src, float *dst, int64_t n);
 void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
-                         int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
-                         const int32_t *blocks, int bshift, int window, float scale,
+                         int hd, const int32_t *qpos, const void *k, const void *v, int64_t ldkv,
+                         int kv_type, const int32_t *blocks, int bshift, int window, float scale,
                          float *scratch);
 void nb_gemm_f32_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                         int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);

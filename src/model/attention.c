@@ -70,9 +70,9 @@ static void rope_worker(void *arg, int ith, int nth)
             if (L->k_norm) c->kern->rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
             rope_apply(kh, cs, (int)hd, cfg->rope_pairing);
         }
-        int64_t row = nb_kv_row(&c->kv, l, j->seq[t], j->pos[t]);
-        memcpy(c->kv.k[l] + row * kv_dim, c->k + t * kv_dim, sizeof(float) * (size_t)kv_dim);
-        memcpy(c->kv.v[l] + row * kv_dim, c->v + t * kv_dim, sizeof(float) * (size_t)kv_dim);
+        int64_t at = nb_kv_row(&c->kv, l, j->seq[t], j->pos[t]) * c->kv.row_bytes;
+        nb_kv_row_store(c->kv.type, c->k + t * kv_dim, (char *)c->kv.k[l] + at, kv_dim);
+        nb_kv_row_store(c->kv.type, c->v + t * kv_dim, (char *)c->kv.v[l] + at, kv_dim);
     }
 }
 
@@ -103,7 +103,7 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
     const struct nb_ctx *c = j->c;
     const struct nb_config *cfg = &c->model->cfg;
     int hd = cfg->head_dim, group = cfg->n_heads / cfg->n_kv_heads, KV = cfg->n_kv_heads;
-    int64_t kv_dim = (int64_t)KV * hd, q_dim = (int64_t)cfg->n_heads * hd;
+    int64_t q_dim = (int64_t)cfg->n_heads * hd;
     int tb = NB_ATTN_ROWS / group;
     int window = cfg->layer_sliding[j->layer] ? cfg->sliding_window : 0;
     float scale = 1.0f / sqrtf((float)hd);
@@ -124,12 +124,13 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
                 done += cost;
                 if ((int)(mid * nth / total) != ith) continue;
                 int64_t col = (int64_t)kvh * group * hd;
+                int64_t head = NB_KV_ROW_BYTES(c->kv.type, (int64_t)kvh * hd);
                 c->kern->attn_tile(c->att + t0 * q_dim + col, q_dim, c->q + t0 * q_dim + col,
                                    q_dim, t1 - t0, group, hd, j->pos + t0,
-                                   c->kv.k[j->layer] + (int64_t)kvh * hd,
-                                   c->kv.v[j->layer] + (int64_t)kvh * hd, kv_dim,
-                                   nb_kv_table(&c->kv, j->layer, j->seq[t0]), NB_KV_BLOCK_SHIFT,
-                                   window, scale, scratch);
+                                   (const char *)c->kv.k[j->layer] + head,
+                                   (const char *)c->kv.v[j->layer] + head, c->kv.row_bytes,
+                                   c->kv.type, nb_kv_table(&c->kv, j->layer, j->seq[t0]),
+                                   NB_KV_BLOCK_SHIFT, window, scale, scratch);
             }
 }
 
@@ -141,8 +142,8 @@ static void attn_rows(const struct attn_job *j, int ith, int nth, float *scores)
     const struct nb_config *cfg = &c->model->cfg;
     const struct nb_kernels *k = c->kern;
     int hd = cfg->head_dim, H = cfg->n_heads, group = cfg->n_heads / cfg->n_kv_heads;
-    int64_t kv_dim = (int64_t)cfg->n_kv_heads * hd, q_dim = (int64_t)H * hd;
-    int window = cfg->layer_sliding[j->layer] ? cfg->sliding_window : 0;
+    int64_t q_dim = (int64_t)H * hd;
+    int window = cfg->layer_sliding[j->layer] ? cfg->sliding_window : 0, type = c->kv.type;
     float scale = 1.0f / sqrtf((float)hd);
     long lo_job, hi_job;
     nb_split_range((long)j->n_tok * H, ith, nth, 1, &lo_job, &hi_job);
@@ -151,18 +152,24 @@ static void attn_rows(const struct attn_job *j, int ith, int nth, float *scores)
         int s = j->seq[t], p = j->pos[t];
         int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
         const float *qv = c->q + t * q_dim + (int64_t)h * hd;
-        const float *kc = c->kv.k[j->layer] + (h / group) * hd;
-        const float *vc = c->kv.v[j->layer] + (h / group) * hd;
+        int64_t head = NB_KV_ROW_BYTES(type, (int64_t)(h / group) * hd), ld = c->kv.row_bytes;
+        const char *kc = (const char *)c->kv.k[j->layer] + head;
+        const char *vc = (const char *)c->kv.v[j->layer] + head;
         const int32_t *blocks = nb_kv_table(&c->kv, j->layer, s);
-        for (int i = lo; i <= p; i++)
-            scores[i - lo] =
-                k->dot_f32(qv, kc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, i) * kv_dim, hd) * scale;
+        float *row = scores + c->n_ctx; /* a 16-bit or q8_0 row as f32 */
+        for (int i = lo; i <= p; i++) {
+            const char *kr = kc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, i) * ld;
+            if (type != NB_KVE_F32) k->kv_row_load(type, kr, row, hd);
+            scores[i - lo] = k->dot_f32(qv, type == NB_KVE_F32 ? (const float *)kr : row, hd) * scale;
+        }
         nb_softmax(scores, p - lo + 1);
         float *out = c->att + t * q_dim + (int64_t)h * hd;
         memset(out, 0, sizeof(float) * (size_t)hd);
-        for (int i = lo; i <= p; i++)
-            k->axpy_f32(out, scores[i - lo], vc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, i) * kv_dim,
-                        hd);
+        for (int i = lo; i <= p; i++) {
+            const char *vr = vc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, i) * ld;
+            if (type != NB_KVE_F32) k->kv_row_load(type, vr, row, hd);
+            k->axpy_f32(out, scores[i - lo], type == NB_KVE_F32 ? (const float *)vr : row, hd);
+        }
     }
 }
 

@@ -25,6 +25,30 @@ void nb_ctx_set_kernels(struct nb_ctx *c, const struct nb_kernels *k)
 }
 
 
+static const char *const k_kv_type_names[] = {"default", "f32", "f16", "bf16", "q8_0"};
+
+const char *nb_kv_type_name(int t)
+{
+    return t >= 0 && t <= NB_KV_TYPE_Q8_0 ? k_kv_type_names[t] : "?";
+}
+
+int nb_kv_type_parse(const char *name)
+{
+    for (int t = 0; name && t <= NB_KV_TYPE_Q8_0; t++)
+        if (!strcmp(name, k_kv_type_names[t])) return t;
+    return -1;
+}
+
+static int kv_elem(int t)
+{
+    switch (t) {
+    case NB_KV_TYPE_F16: return NB_KVE_F16;
+    case NB_KV_TYPE_BF16: return NB_KVE_BF16;
+    case NB_KV_TYPE_Q8_0: return NB_KVE_Q8_0;
+    default: return NB_KVE_F32;
+    }
+}
+
 struct nb_ctx_params nb_ctx_default_params(void)
 {
     struct nb_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 512, .n_threads = 0};
@@ -82,7 +106,7 @@ static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
     int64_t max_in = E > F ? E : F;
     if (q_dim > max_in) max_in = q_dim;
     int64_t need = max_in;
-    if (p->n_ctx > need) need = p->n_ctx;
+    if (p->n_ctx + hd > need) need = p->n_ctx + hd; /* decode: scores, then a converted row */
     if (NB_ATTN_SCRATCH(hd) > need) need = NB_ATTN_SCRATCH(hd); /* attention tile */
     c->scratch_stride = (need + 15) & ~(int64_t)15;
     c->scratch = ctx_alloc(&fail, (size_t)(c->scratch_stride * p->n_threads), sizeof(float));
@@ -98,6 +122,10 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
 {
     *out = NULL;
     struct nb_ctx_params p = params ? *params : nb_ctx_default_params();
+    if (p.kv_type < 0 || p.kv_type > NB_KV_TYPE_Q8_0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "context: KV type %d is not one of f32, f16, "
+                            "bf16, q8_0", p.kv_type);
+    if (p.kv_type == NB_KV_TYPE_DEFAULT) p.kv_type = NB_KV_TYPE_F32;
     if (p.n_ctx_total < 0)
         return nb_set_error(NB_ERR_INVALID_ARG, "context: n_ctx_total %lld is negative",
                             (long long)p.n_ctx_total);
@@ -124,15 +152,18 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     c->n_threads = p.n_threads;
     enum nb_status st = nb_pool_init(&c->pool, p.n_threads, p.pin);
     if (st) goto fail;
-    if ((st = nb_kv_init(&c->kv, cfg, p.n_seq, p.n_ctx, p.n_ctx_total, p.n_batch))) goto fail;
+    if ((st = nb_kv_init(&c->kv, cfg, kv_elem(p.kv_type), p.n_seq, p.n_ctx, p.n_ctx_total,
+                         p.n_batch)))
+        goto fail;
     if (!alloc_activations(c, &p)) {
         st = nb_set_error(NB_ERR_NOMEM, "context: out of memory (n_ctx %d, n_seq %d, "
                           "n_batch %d)", p.n_ctx, p.n_seq, p.n_batch);
         goto fail;
     }
-    NB_LOGI("context: %d tokens x %d sequences, batch %d, %d threads, KV pool %.1f MiB (f32, "
+    NB_LOGI("context: %d tokens x %d sequences, batch %d, %d threads, KV pool %.1f MiB (%s, "
             "blocks of %d tokens, taken as used)", p.n_ctx, p.n_seq, p.n_batch, p.n_threads,
-            (double)nb_kv_bytes_reserved(&c->kv) / (1 << 20), NB_KV_BLOCK);
+            (double)nb_kv_bytes_reserved(&c->kv) / (1 << 20), nb_kv_type_name(p.kv_type),
+            NB_KV_BLOCK);
     *out = c;
     return NB_OK;
 fail:

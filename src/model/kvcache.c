@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kernels/kernels.h"
+
 #define B NB_KV_BLOCK
 
 static int blocks_for(int64_t tokens) { return (int)((tokens + B - 1) / B); }
@@ -46,19 +48,24 @@ static enum nb_status group_init(struct nb_kv_group *g, int n_seq, int max_block
     return NB_OK;
 }
 
-enum nb_status nb_kv_init(struct nb_kv *kv, const struct nb_config *cfg, int n_seq, int n_ctx,
-                          int64_t n_total, int n_batch)
+enum nb_status nb_kv_init(struct nb_kv *kv, const struct nb_config *cfg, int type, int n_seq,
+                          int n_ctx, int64_t n_total, int n_batch)
 {
     memset(kv, 0, sizeof *kv);
+    if (type == NB_KVE_Q8_0 && cfg->head_dim % 32)
+        return nb_set_error(NB_ERR_INVALID_ARG, "KV cache: q8_0 needs a head size that is a "
+                            "multiple of 32 (this model's: %d); use f16", cfg->head_dim);
+    kv->type = type;
     kv->n_layers = cfg->n_layers;
     kv->n_seq = n_seq;
     kv->n_ctx = n_ctx;
     kv->n_batch = n_batch;
     kv->window = cfg->sliding_window;
     kv->kv_dim = (int64_t)cfg->n_kv_heads * cfg->head_dim;
+    kv->row_bytes = NB_KV_ROW_BYTES(type, kv->kv_dim);
     kv->group_of = calloc((size_t)cfg->n_layers, 1);
-    kv->k = calloc((size_t)cfg->n_layers, sizeof(float *));
-    kv->v = calloc((size_t)cfg->n_layers, sizeof(float *));
+    kv->k = calloc((size_t)cfg->n_layers, sizeof(void *));
+    kv->v = calloc((size_t)cfg->n_layers, sizeof(void *));
     kv->len = calloc((size_t)n_seq, sizeof(int));
     if (!kv->group_of || !kv->k || !kv->v || !kv->len)
         return nb_set_error(NB_ERR_NOMEM, "KV cache: out of memory");
@@ -89,8 +96,8 @@ enum nb_status nb_kv_init(struct nb_kv *kv, const struct nb_config *cfg, int n_s
         /* calloc: the kernel maps the pages on first write, so a large pool's untouched
          * blocks cost no memory */
         size_t rows = (size_t)kv->g[kv->group_of[l]].n_blocks * B;
-        kv->k[l] = calloc(rows * (size_t)kv->kv_dim, sizeof(float));
-        kv->v[l] = calloc(rows * (size_t)kv->kv_dim, sizeof(float));
+        kv->k[l] = calloc(rows, (size_t)kv->row_bytes);
+        kv->v[l] = calloc(rows, (size_t)kv->row_bytes);
         if (!kv->k[l] || !kv->v[l])
             return nb_set_error(NB_ERR_NOMEM, "KV cache: out of memory for %zu tokens x %d "
                                 "layers", rows, cfg->n_layers);
@@ -119,7 +126,7 @@ void nb_kv_free(struct nb_kv *kv)
 
 static int64_t group_row_bytes(const struct nb_kv *kv, int gi)
 {
-    return 2 * (int64_t)B * kv->kv_dim * (int64_t)sizeof(float) * kv->g[gi].n_layers;
+    return 2 * (int64_t)B * kv->row_bytes * kv->g[gi].n_layers;
 }
 
 int64_t nb_kv_bytes_reserved(const struct nb_kv *kv)
@@ -153,7 +160,7 @@ static int blocks_needed(struct nb_kv *kv, int gi, int seq, int from, int to)
 static void make_writable(struct nb_kv *kv, int gi, int seq, int from, int to)
 {
     struct nb_kv_group *g = &kv->g[gi];
-    size_t bytes = sizeof(float) * (size_t)B * (size_t)kv->kv_dim;
+    size_t bytes = (size_t)B * (size_t)kv->row_bytes;
     for (int i = from >> NB_KV_BLOCK_SHIFT; i <= (to - 1) >> NB_KV_BLOCK_SHIFT; i++) {
         int32_t *slot = slot_of(g, seq, i), old = *slot;
         if (old >= 0 && g->ref[old] == 1) continue;
@@ -161,9 +168,9 @@ static void make_writable(struct nb_kv *kv, int gi, int seq, int from, int to)
         if (old >= 0) { /* shared: copy what the others see, then write our own */
             for (int l = 0; l < kv->n_layers; l++) {
                 if (kv->group_of[l] != gi) continue;
-                int64_t at = (int64_t)b * B * kv->kv_dim, from_at = (int64_t)old * B * kv->kv_dim;
-                memcpy(kv->k[l] + at, kv->k[l] + from_at, bytes);
-                memcpy(kv->v[l] + at, kv->v[l] + from_at, bytes);
+                size_t at = (size_t)b * bytes, from_at = (size_t)old * bytes;
+                memcpy((char *)kv->k[l] + at, (char *)kv->k[l] + from_at, bytes);
+                memcpy((char *)kv->v[l] + at, (char *)kv->v[l] + from_at, bytes);
             }
             g->ref[old]--;
         }

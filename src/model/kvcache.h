@@ -5,7 +5,8 @@
  * sliding-window layers another (a hybrid model's window layers drop the blocks that
  * fall out of their window, so they hold a few blocks per sequence however long it
  * gets). Block b of layer l holds rows [b * NB_KV_BLOCK, (b + 1) * NB_KV_BLOCK) of that
- * layer's storage, each row n_kv_heads * head_dim floats.
+ * layer's storage, each row n_kv_heads * head_dim values of the cache's element type
+ * (f32, f16, bf16 or q8_0: kernels.h, enum nb_kv_elem).
  *
  * Blocks are taken on demand, lowest free id first (a pool's untouched tail is never
  * written, so it costs address space, not memory: RssAnon grows with the tokens held),
@@ -40,8 +41,10 @@ struct nb_kv_group {
 struct nb_kv {
     struct nb_kv_group g[NB_KV_GROUPS];
     int8_t *group_of;   /* [n_layers]: NB_KV_FULL or NB_KV_SWA */
-    float **k, **v;     /* [n_layers]: the layer's pool, [n_blocks][B][kv_dim] */
+    void **k, **v;      /* [n_layers]: the layer's pool, [n_blocks][B] rows */
     int64_t kv_dim;
+    int type;           /* enum nb_kv_elem (kernels.h) */
+    int64_t row_bytes;  /* one row: kv_dim values of `type` */
     int n_layers, n_seq, n_ctx, window, n_batch;
     int *len; /* [n_seq]: tokens held (the next position) */
 };
@@ -49,8 +52,8 @@ struct nb_kv {
 /* Pools for n_seq sequences of up to n_ctx tokens each, n_total tokens in all in the
  * full-attention pool (0: n_seq * n_ctx). Sliding-window layers get what their
  * windows need (window + n_batch tokens a sequence, rounded up to blocks). */
-enum nb_status nb_kv_init(struct nb_kv *kv, const struct nb_config *cfg, int n_seq, int n_ctx,
-                          int64_t n_total, int n_batch);
+enum nb_status nb_kv_init(struct nb_kv *kv, const struct nb_config *cfg, int type, int n_seq,
+                          int n_ctx, int64_t n_total, int n_batch);
 void nb_kv_free(struct nb_kv *kv);
 /* Bytes of address space the pools reserve, and bytes of the blocks in use now. */
 int64_t nb_kv_bytes_reserved(const struct nb_kv *kv);

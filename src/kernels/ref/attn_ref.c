@@ -1,6 +1,6 @@
 /* kernels/ref/attn_ref.c — prefill attention tile, the plain way: per row, a pass
  * for the max score, then exp, sum and the weighted sum of values (contract in
- * kernels/kernels.h). No scratch needed. */
+ * kernels/kernels.h). Each K / V row is converted to f32 (scratch) as it is read. */
 #include <math.h>
 
 #include "kernels/kernels.h"
@@ -13,11 +13,20 @@ static float dot(const float *a, const float *b, int n)
     return s;
 }
 
-void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
-                      int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
-                      const int32_t *blocks, int bshift, int window, float scale, float *scratch)
+/* The hd values of position i (k or v) as f32, in buf. */
+static const float *row(const void *base, int64_t ldkv, int type, const int32_t *blocks,
+                        int bshift, int i, int hd, float *buf)
 {
-    (void)scratch;
+    nb_kv_row_load(type, (const char *)base + NB_KV_SLOT(blocks, bshift, i) * ldkv, buf, hd);
+    return buf;
+}
+
+void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
+                      int hd, const int32_t *qpos, const void *k, const void *v, int64_t ldkv,
+                      int kv_type, const int32_t *blocks, int bshift, int window, float scale,
+                      float *scratch)
+{
+    float *kb = scratch, *vb = scratch + hd;
     for (int t = 0; t < n_tok; t++) {
         int p = qpos[t];
         int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
@@ -26,16 +35,17 @@ void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int 
             float *o = out + t * ldo + (int64_t)g * hd;
             float mx = -INFINITY;
             for (int i = lo; i <= p; i++) {
-                float s = dot(qr, k + NB_KV_SLOT(blocks, bshift, i) * ldkv, hd) * scale;
+                float s = dot(qr, row(k, ldkv, kv_type, blocks, bshift, i, hd, kb), hd) * scale;
                 if (s > mx) mx = s;
             }
             for (int d = 0; d < hd; d++)
                 o[d] = 0;
             float sum = 0;
             for (int i = lo; i <= p; i++) {
-                float e = expf(dot(qr, k + NB_KV_SLOT(blocks, bshift, i) * ldkv, hd) * scale - mx);
+                float e = expf(dot(qr, row(k, ldkv, kv_type, blocks, bshift, i, hd, kb), hd) * scale -
+                               mx);
                 sum += e;
-                const float *vr = v + NB_KV_SLOT(blocks, bshift, i) * ldkv;
+                const float *vr = row(v, ldkv, kv_type, blocks, bshift, i, hd, vb);
                 for (int d = 0; d < hd; d++)
                     o[d] += e * vr[d];
             }

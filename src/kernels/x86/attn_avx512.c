@@ -7,7 +7,8 @@
  * is sum_d k_j[d] * qt[d][:] (broadcast FMAs). The online softmax (running max m, sum
  * l, rescale alpha of the output accumulator) is then lane-wise too; the weights go
  * through scratch (pt[16][32]) to be broadcast for the P.V update of each output row,
- * which accumulates in place in `out`. Each K / V row is read once per tile. exp is a
+ * which accumulates in place in `out`. Each K / V row is read once per tile (a 16-bit
+ * or q8_0 cache's rows converted to f32 as a block of 16 keys is loaded). exp is a
  * degree-6 polynomial with scalef (about 2 ulp), so results differ from the reference
  * by rounding only (tests: test_kernels_vec.c).
  */
@@ -123,10 +124,49 @@ static void pv_pair(float *o0, float *o1, int r0, const float *pt, const float *
     }
 }
 
+/* A K / V row of a 16-bit or q8_0 cache as hd floats in dst: 16 lanes at a time, the
+ * tail (hd not a multiple of 16) by the reference. */
+static void load_row(int type, const void *src, float *dst, int hd)
+{
+    nb_kv_row_load_avx512(type, src, dst, hd);
+}
+
+void nb_kv_row_load_avx512(int type, const void *src, float *dst, int64_t hd)
+{
+    int64_t d = 0;
+    if (type == NB_KVE_F16 || type == NB_KVE_BF16) {
+        const uint16_t *h = src;
+        for (; d + 16 <= hd; d += 16) {
+            __m256i x = _mm256_loadu_si256((const __m256i *)(h + d));
+            __m512 f = type == NB_KVE_F16
+                           ? _mm512_cvtph_ps(x)
+                           : _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(x), 16));
+            _mm512_storeu_ps(dst + d, f);
+        }
+        if (d < hd) nb_kv_row_load(type, h + d, dst + d, hd - d);
+        return;
+    }
+    if (type == NB_KVE_Q8_0) { /* hd is a multiple of 32 */
+        const uint8_t *b = src;
+        for (; d < hd; d += 32, b += 34) {
+            uint16_t dh;
+            memcpy(&dh, b, 2);
+            __m512 sc = _mm512_set1_ps(_cvtsh_ss(dh));
+            for (int i = 0; i < 32; i += 16) {
+                __m128i q = _mm_loadu_si128((const __m128i *)(b + 2 + i));
+                _mm512_storeu_ps(dst + d + i,
+                                 _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q))));
+            }
+        }
+        return;
+    }
+    nb_kv_row_load(type, src, dst, hd);
+}
+
 ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, const float *qt,
-                        int hd, const float *k, const float *v, int64_t ldkv,
+                        int hd, const void *k, const void *v, int64_t ldkv, int kv_type,
                         const int32_t *blocks, int bshift, int window,
-                        int kmin, int kmax, float *pt, float *al, float *ls)
+                        int kmin, int kmax, float *pt, float *al, float *ls, float *conv)
 {
     __m512 m[2] = {_mm512_set1_ps(-FLT_MAX), _mm512_set1_ps(-FLT_MAX)};
     __m512 l[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -135,9 +175,21 @@ ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, co
         const float *kr[16], *vr[16];
         for (int j = 0; j < 16; j++) {
             int p = kb + (j < nk ? j : nk - 1);
-            int64_t slot = NB_KV_SLOT(blocks, bshift, p);
-            kr[j] = k + slot * ldkv;
-            vr[j] = v + slot * ldkv;
+            int64_t at = NB_KV_SLOT(blocks, bshift, p) * ldkv;
+            const char *ks = (const char *)k + at, *vs = (const char *)v + at;
+            if (kv_type == NB_KVE_F32) {
+                kr[j] = (const float *)ks;
+                vr[j] = (const float *)vs;
+            } else if (j < nk) { /* converted once per tile and key */
+                float *kd = conv + (int64_t)j * hd, *vd = conv + (int64_t)(16 + j) * hd;
+                load_row(kv_type, ks, kd, hd);
+                load_row(kv_type, vs, vd, hd);
+                kr[j] = kd;
+                vr[j] = vd;
+            } else {
+                kr[j] = kr[nk - 1];
+                vr[j] = vr[nk - 1];
+            }
         }
         __m512 s[16][2];
         scores(NV, s, kr, nk, qt, hd);
@@ -150,8 +202,8 @@ ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, co
 }
 
 void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
-                         int hd, const int32_t *qpos, const float *k, const float *v, int64_t ldkv,
-                         const int32_t *blocks, int bshift, int window, float scale,
+                         int hd, const int32_t *qpos, const void *k, const void *v, int64_t ldkv,
+                         int kv_type, const int32_t *blocks, int bshift, int window, float scale,
                          float *scratch)
 {
     int R = n_tok * n_rep;
@@ -160,6 +212,7 @@ void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, i
     float *al = pt + 16 * 32;          /* [32] */
     float *ls = al + 32;               /* [32] */
     float *dummy = ls + 32;            /* [hd] output of the pad row of an odd tile */
+    float *conv = dummy + hd;          /* [32][hd] K / V rows of a 16-bit or q8_0 cache */
     int32_t qp[32];
     float *orow[NB_ATTN_ROWS + 1];
     int pmin = INT_MAX, pmax = -1;
@@ -182,9 +235,11 @@ void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, i
     if (R == 0) return;
     int kmin = window > 0 && pmin - window + 1 > 0 ? pmin - window + 1 : 0;
     if (R > 16)
-        tile(2, orow, R, qp, qt, hd, k, v, ldkv, blocks, bshift, window, kmin, pmax, pt, al, ls);
+        tile(2, orow, R, qp, qt, hd, k, v, ldkv, kv_type, blocks, bshift, window, kmin, pmax, pt,
+             al, ls, conv);
     else
-        tile(1, orow, R, qp, qt, hd, k, v, ldkv, blocks, bshift, window, kmin, pmax, pt, al, ls);
+        tile(1, orow, R, qp, qt, hd, k, v, ldkv, kv_type, blocks, bshift, window, kmin, pmax, pt,
+             al, ls, conv);
     for (int r = 0; r < R; r++) {
         __m512 inv = _mm512_set1_ps(1.0f / ls[r]);
         for (int d = 0; d < hd; d += 16) {
