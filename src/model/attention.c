@@ -10,6 +10,7 @@
  * all the q heads of a GQA group and a block of tokens.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "model/context.h"
@@ -84,10 +85,12 @@ void nb_rope_store_kv(struct nb_ctx *c, int layer, int n, const int32_t *pos, co
     nb_run_op(c, NB_OP_ROPE_KV, rope_worker, &j, nb_rows_threads(c, n, dims));
 }
 
+struct split;
 struct attn_job {
     const struct nb_ctx *c;
     int layer, n_tok;
     const int32_t *pos, *seq;
+    const struct split *sp; /* decode (attn_split); NULL: prefill tiles */
 };
 
 /* Prefill: tiles of (kv head, up to NB_ATTN_ROWS / group consecutive tokens of one
@@ -134,58 +137,150 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
             }
 }
 
-/* Decode: (token, head) pairs split over the threads, a dot per key, softmax, and the
- * weighted sum of the values. */
-static void attn_rows(const struct attn_job *j, int ith, int nth, float *scores)
+/* Decode (each sequence of the chunk has one token): flash-decoding. A job is (token,
+ * kv head, run of keys): it reads each K / V row once for all the q heads of the GQA
+ * group (a 16-bit or q8_0 row converted once), and leaves per q head the max score m,
+ * the sum l of exp(score - m) and the weighted sum of values acc. The runs split a long
+ * context over the threads when there are fewer (token, kv head) pairs than threads;
+ * attn_merge then combines a head's runs: out = sum_c e^(m_c - M) acc_c / sum_c
+ * e^(m_c - M) l_c. */
+struct split {
+    int n_runs;     /* runs of keys per (token, kv head) */
+    float *part;    /* [n_tok][kv heads][n_runs][group][2 + hd]: m, l, acc */
+};
+
+static void key_range(const struct attn_job *j, int t, int *lo, int *hi)
+{
+    const struct nb_config *cfg = &j->c->model->cfg;
+    int window = cfg->layer_sliding[j->layer] ? cfg->sliding_window : 0, p = j->pos[t];
+    *lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
+    *hi = p + 1;
+}
+
+static void attn_split(const struct attn_job *j, int ith, int nth, float *scratch)
 {
     const struct nb_ctx *c = j->c;
     const struct nb_config *cfg = &c->model->cfg;
     const struct nb_kernels *k = c->kern;
-    int hd = cfg->head_dim, H = cfg->n_heads, group = cfg->n_heads / cfg->n_kv_heads;
-    int64_t q_dim = (int64_t)H * hd;
-    int window = cfg->layer_sliding[j->layer] ? cfg->sliding_window : 0, type = c->kv.type;
+    int hd = cfg->head_dim, KV = cfg->n_kv_heads, group = cfg->n_heads / KV, type = c->kv.type;
+    int R = j->sp->n_runs;
+    int64_t q_dim = (int64_t)cfg->n_heads * hd, ld = c->kv.row_bytes, stride = 2 + hd;
     float scale = 1.0f / sqrtf((float)hd);
-    long lo_job, hi_job;
-    nb_split_range((long)j->n_tok * H, ith, nth, 1, &lo_job, &hi_job);
-    for (long job = lo_job; job < hi_job; job++) {
-        int t = (int)(job / H), h = (int)(job % H);
-        int s = j->seq[t], p = j->pos[t];
-        int lo = window > 0 && p - window + 1 > 0 ? p - window + 1 : 0;
-        const float *qv = c->q + t * q_dim + (int64_t)h * hd;
-        int64_t head = NB_KV_ROW_BYTES(type, (int64_t)(h / group) * hd), ld = c->kv.row_bytes;
+    long j0, j1;
+    nb_split_range((long)j->n_tok * KV * R, ith, nth, 1, &j0, &j1);
+    for (long job = j0; job < j1; job++) {
+        int t = (int)(job / (KV * R)), kvh = (int)(job / R % KV), run = (int)(job % R);
+        int lo, hi;
+        key_range(j, t, &lo, &hi);
+        int a = lo + (int)((int64_t)(hi - lo) * run / R);
+        int b = lo + (int)((int64_t)(hi - lo) * (run + 1) / R), n = b - a;
+        float *part = j->sp->part + (((int64_t)t * KV + kvh) * R + run) * group * stride;
+        const float *q = c->q + t * q_dim + (int64_t)kvh * group * hd;
+        int64_t head = NB_KV_ROW_BYTES(type, (int64_t)kvh * hd);
         const char *kc = (const char *)c->kv.k[j->layer] + head;
         const char *vc = (const char *)c->kv.v[j->layer] + head;
-        const int32_t *blocks = nb_kv_table(&c->kv, j->layer, s);
-        float *row = scores + c->n_ctx; /* a 16-bit or q8_0 row as f32 */
-        for (int i = lo; i <= p; i++) {
-            const char *kr = kc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, i) * ld;
+        const int32_t *blocks = nb_kv_table(&c->kv, j->layer, j->seq[t]);
+        float *sc = scratch, *row = scratch + (int64_t)group * n; /* scores, a converted row */
+        for (int i = 0; i < n; i++) {
+            const char *kr = kc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, a + i) * ld;
             if (type != NB_KVE_F32) k->kv_row_load(type, kr, row, hd);
-            scores[i - lo] = k->dot_f32(qv, type == NB_KVE_F32 ? (const float *)kr : row, hd) * scale;
+            const float *kf = type == NB_KVE_F32 ? (const float *)kr : row;
+            for (int g = 0; g < group; g++)
+                sc[(int64_t)g * n + i] = k->dot_f32(q + (int64_t)g * hd, kf, hd) * scale;
         }
-        nb_softmax(scores, p - lo + 1);
-        float *out = c->att + t * q_dim + (int64_t)h * hd;
-        memset(out, 0, sizeof(float) * (size_t)hd);
-        for (int i = lo; i <= p; i++) {
-            const char *vr = vc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, i) * ld;
+        for (int g = 0; g < group; g++) {
+            float *s = sc + (int64_t)g * n, m = -INFINITY, l = 0;
+            for (int i = 0; i < n; i++) m = s[i] > m ? s[i] : m;
+            for (int i = 0; i < n; i++) l += s[i] = expf(s[i] - m);
+            part[g * stride] = m;
+            part[g * stride + 1] = l;
+            memset(part + g * stride + 2, 0, sizeof(float) * (size_t)hd);
+        }
+        for (int i = 0; i < n; i++) {
+            const char *vr = vc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, a + i) * ld;
             if (type != NB_KVE_F32) k->kv_row_load(type, vr, row, hd);
-            k->axpy_f32(out, scores[i - lo], type == NB_KVE_F32 ? (const float *)vr : row, hd);
+            const float *vf = type == NB_KVE_F32 ? (const float *)vr : row;
+            for (int g = 0; g < group; g++)
+                k->axpy_f32(part + g * stride + 2, sc[(int64_t)g * n + i], vf, hd);
         }
+    }
+}
+
+static void attn_merge(void *arg, int ith, int nth)
+{
+    const struct attn_job *j = arg;
+    const struct nb_ctx *c = j->c;
+    const struct nb_config *cfg = &c->model->cfg;
+    int hd = cfg->head_dim, H = cfg->n_heads, KV = cfg->n_kv_heads, group = H / KV;
+    int R = j->sp->n_runs;
+    int64_t stride = 2 + hd;
+    long h0, h1;
+    nb_split_range((long)j->n_tok * H, ith, nth, 1, &h0, &h1);
+    for (long th = h0; th < h1; th++) {
+        int t = (int)(th / H), h = (int)(th % H), kvh = h / group, g = h % group;
+        const float *p0 = j->sp->part + (((int64_t)t * KV + kvh) * R) * group * stride + g * stride;
+        float M = -INFINITY, L = 0;
+        for (int r = 0; r < R; r++) M = p0[r * group * stride] > M ? p0[r * group * stride] : M;
+        float *out = c->att + t * (int64_t)H * hd + (int64_t)h * hd;
+        memset(out, 0, sizeof(float) * (size_t)hd);
+        for (int r = 0; r < R; r++) {
+            const float *pr = p0 + r * group * stride;
+            if (pr[1] == 0) continue; /* an empty run */
+            float w = expf(pr[0] - M);
+            L += w * pr[1];
+            c->kern->axpy_f32(out, w, pr + 2, hd);
+        }
+        for (int d = 0; d < hd; d++) out[d] /= L;
     }
 }
 
 static void attn_worker(void *arg, int ith, int nth)
 {
     const struct attn_job *j = arg;
-    const struct nb_config *cfg = &j->c->model->cfg;
     float *scratch = j->c->scratch + ith * j->c->scratch_stride;
-    if (j->n_tok > 1 && cfg->n_heads / cfg->n_kv_heads <= NB_ATTN_ROWS)
-        attn_tiles(j, ith, nth, scratch);
+    if (j->sp)
+        attn_split(j, ith, nth, scratch);
     else
-        attn_rows(j, ith, nth, scratch);
+        attn_tiles(j, ith, nth, scratch);
 }
 
 void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const int32_t *seq)
 {
-    struct attn_job j = {c, layer, n, pos, seq};
+    const struct nb_config *cfg = &c->model->cfg;
+    int hd = cfg->head_dim, KV = cfg->n_kv_heads, group = cfg->n_heads / KV;
+    struct attn_job j = {c, layer, n, pos, seq, NULL};
+    /* tiles when a sequence has several tokens here (prefill) and the group fits one */
+    int prefill = 0;
+    for (int t = 1; t < n && !prefill; t++) prefill = seq[t] == seq[t - 1];
+    if (prefill && group <= NB_ATTN_ROWS) {
+        nb_run_op(c, NB_OP_ATTN, attn_worker, &j, c->n_threads);
+        return;
+    }
+    /* runs of keys: enough jobs for the threads, at least 128 keys a run, and few enough
+     * keys a run that a group's scores fit the thread's scratch */
+    int keys = 1;
+    for (int t = 0; t < n; t++) {
+        int lo, hi;
+        key_range(&j, t, &lo, &hi);
+        keys = hi - lo > keys ? hi - lo : keys;
+    }
+    int pairs = n * KV, runs = (2 * c->n_threads + pairs - 1) / pairs;
+    if (runs > (keys + 127) / 128) runs = (keys + 127) / 128;
+    int64_t room = (c->scratch_stride - hd) / group; /* keys a run may hold */
+    if (runs < (keys + room - 1) / room) runs = (int)((keys + room - 1) / room);
+    if (runs < 1) runs = 1;
+    size_t need = (size_t)pairs * (size_t)runs * (size_t)group * (size_t)(2 + hd);
+    if (need > c->attn_part_cap) {
+        float *p = realloc(c->attn_part, need * sizeof(float));
+        if (!p) { /* one run a pair fits what there is (allocated for n_batch tokens) */
+            runs = 1;
+        } else {
+            c->attn_part = p;
+            c->attn_part_cap = need;
+        }
+    }
+    struct split sp = {runs, c->attn_part};
+    j.sp = &sp;
     nb_run_op(c, NB_OP_ATTN, attn_worker, &j, c->n_threads);
+    nb_run_op(c, NB_OP_ATTN, attn_merge, &j, nb_rows_threads(c, n, (int64_t)cfg->n_heads * hd));
 }

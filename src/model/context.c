@@ -78,6 +78,7 @@ void nb_ctx_free(struct nb_ctx *c)
     free(c->ff_up);
     free(c->rope_cs);
     free(c->scratch);
+    free(c->attn_part);
     free(c->q8);
     free(c->q8_d);
     free(c->q8_sum);
@@ -106,10 +107,13 @@ static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
     int64_t max_in = E > F ? E : F;
     if (q_dim > max_in) max_in = q_dim;
     int64_t need = max_in;
-    if (p->n_ctx + hd > need) need = p->n_ctx + hd; /* decode: scores, then a converted row */
+    int group = cfg->n_heads / cfg->n_kv_heads; /* decode: a group's scores, a converted row */
+    if ((int64_t)group * p->n_ctx + hd > need) need = (int64_t)group * p->n_ctx + hd;
     if (NB_ATTN_SCRATCH(hd) > need) need = NB_ATTN_SCRATCH(hd); /* attention tile */
     c->scratch_stride = (need + 15) & ~(int64_t)15;
     c->scratch = ctx_alloc(&fail, (size_t)(c->scratch_stride * p->n_threads), sizeof(float));
+    c->attn_part_cap = (size_t)(B * cfg->n_heads * (hd + 2)); /* one run of keys a head */
+    c->attn_part = ctx_alloc(&fail, c->attn_part_cap, sizeof(float));
     c->q8_ld = (max_in + 127) & ~(int64_t)127;
     c->q8 = ctx_alloc(&fail, (size_t)(B * c->q8_ld), 1);
     c->q8_d = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 32), sizeof(float));

@@ -49,6 +49,8 @@ struct nb_ctx {
     float *ff_gate, *ff_up; /* [n_batch][n_ff] */
     float *rope_cs;         /* [n_batch][head_dim] cos, sin interleaved */
     float *scratch;         /* [n_threads][scratch_stride] */
+    float *attn_part;       /* decode attention's partial results (attention.c) */
+    size_t attn_part_cap;   /* floats; grown when a long context splits into more runs */
     int64_t scratch_stride;
 
     /* The int8 form of one GEMM input (struct nb_input), for weights that read int8
