@@ -20,5 +20,6 @@ int cmd_tokenize(int argc, char **argv);
 int cmd_detokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
+int cmd_kvbudget(int argc, char **argv);
 
 #endif

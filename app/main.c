@@ -19,6 +19,7 @@ static const struct nb_command k_commands[] = {
     {"detokenize", "token ids -> text", cmd_detokenize},
     {"synth", "write a random-weight model at a real shape as GGUF", cmd_synth},
     {"cache", "list or clear the warm-start cache of quantized models", cmd_cache},
+    {"kv-budget", "what a context costs in memory (KV, scratch), predicted or measured", cmd_kvbudget},
 };
 
 static void usage(FILE *f)

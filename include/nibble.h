@@ -104,6 +104,7 @@ struct nb_ctx_params {
  * and an f16 scale; the head size must be a multiple of 32). Default: f32. */
 enum nb_kv_type { NB_KV_TYPE_DEFAULT, NB_KV_TYPE_F32, NB_KV_TYPE_F16, NB_KV_TYPE_BF16,
                   NB_KV_TYPE_Q8_0 };
+/* The name of a KV type; for NB_KV_TYPE_DEFAULT, the name of the type it stands for. */
 NB_API const char *nb_kv_type_name(int kv_type);
 /* "f32", "f16", "bf16", "q8_0" (or "default") -> enum nb_kv_type; -1 for anything else. */
 NB_API int nb_kv_type_parse(const char *name);
@@ -150,6 +151,18 @@ struct nb_kv_usage {
     int block_tokens;
 };
 NB_API void nb_ctx_kv_usage(const struct nb_ctx *ctx, struct nb_kv_usage *usage);
+/* The anonymous memory a context with these parameters takes once its sequences are
+ * full (before making it: nibble kv-budget, and run's check against free memory). */
+struct nb_ctx_memory {
+    int64_t kv_bytes;      /* the KV pools: full-attention layers hold every token,
+                              sliding-window layers their window (hybrid accounting) */
+    int64_t kv_flat_bytes; /* the same cache if every layer held every token */
+    int64_t kv_bytes_per_token; /* one token in every layer */
+    int64_t work_bytes;    /* activations of a chunk, scratch, attention partials */
+    int64_t total_bytes;   /* kv_bytes + work_bytes */
+};
+NB_API enum nb_status nb_ctx_memory(const struct nb_model *model, const struct nb_ctx_params *params,
+                                    struct nb_ctx_memory *out);
 
 /* Per-op profile: nb_ctx_profile(ctx, 1) resets and starts counting, 0 stops. */
 struct nb_profile_entry {

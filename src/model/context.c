@@ -29,6 +29,7 @@ static const char *const k_kv_type_names[] = {"default", "f32", "f16", "bf16", "
 
 const char *nb_kv_type_name(int t)
 {
+    if (t == NB_KV_TYPE_DEFAULT) t = NB_KV_TYPE_F32; /* the default's own name */
     return t >= 0 && t <= NB_KV_TYPE_Q8_0 ? k_kv_type_names[t] : "?";
 }
 
@@ -87,9 +88,43 @@ void nb_ctx_free(struct nb_ctx *c)
 
 /* The activations of one chunk, the int8 input buffers and the per-thread scratch.
  * 0 when out of memory. */
+/* The sizes of a context's working buffers: the activations of one chunk of n_batch
+ * tokens, the int8 input buffers, the per-thread scratch and decode attention's partial
+ * results. One plan for nb_ctx_init and nb_ctx_memory, so the prediction is the
+ * allocation. */
+struct work_plan {
+    int64_t act_floats;    /* x, h, q, k, v, att, hg, ff_gate, ff_up, rope_cs */
+    int64_t stride;        /* scratch floats per thread */
+    int64_t part;          /* attention partials (floats) */
+    int64_t q8_ld;
+    int64_t bytes;
+};
+
+static void plan_work(const struct nb_config *cfg, const struct nb_ctx_params *p,
+                      struct work_plan *w)
+{
+    int64_t B = p->n_batch, E = cfg->n_embd, hd = cfg->head_dim, F = cfg->n_ff;
+    int64_t q_dim = (int64_t)cfg->n_heads * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd;
+    w->act_floats = B * (2 * E + 2 * q_dim + 2 * kv_dim + cfg->n_heads + 2 * F + hd);
+    /* per-thread scratch: a converted weight row (largest n_in), a decode attention run
+     * (a GQA group's scores and a converted row) or a prefill attention tile */
+    int64_t max_in = E > F ? E : F;
+    if (q_dim > max_in) max_in = q_dim;
+    int64_t need = max_in, group = cfg->n_heads / cfg->n_kv_heads;
+    if (group * p->n_ctx + hd > need) need = group * p->n_ctx + hd;
+    if (NB_ATTN_SCRATCH(hd) > need) need = NB_ATTN_SCRATCH(hd);
+    w->stride = (need + 15) & ~(int64_t)15;
+    w->part = B * cfg->n_heads * (hd + 2); /* one run of keys a head */
+    w->q8_ld = (max_in + 127) & ~(int64_t)127;
+    w->bytes = 4 * (w->act_floats + w->stride * p->n_threads + w->part) +
+               B * w->q8_ld * (1 + 4 / 32.0 + 4 / 32.0);
+}
+
 static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
 {
     const struct nb_config *cfg = &c->model->cfg;
+    struct work_plan w;
+    plan_work(cfg, p, &w);
     int fail = 0;
     int64_t B = p->n_batch, E = cfg->n_embd, hd = cfg->head_dim, F = cfg->n_ff;
     int64_t q_dim = (int64_t)cfg->n_heads * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd;
@@ -103,28 +138,21 @@ static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
     c->ff_gate = ctx_alloc(&fail, (size_t)(B * F), sizeof(float));
     c->ff_up = ctx_alloc(&fail, (size_t)(B * F), sizeof(float));
     c->rope_cs = ctx_alloc(&fail, (size_t)(B * hd), sizeof(float));
-    /* per-thread scratch: a converted weight row (largest n_in) or attention scores */
-    int64_t max_in = E > F ? E : F;
-    if (q_dim > max_in) max_in = q_dim;
-    int64_t need = max_in;
-    int group = cfg->n_heads / cfg->n_kv_heads; /* decode: a group's scores, a converted row */
-    if ((int64_t)group * p->n_ctx + hd > need) need = (int64_t)group * p->n_ctx + hd;
-    if (NB_ATTN_SCRATCH(hd) > need) need = NB_ATTN_SCRATCH(hd); /* attention tile */
-    c->scratch_stride = (need + 15) & ~(int64_t)15;
-    c->scratch = ctx_alloc(&fail, (size_t)(c->scratch_stride * p->n_threads), sizeof(float));
-    c->attn_part_cap = (size_t)(B * cfg->n_heads * (hd + 2)); /* one run of keys a head */
+    c->scratch_stride = w.stride;
+    c->scratch = ctx_alloc(&fail, (size_t)(w.stride * p->n_threads), sizeof(float));
+    c->attn_part_cap = (size_t)w.part;
     c->attn_part = ctx_alloc(&fail, c->attn_part_cap, sizeof(float));
-    c->q8_ld = (max_in + 127) & ~(int64_t)127;
+    c->q8_ld = w.q8_ld;
     c->q8 = ctx_alloc(&fail, (size_t)(B * c->q8_ld), 1);
     c->q8_d = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 32), sizeof(float));
     c->q8_sum = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 32), sizeof(int32_t));
     return !fail;
 }
 
-enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
-                           const struct nb_ctx_params *params)
+/* params with the defaults filled in and checked (warn: say what is unusual). */
+static enum nb_status resolve(const struct nb_model *m, const struct nb_ctx_params *params,
+                              struct nb_ctx_params *out, int warn)
 {
-    *out = NULL;
     struct nb_ctx_params p = params ? *params : nb_ctx_default_params();
     if (p.kv_type < 0 || p.kv_type > NB_KV_TYPE_Q8_0)
         return nb_set_error(NB_ERR_INVALID_ARG, "context: KV type %d is not one of f32, f16, "
@@ -141,11 +169,41 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     if (p.n_ctx > (1 << 24) || p.n_seq > 4096 || p.n_batch > 65536 || p.n_threads > 1024)
         return nb_set_error(NB_ERR_INVALID_ARG, "context: n_ctx %d / n_seq %d / n_batch %d / "
                             "threads %d out of range", p.n_ctx, p.n_seq, p.n_batch, p.n_threads);
-    if (p.n_ctx > cfg->n_ctx_train)
+    if (warn && p.n_ctx > cfg->n_ctx_train)
         NB_LOGW("context of %d tokens is longer than the model was trained for (%d)", p.n_ctx,
                 cfg->n_ctx_train);
     if (p.n_batch > p.n_ctx) p.n_batch = p.n_ctx;
+    *out = p;
+    return NB_OK;
+}
 
+enum nb_status nb_ctx_memory(const struct nb_model *m, const struct nb_ctx_params *params,
+                             struct nb_ctx_memory *out)
+{
+    memset(out, 0, sizeof *out);
+    struct nb_ctx_params p = {0};
+    enum nb_status st = resolve(m, params, &p, 0);
+    if (st) return st;
+    struct nb_kv_plan kp;
+    nb_kv_plan(&m->cfg, kv_elem(p.kv_type), p.n_seq, p.n_ctx, p.n_ctx_total, p.n_batch, &kp);
+    struct work_plan w;
+    plan_work(&m->cfg, &p, &w);
+    out->kv_bytes = kp.bytes;
+    out->kv_flat_bytes = kp.flat_bytes;
+    out->kv_bytes_per_token = 2 * kp.row_bytes * m->cfg.n_layers;
+    out->work_bytes = w.bytes;
+    out->total_bytes = kp.bytes + w.bytes;
+    return NB_OK;
+}
+
+enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
+                           const struct nb_ctx_params *params)
+{
+    *out = NULL;
+    struct nb_ctx_params p = {0};
+    enum nb_status st = resolve(m, params, &p, 1);
+    if (st) return st;
+    const struct nb_config *cfg = &m->cfg;
     struct nb_ctx *c = calloc(1, sizeof *c);
     if (!c) return nb_set_error(NB_ERR_NOMEM, "context: out of memory");
     c->model = m;
@@ -154,8 +212,7 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     c->n_seq = p.n_seq;
     c->n_batch = p.n_batch;
     c->n_threads = p.n_threads;
-    enum nb_status st = nb_pool_init(&c->pool, p.n_threads, p.pin);
-    if (st) goto fail;
+    if ((st = nb_pool_init(&c->pool, p.n_threads, p.pin))) goto fail;
     if ((st = nb_kv_init(&c->kv, cfg, kv_elem(p.kv_type), p.n_seq, p.n_ctx, p.n_ctx_total,
                          p.n_batch)))
         goto fail;

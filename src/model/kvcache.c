@@ -48,6 +48,32 @@ static enum nb_status group_init(struct nb_kv_group *g, int n_seq, int max_block
     return NB_OK;
 }
 
+/* A window layer is worth its own pool only when its window is shorter than the
+ * context (with a chunk's worth of keys written at once). */
+static int in_window_pool(const struct nb_config *cfg, int l, int n_ctx, int n_batch)
+{
+    return cfg->layer_sliding[l] && cfg->sliding_window > 0 &&
+           cfg->sliding_window + n_batch - 1 + B < n_ctx;
+}
+
+void nb_kv_plan(const struct nb_config *cfg, int type, int n_seq, int n_ctx, int64_t n_total,
+                int n_batch, struct nb_kv_plan *plan)
+{
+    memset(plan, 0, sizeof *plan);
+    for (int l = 0; l < cfg->n_layers; l++)
+        plan->n_layers[in_window_pool(cfg, l, n_ctx, n_batch) ? NB_KV_SWA : NB_KV_FULL]++;
+    plan->max_blocks = blocks_for(n_ctx);
+    int64_t all = (int64_t)n_seq * plan->max_blocks;
+    int64_t full = n_total > 0 ? blocks_for(n_total) : all;
+    int64_t swa = (int64_t)n_seq * (blocks_for(cfg->sliding_window + n_batch - 1) + 1);
+    plan->n_blocks[NB_KV_FULL] = plan->n_layers[NB_KV_FULL] ? (full < all ? full : all) : 0;
+    plan->n_blocks[NB_KV_SWA] = plan->n_layers[NB_KV_SWA] ? (swa < all ? swa : all) : 0;
+    plan->row_bytes = NB_KV_ROW_BYTES(type, (int64_t)cfg->n_kv_heads * cfg->head_dim);
+    for (int gi = 0; gi < NB_KV_GROUPS; gi++)
+        plan->bytes += 2 * plan->n_blocks[gi] * B * plan->row_bytes * plan->n_layers[gi];
+    plan->flat_bytes = 2 * (int64_t)n_seq * n_ctx * plan->row_bytes * cfg->n_layers;
+}
+
 enum nb_status nb_kv_init(struct nb_kv *kv, const struct nb_config *cfg, int type, int n_seq,
                           int n_ctx, int64_t n_total, int n_batch)
 {
@@ -55,6 +81,8 @@ enum nb_status nb_kv_init(struct nb_kv *kv, const struct nb_config *cfg, int typ
     if (type == NB_KVE_Q8_0 && cfg->head_dim % 32)
         return nb_set_error(NB_ERR_INVALID_ARG, "KV cache: q8_0 needs a head size that is a "
                             "multiple of 32 (this model's: %d); use f16", cfg->head_dim);
+    struct nb_kv_plan plan;
+    nb_kv_plan(cfg, type, n_seq, n_ctx, n_total, n_batch, &plan);
     kv->type = type;
     kv->n_layers = cfg->n_layers;
     kv->n_seq = n_seq;
@@ -62,34 +90,22 @@ enum nb_status nb_kv_init(struct nb_kv *kv, const struct nb_config *cfg, int typ
     kv->n_batch = n_batch;
     kv->window = cfg->sliding_window;
     kv->kv_dim = (int64_t)cfg->n_kv_heads * cfg->head_dim;
-    kv->row_bytes = NB_KV_ROW_BYTES(type, kv->kv_dim);
+    kv->row_bytes = plan.row_bytes;
     kv->group_of = calloc((size_t)cfg->n_layers, 1);
     kv->k = calloc((size_t)cfg->n_layers, sizeof(void *));
     kv->v = calloc((size_t)cfg->n_layers, sizeof(void *));
     kv->len = calloc((size_t)n_seq, sizeof(int));
     if (!kv->group_of || !kv->k || !kv->v || !kv->len)
         return nb_set_error(NB_ERR_NOMEM, "KV cache: out of memory");
-    /* a window layer is worth its own pool only when its window is shorter than the
-     * context (with a chunk's worth of keys written at once) */
-    int swa_tokens = kv->window + n_batch - 1;
-    for (int l = 0; l < cfg->n_layers; l++) {
-        int swa = cfg->layer_sliding[l] && kv->window > 0 && swa_tokens + B < n_ctx;
-        kv->group_of[l] = (int8_t)(swa ? NB_KV_SWA : NB_KV_FULL);
-        kv->g[kv->group_of[l]].n_layers++;
-    }
-    int max_blocks = blocks_for(n_ctx);
-    int64_t all = (int64_t)n_seq * max_blocks;
-    int64_t full = n_total > 0 ? blocks_for(n_total) : all;
-    if (full > all) full = all;
-    int64_t swa = (int64_t)n_seq * (blocks_for(swa_tokens) + 1);
-    if (swa > all) swa = all;
-    if (full > INT32_MAX || swa > INT32_MAX)
-        return nb_set_error(NB_ERR_INVALID_ARG, "KV cache: %lld blocks is too many",
-                            (long long)(full > swa ? full : swa));
-    int64_t n_blocks[NB_KV_GROUPS] = {full, swa};
+    for (int l = 0; l < cfg->n_layers; l++)
+        kv->group_of[l] = (int8_t)(in_window_pool(cfg, l, n_ctx, n_batch) ? NB_KV_SWA : NB_KV_FULL);
     for (int gi = 0; gi < NB_KV_GROUPS; gi++) {
         struct nb_kv_group *g = &kv->g[gi];
-        enum nb_status st = group_init(g, n_seq, max_blocks, g->n_layers ? (int)n_blocks[gi] : 0);
+        g->n_layers = plan.n_layers[gi];
+        if (plan.n_blocks[gi] > INT32_MAX)
+            return nb_set_error(NB_ERR_INVALID_ARG, "KV cache: %lld blocks is too many",
+                                (long long)plan.n_blocks[gi]);
+        enum nb_status st = group_init(g, n_seq, plan.max_blocks, (int)plan.n_blocks[gi]);
         if (st) return st;
     }
     for (int l = 0; l < cfg->n_layers; l++) {

@@ -49,6 +49,18 @@ struct nb_kv {
     int *len; /* [n_seq]: tokens held (the next position) */
 };
 
+/* What nb_kv_init allocates for these parameters: blocks and layers per group, and the
+ * bytes of the pools (`bytes`; all of it in use once every sequence is full) against a
+ * cache where every layer holds every token (`flat_bytes`). */
+struct nb_kv_plan {
+    int max_blocks;
+    int64_t n_blocks[NB_KV_GROUPS];
+    int n_layers[NB_KV_GROUPS];
+    int64_t row_bytes, bytes, flat_bytes;
+};
+void nb_kv_plan(const struct nb_config *cfg, int type, int n_seq, int n_ctx, int64_t n_total,
+                int n_batch, struct nb_kv_plan *plan);
+
 /* Pools for n_seq sequences of up to n_ctx tokens each, n_total tokens in all in the
  * full-attention pool (0: n_seq * n_ctx). Sliding-window layers get what their
  * windows need (window + n_batch tokens a sequence, rounded up to blocks). */
