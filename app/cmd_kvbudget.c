@@ -44,7 +44,8 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Fill every sequence with n_ctx random tokens (the last one's logits asked). */
+/* Fill every sequence with n_ctx random tokens: n_ctx - 1 as prompt chunks, the last
+ * one as a decode step (so the decode buffers are touched too, as in a real run). */
 static int fill(struct nb_ctx *ctx, const struct nb_model *m, const struct nb_ctx_params *cp)
 {
     struct nb_model_info info;
@@ -56,8 +57,9 @@ static int fill(struct nb_ctx *ctx, const struct nb_model *m, const struct nb_ct
     uint64_t r = 88172645463325252ull;
     int ok = tok && pos && seq && logits;
     for (int s = 0; ok && s < cp->n_seq; s++)
-        for (int p0 = 0; ok && p0 < cp->n_ctx; p0 += chunk) {
-            int n = cp->n_ctx - p0 < chunk ? cp->n_ctx - p0 : chunk;
+        for (int p0 = 0, n; ok && p0 < cp->n_ctx; p0 += n) {
+            n = cp->n_ctx - 1 - p0 < chunk ? cp->n_ctx - 1 - p0 : chunk;
+            if (n <= 0) n = 1; /* the last token: a decode step */
             for (int i = 0; i < n; i++) {
                 r ^= r << 13, r ^= r >> 7, r ^= r << 17;
                 tok[i] = (int32_t)(r % (uint64_t)info.n_vocab);

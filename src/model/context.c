@@ -100,7 +100,7 @@ struct work_plan {
     int64_t bytes;
 };
 
-static void plan_work(const struct nb_config *cfg, const struct nb_ctx_params *p,
+static void plan_work(const struct nb_config *cfg, const struct nb_ctx_params *p, int q8,
                       struct work_plan *w)
 {
     int64_t B = p->n_batch, E = cfg->n_embd, hd = cfg->head_dim, F = cfg->n_ff;
@@ -116,15 +116,27 @@ static void plan_work(const struct nb_config *cfg, const struct nb_ctx_params *p
     w->stride = (need + 15) & ~(int64_t)15;
     w->part = B * cfg->n_heads * (hd + 2); /* one run of keys a head */
     w->q8_ld = (max_in + 127) & ~(int64_t)127;
-    w->bytes = 4 * (w->act_floats + w->stride * p->n_threads + w->part) +
-               B * w->q8_ld * (1 + 4 / 32.0 + 4 / 32.0);
+    w->bytes = 4 * (w->act_floats + w->stride * p->n_threads + w->part);
+    if (q8) w->bytes += (int64_t)((double)(B * w->q8_ld) * (1 + 4 / 32.0 + 4 / 32.0));
+}
+
+/* 1 when a matrix of m reads int8 activations (the q8 buffers are then used; they are
+ * made either way, untouched otherwise). */
+static int reads_q8(const struct nb_model *m)
+{
+    if (nb_wformat_info(m->output.format)->input == NB_INPUT_Q8) return 1;
+    for (int l = 0; l < m->cfg.n_layers; l++)
+        if (nb_wformat_info(m->layers[l].w_down.format)->input == NB_INPUT_Q8 ||
+            nb_wformat_info(m->layers[l].wq.format)->input == NB_INPUT_Q8)
+            return 1;
+    return 0;
 }
 
 static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
 {
     const struct nb_config *cfg = &c->model->cfg;
     struct work_plan w;
-    plan_work(cfg, p, &w);
+    plan_work(cfg, p, 1, &w);
     int fail = 0;
     int64_t B = p->n_batch, E = cfg->n_embd, hd = cfg->head_dim, F = cfg->n_ff;
     int64_t q_dim = (int64_t)cfg->n_heads * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd;
@@ -187,7 +199,7 @@ enum nb_status nb_ctx_memory(const struct nb_model *m, const struct nb_ctx_param
     struct nb_kv_plan kp;
     nb_kv_plan(&m->cfg, kv_elem(p.kv_type), p.n_seq, p.n_ctx, p.n_ctx_total, p.n_batch, &kp);
     struct work_plan w;
-    plan_work(&m->cfg, &p, &w);
+    plan_work(&m->cfg, &p, reads_q8(m), &w);
     out->kv_bytes = kp.bytes;
     out->kv_flat_bytes = kp.flat_bytes;
     out->kv_bytes_per_token = 2 * kp.row_bytes * m->cfg.n_layers;
