@@ -598,12 +598,14 @@ struct nb_record_params {
     double read_bw_gbs, roofline_fraction;
     const char *command;     /* how to re-run it ("nibble bench -m ..."), or NULL */
     const char *commit;      /* NULL: the commit libnibble was built from */
+    int n_depth;             /* tokens in the context under the tests (bench -d); > 0 goes
+                                in the file's name, and the selector does not weigh it */
 };
 NB_API struct nb_record_params nb_record_default_params(void);
 
 struct nb_record_result {
     size_t size;
-    char file[4096];       /* DIR/<family-key>-<model>-<path>-t<threads>.json */
+    char file[4096];       /* DIR/<family-key>-<model>-<path>-t<threads>[-d<depth>].json */
     char weight_path[16];
     char kernel[64];       /* the kernel recorded */
 };
