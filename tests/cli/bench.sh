@@ -23,6 +23,13 @@ ok grep -q "context of 32 tokens (-c) is too small: depth 64 + 8 prompt tokens n
 "$bin" bench -m x -d 16,100 -p 4 -n 8 -c 100 2>"$tmp/err"; ok test $? -eq 1
 ok grep -q "depth 100 + 8 generated tokens need 108" "$tmp/err"
 "$bin" bench --help >"$tmp/h"; ok grep -q -- "-d N\[,N...\]" "$tmp/h"
+# a sliding-window model (spark-tiny, window 16) whose pp test (32 tokens, batches of 8)
+# ran past the keys the depth needs: the tg test fills the context again, untimed
+"$bin" synth --shape spark-tiny --dtype f32 -o "$tmp/spark.gguf" >/dev/null 2>&1; ok test $? -eq 0
+"$bin" bench -m "$tmp/spark.gguf" --path source -d 64 -p 32 -b 8 -n 4 -r 1 -t 2 -o jsonl \
+  >"$tmp/sw" 2>"$tmp/err"; ok test $? -eq 0
+ok python3 -c 'import json,sys; d=[json.loads(l) for l in open(sys.argv[1])]; assert [x["test"] for x in d]==["pp32 @ d64", "tg4 @ d64"]' "$tmp/sw"
+ok test "$(grep -c "filling the context with 64 tokens" "$tmp/err")" -eq 2
 if [ ! -f "$gguf" ]; then echo "kjv-7m not found: skipped"; [ "${CI:-}" = "true" ] && exit 1; exit 0; fi
 "$bin" bench -m "$gguf" --path source -p 16 -n 4 -r 2 -t 2 -o json >"$tmp/j" 2>/dev/null; ok test $? -eq 0
 for f in model_filename n_prompt n_gen n_depth test n_threads avg_ts stddev_ts samples_ts samples_ns weight_path kernel bits_per_weight best_ts median_ts spread_pct; do
