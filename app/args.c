@@ -96,6 +96,32 @@ const char *arg_value(const char *cmd, int argc, char **argv, int *i)
     return argv[++*i];
 }
 
+/* "0,512,4096" appended to *out, each a whole number in [lo, hi]; an empty item
+ * ("1,,2", "5,") is an error like a bad number, so a typo is never read as a 0. */
+static int arg_int_list(const char *cmd, const char *opt, const char *val, long lo, long hi,
+                        struct arg_ints *out)
+{
+    for (const char *p = val;;) {
+        size_t len = strcspn(p, ",");
+        char item[32];
+        if (!len || len >= sizeof item) {
+            fprintf(stderr, "nibble %s: %s: '%s' is not a comma-separated list of whole numbers "
+                            "in %ld..%ld\n", cmd, opt, val, lo, hi);
+            return 0;
+        }
+        if (out->n == out->cap) {
+            fprintf(stderr, "nibble %s: %s: more than %d values\n", cmd, opt, out->cap);
+            return 0;
+        }
+        memcpy(item, p, len);
+        item[len] = 0;
+        if (!arg_int(cmd, opt, item, lo, hi, &out->v[out->n])) return 0;
+        out->n++;
+        if (!p[len]) return 1;
+        p += len + 1;
+    }
+}
+
 /* 1 if `a` is one of the '|'-separated words of `list`. */
 static int one_of(const char *list, const char *a)
 {
@@ -141,6 +167,7 @@ int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv
     case ARG_INT: return arg_int(cmd, a, v, (long)o->lo, (long)o->hi, o->dst) ? 1 : -1;
     case ARG_FLOAT: return arg_float(cmd, a, v, o->lo, o->hi, o->dst) ? 1 : -1;
     case ARG_U64: return arg_u64(cmd, a, v, o->dst) ? 1 : -1;
+    case ARG_INTS: return arg_int_list(cmd, a, v, (long)o->lo, (long)o->hi, o->dst) ? 1 : -1;
     case ARG_CHOICE:
     case ARG_ENUM:
         if (one_of(o->choices, v)) {

@@ -30,13 +30,21 @@ const char *arg_value(const char *cmd, int argc, char **argv, int *i);
  *   }
  */
 enum arg_kind {
-    ARG_STR,   /* const char **: the value as given */
-    ARG_INT,   /* int *: a whole number in [lo, hi] */
-    ARG_FLOAT, /* float *: a number in [lo, hi] */
-    ARG_U64,   /* uint64_t *: a non-negative whole number */
-    ARG_FLAG,  /* int *: set to 1, no value */
+    ARG_STR,    /* const char **: the value as given */
+    ARG_INT,    /* int *: a whole number in [lo, hi] */
+    ARG_FLOAT,  /* float *: a number in [lo, hi] */
+    ARG_U64,    /* uint64_t *: a non-negative whole number */
+    ARG_FLAG,   /* int *: set to 1, no value */
     ARG_CHOICE, /* const char **: one of the '|'-separated words in `choices` */
-    ARG_ENUM    /* int *: the index of the word given among `choices` (0 for the first) */
+    ARG_ENUM,   /* int *: the index of the word given among `choices` (0 for the first) */
+    ARG_INTS    /* struct arg_ints *: comma-separated whole numbers in [lo, hi], appended
+                   (llama-bench's lists: "-d 0,512,4096"; a repeated option adds more) */
+};
+
+/* The values of an ARG_INTS option, in the caller's storage: v[0..n), at most cap. */
+struct arg_ints {
+    int *v;
+    int n, cap;
 };
 
 struct arg_opt {
@@ -54,6 +62,7 @@ struct arg_opt {
 #define OPT_FLAG(names, dst)           {(names), ARG_FLAG, (dst), 0, 0, NULL}
 #define OPT_CHOICE(names, dst, words)  {(names), ARG_CHOICE, (dst), 0, 0, (words)}
 #define OPT_ENUM(names, dst, words)    {(names), ARG_ENUM, (dst), 0, 0, (words)}
+#define OPT_INTS(names, dst, lo, hi)   {(names), ARG_INTS, (dst), (lo), (hi), NULL}
 #define OPT_END                        {NULL, ARG_STR, NULL, 0, 0, NULL}
 
 /* The options every command that opens and runs a model shares, with llama.cpp's

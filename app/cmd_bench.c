@@ -1,10 +1,11 @@
-/* nibble bench — speed in llama-bench's language: -m (repeatable) -p -n -r -t -o, and
+/* nibble bench — speed in llama-bench's language: -m (repeatable) -p -n -d -r -t -o, and
  * llama-bench's JSON field names, plus nibble's own (weight_path, kernel,
- * bits_per_weight, best_ts, median_ts, spread_pct). Models run in interleaved passes
- * (A B A B ...) with pinned threads; the read bandwidth is measured in the same run
+ * bits_per_weight, best_ts, median_ts, spread_pct, test). Models run in interleaved passes
+ * (A B A B ...) with pinned threads; -d N runs each test on top of N context tokens,
+ * filled once per model and pass, untimed; the read bandwidth is measured in the same run
  * and decode is reported as a fraction of its roofline. --profile prints per-op
  * milliseconds per token and flags float-precision weight GEMMs and fan-out-bound ops.
- * --record DIR writes a measurement record per model (nb_record_write). The timing runs,
+ * --record DIR writes a measurement record per model and depth (nb_record_write). The timing runs,
  * statistics, pass order and bandwidth are nibble.h's benchmarking calls. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,6 +22,7 @@
 
 #define MAX_MODELS 16
 #define MAX_REPS 100
+#define MAX_DEPTHS 16
 
 enum { T_PP = 0, T_TG = 1 };
 
@@ -30,74 +32,112 @@ struct bmodel {
     struct nb_model *model;
     struct nb_ctx *ctx;
     struct nb_model_info info;
-    double samples[2][MAX_REPS]; /* tok/s */
-    int n_samples[2];
+    double samples[MAX_DEPTHS][2][MAX_REPS]; /* tok/s, by depth and test */
+    int n_samples[MAX_DEPTHS][2];
 };
 
 struct bench {
     struct bmodel m[MAX_MODELS];
-    int n_models, n_prompt, n_gen, reps, n_threads, n_ctx, n_batch;
+    int depth[MAX_DEPTHS]; /* -d: context tokens under the tests, in the order given */
+    int n_depths, n_models, n_prompt, n_gen, reps, n_threads, n_ctx, n_batch;
 };
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nibble bench -m MODEL [-m MODEL ...] [-p N] [-n N] [-r N] [-t N]\n"
-               "                    [-o md|json|jsonl|csv] [--path P] [--priority P] [--profile]\n"
-               "                    [--record [DIR]] [--no-cache]\n"
+    fprintf(f, "usage: nibble bench -m MODEL [-m MODEL ...] [-p N] [-n N] [-d N[,N...]] [-r N]\n"
+               "                    [-t N] [-o md|json|jsonl|csv] [--path P] [--priority P]\n"
+               "                    [--profile] [--record [DIR]] [--no-cache]\n"
                "\n"
                "  -p N        prompt tokens for the pp test (default 512; 0: skip)\n"
                "  -n N        generated tokens for the tg test (default 128; 0: skip)\n"
+               "  -d N[,N...] depth, llama-bench's -d / --n-depth (default 0): the tests run on\n"
+               "              top of N random context tokens, so they show how speed falls as\n"
+               "              attention reads more cached keys (\"pp512 @ d4096\"). The context\n"
+               "              is filled once per model and pass, untimed, in batches as the pp\n"
+               "              test; each depth of a list (or repeated -d) is a test of its own\n"
                "  -r N        passes (default 5); models alternate within each pass\n"
                "  -t N        threads (default: all cores), pinned\n"
-               "  -c N, -b N  context (default: -p + -n + 16) and batch size, as for run\n"
+               "  -c N, -b N  context (default: largest -d + -p + -n + 16; at least the\n"
+               "              largest -d + the larger of -p and -n) and batch size, as for run\n"
                "  --path P    quantize float models to path P first (cached); auto: the\n"
                "              selector's choice for this CPU (nibble probe --explain)\n"
                "  --priority P  balanced | speed | fidelity | memory, for --path auto\n"
                "              (default balanced)\n"
                "  --no-cache  quantize into memory; never read or write the cache\n"
-               "  --record [DIR]  write one measurement record per model into DIR\n"
-               "              (default docs/measurements): the selector's evidence\n"
+               "  --record [DIR]  write one measurement record per model and depth into DIR\n"
+               "              (default docs/measurements): the selector's evidence (depth 0\n"
+               "              only; a depth's record is named ...-d<N>.json)\n"
                "  --profile   per-op ms per token of a decode run, after the timed runs\n"
+               "              (on top of the largest -d)\n"
                "  --plot F    a bar chart of the results as a PNG (needs gnuplot)\n");
 }
 
+/* llama-bench's name of a test: "pp512", "tg128 @ d4096". */
+static const char *test_name(char *buf, size_t size, int test, int n, int depth)
+{
+    int len = snprintf(buf, size, "%s%d", test == T_PP ? "pp" : "tg", n);
+    if (depth > 0 && len > 0 && (size_t)len < size)
+        snprintf(buf + len, size - (size_t)len, " @ d%d", depth);
+    return buf;
+}
+
+/* Sequence 0 holding `depth` random tokens: the context the tests of that depth run on. */
+static enum nb_status fill(struct bmodel *m, int depth, int pass)
+{
+    fprintf(stderr, "nibble bench: pass %d %s: filling the context with %d tokens (untimed)\n",
+            pass + 1, m->arg, depth);
+    return nb_bench_fill(m->ctx, depth, 4321 + (uint64_t)pass);
+}
+
+/* Test `test` of the interleave is depth test / 2, pp (even) or tg (odd). A depth's
+ * context is filled before its pp test, also when -p 0 skips that: once per model and
+ * pass; the tg test cuts the pp tokens off again. */
 static enum nb_status run_one(int mi, int test, int pass, void *user)
 {
     struct bench *b = user;
     struct bmodel *m = &b->m[mi];
+    int d = test / 2, t = test % 2, depth = b->depth[d];
+    int n = t == T_PP ? b->n_prompt : b->n_gen;
     double s = 0;
     enum nb_status st;
-    if (test == T_PP) {
-        if (b->n_prompt <= 0) return NB_OK;
-        st = nb_bench_pp(m->ctx, b->n_prompt, 1234 + (uint64_t)pass, &s);
-        if (st == NB_OK) m->samples[T_PP][m->n_samples[T_PP]++] = b->n_prompt / s;
+    if (t == T_PP && depth > 0 && (st = fill(m, depth, pass)) != NB_OK) return st;
+    if (n <= 0) return NB_OK;
+    if (t == T_PP) {
+        st = nb_bench_pp_at(m->ctx, depth, n, 1234 + (uint64_t)pass, &s);
     } else {
-        if (b->n_gen <= 0) return NB_OK;
-        st = nb_bench_tg(m->ctx, b->n_gen, 99 + (uint64_t)pass, &s);
-        if (st == NB_OK) m->samples[T_TG][m->n_samples[T_TG]++] = b->n_gen / s;
+        st = nb_bench_tg_at(m->ctx, depth, n, 99 + (uint64_t)pass, &s);
+        /* a sliding-window layer's ring no longer holds the keys at the depth (a pp test
+         * longer than the batch size ran over them): the same fill again, untimed */
+        if (st == NB_ERR_RANGE && depth > 0 && (st = fill(m, depth, pass)) == NB_OK)
+            st = nb_bench_tg_at(m->ctx, depth, n, 99 + (uint64_t)pass, &s);
     }
-    fprintf(stderr, "nibble bench: pass %d %s %s%d: %.2f tok/s\n", pass + 1, m->arg,
-            test == T_PP ? "pp" : "tg", test == T_PP ? b->n_prompt : b->n_gen,
-            (test == T_PP ? b->n_prompt : b->n_gen) / (s > 0 ? s : 1));
+    if (st == NB_OK) m->samples[d][t][m->n_samples[d][t]++] = n / s;
+    char name[48];
+    fprintf(stderr, "nibble bench: pass %d %s %s: %.2f tok/s\n", pass + 1, m->arg,
+            test_name(name, sizeof name, t, n, depth), n / (s > 0 ? s : 1));
     return st;
 }
 
-/* One profiled run (pp when n_prompt > 0, else tg) and its per-op table. */
-static void print_profile(struct bmodel *m, int n_prompt, int n_gen)
+/* One profiled run (pp when n_prompt > 0, else tg) on top of `depth` context tokens
+ * (filled first, outside the profile) and its per-op table. */
+static void print_profile(struct bmodel *m, int n_prompt, int n_gen, int depth)
 {
     struct nb_profile_entry e[32];
     int64_t ntok = 0;
     double s;
+    if (nb_bench_fill(m->ctx, depth, 7) != NB_OK) return;
     nb_ctx_profile(m->ctx, 1);
-    enum nb_status st = n_prompt > 0 ? nb_bench_pp(m->ctx, n_prompt, 7, &s)
-                                     : nb_bench_tg(m->ctx, n_gen, 7, &s);
+    enum nb_status st = n_prompt > 0 ? nb_bench_pp_at(m->ctx, depth, n_prompt, 7, &s)
+                                     : nb_bench_tg_at(m->ctx, depth, n_gen, 7, &s);
     int n = nb_ctx_profile_get(m->ctx, e, 32, &ntok);
     nb_ctx_profile(m->ctx, 0);
     if (st != NB_OK || ntok <= 0) return;
     double total = 0;
     for (int i = 0; i < n; i++) total += e[i].ms;
-    printf("\nprofile of %s, %s: %lld tokens, %.3f ms per token in ops (%.3f ms per token "
-           "wall)\n", m->arg, n_prompt > 0 ? "prompt processing" : "decode", (long long)ntok,
+    char at[32] = "";
+    if (depth > 0) snprintf(at, sizeof at, " at depth %d", depth);
+    printf("\nprofile of %s, %s%s: %lld tokens, %.3f ms per token in ops (%.3f ms per token "
+           "wall)\n", m->arg, n_prompt > 0 ? "prompt processing" : "decode", at, (long long)ntok,
            total / ntok, s * 1e3 / ntok);
     printf("| %-18s | %9s | %11s | %7s | %8s | %s\n", "op", "ms/token", "calls/token", "threads",
            "fan-out%", "flags");
@@ -145,17 +185,21 @@ static int plot(const struct bench *b, const char *png)
         return 0;
     }
     FILE *f = fdopen(fd, "w");
-    for (int i = 0; i < b->n_models; i++) {
-        const char *base = strrchr(b->m[i].arg, '/');
-        base = base ? base + 1 : b->m[i].arg;
-        double best[2] = {0, 0};
-        for (int t = 0; t < 2; t++) {
-            struct nb_stats s = {.size = sizeof s};
-            nb_stats_of(b->m[i].samples[t], b->m[i].n_samples[t], &s);
-            best[t] = s.best;
+    for (int i = 0; i < b->n_models; i++)
+        for (int d = 0; d < b->n_depths; d++) {
+            const char *base = strrchr(b->m[i].arg, '/');
+            base = base ? base + 1 : b->m[i].arg;
+            double best[2] = {0, 0};
+            for (int t = 0; t < 2; t++) {
+                struct nb_stats s = {.size = sizeof s};
+                nb_stats_of(b->m[i].samples[d][t], b->m[i].n_samples[d][t], &s);
+                best[t] = s.best;
+            }
+            char at[32] = "";
+            if (b->depth[d] > 0) snprintf(at, sizeof at, " @ d%d", b->depth[d]);
+            fprintf(f, "\"%s (%s)%s\" %.4f %.4f\n", base, b->m[i].info.weight_path, at, best[0],
+                    best[1]);
         }
-        fprintf(f, "\"%s (%s)\" %.4f %.4f\n", base, b->m[i].info.weight_path, best[0], best[1]);
-    }
     fclose(f);
     FILE *g = popen("gnuplot 2>&1", "w");
     int ok = g != NULL;
@@ -187,31 +231,34 @@ static void emit(const struct bench *b, const char *fmt, double bw)
                "median | spread | roofline |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     if (csv)
         printf("model_filename,weight_path,kernel,bits_per_weight,model_size,model_n_params,"
-               "n_threads,n_prompt,n_gen,avg_ts,stddev_ts,best_ts,median_ts,spread_pct\n");
+               "n_threads,n_prompt,n_gen,n_depth,test,avg_ts,stddev_ts,best_ts,median_ts,"
+               "spread_pct\n");
     for (int i = 0; i < b->n_models; i++) {
         const struct bmodel *m = &b->m[i];
         double bpw = m->info.linear_params ? 8.0 * m->info.linear_bytes / m->info.linear_params : 0;
-        for (int t = 0; t < 2; t++) {
-            if (!m->n_samples[t]) continue;
+        for (int k = 0; k < 2 * b->n_depths; k++) { /* in the order they ran: by depth, pp tg */
+            int d = k / 2, t = k % 2, depth = b->depth[d];
+            if (!m->n_samples[d][t]) continue;
             struct nb_stats s = {.size = sizeof s};
-            nb_stats_of(m->samples[t], m->n_samples[t], &s);
+            nb_stats_of(m->samples[d][t], m->n_samples[d][t], &s);
             int np = t == T_PP ? b->n_prompt : 0, ng = t == T_TG ? b->n_gen : 0;
+            char name[48];
+            test_name(name, sizeof name, t, np + ng, depth);
             double roof = t == T_TG && bw > 0 ? s.best * (double)m->info.weight_bytes / (bw * 1e9)
                                               : 0;
             if (md) {
                 char rf[16] = "-";
                 if (roof > 0) snprintf(rf, sizeof rf, "%.0f%%", roof * 100);
-                printf("| %s | %s | %.3f | %.1f MiB | %.2f M | %d | %s%d | %.2f ± %.2f | %.2f | "
+                printf("| %s | %s | %.3f | %.1f MiB | %.2f M | %d | %s | %.2f ± %.2f | %.2f | "
                        "%.2f | %.1f%% | %s |\n", m->arg, m->info.weight_path, bpw,
                        (double)m->info.linear_bytes / (1 << 20), m->info.n_params / 1e6,
-                       b->n_threads, t == T_PP ? "pp" : "tg", t == T_PP ? np : ng, s.mean,
-                       s.stddev, s.best, s.median, s.spread_pct, rf);
+                       b->n_threads, name, s.mean, s.stddev, s.best, s.median, s.spread_pct, rf);
             } else if (csv) {
                 csv_str(m->arg);
-                printf(",%s,%s,%.4f,%lld,%lld,%d,%d,%d,%.4f,%.4f,%.4f,%.4f,%.2f\n",
+                printf(",%s,%s,%.4f,%lld,%lld,%d,%d,%d,%d,\"%s\",%.4f,%.4f,%.4f,%.4f,%.2f\n",
                        m->info.weight_path, isa, bpw, (long long)m->info.linear_bytes,
-                       (long long)m->info.n_params, b->n_threads, np, ng, s.mean, s.stddev,
-                       s.best, s.median, s.spread_pct);
+                       (long long)m->info.n_params, b->n_threads, np, ng, depth, name, s.mean,
+                       s.stddev, s.best, s.median, s.spread_pct);
             } else { /* json, jsonl: through cJSON, so any file name gives valid JSON */
                 cJSON *o = cJSON_CreateObject();
                 cJSON_AddStringToObject(o, "model_filename", m->arg);
@@ -221,13 +268,15 @@ static void emit(const struct bench *b, const char *fmt, double bw)
                 cJSON_AddNumberToObject(o, "n_threads", b->n_threads);
                 cJSON_AddNumberToObject(o, "n_prompt", np);
                 cJSON_AddNumberToObject(o, "n_gen", ng);
+                cJSON_AddNumberToObject(o, "n_depth", depth);
+                cJSON_AddStringToObject(o, "test", name);
                 cJSON_AddNumberToObject(o, "avg_ts", s.mean);
                 cJSON_AddNumberToObject(o, "stddev_ts", s.stddev);
                 cJSON_AddNumberToObject(o, "avg_ns", 1e9 * (np + ng) / (s.mean > 0 ? s.mean : 1));
                 cJSON_AddItemToObject(o, "samples_ts",
-                                      samples(m->samples[t], m->n_samples[t], 0, np + ng));
+                                      samples(m->samples[d][t], m->n_samples[d][t], 0, np + ng));
                 cJSON_AddItemToObject(o, "samples_ns",
-                                      samples(m->samples[t], m->n_samples[t], 1, np + ng));
+                                      samples(m->samples[d][t], m->n_samples[d][t], 1, np + ng));
                 cJSON_AddStringToObject(o, "weight_path", m->info.weight_path);
                 cJSON_AddStringToObject(o, "kernel", isa);
                 cJSON_AddNumberToObject(o, "bits_per_weight", bpw);
@@ -272,9 +321,11 @@ int cmd_bench(int argc, char **argv)
     struct nb_ctx_params cp = nb_ctx_default_params();
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     cp.n_threads = cores > 0 ? (int)cores : 1;
+    struct arg_ints depths = {b.depth, 0, MAX_DEPTHS};
     const struct arg_opt opts[] = {
         OPT_INT("-p|--n-prompt", &b.n_prompt, 0, 1 << 16),
         OPT_INT("-n|--n-gen", &b.n_gen, 0, 1 << 16),
+        OPT_INTS("-d|--depth|--n-depth", &depths, 0, 1 << 23),
         OPT_INT("-r|--repetitions", &b.reps, 1, MAX_REPS),
         OPTS_WEIGHTS(&path_name, &priority, &no_cache),
         OPTS_CONTEXT(&cp, 16),
@@ -310,9 +361,23 @@ int cmd_bench(int argc, char **argv)
         fprintf(stderr, "nibble bench: give at least one model with -m\n");
         return 1;
     }
+    b.n_depths = depths.n ? depths.n : 1; /* none given: depth 0, b.depth[0] */
+    int max_depth = 0;
+    for (int d = 0; d < b.n_depths; d++)
+        if (b.depth[d] > max_depth) max_depth = b.depth[d];
     b.n_threads = cp.n_threads;
     b.n_batch = cp.n_batch;
-    b.n_ctx = cp.n_ctx > 0 ? cp.n_ctx : b.n_prompt + b.n_gen + 16;
+    b.n_ctx = cp.n_ctx > 0 ? cp.n_ctx : max_depth + b.n_prompt + b.n_gen + 16;
+    /* pp and tg each run on top of the depth (tg after the pp tokens are cut off again) */
+    int need = max_depth + (b.n_prompt > b.n_gen ? b.n_prompt : b.n_gen);
+    if (b.n_ctx < need) {
+        fprintf(stderr, "nibble bench: a context of %d tokens (-c) is too small: depth %d + %d "
+                        "%s tokens need %d (leave out -c for depth + p + n + 16 = %d)\n",
+                b.n_ctx, max_depth, need - max_depth,
+                b.n_prompt >= b.n_gen ? "prompt" : "generated", need,
+                max_depth + b.n_prompt + b.n_gen + 16);
+        return 1;
+    }
     for (int i = 0; i < b.n_models; i++) {
         struct bmodel *m = &b.m[i];
         if (!app_open_model(cmd, m->arg, path_name, priority, b.n_threads, !no_cache, &m->model,
@@ -329,13 +394,14 @@ int cmd_bench(int argc, char **argv)
         if (nb_bench_tg(m->ctx, 2, 1, &s) != NB_OK) goto fail;
     }
     double bw = nb_measure_read_bandwidth(b.n_threads, (size_t)1 << 30, 5);
-    if (nb_bench_interleave(b.n_models, 2, b.reps, run_one, &b) != NB_OK) goto fail;
+    if (nb_bench_interleave(b.n_models, 2 * b.n_depths, b.reps, run_one, &b) != NB_OK) goto fail;
     emit(&b, fmt, bw);
     if (plot_path && !plot(&b, plot_path)) goto done;
-    for (int i = 0; record_dir && i < b.n_models; i++) {
-        const struct bmodel *m = &b.m[i];
+    for (int k = 0; record_dir && k < b.n_models * b.n_depths; k++) { /* one per model, depth */
+        const struct bmodel *m = &b.m[k / b.n_depths];
+        int d = k % b.n_depths;
         struct nb_stats s = {.size = sizeof s};
-        nb_stats_of(m->samples[T_TG], m->n_samples[T_TG], &s);
+        nb_stats_of(m->samples[d][T_TG], m->n_samples[d][T_TG], &s);
         char cmdline[2048] = "nibble"; /* stored in the record: how to re-run it */
         for (int a = 0; a < argc; a++) {
             size_t l = strlen(cmdline);
@@ -349,10 +415,11 @@ int cmd_bench(int argc, char **argv)
         rp.threads = b.n_threads;
         rp.n_prompt = b.n_prompt;
         rp.n_gen = b.n_gen;
-        rp.pp = m->samples[T_PP];
-        rp.tg = m->samples[T_TG];
-        rp.n_pp = m->n_samples[T_PP];
-        rp.n_tg = m->n_samples[T_TG];
+        rp.n_depth = b.depth[d];
+        rp.pp = m->samples[d][T_PP];
+        rp.tg = m->samples[d][T_TG];
+        rp.n_pp = m->n_samples[d][T_PP];
+        rp.n_tg = m->n_samples[d][T_TG];
         rp.read_bw_gbs = bw;
         rp.roofline_fraction = bw > 0 ? s.best * (double)m->info.weight_bytes / (bw * 1e9) : 0;
         rp.command = cmdline;
@@ -365,10 +432,10 @@ int cmd_bench(int argc, char **argv)
                     rr.weight_path, rr.kernel);
         }
     }
-    if (profile)
+    if (profile) /* at the largest depth, where attention weighs most */
         for (int i = 0; i < b.n_models; i++) {
-            if (b.n_prompt > 0) print_profile(&b.m[i], b.n_prompt, 0);
-            print_profile(&b.m[i], 0, b.n_gen > 0 ? b.n_gen : 32);
+            if (b.n_prompt > 0) print_profile(&b.m[i], b.n_prompt, 0, max_depth);
+            print_profile(&b.m[i], 0, b.n_gen > 0 ? b.n_gen : 32, max_depth);
         }
     rc = record_failed;
     goto done;

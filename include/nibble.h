@@ -585,6 +585,20 @@ NB_API enum nb_status nb_bench_pp(struct nb_ctx *ctx, int n_prompt, uint64_t see
                                   double *seconds);
 /* Seconds for n_gen decode steps from an empty cache. */
 NB_API enum nb_status nb_bench_tg(struct nb_ctx *ctx, int n_gen, uint64_t seed, double *seconds);
+/* llama-bench's -d: the same runs on top of a context of n_depth tokens, so they show
+ * how speed falls as attention reads more cached keys. nb_bench_fill clears sequence 0
+ * and decodes n_depth random tokens into it in one call (chunks of the context's batch
+ * size, as a pp run), untimed; the _at calls first cut sequence 0 back to those n_depth
+ * tokens (dropping an earlier test's, untimed), then time exactly what nb_bench_pp /
+ * _tg time, at positions n_depth... n_depth 0: from an empty cache, as those two.
+ * NB_ERR_INVALID_ARG when sequence 0 holds fewer than n_depth tokens; NB_ERR_RANGE when
+ * a sliding-window layer no longer holds the keys position n_depth needs (a pp run
+ * longer than the batch size went past them): fill again. */
+NB_API enum nb_status nb_bench_fill(struct nb_ctx *ctx, int n_depth, uint64_t seed);
+NB_API enum nb_status nb_bench_pp_at(struct nb_ctx *ctx, int n_depth, int n_prompt,
+                                     uint64_t seed, double *seconds);
+NB_API enum nb_status nb_bench_tg_at(struct nb_ctx *ctx, int n_depth, int n_gen, uint64_t seed,
+                                     double *seconds);
 
 struct nb_stats {
     size_t size;
@@ -623,12 +637,14 @@ struct nb_record_params {
     double read_bw_gbs, roofline_fraction;
     const char *command;     /* how to re-run it ("nibble bench -m ..."), or NULL */
     const char *commit;      /* NULL: the commit libnibble was built from */
+    int n_depth;             /* tokens in the context under the tests (bench -d); > 0 goes
+                                in the file's name, and the selector does not weigh it */
 };
 NB_API struct nb_record_params nb_record_default_params(void);
 
 struct nb_record_result {
     size_t size;
-    char file[4096];       /* DIR/<family-key>-<model>-<path>-t<threads>.json */
+    char file[4096];       /* DIR/<family-key>-<model>-<path>-t<threads>[-d<depth>].json */
     char weight_path[16];
     char kernel[64];       /* the kernel recorded */
 };

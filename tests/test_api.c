@@ -542,6 +542,42 @@ static void test_eval(void **state)
     assert_int_equal(nb_bench_tg(a, 4, 1, &sec), NB_OK);
     assert_true(sec > 0);
 
+    /* on top of a filled context (bench -d): the fill stays under each test, the test's
+     * own tokens go before the next one */
+    assert_int_equal(nb_bench_fill(a, 32, 5), NB_OK);
+    assert_int_equal(nb_ctx_seq_len(a, 0), 32);
+    sec = 0;
+    assert_int_equal(nb_bench_pp_at(a, 32, 16, 1, &sec), NB_OK);
+    assert_true(sec > 0);
+    assert_int_equal(nb_ctx_seq_len(a, 0), 48);
+    sec = 0;
+    assert_int_equal(nb_bench_tg_at(a, 32, 4, 1, &sec), NB_OK);
+    assert_true(sec > 0);
+    assert_int_equal(nb_ctx_seq_len(a, 0), 36);
+    assert_int_equal(nb_bench_pp_at(a, 40, 4, 1, &sec), NB_ERR_INVALID_ARG); /* 36 held */
+    assert_non_null(strstr(nb_last_error(), "holds 36 tokens, fewer than the depth 40"));
+    assert_int_equal(nb_bench_fill(a, -1, 5), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_bench_tg_at(a, -1, 4, 1, &sec), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_bench_pp_at(a, 0, 8, 1, &sec), NB_OK); /* depth 0: from empty */
+    assert_int_equal(nb_ctx_seq_len(a, 0), 8);
+    /* the filled tokens are what the next token attends to: the same seed gives the same
+     * logits after them, another seed other logits */
+    float *l1 = malloc(sizeof *l1 * (size_t)info.n_vocab);
+    float *l2 = malloc(sizeof *l2 * (size_t)info.n_vocab);
+    assert_true(l1 && l2);
+    int32_t next = 7, at = 32;
+    struct nb_batch one = {.n_tokens = 1, .token = &next, .pos = &at};
+    assert_int_equal(nb_bench_fill(a, 32, 5), NB_OK);
+    assert_int_equal(nb_decode(a, &one, l1), NB_OK);
+    assert_int_equal(nb_bench_fill(a, 32, 5), NB_OK);
+    assert_int_equal(nb_decode(a, &one, l2), NB_OK);
+    assert_memory_equal(l1, l2, sizeof *l1 * (size_t)info.n_vocab);
+    assert_int_equal(nb_bench_fill(a, 32, 6), NB_OK);
+    assert_int_equal(nb_decode(a, &one, l2), NB_OK);
+    assert_memory_not_equal(l1, l2, sizeof *l1 * (size_t)info.n_vocab);
+    free(l1);
+    free(l2);
+
     nb_tokenizer_free(tok);
     nb_ctx_free(a);
     nb_ctx_free(b);

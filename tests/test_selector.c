@@ -532,6 +532,77 @@ static void test_record_malformed(void **state)
         assert_int_equal(nb_record_parse(j, len, "cut.json", &r), NB_ERR_FORMAT);
 }
 
+/* A record() text with "n_depth": depth (a JSON value, as written) as its first field. */
+static const char *at_depth(const char *json, const char *depth)
+{
+    static char buf[4][1100];
+    static int next;
+    char *b = buf[next++ % 4];
+    snprintf(b, sizeof buf[0], "{\"n_depth\": %s, %s", depth, json + 1);
+    return b;
+}
+
+/* Records of tests on a filled context (bench -d) are read with their depth, and the
+ * selector neither verifies with them nor pairs them: their speeds are not the
+ * empty-cache speeds the rules compare. A depth that is not a whole number >= 0 is an
+ * error, never read as 0. */
+static void test_record_depth(void **state)
+{
+    struct nb_record r, recs[2];
+    struct nb_choice c;
+    struct nb_probe p;
+    const char *a8 = record("x86:AuthenticAMD:26", X86K("avx512vnni"), "w4a8", 2, 300, 900);
+    assert_int_equal(nb_record_parse(a8, strlen(a8), "d0.json", &r), NB_OK);
+    assert_int_equal(r.n_depth, 0); /* written before depth existed */
+    const char *j = at_depth(a8, "4096");
+    assert_int_equal(nb_record_parse(j, strlen(j), "d4096.json", &r), NB_OK);
+    assert_int_equal(r.n_depth, 4096);
+    assert_true(r.tg.present && r.tg.best_ts == 300);
+    static const char *bad[] = {"\"4096\"", "-1", "1.5", "null", "1e30"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        j = at_depth(a8, bad[i]);
+        assert_int_equal(nb_record_parse(j, strlen(j), "bad.json", &r), NB_ERR_FORMAT);
+        assert_non_null(strstr(nb_last_error(), "record bad.json: n_depth"));
+    }
+
+    /* verification: the same record at depth 0 verifies, at depth 4096 it does not */
+    unsetenv("NIBBLE_WEIGHT_PATH");
+    probe_zen5(&p);
+    j = at_depth(a8, "0");
+    assert_int_equal(nb_record_parse(j, strlen(j), "zen5-a8.json", &recs[0]), NB_OK);
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, recs, 1, NULL, &c), NB_OK);
+    assert_true(c.verified && has_reason(&c, "verified: zen5-a8.json"));
+    j = at_depth(a8, "4096");
+    assert_int_equal(nb_record_parse(j, strlen(j), "zen5-a8-d4096.json", &recs[0]), NB_OK);
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, recs, 1, NULL, &c), NB_OK);
+    assert_false(c.verified);
+    assert_null(c.record);
+    assert_false(has_reason(&c, "zen5-a8-d4096.json"));
+
+    /* a speed pair: w4a16 decodes faster at depth 0 and wins; the same pair at depth,
+     * or half of it, is no pair, and the default holds */
+    probe_avx2(&p);
+    const char *x8 = record("x86:AuthenticAMD:23", X86K("avx2"), "w4a8", 8, 40, 900);
+    const char *x16 = record("x86:AuthenticAMD:23", "ref", "w4a16", 8, 55, 900);
+    static const char *depths[3][2] = {{"0", "0"}, {"512", "512"}, {"0", "512"}};
+    for (int k = 0; k < 3; k++) {
+        j = at_depth(x8, depths[k][0]);
+        assert_int_equal(nb_record_parse(j, strlen(j), "avx2-a8.json", &recs[0]), NB_OK);
+        j = at_depth(x16, depths[k][1]);
+        assert_int_equal(nb_record_parse(j, strlen(j), "avx2-a16.json", &recs[1]), NB_OK);
+        assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, recs, 2, NULL, &c),
+                         NB_OK);
+        if (k == 0) {
+            assert_string_equal(nb_wpath_name(c.path), "w4a16");
+            assert_true(has_reason(&c, "w4a16 decoded faster than w4a8"));
+        } else {
+            assert_string_equal(nb_wpath_name(c.path), "w4a8");
+            assert_false(has_reason(&c, "decoded faster"));
+            assert_false(has_reason(&c, "avx2-a16.json"));
+        }
+    }
+}
+
 static void test_load_dir(void **state)
 {
     char *dir = tu_mkdtemp();
@@ -640,6 +711,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_table),           cmocka_unit_test(test_override),
         cmocka_unit_test(test_record_fields),   cmocka_unit_test(test_record_malformed),
+        cmocka_unit_test(test_record_depth),
         cmocka_unit_test(test_load_dir),        cmocka_unit_test(test_builtin_records_parse),
         cmocka_unit_test(test_host_consistent), cmocka_unit_test(test_names),
     };

@@ -17,8 +17,9 @@ def figs(r, key):
     if not isinstance(f, dict) or not f.get("best_ts"):
         return "-"
     n = f.get("n_prompt", f.get("n_gen", ""))
-    return "%s%s: %.2f / %.2f (%.1f%%, n=%d)" % (
-        key, n, f["best_ts"], f.get("median_ts", 0), f.get("spread_pct", 0),
+    depth = " @ d%d" % r["n_depth"] if r.get("n_depth") else ""  # bench -d, as llama-bench names it
+    return "%s%s%s: %.2f / %.2f (%.1f%%, n=%d)" % (
+        key, n, depth, f["best_ts"], f.get("median_ts", 0), f.get("spread_pct", 0),
         len(f["samples"]) if isinstance(f.get("samples"), list) else 0)
 
 

@@ -1,4 +1,5 @@
-/* eval/bench.c — pp and tg timing runs, sample statistics, the read bandwidth. */
+/* eval/bench.c — pp and tg timing runs (from an empty cache or on top of a filled
+ * context, llama-bench's -d), sample statistics, the read bandwidth. */
 #include "eval/bench.h"
 
 #include <math.h>
@@ -16,27 +17,30 @@ static int32_t rand_token(uint64_t *s, int n_vocab)
     return (int32_t)((*s >> 33) % (uint64_t)n_vocab);
 }
 
-enum nb_status nb_bench_pp(struct nb_ctx *ctx, int n_prompt, uint64_t seed, double *seconds)
+/* n random tokens decoded at positions pos0.. of sequence 0 in one call (so in chunks of
+ * the context's batch size), logits for the last one only; *seconds (may be NULL): the
+ * decode's wall time, allocation and token drawing left out. */
+static enum nb_status decode_random(struct nb_ctx *ctx, int pos0, int n, uint64_t seed,
+                                    double *seconds)
 {
     struct nb_model_info info;
     nb_model_get_info(nb_ctx_model(ctx), &info);
-    int32_t *tok = malloc(sizeof *tok * (size_t)n_prompt);
-    int32_t *pos = malloc(sizeof *pos * (size_t)n_prompt);
+    int32_t *tok = malloc(sizeof *tok * (size_t)n);
+    int32_t *pos = malloc(sizeof *pos * (size_t)n);
     float *logits = malloc(sizeof *logits * (size_t)info.n_vocab);
     enum nb_status st = NB_OK;
     if (!tok || !pos || !logits) {
         st = nb_set_error(NB_ERR_NOMEM, "bench: out of memory");
         goto done;
     }
-    for (int i = 0; i < n_prompt; i++) {
+    for (int i = 0; i < n; i++) {
         tok[i] = rand_token(&seed, info.n_vocab);
-        pos[i] = i;
+        pos[i] = pos0 + i;
     }
-    nb_ctx_clear_seq(ctx, 0);
-    struct nb_batch b = {.n_tokens = n_prompt, .token = tok, .pos = pos};
+    struct nb_batch b = {.n_tokens = n, .token = tok, .pos = pos};
     uint64_t t0 = nb_time_ns();
     st = nb_decode(ctx, &b, logits);
-    *seconds = (double)(nb_time_ns() - t0) * 1e-9;
+    if (seconds) *seconds = (double)(nb_time_ns() - t0) * 1e-9;
 done:
     free(tok);
     free(pos);
@@ -44,23 +48,65 @@ done:
     return st;
 }
 
-enum nb_status nb_bench_tg(struct nb_ctx *ctx, int n_gen, uint64_t seed, double *seconds)
+/* Sequence 0 cut back to its first n_depth tokens: the filled context a test runs on. */
+static enum nb_status keep_depth(struct nb_ctx *ctx, int n_depth)
+{
+    if (n_depth < 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "bench: depth %d is negative", n_depth);
+    if (n_depth == 0) {
+        nb_ctx_clear_seq(ctx, 0);
+        return NB_OK;
+    }
+    int held = nb_ctx_seq_len(ctx, 0);
+    if (held < n_depth)
+        return nb_set_error(NB_ERR_INVALID_ARG, "bench: sequence 0 holds %d tokens, fewer than "
+                            "the depth %d (nb_bench_fill first)", held, n_depth);
+    return nb_ctx_truncate_seq(ctx, 0, n_depth);
+}
+
+enum nb_status nb_bench_fill(struct nb_ctx *ctx, int n_depth, uint64_t seed)
+{
+    if (n_depth < 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "bench: depth %d is negative", n_depth);
+    nb_ctx_clear_seq(ctx, 0);
+    return n_depth ? decode_random(ctx, 0, n_depth, seed, NULL) : NB_OK;
+}
+
+enum nb_status nb_bench_pp_at(struct nb_ctx *ctx, int n_depth, int n_prompt, uint64_t seed,
+                              double *seconds)
+{
+    enum nb_status st = keep_depth(ctx, n_depth);
+    return st ? st : decode_random(ctx, n_depth, n_prompt, seed, seconds);
+}
+
+enum nb_status nb_bench_pp(struct nb_ctx *ctx, int n_prompt, uint64_t seed, double *seconds)
+{
+    return nb_bench_pp_at(ctx, 0, n_prompt, seed, seconds);
+}
+
+enum nb_status nb_bench_tg_at(struct nb_ctx *ctx, int n_depth, int n_gen, uint64_t seed,
+                              double *seconds)
 {
     struct nb_model_info info;
     nb_model_get_info(nb_ctx_model(ctx), &info);
+    enum nb_status st = keep_depth(ctx, n_depth);
+    if (st) return st;
     float *logits = malloc(sizeof *logits * (size_t)info.n_vocab);
     if (!logits) return nb_set_error(NB_ERR_NOMEM, "bench: out of memory");
-    enum nb_status st = NB_OK;
-    nb_ctx_clear_seq(ctx, 0);
     uint64_t t0 = nb_time_ns();
     for (int i = 0; i < n_gen && st == NB_OK; i++) {
-        int32_t tok = rand_token(&seed, info.n_vocab), pos = i;
+        int32_t tok = rand_token(&seed, info.n_vocab), pos = n_depth + i;
         struct nb_batch b = {.n_tokens = 1, .token = &tok, .pos = &pos};
         st = nb_decode(ctx, &b, logits);
     }
     *seconds = (double)(nb_time_ns() - t0) * 1e-9;
     free(logits);
     return st;
+}
+
+enum nb_status nb_bench_tg(struct nb_ctx *ctx, int n_gen, uint64_t seed, double *seconds)
+{
+    return nb_bench_tg_at(ctx, 0, n_gen, seed, seconds);
 }
 
 static int cmp_d(const void *a, const void *b)

@@ -93,11 +93,13 @@ enum nb_status nb_record_write(const struct nb_record_params *params,
     struct nb_record_params r = nb_record_default_params();
     enum nb_status st = nb_api_params_in(&r, sizeof r, params, "nb_record_write");
     if (st) return st;
-    if (!params || !r.dir || !r.model_arg || !r.info || (r.n_pp && !r.pp) || (r.n_tg && !r.tg))
+    if (!params || !r.dir || !r.model_arg || !r.info || (r.n_pp && !r.pp) || (r.n_tg && !r.tg) ||
+        r.n_depth < 0)
         return nb_set_error(NB_ERR_INVALID_ARG, "record: %s",
                             !params || !r.dir ? "no folder given"
                             : !r.model_arg    ? "no model given"
                             : !r.info         ? "no model info given"
+                            : r.n_depth < 0   ? "negative depth"
                                               : "samples counted but not given");
     enum nb_wpath path;
     if (!r.info->weight_path || !nb_wpath_from_name(r.info->weight_path, &path))
@@ -149,6 +151,9 @@ enum nb_status nb_record_write(const struct nb_record_params *params,
                             r.info->linear_params
                                 ? 8.0 * (double)r.info->linear_bytes / (double)r.info->linear_params
                                 : 0);
+    /* always written: a reader that finds 0 (or, in older records, nothing) knows the
+     * tests ran from an empty cache, and the selector weighs only those */
+    cJSON_AddNumberToObject(o, "n_depth", r.n_depth);
     if (r.n_pp) cJSON_AddItemToObject(o, "pp", figs("n_prompt", r.n_prompt, r.pp, r.n_pp));
     if (r.n_tg) cJSON_AddItemToObject(o, "tg", figs("n_gen", r.n_gen, r.tg, r.n_tg));
     cJSON_AddNumberToObject(o, "read_bw_gbs", r.read_bw_gbs);
@@ -165,8 +170,10 @@ enum nb_status nb_record_write(const struct nb_record_params *params,
     }
     sanitise(key, sizeof key, p->family_key);
     model_base(base, sizeof base, r.model_arg);
-    int len = snprintf(out.file, sizeof out.file, "%s/%s-%s-%s-t%d.json", r.dir, key, base,
-                       nb_wpath_name(path), r.threads);
+    char depth[24] = ""; /* a depth run beside, not over, the same model's depth-0 record */
+    if (r.n_depth > 0) snprintf(depth, sizeof depth, "-d%d", r.n_depth);
+    int len = snprintf(out.file, sizeof out.file, "%s/%s-%s-%s-t%d%s.json", r.dir, key, base,
+                       nb_wpath_name(path), r.threads, depth);
     if (len < 0 || (size_t)len >= sizeof out.file) {
         st = nb_set_error(NB_ERR_INVALID_ARG, "record: folder name too long: %s", r.dir);
         goto done;

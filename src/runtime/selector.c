@@ -126,6 +126,14 @@ enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
         st = nb_set_error(NB_ERR_FORMAT, "record %s: threads must be a number >= 1", src);
         goto fail;
     }
+    /* a depth run read as depth 0 would pass slower figures off as the empty-cache speed */
+    const cJSON *depth = get(root, "n_depth");
+    double dv = cJSON_IsNumber(depth) ? depth->valuedouble : -1;
+    if (depth && (dv < 0 || dv > (1 << 24) || dv != (int)dv)) {
+        st = nb_set_error(NB_ERR_FORMAT, "record %s: n_depth must be a whole number >= 0", src);
+        goto fail;
+    }
+    out->n_depth = depth ? (int)dv : 0;
     parse_figs(get(root, "pp"), 1, &out->pp);
     parse_figs(get(root, "tg"), 0, &out->tg);
     if (!(out->tg.present && out->tg.best_ts > 0) && !(out->pp.present && out->pp.best_ts > 0)) {
@@ -325,13 +333,22 @@ static double bpw(enum nb_wpath path)
     return nb_layout_bpw(path, BPW_G, BPW_N, BPW_N);
 }
 
+/* Records the rules weigh: tests from an empty cache. A run on a filled context (bench
+ * -d) is slower by the attention over its keys, so it would neither pair fairly with a
+ * depth-0 record nor stand for the path's speed. */
+static int is_evidence(const struct nb_record *r)
+{
+    return r->n_depth == 0;
+}
+
 /* A record for (family, kernel, path); prefers one with tg figures. */
 static const struct nb_record *find_record(const struct nb_record *r, int n, const char *family,
                                            const char *kernel, enum nb_wpath path)
 {
     const struct nb_record *hit = NULL;
     for (int i = 0; i < n; i++)
-        if (!strcmp(r[i].family_key, family) && !strcmp(r[i].kernel, kernel) && r[i].path == path &&
+        if (is_evidence(&r[i]) && !strcmp(r[i].family_key, family) &&
+            !strcmp(r[i].kernel, kernel) && r[i].path == path &&
             (!hit || (!hit->tg.present && r[i].tg.present)))
             hit = &r[i];
     return hit;
@@ -351,11 +368,13 @@ static int find_speed_pair(const struct nb_probe *p, const struct nb_record *r, 
     const char *k8 = nb_select_kernel_for(p, NB_WPATH_W4A8);
     const char *k16 = nb_select_kernel_for(p, NB_WPATH_W4A16);
     for (int i = 0; i < n; i++) {
-        if (strcmp(r[i].family_key, p->family_key) || r[i].path != NB_WPATH_W4A8 ||
-            strcmp(r[i].kernel, k8) || !r[i].tg.present || r[i].tg.best_ts <= 0)
+        if (!is_evidence(&r[i]) || strcmp(r[i].family_key, p->family_key) ||
+            r[i].path != NB_WPATH_W4A8 || strcmp(r[i].kernel, k8) || !r[i].tg.present ||
+            r[i].tg.best_ts <= 0)
             continue;
         for (int j = 0; j < n; j++)
-            if (!strcmp(r[j].family_key, p->family_key) && r[j].path == NB_WPATH_W4A16 &&
+            if (is_evidence(&r[j]) && !strcmp(r[j].family_key, p->family_key) &&
+                r[j].path == NB_WPATH_W4A16 &&
                 !strcmp(r[j].kernel, k16) && r[j].tg.present && r[j].tg.best_ts > 0 &&
                 same_run_shape(&r[i], &r[j])) {
                 *a8 = &r[i];

@@ -12,6 +12,8 @@
  *                           a dot-product kernel (VNNI, AVX2, AMX, Arm asimddp), else w4a16.
  * "Verified" means a record exists with the probe's family key AND the kernel that
  * would run AND the chosen path. Every reason that uses a record cites its file.
+ * Records of tests run on a filled context (bench -d, n_depth > 0) are loaded but are
+ * no evidence: the rules compare speeds from an empty cache.
  */
 #ifndef NB_RUNTIME_SELECTOR_H
 #define NB_RUNTIME_SELECTOR_H
@@ -58,12 +60,15 @@ struct nb_record {
     char arch[32]; /* model_shape.arch */
     int n_layers, n_embd, n_vocab;
     struct nb_record_figs pp, tg;
+    int n_depth; /* tokens in the context under the tests (bench -d; 0: none, as in
+                    records written before depth existed). Only 0 is evidence. */
     double read_bw_gbs, roofline_fraction;
 };
 
 /* Parse one record (the JSON text of a docs/measurements file). `source` names it in
  * errors and in reasons. Required: cpu.family_key, kernel, weight_path (a known
- * path), threads >= 1, and a tg or pp object with a positive best_ts.
+ * path), threads >= 1, and a tg or pp object with a positive best_ts; n_depth, when
+ * present, a whole number >= 0.
  * NB_ERR_FORMAT with "record SOURCE: ..." naming the first problem. */
 enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
                                struct nb_record *out);
