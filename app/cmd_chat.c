@@ -1,6 +1,7 @@
 /* nibble chat — interactive multi-turn chat. The conversation is rendered with the
  * model's chat template each turn; only the tokens that differ from what the KV cache
- * already holds are run, so earlier turns are not recomputed. */
+ * already holds are run, so earlier turns are not recomputed. When the context fills, it
+ * shifts as nibble run's does (app/ctxshift.h), keeping the conversation's start. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "app/args.h"
 #include "app/auto_path.h"
 #include "app/commands.h"
+#include "app/ctxshift.h"
 #include "app/text.h"
 #include "nibble.h"
 
@@ -19,13 +21,24 @@ static void usage(FILE *f)
     fprintf(f, "usage: nibble chat -m MODEL [--system TEXT] [--chat-template NAME] [-n N]\n"
                "                   [model, context and sampler options of nibble run]\n"
                "\n"
+               "  -n N                                 tokens per answer at most (default 256;\n"
+               "                                       -1: until the end of the turn)\n"
                "  --path P, --priority P, --no-cache   the weight path, as for nibble run\n"
                "  -c, --ctx-size N, -t N, -b N         context, threads, batch\n"
+               "  --keep N, --no-shift                 a full context, as for nibble run (below)\n"
                "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,\n"
                "  -s, --seed                           sampling, as for nibble run\n"
                "\n"
                "Reads one user message per line from standard input; /reset starts over,\n"
-               "/exit (or end of input) quits. NAME: chatml, qwen3, llama3, llama2, gemma.\n");
+               "/exit (or end of input) quits. NAME: chatml, qwen3, llama3, llama2, gemma.\n"
+               "\n"
+               "When a turn or an answer does not fit the context, the oldest half of the\n"
+               "conversation after its start is dropped and the chat goes on. The start kept\n"
+               "(--keep -1, the default) is what every conversation begins with: BOS, the\n"
+               "system turn (--system, or the template's own) and the first user header;\n"
+               "--keep N keeps BOS and at most N tokens of that. --no-shift instead cuts an\n"
+               "answer where the context is full and begins a conversation anew (earlier\n"
+               "turns dropped) when a message does not fit beside it.\n");
 }
 
 struct turn_out {
@@ -33,22 +46,12 @@ struct turn_out {
     struct nb_detokenizer *detok;
     char *text;
     size_t len, cap;
-    int32_t *gen; /* generated ids */
-    int n_gen, cap_gen;
 };
 
 static int on_token(int32_t id, void *user)
 {
     struct turn_out *o = user;
     if (nb_tokenizer_is_eog(o->tok, id)) return 1;
-    if (o->n_gen == o->cap_gen) {
-        int cap = o->cap_gen ? 2 * o->cap_gen : 64;
-        int32_t *g = realloc(o->gen, sizeof *g * (size_t)cap);
-        if (!g) return 1;
-        o->gen = g;
-        o->cap_gen = cap;
-    }
-    o->gen[o->n_gen++] = id;
     const char *t;
     size_t n;
     if (nb_detokenizer_feed(o->detok, id, &t, &n) != NB_OK) return 1;
@@ -80,6 +83,39 @@ static enum nb_status render_ids(const char *tpl, const struct nb_chat_msg *msgs
     return st;
 }
 
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb)
+{
+    int n = 0;
+    while (n < na && n < nb && a[n] == b[n]) n++;
+    return n;
+}
+
+/* The tokens every conversation with this system turn begins with (what a shift keeps
+ * with --keep -1): the ids two one-message conversations share, so it works for every
+ * template, however it places the system turn (its own turn, or inside the first user
+ * message) and whether the template adds one of its own. */
+static enum nb_status conversation_start(const char *tpl, const char *system,
+                                         const struct nb_tokenizer *tok, int32_t **ids,
+                                         int *n_start)
+{
+    struct nb_chat_msg a[2], b[2];
+    int n = 0;
+    int32_t *ib = NULL;
+    int na = 0, nb = 0;
+    if (system) {
+        a[n] = b[n] = (struct nb_chat_msg){"system", system};
+        n++;
+    }
+    a[n] = (struct nb_chat_msg){"user", "x"};
+    b[n] = (struct nb_chat_msg){"user", "y"};
+    n++;
+    enum nb_status st = render_ids(tpl, a, n, tok, ids, &na);
+    if (st == NB_OK) st = render_ids(tpl, b, n, tok, &ib, &nb);
+    if (st == NB_OK) *n_start = common_prefix(*ids, na, ib, nb);
+    free(ib);
+    return st;
+}
+
 int cmd_chat(int argc, char **argv)
 {
     const char *cmd = "chat", *model_path = getenv("NIBBLE_MODEL"), *system = NULL;
@@ -95,16 +131,17 @@ int cmd_chat(int argc, char **argv)
     struct nb_chat_msg msgs[MAX_TURNS];
     char *owned[MAX_TURNS] = {0};
     int n_msgs = 0;
-    int32_t *cached = NULL; /* the ids the cache holds */
-    int n_cached = 0;
+    struct app_shift_opts so = {.keep = -1};
+    struct app_seq seq = {0}; /* what the cache holds, and every token run in this conversation */
     char *line = NULL;
     size_t line_cap = 0;
     const struct arg_opt opts[] = {
         OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
         OPT_STR("--system", &system),
         OPT_STR("--chat-template", &tpl_name),
-        OPT_INT("-n|--predict|--n-predict", &n_predict, 1, 1 << 20),
+        OPT_INT("-n|--predict|--n-predict", &n_predict, -1, 1 << 20),
         OPTS_CONTEXT(&cp, 16),
+        OPTS_SHIFT(&so),
         OPTS_SAMPLER(&sp),
         OPT_END};
     int parsed = arg_parse(cmd, opts, argc, argv, usage);
@@ -131,9 +168,19 @@ int cmd_chat(int argc, char **argv)
     nb_model_get_info(model, &info);
     /* The context is fixed here (the library's default when -c is not given) so that
      * each turn can be checked against it before it runs. */
-    if (cp.n_ctx <= 0)
-        cp.n_ctx = info.n_ctx_train > 0 && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
-    if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
+    cp.n_ctx = app_ctx_size(&info, cp.n_ctx);
+    app_ctx_warn_memory(cmd, &info, cp.n_ctx);
+    {
+        int32_t *start = NULL;
+        int n_start = 0, n_keep = 0;
+        if (conversation_start(tpl_name, system, tok, &start, &n_start) != NB_OK) goto fail;
+        int ok = app_keep_resolve(cmd, &so, "the conversation's start", start, n_start,
+                                  info.bos_id, cp.n_ctx, &n_keep);
+        free(start);
+        if (!ok) goto done;
+        if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
+        if (app_seq_init(&seq, ctx, cp.n_ctx, n_keep, !so.no_shift) != NB_OK) goto fail;
+    }
     if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
     if (system) msgs[n_msgs++] = (struct nb_chat_msg){"system", system};
     int base_msgs = n_msgs, interactive = isatty(0);
@@ -148,8 +195,7 @@ int cmd_chat(int argc, char **argv)
         if (!strcmp(line, "/reset") || n_msgs + 2 > MAX_TURNS) {
             for (int i = 0; i < MAX_TURNS; i++) free(owned[i]), owned[i] = NULL;
             n_msgs = base_msgs;
-            nb_ctx_clear_seq(ctx, 0);
-            n_cached = 0;
+            app_seq_rewind(&seq, 0);
             if (!strcmp(line, "/reset")) continue;
         }
         int32_t *ids = NULL;
@@ -179,8 +225,17 @@ int cmd_chat(int argc, char **argv)
         msgs[n_msgs] = (struct nb_chat_msg){"user", owned[n_msgs]};
         n_msgs++;
         if ((st = render_ids(tpl_name, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
-        if (n_ids >= cp.n_ctx) {
-            /* the whole conversation no longer fits: start a new one with this message */
+        /* Keep the longest prefix of what this conversation has run (at least one token
+         * is run, for the logits); run the rest. After a shift the cache holds the
+         * conversation's start and its newest part; the new tokens go after that. */
+        int same = common_prefix(seq.ids, seq.n, ids, n_ids - 1);
+        int kept = same < seq.n_keep ? same : seq.n_keep;
+        /* What does not fit even so starts a new conversation with this message (it fits
+         * on its own: checked above). Without shift that is any conversation longer than
+         * the context; with it, new tokens that do not fit beside the kept start (they
+         * are more than this message when the template renders the last answer other
+         * than it was generated, e.g. trimmed, so that it is run again). */
+        if (so.no_shift ? n_ids >= cp.n_ctx : kept + n_ids - same > cp.n_ctx) {
             free(ids);
             ids = NULL;
             char *msg = owned[n_msgs - 1];
@@ -191,55 +246,42 @@ int cmd_chat(int argc, char **argv)
             owned[n_msgs] = msg;
             msgs[n_msgs] = (struct nb_chat_msg){"user", msg};
             n_msgs++;
-            nb_ctx_clear_seq(ctx, 0);
-            n_cached = 0;
             fprintf(stderr,
                     "[the conversation outgrew the context of %d tokens: earlier turns "
                     "dropped]\n",
                     cp.n_ctx);
             if ((st = render_ids(tpl_name, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
+            same = common_prefix(seq.ids, seq.n, ids, n_ids - 1); /* the start, still cached */
         }
-        /* keep the longest cached prefix; run the rest */
-        int keep = 0;
-        while (keep < n_cached && keep < n_ids - 1 && cached[keep] == ids[keep]) keep++;
-        if (nb_ctx_truncate_seq(ctx, 0, keep) != NB_OK) {
-            nb_ctx_clear_seq(ctx, 0);
-            keep = 0;
-        }
-        fprintf(stderr, "[%d cached tokens reused, %d new]\n", keep, n_ids - keep);
+        app_seq_rewind(&seq, same);
+        int reused = app_seq_cached(&seq);
+        fprintf(stderr, "[%d cached tokens reused, %d new]\n", reused, n_ids - same);
         struct turn_out out = {.tok = tok};
-        if (nb_detokenizer_init(&out.detok, tok, 0) != NB_OK) goto fail;
-        struct nb_gen_stats gs;
-        /* the answer stops where the context is full: after the prompt's n_ids tokens,
-         * n more need n - 1 decode steps */
-        int room = cp.n_ctx - n_ids + 1, turn_predict = n_predict < room ? n_predict : room;
-        st = nb_generate(ctx, 0, sampler, ids + keep, n_ids - keep, turn_predict, 1, on_token, &out,
-                         &gs);
+        if (nb_detokenizer_init(&out.detok, tok, 0) != NB_OK) {
+            free(ids);
+            goto fail;
+        }
+        struct app_gen_stats gs;
+        st = app_generate(&seq, sampler, ids + same, n_ids - same, n_predict, 1, on_token, &out,
+                          &gs);
+        free(ids);
         const char *t;
         size_t n;
         if (st == NB_OK && nb_detokenizer_flush(out.detok, &t, &n) == NB_OK) fwrite(t, 1, n, stdout);
         printf("\n");
         fflush(stdout);
         nb_detokenizer_free(out.detok);
-        if (st == NB_OK && turn_predict < n_predict && gs.n_gen == turn_predict)
-            fprintf(stderr, "[the context of %d tokens is full: the answer was cut]\n", cp.n_ctx);
-        /* the cache now holds the prompt and the generated tokens but the last */
-        free(cached);
-        cached = realloc(ids, sizeof *ids * (size_t)(n_ids + out.n_gen + 1));
-        if (!cached) {
-            free(ids);
-            free(out.gen);
-            free(out.text);
-            goto fail;
-        }
-        if (out.n_gen) memcpy(cached + n_ids, out.gen, sizeof *ids * (size_t)out.n_gen);
-        n_cached = nb_ctx_seq_len(ctx, 0);
-        if (n_cached > n_ids + out.n_gen) n_cached = n_ids + out.n_gen;
-        free(out.gen);
         if (st) {
+            fprintf(stderr, "nibble chat: %s\n", app_seq_error(&seq));
             free(out.text);
-            goto fail;
+            goto done;
         }
+        if (gs.n_shifts)
+            fprintf(stderr, "[the context of %d tokens was full: %d tokens dropped after the "
+                            "first %d, the conversation goes on]\n", cp.n_ctx, gs.n_dropped,
+                    seq.n_keep);
+        if (gs.ctx_full)
+            fprintf(stderr, "[the context of %d tokens is full: the answer was cut]\n", cp.n_ctx);
         owned[n_msgs] = out.text ? out.text : strdup("");
         msgs[n_msgs] = (struct nb_chat_msg){"assistant", owned[n_msgs]};
         n_msgs++;
@@ -251,7 +293,7 @@ fail:
     rc = 1;
 done:
     for (int i = 0; i < MAX_TURNS; i++) free(owned[i]);
-    free(cached);
+    app_seq_free(&seq);
     free(line);
     nb_sampler_free(sampler);
     nb_ctx_free(ctx);

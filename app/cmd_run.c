@@ -8,6 +8,7 @@
 #include "app/args.h"
 #include "app/auto_path.h"
 #include "app/commands.h"
+#include "app/ctxshift.h"
 #include "app/text.h"
 #include "nibble.h"
 
@@ -30,8 +31,15 @@ static void usage(FILE *f)
             "                          w8a16, bf16, f32 (a float MODEL is quantized on first use\n"
             "                          and cached), or source (run the weights as stored)\n"
             "      --no-cache          quantize into memory; never read or write the cache\n"
-            "  -n, --n-predict N       tokens to generate (default 128)\n"
-            "  -c, --ctx-size N        context length in tokens (default: min(model, 4096))\n"
+            "  -n, --n-predict N       tokens to generate (default 128; -1: until end of\n"
+            "                          generation, past the context by shifting it)\n"
+            "  -c, --ctx-size N        context length in tokens (default: min(model, 4096));\n"
+            "                          more than the model was trained for is warned about\n"
+            "      --keep N            when the context is full, keep the first N prompt tokens\n"
+            "                          after BOS (BOS is always kept; -1: the whole prompt;\n"
+            "                          default 0), drop the oldest half of the rest, go on\n"
+            "      --no-shift          when the context is full, stop (exit status 0)\n"
+            "                          (--no-context-shift; --context-shift: the default)\n"
             "  -t, --threads N         threads (default: all cores)\n"
             "  -b, --batch-size N      prompt tokens per forward chunk (default 512)\n"
             "      --temp T            temperature; 0 = greedy (default 0)\n"
@@ -95,6 +103,8 @@ int cmd_run(int argc, char **argv)
     char loaded[4096];
     int32_t *ids = NULL;
     int n_ids = 0, n_predict = 128, ignore_eos = 0, rc = 1, parse_special = 1, n_stops = 0;
+    struct app_shift_opts so = {.keep = 0};
+    struct app_seq seq = {0};
     const char *stops[MAX_STOPS];
     struct nb_tokenizer *tok = NULL;
     struct nb_ctx_params cp = nb_ctx_default_params();
@@ -109,8 +119,9 @@ int cmd_run(int argc, char **argv)
         OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
         OPT_STR("-p|--prompt", &prompt_text),
         OPT_STR("-f|--file", &prompt_file),
-        OPT_INT("-n|--predict|--n-predict", &n_predict, 0, 1 << 24),
+        OPT_INT("-n|--predict|--n-predict", &n_predict, -1, 1 << 24),
         OPTS_CONTEXT(&cp, 1),
+        OPTS_SHIFT(&so),
         OPTS_SAMPLER(&sp),
         OPT_FLAG("--no-special", &no_special),
         OPT_FLAG("--ignore-eos", &ignore_eos),
@@ -188,19 +199,35 @@ int cmd_run(int argc, char **argv)
     if (tok && nb_detokenizer_init(&out.detok, tok, 0) != NB_OK) goto fail;
     if (nb_stop_matcher_init(&out.stop, stops, n_stops) != NB_OK) goto fail;
     double t_loaded = app_time_s();
-    if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
     struct nb_model_info info;
     nb_model_get_info(model, &info);
+    /* The context is fixed here (the library's default when -c is not given) so that the
+     * prompt and --keep can be checked against it and shifts planned. */
+    cp.n_ctx = app_ctx_size(&info, cp.n_ctx);
+    app_ctx_warn_memory(cmd, &info, cp.n_ctx);
+    if (n_ids > cp.n_ctx) {
+        fprintf(stderr, "nibble run: the prompt is %d tokens, longer than the context of %d "
+                        "(-c): give a larger -c or a shorter prompt\n", n_ids, cp.n_ctx);
+        goto done;
+    }
+    int n_keep;
+    if (!app_keep_resolve(cmd, &so, "the prompt", ids, n_ids, info.bos_id, cp.n_ctx, &n_keep))
+        goto done;
+    if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
+    if (app_seq_init(&seq, ctx, cp.n_ctx, n_keep, !so.no_shift) != NB_OK) goto fail;
     if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
     fprintf(stderr, "nibble run: %s: %s (%s), %.2f M params, %d layers, vocab %d\n", model_path,
             info.arch, info.source_kind, (double)info.n_params / 1e6, info.n_layers,
             info.n_vocab);
 
     double t_ready = app_time_s();
-    struct nb_gen_stats gs;
-    if (nb_generate(ctx, 0, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out, &gs) !=
-        NB_OK)
-        goto fail;
+    struct app_gen_stats ags;
+    const struct nb_gen_stats *gs = &ags.gen;
+    if (app_generate(&seq, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out, &ags) !=
+        NB_OK) {
+        fprintf(stderr, "nibble run: %s\n", app_seq_error(&seq));
+        goto done;
+    }
     if (tok && !out.print_ids) { /* what the detokenizer and the stop matcher still hold */
         const char *text, *emit;
         size_t len, n_emit;
@@ -215,15 +242,23 @@ int cmd_run(int argc, char **argv)
     printf("\n");
     fflush(stdout);
     fprintf(stderr, "nibble run: start to first token %.3f s (load %.3f s, context %.3f s, "
-                    "prefill %.3f s)\n", t_ready - t_start + gs.t_prompt_s, t_loaded - t_start,
-            t_ready - t_loaded, gs.t_prompt_s);
+                    "prefill %.3f s)\n", t_ready - t_start + gs->t_prompt_s, t_loaded - t_start,
+            t_ready - t_loaded, gs->t_prompt_s);
     fprintf(stderr, "nibble run: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, "
                     "%d decode steps in %.3f s (%.1f tok/s)%s\n",
-            gs.n_prompt, gs.t_prompt_s, gs.t_prompt_s > 0 ? gs.n_prompt / gs.t_prompt_s : 0.0,
-            gs.n_gen, gs.n_decode, gs.t_gen_s, gs.t_gen_s > 0 ? gs.n_decode / gs.t_gen_s : 0.0,
-            gs.stopped_by == 1 || out.stopped == 1 ? ", stopped at end-of-generation token"
+            gs->n_prompt, gs->t_prompt_s, gs->t_prompt_s > 0 ? gs->n_prompt / gs->t_prompt_s : 0.0,
+            gs->n_gen, gs->n_decode, gs->t_gen_s, gs->t_gen_s > 0 ? gs->n_decode / gs->t_gen_s : 0.0,
+            gs->stopped_by == 1 || out.stopped == 1 ? ", stopped at end-of-generation token"
             : out.stopped == 2                     ? ", stopped at a stop string"
                                                    : "");
+    if (ags.n_shifts)
+        fprintf(stderr, "nibble run: the context of %d tokens was full %d times: kept the first "
+                        "%d, dropped %d tokens in all, ran %d again in %.3f s\n", cp.n_ctx,
+                ags.n_shifts, n_keep, ags.n_dropped, ags.n_rerun, ags.t_shift_s);
+    /* the user asked for it: the text so far is the answer, not an error */
+    if (ags.ctx_full)
+        fprintf(stderr, "[context of %d tokens full: stopped; a larger -c, or context shift "
+                        "(no --no-shift), goes on]\n", cp.n_ctx);
     rc = 0;
     goto done;
 fail:
@@ -234,6 +269,7 @@ done:
     nb_stop_matcher_free(out.stop);
     nb_tokenizer_free(tok);
     nb_sampler_free(sampler);
+    app_seq_free(&seq);
     nb_ctx_free(ctx);
     nb_model_free(model);
     free(ids);

@@ -39,9 +39,10 @@ ok test $? -eq 0
 ok grep -q "message not sent: it is [0-9]* tokens with the chat template, the context holds 64 (--ctx)" "$tmp/err"
 ok test "$(wc -l < "$tmp/out")" -eq 1
 ok grep -q "cached tokens reused" "$tmp/err"
-# turns that together outgrow the context: earlier turns are dropped, the session goes on
+# turns that together outgrow the context, without context shift (tests/cli/ctxshift.sh
+# has it): earlier turns are dropped, the session goes on
 printf 'And God said\nLet there be light\nAnd there was light\nAnd God saw the light\n' |
-  "$bin" chat -m "$gguf" --chat-template chatml -c 48 -n 16 -t 2 >"$tmp/out" 2>"$tmp/err"
+  "$bin" chat -m "$gguf" --chat-template chatml -c 48 -n 16 -t 2 --no-shift >"$tmp/out" 2>"$tmp/err"
 ok test $? -eq 0
 ok test "$(wc -l < "$tmp/out")" -eq 4
 ok grep -q "earlier turns dropped" "$tmp/err"

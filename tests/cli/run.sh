@@ -39,8 +39,12 @@ if [ -f "$gguf" ]; then
   expect_err "speed line" "tok/s"
   check "token out of range" 1 "$bin" run -m "$gguf" --path source --ids 1,5000 -n 2
   expect_err "token out of range" "not in the vocabulary"
-  check "context full" 1 "$bin" run -m "$gguf" --path source --ids 1,1046,261,2074 -n 20 --ctx 8
-  expect_err "context full" "context full"
+  # a full context shifts and generation goes on; --no-shift stops there, not an error
+  # (tests/cli/ctxshift.sh checks both closely)
+  check "context shift" 0 "$bin" run -m "$gguf" --path source --ids 1,1046,261,2074 -n 20 --ctx 8 --print-ids
+  if [ "$(echo $out | wc -w)" != 20 ]; then echo "FAIL context shift: '$out' is not 20 ids"; fail=$((fail+1)); else pass=$((pass+1)); fi
+  check "context full" 0 "$bin" run -m "$gguf" --path source --ids 1,1046,261,2074 -n 20 --ctx 8 --no-shift
+  expect_err "context full" "context of 8 tokens full: stopped"
   # the same seed gives the same sampled ids
   a=$("$bin" run -m "$gguf" --path source --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
   b=$("$bin" run -m "$gguf" --path source --ids 1,1046 -n 16 --temp 0.9 --seed 5 --print-ids 2>/dev/null)
