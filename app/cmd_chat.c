@@ -11,6 +11,7 @@
 #include "app/auto_path.h"
 #include "app/commands.h"
 #include "app/ctxshift.h"
+#include "app/memory.h"
 #include "app/text.h"
 #include "nibble.h"
 
@@ -169,7 +170,7 @@ int cmd_chat(int argc, char **argv)
     /* The context is fixed here (the library's default when -c is not given) so that
      * each turn can be checked against it before it runs. */
     cp.n_ctx = app_ctx_size(&info, cp.n_ctx);
-    app_ctx_warn_memory(cmd, &info, cp.n_ctx);
+    if (!app_context_fits(cmd, model, &cp)) goto done;
     {
         int32_t *start = NULL;
         int n_start = 0, n_keep = 0;

@@ -9,6 +9,7 @@
 #include "app/auto_path.h"
 #include "app/commands.h"
 #include "app/ctxshift.h"
+#include "app/memory.h"
 #include "app/text.h"
 #include "nibble.h"
 
@@ -204,7 +205,7 @@ int cmd_run(int argc, char **argv)
     /* The context is fixed here (the library's default when -c is not given) so that the
      * prompt and --keep can be checked against it and shifts planned. */
     cp.n_ctx = app_ctx_size(&info, cp.n_ctx);
-    app_ctx_warn_memory(cmd, &info, cp.n_ctx);
+    if (!app_context_fits(cmd, model, &cp)) goto done;
     if (n_ids > cp.n_ctx) {
         fprintf(stderr, "nibble run: the prompt is %d tokens, longer than the context of %d "
                         "(-c): give a larger -c or a shorter prompt\n", n_ids, cp.n_ctx);

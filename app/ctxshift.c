@@ -16,20 +16,6 @@ int app_ctx_size(const struct nb_model_info *info, int n_ctx_arg)
     return info->n_ctx_train > 0 && info->n_ctx_train < 4096 ? info->n_ctx_train : 4096;
 }
 
-void app_ctx_warn_memory(const char *cmd, const struct nb_model_info *info, int n_ctx)
-{
-    long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages <= 0 || page <= 0) return; /* unknown: nothing to compare with */
-    double per_token = 2.0 * info->n_layers * info->n_kv_heads * info->head_dim * 4;
-    double need = per_token * n_ctx, have = (double)pages * (double)page;
-    if (need > have)
-        fprintf(stderr, "nibble %s: warning: a full context of %d tokens needs a KV cache of "
-                        "about %.1f GiB (%d layers x 2 x %d values of 4 bytes per token), more "
-                        "than this machine's %.1f GiB: it would run out of memory before the "
-                        "context fills; give a smaller -c\n", cmd, n_ctx, need / (1 << 30),
-                info->n_layers, info->n_kv_heads * info->head_dim, have / (1 << 30));
-}
-
 int app_keep_resolve(const char *cmd, const struct app_shift_opts *o, const char *what,
                      const int32_t *prompt, int n_prompt, int bos_id, int n_ctx, int *n_keep)
 {

@@ -31,14 +31,6 @@ struct app_shift_opts {
  * before the context is made so that the app can plan shifts against it. */
 int app_ctx_size(const struct nb_model_info *info, int n_ctx_arg);
 
-/* A warning on stderr ("nibble CMD: warning: ...") when a full context of n_ctx tokens
- * would need more memory than this machine has, counting 4 bytes per cached key and
- * value element in every layer, as the cache stores them today (less with sliding-window
- * layers: an estimate, so a warning, not a refusal). The allocation itself succeeds, as
- * pages are only taken when positions fill, so without this a large -c would run out of
- * memory only hours in. That -c exceeds the trained context is nb_ctx_init's warning. */
-void app_ctx_warn_memory(const char *cmd, const struct nb_model_info *info, int n_ctx);
-
 /* How many tokens a shift keeps, as llama.cpp reads --keep: -1 keeps all of `prompt`
  * (`what` names it in messages: "the prompt"); N >= 0 keeps a BOS that starts it and N
  * more; never more than the prompt. 0 after printing "nibble CMD: ..." when --no-shift

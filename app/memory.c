@@ -1,5 +1,5 @@
 /* app/memory.c — RssAnon, MemAvailable, and the context-size check (memory.h). */
-#include "memory.h"
+#include "app/memory.h"
 
 #include <stdio.h>
 #include <string.h>

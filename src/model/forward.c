@@ -202,6 +202,19 @@ enum nb_status nb_ctx_run_layer(struct nb_ctx *c, int layer, float *x, int n)
     int32_t *seq = pos + n;
     for (int t = 0; t < n; t++) pos[t] = t, seq[t] = 0;
     nb_ctx_clear_seq(c, 0);
+    /* sequence 0's blocks for positions [0, n) (nb_decode's reservation) */
+    int *n_new = calloc((size_t)c->n_seq, sizeof(int));
+    enum nb_status st = n_new ? NB_OK : nb_set_error(NB_ERR_NOMEM, "run layer: out of memory");
+    if (!st) {
+        n_new[0] = n;
+        st = nb_kv_reserve_full(&c->kv, n_new);
+    }
+    if (!st) st = nb_kv_reserve_swa(&c->kv, 0, 0, n);
+    free(n_new);
+    if (st) {
+        free(pos);
+        return st;
+    }
     int64_t bytes = sizeof(float) * (int64_t)n * cfg->n_embd;
     memcpy(c->x, x, (size_t)bytes);
     nb_rope_tables(c, pos, n);
