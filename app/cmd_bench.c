@@ -389,6 +389,7 @@ int cmd_bench(int argc, char **argv)
         mp.pin = 1;
         mp.n_ctx = b.n_ctx;
         mp.n_batch = b.n_batch;
+        mp.kv_type = cp.kv_type;
         if (nb_ctx_init(&m->ctx, m->model, &mp) != NB_OK) goto fail;
         double s; /* warm-up: page in the weights, settle the threads */
         if (nb_bench_tg(m->ctx, 2, 1, &s) != NB_OK) goto fail;

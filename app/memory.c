@@ -42,7 +42,7 @@ int app_context_fits(const char *cmd, const struct nb_model *m, const struct nb_
             "%.2f GiB) and %.2f GiB of memory is available: about %lld tokens fit; use a "
             "smaller -c or --kv-type q8_0 (nibble kv-budget shows the sizes)\n",
             cmd, cp->n_ctx, (double)mem.total_bytes / gib, (double)mem.kv_bytes / gib,
-            nb_kv_type_name(cp->kv_type ? cp->kv_type : NB_KV_TYPE_F32),
+            nb_kv_type_name(cp->kv_type),
             (double)mem.work_bytes / gib, (double)avail / gib, (long long)(fit > 0 ? fit : 0));
     return 0;
 }

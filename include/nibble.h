@@ -101,7 +101,9 @@ struct nb_ctx_params {
     int kv_type;         /* enum nb_kv_type of the cached keys and values */
 };
 /* What the KV cache stores: f32, f16, bf16, or q8_0 (llama.cpp's block of 32 int8 codes
- * and an f16 scale; the head size must be a multiple of 32). Default: f32. */
+ * and an f16 scale; the head size must be a multiple of 32). Default: f16 (kjv-7m's
+ * greedy continuations identical to f32's, half the memory, faster at depth:
+ * docs/kv-cache.md). */
 enum nb_kv_type { NB_KV_TYPE_DEFAULT, NB_KV_TYPE_F32, NB_KV_TYPE_F16, NB_KV_TYPE_BF16,
                   NB_KV_TYPE_Q8_0 };
 /* The name of a KV type; for NB_KV_TYPE_DEFAULT, the name of the type it stands for. */

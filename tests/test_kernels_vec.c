@@ -83,6 +83,53 @@ static void test_gemm_float(void **state)
     }
 }
 
+/* Decode attention over runs of keys: the AVX-512 kernel against the reference for every
+ * KV type, GQA groups of 1-4, runs that are empty, shorter than a block of 16, and long,
+ * through a shuffled block table. */
+static void test_attn_decode(void **state)
+{
+    if (!have_avx512()) skip();
+    uint64_t s = 17;
+    enum { HD = 128, POOL = 16, BSHIFT = 3, ROWS = POOL << BSHIFT };
+    int32_t blocks[POOL];
+    for (int b = 0; b < POOL; b++) blocks[b] = (b * 7 + 3) % POOL; /* a permutation */
+    static float k[ROWS * 2 * HD], v[ROWS * 2 * HD], q[4 * HD];
+    static float o1[4 * (HD + 2)], o2[4 * (HD + 2)], scr[NB_ATTN_DECODE_SCRATCH(HD)];
+    for (int i = 0; i < ROWS * 2 * HD; i++) k[i] = 2 * frand(&s), v[i] = frand(&s);
+    for (int i = 0; i < 4 * HD; i++) q[i] = 0.3f * frand(&s);
+    static const int runs[][2] = {{5, 5}, {0, 1}, {3, 14}, {0, 16}, {7, 100}, {0, ROWS}};
+    for (int ty = NB_KVE_F32; ty <= NB_KVE_Q8_0; ty++) {
+        int64_t ldkv = 2 * HD, rb = NB_KV_ROW_BYTES(ty, ldkv);
+        char *kt = malloc((size_t)(ROWS * rb)), *vt = malloc((size_t)(ROWS * rb));
+        for (int r = 0; r < ROWS; r++) {
+            nb_kv_row_store(ty, k + r * ldkv, kt + r * rb, ldkv);
+            nb_kv_row_store(ty, v + r * ldkv, vt + r * rb, ldkv);
+        }
+        int64_t head = NB_KV_ROW_BYTES(ty, HD); /* the second kv head */
+        for (int rep = 1; rep <= 4; rep++)
+            for (int ir = 0; ir < 6; ir++) {
+                int a = runs[ir][0], b = runs[ir][1];
+                struct nb_kv_view view = {kt + head, vt + head, blocks, rb << BSHIFT, rb,
+                                          BSHIFT, ty};
+                nb_attn_decode_avx512(q, rep, HD, &view, a, b, o1, HD + 2, scr);
+                nb_attn_decode_ref(q, rep, HD, &view, a, b, o2, HD + 2, scr);
+                for (int r = 0; r < rep; r++) {
+                    const float *x = o1 + r * (HD + 2), *y = o2 + r * (HD + 2);
+                    if (a == b) {
+                        assert_true(x[1] == 0 && y[1] == 0);
+                        continue;
+                    }
+                    assert_true(fabsf(x[0] - y[0]) <= 1e-5f);
+                    assert_true(fabsf(x[1] - y[1]) <= 1e-5f * y[1]);
+                    for (int d = 0; d < HD; d++)
+                        assert_true(fabsf(x[2 + d] - y[2 + d]) <= 2e-5f * y[1]);
+                }
+            }
+        free(kt);
+        free(vt);
+    }
+}
+
 /* KV rows: f16 and bf16 round to nearest (exact on their grids), q8_0 within half a
  * step of its block's scale. */
 static void test_kv_rows(void **state)
@@ -169,11 +216,13 @@ static void test_attn_tile(void **state)
                         int64_t head = NB_KV_ROW_BYTES(ty, hd); /* the second kv head */
                         memset(o1, 0, sizeof(float) * nq);
                         memset(o2, 0, sizeof(float) * nq);
-                        nb_attn_tile_avx512(o1 + col, ldq, q + col, ldq, nt, rep, hd, pos,
-                                            kt + head, vt + head, rb, ty, blocks, bshift, win, sc,
-                                            scr);
-                        nb_attn_tile_ref(o2 + col, ldq, q + col, ldq, nt, rep, hd, pos, kt + head,
-                                         vt + head, rb, ty, blocks, bshift, win, sc, scr);
+                        /* rows token-major: a block is 2^bshift whole rows */
+                        struct nb_kv_view view = {kt + head, vt + head, blocks, rb << bshift, rb,
+                                                  bshift, ty};
+                        nb_attn_tile_avx512(o1 + col, ldq, q + col, ldq, nt, rep, hd, pos, &view,
+                                            win, sc, scr);
+                        nb_attn_tile_ref(o2 + col, ldq, q + col, ldq, nt, rep, hd, pos, &view, win,
+                                         sc, scr);
                         for (size_t i = 0; i < nq; i++)
                             assert_true(fabsf(o1[i] - o2[i]) <= 2e-5f);
                         free(kt);
@@ -252,6 +301,7 @@ int main(void)
         cmocka_unit_test(test_dot_axpy),
         cmocka_unit_test(test_gemm_float),
         cmocka_unit_test(test_attn_tile), cmocka_unit_test(test_kv_rows),
+        cmocka_unit_test(test_attn_decode),
         cmocka_unit_test(test_glu),
         cmocka_unit_test(test_rmsnorm),
     };

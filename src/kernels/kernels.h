@@ -52,9 +52,8 @@ typedef void (*nb_act_quant_q8_fn)(const float *x, int64_t n, int group, int8_t 
 /* Prefill attention over one tile of query rows sharing a KV head (GQA group).
  * Rows: n_tok tokens x n_rep heads, row (t, g) reads q + t*ldq + g*hd and writes
  * out + t*ldo + g*hd (hd floats); n_tok * n_rep <= NB_ATTN_ROWS. Token t sits at
- * position qpos[t]; the cache is paged in blocks of 2^bshift rows of `kv_type`
- * (enum nb_kv_elem), and the key / value of position p is the hd values at byte
- * k + NB_KV_SLOT(blocks, bshift, p) * ldkv (v likewise; ldkv in bytes). Row (t, g) attends to the keys p with p <= qpos[t] and, when
+ * position qpos[t]; the key / value of position p is read through the view (struct
+ * nb_kv_view, below). Row (t, g) attends to the keys p with p <= qpos[t] and, when
  * window > 0, qpos[t] - p < window:
  *     out = sum_p softmax_p(scale * q.k_p) v_p
  * Every key position from min(qpos) - window + 1 (or 0) to max(qpos) is read, so
@@ -79,17 +78,39 @@ void nb_kv_row_load(int type, const void *src, float *dst, int64_t n);
 /* The row of `type` at dst = src[0..n) rounded (to nearest even). */
 void nb_kv_row_store(int type, const float *src, void *dst, int64_t n);
 
-/* The row of position p in a cache paged in blocks of 2^bshift rows: block
- * blocks[p >> bshift], row p mod 2^bshift of it. */
-#define NB_KV_SLOT(blocks, bshift, p)                                                              \
-    (((int64_t)(blocks)[(p) >> (bshift)] << (bshift)) | (int64_t)((p) & ((1 << (bshift)) - 1)))
+/* A paged KV cache as the attention kernels read it: the hd values (of `type`) of
+ * position p are at byte k + NB_KV_AT(view, p) (v likewise): block blocks[p >> bshift],
+ * ldblk bytes a block, ldrow bytes a row within it. A cache that stores each KV head's
+ * rows of a block together (model/kvcache.h) passes k, v already at the head. */
+struct nb_kv_view {
+    const void *k, *v;
+    const int32_t *blocks;
+    int64_t ldblk, ldrow;
+    int bshift, type;
+};
+#define NB_KV_AT(kv, p)                                                                            \
+    ((int64_t)(kv)->blocks[(p) >> (kv)->bshift] * (kv)->ldblk +                                   \
+     (int64_t)((p) & ((1 << (kv)->bshift) - 1)) * (kv)->ldrow)
 
 #define NB_ATTN_ROWS        32
 #define NB_ATTN_SCRATCH(hd) (66 * (int64_t)(hd) + 1024) /* + 32 rows converted to f32 */
+struct nb_kv_view;
 typedef void (*nb_attn_tile_fn)(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok,
-                                int n_rep, int hd, const int32_t *qpos, const void *k,
-                                const void *v, int64_t ldkv, int kv_type, const int32_t *blocks,
-                                int bshift, int window, float scale, float *scratch);
+                                int n_rep, int hd, const int32_t *qpos,
+                                const struct nb_kv_view *kv, int window, float scale,
+                                float *scratch);
+
+/* Decode attention over one run of keys [a, b) for the n_rep query rows of one KV head
+ * (row r: hd floats at q + r*hd, already multiplied by the softmax scale). The cache is
+ * read as for nb_attn_tile_fn (k, v, ldkv in bytes, kv_type, blocks, bshift). Writes
+ * per row, at out + r*ldo: out[0] = m, the largest score; out[1] = l, the sum of
+ * exp(score - m); out[2..2+hd) = the sum of exp(score - m) v. An empty run (a == b)
+ * gives m = -inf, l = 0, zeros. Runs combine (flash-decoding) as
+ * out = sum_c e^(m_c - M) acc_c / sum_c e^(m_c - M) l_c. `scratch`: NB_ATTN_DECODE_SCRATCH(hd)
+ * floats. */
+#define NB_ATTN_DECODE_SCRATCH(hd) (17 * (int64_t)(hd) + 128)
+typedef void (*nb_attn_decode_fn)(const float *q, int n_rep, int hd, const struct nb_kv_view *kv,
+                                  int a, int b, float *out, int64_t ldo, float *scratch);
 
 /* ---- the GEMM of a weight format, one signature for all of them ----
  *
@@ -131,6 +152,7 @@ struct nb_kernels {
     void (*axpy_f32)(float *y, float a, const float *x, int64_t n); /* y += a x */
     nb_act_quant_q8_fn act_quant_q8;
     nb_attn_tile_fn attn_tile;
+    nb_attn_decode_fn attn_decode;
     void (*kv_row_load)(int type, const void *src, float *dst, int64_t n); /* decode's */
     nb_glu_fn glu;
     nb_rmsnorm_fn rmsnorm;
@@ -169,10 +191,11 @@ void nb_gemm_bf16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const 
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 float nb_dot_f32_ref(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
+void nb_attn_decode_ref(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
+                        int b, float *out, int64_t ldo, float *scratch);
 void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
-                      int hd, const int32_t *qpos, const void *k, const void *v, int64_t ldkv,
-                      int kv_type, const int32_t *blocks, int bshift, int window, float scale,
-                      float *scratch);
+                      int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
+                      float scale, float *scratch);
 
 void nb_act_quant_q8_ref(const float *x, int64_t n, int group, int8_t *q, float *d, int32_t *gsum);
 void nb_glu_ref(float *out, const float *gate, const float *up, int64_t n, enum nb_glu_act act);
@@ -246,10 +269,11 @@ float nb_dot_f32_avx512(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
 /* kernels/x86/attn_avx512.c: online softmax over blocks of 16 keys, rows in lanes. */
 void nb_kv_row_load_avx512(int type, const void *src, float *dst, int64_t n);
+void nb_attn_decode_avx512(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
+                           int b, float *out, int64_t ldo, float *scratch);
 void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
-                         int hd, const int32_t *qpos, const void *k, const void *v, int64_t ldkv,
-                         int kv_type, const int32_t *blocks, int bshift, int window, float scale,
-                         float *scratch);
+                         int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
+                         float scale, float *scratch);
 void nb_gemm_f32_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                         int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_f16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,

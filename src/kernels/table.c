@@ -89,6 +89,7 @@ static const struct nb_kernels k_ref = {
     .axpy_f32 = nb_axpy_f32_ref,
     .act_quant_q8 = nb_act_quant_q8_ref,
     .attn_tile = nb_attn_tile_ref,
+    .attn_decode = nb_attn_decode_ref,
     .kv_row_load = nb_kv_row_load,
     .glu = nb_glu_ref,
     .rmsnorm = nb_rmsnorm_ref,
@@ -157,6 +158,7 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         k->dot_f32 = nb_dot_f32_avx512;
         k->axpy_f32 = nb_axpy_f32_avx512;
         k->attn_tile = nb_attn_tile_avx512;
+        k->attn_decode = nb_attn_decode_avx512;
         k->kv_row_load = nb_kv_row_load_avx512;
         k->glu = nb_glu_avx512;
         k->rmsnorm = nb_rmsnorm_avx512;

@@ -5,7 +5,7 @@
  * in row nb_kv_row(kv, l, s, p) of the layer's pool, found through the sequence's block
  * table; nb_decode has made every position of the chunk writable before it runs.
  *
- * Decode (one token per sequence) walks the cache with a dot per key per head; a
+ * Decode (one token per sequence) is flash-decoding over the kernels' attn_decode; a
  * prefill chunk runs in tiles (kernels' attn_tile) that read each K / V row once for
  * all the q heads of a GQA group and a block of tokens.
  */
@@ -71,9 +71,12 @@ static void rope_worker(void *arg, int ith, int nth)
             if (L->k_norm) c->kern->rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
             rope_apply(kh, cs, (int)hd, cfg->rope_pairing);
         }
-        int64_t at = nb_kv_row(&c->kv, l, j->seq[t], j->pos[t]) * c->kv.row_bytes;
-        nb_kv_row_store(c->kv.type, c->k + t * kv_dim, (char *)c->kv.k[l] + at, kv_dim);
-        nb_kv_row_store(c->kv.type, c->v + t * kv_dim, (char *)c->kv.v[l] + at, kv_dim);
+        int64_t hb = nb_kv_head_bytes(&c->kv, cfg->n_kv_heads);
+        for (int h = 0; h < cfg->n_kv_heads; h++) {
+            int64_t at = nb_kv_at(&c->kv, l, j->seq[t], j->pos[t], h, hb);
+            nb_kv_row_store(c->kv.type, c->k + t * kv_dim + h * hd, (char *)c->kv.k[l] + at, hd);
+            nb_kv_row_store(c->kv.type, c->v + t * kv_dim + h * hd, (char *)c->kv.v[l] + at, hd);
+        }
     }
 }
 
@@ -83,6 +86,20 @@ void nb_rope_store_kv(struct nb_ctx *c, int layer, int n, const int32_t *pos, co
     int64_t dims = (int64_t)(cfg->n_heads + cfg->n_kv_heads) * cfg->head_dim;
     struct rope_job j = {c, layer, n, pos, seq};
     nb_run_op(c, NB_OP_ROPE_KV, rope_worker, &j, nb_rows_threads(c, n, dims));
+}
+
+/* The view the kernels read KV head h of seq in layer through (kernels.h). */
+static struct nb_kv_view kv_view(const struct nb_ctx *c, int layer, int seq, int h)
+{
+    int64_t hb = nb_kv_head_bytes(&c->kv, c->model->cfg.n_kv_heads);
+    int64_t off = h * nb_kv_head_pool(&c->kv, layer, hb);
+    return (struct nb_kv_view){.k = (const char *)c->kv.k[layer] + off,
+                               .v = (const char *)c->kv.v[layer] + off,
+                               .blocks = nb_kv_table(&c->kv, layer, seq),
+                               .ldblk = NB_KV_BLOCK * hb,
+                               .ldrow = hb,
+                               .bshift = NB_KV_BLOCK_SHIFT,
+                               .type = c->kv.type};
 }
 
 struct split;
@@ -127,13 +144,10 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
                 done += cost;
                 if ((int)(mid * nth / total) != ith) continue;
                 int64_t col = (int64_t)kvh * group * hd;
-                int64_t head = NB_KV_ROW_BYTES(c->kv.type, (int64_t)kvh * hd);
+                struct nb_kv_view view = kv_view(c, j->layer, j->seq[t0], kvh);
                 c->kern->attn_tile(c->att + t0 * q_dim + col, q_dim, c->q + t0 * q_dim + col,
-                                   q_dim, t1 - t0, group, hd, j->pos + t0,
-                                   (const char *)c->kv.k[j->layer] + head,
-                                   (const char *)c->kv.v[j->layer] + head, c->kv.row_bytes,
-                                   c->kv.type, nb_kv_table(&c->kv, j->layer, j->seq[t0]),
-                                   NB_KV_BLOCK_SHIFT, window, scale, scratch);
+                                   q_dim, t1 - t0, group, hd, j->pos + t0, &view, window, scale,
+                                   scratch);
             }
 }
 
@@ -161,11 +175,10 @@ static void attn_split(const struct attn_job *j, int ith, int nth, float *scratc
 {
     const struct nb_ctx *c = j->c;
     const struct nb_config *cfg = &c->model->cfg;
-    const struct nb_kernels *k = c->kern;
-    int hd = cfg->head_dim, KV = cfg->n_kv_heads, group = cfg->n_heads / KV, type = c->kv.type;
+    int hd = cfg->head_dim, KV = cfg->n_kv_heads, group = cfg->n_heads / KV;
     int R = j->sp->n_runs;
-    int64_t q_dim = (int64_t)cfg->n_heads * hd, ld = c->kv.row_bytes, stride = 2 + hd;
-    float scale = 1.0f / sqrtf((float)hd);
+    int64_t q_dim = (int64_t)cfg->n_heads * hd, stride = 2 + hd;
+    float scale = 1.0f / sqrtf((float)hd), *qs = scratch; /* the group's q rows, scaled */
     long j0, j1;
     nb_split_range((long)j->n_tok * KV * R, ith, nth, 1, &j0, &j1);
     for (long job = j0; job < j1; job++) {
@@ -173,36 +186,13 @@ static void attn_split(const struct attn_job *j, int ith, int nth, float *scratc
         int lo, hi;
         key_range(j, t, &lo, &hi);
         int a = lo + (int)((int64_t)(hi - lo) * run / R);
-        int b = lo + (int)((int64_t)(hi - lo) * (run + 1) / R), n = b - a;
-        float *part = j->sp->part + (((int64_t)t * KV + kvh) * R + run) * group * stride;
+        int b = lo + (int)((int64_t)(hi - lo) * (run + 1) / R);
         const float *q = c->q + t * q_dim + (int64_t)kvh * group * hd;
-        int64_t head = NB_KV_ROW_BYTES(type, (int64_t)kvh * hd);
-        const char *kc = (const char *)c->kv.k[j->layer] + head;
-        const char *vc = (const char *)c->kv.v[j->layer] + head;
-        const int32_t *blocks = nb_kv_table(&c->kv, j->layer, j->seq[t]);
-        float *sc = scratch, *row = scratch + (int64_t)group * n; /* scores, a converted row */
-        for (int i = 0; i < n; i++) {
-            const char *kr = kc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, a + i) * ld;
-            if (type != NB_KVE_F32) k->kv_row_load(type, kr, row, hd);
-            const float *kf = type == NB_KVE_F32 ? (const float *)kr : row;
-            for (int g = 0; g < group; g++)
-                sc[(int64_t)g * n + i] = k->dot_f32(q + (int64_t)g * hd, kf, hd) * scale;
-        }
-        for (int g = 0; g < group; g++) {
-            float *s = sc + (int64_t)g * n, m = -INFINITY, l = 0;
-            for (int i = 0; i < n; i++) m = s[i] > m ? s[i] : m;
-            for (int i = 0; i < n; i++) l += s[i] = expf(s[i] - m);
-            part[g * stride] = m;
-            part[g * stride + 1] = l;
-            memset(part + g * stride + 2, 0, sizeof(float) * (size_t)hd);
-        }
-        for (int i = 0; i < n; i++) {
-            const char *vr = vc + NB_KV_SLOT(blocks, NB_KV_BLOCK_SHIFT, a + i) * ld;
-            if (type != NB_KVE_F32) k->kv_row_load(type, vr, row, hd);
-            const float *vf = type == NB_KVE_F32 ? (const float *)vr : row;
-            for (int g = 0; g < group; g++)
-                k->axpy_f32(part + g * stride + 2, sc[(int64_t)g * n + i], vf, hd);
-        }
+        for (int64_t i = 0; i < (int64_t)group * hd; i++) qs[i] = q[i] * scale;
+        struct nb_kv_view view = kv_view(c, j->layer, j->seq[t], kvh);
+        c->kern->attn_decode(qs, group, hd, &view, a, b,
+                             j->sp->part + (((int64_t)t * KV + kvh) * R + run) * group * stride,
+                             stride, scratch + (int64_t)group * hd);
     }
 }
 
@@ -256,8 +246,7 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
         nb_run_op(c, NB_OP_ATTN, attn_worker, &j, c->n_threads);
         return;
     }
-    /* runs of keys: enough jobs for the threads, at least 128 keys a run, and few enough
-     * keys a run that a group's scores fit the thread's scratch */
+    /* runs of keys: enough jobs for the threads, at least 128 keys a run */
     int keys = 1;
     for (int t = 0; t < n; t++) {
         int lo, hi;
@@ -266,8 +255,6 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
     }
     int pairs = n * KV, runs = (2 * c->n_threads + pairs - 1) / pairs;
     if (runs > (keys + 127) / 128) runs = (keys + 127) / 128;
-    int64_t room = (c->scratch_stride - hd) / group; /* keys a run may hold */
-    if (runs < (keys + room - 1) / room) runs = (int)((keys + room - 1) / room);
     if (runs < 1) runs = 1;
     size_t need = (size_t)pairs * (size_t)runs * (size_t)group * (size_t)(2 + hd);
     if (need > c->attn_part_cap) {

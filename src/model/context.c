@@ -29,7 +29,7 @@ static const char *const k_kv_type_names[] = {"default", "f32", "f16", "bf16", "
 
 const char *nb_kv_type_name(int t)
 {
-    if (t == NB_KV_TYPE_DEFAULT) t = NB_KV_TYPE_F32; /* the default's own name */
+    if (t == NB_KV_TYPE_DEFAULT) t = NB_KV_TYPE_F16; /* the default's own name */
     return t >= 0 && t <= NB_KV_TYPE_Q8_0 ? k_kv_type_names[t] : "?";
 }
 
@@ -107,11 +107,12 @@ static void plan_work(const struct nb_config *cfg, const struct nb_ctx_params *p
     int64_t q_dim = (int64_t)cfg->n_heads * hd, kv_dim = (int64_t)cfg->n_kv_heads * hd;
     w->act_floats = B * (2 * E + 2 * q_dim + 2 * kv_dim + cfg->n_heads + 2 * F + hd);
     /* per-thread scratch: a converted weight row (largest n_in), a decode attention run
-     * (a GQA group's scores and a converted row) or a prefill attention tile */
+     * (a GQA group's scaled q rows and attn_decode's scratch) or a prefill attention tile */
     int64_t max_in = E > F ? E : F;
     if (q_dim > max_in) max_in = q_dim;
     int64_t need = max_in, group = cfg->n_heads / cfg->n_kv_heads;
-    if (group * p->n_ctx + hd > need) need = group * p->n_ctx + hd;
+    if (group * hd + NB_ATTN_DECODE_SCRATCH(hd) > need) /* decode: q rows, attn_decode's */
+        need = group * hd + NB_ATTN_DECODE_SCRATCH(hd);
     if (NB_ATTN_SCRATCH(hd) > need) need = NB_ATTN_SCRATCH(hd);
     w->stride = (need + 15) & ~(int64_t)15;
     w->part = B * cfg->n_heads * (hd + 2); /* one run of keys a head */
@@ -169,7 +170,7 @@ static enum nb_status resolve(const struct nb_model *m, const struct nb_ctx_para
     if (p.kv_type < 0 || p.kv_type > NB_KV_TYPE_Q8_0)
         return nb_set_error(NB_ERR_INVALID_ARG, "context: KV type %d is not one of f32, f16, "
                             "bf16, q8_0", p.kv_type);
-    if (p.kv_type == NB_KV_TYPE_DEFAULT) p.kv_type = NB_KV_TYPE_F32;
+    if (p.kv_type == NB_KV_TYPE_DEFAULT) p.kv_type = NB_KV_TYPE_F16; /* docs/kv-cache.md */
     if (p.n_ctx_total < 0)
         return nb_set_error(NB_ERR_INVALID_ARG, "context: n_ctx_total %lld is negative",
                             (long long)p.n_ctx_total);

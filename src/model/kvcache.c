@@ -90,6 +90,7 @@ enum nb_status nb_kv_init(struct nb_kv *kv, const struct nb_config *cfg, int typ
     kv->n_batch = n_batch;
     kv->window = cfg->sliding_window;
     kv->kv_dim = (int64_t)cfg->n_kv_heads * cfg->head_dim;
+    kv->n_kv_heads = cfg->n_kv_heads;
     kv->row_bytes = plan.row_bytes;
     kv->group_of = calloc((size_t)cfg->n_layers, 1);
     kv->k = calloc((size_t)cfg->n_layers, sizeof(void *));
@@ -176,7 +177,8 @@ static int blocks_needed(struct nb_kv *kv, int gi, int seq, int from, int to)
 static void make_writable(struct nb_kv *kv, int gi, int seq, int from, int to)
 {
     struct nb_kv_group *g = &kv->g[gi];
-    size_t bytes = (size_t)B * (size_t)kv->row_bytes;
+    int64_t hb = nb_kv_head_bytes(kv, kv->n_kv_heads);
+    size_t bytes = (size_t)B * (size_t)hb; /* one head's rows of a block */
     for (int i = from >> NB_KV_BLOCK_SHIFT; i <= (to - 1) >> NB_KV_BLOCK_SHIFT; i++) {
         int32_t *slot = slot_of(g, seq, i), old = *slot;
         if (old >= 0 && g->ref[old] == 1) continue;
@@ -184,9 +186,12 @@ static void make_writable(struct nb_kv *kv, int gi, int seq, int from, int to)
         if (old >= 0) { /* shared: copy what the others see, then write our own */
             for (int l = 0; l < kv->n_layers; l++) {
                 if (kv->group_of[l] != gi) continue;
-                size_t at = (size_t)b * bytes, from_at = (size_t)old * bytes;
-                memcpy((char *)kv->k[l] + at, (char *)kv->k[l] + from_at, bytes);
-                memcpy((char *)kv->v[l] + at, (char *)kv->v[l] + from_at, bytes);
+                for (int h = 0; h < kv->n_kv_heads; h++) {
+                    size_t base = (size_t)(h * nb_kv_head_pool(kv, l, hb));
+                    size_t at = base + (size_t)b * bytes, from_at = base + (size_t)old * bytes;
+                    memcpy((char *)kv->k[l] + at, (char *)kv->k[l] + from_at, bytes);
+                    memcpy((char *)kv->v[l] + at, (char *)kv->v[l] + from_at, bytes);
+                }
             }
             g->ref[old]--;
         }

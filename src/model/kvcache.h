@@ -1,7 +1,7 @@
 /* model/kvcache.h — the paged KV cache (internal to model/; docs/kv-cache.md).
  *
- * Keys and values live in pools of fixed-size blocks (NB_KV_BLOCK tokens), one pool
- * per layer group: the full-attention layers share one block table per sequence, the
+ * Keys and values live in pools of fixed-size blocks (NB_KV_BLOCK tokens; a layer's
+ * pool head-major: nb_kv_at), one pool per layer group: the full-attention layers share one block table per sequence, the
  * sliding-window layers another (a hybrid model's window layers drop the blocks that
  * fall out of their window, so they hold a few blocks per sequence however long it
  * gets). Block b of layer l holds rows [b * NB_KV_BLOCK, (b + 1) * NB_KV_BLOCK) of that
@@ -43,6 +43,7 @@ struct nb_kv {
     int8_t *group_of;   /* [n_layers]: NB_KV_FULL or NB_KV_SWA */
     void **k, **v;      /* [n_layers]: the layer's pool, [n_blocks][B] rows */
     int64_t kv_dim;
+    int n_kv_heads;
     int type;           /* enum nb_kv_elem (kernels.h) */
     int64_t row_bytes;  /* one row: kv_dim values of `type` */
     int n_layers, n_seq, n_ctx, window, n_batch;
@@ -81,18 +82,33 @@ enum nb_status nb_kv_reserve_swa(struct nb_kv *kv, int seq, int from, int to);
 /* Return the window layers' blocks that no position >= len can read again. */
 void nb_kv_trim_window(struct nb_kv *kv, int seq);
 
-/* The row of (layer, seq, pos) in the layer's pool. */
-static inline int64_t nb_kv_row(const struct nb_kv *kv, int layer, int seq, int pos)
-{
-    const struct nb_kv_group *g = &kv->g[kv->group_of[layer]];
-    int32_t b = g->table[(int64_t)seq * g->max_blocks + (pos >> NB_KV_BLOCK_SHIFT)];
-    return ((int64_t)b << NB_KV_BLOCK_SHIFT) | (pos & (NB_KV_BLOCK - 1));
-}
 /* The block table of seq in layer's group. */
 static inline const int32_t *nb_kv_table(const struct nb_kv *kv, int layer, int seq)
 {
     const struct nb_kv_group *g = &kv->g[kv->group_of[layer]];
     return g->table + (int64_t)seq * g->max_blocks;
+}
+/* A layer's pool is head-major: KV head h's rows of every block lie together, block
+ * after block ([kv head][block][B rows][head_dim]), so the keys of one head of a sequence
+ * whose blocks were taken in order are one run of memory, which the prefetchers follow.
+ * (Token-major rows put 2 KB between two keys of a head on the 1.7 B shape, and
+ * head-major blocks alone left 8 KB runs: decode at depth was latency-bound.) */
+static inline int64_t nb_kv_head_bytes(const struct nb_kv *kv, int n_kv_heads)
+{
+    return kv->row_bytes / n_kv_heads;
+}
+/* Bytes of one head's part of a layer's pool (n_blocks blocks of its group). */
+static inline int64_t nb_kv_head_pool(const struct nb_kv *kv, int layer, int64_t head_bytes)
+{
+    return (int64_t)kv->g[kv->group_of[layer]].n_blocks * NB_KV_BLOCK * head_bytes;
+}
+/* Byte offset of (seq, pos, kv head h) in layer's pool. */
+static inline int64_t nb_kv_at(const struct nb_kv *kv, int layer, int seq, int pos, int h,
+                               int64_t head_bytes)
+{
+    int32_t b = nb_kv_table(kv, layer, seq)[pos >> NB_KV_BLOCK_SHIFT];
+    return h * nb_kv_head_pool(kv, layer, head_bytes) +
+           ((int64_t)b * NB_KV_BLOCK + (pos & (NB_KV_BLOCK - 1))) * head_bytes;
 }
 
 void nb_kv_clear(struct nb_kv *kv, int seq);

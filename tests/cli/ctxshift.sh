@@ -97,13 +97,13 @@ run --ids $prompt -c 100000 -n 4 >/dev/null 2>"$tmp/c.err"
 rc=$?
 ok test "$rc" -le 1
 ok grep -q "context of 100000 tokens is longer than the model was trained for (256)" "$tmp/c.err"
-# a context whose KV cache (128 GiB at -c 16777216, f32) exceeds the memory available:
+# a context whose KV cache (64 GiB at -c 16777216, f16) exceeds the memory available:
 # refused before anything is allocated, naming the sizes (not an OOM kill later)
 mem_kb=$(sed -n 's/^MemAvailable: *\([0-9]*\) kB/\1/p' /proc/meminfo 2>/dev/null)
-if [ -n "$mem_kb" ] && [ "$mem_kb" -lt $((128 * 1024 * 1024)) ]; then
+if [ -n "$mem_kb" ] && [ "$mem_kb" -lt $((64 * 1024 * 1024)) ]; then
   run --ids $prompt -c 16777216 -n 4 >/dev/null 2>"$tmp/c.err"
   ok test $? -eq 1
-  ok grep -q "a context of 16777216 tokens needs 128.* GiB (KV cache 128.00 GiB as f32" "$tmp/c.err"
+  ok grep -q "a context of 16777216 tokens needs 64.* GiB (KV cache 64.00 GiB as f16" "$tmp/c.err"
   ok grep -q "GiB of memory is available: about [0-9]* tokens fit" "$tmp/c.err"
 fi
 

@@ -148,6 +148,7 @@ double tu_check_golden(const char *dir, const cJSON *golden, const char *name, i
     cp.n_threads = n_threads;
     cp.n_batch = n_batch;
     cp.n_ctx = n_ctx;
+    cp.kv_type = NB_KV_TYPE_F32; /* the arithmetic against float64; f16's cost: test_model_kv */
     struct nb_ctx *ctx = NULL;
     if (nb_ctx_init(&ctx, m, &cp) != NB_OK) fail_msg("%s: %s", name, nb_last_error());
     struct nb_sampler_params sp = nb_sampler_default_params();

@@ -14,17 +14,15 @@ static float dot(const float *a, const float *b, int n)
 }
 
 /* The hd values of position i (k or v) as f32, in buf. */
-static const float *row(const void *base, int64_t ldkv, int type, const int32_t *blocks,
-                        int bshift, int i, int hd, float *buf)
+static const float *row(const struct nb_kv_view *kv, const void *base, int i, int hd, float *buf)
 {
-    nb_kv_row_load(type, (const char *)base + NB_KV_SLOT(blocks, bshift, i) * ldkv, buf, hd);
+    nb_kv_row_load(kv->type, (const char *)base + NB_KV_AT(kv, i), buf, hd);
     return buf;
 }
 
 void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
-                      int hd, const int32_t *qpos, const void *k, const void *v, int64_t ldkv,
-                      int kv_type, const int32_t *blocks, int bshift, int window, float scale,
-                      float *scratch)
+                      int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
+                      float scale, float *scratch)
 {
     float *kb = scratch, *vb = scratch + hd;
     for (int t = 0; t < n_tok; t++) {
@@ -35,22 +33,47 @@ void nb_attn_tile_ref(float *out, int64_t ldo, const float *q, int64_t ldq, int 
             float *o = out + t * ldo + (int64_t)g * hd;
             float mx = -INFINITY;
             for (int i = lo; i <= p; i++) {
-                float s = dot(qr, row(k, ldkv, kv_type, blocks, bshift, i, hd, kb), hd) * scale;
+                float s = dot(qr, row(kv, kv->k, i, hd, kb), hd) * scale;
                 if (s > mx) mx = s;
             }
             for (int d = 0; d < hd; d++)
                 o[d] = 0;
             float sum = 0;
             for (int i = lo; i <= p; i++) {
-                float e = expf(dot(qr, row(k, ldkv, kv_type, blocks, bshift, i, hd, kb), hd) * scale -
+                float e = expf(dot(qr, row(kv, kv->k, i, hd, kb), hd) * scale -
                                mx);
                 sum += e;
-                const float *vr = row(v, ldkv, kv_type, blocks, bshift, i, hd, vb);
+                const float *vr = row(kv, kv->v, i, hd, vb);
                 for (int d = 0; d < hd; d++)
                     o[d] += e * vr[d];
             }
             for (int d = 0; d < hd; d++)
                 o[d] /= sum;
         }
+    }
+}
+
+void nb_attn_decode_ref(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
+                        int b, float *out, int64_t ldo, float *scratch)
+{
+    float *kb = scratch, *vb = scratch + hd;
+    for (int r = 0; r < n_rep; r++) {
+        const float *qr = q + (int64_t)r * hd;
+        float *o = out + r * ldo, mx = -INFINITY, sum = 0;
+        for (int i = a; i < b; i++) {
+            float s = dot(qr, row(kv, kv->k, i, hd, kb), hd);
+            if (s > mx) mx = s;
+        }
+        for (int d = 0; d < hd; d++)
+            o[2 + d] = 0;
+        for (int i = a; i < b; i++) {
+            float e = expf(dot(qr, row(kv, kv->k, i, hd, kb), hd) - mx);
+            sum += e;
+            const float *vr = row(kv, kv->v, i, hd, vb);
+            for (int d = 0; d < hd; d++)
+                o[2 + d] += e * vr[d];
+        }
+        o[0] = mx;
+        o[1] = sum;
     }
 }

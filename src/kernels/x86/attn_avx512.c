@@ -13,6 +13,7 @@
  * by rounding only (tests: test_kernels_vec.c).
  */
 #include <float.h>
+#include <math.h>
 #include <immintrin.h>
 #include <limits.h>
 #include <string.h>
@@ -164,9 +165,8 @@ void nb_kv_row_load_avx512(int type, const void *src, float *dst, int64_t hd)
 }
 
 ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, const float *qt,
-                        int hd, const void *k, const void *v, int64_t ldkv, int kv_type,
-                        const int32_t *blocks, int bshift, int window,
-                        int kmin, int kmax, float *pt, float *al, float *ls, float *conv)
+                        int hd, const struct nb_kv_view *kv, int window, int kmin, int kmax,
+                        float *pt, float *al, float *ls, float *conv)
 {
     __m512 m[2] = {_mm512_set1_ps(-FLT_MAX), _mm512_set1_ps(-FLT_MAX)};
     __m512 l[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()};
@@ -175,15 +175,15 @@ ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, co
         const float *kr[16], *vr[16];
         for (int j = 0; j < 16; j++) {
             int p = kb + (j < nk ? j : nk - 1);
-            int64_t at = NB_KV_SLOT(blocks, bshift, p) * ldkv;
-            const char *ks = (const char *)k + at, *vs = (const char *)v + at;
-            if (kv_type == NB_KVE_F32) {
+            int64_t at = NB_KV_AT(kv, p);
+            const char *ks = (const char *)kv->k + at, *vs = (const char *)kv->v + at;
+            if (kv->type == NB_KVE_F32) {
                 kr[j] = (const float *)ks;
                 vr[j] = (const float *)vs;
             } else if (j < nk) { /* converted once per tile and key */
                 float *kd = conv + (int64_t)j * hd, *vd = conv + (int64_t)(16 + j) * hd;
-                load_row(kv_type, ks, kd, hd);
-                load_row(kv_type, vs, vd, hd);
+                load_row(kv->type, ks, kd, hd);
+                load_row(kv->type, vs, vd, hd);
                 kr[j] = kd;
                 vr[j] = vd;
             } else {
@@ -202,9 +202,8 @@ ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, co
 }
 
 void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
-                         int hd, const int32_t *qpos, const void *k, const void *v, int64_t ldkv,
-                         int kv_type, const int32_t *blocks, int bshift, int window, float scale,
-                         float *scratch)
+                         int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
+                         float scale, float *scratch)
 {
     int R = n_tok * n_rep;
     float *qt = scratch;               /* [hd][32] */
@@ -235,11 +234,9 @@ void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, i
     if (R == 0) return;
     int kmin = window > 0 && pmin - window + 1 > 0 ? pmin - window + 1 : 0;
     if (R > 16)
-        tile(2, orow, R, qp, qt, hd, k, v, ldkv, kv_type, blocks, bshift, window, kmin, pmax, pt,
-             al, ls, conv);
+        tile(2, orow, R, qp, qt, hd, kv, window, kmin, pmax, pt, al, ls, conv);
     else
-        tile(1, orow, R, qp, qt, hd, k, v, ldkv, kv_type, blocks, bshift, window, kmin, pmax, pt,
-             al, ls, conv);
+        tile(1, orow, R, qp, qt, hd, kv, window, kmin, pmax, pt, al, ls, conv);
     for (int r = 0; r < R; r++) {
         __m512 inv = _mm512_set1_ps(1.0f / ls[r]);
         for (int d = 0; d < hd; d += 16) {
@@ -249,4 +246,138 @@ void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, i
                                   _mm512_mul_ps(inv, _mm512_maskz_loadu_ps(mk, orow[r] + d)));
         }
     }
+}
+
+/* ---------------------------------------------------------------- decode */
+
+/* 16 values of a K / V row from column d on, as f32. */
+ALWAYS_INLINE __m512 ld16(int type, const char *row, int d)
+{
+    if (type == NB_KVE_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * d)));
+    if (type == NB_KVE_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * d))), 16));
+    if (type == NB_KVE_Q8_0) {
+        const uint8_t *b = (const uint8_t *)row + (d / 32) * 34;
+        uint16_t dh;
+        memcpy(&dh, b, 2);
+        __m128i q = _mm_loadu_si128((const __m128i *)(b + 2 + d % 32));
+        return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(dh)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+    }
+    return _mm512_loadu_ps((const float *)row + d);
+}
+
+/* Scores of the R query rows against keys kb .. kb+nk-1, into sc[r][16]: each K row read
+ * and converted once, two accumulators a row (half the FMA chain). */
+ALWAYS_INLINE void score_block(int R, const float *q, int hd, const struct nb_kv_view *kv, int kb,
+                               int nk, float *sc)
+{
+    for (int j = 0; j < nk; j++) {
+        const char *kr = (const char *)kv->k + NB_KV_AT(kv, kb + j);
+        __m512 a0[4], a1[4]; /* constant indices only: registers, not the stack */
+        for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm512_setzero_ps();
+        for (int d = 0; d < hd; d += 32) {
+            __m512 k0 = ld16(kv->type, kr, d), k1 = ld16(kv->type, kr, d + 16);
+            for (int r = 0; r < R; r++) {
+                const float *qr = q + (int64_t)r * hd + d;
+                a0[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qr), k0, a0[r]);
+                a1[r] = _mm512_fmadd_ps(_mm512_loadu_ps(qr + 16), k1, a1[r]);
+            }
+        }
+        for (int r = 0; r < R; r++) sc[r * 16 + j] = _mm512_reduce_add_ps(_mm512_add_ps(a0[r], a1[r]));
+    }
+}
+
+/* Decode over a run of keys (contract in kernels.h): blocks of 16 keys; each K row is
+ * read (and converted) once for all n_rep query rows, its scores reduced per row into
+ * lanes of a block vector, the block's softmax update done on 16 lanes at once, and each
+ * V row read once to update every row's accumulator. hd not a multiple of 16, or more
+ * than 8 rows: the reference. */
+void nb_attn_decode_avx512(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
+                           int b, float *out, int64_t ldo, float *scratch)
+{
+    if (hd % 32 || n_rep > 8) { /* (q8_0's blocks and the two accumulators want 32) */
+        nb_attn_decode_ref(q, n_rep, hd, kv, a, b, out, ldo, scratch);
+        return;
+    }
+    int kv_type = kv->type;
+    /* Denormals flushed to zero here: small values times small weights make denormal
+     * products, and each costs a microcode assist (decode at depth on the 1.7 B shape:
+     * 157 ms of attention a token on one thread, 93 with the weights below e^-80 zeroed,
+     * less with FTZ/DAZ). They are far below the sum's resolution. */
+    unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040); /* FTZ | DAZ */
+    /* kbuf: one K row as f32; sc: [n_rep][16] scores; vbuf: [16][hd] V rows as f32 */
+    float *sc = scratch + hd, *vbuf = sc + 16 * 8;
+    float m[8], l[8];
+    for (int r = 0; r < n_rep; r++) {
+        m[r] = -INFINITY;
+        l[r] = 0;
+        memset(out + r * ldo + 2, 0, sizeof(float) * (size_t)hd);
+    }
+    int nd = hd / 16;
+    for (int kb = a; kb < b; kb += 16) {
+        int nk = b - kb < 16 ? b - kb : 16;
+        switch (n_rep) { /* a constant row count: the accumulators stay in registers */
+        case 1: score_block(1, q, hd, kv, kb, nk, sc); break;
+        case 2: score_block(2, q, hd, kv, kb, nk, sc); break;
+        case 3: score_block(3, q, hd, kv, kb, nk, sc); break;
+        case 4: score_block(4, q, hd, kv, kb, nk, sc); break;
+        default:
+            for (int r = 0; r < n_rep; r += 4)
+                score_block(n_rep - r < 4 ? n_rep - r : 4, q + (int64_t)r * hd, hd, kv, kb, nk,
+                            sc + r * 16);
+        }
+        __mmask16 valid = (__mmask16)((1u << nk) - 1);
+        float alpha[8];
+        for (int r = 0; r < n_rep; r++) {
+            __m512 s = _mm512_mask_loadu_ps(_mm512_set1_ps(-FLT_MAX), valid, sc + r * 16);
+            float bm = _mm512_reduce_max_ps(s), mn = bm > m[r] ? bm : m[r];
+            /* weights below e^-80 are exactly 0: denormal products of them cost microcode
+             * assists in every FMA that follows (decode at depth ran 5x slower on a model
+             * with peaked attention), and they are below f32's resolution of the sum */
+            alpha[r] = m[r] - mn < -80.0f ? 0.0f : expf(m[r] - mn);
+            __m512 x = _mm512_sub_ps(s, _mm512_set1_ps(mn));
+            __mmask16 live = valid & _mm512_cmp_ps_mask(x, _mm512_set1_ps(-80.0f), _CMP_GT_OQ);
+            __m512 p = _mm512_maskz_mov_ps(live, exp512(x));
+            l[r] = l[r] * alpha[r] + _mm512_reduce_add_ps(p);
+            m[r] = mn;
+            _mm512_storeu_ps(sc + r * 16, p);
+            if (alpha[r] != 1.0f) {
+                __m512 al = _mm512_set1_ps(alpha[r]);
+                float *o = out + r * ldo + 2;
+                for (int d = 0; d < nd; d++)
+                    _mm512_storeu_ps(o + 16 * d, _mm512_mul_ps(al, _mm512_loadu_ps(o + 16 * d)));
+            }
+        }
+        /* P.V: the block's V rows as f32 (converted once), then per 16 columns each row's
+         * accumulator in a register across the 16 keys (one load and store a block) */
+        const float *vrow[16];
+        for (int j = 0; j < nk; j++) {
+            const char *vr = (const char *)kv->v + NB_KV_AT(kv, kb + j);
+            if (kv_type == NB_KVE_F32) {
+                vrow[j] = (const float *)vr;
+            } else {
+                nb_kv_row_load_avx512(kv_type, vr, vbuf + (int64_t)j * hd, hd);
+                vrow[j] = vbuf + (int64_t)j * hd;
+            }
+        }
+        for (int r = 0; r < n_rep; r++) {
+            float *o = out + r * ldo + 2;
+            const float *pr = sc + r * 16;
+            for (int d = 0; d < nd; d++) {
+                __m512 acc = _mm512_loadu_ps(o + 16 * d);
+                for (int j = 0; j < nk; j++)
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(pr[j]), _mm512_loadu_ps(vrow[j] + 16 * d),
+                                          acc);
+                _mm512_storeu_ps(o + 16 * d, acc);
+            }
+        }
+    }
+    for (int r = 0; r < n_rep; r++) {
+        out[r * ldo] = m[r];
+        out[r * ldo + 1] = l[r];
+    }
+    _mm_setcsr(csr);
 }
