@@ -59,6 +59,7 @@ static void usage(FILE *f)
                "  -t N        threads (default: all cores), pinned\n"
                "  -c N, -b N  context (default: largest -d + -p + -n + 16; at least the\n"
                "              largest -d + the larger of -p and -n) and batch size, as for run\n"
+               "  --kv-type T KV cache type: f16 (default), f32, bf16, q8_0\n"
                "  --path P    quantize float models to path P first (cached); auto: the\n"
                "              selector's choice for this CPU (nibble probe --explain)\n"
                "  --priority P  balanced | speed | fidelity | memory, for --path auto\n"

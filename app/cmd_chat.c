@@ -26,6 +26,7 @@ static void usage(FILE *f)
                "                                       -1: until the end of the turn)\n"
                "  --path P, --priority P, --no-cache   the weight path, as for nibble run\n"
                "  -c, --ctx-size N, -t N, -b N         context, threads, batch\n"
+               "  --kv-type T                          KV cache type, as for run\n"
                "  --keep N, --no-shift                 a full context, as for nibble run (below)\n"
                "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,\n"
                "  -s, --seed                           sampling, as for nibble run\n"

@@ -23,6 +23,7 @@ static void usage(FILE *f)
                "  --path P        open the test model as run would: source (default: the\n"
                "                  weights as stored), auto, w4a8, ... (--priority, --no-cache)\n"
                "  -c, --ctx-size N, -t, --threads N, -b, --batch-size N   as for run\n"
+               "  --kv-type T     the test's KV cache type (f16 default; the reference: f32)\n"
                "  --prompts FILE  one prompt per line: text (tokenized with the reference's\n"
                "                  tokenizer, BOS as its config says) or 'ids: 1,2,3'\n"
                "  -n N            greedy tokens per prompt (default 32)\n"

@@ -31,6 +31,8 @@ static void usage(FILE *f)
             "  --kv-type T     f32, f16, bf16 or q8_0 (default %s)\n"
             "  --measure       make the context, fill every sequence with N random tokens and\n"
             "                  print the RssAnon it took beside the prediction\n"
+            "  --fill F        with --measure: fill F tokens a sequence, not N (the pool takes\n"
+            "                  only the blocks it uses: its RssAnon beside its accounting)\n"
             "  --path P, -t N, -b N   as for nibble run\n",
             nb_kv_type_name(NB_KV_TYPE_DEFAULT));
 }
@@ -44,9 +46,10 @@ static double now_s(void)
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Fill every sequence with n_ctx random tokens: n_ctx - 1 as prompt chunks, the last
+/* Fill every sequence with n_fill random tokens: n_fill - 1 as prompt chunks, the last
  * one as a decode step (so the decode buffers are touched too, as in a real run). */
-static int fill(struct nb_ctx *ctx, const struct nb_model *m, const struct nb_ctx_params *cp)
+static int fill(struct nb_ctx *ctx, const struct nb_model *m, const struct nb_ctx_params *cp,
+                int n_fill)
 {
     struct nb_model_info info;
     nb_model_get_info(m, &info);
@@ -57,8 +60,8 @@ static int fill(struct nb_ctx *ctx, const struct nb_model *m, const struct nb_ct
     uint64_t r = 88172645463325252ull;
     int ok = tok && pos && seq && logits;
     for (int s = 0; ok && s < cp->n_seq; s++)
-        for (int p0 = 0, n; ok && p0 < cp->n_ctx; p0 += n) {
-            n = cp->n_ctx - 1 - p0 < chunk ? cp->n_ctx - 1 - p0 : chunk;
+        for (int p0 = 0, n; ok && p0 < n_fill; p0 += n) {
+            n = n_fill - 1 - p0 < chunk ? n_fill - 1 - p0 : chunk;
             if (n <= 0) n = 1; /* the last token: a decode step */
             for (int i = 0; i < n; i++) {
                 r ^= r << 13, r ^= r >> 7, r ^= r << 17;
@@ -82,7 +85,7 @@ static int fill(struct nb_ctx *ctx, const struct nb_model *m, const struct nb_ct
 int cmd_kvbudget(int argc, char **argv)
 {
     const char *cmd = "kv-budget", *model_path = NULL, *path_name = NULL, *priority = NULL;
-    int measure = 0, no_cache = 0, rc = 1;
+    int measure = 0, no_cache = 0, rc = 1, n_fill = 0;
     char loaded[4096];
     struct nb_ctx_params cp = nb_ctx_default_params();
     struct nb_model *m = NULL;
@@ -92,6 +95,7 @@ int cmd_kvbudget(int argc, char **argv)
         OPTS_CONTEXT(&cp, 1),
         OPT_INT("--n-seq|-np|--parallel", &cp.n_seq, 1, 4096),
         OPT_FLAG("--measure", &measure),
+        OPT_INT("--fill", &n_fill, 1, 1 << 24),
         OPT_END};
     int r = arg_parse(cmd, opts, argc, argv, usage);
     if (r <= 0) return r < 0;
@@ -146,10 +150,25 @@ int cmd_kvbudget(int argc, char **argv)
         fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
         goto done;
     }
+    if (n_fill <= 0 || n_fill > cp.n_ctx) n_fill = cp.n_ctx;
     double t0 = now_s();
-    if (!fill(ctx, m, &cp)) goto done;
+    if (!fill(ctx, m, &cp, n_fill)) goto done;
     double secs = now_s() - t0;
     int64_t after = app_rss_anon();
+    if (n_fill < cp.n_ctx) { /* a partly filled pool: its own accounting is the prediction */
+        struct nb_kv_usage u;
+        nb_ctx_kv_usage(ctx, &u);
+        int64_t pred = u.bytes_used + mem.work_bytes;
+        printf("filled      %d x %d tokens: %lld of %lld KV blocks in use (%.1f of %.1f MiB)\n",
+               cp.n_seq, n_fill, (long long)u.blocks_used, (long long)u.blocks_total,
+               mib(u.bytes_used), mib(u.bytes_reserved));
+        printf("predicted   %10.1f MiB  RssAnon growth (KV blocks in use + scratch)\n", mib(pred));
+        printf("measured    %10.1f MiB  RssAnon growth (%+.1f%%; filled in %.1f s)\n",
+               mib(after - before), 100.0 * ((double)(after - before) - (double)pred) / (double)pred,
+               secs);
+        rc = 0;
+        goto done;
+    }
     double diff = 100.0 * ((double)(after - before) - (double)mem.total_bytes) /
                   (double)(mem.total_bytes > 0 ? mem.total_bytes : 1);
     printf("predicted   %10.1f MiB  RssAnon growth for %d x %d tokens\n", mib(mem.total_bytes),

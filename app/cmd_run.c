@@ -36,6 +36,7 @@ static void usage(FILE *f)
             "                          generation, past the context by shifting it)\n"
             "  -c, --ctx-size N        context length in tokens (default: min(model, 4096));\n"
             "                          more than the model was trained for is warned about\n"
+            "  --kv-type T, -ctk T     KV cache type: f16 (default), f32, bf16, q8_0\n"
             "      --keep N            when the context is full, keep the first N prompt tokens\n"
             "                          after BOS (BOS is always kept; -1: the whole prompt;\n"
             "                          default 0), drop the oldest half of the rest, go on\n"
