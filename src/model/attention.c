@@ -2,7 +2,7 @@
  * that may belong to several sequences.
  *
  * The cache is paged (kvcache.h): the key of position p of sequence s in layer l sits
- * in row nb_kv_row(kv, l, s, p) of the layer's pool, found through the sequence's block
+ * at nb_kv_at(kv, l, s, p, head) of the layer's pool, found through the sequence's block
  * table; nb_decode has made every position of the chunk writable before it runs.
  *
  * Decode (one token per sequence) is flash-decoding over the kernels' attn_decode; a

@@ -127,11 +127,6 @@ static void pv_pair(float *o0, float *o1, int r0, const float *pt, const float *
 
 /* A K / V row of a 16-bit or q8_0 cache as hd floats in dst: 16 lanes at a time, the
  * tail (hd not a multiple of 16) by the reference. */
-static void load_row(int type, const void *src, float *dst, int hd)
-{
-    nb_kv_row_load_avx512(type, src, dst, hd);
-}
-
 void nb_kv_row_load_avx512(int type, const void *src, float *dst, int64_t hd)
 {
     int64_t d = 0;
@@ -182,8 +177,8 @@ ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, co
                 vr[j] = (const float *)vs;
             } else if (j < nk) { /* converted once per tile and key */
                 float *kd = conv + (int64_t)j * hd, *vd = conv + (int64_t)(16 + j) * hd;
-                load_row(kv->type, ks, kd, hd);
-                load_row(kv->type, vs, vd, hd);
+                nb_kv_row_load_avx512(kv->type, ks, kd, hd);
+                nb_kv_row_load_avx512(kv->type, vs, vd, hd);
                 kr[j] = kd;
                 vr[j] = vd;
             } else {
