@@ -50,16 +50,13 @@ static int min_int(int a, int b) { return a < b ? a : b; }
 enum nb_status app_seq_init(struct app_seq *s, struct nb_ctx *ctx, int n_ctx, int n_keep,
                             int shift)
 {
-    struct nb_model_info info;
-    nb_model_get_info(nb_ctx_model(ctx), &info);
     *s = (struct app_seq){.ctx = ctx, .n_ctx = n_ctx, .n_keep = n_keep, .shift = shift,
-                          .off = n_keep, .eos_id = info.eos_id};
+                          .off = n_keep};
     s->cap = 256;
     s->ids = malloc(sizeof *s->ids * (size_t)s->cap);
     s->batch = malloc(sizeof *s->batch * (size_t)n_ctx);
     s->pos = malloc(sizeof *s->pos * (size_t)n_ctx);
-    s->logits = malloc(sizeof *s->logits * (size_t)info.n_vocab);
-    if (!s->ids || !s->batch || !s->pos || !s->logits) {
+    if (!s->ids || !s->batch || !s->pos) {
         app_seq_free(s);
         return NB_ERR_NOMEM;
     }
@@ -72,7 +69,6 @@ void app_seq_free(struct app_seq *s)
     free(s->ids);
     free(s->batch);
     free(s->pos);
-    free(s->logits);
     *s = (struct app_seq){0};
 }
 
@@ -117,11 +113,12 @@ enum nb_status app_seq_rewind(struct app_seq *s, int n)
 }
 
 /* Append m tokens to the sequence and run what the cache lacks, the logits of the last
- * into s->logits. When they do not fit, shift first: keep the first n_keep tokens, drop
+ * into `logits`. When they do not fit, shift first: keep the first n_keep tokens, drop
  * the oldest half of the rest (llama.cpp's n_discard = (n_past - n_keep) / 2), again
  * while that is not room enough; the cache is then cut to the kept tokens and the newest
  * run again together with the m new ones, in one batch. *n_dropped: tokens dropped. */
-static enum nb_status run_tokens(struct app_seq *s, const int32_t *toks, int m, int *n_dropped)
+static enum nb_status run_tokens(struct app_seq *s, const int32_t *toks, int m, float *logits,
+                                 int *n_dropped)
 {
     int kept = min_int(s->n, s->n_keep), vis = app_seq_cached(s);
     int valid = nb_ctx_seq_len(s->ctx, 0), dropped = 0;
@@ -160,7 +157,7 @@ static enum nb_status run_tokens(struct app_seq *s, const int32_t *toks, int m, 
     for (int i = s->off + (c > kept ? c - kept : 0); i < s->n; i++) s->batch[nb++] = s->ids[i];
     for (int i = 0; i < nb; i++) s->pos[i] = c + i;
     struct nb_batch b = {.n_tokens = nb, .token = s->batch, .pos = s->pos};
-    enum nb_status st = nb_decode(s->ctx, &b, s->logits);
+    enum nb_status st = nb_decode(s->ctx, &b, logits);
     if (st) return st;
     if (dropped) {
         s->n_shifts++;
@@ -171,53 +168,45 @@ static enum nb_status run_tokens(struct app_seq *s, const int32_t *toks, int m, 
     return NB_OK;
 }
 
+/* The runner nb_generate_with calls: run_tokens, timing the shifts after the prompt's
+ * (a shift the prompt needs is part of the prefill). */
+struct shift_run {
+    struct app_seq *s;
+    int n_calls;
+    double t_shift;
+};
+
+static enum nb_status shift_step(void *self, const int32_t *toks, int m, float *logits,
+                                 int *n_extra)
+{
+    struct shift_run *r = self;
+    double t0 = app_time_s();
+    int dropped;
+    int64_t rerun0 = r->s->n_rerun;
+    enum nb_status st = run_tokens(r->s, toks, m, logits, &dropped);
+    if (st) return st;
+    *n_extra = (int)(r->s->n_rerun - rerun0);
+    if (r->n_calls++ > 0 && dropped) r->t_shift += app_time_s() - t0;
+    return NB_OK;
+}
+
 enum nb_status app_generate(struct app_seq *s, struct nb_sampler *sampler, const int32_t *prompt,
                             int n_prompt, int n_predict, int stop_on_eos, nb_token_cb cb,
                             void *user, struct app_gen_stats *st)
 {
-    struct nb_gen_stats *g = &st->gen;
     *st = (struct app_gen_stats){0};
     s->why[0] = '\0';
-    if (n_prompt <= 0) return fail(s, NB_ERR_INVALID_ARG, "generate: the prompt is empty");
     int shifts0 = s->n_shifts;
     int64_t dropped0 = s->n_dropped, rerun0 = s->n_rerun;
-    double t_shift = 0;
-    for (int i = 0; i < n_prompt; i++) nb_sampler_accept(sampler, prompt[i]);
-    double t0 = app_time_s();
-    int dropped;
-    enum nb_status rc = run_tokens(s, prompt, n_prompt, &dropped);
-    if (rc) return rc;
-    double t1 = app_time_s();
-    g->n_prompt = n_prompt;
-    g->t_prompt_s = t1 - t0;
-    for (long long i = 0; n_predict < 0 || i < n_predict; i++) {
-        int32_t tok = nb_sampler_sample(sampler, s->logits);
-        if (stop_on_eos && tok == s->eos_id) {
-            g->stopped_by = 1;
-            break;
-        }
-        nb_sampler_accept(sampler, tok);
-        g->n_gen++;
-        if (cb && cb(tok, user)) {
-            g->stopped_by = 2;
-            break;
-        }
-        if (i + 1 == n_predict) break;
-        if (!s->shift && app_seq_cached(s) >= s->n_ctx) {
-            st->ctx_full = 1;
-            break;
-        }
-        double ts = app_time_s();
-        if ((rc = run_tokens(s, &tok, 1, &dropped))) break;
-        if (dropped)
-            t_shift += app_time_s() - ts;
-        else
-            g->n_decode++;
-    }
-    g->t_gen_s = app_time_s() - t1 - t_shift;
+    struct shift_run r = {.s = s};
+    struct nb_gen_runner runner = {shift_step, &r};
+    enum nb_status rc = nb_generate_with(s->ctx, 0, &runner, sampler, prompt, n_prompt,
+                                         n_predict, stop_on_eos, cb, user, &st->gen);
+    st->gen.t_gen_s -= r.t_shift;
+    st->ctx_full = st->gen.stopped_by == 3;
     st->n_shifts = s->n_shifts - shifts0;
     st->n_dropped = (int)(s->n_dropped - dropped0);
     st->n_rerun = (int)(s->n_rerun - rerun0);
-    st->t_shift_s = t_shift;
+    st->t_shift_s = r.t_shift;
     return rc;
 }

@@ -52,8 +52,6 @@ struct app_seq {
     int off;     /* >= n_keep: the first token after the kept ones still in the cache */
     int32_t *batch; /* [n_ctx] tokens of a batch */
     int32_t *pos;   /* [n_ctx] their positions */
-    float *logits;  /* [n_vocab] after the last token run */
-    int eos_id;
     /* every shift so far: how many, the tokens dropped and run again, the time taken */
     int n_shifts;
     int64_t n_dropped, n_rerun;
@@ -76,12 +74,13 @@ enum nb_status app_seq_rewind(struct app_seq *s, int n);
 
 struct app_gen_stats {
     struct nb_gen_stats gen; /* as nb_generate's; t_gen_s leaves out the shifts' prefills */
-    int ctx_full;            /* stopped because the context was full (no shift) */
+    int ctx_full;            /* stopped because the context was full (no shift): gen's
+                                stopped_by 3 */
     int n_shifts, n_dropped, n_rerun; /* this call's shifts */
     double t_shift_s;
 };
 
-/* nb_generate with context shift: run `prompt` after what the sequence holds (shifting
+/* nb_generate with context shift (nb_generate_with, the shift as its runner): run `prompt` after what the sequence holds (shifting
  * first when it does not fit), then sample up to n_predict tokens (-1: no limit), calling
  * cb for each (non-zero: stop). Stops at the model's end-of-sequence token when
  * stop_on_eos (not passed to cb). When the next token does not fit, s->shift shifts and

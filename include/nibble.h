@@ -212,7 +212,8 @@ struct nb_gen_stats {
     int n_decode;      /* one-token forward steps run (n_gen - 1 when stopped by length) */
     double t_prompt_s; /* prefill wall time */
     double t_gen_s;    /* wall time of sampling and the n_decode steps */
-    int stopped_by;    /* 0: length, 1: end-of-sequence token, 2: callback */
+    int stopped_by;    /* 0: length, 1: end-of-sequence token, 2: callback, 3: the context
+                          is full (the last token passed to cb is not in it) */
 };
 
 /* Called for each generated token; return non-zero to stop. */
@@ -224,6 +225,28 @@ typedef int (*nb_token_cb)(int32_t token, void *user);
 NB_API enum nb_status nb_generate(struct nb_ctx *ctx, int seq, struct nb_sampler *sampler,
                            const int32_t *prompt, int n_prompt, int n_predict, int stop_on_eos,
                            nb_token_cb cb, void *user, struct nb_gen_stats *stats);
+
+/* How a generation runs tokens into the context, for a caller that lays the sequence
+ * out itself (nibble run's context shift). run() runs n tokens after what the sequence
+ * holds and writes the logits of the last to `logits` (n_vocab floats); it returns NB_OK,
+ * NB_ERR_RANGE having run nothing when they do not fit (the prompt then fails; a
+ * generated token stops the generation with stopped_by 3), or another failure.
+ * *n_extra: tokens it ran besides the n (a shift runs kept ones again; that step is not
+ * counted in n_decode). */
+struct nb_gen_runner {
+    enum nb_status (*run)(void *self, const int32_t *tokens, int n, float *logits,
+                          int *n_extra);
+    void *self;
+};
+
+/* nb_generate with tokens run by `runner` (NULL: nb_decode into sequence `seq` at its
+ * next positions, as nb_generate). n_predict < 0: no limit. In both, a context that
+ * fills up while generating is not an error: generation stops with stopped_by 3. */
+NB_API enum nb_status nb_generate_with(struct nb_ctx *ctx, int seq,
+                                const struct nb_gen_runner *runner, struct nb_sampler *sampler,
+                                const int32_t *prompt, int n_prompt, int n_predict,
+                                int stop_on_eos, nb_token_cb cb, void *user,
+                                struct nb_gen_stats *stats);
 
 /* ---------------------------------------------------------------- versioned structs
  * The structs below start with `size`: a params struct comes from its *_default_params()

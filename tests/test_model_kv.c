@@ -3,7 +3,8 @@
  * truncate, prefix sharing with copy-on-write (a forked sequence that diverges leaves
  * its parent's logits unchanged), truncation across block boundaries, a full pool
  * (NB_ERR_RANGE, nothing else lost), the sliding-window layers' few blocks, and the
- * f16 cache against the f32 one on kjv-7m (greedy ids identical). Logits
+ * f16 cache against the f32 one on kjv-7m (greedy ids identical), and generation that
+ * stops cleanly at a full context or pool. Logits
  * are compared with a fresh context that ran the same tokens without any of it. */
 #include "helpers/testutil.h"
 
@@ -197,6 +198,56 @@ static void test_sliding_window(void **state)
     nb_model_free(m);
 }
 
+/* nb_generate into a context that fills up is not an error: it stops with stopped_by 3
+ * after the token that no longer fits, and what it generated is what a larger context
+ * generates; likewise when the pool (not the sequence's length) runs out. */
+static void test_generate_full(void **state)
+{
+    struct nb_model *m = load("qwen3-tiny");
+    if (!m) skip();
+    struct nb_sampler_params sp = nb_sampler_default_params();
+    sp.temperature = 0;
+    int32_t prompt[10];
+    for (int i = 0; i < 10; i++) prompt[i] = tok_at(i, 3);
+    struct tu_collect big = {0}, got = {0};
+    struct nb_gen_stats gs;
+    struct nb_sampler *s = NULL;
+    struct nb_ctx *r = ctx_new(m, 128, 1, 0, 16), *c = ctx_new(m, 40, 1, 0, 16);
+    assert_int_equal(nb_sampler_init(&s, &sp, V), NB_OK);
+    assert_int_equal(nb_generate(r, 0, s, prompt, 10, 60, 0, tu_collect_cb, &big, &gs), NB_OK);
+    assert_int_equal(gs.n_gen, 60);
+    assert_int_equal(gs.stopped_by, 0);
+    nb_sampler_free(s);
+    assert_int_equal(nb_sampler_init(&s, &sp, V), NB_OK);
+    assert_int_equal(nb_generate(c, 0, s, prompt, 10, 60, 0, tu_collect_cb, &got, &gs), NB_OK);
+    assert_int_equal(gs.stopped_by, 3);
+    assert_int_equal(gs.n_gen, 31); /* 30 run into the 40 positions, the 31st not */
+    assert_int_equal(gs.n_decode, 30);
+    assert_int_equal(nb_ctx_seq_len(c, 0), 40);
+    assert_memory_equal(got.ids, big.ids, sizeof(int32_t) * 31);
+    nb_ctx_free(c);
+    /* the pool of two sequences holds 64 tokens; sequence 1 takes 32 of them */
+    c = ctx_new(m, 128, 2, 64, 16);
+    assert_int_equal(feed(c, 1, 20, 1, NULL), NB_OK);
+    nb_sampler_free(s);
+    assert_int_equal(nb_sampler_init(&s, &sp, V), NB_OK);
+    got = (struct tu_collect){0};
+    assert_int_equal(nb_generate(c, 0, s, prompt, 10, 60, 0, tu_collect_cb, &got, &gs), NB_OK);
+    assert_int_equal(gs.stopped_by, 3);
+    assert_int_equal(gs.n_gen, 23);
+    assert_int_equal(nb_ctx_seq_len(c, 0), 32);
+    assert_memory_equal(got.ids, big.ids, sizeof(int32_t) * 23);
+    /* a prompt that does not fit fails, and changes nothing */
+    int32_t longp[40];
+    for (int i = 0; i < 40; i++) longp[i] = tok_at(i, 4);
+    assert_int_equal(nb_generate(c, 1, s, longp, 40, 4, 0, NULL, NULL, &gs), NB_ERR_RANGE);
+    assert_int_equal(nb_ctx_seq_len(c, 1), 20);
+    nb_sampler_free(s);
+    nb_ctx_free(c);
+    nb_ctx_free(r);
+    nb_model_free(m);
+}
+
 /* Greedy ids of kjv-7m's reference prompts, 48 tokens, with a cache of `type`. */
 static void greedy(struct nb_model *m, int type, const int32_t *prompt, int n_prompt,
                    int32_t *out)
@@ -260,6 +311,7 @@ int main(void)
         cmocka_unit_test(test_accounting), cmocka_unit_test(test_fork),
         cmocka_unit_test(test_truncate),   cmocka_unit_test(test_pool_full),
         cmocka_unit_test(test_sliding_window), cmocka_unit_test(test_kv_types_kjv),
+        cmocka_unit_test(test_generate_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
