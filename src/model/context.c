@@ -123,13 +123,21 @@ static void plan_work(const struct nb_config *cfg, const struct nb_ctx_params *p
 
 /* 1 when a matrix of m reads int8 activations (the q8 buffers are then used; they are
  * made either way, untouched otherwise). */
+static int is_q8(const struct nb_weight *w)
+{
+    return w->data && nb_wformat_info(w->format)->input == NB_INPUT_Q8;
+}
+
 static int reads_q8(const struct nb_model *m)
 {
-    if (nb_wformat_info(m->output.format)->input == NB_INPUT_Q8) return 1;
-    for (int l = 0; l < m->cfg.n_layers; l++)
-        if (nb_wformat_info(m->layers[l].w_down.format)->input == NB_INPUT_Q8 ||
-            nb_wformat_info(m->layers[l].wq.format)->input == NB_INPUT_Q8)
-            return 1;
+    if (is_q8(&m->output)) return 1;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const struct nb_layer *L = &m->layers[l];
+        const struct nb_weight *w[] = {&L->wq, &L->wk, &L->wv, &L->head_gate,
+                                       &L->wo, &L->w_gate, &L->w_up, &L->w_down};
+        for (size_t i = 0; i < sizeof w / sizeof *w; i++)
+            if (is_q8(w[i])) return 1;
+    }
     return 0;
 }
 
