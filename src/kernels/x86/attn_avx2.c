@@ -47,8 +47,8 @@ ALWAYS_INLINE __m256 exp256(__m256 x)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
-    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)),
-                                  23);
+    __m256i e =
+        _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
@@ -121,22 +121,26 @@ ALWAYS_INLINE void tile_scores(int NV, float *st, const float *const *kr, int nk
 #pragma GCC unroll 8
         for (int j = 0; j < J; j++)
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) a[j][v] = _mm256_setzero_ps();
+            for (int v = 0; v < NV; v++)
+                a[j][v] = _mm256_setzero_ps();
         for (int d = 0; d < hd; d++) {
             __m256 x[4];
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) x[v] = _mm256_loadu_ps(qt + d * 32 + 8 * v);
+            for (int v = 0; v < NV; v++)
+                x[v] = _mm256_loadu_ps(qt + d * 32 + 8 * v);
 #pragma GCC unroll 8
             for (int j = 0; j < J; j++) {
                 __m256 kk = _mm256_broadcast_ss(kr[j0 + j] + d);
 #pragma GCC unroll 4
-                for (int v = 0; v < NV; v++) a[j][v] = _mm256_fmadd_ps(kk, x[v], a[j][v]);
+                for (int v = 0; v < NV; v++)
+                    a[j][v] = _mm256_fmadd_ps(kk, x[v], a[j][v]);
             }
         }
 #pragma GCC unroll 8
         for (int j = 0; j < J; j++)
 #pragma GCC unroll 4
-            for (int v = 0; v < NV; v++) _mm256_storeu_ps(st + (j0 + j) * 32 + 8 * v, a[j][v]);
+            for (int v = 0; v < NV; v++)
+                _mm256_storeu_ps(st + (j0 + j) * 32 + 8 * v, a[j][v]);
     }
 }
 
@@ -148,8 +152,8 @@ ALWAYS_INLINE void tile_softmax(int NV, float *pt, int kb, int nk, const int32_t
 {
     for (int v = 0; v < NV; v++) {
         __m256i qv = _mm256_loadu_si256((const __m256i *)(qp + 8 * v));
-        __m256i lo = window > 0 ? _mm256_sub_epi32(qv, _mm256_set1_epi32(window))
-                                : _mm256_set1_epi32(-1);
+        __m256i lo =
+            window > 0 ? _mm256_sub_epi32(qv, _mm256_set1_epi32(window)) : _mm256_set1_epi32(-1);
         __m256 ok[16];
         __m256 mx = m[v];
         for (int j = 0; j < nk; j++) {
@@ -327,8 +331,7 @@ void nb_attn_tile_avx2(float *out, int64_t ldo, const float *q, int64_t ldq, int
 /* 8 values of a K / V row of type TYPE from column d on (a multiple of 8), as f32. */
 ALWAYS_INLINE __m256 ld8(int TYPE, const char *row, int d)
 {
-    if (TYPE == NB_KVE_F16)
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * d)));
+    if (TYPE == NB_KVE_F16) return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(row + 2 * d)));
     if (TYPE == NB_KVE_BF16)
         return _mm256_castsi256_ps(_mm256_slli_epi32(
             _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(row + 2 * d))), 16));
@@ -353,7 +356,8 @@ ALWAYS_INLINE void dec_scores(int TYPE, int R, const float *q, int hd, const str
         const char *kr = (const char *)kv->k + NB_KV_AT(kv, kb + j);
         __m256 a0[4], a1[4]; /* constant indices only: registers, not the stack */
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) a0[r] = a1[r] = _mm256_setzero_ps();
+        for (int r = 0; r < R; r++)
+            a0[r] = a1[r] = _mm256_setzero_ps();
         for (int d = 0; d < hd; d += 16) {
             __m256 k0 = ld8(TYPE, kr, d), k1 = ld8(TYPE, kr, d + 8);
 #pragma GCC unroll 4
@@ -364,17 +368,18 @@ ALWAYS_INLINE void dec_scores(int TYPE, int R, const float *q, int hd, const str
             }
         }
 #pragma GCC unroll 4
-        for (int r = 0; r < R; r++) sc[r * 16 + j] = hsum256(_mm256_add_ps(a0[r], a1[r]));
+        for (int r = 0; r < R; r++)
+            sc[r * 16 + j] = hsum256(_mm256_add_ps(a0[r], a1[r]));
     }
 }
 
 /* The scores of up to 4 rows (R), with the K type and the row count as constants. */
-#define DEC_SCORES_R(T)                                                                          \
-    switch (R) {                                                                                 \
-    case 1: dec_scores(T, 1, q, hd, kv, kb, nk, sc); break;                                      \
-    case 2: dec_scores(T, 2, q, hd, kv, kb, nk, sc); break;                                      \
-    case 3: dec_scores(T, 3, q, hd, kv, kb, nk, sc); break;                                      \
-    default: dec_scores(T, 4, q, hd, kv, kb, nk, sc); break;                                     \
+#define DEC_SCORES_R(T)                                                                            \
+    switch (R) {                                                                                   \
+    case 1: dec_scores(T, 1, q, hd, kv, kb, nk, sc); break;                                        \
+    case 2: dec_scores(T, 2, q, hd, kv, kb, nk, sc); break;                                        \
+    case 3: dec_scores(T, 3, q, hd, kv, kb, nk, sc); break;                                        \
+    default: dec_scores(T, 4, q, hd, kv, kb, nk, sc); break;                                       \
     }
 static void dec_scores_rows(int R, const float *q, int hd, const struct nb_kv_view *kv, int kb,
                             int nk, float *sc)
@@ -398,23 +403,27 @@ ALWAYS_INLINE void dec_pv_cols(int NR, int NC, float *const *o, const float *pr,
     for (int r = 0; r < NR; r++) {
         __m256 a = _mm256_set1_ps(al[r]);
 #pragma GCC unroll 4
-        for (int i = 0; i < NC; i++) c[r][i] = _mm256_mul_ps(a, _mm256_loadu_ps(o[r] + d + 8 * i));
+        for (int i = 0; i < NC; i++)
+            c[r][i] = _mm256_mul_ps(a, _mm256_loadu_ps(o[r] + d + 8 * i));
     }
     for (int j = 0; j < nk; j++) {
         __m256 p[2];
 #pragma GCC unroll 2
-        for (int r = 0; r < NR; r++) p[r] = _mm256_broadcast_ss(pr + r * 16 + j);
+        for (int r = 0; r < NR; r++)
+            p[r] = _mm256_broadcast_ss(pr + r * 16 + j);
 #pragma GCC unroll 4
         for (int i = 0; i < NC; i++) {
             __m256 vv = _mm256_loadu_ps(vrow[j] + d + 8 * i);
 #pragma GCC unroll 2
-            for (int r = 0; r < NR; r++) c[r][i] = _mm256_fmadd_ps(p[r], vv, c[r][i]);
+            for (int r = 0; r < NR; r++)
+                c[r][i] = _mm256_fmadd_ps(p[r], vv, c[r][i]);
         }
     }
 #pragma GCC unroll 2
     for (int r = 0; r < NR; r++)
 #pragma GCC unroll 4
-        for (int i = 0; i < NC; i++) _mm256_storeu_ps(o[r] + d + 8 * i, c[r][i]);
+        for (int i = 0; i < NC; i++)
+            _mm256_storeu_ps(o[r] + d + 8 * i, c[r][i]);
 }
 
 /* The whole row of NR accumulators: 32 columns at a time, then 16 (hd % 16 == 0). */
@@ -422,7 +431,8 @@ ALWAYS_INLINE void dec_pv_rows(int NR, float *const *o, const float *pr, const f
                                const float *const *vrow, int nk, int hd)
 {
     int d = 0;
-    for (; d + 32 <= hd; d += 32) dec_pv_cols(NR, 4, o, pr, al, vrow, nk, d);
+    for (; d + 32 <= hd; d += 32)
+        dec_pv_cols(NR, 4, o, pr, al, vrow, nk, d);
     if (d < hd) dec_pv_cols(NR, 2, o, pr, al, vrow, nk, d);
 }
 
@@ -459,7 +469,8 @@ void nb_attn_decode_avx2(const float *q, int n_rep, int hd, const struct nb_kv_v
         float alpha[8];
         for (int r = 0; r < n_rep; r++) {
             float *s = sc + r * 16;
-            for (int j = nk; j < 16; j++) s[j] = -FLT_MAX; /* a short last block */
+            for (int j = nk; j < 16; j++)
+                s[j] = -FLT_MAX; /* a short last block */
             __m256 s0 = _mm256_loadu_ps(s), s1 = _mm256_loadu_ps(s + 8);
             float bm = hmax256(_mm256_max_ps(s0, s1)), mn = bm > m[r] ? bm : m[r];
             /* weights below e^-80 are exactly 0 (as on AVX-512): denormal products of
