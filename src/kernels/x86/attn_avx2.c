@@ -20,6 +20,11 @@
  * exp is the AVX-512 file's degree-6 polynomial (about 2 ulp) with 2^n built in the
  * exponent field, so results differ from the reference by rounding only (tests:
  * test_kernels_vec.c).
+ *
+ * Measured (bench/bench_attn 15, release build, one thread of the 2-core Zen 5 dev VM,
+ * which has AVX-512 too; hd 128, group 2, 4096 f16 keys), ns per call, best of 15
+ * interleaved passes: decode ref 4.63 ms, avx2 118 us, avx512 107 us; prefill tile of 32
+ * rows ref 74.5 ms, avx2 0.95 ms, avx512 0.47 ms. Unmeasured on an AVX2-only CPU.
  */
 #include <float.h>
 #include <immintrin.h>
