@@ -507,6 +507,17 @@ static void test_fill_pure(void **state)
         assert_string_equal(k.gemm[NB_WF_W8A16].name, "ref");
     }
 #ifdef NB_HAVE_X86
+    /* attention: the AVX2 kernels at the avx2 level, the AVX-512 ones above it */
+    nb_kernels_fill(&k, &avx2, NB_LEVEL_AVX512, 0);
+    assert_true(k.attn_tile == nb_attn_tile_avx2 && k.attn_decode == nb_attn_decode_avx2 &&
+                k.kv_row_load == nb_kv_row_load_avx2);
+    nb_kernels_fill(&k, &vnni, NB_LEVEL_AVX2, 1);
+    assert_true(k.attn_tile == nb_attn_tile_avx2 && k.attn_decode == nb_attn_decode_avx2);
+    nb_kernels_fill(&k, &avx512, NB_LEVEL_AVX512, 0);
+    assert_true(k.attn_tile == nb_attn_tile_avx512 && k.attn_decode == nb_attn_decode_avx512 &&
+                k.kv_row_load == nb_kv_row_load_avx512);
+    nb_kernels_fill(&k, &none, NB_LEVEL_AVX512, 0);
+    assert_true(k.attn_tile == nb_attn_tile_ref && k.attn_decode == nb_attn_decode_ref);
     nb_kernels_fill(&k, &bf16, NB_LEVEL_AVX512, 0); /* the bf16 variant, under one name */
     struct nb_kernels k2;
     nb_kernels_fill(&k2, &avx512, NB_LEVEL_AVX512, 0);

@@ -1,6 +1,9 @@
 /* test_model_kjv — the real kjv-7m model, in its three files (GGUF, HF safetensors,
  * llama2.c .bin), must give the greedy ids that llama.cpp and PyTorch agree on and
- * first-step logits within 2e-3 of PyTorch's float64 ones. */
+ * first-step logits within 2e-3 of PyTorch's float64 ones. An id that differs where the
+ * two candidates' logits are within TIE_TOL is a tie, not a failure; that case's
+ * comparison ends there (the continuations fork). ctest runs it at the best kernel level
+ * and again at avx2 (test_model_kjv_avx2). */
 #include "helpers/testutil.h"
 
 #include <stdio.h>
@@ -10,9 +13,32 @@
 #include "nibble.h"
 
 #define LOGIT_TOL 2e-3
+/* A greedy near-tie: in the 'And it came to pass' case, step 18, the top two logits
+ * (830 and 396) are 2e-5 apart with the reference kernels and 4e-5 with AVX-512; with the
+ * AVX2 attention (clang build) 396 wins by 1e-6. Rounding differences between kernels
+ * move these logits by about 4e-5. */
+#define TIE_TOL 1e-4
 
 static const char *const k_files[] = {"kjv-7m/kjv-7m-f32.gguf", "kjv-7m/hf", "kjv-7m/kjv-7m.bin"};
 
+
+/* logits[a] - logits[b] after the prompt and ids[0..n) (one prefill pass). */
+static double logit_gap(struct nb_ctx *ctx, const int32_t *prompt, int n_prompt,
+                        const int32_t *ids, int n, int a, int b, float *logits)
+{
+    int32_t *tok = malloc(sizeof *tok * (size_t)(n_prompt + n));
+    int32_t *pos = malloc(sizeof *pos * (size_t)(n_prompt + n));
+    for (int i = 0; i < n_prompt + n; i++) {
+        tok[i] = i < n_prompt ? prompt[i] : ids[i - n_prompt];
+        pos[i] = i;
+    }
+    nb_ctx_clear_seq(ctx, 0);
+    struct nb_batch bt = {.n_tokens = n_prompt + n, .token = tok, .pos = pos};
+    assert_int_equal(nb_decode(ctx, &bt, logits), NB_OK);
+    free(tok);
+    free(pos);
+    return (double)logits[a] - logits[b];
+}
 
 static void check_file(const char *rel, int n_threads, int n_batch)
 {
@@ -69,9 +95,18 @@ static void check_file(const char *rel, int n_threads, int n_batch)
                          NB_OK);
         assert_int_equal(got.n, agree);
         for (int i = 0; i < agree; i++)
-            if (got.ids[i] != greedy[i])
-                fail_msg("%s: case '%s': greedy id %d is %d, reference %d", rel,
-                         cJSON_GetObjectItem(c, "text")->valuestring, i, got.ids[i], greedy[i]);
+            if (got.ids[i] != greedy[i]) {
+                const char *text = cJSON_GetObjectItem(c, "text")->valuestring;
+                double gap =
+                    logit_gap(ctx, prompt, n_prompt, got.ids, i, got.ids[i], greedy[i], logits);
+                if (!(gap <= TIE_TOL))
+                    fail_msg("%s: case '%s': greedy id %d is %d, reference %d (logit gap %g)",
+                             rel, text, i, got.ids[i], greedy[i], gap);
+                fprintf(stderr, "%s: case '%s': greedy id %d is %d, reference %d: a tie (logit "
+                        "gap %.2g <= %g); the rest of the case not compared\n",
+                        rel, text, i, got.ids[i], greedy[i], gap, TIE_TOL);
+                break;
+            }
         nb_sampler_free(s);
         free(pos);
         free(prompt);
@@ -94,6 +129,7 @@ static void test_gguf_chunked_1thread(void **state) { check_file(k_files[0], 1, 
 
 int main(void)
 {
+    if (tu_isa_from_env()) return 1; /* the *_avx2 tests: NIBBLE_ISA=avx2 */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gguf),
         cmocka_unit_test(test_safetensors),

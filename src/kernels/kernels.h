@@ -274,6 +274,13 @@ void nb_attn_decode_avx512(const float *q, int n_rep, int hd, const struct nb_kv
 void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
                          int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
                          float scale, float *scratch);
+/* kernels/x86/attn_avx2.c: the same on 8 lanes, for CPUs with AVX2 + FMA + F16C only. */
+void nb_kv_row_load_avx2(int type, const void *src, float *dst, int64_t n);
+void nb_attn_decode_avx2(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
+                         int b, float *out, int64_t ldo, float *scratch);
+void nb_attn_tile_avx2(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
+                       int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
+                       float scale, float *scratch);
 void nb_gemm_f32_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                         int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_f16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,

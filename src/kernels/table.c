@@ -12,6 +12,8 @@
  *                                                  CPU has AVX512-BF16; same record name)
  *   w4a8        ref     ref                        ref            (ROWS layout)
  *   w4a8-x16    ref     avxvnni, else avx2         avx512vnni when VNNI, amx when use_amx
+ *   attention   ref     avx2                       avx512   (attn_tile, attn_decode,
+ *                                                            kv_row_load)
  *
  * Each kernel function keeps the arguments its maths needs; the adapters below put
  * them behind the table's one signature (nb_gemm_op).
@@ -136,6 +138,9 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
                                                                          "avxvnni")
                                               : (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_avx2,
                                                                          "avx2");
+        k->attn_tile = nb_attn_tile_avx2;
+        k->attn_decode = nb_attn_decode_avx2;
+        k->kv_row_load = nb_kv_row_load_avx2;
     }
     if (lvl >= NB_LEVEL_AVX512) {
         k->isa = "avx512";

@@ -20,6 +20,18 @@ const char *tu_model_path(const char *rel)
     return access(buf, R_OK) == 0 ? buf : NULL;
 }
 
+int tu_isa_from_env(void)
+{
+    const char *isa = getenv("NIBBLE_ISA");
+    if (!isa || !*isa) return 0;
+    if (nb_set_isa(isa, 1) != NB_OK) {
+        fprintf(stderr, "NIBBLE_ISA=%s: %s\n", isa, nb_last_error());
+        return 1;
+    }
+    fprintf(stderr, "NIBBLE_ISA=%s: kernels %s\n", isa, nb_isa());
+    return 0;
+}
+
 cJSON *tu_load_json(const char *path)
 {
     cJSON *root = NULL;

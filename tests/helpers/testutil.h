@@ -47,6 +47,12 @@ float tu_rand_gauss(uint64_t *state); /* N(0, 1) */
 double tu_check_golden(const char *model_path, const cJSON *golden, const char *name,
                        int n_threads, int n_batch, int n_ctx, double tol);
 
+/* NIBBLE_ISA, read as the CLI reads it (app/env.c): the kernel level capped before the
+ * first kernel runs, so ctest can run a model test again at a lower level (the *_avx2
+ * tests in CMakeLists.txt). Unset or empty: nothing. An unknown name: 1 (after a message
+ * on stderr); else 0, and the level the table got (nb_isa()) is printed on stderr. */
+int tu_isa_from_env(void);
+
 /* Copy a file (make it writable); flip one byte `from_end` bytes before its end. */
 void tu_copy_file(const char *from, const char *to);
 void tu_flip_byte(const char *path, long from_end);

@@ -1,0 +1,144 @@
+/* bench_attn — the attention kernel lab: checks each fast attention kernel this CPU runs
+ * (avx2, avx512) against the reference, then times one call of each on one thread at the
+ * Qwen3-1.7B head shape (hd 128, GQA group 2) over a paged cache of 4096 keys:
+ *   decode: nb_attn_decode_fn over keys [0, 4096) for the group's 2 query rows;
+ *   prefill: nb_attn_tile_fn, 16 tokens x 2 heads (32 rows) at positions 4080..4095.
+ * ns per call, best of PASSES interleaved passes, and the spread (worst / best - 1).
+ * Usage: bench_attn [passes]   (env NIBBLE_BENCH_KV=f32|f16|bf16|q8_0, default f16)
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/cpu.h"
+#include "core/timer.h"
+#include "kernels/kernels.h"
+
+#define HD     128
+#define REP    2
+#define N_KEYS 4096
+#define N_TOK  16
+#define BSHIFT 4
+
+static uint64_t g_rng = 7;
+static float frand(void)
+{
+    g_rng = g_rng * 6364136223846793005ull + 1442695040888963407ull;
+    return (float)((double)(g_rng >> 40) / (double)(1ull << 24) * 2.0 - 1.0);
+}
+
+struct impl {
+    const char *name;
+    nb_attn_decode_fn decode;
+    nb_attn_tile_fn tile;
+};
+
+struct result {
+    double best, worst;
+};
+
+static void upd(struct result *r, double t)
+{
+    if (r->best == 0 || t < r->best) r->best = t;
+    if (t > r->worst) r->worst = t;
+}
+
+int main(int argc, char **argv)
+{
+    int passes = argc > 1 ? atoi(argv[1]) : 5;
+    const char *kvn = getenv("NIBBLE_BENCH_KV") ? getenv("NIBBLE_BENCH_KV") : "f16";
+    static const char *const names[] = {"f32", "f16", "bf16", "q8_0"};
+    int type = -1;
+    for (int i = 0; i < 4; i++)
+        if (!strcmp(kvn, names[i])) type = i;
+    if (type < 0 || passes < 1) {
+        fprintf(stderr, "usage: bench_attn [passes]  (NIBBLE_BENCH_KV=f32|f16|bf16|q8_0)\n");
+        return 2;
+    }
+    const struct nb_cpu *cpu = nb_cpu_get();
+    printf("cpu flags: %s\n", nb_cpu_flags_str());
+    struct impl im[3];
+    int n = 0;
+    im[n++] = (struct impl){"ref", nb_attn_decode_ref, nb_attn_tile_ref};
+#ifdef NB_HAVE_X86
+    if (cpu->avx2 && cpu->fma && cpu->f16c)
+        im[n++] = (struct impl){"avx2", nb_attn_decode_avx2, nb_attn_tile_avx2};
+    if (cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512dq && cpu->f16c)
+        im[n++] = (struct impl){"avx512", nb_attn_decode_avx512, nb_attn_tile_avx512};
+#else
+    (void)cpu;
+#endif
+
+    /* the cache: one kv head, blocks of 16 rows in a shuffled block table */
+    int64_t rb = NB_KV_ROW_BYTES(type, HD);
+    int n_blk = N_KEYS >> BSHIFT;
+    int32_t *blocks = malloc(sizeof(int32_t) * (size_t)n_blk);
+    for (int b = 0; b < n_blk; b++) blocks[b] = (int32_t)((b * 97 + 13) % n_blk);
+    char *kt = malloc((size_t)(N_KEYS * rb)), *vt = malloc((size_t)(N_KEYS * rb));
+    float row[HD];
+    for (int r = 0; r < N_KEYS; r++) {
+        for (int d = 0; d < HD; d++) row[d] = 2 * frand();
+        nb_kv_row_store(type, row, kt + r * rb, HD);
+        for (int d = 0; d < HD; d++) row[d] = frand();
+        nb_kv_row_store(type, row, vt + r * rb, HD);
+    }
+    struct nb_kv_view view = {kt, vt, blocks, rb << BSHIFT, rb, BSHIFT, type};
+    float scale = 1.0f / sqrtf((float)HD);
+    static float q[N_TOK * REP * HD], qs[REP * HD];
+    for (int i = 0; i < N_TOK * REP * HD; i++) q[i] = frand();
+    for (int i = 0; i < REP * HD; i++) qs[i] = q[i] * scale;
+    int32_t pos[N_TOK];
+    for (int t = 0; t < N_TOK; t++) pos[t] = N_KEYS - N_TOK + t;
+    float *scr = malloc(sizeof(float) * (size_t)NB_ATTN_SCRATCH(HD));
+    float *dscr = malloc(sizeof(float) * (size_t)NB_ATTN_DECODE_SCRATCH(HD));
+    static float o_ref[N_TOK * REP * HD], o[N_TOK * REP * HD];
+    static float d_ref[REP * (HD + 2)], d_o[REP * (HD + 2)];
+
+    /* check: max |fast - ref| (decode: of acc / l, the attention output) */
+    nb_attn_tile_ref(o_ref, REP * HD, q, REP * HD, N_TOK, REP, HD, pos, &view, 0, scale, scr);
+    nb_attn_decode_ref(qs, REP, HD, &view, 0, N_KEYS, d_ref, HD + 2, dscr);
+    for (int i = 1; i < n; i++) {
+        im[i].tile(o, REP * HD, q, REP * HD, N_TOK, REP, HD, pos, &view, 0, scale, scr);
+        im[i].decode(qs, REP, HD, &view, 0, N_KEYS, d_o, HD + 2, dscr);
+        double et = 0, ed = 0;
+        for (int j = 0; j < N_TOK * REP * HD; j++) et = fmax(et, fabs((double)o[j] - o_ref[j]));
+        for (int r = 0; r < REP; r++)
+            for (int d = 0; d < HD; d++) {
+                const float *x = d_o + r * (HD + 2), *y = d_ref + r * (HD + 2);
+                ed = fmax(ed, fabs((double)x[2 + d] / x[1] - (double)y[2 + d] / y[1]));
+            }
+        printf("check %-7s vs ref: tile max abs err %.2g, decode %.2g\n", im[i].name, et, ed);
+    }
+
+    /* time: interleaved passes; each pass repeats a call for at least ~2 ms */
+    struct result rt[3] = {{0}}, rd[3] = {{0}};
+    for (int p = 0; p < passes; p++)
+        for (int i = 0; i < n; i++) {
+            for (int mode = 0; mode < 2; mode++) {
+                int reps = 0;
+                uint64_t t0 = nb_time_ns(), t1;
+                do {
+                    if (mode)
+                        im[i].tile(o, REP * HD, q, REP * HD, N_TOK, REP, HD, pos, &view, 0, scale,
+                                   scr);
+                    else
+                        im[i].decode(qs, REP, HD, &view, 0, N_KEYS, d_o, HD + 2, dscr);
+                    reps++;
+                    t1 = nb_time_ns();
+                } while (t1 - t0 < 2000000);
+                upd(mode ? &rt[i] : &rd[i], (double)(t1 - t0) / reps);
+            }
+        }
+    printf("\n== hd %d, group %d, %d keys, KV %s, 1 thread, %d interleaved passes: ns per "
+           "call, best [spread] ==\n",
+           HD, REP, N_KEYS, names[type], passes);
+    for (int i = 0; i < n; i++)
+        printf("%-7s decode %10.0f ns [+%3.0f%%] (%5.2fx ref)   prefill tile (%d rows) %11.0f ns "
+               "[+%3.0f%%] (%5.2fx ref)\n",
+               im[i].name, rd[i].best, 100 * (rd[i].worst / rd[i].best - 1),
+               rd[0].best / rd[i].best, N_TOK * REP, rt[i].best,
+               100 * (rt[i].worst / rt[i].best - 1), rt[0].best / rt[i].best);
+    free(blocks), free(kt), free(vt), free(scr), free(dscr);
+    return 0;
+}
