@@ -635,7 +635,7 @@ static void explain_verified(const struct nb_probe *p, const struct nb_record *r
             if (is_evidence(&r[i]) && r[i].key[0] && r[i].path == c->path &&
                 !strcmp(r[i].cpu_key, c->cpu_key))
                 near = &r[i];
-        char also[NB_SELECT_REASON_LEN / 2] = "";
+        char also[NB_SELECT_REASON_LEN] = "";
         if (near)
             snprintf(also, sizeof also, "; %s is for this CPU model but key %s", near->source,
                      near->key);
