@@ -161,8 +161,8 @@ static const char *record(void (*probe)(struct nb_probe *), const char *kernel, 
              "\"samples\": [900, 880, 860]}, \"tg\": {\"n_gen\": 64, \"best_ts\": %.2f, "
              "\"median_ts\": %.2f, \"mean_ts\": %.2f, \"stddev_ts\": 1, \"spread_pct\": 2.5, "
              "\"samples\": [1, 2, 3]}, \"read_bw_gbs\": 30, \"roofline_fraction\": 0.5}",
-             p.vendor, p.family, p.model, flags, p.family_key, threads, path, kernel, pp_best, pp_best * 0.98, pp_best * 0.97, tg_best,
-             tg_best * 0.98, tg_best * 0.97);
+             p.vendor, p.family, p.model, flags, p.family_key, threads, path, kernel, pp_best,
+             pp_best * 0.98, pp_best * 0.97, tg_best, tg_best * 0.98, tg_best * 0.97);
     return b;
 }
 
@@ -210,7 +210,7 @@ static struct row *rows(int *n)
                           4,
                           0,
                           1,
-                          "unverified: no measurement record with key x86:GenuineIntel:6:143/w4a8/"};
+                          "no measurement record with key x86:GenuineIntel:6:143/w4a8/"};
     r[i++] = (struct row){"amx xeon fidelity",
                           probe_amx_xeon,
                           NB_PRIORITY_FIDELITY,
@@ -712,8 +712,7 @@ static void test_host_consistent(void **state)
             /* the selector counts AMX where Linux grants tile data; the dispatcher
              * also needs its self-check (and NIBBLE_AMX not 0), else VNNI stays */
             const char *sel = nb_select_kernel_for(&p, paths[i]);
-            if (!strcmp(sel, "amx (unverified)") && !strcmp(tab, "avx512vnni"))
-                continue;
+            if (!strcmp(sel, "amx (unverified)") && !strcmp(tab, "avx512vnni")) continue;
             assert_string_equal(sel, tab);
         }
     }
@@ -745,8 +744,8 @@ static void test_record_key_format(void **state)
     char k[NB_RECORD_KEY_LEN];
     const char *why = NULL;
     probe_amx_207(&p);
-    assert_true(nb_record_key(&p, NB_WPATH_W4A8, "amx (unverified)", NB_LEVEL_AVX512, k,
-                              sizeof k, &why));
+    assert_true(
+        nb_record_key(&p, NB_WPATH_W4A8, "amx (unverified)", NB_LEVEL_AVX512, k, sizeof k, &why));
     assert_string_equal(k, "x86:GenuineIntel:6:207/w4a8/amx/avx512+avx512_vnni+amx_int8");
     assert_true(nb_record_key(&p, NB_WPATH_W4A8, "avx512vnni", NB_LEVEL_AVX512, k, sizeof k, NULL));
     assert_string_equal(k, "x86:GenuineIntel:6:207/w4a8/avx512vnni/avx512+avx512_vnni");
@@ -786,8 +785,8 @@ static void test_record_key_format(void **state)
     assert_false(nb_record_key(&p, NB_WPATH_W4A8, "amx", NB_LEVEL_AVX512, k, sizeof k, &why));
     assert_non_null(strstr(why, "amx_int8"));
     probe_avx2(&p);
-    assert_false(nb_record_key(&p, NB_WPATH_W4A8, "avx512vnni", NB_LEVEL_AVX512, k, sizeof k,
-                               &why));
+    assert_false(
+        nb_record_key(&p, NB_WPATH_W4A8, "avx512vnni", NB_LEVEL_AVX512, k, sizeof k, &why));
     assert_false(nb_record_key(&p, NB_WPATH_W4A8, "", NB_LEVEL_AVX2, k, sizeof k, &why));
     p.vendor[0] = 0;
     assert_false(nb_record_key(&p, NB_WPATH_W4A8, "avx2", NB_LEVEL_AVX2, k, sizeof k, &why));
@@ -915,8 +914,8 @@ static void test_builtin_zen5(void **state)
     struct nb_probe h;
     nb_probe_host(&h, 0);
     const char *isa = getenv("NIBBLE_ISA");
-    if (!strcmp(h.vendor, "AuthenticAMD") && h.family == 26 && h.model == 2 &&
-        h.x86.avx512_vnni && h.x86.avx512_bf16 && (!isa || !*isa || !strcmp(isa, "auto"))) {
+    if (!strcmp(h.vendor, "AuthenticAMD") && h.family == 26 && h.model == 2 && h.x86.avx512_vnni &&
+        h.x86.avx512_bf16 && (!isa || !*isa || !strcmp(isa, "auto"))) {
         struct nb_record *recs = NULL;
         int n = 0;
         assert_int_equal(nb_records_load_builtin(&recs, &n), NB_OK);
@@ -975,7 +974,8 @@ static void test_builtin_amx(void **state)
             assert_false(c.verified);
             /* the same model says which of its records exist and why they do not apply */
             if (p.model == 207)
-                assert_true(has_reason(&c, "is for this CPU model but key x86:GenuineIntel:6:207/"));
+                assert_true(
+                    has_reason(&c, "is for this CPU model but key x86:GenuineIntel:6:207/"));
             if (i == 3 && !prio) {
                 assert_string_equal(c.kernel, "avx512vnni");
                 assert_true(has_reason(&c, "tile data was refused"));

@@ -93,6 +93,13 @@ static void parse_figs(const cJSON *o, int pp, struct nb_record_figs *f)
     f->samples = cJSON_IsArray(s) ? cJSON_GetArraySize(s) : (int)num(s);
 }
 
+/* s's first word is w ("amx" in "amx (unverified)"). */
+static int starts_with_word(const char *s, const char *w)
+{
+    size_t n = strlen(w);
+    return !strncmp(s, w, n) && (s[n] == 0 || s[n] == ' ');
+}
+
 /* The ISA level an older record's run used, read off its kernel name and its CPU's
  * flags (table.c's rules): AVX-512 kernels ran at the AVX-512 level; an AVX2 w4a8
  * kernel at AVX-512 only where the CPU has that level but no AVX-512 VNNI (else the
@@ -104,11 +111,10 @@ static enum nb_isa_level record_level(const struct nb_probe *q, enum nb_wpath pa
                                       const char *kernel)
 {
     enum nb_isa_level best = nb_cpu_isa_level(&q->x86);
-    size_t n = strcspn(kernel, " ");
-    if ((n == 3 && !strncmp(kernel, "amx", 3)) || (n == 10 && !strncmp(kernel, "avx512vnni", 10)) ||
-        (n == 6 && !strncmp(kernel, "avx512", 6)))
+    if (starts_with_word(kernel, "amx") || starts_with_word(kernel, "avx512vnni") ||
+        starts_with_word(kernel, "avx512"))
         return NB_LEVEL_AVX512;
-    if ((n == 4 && !strncmp(kernel, "avx2", 4)) || (n == 7 && !strncmp(kernel, "avxvnni", 7)))
+    if (starts_with_word(kernel, "avx2") || starts_with_word(kernel, "avxvnni"))
         return best == NB_LEVEL_AVX512 && !q->x86.avx512_vnni ? NB_LEVEL_AVX512 : NB_LEVEL_AVX2;
     if (path == NB_WPATH_W8A16) return best;
     if (path == NB_WPATH_W4A8) return NB_LEVEL_REF;
@@ -139,8 +145,7 @@ static void record_keys(const cJSON *root, struct nb_record *out)
         q.amx_permitted = -1;
         if (!nb_probe_cpu_key(&q, out->cpu_key, sizeof out->cpu_key, &why)) have_cpu = 0;
     }
-    if (cJSON_IsString(ck) && ck->valuestring[0])
-        copy_str(out->cpu_key, sizeof out->cpu_key, ck);
+    if (cJSON_IsString(ck) && ck->valuestring[0]) copy_str(out->cpu_key, sizeof out->cpu_key, ck);
     if (cJSON_IsString(rk) && rk->valuestring[0]) {
         copy_str(out->key, sizeof out->key, rk);
         return;
@@ -380,12 +385,6 @@ int nb_select_record_key(const struct nb_probe *p, enum nb_wpath path, char *buf
     return nb_record_key(p, path, nb_select_kernel_of_table(&k, path), k.level, buf, size, why);
 }
 
-static int starts_with_word(const char *s, const char *w)
-{
-    size_t n = strlen(w);
-    return !strncmp(s, w, n) && (s[n] == 0 || s[n] == ' ');
-}
-
 const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath path)
 {
     return k->gemm[path_format(path)].name;
@@ -456,8 +455,7 @@ static int find_speed_pair(const struct nb_probe *p, const struct nb_record *r, 
         !nb_select_record_key(p, NB_WPATH_W4A16, k16, sizeof k16, NULL))
         return 0;
     for (int i = 0; i < n; i++) {
-        if (!is_evidence(&r[i]) || strcmp(r[i].key, k8) || !r[i].tg.present ||
-            r[i].tg.best_ts <= 0)
+        if (!is_evidence(&r[i]) || strcmp(r[i].key, k8) || !r[i].tg.present || r[i].tg.best_ts <= 0)
             continue;
         for (int j = 0; j < n; j++)
             if (is_evidence(&r[j]) && !strcmp(r[j].key, k16) && r[j].tg.present &&

@@ -50,11 +50,11 @@ struct nb_record_figs {
 struct nb_record {
     char source[128];    /* file name it came from ("x.json") */
     char family_key[64]; /* cpu.family_key (the old coarse key; "" if absent): not matched */
-    char cpu_key[NB_CPU_KEY_LEN];  /* cpu.cpu_key, or made from cpu.vendor/family/model */
-    char key[NB_RECORD_KEY_LEN];   /* record_key, or derived from the cpu fields and kernel
-                                      (older records); "": cannot be keyed, never matched */
-    int key_derived;               /* 1: key derived (the record has no record_key) */
-    char key_note[200];            /* key "": why */
+    char cpu_key[NB_CPU_KEY_LEN]; /* cpu.cpu_key, or made from cpu.vendor/family/model */
+    char key[NB_RECORD_KEY_LEN];  /* record_key, or derived from the cpu fields and kernel
+                                     (older records); "": cannot be keyed, never matched */
+    int key_derived;              /* 1: key derived (the record has no record_key) */
+    char key_note[200];           /* key "": why */
     char cpu_name[128];  /* cpu.name */
     char kernel[32];     /* the kernel that ran ("avx512vnni", "avx2", "ref", ...) */
     enum nb_wpath path;  /* weight_path */
