@@ -44,8 +44,8 @@ static void print_human(const struct nb_probe_info *p, const struct nb_selection
                         int explain)
 {
     char a[32], b[32], d[32], m[32];
-    printf("cpu        %s (%s, family key %s)\n", p->cpu_name[0] ? p->cpu_name : "?", p->arch,
-           p->family_key);
+    printf("cpu        %s (%s, cpu key %s)\n", p->cpu_name[0] ? p->cpu_name : "?", p->arch,
+           p->cpu_key[0] ? p->cpu_key : "none: records cannot vouch for it");
     printf("features   %s\n", p->features[0] ? p->features : "(none of interest)");
     if (!strcmp(p->arch, "x86_64")) {
         if (strcmp(p->cpuid_features, p->features) != 0)
@@ -71,6 +71,9 @@ static void print_human(const struct nb_probe_info *p, const struct nb_selection
            "weight path", c->priority, c->target, c->weight_path, c->kernel, c->head_bits,
            c->bits_per_weight, c->verified ? "verified" : "unverified",
            c->runs_locally ? "" : ", does not run in nibble there");
+    if (c->record_key[0])
+        printf("record key %s%s%s\n", c->record_key, c->verified ? ": " : " (no record has it)",
+               c->verified ? c->verified_by : "");
     if (explain) {
         printf("records    %d loaded\n", c->n_records);
         for (int i = 0; i < c->n_reasons; i++)
@@ -95,6 +98,10 @@ static int print_json(const struct nb_probe_info *p, const struct nb_selection *
     cJSON_AddNumberToObject(o, "bits_per_weight", c->bits_per_weight);
     cJSON_AddBoolToObject(o, "runs_locally", c->runs_locally);
     cJSON_AddBoolToObject(o, "verified", c->verified);
+    if (c->record_key[0])
+        cJSON_AddStringToObject(o, "record_key", c->record_key);
+    else
+        cJSON_AddNullToObject(o, "record_key");
     if (c->verified_by[0])
         cJSON_AddStringToObject(o, "verified_by", c->verified_by);
     else

@@ -394,7 +394,7 @@ struct nb_probe_info {
     char vendor[16];         /* "GenuineIntel", or the Arm implementer ("0x41") */
     int family, model;       /* x86 family / model; Arm: -1 / part number */
     char cpu_name[128];
-    char family_key[64];     /* what measurement records are matched by */
+    char family_key[64];     /* "x86:<vendor>:<family>": coarse, for people (not matched) */
     char features[512];      /* usable features, space-separated ("avx2 fma ...") */
     char cpuid_features[512]; /* what CPUID reports whatever the OS enables (x86) */
     uint64_t xcr0;           /* x86: state components the OS enabled */
@@ -404,6 +404,8 @@ struct nb_probe_info {
     double read_bw_gbs;      /* 0: not measured */
     int bw_threads;
     char json[4096];         /* all of the above as one JSON object (`nibble probe --json`) */
+    char cpu_key[64];        /* "x86:GenuineIntel:6:207", "arm:0x41:0xd0b": the CPU part of
+                                the record keys measurement records are matched by ("": none) */
 };
 
 #define NB_SELECTION_MAX_REASONS 12
@@ -416,7 +418,7 @@ struct nb_selection {
     int head_bits;          /* output head: 4 or 8 */
     double bits_per_weight; /* of the linear layers, from the layout */
     int runs_locally;       /* nibble runs this path on this device */
-    int verified;           /* a measurement record: same CPU family, kernel and path */
+    int verified;           /* a measurement record with this choice's record_key */
     char verified_by[128];  /* that record's file ("" when unverified) */
     char priority[16];      /* "speed", ... as used */
     int priority_given;
@@ -427,6 +429,9 @@ struct nb_selection {
     char recipe[16];        /* bits per matrix ("balanced", ...: nb_quantize_params.recipe) */
     int gptq;               /* a float model is quantized with GPTQ on a calibration text
                                (nb_open_params.calib_path) */
+    char record_key[160];   /* what a record must say to verify this choice on this CPU:
+                               "<cpu key>/<path>/<kernel>/<features>" (docs/selector.md);
+                               "" for the phone target or a CPU without a key */
 };
 
 /* Probe this machine and choose its weight path. probe and sel may be NULL (not

@@ -188,6 +188,13 @@ static void test_select(void **state)
     cJSON *j = cJSON_Parse(p.json);
     assert_non_null(j);
     assert_string_equal(cJSON_GetObjectItem(j, "family_key")->valuestring, p.family_key);
+    /* the record key: the CPU's key (vendor, family, model), the path, kernel, features */
+    if (p.cpu_key[0]) {
+        assert_string_equal(cJSON_GetObjectItem(j, "cpu_key")->valuestring, p.cpu_key);
+        char prefix[96];
+        snprintf(prefix, sizeof prefix, "%s/w4a16/", p.cpu_key);
+        assert_ptr_equal(strstr(s.record_key, prefix), s.record_key);
+    }
     cJSON_Delete(j);
 
     sp = nb_select_default_params();
@@ -673,6 +680,22 @@ static void test_record(void **state)
     assert_true(cJSON_GetObjectItem(t, "best_ts")->valuedouble == 52);
     assert_true(cJSON_GetObjectItem(t, "median_ts")->valuedouble == 51);
     assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItem(t, "samples")), 3);
+    /* the record carries its key, and it is the key the selector asks of a record for
+     * w4a8 on this CPU (the kernel that ran, at the level it ran) */
+    struct nb_select_params sp = nb_select_default_params();
+    struct nb_probe_info pi = {.size = sizeof pi};
+    struct nb_selection sel = {.size = sizeof sel};
+    sp.path = "w4a8";
+    assert_int_equal(nb_select_weight_path(&sp, &pi, &sel), NB_OK);
+    const cJSON *rk = cJSON_GetObjectItem(d, "record_key");
+    const cJSON *ck = cJSON_GetObjectItem(cJSON_GetObjectItem(d, "cpu"), "cpu_key");
+    if (pi.cpu_key[0]) {
+        assert_true(cJSON_IsString(rk) && cJSON_IsString(ck));
+        assert_string_equal(ck->valuestring, pi.cpu_key);
+        const char *isa = getenv("NIBBLE_ISA");
+        if (!isa || !*isa || !strcmp(isa, "auto")) /* the selector assumes no cap */
+            assert_string_equal(rk->valuestring, sel.record_key);
+    }
     cJSON_Delete(d);
 
     /* a float model has no weight path to record */

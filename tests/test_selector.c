@@ -1,7 +1,11 @@
 /* test_selector — the weight-path selector over recorded probe answers (AMX Xeon, VNNI
  * Zen 4, this machine's family, AVX2-only, Arm with and without dot-product, phone
  * target), measurement-record parsing (malformed records are errors, not crashes),
- * the NIBBLE_WEIGHT_PATH override and the host probe's consistency with dispatch. */
+ * record keys (runtime/probe.h: a record vouches only for its CPU model and the features
+ * its kernel used; older records keyed from their cpu fields; unkeyable ones ignored
+ * with a reason), the committed records against hand-written probes of the machines
+ * that wrote them, the NIBBLE_WEIGHT_PATH override and the host probe's consistency
+ * with dispatch. */
 #include "helpers/testutil.h"
 
 #include <stdio.h>
@@ -72,6 +76,34 @@ static void probe_zen5(struct nb_probe *p)
     p->x86_cpuid = p->x86;
 }
 
+/* The 16-core Xeon that wrote docs/measurements/x86-GenuineIntel-6-207-*.json
+ * (Emerald Rapids: AMX-INT8/BF16, AVX512-BF16; Linux granted tile data). */
+static void probe_amx_207(struct nb_probe *p)
+{
+    probe_amx_xeon(p);
+    p->model = 207;
+    snprintf(p->model_name, sizeof p->model_name, "Intel(R) Xeon(R) Processor");
+}
+
+/* The same model as a 2-core VM that exposes AVX-512 VNNI but neither AVX512-BF16 nor
+ * AMX (issue 14's VNNI-only Intel row). */
+static void probe_vnni_vm_207(struct nb_probe *p)
+{
+    x86_base(p, "GenuineIntel", 6, 207, "Intel(R) Xeon(R) Processor");
+    avx512(p);
+    p->x86.avx512_bf16 = 0;
+    p->x86_cpuid = p->x86;
+}
+
+/* Another family-6 model with AVX-512 VNNI and no AMX (Ice Lake-SP). */
+static void probe_icelake(struct nb_probe *p)
+{
+    x86_base(p, "GenuineIntel", 6, 106, "Intel(R) Xeon(R) Gold 6338");
+    avx512(p);
+    p->x86.avx512_bf16 = 0;
+    p->x86_cpuid = p->x86;
+}
+
 static void probe_avx2(struct nb_probe *p)
 {
     x86_base(p, "AuthenticAMD", 23, 113, "AMD Ryzen 7 3700X");
@@ -105,16 +137,21 @@ static void probe_arm_nodot(struct nb_probe *p)
 
 /* ---------------------------------------------------------------- records */
 
-/* A record as `nibble bench --record` writes it (the fields the selector reads). */
-static const char *record(const char *family, const char *kernel, const char *path, int threads,
-                          double tg_best, double pp_best)
+/* A record as `nibble bench --record` wrote it before record keys (the fields the
+ * selector reads; the key is derived from the cpu fields), on the CPU `probe` writes. */
+static const char *record(void (*probe)(struct nb_probe *), const char *kernel, const char *path,
+                          int threads, double tg_best, double pp_best)
 {
-    static char buf[8][1024];
+    static char buf[8][1200];
     static int next;
     char *b = buf[next++ % 8];
-    snprintf(b, 1024,
-             "{\"schema\": \"nibble-measurement-1\", \"cpu\": {\"vendor\": \"v\", \"family\": 1, "
-             "\"model\": 2, \"name\": \"Test CPU\", \"flags\": \"avx2\", \"family_key\": "
+    char flags[256];
+    struct nb_probe p;
+    probe(&p);
+    nb_probe_flags_str(&p, flags, sizeof flags);
+    snprintf(b, 1200,
+             "{\"schema\": \"nibble-measurement-1\", \"cpu\": {\"vendor\": \"%s\", \"family\": "
+             "%d, \"model\": %d, \"name\": \"Test CPU\", \"flags\": \"%s\", \"family_key\": "
              "\"%s\"}, \"threads\": %d, \"commit\": \"abc1234\", \"date\": "
              "\"2025-01-01T00:00:00Z\", \"model_file\": \"kjv-7m.nib\", \"model_shape\": "
              "{\"arch\": \"llama\", \"n_layers\": 8, \"n_embd\": 256, \"n_vocab\": 4096}, "
@@ -124,8 +161,8 @@ static const char *record(const char *family, const char *kernel, const char *pa
              "\"samples\": [900, 880, 860]}, \"tg\": {\"n_gen\": 64, \"best_ts\": %.2f, "
              "\"median_ts\": %.2f, \"mean_ts\": %.2f, \"stddev_ts\": 1, \"spread_pct\": 2.5, "
              "\"samples\": [1, 2, 3]}, \"read_bw_gbs\": 30, \"roofline_fraction\": 0.5}",
-             family, threads, path, kernel, pp_best, pp_best * 0.98, pp_best * 0.97, tg_best,
-             tg_best * 0.98, tg_best * 0.97);
+             p.vendor, p.family, p.model, flags, p.family_key, threads, path, kernel, pp_best,
+             pp_best * 0.98, pp_best * 0.97, tg_best, tg_best * 0.98, tg_best * 0.97);
     return b;
 }
 
@@ -148,15 +185,16 @@ static struct row *rows(int *n)
     static struct row r[32];
     /* record() keeps 8 texts: at most 8 calls here. */
     int i = 0;
-    const char *zen5_a8 = record("x86:AuthenticAMD:26", X86K("avx512vnni"), "w4a8", 2, 300, 900);
-    const char *avx2_a8 = record("x86:AuthenticAMD:23", X86K("avx2"), "w4a8", 8, 40, 900);
-    const char *avx2_a16 = record("x86:AuthenticAMD:23", "ref", "w4a16", 8, 55, 900);
-    const char *avx2_a16_close = record("x86:AuthenticAMD:23", "ref", "w4a16", 8, 40.4, 900);
-    const char *avx2_a16_t4 = record("x86:AuthenticAMD:23", "ref", "w4a16", 4, 99, 900);
-    const char *zen4_a16 = record("x86:AuthenticAMD:25", X86K("avx512"), "w4a16", 8, 50, 900);
+    const char *zen5_a8 = record(probe_zen5, X86K("avx512vnni"), "w4a8", 2, 300, 900);
+    const char *avx2_a8 = record(probe_avx2, X86K("avx2"), "w4a8", 8, 40, 900);
+    const char *avx2_a16 = record(probe_avx2, "ref", "w4a16", 8, 55, 900);
+    const char *avx2_a16_close = record(probe_avx2, "ref", "w4a16", 8, 40.4, 900);
+    const char *avx2_a16_t4 = record(probe_avx2, "ref", "w4a16", 4, 99, 900);
+    const char *zen4_a16 = record(probe_zen4, X86K("avx512"), "w4a16", 8, 50, 900);
     /* decode within the 8% noise (+5%), prefill not: the prefill decides */
-    const char *avx2_a16_tie_slowpp = record("x86:AuthenticAMD:23", "ref", "w4a16", 8, 42, 500);
-    /* AMX Xeon: w4a8 wanted on AMX, runs the VNNI kernel here; unverified. */
+    const char *avx2_a16_tie_slowpp = record(probe_avx2, "ref", "w4a16", 8, 42, 500);
+    /* AMX Xeon (Sapphire Rapids), tile data granted: the AMX kernel (VNNI if its
+     * self-check fails); no record of this model: unverified. */
     r[i++] = (struct row){"amx xeon speed",
                           probe_amx_xeon,
                           NB_PRIORITY_SPEED,
@@ -165,14 +203,14 @@ static struct row *rows(int *n)
                           {0},
                           "w4a8",
 #ifdef NB_HAVE_X86
-                          "amx (unverified, else avx512vnni)",
+                          "amx (if its self-check passes, else avx512vnni)",
 #else
                           "amx (not built: scalar ref)",
 #endif
                           4,
                           0,
                           1,
-                          "AMX w4a8 kernel is built but unverified"};
+                          "no measurement record with key x86:GenuineIntel:6:143/w4a8/"};
     r[i++] = (struct row){"amx xeon fidelity",
                           probe_amx_xeon,
                           NB_PRIORITY_FIDELITY,
@@ -234,7 +272,7 @@ static struct row *rows(int *n)
                           4,
                           0,
                           1,
-                          "unverified: no measurement record for x86:AuthenticAMD:26"};
+                          "unverified: no measurement record with key x86:AuthenticAMD:26:2/w4a8/"};
     r[i++] = (struct row){"zen5 record",
                           probe_zen5,
                           NB_PRIORITY_SPEED,
@@ -479,10 +517,13 @@ static void test_override(void **state)
 static void test_record_fields(void **state)
 {
     struct nb_record r;
-    const char *j = record("x86:AuthenticAMD:26", "avx512vnni", "w4a8", 2, 123.5, 900);
+    const char *j = record(probe_zen5, "avx512vnni", "w4a8", 2, 123.5, 900);
     assert_int_equal(nb_record_parse(j, strlen(j), "a.json", &r), NB_OK);
     assert_string_equal(r.source, "a.json");
     assert_string_equal(r.family_key, "x86:AuthenticAMD:26");
+    assert_string_equal(r.cpu_key, "x86:AuthenticAMD:26:2");
+    assert_string_equal(r.key, "x86:AuthenticAMD:26:2/w4a8/avx512vnni/avx512+avx512_vnni");
+    assert_int_equal(r.key_derived, 1);
     assert_string_equal(r.kernel, "avx512vnni");
     assert_int_equal(r.path, NB_WPATH_W4A8);
     assert_int_equal(r.threads, 2);
@@ -503,8 +544,8 @@ static void test_record_malformed(void **state)
         {"", "not a JSON object"},
         {"[1, 2]", "not a JSON object"},
         {"{\"cpu\": {\"family_key\": \"x\"", "not a JSON object"},
-        {"{\"kernel\": \"avx2\", \"weight_path\": \"w4a8\", \"threads\": 1}", "cpu.family_key"},
-        {"{\"cpu\": {\"family_key\": 7}, \"kernel\": \"avx2\"}", "cpu.family_key"},
+        {"{\"kernel\": \"avx2\", \"weight_path\": \"w4a8\", \"threads\": 1}", "no tg or pp"},
+        {"{\"cpu\": {\"family_key\": 7}, \"kernel\": \"avx2\"}", "weight_path"},
         {"{\"cpu\": {\"family_key\": \"x\"}, \"weight_path\": \"w4a8\", \"threads\": 1}", "kernel"},
         {"{\"cpu\": {\"family_key\": \"x\"}, \"kernel\": \"k\", \"weight_path\": \"w3\"}",
          "weight_path"},
@@ -527,7 +568,7 @@ static void test_record_malformed(void **state)
     struct nb_record r;
     assert_int_equal(nb_record_parse(NULL, 0, NULL, &r), NB_ERR_FORMAT);
     /* A valid record cut short at every length: an error each time, never a crash. */
-    const char *j = record("x86:AuthenticAMD:26", "avx2", "w4a8", 2, 10, 900);
+    const char *j = record(probe_zen5, "avx2", "w4a8", 2, 10, 900);
     for (size_t len = 0; len + 1 < strlen(j); len += 7)
         assert_int_equal(nb_record_parse(j, len, "cut.json", &r), NB_ERR_FORMAT);
 }
@@ -535,7 +576,7 @@ static void test_record_malformed(void **state)
 /* A record() text with "n_depth": depth (a JSON value, as written) as its first field. */
 static const char *at_depth(const char *json, const char *depth)
 {
-    static char buf[4][1100];
+    static char buf[4][1400];
     static int next;
     char *b = buf[next++ % 4];
     snprintf(b, sizeof buf[0], "{\"n_depth\": %s, %s", depth, json + 1);
@@ -551,7 +592,7 @@ static void test_record_depth(void **state)
     struct nb_record r, recs[2];
     struct nb_choice c;
     struct nb_probe p;
-    const char *a8 = record("x86:AuthenticAMD:26", X86K("avx512vnni"), "w4a8", 2, 300, 900);
+    const char *a8 = record(probe_zen5, X86K("avx512vnni"), "w4a8", 2, 300, 900);
     assert_int_equal(nb_record_parse(a8, strlen(a8), "d0.json", &r), NB_OK);
     assert_int_equal(r.n_depth, 0); /* written before depth existed */
     const char *j = at_depth(a8, "4096");
@@ -582,8 +623,8 @@ static void test_record_depth(void **state)
     /* a speed pair: w4a16 decodes faster at depth 0 and wins; the same pair at depth,
      * or half of it, is no pair, and the default holds */
     probe_avx2(&p);
-    const char *x8 = record("x86:AuthenticAMD:23", X86K("avx2"), "w4a8", 8, 40, 900);
-    const char *x16 = record("x86:AuthenticAMD:23", "ref", "w4a16", 8, 55, 900);
+    const char *x8 = record(probe_avx2, X86K("avx2"), "w4a8", 8, 40, 900);
+    const char *x16 = record(probe_avx2, "ref", "w4a16", 8, 55, 900);
     static const char *depths[3][2] = {{"0", "0"}, {"512", "512"}, {"0", "512"}};
     for (int k = 0; k < 3; k++) {
         j = at_depth(x8, depths[k][0]);
@@ -612,7 +653,7 @@ static void test_load_dir(void **state)
     snprintf(path, sizeof path, "%s/b-good.json", dir);
     FILE *f = fopen(path, "w");
     assert_non_null(f);
-    fputs(record("x86:GenuineIntel:6", "avx512vnni", "w4a8", 4, 50, 900), f);
+    fputs(record(probe_amx_xeon, "avx512vnni", "w4a8", 4, 50, 900), f);
     fclose(f);
     snprintf(path, sizeof path, "%s/a-bad.json", dir);
     f = fopen(path, "w");
@@ -668,12 +709,11 @@ static void test_host_consistent(void **state)
         const enum nb_wpath paths[] = {NB_WPATH_W4A8, NB_WPATH_W4A16, NB_WPATH_W8A16};
         for (int i = 0; i < 3; i++) {
             const char *tab = nb_select_kernel_of_table(nb_kernels_get(), paths[i]);
-            /* AMX replaces VNNI only after its run-time self-check, which the probe
-             * cannot predict */
-            if (!strcmp(tab, "amx (unverified)"))
-                assert_string_equal(nb_select_kernel_for(&p, paths[i]), "avx512vnni");
-            else
-                assert_string_equal(nb_select_kernel_for(&p, paths[i]), tab);
+            /* the selector counts AMX where Linux grants tile data; the dispatcher
+             * also needs its self-check (and NIBBLE_AMX not 0), else VNNI stays */
+            const char *sel = nb_select_kernel_for(&p, paths[i]);
+            if (!strcmp(sel, "amx (unverified)") && !strcmp(tab, "avx512vnni")) continue;
+            assert_string_equal(sel, tab);
         }
     }
     assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 0, NB_TARGET_HOST, NULL, 0, NULL, &c), NB_OK);
@@ -695,6 +735,340 @@ static void test_host_consistent(void **state)
                      NB_ERR_INVALID_ARG);
 }
 
+/* ---------------------------------------------------------------- record keys */
+
+/* nb_record_key itself: build-independent (it takes the kernel and level). */
+static void test_record_key_format(void **state)
+{
+    struct nb_probe p;
+    char k[NB_RECORD_KEY_LEN];
+    const char *why = NULL;
+    probe_amx_207(&p);
+    assert_true(
+        nb_record_key(&p, NB_WPATH_W4A8, "amx (unverified)", NB_LEVEL_AVX512, k, sizeof k, &why));
+    assert_string_equal(k, "x86:GenuineIntel:6:207/w4a8/amx/avx512+avx512_vnni+amx_int8");
+    assert_true(nb_record_key(&p, NB_WPATH_W4A8, "avx512vnni", NB_LEVEL_AVX512, k, sizeof k, NULL));
+    assert_string_equal(k, "x86:GenuineIntel:6:207/w4a8/avx512vnni/avx512+avx512_vnni");
+    /* the w4a16 avx512 kernel keeps its name with and without its bf16 variant */
+    assert_true(nb_record_key(&p, NB_WPATH_W4A16, "avx512", NB_LEVEL_AVX512, k, sizeof k, NULL));
+    assert_string_equal(k, "x86:GenuineIntel:6:207/w4a16/avx512/avx512+avx512_bf16");
+    probe_vnni_vm_207(&p);
+    assert_true(nb_record_key(&p, NB_WPATH_W4A16, "avx512", NB_LEVEL_AVX512, k, sizeof k, NULL));
+    assert_string_equal(k, "x86:GenuineIntel:6:207/w4a16/avx512/avx512");
+    /* AVX2 only: the w4a8 kernel's level, the ref GEMM's none */
+    probe_avx2(&p);
+    assert_true(nb_record_key(&p, NB_WPATH_W4A8, "avx2", NB_LEVEL_AVX2, k, sizeof k, NULL));
+    assert_string_equal(k, "x86:AuthenticAMD:23:113/w4a8/avx2/avx2");
+    assert_true(nb_record_key(&p, NB_WPATH_W4A16, "ref", NB_LEVEL_AVX2, k, sizeof k, NULL));
+    assert_string_equal(k, "x86:AuthenticAMD:23:113/w4a16/ref/none");
+    probe_zen5(&p);
+    assert_true(nb_record_key(&p, NB_WPATH_W4A8, "avxvnni", NB_LEVEL_AVX2, k, sizeof k, NULL));
+    assert_string_equal(k, "x86:AuthenticAMD:26:2/w4a8/avxvnni/avx2+avx_vnni");
+    assert_true(nb_record_key(&p, NB_WPATH_W8A16, "ref", NB_LEVEL_AVX512, k, sizeof k, NULL));
+    assert_string_equal(k, "x86:AuthenticAMD:26:2/w8a16/ref/avx512");
+    /* Arm: implementer and part, and the NEON features a kernel uses */
+    probe_arm_dot(&p);
+    assert_true(nb_record_key(&p, NB_WPATH_W4A8, "ref", NB_LEVEL_REF, k, sizeof k, NULL));
+    assert_string_equal(k, "arm:0x41:0xd0b/w4a8/ref/none");
+    assert_true(nb_record_key(&p, NB_WPATH_W4A8, "neon-dotprod", NB_LEVEL_REF, k, sizeof k, NULL));
+    assert_string_equal(k, "arm:0x41:0xd0b/w4a8/neon-dotprod/asimd+asimddp");
+    assert_false(nb_record_key(&p, NB_WPATH_W4A8, "neon-i8mm", NB_LEVEL_REF, k, sizeof k, &why));
+    assert_non_null(strstr(why, "i8mm"));
+    assert_string_equal(k, "");
+
+    /* what cannot be keyed: a kernel the flags or the OS do not allow, no CPU identity */
+    probe_amx_207(&p);
+    p.amx_permitted = 0;
+    assert_false(nb_record_key(&p, NB_WPATH_W4A8, "amx", NB_LEVEL_AVX512, k, sizeof k, &why));
+    assert_non_null(strstr(why, "refused"));
+    probe_vnni_vm_207(&p);
+    assert_false(nb_record_key(&p, NB_WPATH_W4A8, "amx", NB_LEVEL_AVX512, k, sizeof k, &why));
+    assert_non_null(strstr(why, "amx_int8"));
+    probe_avx2(&p);
+    assert_false(
+        nb_record_key(&p, NB_WPATH_W4A8, "avx512vnni", NB_LEVEL_AVX512, k, sizeof k, &why));
+    assert_false(nb_record_key(&p, NB_WPATH_W4A8, "", NB_LEVEL_AVX2, k, sizeof k, &why));
+    p.vendor[0] = 0;
+    assert_false(nb_record_key(&p, NB_WPATH_W4A8, "avx2", NB_LEVEL_AVX2, k, sizeof k, &why));
+    assert_string_equal(why, "no CPU vendor");
+    probe_avx2(&p);
+    p.family = 0;
+    assert_false(nb_probe_cpu_key(&p, k, sizeof k, &why));
+    assert_string_equal(why, "no CPU family");
+
+    /* the probe's own keys: what this build would run there */
+    probe_amx_207(&p);
+    assert_true(nb_select_record_key(&p, NB_WPATH_W4A8, k, sizeof k, NULL));
+#ifdef NB_HAVE_X86
+    assert_string_equal(k, "x86:GenuineIntel:6:207/w4a8/amx/avx512+avx512_vnni+amx_int8");
+    p.amx_permitted = 0; /* refused: the VNNI kernel runs, and that is the key */
+    assert_true(nb_select_record_key(&p, NB_WPATH_W4A8, k, sizeof k, NULL));
+    assert_string_equal(k, "x86:GenuineIntel:6:207/w4a8/avx512vnni/avx512+avx512_vnni");
+#else
+    assert_string_equal(k, "x86:GenuineIntel:6:207/w4a8/ref/none");
+#endif
+}
+
+/* The flags of a probe's string come back as the same probe flags. */
+static void test_set_flags(void **state)
+{
+    struct nb_probe p, q = {0};
+    char a[256], b[256];
+    probe_amx_207(&p);
+    nb_probe_flags_str(&p, a, sizeof a);
+    snprintf(q.arch, sizeof q.arch, "x86_64");
+    nb_probe_set_flags(&q, a);
+    nb_probe_flags_str(&q, b, sizeof b);
+    assert_string_equal(a, b);
+    assert_true(q.x86.amx_int8 && q.x86.avx512_bf16 && !q.arm.asimd);
+    struct nb_probe r = {0};
+    snprintf(r.arch, sizeof r.arch, "aarch64");
+    nb_probe_set_flags(&r, "asimd  i8mm,bogus avx2");
+    assert_true(r.arm.asimd && r.arm.i8mm && !r.arm.asimddp && !r.x86.avx2);
+    nb_probe_set_flags(&r, NULL);
+}
+
+static int n_builtin_keyed(void)
+{
+    int n = 0;
+    for (int i = 0; i < nb_n_builtin_records; i++) {
+        struct nb_record r;
+        const struct nb_builtin_record *b = &nb_builtin_records[i];
+        if (nb_record_parse(b->json, b->size, b->name, &r) == NB_OK && r.key[0]) n++;
+    }
+    return n;
+}
+
+/* Every committed record is keyed (none silently stops matching); one that carries a
+ * record_key says what its cpu fields derive (the two ways cannot drift apart). */
+static void test_builtin_records_keyed(void **state)
+{
+    int n_with_key = 0;
+    assert_int_equal(n_builtin_keyed(), nb_n_builtin_records);
+    for (int i = 0; i < nb_n_builtin_records; i++) {
+        struct nb_record r, d;
+        const struct nb_builtin_record *b = &nb_builtin_records[i];
+        assert_int_equal(nb_record_parse(b->json, b->size, b->name, &r), NB_OK);
+        if (!r.key[0]) print_message("%s: %s\n", b->name, r.key_note);
+        assert_true(r.key[0] && r.cpu_key[0]);
+        assert_ptr_equal(strstr(r.key, r.cpu_key), r.key);
+        if (r.key_derived) continue;
+        n_with_key++;
+        cJSON *j = cJSON_ParseWithLength(b->json, b->size);
+        assert_non_null(j);
+        cJSON_DeleteItemFromObject(j, "record_key");
+        char *t = cJSON_PrintUnformatted(j);
+        assert_int_equal(nb_record_parse(t, strlen(t), b->name, &d), NB_OK);
+        assert_true(d.key_derived);
+        assert_string_equal(d.key, r.key);
+        free(t);
+        cJSON_Delete(j);
+    }
+    assert_true(n_with_key >= 4); /* the AMX Xeon's */
+}
+
+/* Select with the committed records; the verifying record's file name ("" if none). */
+static const char *select_builtin(void (*probe)(struct nb_probe *), enum nb_priority prio,
+                                  struct nb_choice *c)
+{
+    static char source[128];
+    struct nb_probe p;
+    struct nb_record *recs = NULL;
+    int n = 0;
+    probe(&p);
+    assert_int_equal(nb_records_load_builtin(&recs, &n), NB_OK);
+    assert_int_equal(nb_select(&p, prio, 1, NB_TARGET_HOST, recs, n, NULL, c), NB_OK);
+    snprintf(source, sizeof source, "%s", c->record ? c->record->source : "");
+    c->record = NULL;
+    free(recs);
+    return source;
+}
+
+static void dump_choice(const char *what, const struct nb_choice *c)
+{
+    print_message("%s: %s, kernel '%s', key %s, verified %d\n", what, nb_wpath_name(c->path),
+                  c->kernel, c->record_key, c->verified);
+    for (int i = 0; i < c->n_reasons; i++)
+        print_message("  - %s\n", c->reasons[i]);
+}
+
+/* The AMD Zen 5 records vouch for a hand-written probe of this development machine
+ * (and for the host itself, when it is that machine): keyed from their cpu fields. */
+static void test_builtin_zen5(void **state)
+{
+#ifdef NB_HAVE_X86
+    struct nb_choice c;
+    const char *src = select_builtin(probe_zen5, NB_PRIORITY_SPEED, &c);
+    if (strcmp(src, "x86-AuthenticAMD-26-qwen3-1.7b-w4a8-w4a8-t2.json")) dump_choice("zen5", &c);
+    assert_string_equal(src, "x86-AuthenticAMD-26-qwen3-1.7b-w4a8-w4a8-t2.json");
+    assert_true(c.verified && has_reason(&c, "derived from its cpu fields"));
+    assert_true(has_reason(&c, "prefilled faster")); /* the pair decided */
+    src = select_builtin(probe_zen5, NB_PRIORITY_FIDELITY, &c);
+    assert_string_equal(src, "x86-AuthenticAMD-26-qwen3-1.7b-w4a16-w4a16-t2.json");
+    assert_string_equal(c.record_key, "x86:AuthenticAMD:26:2/w4a16/avx512/avx512+avx512_bf16");
+    /* Zen 4 (family 25) and another Zen 5 model are other CPUs */
+    src = select_builtin(probe_zen4, NB_PRIORITY_SPEED, &c);
+    assert_string_equal(src, "");
+    assert_false(c.verified);
+
+    struct nb_probe h;
+    nb_probe_host(&h, 0);
+    const char *isa = getenv("NIBBLE_ISA");
+    if (!strcmp(h.vendor, "AuthenticAMD") && h.family == 26 && h.model == 2 && h.x86.avx512_vnni &&
+        h.x86.avx512_bf16 && (!isa || !*isa || !strcmp(isa, "auto"))) {
+        struct nb_record *recs = NULL;
+        int n = 0;
+        assert_int_equal(nb_records_load_builtin(&recs, &n), NB_OK);
+        assert_int_equal(nb_select(&h, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, recs, n, NULL, &c),
+                         NB_OK);
+        assert_true(c.verified);
+        free(recs);
+    }
+#endif
+}
+
+/* The AMX Xeon's records vouch for a probe of that machine: family 6, model 207, AMX
+ * flags, tile data granted — and for nothing else of family 6. */
+static void test_builtin_amx(void **state)
+{
+#ifdef NB_HAVE_X86
+    struct nb_choice c;
+    const char *src = select_builtin(probe_amx_207, NB_PRIORITY_SPEED, &c);
+    if (strcmp(src, "x86-GenuineIntel-6-207-w4a8-w4a8-t16.json")) dump_choice("amx 207", &c);
+    assert_string_equal(src, "x86-GenuineIntel-6-207-w4a8-w4a8-t16.json");
+    assert_string_equal(c.record_key,
+                        "x86:GenuineIntel:6:207/w4a8/amx/avx512+avx512_vnni+amx_int8");
+    assert_string_equal(c.kernel, "amx (if its self-check passes, else avx512vnni)");
+    assert_true(has_reason(&c, "w4a8 decoded faster than w4a16 on x86:GenuineIntel:6:207"));
+    src = select_builtin(probe_amx_207, NB_PRIORITY_FIDELITY, &c);
+    assert_string_equal(src, "x86-GenuineIntel-6-207-w4a16-w4a16-t16.json");
+
+    /* the same model with tile data refused runs VNNI: no record of that kernel */
+    static void (*const others[])(struct nb_probe *) = {probe_vnni_vm_207, probe_icelake,
+                                                        probe_amx_xeon};
+    for (int i = 0; i < 4; i++) {
+        for (int prio = 0; prio < 2; prio++) {
+            struct nb_probe p;
+            struct nb_record *recs = NULL;
+            int n = 0;
+            if (i < 3)
+                others[i](&p);
+            else {
+                probe_amx_207(&p);
+                p.amx_permitted = 0;
+            }
+            assert_int_equal(nb_records_load_builtin(&recs, &n), NB_OK);
+            assert_int_equal(nb_select(&p, prio ? NB_PRIORITY_FIDELITY : NB_PRIORITY_SPEED, 1,
+                                       NB_TARGET_HOST, recs, n, NULL, &c),
+                             NB_OK);
+            c.record = NULL;
+            free(recs);
+            assert_false(has_reason(&c, "decoded faster"));
+            if (i == 3 && prio) {
+                /* AMX refused changes nothing for w4a16: same model, same avx512 kernel
+                 * with its bf16 variant, so the w4a16 record still applies */
+                assert_true(c.verified && has_reason(&c, "verified: x86-GenuineIntel-6-207-w4a16"));
+                continue;
+            }
+            if (c.verified) dump_choice("family 6, not the AMX machine", &c);
+            assert_false(c.verified);
+            /* the same model says which of its records exist and why they do not apply */
+            if (p.model == 207)
+                assert_true(
+                    has_reason(&c, "is for this CPU model but key x86:GenuineIntel:6:207/"));
+            if (i == 3 && !prio) {
+                assert_string_equal(c.kernel, "avx512vnni");
+                assert_true(has_reason(&c, "tile data was refused"));
+            }
+        }
+    }
+#endif
+}
+
+/* A record without record_key is keyed from cpu.vendor/family/model/flags; one with a
+ * record_key is matched on it. */
+static void test_record_old_and_new_keys(void **state)
+{
+    struct nb_probe p;
+    struct nb_record r[2];
+    struct nb_choice c;
+    char want[NB_RECORD_KEY_LEN], text[1600];
+    probe_zen5(&p);
+    assert_true(nb_select_record_key(&p, NB_WPATH_W4A8, want, sizeof want, NULL));
+    const char *old = record(probe_zen5, X86K("avx512vnni"), "w4a8", 2, 300, 900);
+    assert_int_equal(nb_record_parse(old, strlen(old), "old.json", &r[0]), NB_OK);
+    assert_true(r[0].key_derived);
+    assert_string_equal(r[0].key, want);
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, r, 1, NULL, &c), NB_OK);
+    assert_true(c.verified && has_reason(&c, "verified: old.json"));
+
+    /* new format: record_key decides, whatever the other fields say */
+    snprintf(text, sizeof text, "{\"record_key\": \"%s\", %s", want, old + 1);
+    assert_int_equal(nb_record_parse(text, strlen(text), "new.json", &r[0]), NB_OK);
+    assert_false(r[0].key_derived);
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, r, 1, NULL, &c), NB_OK);
+    assert_true(c.verified && has_reason(&c, "verified: new.json"));
+    assert_false(has_reason(&c, "derived"));
+    /* a key of another model on a record whose fields say this one: not this CPU */
+    snprintf(text, sizeof text, "{\"record_key\": \"x86:AuthenticAMD:26:68%s\", %s",
+             want + strlen("x86:AuthenticAMD:26:2"), old + 1);
+    assert_int_equal(nb_record_parse(text, strlen(text), "model68.json", &r[0]), NB_OK);
+    assert_string_equal(r[0].cpu_key, "x86:AuthenticAMD:26:2"); /* from the fields */
+    assert_int_equal(nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, r, 1, NULL, &c), NB_OK);
+    assert_false(c.verified);
+}
+
+/* A record that cannot be keyed parses, is never matched, and the selector says so. */
+static void test_record_unkeyed(void **state)
+{
+    static const struct {
+        const char *cpu, *note;
+    } bad[] = {
+        {"", "no record_key, and no usable cpu.vendor"},
+        {"\"cpu\": {\"family_key\": \"x86:AuthenticAMD:26\"}, ", "no usable cpu.vendor"},
+        {"\"cpu\": {\"vendor\": \"AuthenticAMD\", \"family\": 26, \"model\": 2}, ", "cpu.flags"},
+        {"\"cpu\": {\"vendor\": \"\", \"family\": 26, \"model\": 2, \"flags\": \"avx2\"}, ",
+         "cpu.vendor"},
+        {"\"cpu\": {\"vendor\": \"GenuineIntel\", \"family\": 0, \"model\": 2, \"flags\": \"\"}, ",
+         "no CPU family"},
+        /* fields that contradict the kernel: no AVX-512 VNNI for kernel avx512vnni */
+        {"\"cpu\": {\"vendor\": \"AuthenticAMD\", \"family\": 26, \"model\": 2, \"flags\": "
+         "\"avx2 fma f16c\"}, ",
+         "none can be derived from its cpu fields"},
+        {"\"cpu\": {\"vendor\": \"AuthenticAMD\", \"family\": 26, \"model\": 2, \"flags\": "
+         "\"avx2 fma f16c\"}, \"record_key\": 7, ",
+         "none can be derived"},
+    };
+    struct nb_probe p;
+    probe_zen5(&p);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char text[600];
+        struct nb_record r[2];
+        struct nb_choice c;
+        snprintf(text, sizeof text,
+                 "{%s\"kernel\": \"avx512vnni\", \"weight_path\": \"w4a8\", \"threads\": 2, "
+                 "\"tg\": {\"n_gen\": 64, \"best_ts\": 70}}",
+                 bad[i].cpu);
+        assert_int_equal(nb_record_parse(text, strlen(text), "nokey.json", &r[0]), NB_OK);
+        if (r[0].key[0] || !strstr(r[0].key_note, bad[i].note))
+            print_message("case %zu: key '%s', note '%s'\n", i, r[0].key, r[0].key_note);
+        assert_string_equal(r[0].key, "");
+        assert_non_null(strstr(r[0].key_note, bad[i].note));
+        const char *good = record(probe_zen5, X86K("avx512vnni"), "w4a8", 2, 300, 900);
+        assert_int_equal(nb_record_parse(good, strlen(good), "good.json", &r[1]), NB_OK);
+        for (int with_good = 0; with_good < 2; with_good++) {
+            assert_int_equal(
+                nb_select(&p, NB_PRIORITY_SPEED, 1, NB_TARGET_HOST, r, 1 + with_good, NULL, &c),
+                NB_OK);
+            assert_int_equal(c.verified, with_good);
+            assert_true(has_reason(&c, "ignored: 1 measurement record that cannot be keyed to a "
+                                       "CPU: nokey.json ("));
+            assert_true(has_reason(&c, bad[i].note));
+            assert_false(c.record && !strcmp(c.record->source, "nokey.json"));
+        }
+    }
+}
+
 static void test_names(void **state)
 {
     enum nb_priority p;
@@ -714,6 +1088,10 @@ int main(void)
         cmocka_unit_test(test_record_depth),
         cmocka_unit_test(test_load_dir),        cmocka_unit_test(test_builtin_records_parse),
         cmocka_unit_test(test_host_consistent), cmocka_unit_test(test_names),
+        cmocka_unit_test(test_record_key_format), cmocka_unit_test(test_set_flags),
+        cmocka_unit_test(test_builtin_records_keyed), cmocka_unit_test(test_builtin_zen5),
+        cmocka_unit_test(test_builtin_amx), cmocka_unit_test(test_record_old_and_new_keys),
+        cmocka_unit_test(test_record_unkeyed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

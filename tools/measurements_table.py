@@ -4,7 +4,9 @@ into a markdown table on stdout. Docs tables are generated from the records, nev
 
     python3 tools/measurements_table.py [DIR] > docs/measurements/README.md
 
-DIR defaults to docs/measurements beside this script. Python 3 standard library only.
+DIR defaults to docs/measurements beside this script; DIR/provenance.md, when present,
+is appended (hand-written notes on where the records came from). Python 3 standard
+library only.
 """
 import glob
 import json
@@ -23,12 +25,31 @@ def figs(r, key):
         len(f["samples"]) if isinstance(f.get("samples"), list) else 0)
 
 
+def key(r):
+    """The record key the selector matches on (docs/selector.md, "Record keys"): the
+    record's own, or for an older record its CPU's part and a note (the C code derives the
+    features from cpu.flags at load; this script does not repeat that logic)."""
+    if r.get("record_key"):
+        return "`%s`" % r["record_key"]
+    cpu = r.get("cpu", {})
+    if cpu.get("cpu_key"):
+        ck = cpu["cpu_key"]
+    elif cpu.get("vendor") and isinstance(cpu.get("model"), int):
+        arm = str(cpu.get("family_key", "")).startswith("arm:") or str(cpu["vendor"]).startswith("0x")
+        ck = ("arm:%s:0x%03x" % (cpu["vendor"], cpu["model"]) if arm else
+              "x86:%s:%s:%s" % (cpu["vendor"], cpu.get("family", "?"), cpu["model"]))
+    else:
+        return "none: ignored by the selector"
+    return "`%s/%s/%s/…` (features derived from cpu.flags)" % (
+        ck, r.get("weight_path", "?"), str(r.get("kernel", "?")).split(" ")[0])
+
+
 def row(name, r):
     cpu = r.get("cpu", {})
     shape = r.get("model_shape", {})
     head = r.get("head_bits")
     return "| %s | %s | %d | %s (%s, %s layers, %s embd) | %s | %s | %s | %.3f | %s | %s | %s | %s | %s | [%s](%s) |" % (
-        cpu.get("family_key", "?"), cpu.get("name", "?"), r.get("threads", 0),
+        key(r), cpu.get("name", "?"), r.get("threads", 0),
         r.get("model_file", "?"), shape.get("arch", "?"), shape.get("n_layers", "?"),
         shape.get("n_embd", "?"), r.get("weight_path", "?"), r.get("kernel", "?"),
         head if head is not None else "?", r.get("bits_per_weight", 0),
@@ -48,7 +69,12 @@ def main():
            "by hand. The selector (`nibble probe --explain`, docs/selector.md) compiles these "
            "records in. Figures are tokens per second: best / median (spread = (best - "
            "worst) / best, n = passes), interleaved passes in one run.", "",
-           "| family key | CPU | threads | model | path | kernel | head bits | bpw | pp best / median | tg best / median | read GB/s | roofline | commit, date | record |",
+           "A record vouches only for the CPU and run its **record key** names: "
+           "`<cpu key>/<weight path>/<kernel>/<features>`, the cpu key being vendor, family and "
+           "model (`x86:GenuineIntel:6:207`) and the features those the kernel used "
+           "(`avx512+avx512_vnni+amx_int8`; docs/selector.md, \"Record keys\"). Records "
+           "written before keys existed are keyed from their cpu fields when loaded.", "",
+           "| record key | CPU | threads | model | path | kernel | head bits | bpw | pp best / median | tg best / median | read GB/s | roofline | commit, date | record |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     bad = 0
     commands = []
@@ -69,6 +95,10 @@ def main():
         out += ["", "The runs that wrote these records (each record stores its command; `.nib` "
                 "models were packed first with `nibble quantize -m SOURCE --path P --head B`):", ""]
         out += ["    " + c for c in commands]
+    notes = os.path.join(folder, "provenance.md")
+    if os.path.exists(notes):
+        with open(notes) as f:
+            out += ["", "## Where the records came from", "", f.read().rstrip()]
     print("\n".join(out))
     return 1 if bad else 0
 

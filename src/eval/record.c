@@ -1,8 +1,9 @@
 /* eval/record.c — write a measurement record (docs/measurements format; the fields are
  * listed in docs/selector.md), the selector's own input: `nibble bench --record DIR`
  * through nb_record_write. The library finds what the caller cannot see through
- * nibble.h: this CPU's probe and family key, the kernel the running table dispatches for
- * the weight path, the head's bits from a .nib header and the build commit. */
+ * nibble.h: this CPU's probe and record key (runtime/probe.h), the kernel the running
+ * table dispatches for the weight path, the head's bits from a .nib header and the build
+ * commit. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -109,12 +110,18 @@ enum nb_status nb_record_write(const struct nb_record_params *params,
                             r.model_arg, r.info->weight_path ? r.info->weight_path : "?");
     struct nb_probe *p = calloc(1, sizeof *p);
     if (!p) return nb_set_error(NB_ERR_NOMEM, "record: out of memory");
-    char flags[512], key[80], base[160], date[32];
+    char flags[512], key[80], base[160], date[32], cpu_key[NB_CPU_KEY_LEN];
+    char rec_key[NB_RECORD_KEY_LEN];
     struct nb_record_result out = {.size = sizeof out};
     char *text = NULL;
     nb_probe_host(p, 0);
     nb_probe_flags_str(p, flags, sizeof flags);
-    const char *kernel = nb_select_kernel_of_table(nb_kernels_get(), path);
+    const struct nb_kernels *table = nb_kernels_get();
+    const char *kernel = nb_select_kernel_of_table(table, path);
+    /* the key of what ran: this table's kernel at this table's level (NIBBLE_ISA and the
+     * AMX self-check included); "" (JSON null) when this CPU cannot be keyed */
+    nb_probe_cpu_key(p, cpu_key, sizeof cpu_key, NULL);
+    nb_record_key(p, path, kernel, table->level, rec_key, sizeof rec_key, NULL);
     int head = head_bits_of(r.model_file);
     time_t now = time(NULL);
     struct tm tm;
@@ -129,7 +136,11 @@ enum nb_status nb_record_write(const struct nb_record_params *params,
     cJSON_AddNumberToObject(cpu, "model", p->model);
     cJSON_AddStringToObject(cpu, "name", p->model_name);
     cJSON_AddStringToObject(cpu, "flags", flags);
-    cJSON_AddStringToObject(cpu, "family_key", p->family_key);
+    cJSON_AddStringToObject(cpu, "family_key", p->family_key); /* for people; not matched */
+    if (cpu_key[0])
+        cJSON_AddStringToObject(cpu, "cpu_key", cpu_key);
+    else
+        cJSON_AddNullToObject(cpu, "cpu_key");
     cJSON_AddNumberToObject(o, "threads", r.threads);
     cJSON_AddStringToObject(o, "commit", r.commit ? r.commit : nb_build_commit());
     cJSON_AddStringToObject(o, "date", date);
@@ -143,6 +154,10 @@ enum nb_status nb_record_write(const struct nb_record_params *params,
     cJSON_AddNumberToObject(shape, "n_params", (double)r.info->n_params);
     cJSON_AddStringToObject(o, "weight_path", nb_wpath_name(path));
     cJSON_AddStringToObject(o, "kernel", kernel);
+    if (rec_key[0])
+        cJSON_AddStringToObject(o, "record_key", rec_key);
+    else
+        cJSON_AddNullToObject(o, "record_key");
     if (head)
         cJSON_AddNumberToObject(o, "head_bits", head);
     else
@@ -168,7 +183,7 @@ enum nb_status nb_record_write(const struct nb_record_params *params,
         st = nb_set_error(NB_ERR_IO, "cannot create %s: %s", r.dir, strerror(errno));
         goto done;
     }
-    sanitise(key, sizeof key, p->family_key);
+    sanitise(key, sizeof key, cpu_key[0] ? cpu_key : p->family_key);
     model_base(base, sizeof base, r.model_arg);
     char depth[24] = ""; /* a depth run beside, not over, the same model's depth-0 record */
     if (r.n_depth > 0) snprintf(depth, sizeof depth, "-d%d", r.n_depth);

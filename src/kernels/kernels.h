@@ -147,6 +147,7 @@ enum nb_isa_level { NB_LEVEL_REF = 0, NB_LEVEL_AVX2, NB_LEVEL_AVX512 };
 
 struct nb_kernels {
     const char *isa; /* "ref", "avx2", "avx512", "avx512+amx (unverified)" */
+    enum nb_isa_level level; /* the level the table was filled at (capped at the CPU's) */
     struct nb_gemm_kernel gemm[NB_WF_COUNT];
     float (*dot_f32)(const float *a, const float *b, int64_t n);
     void (*axpy_f32)(float *y, float a, const float *x, int64_t n); /* y += a x */
@@ -165,8 +166,12 @@ struct nb_kernels {
  * machine, the selector for any probe (a record's CPU, a test's hand-written one). */
 void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *cpu, enum nb_isa_level level,
                      int use_amx);
-/* The best level a CPU with these features runs. */
+/* The best level a CPU with these features runs in this build (ref where the build has
+ * no x86 kernels). */
 enum nb_isa_level nb_kernels_best_level(const struct nb_cpu *cpu);
+/* The best level these features allow, whatever this build has: the rule itself, for
+ * reading another machine's flags (a measurement record's). */
+enum nb_isa_level nb_cpu_isa_level(const struct nb_cpu *cpu);
 /* "ref", "avx2", "avx512" -> 1 and *out; 0 for another name. */
 int nb_isa_level_from_name(const char *name, enum nb_isa_level *out);
 

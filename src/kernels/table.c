@@ -76,6 +76,7 @@ GEMM_W4A16(nb_gemm_w4a16_x16_avx512bf16)
 
 static const struct nb_kernels k_ref = {
     .isa = "ref",
+    .level = NB_LEVEL_REF,
     .gemm =
         {
             [NB_WF_F32] = K(nb_gemm_f32_ref, "ref"),
@@ -102,16 +103,22 @@ const struct nb_kernels *nb_kernels_ref(void)
     return &k_ref;
 }
 
-enum nb_isa_level nb_kernels_best_level(const struct nb_cpu *c)
+enum nb_isa_level nb_cpu_isa_level(const struct nb_cpu *c)
 {
-#ifdef NB_HAVE_X86
     if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx2 && c->fma && c->f16c)
         return NB_LEVEL_AVX512;
     if (c->avx2 && c->fma && c->f16c) return NB_LEVEL_AVX2;
+    return NB_LEVEL_REF;
+}
+
+enum nb_isa_level nb_kernels_best_level(const struct nb_cpu *c)
+{
+#ifdef NB_HAVE_X86
+    return nb_cpu_isa_level(c);
 #else
     (void)c;
-#endif
     return NB_LEVEL_REF;
+#endif
 }
 
 int nb_isa_level_from_name(const char *name, enum nb_isa_level *out)
@@ -131,6 +138,7 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
     *k = k_ref;
     enum nb_isa_level best = nb_kernels_best_level(c);
     if (lvl > best) lvl = best;
+    k->level = lvl;
 #ifdef NB_HAVE_X86
     if (lvl >= NB_LEVEL_AVX2) {
         k->isa = "avx2";

@@ -47,6 +47,7 @@ void nb_api_selection(struct nb_selection *out, const struct nb_choice *c, enum 
     out->head_bits = c->head_bits;
     nb_api_str(out->recipe, sizeof out->recipe, c->recipe);
     out->gptq = c->gptq;
+    nb_api_str(out->record_key, sizeof out->record_key, c->record_key);
     out->bits_per_weight = c->bits_per_weight;
     out->runs_locally = c->runs_locally;
     out->verified = c->verified;
@@ -72,6 +73,7 @@ static enum nb_status probe_info(struct nb_probe_info *out, const struct nb_prob
     out->model = p->model;
     nb_api_str(out->cpu_name, sizeof out->cpu_name, p->model_name);
     nb_api_str(out->family_key, sizeof out->family_key, p->family_key);
+    nb_probe_cpu_key(p, out->cpu_key, sizeof out->cpu_key, NULL);
     nb_probe_flags_str(p, out->features, sizeof out->features);
     if (!strcmp(p->arch, "x86_64")) { /* the flags of raw CPUID, whatever the OS enables */
         struct nb_probe q = *p;

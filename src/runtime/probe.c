@@ -267,34 +267,52 @@ struct flag {
     int on;
 };
 
+/* The flags probes report, in the order they are printed (cpu.flags of a record). */
+#define X86_FLAGS(X)                                                                           \
+    X(avx2) X(fma) X(f16c) X(avx512f) X(avx512bw) X(avx512vl) X(avx512dq) X(avx512_vnni)       \
+        X(avx512_bf16) X(avx_vnni) X(amx_tile) X(amx_int8) X(amx_bf16)
+#define ARM_FLAGS(X) X(asimd) X(asimddp) X(i8mm) X(bf16) X(sve)
+
 static int x86_flags(const struct nb_cpu *c, struct flag *f)
 {
-    const struct flag all[] = {{"avx2", c->avx2},
-                               {"fma", c->fma},
-                               {"f16c", c->f16c},
-                               {"avx512f", c->avx512f},
-                               {"avx512bw", c->avx512bw},
-                               {"avx512vl", c->avx512vl},
-                               {"avx512dq", c->avx512dq},
-                               {"avx512_vnni", c->avx512_vnni},
-                               {"avx512_bf16", c->avx512_bf16},
-                               {"avx_vnni", c->avx_vnni},
-                               {"amx_tile", c->amx_tile},
-                               {"amx_int8", c->amx_int8},
-                               {"amx_bf16", c->amx_bf16}};
+#define GET(n) {#n, c->n},
+    const struct flag all[] = {X86_FLAGS(GET)};
+#undef GET
     memcpy(f, all, sizeof all);
     return (int)(sizeof all / sizeof all[0]);
 }
 
 static int arm_flags(const struct nb_probe_arm *a, struct flag *f)
 {
-    const struct flag all[] = {{"asimd", a->asimd},
-                               {"asimddp", a->asimddp},
-                               {"i8mm", a->i8mm},
-                               {"bf16", a->bf16},
-                               {"sve", a->sve}};
+#define GET(n) {#n, a->n},
+    const struct flag all[] = {ARM_FLAGS(GET)};
+#undef GET
     memcpy(f, all, sizeof all);
     return (int)(sizeof all / sizeof all[0]);
+}
+
+void nb_probe_set_flags(struct nb_probe *p, const char *flags)
+{
+    int arm = !strcmp(p->arch, "aarch64");
+    for (const char *s = flags ? flags : ""; *s;) {
+        size_t n = strcspn(s, " ,\t");
+        if (n > 0) {
+#define SET(dst, name)                                                                         \
+    if (n == strlen(#name) && !strncmp(s, #name, n)) (dst)->name = 1;
+#define SET_X86(name) SET(&p->x86, name)
+#define SET_ARM(name) SET(&p->arm, name)
+            if (arm) {
+                ARM_FLAGS(SET_ARM)
+            } else {
+                X86_FLAGS(SET_X86)
+            }
+#undef SET_ARM
+#undef SET_X86
+#undef SET
+        }
+        s += n;
+        s += strspn(s, " ,\t");
+    }
 }
 
 void nb_probe_flags_str(const struct nb_probe *p, char *buf, size_t size)
@@ -331,6 +349,11 @@ cJSON *nb_probe_to_json(const struct nb_probe *p)
     cJSON_AddNumberToObject(o, "model", p->model);
     cJSON_AddStringToObject(o, "model_name", p->model_name);
     cJSON_AddStringToObject(o, "family_key", p->family_key);
+    char key[NB_CPU_KEY_LEN];
+    if (nb_probe_cpu_key(p, key, sizeof key, NULL))
+        cJSON_AddStringToObject(o, "cpu_key", key);
+    else
+        cJSON_AddNullToObject(o, "cpu_key");
     if (!strcmp(p->arch, "aarch64")) {
         cJSON_AddItemToObject(o, "features", flags_object(f, arm_flags(&p->arm, f)));
     } else {
@@ -363,4 +386,116 @@ cJSON *nb_probe_to_json(const struct nb_probe *p)
         cJSON_AddNullToObject(o, "read_bw_gbs");
     }
     return o;
+}
+
+/* ---------------------------------------------------------------- record keys */
+
+static int is_x86_arch(const struct nb_probe *p)
+{
+    return !strcmp(p->arch, "x86_64");
+}
+
+int nb_probe_cpu_key(const struct nb_probe *p, char *buf, size_t size, const char **why)
+{
+    const char *bad = NULL;
+    int arm = !strcmp(p->arch, "aarch64");
+    buf[0] = 0;
+    if (!arm && !is_x86_arch(p))
+        bad = "not an x86-64 or aarch64 CPU";
+    else if (!p->vendor[0] || !strcmp(p->vendor, "unknown"))
+        bad = arm ? "no CPU implementer" : "no CPU vendor";
+    else if (!arm && p->family <= 0)
+        bad = "no CPU family";
+    else if (p->model < 0 || (arm && p->model == 0))
+        bad = arm ? "no CPU part" : "no CPU model";
+    if (bad) {
+        if (why) *why = bad;
+        return 0;
+    }
+    if (arm)
+        snprintf(buf, size, "arm:%s:0x%03x", p->vendor, (unsigned)p->model);
+    else
+        snprintf(buf, size, "x86:%s:%d:%d", p->vendor, p->family, p->model);
+    return 1;
+}
+
+/* kernel's first word is name */
+static int kernel_is(const char *kernel, const char *name)
+{
+    size_t n = strlen(name);
+    return !strncmp(kernel, name, n) && (kernel[n] == 0 || kernel[n] == ' ');
+}
+
+int nb_record_key(const struct nb_probe *p, enum nb_wpath path, const char *kernel,
+                  enum nb_isa_level level, char *buf, size_t size, const char **why)
+{
+    char cpu[NB_CPU_KEY_LEN], feats[128] = "";
+    const char *bad = NULL, *f[8];
+    int n = 0;
+    const struct nb_cpu *c = &p->x86;
+    size_t klen = kernel ? strcspn(kernel, " ") : 0;
+    buf[0] = 0;
+    if (!nb_probe_cpu_key(p, cpu, sizeof cpu, &bad)) goto fail;
+    if (!klen) {
+        bad = "no kernel name";
+        goto fail;
+    }
+    if (is_x86_arch(p)) {
+        int k_amx = kernel_is(kernel, "amx"), k_vnni512 = kernel_is(kernel, "avx512vnni");
+        int k_avx512 = kernel_is(kernel, "avx512"), k_avxvnni = kernel_is(kernel, "avxvnni");
+        int k_avx2 = kernel_is(kernel, "avx2");
+        enum nb_isa_level has = nb_cpu_isa_level(c);
+        if (level > has)
+            bad = "the ISA level is above what the CPU flags allow";
+        else if ((k_amx || k_vnni512 || k_avx512) && level < NB_LEVEL_AVX512)
+            bad = "an AVX-512 kernel below the AVX-512 level";
+        else if ((k_avx2 || k_avxvnni) && level < NB_LEVEL_AVX2)
+            bad = "an AVX2 kernel below the AVX2 level";
+        else if ((k_amx || k_vnni512) && !c->avx512_vnni)
+            bad = "the kernel needs avx512_vnni, which the CPU flags lack";
+        else if (k_amx && !(c->amx_tile && c->amx_int8))
+            bad = "kernel amx needs amx_tile and amx_int8, which the CPU flags lack";
+        else if (k_amx && p->amx_permitted == 0)
+            bad = "kernel amx, but the OS refused AMX tile data";
+        else if (k_avxvnni && !c->avx_vnni)
+            bad = "kernel avxvnni needs avx_vnni, which the CPU flags lack";
+        if (bad) goto fail;
+        if (level >= NB_LEVEL_AVX512)
+            f[n++] = "avx512";
+        else if (k_avx2 || k_avxvnni)
+            f[n++] = "avx2";
+        if (k_avxvnni) f[n++] = "avx_vnni";
+        if (k_vnni512 || k_amx) f[n++] = "avx512_vnni";
+        if (k_avx512 && path == NB_WPATH_W4A16 && c->avx512_bf16) f[n++] = "avx512_bf16";
+        if (k_amx) f[n++] = "amx_int8";
+    } else if (!strcmp(p->arch, "aarch64")) {
+        const struct nb_probe_arm *a = &p->arm;
+        int neon = !strncmp(kernel, "neon", 4), dot = kernel_is(kernel, "neon-dotprod");
+        int mm = kernel_is(kernel, "neon-i8mm");
+        if (neon && !a->asimd)
+            bad = "a NEON kernel needs asimd, which the CPU flags lack";
+        else if ((dot || mm) && !a->asimddp)
+            bad = "the kernel needs asimddp, which the CPU flags lack";
+        else if (mm && !a->i8mm)
+            bad = "kernel neon-i8mm needs i8mm, which the CPU flags lack";
+        if (bad) goto fail;
+        if (neon) f[n++] = "asimd";
+        if (dot || mm) f[n++] = "asimddp";
+        if (mm) f[n++] = "i8mm";
+        if (neon && path == NB_WPATH_W4A16 && a->bf16) f[n++] = "bf16";
+    }
+    size_t used = 0;
+    for (int i = 0; i < n; i++)
+        used += (size_t)snprintf(feats + used, sizeof feats - used, "%s%s", i ? "+" : "", f[i]);
+    int w = snprintf(buf, size, "%s/%s/%.*s/%s", cpu, nb_wpath_name(path), (int)klen, kernel,
+                     n ? feats : "none");
+    if (w < 0 || (size_t)w >= size) {
+        buf[0] = 0;
+        bad = "the key is too long";
+        goto fail;
+    }
+    return 1;
+fail:
+    if (why) *why = bad;
+    return 0;
 }

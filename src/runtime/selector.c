@@ -93,6 +93,77 @@ static void parse_figs(const cJSON *o, int pp, struct nb_record_figs *f)
     f->samples = cJSON_IsArray(s) ? cJSON_GetArraySize(s) : (int)num(s);
 }
 
+/* s's first word is w ("amx" in "amx (unverified)"). */
+static int starts_with_word(const char *s, const char *w)
+{
+    size_t n = strlen(w);
+    return !strncmp(s, w, n) && (s[n] == 0 || s[n] == ' ');
+}
+
+/* The ISA level an older record's run used, read off its kernel name and its CPU's
+ * flags (table.c's rules): AVX-512 kernels ran at the AVX-512 level; an AVX2 w4a8
+ * kernel at AVX-512 only where the CPU has that level but no AVX-512 VNNI (else the
+ * level was capped); a "ref" GEMM at the best level for w8a16 (ref at every level),
+ * below AVX-512 for the other paths (which get an AVX-512 kernel there; their ref
+ * GEMM runs with ref ops at the AVX2 level too), at ref for w4a8 (every SIMD level has
+ * a w4a8 kernel). */
+static enum nb_isa_level record_level(const struct nb_probe *q, enum nb_wpath path,
+                                      const char *kernel)
+{
+    enum nb_isa_level best = nb_cpu_isa_level(&q->x86);
+    if (starts_with_word(kernel, "amx") || starts_with_word(kernel, "avx512vnni") ||
+        starts_with_word(kernel, "avx512"))
+        return NB_LEVEL_AVX512;
+    if (starts_with_word(kernel, "avx2") || starts_with_word(kernel, "avxvnni"))
+        return best == NB_LEVEL_AVX512 && !q->x86.avx512_vnni ? NB_LEVEL_AVX512 : NB_LEVEL_AVX2;
+    if (path == NB_WPATH_W8A16) return best;
+    if (path == NB_WPATH_W4A8) return NB_LEVEL_REF;
+    return best > NB_LEVEL_AVX2 ? NB_LEVEL_AVX2 : best;
+}
+
+/* out->cpu_key, out->key (or key_note) of a parsed record (nb_record_parse's comment). */
+static void record_keys(const cJSON *root, struct nb_record *out)
+{
+    const cJSON *cpu = get(root, "cpu"), *rk = get(root, "record_key");
+    const cJSON *ck = cJSON_IsObject(cpu) ? get(cpu, "cpu_key") : NULL;
+    const cJSON *vendor = cJSON_IsObject(cpu) ? get(cpu, "vendor") : NULL;
+    const cJSON *family = cJSON_IsObject(cpu) ? get(cpu, "family") : NULL;
+    const cJSON *model = cJSON_IsObject(cpu) ? get(cpu, "model") : NULL;
+    const cJSON *flags = cJSON_IsObject(cpu) ? get(cpu, "flags") : NULL;
+    struct nb_probe q = {0};
+    const char *why = NULL;
+    int have_cpu = cJSON_IsString(vendor) && vendor->valuestring[0] && cJSON_IsNumber(family) &&
+                   cJSON_IsNumber(model) && cJSON_IsString(flags);
+    if (have_cpu) {
+        /* Arm records say "arm:..." in their family key and a hex implementer */
+        int arm = !strncmp(out->family_key, "arm:", 4) || !strncmp(vendor->valuestring, "0x", 2);
+        snprintf(q.arch, sizeof q.arch, "%s", arm ? "aarch64" : "x86_64");
+        snprintf(q.vendor, sizeof q.vendor, "%s", vendor->valuestring);
+        q.family = (int)family->valuedouble;
+        q.model = (int)model->valuedouble;
+        nb_probe_set_flags(&q, flags->valuestring);
+        q.amx_permitted = -1;
+        if (!nb_probe_cpu_key(&q, out->cpu_key, sizeof out->cpu_key, &why)) have_cpu = 0;
+    }
+    if (cJSON_IsString(ck) && ck->valuestring[0]) copy_str(out->cpu_key, sizeof out->cpu_key, ck);
+    if (cJSON_IsString(rk) && rk->valuestring[0]) {
+        copy_str(out->key, sizeof out->key, rk);
+        return;
+    }
+    out->key_derived = 1;
+    if (!have_cpu) {
+        snprintf(out->key_note, sizeof out->key_note,
+                 "no record_key, and no usable cpu.vendor, cpu.family, cpu.model and "
+                 "cpu.flags to derive it from%s%s",
+                 why ? ": " : "", why ? why : "");
+        return;
+    }
+    if (!nb_record_key(&q, out->path, out->kernel, record_level(&q, out->path, out->kernel),
+                       out->key, sizeof out->key, &why))
+        snprintf(out->key_note, sizeof out->key_note,
+                 "no record_key, and none can be derived from its cpu fields: %s", why);
+}
+
 enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
                                struct nb_record *out)
 {
@@ -108,10 +179,6 @@ enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
     const cJSON *fk = cJSON_IsObject(cpu) ? get(cpu, "family_key") : NULL;
     const cJSON *kernel = get(root, "kernel"), *path = get(root, "weight_path");
     const cJSON *threads = get(root, "threads");
-    if (!cJSON_IsString(fk) || !fk->valuestring[0]) {
-        st = nb_set_error(NB_ERR_FORMAT, "record %s: missing string cpu.family_key", src);
-        goto fail;
-    }
     if (!cJSON_IsString(kernel) || !kernel->valuestring[0]) {
         st = nb_set_error(NB_ERR_FORMAT, "record %s: missing string kernel", src);
         goto fail;
@@ -143,7 +210,7 @@ enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
     }
     snprintf(out->source, sizeof out->source, "%s", src);
     copy_str(out->family_key, sizeof out->family_key, fk);
-    copy_str(out->cpu_name, sizeof out->cpu_name, get(cpu, "name"));
+    copy_str(out->cpu_name, sizeof out->cpu_name, cJSON_IsObject(cpu) ? get(cpu, "name") : NULL);
     copy_str(out->kernel, sizeof out->kernel, kernel);
     out->threads = (int)threads->valuedouble;
     out->head_bits = (int)num(get(root, "head_bits"));
@@ -159,6 +226,7 @@ enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
     }
     out->read_bw_gbs = num(get(root, "read_bw_gbs"));
     out->roofline_fraction = num(get(root, "roofline_fraction"));
+    record_keys(root, out);
 fail:
     cJSON_Delete(root);
     return st;
@@ -173,6 +241,7 @@ static enum nb_status push(struct nb_record **recs, int *n, const char *json, si
         nb_clear_error();
         return NB_OK;
     }
+    if (!r.key[0]) NB_LOGW("measurement %s: ignored by the selector: %s", name, r.key_note);
     struct nb_record *grown = realloc(*recs, sizeof **recs * (size_t)(*n + 1));
     if (!grown) return nb_set_error(NB_ERR_NOMEM, "measurement records: out of memory");
     *recs = grown;
@@ -288,15 +357,32 @@ static enum nb_wformat path_format(enum nb_wpath path)
     return f;
 }
 
-/* The kernel table the dispatcher would fill on the probed CPU (kernels/table.c decides
- * for both), AMX aside: the AMX kernel needs this machine's self-check. */
-const char *nb_select_kernel_for(const struct nb_probe *p, enum nb_wpath path)
+/* The table the dispatcher would fill on the probed CPU (kernels/table.c decides for
+ * both), with the AMX kernel when amx and the OS granted tile data. */
+static const struct nb_kernels *table_for(const struct nb_probe *p, int amx, struct nb_kernels *k)
 {
     static const struct nb_cpu none;
     const struct nb_cpu *cpu = is_x86(p) ? &p->x86 : &none;
+    int use_amx = amx && is_x86(p) && p->amx_permitted == 1 && cpu->amx_tile && cpu->amx_int8;
+    nb_kernels_fill(k, cpu, nb_kernels_best_level(cpu), use_amx);
+    return k;
+}
+
+/* AMX counts as the kernel that runs where Linux grants tile data: the dispatcher
+ * installs it then, unless its first-use self-check fails (not predictable from a
+ * probe) or NIBBLE_AMX=0. */
+const char *nb_select_kernel_for(const struct nb_probe *p, enum nb_wpath path)
+{
     struct nb_kernels k;
-    nb_kernels_fill(&k, cpu, nb_kernels_best_level(cpu), 0);
-    return nb_select_kernel_of_table(&k, path);
+    return nb_select_kernel_of_table(table_for(p, 1, &k), path);
+}
+
+int nb_select_record_key(const struct nb_probe *p, enum nb_wpath path, char *buf, size_t size,
+                         const char **why)
+{
+    struct nb_kernels k;
+    table_for(p, 1, &k);
+    return nb_record_key(p, path, nb_select_kernel_of_table(&k, path), k.level, buf, size, why);
 }
 
 const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath path)
@@ -341,14 +427,12 @@ static int is_evidence(const struct nb_record *r)
     return r->n_depth == 0;
 }
 
-/* A record for (family, kernel, path); prefers one with tg figures. */
-static const struct nb_record *find_record(const struct nb_record *r, int n, const char *family,
-                                           const char *kernel, enum nb_wpath path)
+/* A record with this key; prefers one with tg figures. */
+static const struct nb_record *find_record(const struct nb_record *r, int n, const char *key)
 {
     const struct nb_record *hit = NULL;
-    for (int i = 0; i < n; i++)
-        if (is_evidence(&r[i]) && !strcmp(r[i].family_key, family) &&
-            !strcmp(r[i].kernel, kernel) && r[i].path == path &&
+    for (int i = 0; key[0] && i < n; i++)
+        if (is_evidence(&r[i]) && r[i].key[0] && !strcmp(r[i].key, key) &&
             (!hit || (!hit->tg.present && r[i].tg.present)))
             hit = &r[i];
     return hit;
@@ -360,23 +444,22 @@ static int same_run_shape(const struct nb_record *a, const struct nb_record *b)
            a->n_embd == b->n_embd && a->n_vocab == b->n_vocab;
 }
 
-/* A w4a8 and a w4a16 record of this family, each with the kernel this build runs for
- * it, same model shape and threads, both with tg figures. 1 and the pair, or 0. */
+/* A w4a8 and a w4a16 record with this CPU's keys for those paths (the kernels this
+ * build runs for them, the features they use), same model shape and threads, both
+ * with tg figures. 1 and the pair, or 0. */
 static int find_speed_pair(const struct nb_probe *p, const struct nb_record *r, int n,
                            const struct nb_record **a8, const struct nb_record **a16)
 {
-    const char *k8 = nb_select_kernel_for(p, NB_WPATH_W4A8);
-    const char *k16 = nb_select_kernel_for(p, NB_WPATH_W4A16);
+    char k8[NB_RECORD_KEY_LEN], k16[NB_RECORD_KEY_LEN];
+    if (!nb_select_record_key(p, NB_WPATH_W4A8, k8, sizeof k8, NULL) ||
+        !nb_select_record_key(p, NB_WPATH_W4A16, k16, sizeof k16, NULL))
+        return 0;
     for (int i = 0; i < n; i++) {
-        if (!is_evidence(&r[i]) || strcmp(r[i].family_key, p->family_key) ||
-            r[i].path != NB_WPATH_W4A8 || strcmp(r[i].kernel, k8) || !r[i].tg.present ||
-            r[i].tg.best_ts <= 0)
+        if (!is_evidence(&r[i]) || strcmp(r[i].key, k8) || !r[i].tg.present || r[i].tg.best_ts <= 0)
             continue;
         for (int j = 0; j < n; j++)
-            if (is_evidence(&r[j]) && !strcmp(r[j].family_key, p->family_key) &&
-                r[j].path == NB_WPATH_W4A16 &&
-                !strcmp(r[j].kernel, k16) && r[j].tg.present && r[j].tg.best_ts > 0 &&
-                same_run_shape(&r[i], &r[j])) {
+            if (is_evidence(&r[j]) && !strcmp(r[j].key, k16) && r[j].tg.present &&
+                r[j].tg.best_ts > 0 && same_run_shape(&r[i], &r[j])) {
                 *a8 = &r[i];
                 *a16 = &r[j];
                 return 1;
@@ -391,6 +474,12 @@ static const char *model_label(const struct nb_record *r)
     return s ? s + 1 : r->model_file[0] ? r->model_file : r->arch;
 }
 
+/* The CPU key in reasons. */
+static const char *cpu_label(const struct nb_choice *c)
+{
+    return c->cpu_key[0] ? c->cpu_key : "this CPU (no cpu key)";
+}
+
 /* The default speed path when no record pair decides: the int8 path where the CPU
  * has a dot-product kernel for it (built or not), else w4a16. */
 static enum nb_wpath speed_default(const struct nb_probe *p, int had_pair, struct nb_choice *c)
@@ -401,13 +490,13 @@ static enum nb_wpath speed_default(const struct nb_probe *p, int had_pair, struc
             reason(c,
                    "speed: %s w4a8/w4a16 record pair for %s: default w4a8, the int8 path "
                    "the Arm dot-product instructions (asimddp%s) are for",
-                   none, p->family_key, p->arm.i8mm ? ", i8mm" : "");
+                   none, cpu_label(c), p->arm.i8mm ? ", i8mm" : "");
             return NB_WPATH_W4A8;
         }
         reason(c,
                "speed: this Arm CPU has no dot-product instructions (asimddp), so w4a8 "
                "gains nothing from int8 activations: w4a16 (%s record pair for %s)",
-               none, p->family_key);
+               none, cpu_label(c));
         return NB_WPATH_W4A16;
     }
     const char *k8 = nb_select_kernel_for(p, NB_WPATH_W4A8);
@@ -416,13 +505,13 @@ static enum nb_wpath speed_default(const struct nb_probe *p, int had_pair, struc
                "speed: %s w4a8/w4a16 record pair for %s: default w4a8 (int8 dot products, "
                "kernel %s here); not a measurement — run nibble bench --record with both "
                "paths to decide it",
-               none, p->family_key, k8);
+               none, cpu_label(c), k8);
         return NB_WPATH_W4A8;
     }
     reason(c,
            "speed: this CPU has no AVX2 (no SIMD kernel in this build): default w4a8, the "
            "fewest bytes per weight; %s record pair for %s",
-           none, p->family_key);
+           none, cpu_label(c));
     return NB_WPATH_W4A8;
 }
 
@@ -459,7 +548,7 @@ static enum nb_wpath speed_choice(const struct nb_probe *p, const struct nb_reco
         reason(c,
                "speed: %s decoded faster than %s on %s: tg %.2f vs %.2f t/s best (+%.1f%%; "
                "spread %.1f%% / %.1f%%), %s, %d threads (%s, %s)",
-               nb_wpath_name(win->path), nb_wpath_name(lose->path), p->family_key,
+               nb_wpath_name(win->path), nb_wpath_name(lose->path), cpu_label(c),
                win->tg.best_ts, lose->tg.best_ts, gain, win->tg.spread_pct, lose->tg.spread_pct,
                model_label(win), win->threads, win->source, lose->source);
         return win->path;
@@ -471,7 +560,7 @@ static enum nb_wpath speed_choice(const struct nb_probe *p, const struct nb_reco
                "speed: w4a8 and w4a16 decode equally fast on %s (tg %.2f vs %.2f t/s best, "
                "%.1f%% apart, within the %.0f%% noise); %s prefilled faster: pp %.2f vs %.2f "
                "t/s best (+%.1f%%), %s, %d threads (%s, %s)",
-               p->family_key, a8->tg.best_ts, a16->tg.best_ts, gain, thr,
+               cpu_label(c), a8->tg.best_ts, a16->tg.best_ts, gain, thr,
                nb_wpath_name(pwin->path), pwin->pp.best_ts, plose->pp.best_ts, pgain,
                model_label(pwin), pwin->threads, a8->source, a16->source);
         return pwin->path;
@@ -479,7 +568,7 @@ static enum nb_wpath speed_choice(const struct nb_probe *p, const struct nb_reco
     reason(c,
            "speed: record pair inconclusive on %s: w4a8 tg %.2f vs w4a16 %.2f t/s best "
            "(%.1f%% apart) is inside the noise (%.0f%%), prefill too, %s, %d threads (%s, %s)",
-           p->family_key, a8->tg.best_ts, a16->tg.best_ts, gain, thr, model_label(a8),
+           cpu_label(c), a8->tg.best_ts, a16->tg.best_ts, gain, thr, model_label(a8),
            a8->threads, a8->source, a16->source);
     return speed_default(p, 1, c);
 }
@@ -489,27 +578,33 @@ static void fill_kernel(const struct nb_probe *p, struct nb_choice *c)
     const char *run = nb_select_kernel_for(p, c->path);
     const char *want = wanted_kernel(p, c->path);
     snprintf(c->kernel_run, sizeof c->kernel_run, "%s", run);
-    if (!strcmp(want, "amx") && !strcmp(run, "avx512vnni") && p->amx_permitted != 0)
-        /* built, but installed only if its first-use self-check passes (dispatch.c) */
-        snprintf(c->kernel, sizeof c->kernel, "amx (unverified, else %s)", run);
-    else if (want[0] && strcmp(want, run) != 0)
+    if (starts_with_word(run, "amx")) {
+        /* installed only if its first-use self-check passes (dispatch.c) */
+        struct nb_kernels k;
+        snprintf(c->kernel, sizeof c->kernel, "amx (if its self-check passes, else %s)",
+                 nb_select_kernel_of_table(table_for(p, 0, &k), c->path));
+    } else if (want[0] && !starts_with_word(run, want) &&
+               !(!strcmp(want, "amx") && strcmp(run, "ref") != 0)) {
         snprintf(c->kernel, sizeof c->kernel, "%s (not built: %s)", want,
                  strcmp(run, "ref") ? run : "scalar ref");
-    else
+    } else {
         snprintf(c->kernel, sizeof c->kernel, "%s", run);
+    }
 }
 
 static void explain_kernel(const struct nb_probe *p, struct nb_choice *c)
 {
     if (is_x86(p) && c->path == NB_WPATH_W4A8 && p->x86.amx_tile && p->x86.amx_int8) {
-        reason(c,
-               "AMX-INT8 present (Linux tile-data permission: %s): the AMX w4a8 kernel "
-               "is built but unverified (never measured on AMX; used only if its first-use "
-               "self-check passes), records are for %s",
-               p->amx_permitted < 0 ? "not asked"
-               : p->amx_permitted   ? "granted"
-                                    : "refused",
-               c->kernel_run);
+        if (starts_with_word(c->kernel_run, "amx"))
+            reason(c,
+                   "AMX-INT8 present and Linux grants tile data: the AMX w4a8 kernel runs "
+                   "once its first-use self-check passes (if it fails, or NIBBLE_AMX=0, "
+                   "AVX-512 VNNI runs and records for kernel amx do not apply)");
+        else if (p->amx_permitted != 1)
+            reason(c,
+                   "AMX-INT8 present but Linux tile data %s: kernel %s runs, and only its "
+                   "records apply",
+                   p->amx_permitted < 0 ? "was not asked for" : "was refused", c->kernel_run);
     } else if (is_x86(p) && p->x86_cpuid.avx512f && !p->x86.avx512f) {
         reason(c,
                "the CPU has AVX-512 but the OS does not save its registers (XCR0 0x%llx): "
@@ -524,13 +619,29 @@ static void explain_kernel(const struct nb_probe *p, struct nb_choice *c)
 static void explain_verified(const struct nb_probe *p, const struct nb_record *r, int n,
                              struct nb_choice *c)
 {
-    c->record = find_record(r, n, p->family_key, c->kernel_run, c->path);
+    const char *why = "";
+    if (!nb_select_record_key(p, c->path, c->record_key, sizeof c->record_key, &why)) {
+        reason(c, "unverified: this CPU has no record key (%s), so no record applies", why);
+        return;
+    }
+    c->record = find_record(r, n, c->record_key);
     c->verified = c->record != NULL;
     if (!c->record) {
+        /* a record of this CPU model with another kernel or feature set says why not */
+        const struct nb_record *near = NULL;
+        for (int i = 0; i < n && !near; i++)
+            if (is_evidence(&r[i]) && r[i].key[0] && r[i].path == c->path &&
+                !strcmp(r[i].cpu_key, c->cpu_key))
+                near = &r[i];
+        char also[NB_SELECT_REASON_LEN] = "";
+        if (near)
+            snprintf(also, sizeof also, "; %s is for this CPU model but key %s", near->source,
+                     near->key);
         reason(c,
-               "unverified: no measurement record for %s with kernel %s and path %s — "
-               "nibble bench -m MODEL --path %s --record adds one",
-               p->family_key, c->kernel_run, nb_wpath_name(c->path), nb_wpath_name(c->path));
+               "unverified: no measurement record with key %s (vendor, family, model, path, "
+               "kernel and the features it uses)%s — nibble bench -m MODEL --path %s --record "
+               "adds one",
+               c->record_key, also, nb_wpath_name(c->path));
         return;
     }
     const struct nb_record *v = c->record;
@@ -541,8 +652,27 @@ static void explain_verified(const struct nb_probe *p, const struct nb_record *r
     else
         snprintf(figs, sizeof figs, "pp%d %.2f t/s best (median %.2f, spread %.1f%%)",
                  v->pp.n_tokens, v->pp.best_ts, v->pp.median_ts, v->pp.spread_pct);
-    reason(c, "verified: %s — %s, %s, %d threads, %s, commit %s: %s", v->source, v->cpu_name,
+    reason(c, "verified: %s (key %s%s) — %s, %s, %d threads, %s, commit %s: %s", v->source,
+           v->key, v->key_derived ? ", derived from its cpu fields" : "", v->cpu_name,
            model_label(v), v->threads, nb_wpath_name(v->path), v->commit, figs);
+}
+
+/* One reason naming the records that cannot be keyed (nb_record_parse): ignored. */
+static void explain_unkeyed(const struct nb_record *r, int n, struct nb_choice *c)
+{
+    char list[NB_SELECT_REASON_LEN];
+    size_t used = 0;
+    int count = 0;
+    list[0] = 0;
+    for (int i = 0; i < n; i++) {
+        if (r[i].key[0]) continue;
+        int w = count++ ? snprintf(list + used, sizeof list - used, ", %s", r[i].source)
+                        : snprintf(list, sizeof list, "%s (%s)", r[i].source, r[i].key_note);
+        used = w < 0 || (size_t)w >= sizeof list - used ? sizeof list - 1 : used + (size_t)w;
+    }
+    if (count)
+        reason(c, "ignored: %d measurement record%s that cannot be keyed to a CPU: %s", count,
+               count == 1 ? "" : "s", list);
 }
 
 /* What each priority quantizes with (runtime/recipe.h), and what that cost in fidelity
@@ -600,6 +730,7 @@ enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, in
     enum nb_wpath forced = NB_WPATH_W4A8;
     int is_forced = env && *env && strcmp(env, "auto") != 0;
     memset(c, 0, sizeof *c);
+    nb_probe_cpu_key(p, c->cpu_key, sizeof c->cpu_key, NULL);
     if (is_forced && !nb_wpath_from_name(env, &forced)) {
         st = nb_set_error(NB_ERR_INVALID_ARG,
                           "%s=%s is not one of auto, w4a8, w4a16, w8a16, bf16, f32", by, env);
@@ -644,6 +775,7 @@ enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, in
         explain_kernel(p, c);
         explain_verified(p, records, n_records, c);
     }
+    explain_unkeyed(records, n_records, c);
     if (!priority_given)
         reason(c, "no --priority given: balanced, the fastest build that reproduces at least "
                   "as many greedy continuations as llama.cpp's Q4_K_M in no more bytes. "

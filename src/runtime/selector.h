@@ -6,12 +6,14 @@
  *   NIBBLE_WEIGHT_PATH=P     P, whatever the rules below say (the reasons say so).
  *   priority fidelity       w4a16 with an 8-bit head.
  *   priority memory         the int4 path with the fewest bits per weight, 4-bit head.
- *   priority speed          w4a8 / w4a16, whichever recorded the faster tg on this
- *                           family with the kernels this build would run (same model
- *                           shape and threads); without such a pair: w4a8 where it has
- *                           a dot-product kernel (VNNI, AVX2, AMX, Arm asimddp), else w4a16.
- * "Verified" means a record exists with the probe's family key AND the kernel that
- * would run AND the chosen path. Every reason that uses a record cites its file.
+ *   priority speed          w4a8 / w4a16, whichever recorded the faster tg with the
+ *                           record keys of this CPU (same model shape and threads);
+ *                           without such a pair: w4a8 where it has a dot-product kernel
+ *                           (VNNI, AVX2, AMX, Arm asimddp), else w4a16.
+ * "Verified" means a record exists with the record key (runtime/probe.h: vendor, family,
+ * model, path, kernel and the features it uses) of the run the selector predicts here.
+ * Every reason that uses a record cites its file. A record that cannot be keyed is
+ * ignored, and the reasons say which and why.
  * Records of tests run on a filled context (bench -d, n_depth > 0) are loaded but are
  * no evidence: the rules compare speeds from an empty cache.
  */
@@ -47,7 +49,12 @@ struct nb_record_figs {
 /* One measurement record (one model, one weight path, one thread count, one CPU). */
 struct nb_record {
     char source[128];    /* file name it came from ("x.json") */
-    char family_key[64]; /* cpu.family_key */
+    char family_key[64]; /* cpu.family_key (the old coarse key; "" if absent): not matched */
+    char cpu_key[NB_CPU_KEY_LEN]; /* cpu.cpu_key, or made from cpu.vendor/family/model */
+    char key[NB_RECORD_KEY_LEN];  /* record_key, or derived from the cpu fields and kernel
+                                     (older records); "": cannot be keyed, never matched */
+    int key_derived;              /* 1: key derived (the record has no record_key) */
+    char key_note[200];           /* key "": why */
     char cpu_name[128];  /* cpu.name */
     char kernel[32];     /* the kernel that ran ("avx512vnni", "avx2", "ref", ...) */
     enum nb_wpath path;  /* weight_path */
@@ -66,10 +73,14 @@ struct nb_record {
 };
 
 /* Parse one record (the JSON text of a docs/measurements file). `source` names it in
- * errors and in reasons. Required: cpu.family_key, kernel, weight_path (a known
- * path), threads >= 1, and a tg or pp object with a positive best_ts; n_depth, when
- * present, a whole number >= 0.
- * NB_ERR_FORMAT with "record SOURCE: ..." naming the first problem. */
+ * errors and in reasons. Required: kernel, weight_path (a known path), threads >= 1,
+ * and a tg or pp object with a positive best_ts; n_depth, when present, a whole number
+ * >= 0. NB_ERR_FORMAT with "record SOURCE: ..." naming the first problem.
+ * The key: the record's `record_key` string when it has one (records written since
+ * keys existed), else derived with nb_record_key from cpu.vendor, cpu.family,
+ * cpu.model, cpu.flags, weight_path and kernel (the ISA level the run used is read off
+ * the kernel name and the flags). A record without what that needs still parses, with
+ * key "" and key_note saying why: the selector ignores it and says so. */
 enum nb_status nb_record_parse(const char *json, size_t len, const char *source,
                                struct nb_record *out);
 
@@ -100,7 +111,9 @@ struct nb_choice {
     int gptq;               /* quantize with GPTQ (act-order) on a calibration text */
     double bits_per_weight; /* of the linear layers, from the layout (2048x2048, G=128) */
     int runs_locally;       /* nibble runs this path on the device (maybe on the slow ref) */
-    int verified;           /* a record: same family key, kernel_run and path */
+    int verified;           /* a record with record_key: same CPU, path, kernel, features */
+    char cpu_key[NB_CPU_KEY_LEN];     /* the probe's ("" if it has none) */
+    char record_key[NB_RECORD_KEY_LEN]; /* of this choice on this probe ("": none) */
     const struct nb_record *record; /* that record (points into the caller's array) */
     int n_reasons;
     char reasons[NB_SELECT_MAX_REASONS][NB_SELECT_REASON_LEN];
@@ -124,10 +137,16 @@ enum nb_status nb_select(const struct nb_probe *probe, enum nb_priority priority
 
 /* The kernel name this build dispatches for `path` on a CPU with these features at its
  * best level (nb_kernels_fill decides, as for the dispatcher): "avx512vnni",
- * "avxvnni", "avx2", "avx512", "ref". */
+ * "avxvnni", "avx2", "avx512", "ref", and "amx (unverified)" for w4a8 where the probe
+ * has AMX-INT8 + AVX-512 VNNI and amx_permitted == 1 (the dispatcher still self-checks
+ * it on first use and keeps VNNI if that fails or NIBBLE_AMX=0). */
 const char *nb_select_kernel_for(const struct nb_probe *probe, enum nb_wpath path);
 /* The same name read off a filled kernel table (what really ran, a level cap included). */
 const char *nb_select_kernel_of_table(const struct nb_kernels *k, enum nb_wpath path);
+/* The record key (runtime/probe.h) of `path` on the probe: nb_select_kernel_for's kernel
+ * at this build's best level for it. Returns nb_record_key's answer. */
+int nb_select_record_key(const struct nb_probe *probe, enum nb_wpath path, char *buf,
+                         size_t size, const char **why);
 
 /* For `--path auto`: probe this host (no bandwidth), load the records, select.
  * name: "auto" or a path name. *path is set; *head_bits is set from the choice when

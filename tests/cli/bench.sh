@@ -56,6 +56,8 @@ ok python3 -c 'import csv,sys; r=list(csv.DictReader(open(sys.argv[1], newline="
 ok test "$(ls "$tmp/rec" | wc -l)" -eq 2
 ok python3 -c 'import glob,json,sys; f=glob.glob(sys.argv[1]+"/*-w4a8-t2-d64.json"); assert len(f)==1; r=json.load(open(f[0])); assert r["n_depth"]==64 and r["pp"]["n_prompt"]==8 and r["tg"]["n_gen"]==4' "$tmp/rec"
 ok python3 -c 'import glob,json,sys; f=glob.glob(sys.argv[1]+"/*-w4a8-t2.json"); assert len(f)==1; assert json.load(open(f[0]))["n_depth"]==0' "$tmp/rec"
+# each record carries its key: this CPU's key, the path, the kernel that ran, its features
+ok python3 -c 'import glob,json,sys; r=json.load(open(glob.glob(sys.argv[1]+"/*-w4a8-t2.json")[0])); k=r["cpu"]["cpu_key"]; assert r["record_key"].startswith(k+"/w4a8/"+r["kernel"].split()[0]+"/"), r' "$tmp/rec"
 "$bin" bench -m "$gguf" --path source -p 8 -n 2 -r 1 -t 2 -o csv >"$tmp/c" 2>/dev/null; ok test "$(wc -l < "$tmp/c")" -eq 3
 "$bin" bench -m "$gguf" --path source -p 8 -n 2 -r 1 -t 2 -o jsonl >"$tmp/l" 2>/dev/null; ok test "$(wc -l < "$tmp/l")" -eq 2
 # any file name gives valid JSON and CSV: quotes, backslashes, a newline, non-ASCII

@@ -24,6 +24,11 @@ assert d["head_bits"] in (4, 8) and d["bits_per_weight"] > 4
 assert d["read_bw_gbs"] is None  # --no-bw
 # no --priority: the agentic-use reason is there
 assert any("--priority fidelity" in r for r in d["reasons"]), d["reasons"]
+# the record key: this CPU's key, the path, its kernel and the features it uses
+if d["arch"] in ("x86_64", "aarch64"):
+    assert d["cpu_key"].startswith(("x86:", "arm:")) and d["cpu_key"].count(":") in (2, 3), d
+    assert d["record_key"].startswith(d["cpu_key"] + "/" + d["weight_path"] + "/"), d
+    assert d["record_key"].count("/") == 3, d["record_key"]
 PY
 "$bin" probe --json --no-bw --priority fidelity >"$tmp/f.json"; ok test $? -eq 0
 ok python3 -c 'import json,sys; d=json.load(sys.stdin); assert d["weight_path"]=="w4a16" and d["head_bits"]==8; assert not any("--priority fidelity" in r for r in d["reasons"])' <"$tmp/f.json"
@@ -36,6 +41,14 @@ ok grep -q "NIBBLE_WEIGHT_PATH=w7" "$tmp/err"
 
 "$bin" probe --no-bw --explain >"$tmp/h.txt"; ok test $? -eq 0
 ok grep -q "^decision" "$tmp/h.txt"
+ok grep -q "cpu key " "$tmp/h.txt"
+ok grep -q "^record key " "$tmp/h.txt"
+# a record that cannot be keyed to a CPU is ignored, with the reason, not a crash
+mkdir "$tmp/rec"
+printf '{"cpu": {"family_key": "x86:GenuineIntel:6"}, "kernel": "avx512vnni", "weight_path": "w4a8", "threads": 2, "tg": {"n_gen": 8, "best_ts": 50}}' >"$tmp/rec/old.json"
+NIBBLE_MEASUREMENTS="$tmp/rec" "$bin" probe --no-bw --explain >"$tmp/k.txt" 2>"$tmp/err"; ok test $? -eq 0
+ok grep -q "ignored: 1 measurement record that cannot be keyed to a CPU: old.json (no record_key" "$tmp/k.txt"
+ok grep -q "old.json: ignored by the selector" "$tmp/err"
 ok grep -q "verified" "$tmp/h.txt"
 ok grep -q "^cores" "$tmp/h.txt"
 
