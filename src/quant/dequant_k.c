@@ -7,7 +7,8 @@
  * the scale with an integer sub-block scale, then one multiply and at most one add or
  * subtract per element), so the result is bit-identical to it (tests/test_dequant_k.c
  * checks hashes of llama.cpp's own output). A fused multiply-add would round once
- * instead of twice and change the low bit, hence FP_CONTRACT OFF.
+ * instead of twice and change the low bit: this file is compiled with -ffp-contract=off
+ * (CMakeLists.txt), and clang is told so here too.
  *
  * Notation: "q" is an element's integer code, "e" its index in the block (0..255 or
  * 0..31), "sub" the sub-block it belongs to. */
@@ -16,7 +17,9 @@
 #include "core/fp.h"
 #include "quant/dequant.h"
 
+#if defined(__clang__)
 #pragma STDC FP_CONTRACT OFF
+#endif
 
 static float f16_at(const unsigned char *p)
 {
