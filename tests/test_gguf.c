@@ -419,7 +419,12 @@ static void test_roundtrip_tensors(void **state)
         {"a.f32", NB_DTYPE_F32, 2, {3, 5}},      {"b.f16", NB_DTYPE_F16, 4, {2, 1, 3, 4}},
         {"c.bf16", NB_DTYPE_BF16, 3, {2, 3, 5}}, {"d.q8", NB_DTYPE_Q8_0, 2, {3, 64}},
         {"e.q4", NB_DTYPE_Q4_0, 2, {2, 96}},     {"f.i8", NB_DTYPE_I8, 1, {7}},
-        {"g.i32", NB_DTYPE_I32, 1, {3}},
+        {"g.i32", NB_DTYPE_I32, 1, {3}},         {"h.q4_1", NB_DTYPE_Q4_1, 2, {2, 64}},
+        {"i.q5_0", NB_DTYPE_Q5_0, 1, {32}},      {"j.q5_1", NB_DTYPE_Q5_1, 2, {3, 32}},
+        {"k.q2_k", NB_DTYPE_Q2_K, 2, {2, 256}},  {"l.q3_k", NB_DTYPE_Q3_K, 2, {3, 256}},
+        {"m.q4_k", NB_DTYPE_Q4_K, 2, {2, 512}},  {"n.q5_k", NB_DTYPE_Q5_K, 1, {256}},
+        {"o.q6_k", NB_DTYPE_Q6_K, 3, {2, 1, 256}}, {"p.q8_k", NB_DTYPE_Q8_K, 1, {256}},
+        {"q.iq4_nl", NB_DTYPE_IQ4_NL, 2, {3, 64}}, {"r.iq4_xs", NB_DTYPE_IQ4_XS, 2, {1, 768}},
     };
     enum { NT = sizeof spec / sizeof spec[0] };
     for (uint32_t align = 32; align <= 64; align *= 2) {
@@ -795,16 +800,40 @@ static void test_hostile_tensors(void **state)
     expect_fail(&b, NB_ERR_FORMAT, "tensor 'w'", "n_dims 0");
     rb_one_tensor(&b, 5, ne5, 0, 0, 32);
     expect_fail(&b, NB_ERR_FORMAT, "tensor 'w'", "n_dims 5");
-    /* unsupported ggml types (Q4_K = 12, and an unknown number) */
+    /* unsupported ggml types, refused by name (IQ2_XXS = 16, TQ1_0 = 34, and an unknown
+     * number), the message listing the types that are read */
     const uint64_t ne256[1] = {256};
-    rb_one_tensor(&b, 1, ne256, 12, 0, 144);
-    expect_fail(&b, NB_ERR_UNSUPPORTED, "tensor 'w'", "ggml type 12");
+    rb_one_tensor(&b, 1, ne256, 16, 0, 144);
+    expect_fail(&b, NB_ERR_UNSUPPORTED, "ggml type 16 (IQ2_XXS) is not supported", "Q4_K");
+    rb_one_tensor(&b, 1, ne256, 34, 0, 144);
+    expect_fail(&b, NB_ERR_UNSUPPORTED, "tensor 'w'", "ggml type 34 (TQ1_0)");
     rb_one_tensor(&b, 1, ne256, 1000, 0, 144);
     expect_fail(&b, NB_ERR_UNSUPPORTED, "tensor 'w'", "ggml type 1000");
-    /* partial quant block */
+    /* partial quant block (Q8_0: 32; the k-quants and IQ4_XS: rows of whole 256-blocks) */
     const uint64_t ne33[2] = {33, 2};
     rb_one_tensor(&b, 2, ne33, 8, 0, 128);
     expect_fail(&b, NB_ERR_FORMAT, "tensor 'w'", "block size");
+    static const struct {
+        uint32_t type, bytes; /* ggml type, bytes per 256 elements */
+        const char *name;
+    } kq[] = {{10, 84, "Q2_K"},  {11, 110, "Q3_K"}, {12, 144, "Q4_K"}, {13, 176, "Q5_K"},
+              {14, 210, "Q6_K"}, {15, 292, "Q8_K"}, {23, 136, "IQ4_XS"}};
+    for (size_t k = 0; k < sizeof kq / sizeof kq[0]; k++) {
+        const uint64_t ne128x2[2] = {128, 2}; /* 256 elements, but rows of half a block */
+        rb_one_tensor(&b, 2, ne128x2, kq[k].type, 0, kq[k].bytes);
+        expect_fail(&b, NB_ERR_FORMAT, "tensor 'w': innermost dimension 128", kq[k].name);
+        const uint64_t ne512x3[2] = {512, 3}; /* data one byte short */
+        rb_one_tensor(&b, 2, ne512x3, kq[k].type, 0, 6 * kq[k].bytes - 1);
+        expect_fail(&b, NB_ERR_FORMAT, "tensor 'w'", "past the end");
+        rb_one_tensor(&b, 2, ne512x3, kq[k].type, 0, 6 * kq[k].bytes); /* exact: fine */
+        struct nb_gguf *g = NULL;
+        assert_int_equal(parse_rb(&b, &g), NB_OK);
+        free(b.p);
+        memset(&b, 0, sizeof b);
+    }
+    const uint64_t ne48[1] = {48}; /* IQ4_NL: blocks of 32 */
+    rb_one_tensor(&b, 1, ne48, 20, 0, 36);
+    expect_fail(&b, NB_ERR_FORMAT, "tensor 'w'", "IQ4_NL block size 32");
     /* duplicate tensor names */
     rb_header(&b, 3, 2, 0);
     rb_tensor(&b, "w", 1, ne8, 0, 0);

@@ -103,9 +103,15 @@ static const struct {
     uint32_t ggml;
     enum nb_dtype dtype;
 } k_ggml_map[] = {
-    {0, NB_DTYPE_F32},   {1, NB_DTYPE_F16}, {2, NB_DTYPE_Q4_0}, {8, NB_DTYPE_Q8_0},
-    {30, NB_DTYPE_BF16}, {24, NB_DTYPE_I8}, {26, NB_DTYPE_I32},
+    {0, NB_DTYPE_F32},     {1, NB_DTYPE_F16},     {2, NB_DTYPE_Q4_0},    {3, NB_DTYPE_Q4_1},
+    {6, NB_DTYPE_Q5_0},    {7, NB_DTYPE_Q5_1},    {8, NB_DTYPE_Q8_0},    {10, NB_DTYPE_Q2_K},
+    {11, NB_DTYPE_Q3_K},   {12, NB_DTYPE_Q4_K},   {13, NB_DTYPE_Q5_K},   {14, NB_DTYPE_Q6_K},
+    {15, NB_DTYPE_Q8_K},   {20, NB_DTYPE_IQ4_NL}, {23, NB_DTYPE_IQ4_XS}, {30, NB_DTYPE_BF16},
+    {24, NB_DTYPE_I8},     {26, NB_DTYPE_I32},
 };
+#define GGUF_TYPES_READ                                                                            \
+    "F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, Q8_K, IQ4_NL, "   \
+    "IQ4_XS, I8, I32"
 
 static const char *ggml_type_name(uint32_t t)
 {
@@ -113,7 +119,9 @@ static const char *ggml_type_name(uint32_t t)
         "F32",     "F16",    "Q4_0",    "Q4_1",  "Q4_2",   "Q4_3",  "Q5_0",  "Q5_1",
         "Q8_0",    "Q8_1",   "Q2_K",    "Q3_K",  "Q4_K",   "Q5_K",  "Q6_K",  "Q8_K",
         "IQ2_XXS", "IQ2_XS", "IQ3_XXS", "IQ1_S", "IQ4_NL", "IQ3_S", "IQ2_S", "IQ4_XS",
-        "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16",
+        "I8",      "I16",    "I32",     "I64",   "F64",    "IQ1_M", "BF16",  "Q4_0_4_4",
+        "Q4_0_4_8", "Q4_0_8_8", "TQ1_0", "TQ2_0", "IQ4_NL_4_4", "IQ4_NL_4_8", "IQ4_NL_8_8",
+        "MXFP4",   "NVFP4",  "Q1_0",    "Q2_0",
     };
     return t < sizeof names / sizeof names[0] ? names[t] : "unknown";
 }
@@ -501,7 +509,7 @@ static enum nb_status parse_tensor(struct nb_gguf *g, struct cur *c, int64_t i, 
     if (!dtype_from_ggml(gt, &t->dtype))
         return nb_set_error(NB_ERR_UNSUPPORTED,
                             "%s: tensor '%.*s': ggml type %u (%s) is not supported "
-                            "(F32, F16, BF16, Q8_0, Q4_0, I8, I32 are)",
+                            "(" GGUF_TYPES_READ " are)",
                             g->name, GGUF_KEY_MSG, nm, gt, ggml_type_name(gt));
     t->n_dims = (int)n_dims;
     for (int d = 0; d < NB_MAX_DIMS; d++)

@@ -106,6 +106,9 @@ static cJSON *tensors_doc(const struct nb_tensor *(*at)(const void *, int64_t), 
         cJSON_AddStringToObject(e, "dtype", nb_dtype_name(t->dtype));
         cJSON_AddItemToObject(e, "shape", shape_json(t->shape, t->n_dims));
         cJSON_AddNumberToObject(e, "bytes", (double)t->n_bytes);
+        double elems = (double)nb_tensor_nelems(t);
+        if (elems > 0) /* from the block layout: 4.5 for Q4_K, 6.5625 for Q6_K */
+            cJSON_AddNumberToObject(e, "bits_per_weight", 8.0 * (double)t->n_bytes / elems);
         cJSON_AddItemToArray(ts, e);
     }
     return ts;

@@ -13,6 +13,12 @@ static const struct {
     [NB_DTYPE_BF16] = {"BF16", 1, 2}, [NB_DTYPE_Q8_0] = {"Q8_0", 32, 34},
     [NB_DTYPE_Q4_0] = {"Q4_0", 32, 18}, [NB_DTYPE_I8] = {"I8", 1, 1},
     [NB_DTYPE_I32] = {"I32", 1, 4},
+    [NB_DTYPE_Q4_1] = {"Q4_1", 32, 20},     [NB_DTYPE_Q5_0] = {"Q5_0", 32, 22},
+    [NB_DTYPE_Q5_1] = {"Q5_1", 32, 24},     [NB_DTYPE_Q2_K] = {"Q2_K", 256, 84},
+    [NB_DTYPE_Q3_K] = {"Q3_K", 256, 110},   [NB_DTYPE_Q4_K] = {"Q4_K", 256, 144},
+    [NB_DTYPE_Q5_K] = {"Q5_K", 256, 176},   [NB_DTYPE_Q6_K] = {"Q6_K", 256, 210},
+    [NB_DTYPE_Q8_K] = {"Q8_K", 256, 292},   [NB_DTYPE_IQ4_NL] = {"IQ4_NL", 32, 18},
+    [NB_DTYPE_IQ4_XS] = {"IQ4_XS", 256, 136},
 };
 
 const char *nb_dtype_name(enum nb_dtype t)

@@ -22,6 +22,19 @@ enum nb_dtype {
     NB_DTYPE_Q4_0, /* GGUF Q4_0: blocks of 32: f16 scale + 16 bytes of nibbles (18 bytes) */
     NB_DTYPE_I8,
     NB_DTYPE_I32,
+    /* More GGUF block types, read by converting them to f32 (quant/dequant.h has the
+     * block layouts). Blocks run along the innermost dimension: a row is whole blocks. */
+    NB_DTYPE_Q4_1,   /* 32 elements, 20 bytes */
+    NB_DTYPE_Q5_0,   /* 32 elements, 22 bytes */
+    NB_DTYPE_Q5_1,   /* 32 elements, 24 bytes */
+    NB_DTYPE_Q2_K,   /* 256 elements, 84 bytes */
+    NB_DTYPE_Q3_K,   /* 256 elements, 110 bytes */
+    NB_DTYPE_Q4_K,   /* 256 elements, 144 bytes */
+    NB_DTYPE_Q5_K,   /* 256 elements, 176 bytes */
+    NB_DTYPE_Q6_K,   /* 256 elements, 210 bytes */
+    NB_DTYPE_Q8_K,   /* 256 elements, 292 bytes */
+    NB_DTYPE_IQ4_NL, /* 32 elements, 18 bytes */
+    NB_DTYPE_IQ4_XS, /* 256 elements, 136 bytes */
     NB_DTYPE_COUNT
 };
 

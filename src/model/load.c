@@ -2,8 +2,9 @@
  * build its config and bind every weight, checking each shape against the config.
  *
  * Matrices stay in the mapped file when their type is F32/F16/BF16 and their data
- * is element-aligned; other stored types (Q8_0, Q4_0, llama2.c int8) and
- * misaligned data are converted to f32 once, into the model's arena. */
+ * is element-aligned; other stored types (the GGUF block types Q8_0, Q4_0, k-quants,
+ * IQ4_NL/IQ4_XS; llama2.c int8) and misaligned data are converted to f32 once, into
+ * the model's arena. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -43,7 +43,9 @@ enum nb_status nb_dequant(enum nb_dtype dtype, const void *src, float *dst, int6
             }
         }
         return NB_OK;
-    default: break;
+    default:
+        if (nb_dequant_is_block_type(dtype)) return nb_dequant_blocks(dtype, src, dst, n);
+        break;
     }
     return nb_set_error(NB_ERR_UNSUPPORTED, "cannot convert %lld elements of type %s to f32",
                         (long long)n, nb_dtype_name(dtype));

@@ -1,10 +1,13 @@
 /* tests/fuzz/fuzz_gguf.c — libFuzzer entry: parse arbitrary bytes as GGUF and, on
- * success, read every key and tensor through the public getters. */
+ * success, read every key and tensor through the public getters, and convert the first
+ * whole blocks (up to 4096 values) of every tensor to f32 as the loader does, so that
+ * a block type whose sizes disagree with the parser's would read out of bounds. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "formats/gguf.h"
+#include "quant/dequant.h"
 
 static volatile uint64_t g_sink;
 
@@ -65,6 +68,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const uint8_t *p = t->data;
             g_sink += p[0] + p[t->n_bytes - 1];
         }
+        static float buf[4096];
+        int64_t n = nb_tensor_nelems(t), be = nb_dtype_block_elems(t->dtype);
+        if (n > 4096) n = 4096;
+        n -= n % be; /* whole blocks, so n values lie inside the tensor's bytes */
+        if (n > 0 && t->dtype != NB_DTYPE_I32 && nb_dequant(t->dtype, t->data, buf, n) == NB_OK)
+            g_sink += (uint64_t)(buf[n - 1] == buf[n - 1]);
     }
     nb_gguf_free(g);
     return 0;

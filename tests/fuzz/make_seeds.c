@@ -5,6 +5,9 @@
  *                                         see tests/fuzz/fuzz_nib.c)
  *   CORPUS/gguf_tokenizer/NAME.gguf       for fuzz_gguf_tokenizer: GGUF files holding
  *                                         only tokenizer.* keys
+ *   CORPUS/gguf/quants*.gguf              for fuzz_gguf: a tensor of every block type
+ *                                         (Q4_1 ... IQ4_XS), the same file cut short,
+ *                                         and k-quant rows of half a block
  *
  *   cmake --build build/fuzz --target fuzz_make_seeds
  *   build/fuzz/fuzz_make_seeds tests/fuzz/corpus [../shared/models/kjv-7m/kjv-7m-f32.gguf]
@@ -496,6 +499,65 @@ static void seeds_nib(const char *spm_gguf)
     nb_nib_writer_free(w);
 }
 
+/* ---------------------------------------------------------------- GGUF block types */
+
+/* quants.gguf: one tensor of every block type nibble reads after Q8_0/Q4_0, two rows
+ * of one or two blocks each, random bytes (any bytes are a valid block); quants_cut.gguf:
+ * the same file without its last 100 bytes; quants_halfrow.gguf: a Q4_K tensor whose
+ * rows (128) are half a block, written by hand (the writer refuses it). */
+static void seeds_gguf_quants(void)
+{
+    static const enum nb_dtype types[] = {
+        NB_DTYPE_Q4_1, NB_DTYPE_Q5_0, NB_DTYPE_Q5_1, NB_DTYPE_Q2_K, NB_DTYPE_Q3_K, NB_DTYPE_Q4_K,
+        NB_DTYPE_Q5_K, NB_DTYPE_Q6_K, NB_DTYPE_Q8_K, NB_DTYPE_IQ4_NL, NB_DTYPE_IQ4_XS,
+    };
+    fill_bytes();
+    struct nb_gguf_writer *w;
+    CHECK(nb_gguf_writer_init(&w, 3, 0));
+    CHECK(nb_gguf_writer_add_str(w, "general.architecture", "llama"));
+    size_t off = 0;
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        int be = nb_dtype_block_elems(types[i]);
+        int64_t shape[2] = {2, be == 32 ? 64 : 256};
+        CHECK(nb_gguf_writer_add_tensor(w, nb_dtype_name(types[i]), types[i], 2, shape,
+                                        g_bytes + off));
+        off += 1024;
+    }
+    char path[4200];
+    snprintf(path, sizeof path, "%s", path_of("gguf", "quants.gguf"));
+    CHECK(nb_gguf_writer_write(w, path));
+    nb_gguf_writer_free(w);
+    size_t n;
+    unsigned char *p = read_file(path, &n);
+    printf("%8zu  %s\n", n, path);
+    write_file(path_of("gguf", "quants_cut.gguf"), "", 0, p, n - 100);
+    free(p);
+
+    unsigned char raw[512] = {0};
+    size_t k = 0;
+#define PUT(v, size)                                                                               \
+    do {                                                                                           \
+        uint64_t v_ = (v);                                                                         \
+        memcpy(raw + k, &v_, size); /* little-endian host */                                       \
+        k += size;                                                                                 \
+    } while (0)
+    memcpy(raw, "GGUF", 4);
+    k = 4;
+    PUT(3, 4);     /* version */
+    PUT(1, 8);     /* tensors */
+    PUT(0, 8);     /* keys */
+    PUT(1, 8);     /* name length */
+    raw[k++] = 'w';
+    PUT(2, 4);     /* n_dims */
+    PUT(128, 8);   /* ne0: half a 256-block */
+    PUT(2, 8);     /* ne1 */
+    PUT(12, 4);    /* Q4_K */
+    PUT(0, 8);     /* offset */
+#undef PUT
+    k = (k + 31) / 32 * 32 + 144; /* one block of data */
+    write_file(path_of("gguf", "quants_halfrow.gguf"), "", 0, raw, k);
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2 || argc > 3) {
@@ -513,5 +575,6 @@ int main(int argc, char **argv)
     char spm[4200];
     snprintf(spm, sizeof spm, "%s", path_of("gguf_tokenizer", "spm_nobytes.gguf"));
     seeds_nib(spm);
+    seeds_gguf_quants();
     return 0;
 }
