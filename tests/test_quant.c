@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fp.h"
 #include "kernels/kernels.h"
+#include "quant/dequant.h"
 #include "quant/quant.h"
 #include "quant/search.h"
 
@@ -359,6 +360,27 @@ static void test_batched_matches_groups(void **state)
         }
 }
 
+/* nb_dequant's f16 conversion (vcvtph2ps where the CPU has it) gives every f16 value
+ * the scalar conversion's f32, bit for bit (NaNs: a NaN), at any length. */
+static void test_dequant_f16(void **state)
+{
+    uint16_t *h = malloc(2 * 65536 + 2);
+    float *f = malloc(4 * 65536 + 4);
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    for (int n = 65536; n >= 65531; n--) { /* the vector body and a scalar tail */
+        assert_int_equal(nb_dequant(NB_DTYPE_F16, h + (65536 - n), f, n), NB_OK);
+        for (int i = 0; i < n; i++) {
+            float want = nb_f16_to_f32(h[65536 - n + i]);
+            if (isnan(want))
+                assert_true(isnan(f[i]));
+            else
+                assert_memory_equal(&f[i], &want, 4);
+        }
+    }
+    free(h);
+    free(f);
+}
+
 /* ---------------------------------------------------------------- importance */
 
 static void test_importance(void **state)
@@ -531,6 +553,7 @@ int main(void)
         cmocka_unit_test(test_search_never_worse),
         cmocka_unit_test(test_group_functions),
         cmocka_unit_test(test_batched_matches_groups),
+        cmocka_unit_test(test_dequant_f16),
         cmocka_unit_test(test_importance),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_row_ranges),
