@@ -1,39 +1,13 @@
 /* quant/search_lanes.h — the batched search of search.c for one lane count: a template,
- * included by search.c once per vector width with NL (lanes: floats per vector) and
- * QS(name) (a name with the width appended) defined. Not a header of its own.
+ * included by search.c once per vector width with NL (lanes: floats per vector), QS(name)
+ * (the name with the width appended) and INLINE (with the width's target) defined. Not a
+ * header of its own.
  *
- * Lane l of every vector holds group (row) l of the batch and does exactly the float
- * and double operations quant.c's reference does for its group, in the same order. */
+ * Lane l of every vector holds group (row) l of the batch and does exactly the float and
+ * double operations quant.c's reference does for its group, in the same order; the
+ * reference's per-candidate decisions (refit failed, better or not) become lane masks.
+ */
 
-#define clamp_round QS(clamp_round)
-#define hi QS(hi)
-#define inv_of QS(inv_of)
-#define lo QS(lo)
-#define load QS(load)
-#define pack_int4 QS(pack_int4)
-#define scale2_of QS(scale2_of)
-#define scale_of QS(scale_of)
-#define sel QS(sel)
-#define splat QS(splat)
-#define store QS(store)
-#define store2 QS(store2)
-#define transpose_in QS(transpose_in)
-#define vabs QS(vabs)
-#define vmax QS(vmax)
-#define vmin QS(vmin)
-#define w4a16_candidates QS(w4a16_candidates)
-#define w4a16_run QS(w4a16_run)
-#define w4a16_score QS(w4a16_score)
-#define w4a16_sums QS(w4a16_sums)
-#define w4a8_candidates QS(w4a8_candidates)
-#define w4a8_refit QS(w4a8_refit)
-#define w4a8_run QS(w4a8_run)
-#define w4a8_score QS(w4a8_score)
-#define w8_candidates QS(w8_candidates)
-#define w8_run QS(w8_run)
-#define w8_score QS(w8_score)
-#define w8_sums QS(w8_sums)
-#define widen QS(widen)
 #define vf QS(vf)
 #define vi QS(vi)
 #define vu QS(vu)
@@ -41,17 +15,67 @@
 #define vd QS(vd)
 #define vd2 QS(vd2)
 #define vh QS(vh)
+#define vl QS(vl)
+#define vih QS(vih)
+#define dd QS(dd)
 #define w4a8_s QS(w4a8_s)
 #define w4a16_s QS(w4a16_s)
+#define splat QS(splat)
+#define sel QS(sel)
+#define seli QS(seli)
+#define any QS(any)
+#define widen QS(widen)
+#define dwiden QS(dwiden)
+#define dnarrow QS(dnarrow)
+#define dadd QS(dadd)
+#define dsub QS(dsub)
+#define dmul QS(dmul)
+#define ddiv QS(ddiv)
+#define dsplat QS(dsplat)
+#define dless QS(dless)
+#define djoin QS(djoin)
+#define dnz QS(dnz)
+#define dsel QS(dsel)
+#define dstore QS(dstore)
+#define vabs QS(vabs)
+#define finite QS(finite)
+#define clamp_round QS(clamp_round)
+#define vmin QS(vmin)
+#define vmax QS(vmax)
+#define bf16_val QS(bf16_val)
+#define bf16_bits QS(bf16_bits)
+#define inv_or0 QS(inv_or0)
+#define transpose_in QS(transpose_in)
+#define pack_int4 QS(pack_int4)
+#define w4a8_refit QS(w4a8_refit)
+#define w4a8_score QS(w4a8_score)
+#define w4a8_cand QS(w4a8_cand)
+#define w4a8_run QS(w4a8_run)
+#define w4a16_sums QS(w4a16_sums)
+#define w4a16_score QS(w4a16_score)
+#define w4a16_cand QS(w4a16_cand)
+#define w4a16_run QS(w4a16_run)
+#define w8_sums QS(w8_sums)
+#define w8_score QS(w8_score)
+#define w8_cand QS(w8_cand)
+#define w8_run QS(w8_run)
 
 /* (may_alias: the transposes write vectors through float pointers) */
 typedef float vf __attribute__((vector_size(4 * NL), may_alias));
 typedef int32_t vi __attribute__((vector_size(4 * NL), may_alias));
 typedef uint32_t vu __attribute__((vector_size(4 * NL), may_alias));
 typedef uint8_t vb __attribute__((vector_size(NL), may_alias));
-typedef double vd __attribute__((vector_size(4 * NL), may_alias)); /* NL / 2 lanes */
+typedef double vd __attribute__((vector_size(4 * NL), may_alias));  /* NL / 2 lanes */
+typedef int64_t vl __attribute__((vector_size(4 * NL), may_alias)); /* NL / 2 lanes */
 typedef double vd2 __attribute__((vector_size(8 * NL), may_alias)); /* NL lanes */
-typedef float vh __attribute__((vector_size(2 * NL), may_alias));  /* NL / 2 lanes */
+typedef float vh __attribute__((vector_size(2 * NL), may_alias));   /* NL / 2 lanes */
+typedef int32_t vih __attribute__((vector_size(2 * NL), may_alias)); /* NL / 2 lanes */
+/* The NL lanes in double: lanes 0 .. NL/2 - 1 in v[0], the others in v[1]. */
+typedef struct {
+    vd v[2];
+} dd;
+
+/* ---- lanes of float, int32 and double ---- */
 
 INLINE vf splat(float c)
 {
@@ -59,28 +83,23 @@ INLINE vf splat(float c)
     for (int l = 0; l < NL; l++) v[l] = c;
     return v;
 }
-INLINE vf load(const float *p)
-{
-    vf v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-INLINE void store(float *p, vf v) { memcpy(p, &v, sizeof v); }
-INLINE void store2(double *p, vd lo_half, vd hi_half)
-{
-    memcpy(p, &lo_half, sizeof lo_half);
-    memcpy(p + NL / 2, &hi_half, sizeof hi_half);
-}
 INLINE vf sel(vi m, vf a, vf b) { return (vf)(((vi)a & m) | ((vi)b & ~m)); }
-/* the lanes widened to double: lanes 0..NL/2-1 in *a, the rest in *b (one conversion of
- * the whole vector: GCC 12 lowers a half-width one into four instructions) */
+INLINE vi seli(vi m, vi a, vi b) { return (a & m) | (b & ~m); }
+INLINE int any(vi m)
+{
+    int r = 0;
+    for (int l = 0; l < NL; l++) r |= m[l];
+    return r != 0;
+}
+/* the lanes widened to double (one conversion of the whole vector where the target has
+ * double vectors of NL lanes: GCC 12 lowers a half-width one into four instructions) */
 INLINE void widen(vf v, vd *a, vd *b)
 {
 #if NL == 16
     vd2 w = __builtin_convertvector(v, vd2);
     memcpy(a, &w, sizeof *a);
     memcpy(b, (const char *)&w + sizeof *a, sizeof *b);
-#else /* (a double vector of NL lanes is wider than the target's: convert halves) */
+#else
     vh h0, h1;
     memcpy(&h0, &v, sizeof h0);
     memcpy(&h1, (const char *)&v + sizeof h0, sizeof h1);
@@ -88,19 +107,59 @@ INLINE void widen(vf v, vd *a, vd *b)
     *b = __builtin_convertvector(h1, vd);
 #endif
 }
-INLINE vd lo(vf v)
+INLINE dd dwiden(vf v)
 {
-    vd a, b;
-    widen(v, &a, &b);
-    return a;
+    dd r;
+    widen(v, &r.v[0], &r.v[1]);
+    return r;
 }
-INLINE vd hi(vf v)
+/* (float) of each lane */
+INLINE vf dnarrow(dd x)
 {
-    vd a, b;
-    widen(v, &a, &b);
-    return b;
+    vh h0 = __builtin_convertvector(x.v[0], vh), h1 = __builtin_convertvector(x.v[1], vh);
+    vf r;
+    memcpy(&r, &h0, sizeof h0);
+    memcpy((char *)&r + sizeof h0, &h1, sizeof h1);
+    return r;
+}
+INLINE dd dadd(dd a, dd b) { return (dd){{a.v[0] + b.v[0], a.v[1] + b.v[1]}}; }
+INLINE dd dsub(dd a, dd b) { return (dd){{a.v[0] - b.v[0], a.v[1] - b.v[1]}}; }
+INLINE dd dmul(dd a, dd b) { return (dd){{a.v[0] * b.v[0], a.v[1] * b.v[1]}}; }
+INLINE dd ddiv(dd a, dd b) { return (dd){{a.v[0] / b.v[0], a.v[1] / b.v[1]}}; }
+INLINE dd dsplat(double c)
+{
+    vd v;
+    for (int l = 0; l < NL / 2; l++) v[l] = c;
+    return (dd){{v, v}};
+}
+/* two halves of double-lane masks as one int32 lane mask */
+INLINE vi djoin(vl m0, vl m1)
+{
+    vih h0 = __builtin_convertvector(m0, vih), h1 = __builtin_convertvector(m1, vih);
+    vi m;
+    memcpy(&m, &h0, sizeof h0);
+    memcpy((char *)&m + sizeof h0, &h1, sizeof h1);
+    return m;
+}
+/* a < b per lane; a != 0 per lane */
+INLINE vi dless(dd a, dd b) { return djoin((vl)(a.v[0] < b.v[0]), (vl)(a.v[1] < b.v[1])); }
+INLINE vi dnz(dd a) { return djoin((vl)(a.v[0] != 0.0), (vl)(a.v[1] != 0.0)); }
+INLINE dd dsel(vi m, dd a, dd b)
+{
+    vih h0, h1;
+    memcpy(&h0, &m, sizeof h0);
+    memcpy(&h1, (const char *)&m + sizeof h0, sizeof h1);
+    vl m0 = __builtin_convertvector(h0, vl), m1 = __builtin_convertvector(h1, vl);
+    return (dd){{(vd)(((vl)a.v[0] & m0) | ((vl)b.v[0] & ~m0)),
+                 (vd)(((vl)a.v[1] & m1) | ((vl)b.v[1] & ~m1))}};
+}
+INLINE void dstore(double *p, dd x)
+{
+    memcpy(p, &x.v[0], sizeof x.v[0]);
+    memcpy(p + NL / 2, &x.v[1], sizeof x.v[1]);
 }
 INLINE vf vabs(vf x) { return (vf)((vu)x & 0x7fffffffu); }
+INLINE vi finite(vf x) { return (vi)(((vu)x & 0x7f800000u) != 0x7f800000u); }
 /* quant.c's round_clamp, as a float: clamp to [lo_v, hi_v] (NaN: lo_v), round to
  * nearest even by adding and subtracting 1.5 * 2^23 */
 INLINE vf clamp_round(vf v, float lo_v, float hi_v)
@@ -122,6 +181,16 @@ INLINE vf clamp_round(vf v, float lo_v, float hi_v)
 /* nb_qs_min / nb_qs_max per lane */
 INLINE vf vmin(vf a, vf b) { return sel(a < b, a, sel(b < a, b, (vf)((vi)a | (vi)b))); }
 INLINE vf vmax(vf a, vf b) { return sel(a > b, a, sel(b > a, b, (vf)((vi)a & (vi)b))); }
+/* nb_bf16_to_f32 / nb_f32_to_bf16 per lane (bf16 bits in the low half of an int32) */
+INLINE vf bf16_val(vi bits) { return (vf)((vu)bits << 16); }
+INLINE vi bf16_bits(vf f)
+{
+    vu u = (vu)f;
+    vi nan = (vi)((u & 0x7fffffffu) > 0x7f800000u);
+    return seli(nan, (vi)((u >> 16) | 0x40u), (vi)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16));
+}
+/* d != 0 ? 1 / d : 0 */
+INLINE vf inv_or0(vf d) { return sel(d != 0.0f, 1.0f / d, splat(0.0f)); }
 
 /* Lane l of the batch's data into lane l of vectors xs[0..n) (zeros for unused lanes). */
 INLINE void transpose_in(int nl, const float *const *src, int64_t n, vf *xs)
@@ -133,15 +202,6 @@ INLINE void transpose_in(int nl, const float *const *src, int64_t n, vf *xs)
             for (int64_t i = 0; i < n; i++) t[i * NL + l] = s[i];
         else
             for (int64_t i = 0; i < n; i++) t[i * NL + l] = 0.0f;
-    }
-}
-
-/* d and 1/d (0 for d = 0) of bf16 scales, as the reference computes them */
-INLINE void scale_of(const uint16_t *bits, float *d, float *id)
-{
-    for (int l = 0; l < NL; l++) {
-        d[l] = nb_bf16_to_f32(bits[l]);
-        id[l] = d[l] != 0.0f ? 1.0f / d[l] : 0.0f;
     }
 }
 
@@ -166,12 +226,10 @@ struct w4a8_s {
  * as the reference does; JB independent chains in flight. */
 #define JB (NL == 16 ? 8 : 4)
 
-/* refit_w4a8: a = sum w x l, b = sum w l^2 for the codes of inverse scales id */
-INLINE void w4a8_refit(const struct w4a8_s *s, int n, int wt, const float *idp, double *a,
-                       double *b)
+/* refit_w4a8's sums a = sum w x l, b = sum w l^2 for the codes of inverse scales id */
+INLINE void w4a8_refit(const struct w4a8_s *s, int n, int wt, vf id, dd *a, dd *b)
 {
-    vf id = load(idp);
-    vd a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0};
+    dd sa = dsplat(0.0), sb = dsplat(0.0);
     for (int j0 = 0; j0 < REF_LANES; j0 += JB) {
         vf sxl[JB] = {0}, sll[JB] = {0};
         for (int i = j0; i < n; i += REF_LANES)
@@ -186,25 +244,18 @@ INLINE void w4a8_refit(const struct w4a8_s *s, int n, int wt, const float *idp, 
                 }
             }
         for (int k = 0; k < JB; k++) {
-            vd t0, t1, u0, u1;
-            widen(sxl[k], &t0, &t1);
-            widen(sll[k], &u0, &u1);
-            a0 += t0;
-            a1 += t1;
-            b0 += u0;
-            b1 += u1;
+            sa = dadd(sa, dwiden(sxl[k]));
+            sb = dadd(sb, dwiden(sll[k]));
         }
     }
-    store2(a, a0, a1);
-    store2(b, b0, b1);
+    *a = sa;
+    *b = sb;
 }
 
 /* score_w4a8 of scales d (inverses id) */
-INLINE void w4a8_score(const struct w4a8_s *s, int n, int wt, const float *dp, const float *idp,
-                       double *e)
+INLINE dd w4a8_score(const struct w4a8_s *s, int n, int wt, vf d, vf id)
 {
-    vf d = load(dp), id = load(idp);
-    vd e0 = {0}, e1 = {0};
+    dd e = dsplat(0.0);
     for (int j0 = 0; j0 < REF_LANES; j0 += JB) {
         vf acc[JB] = {0};
         for (int i = j0; i < n; i += REF_LANES)
@@ -212,29 +263,19 @@ INLINE void w4a8_score(const struct w4a8_s *s, int n, int wt, const float *dp, c
                 vf t = s->x[i + k] - d * clamp_round(s->x[i + k] * id, -8.0f, 7.0f);
                 acc[k] += wt ? s->w[i + k] * t * t : t * t;
             }
-        for (int k = 0; k < JB; k++) {
-            vd t0, t1;
-            widen(acc[k], &t0, &t1);
-            e0 += t0;
-            e1 += t1;
-        }
+        for (int k = 0; k < JB; k++) e = dadd(e, dwiden(acc[k]));
     }
-    store2(e, e0, e1);
+    return e;
 }
 
-/* A refit's scale, its bf16 bits (the lane's best where the refit failed) and whether
- * it is a candidate: the lane is active, b > 0 and a / b is finite. */
-INLINE int w4a8_candidates(const int *act, const double *a, const double *b, const uint16_t *bd,
-                           uint16_t *cb, int *ok)
+/* refit_w4a8's end: the candidate scale's bits (*cb; the best's where the lane has
+ * none) and the lanes that have one: active, b > 0 and a / b finite */
+INLINE vi w4a8_cand(vi act, dd a, dd b, vi bd, vi *cb)
 {
-    int n_ok = 0;
-    for (int l = 0; l < NL; l++) {
-        float dc = (float)(a[l] / b[l]);
-        ok[l] = act[l] && b[l] > 0.0 && isfinite(dc);
-        cb[l] = ok[l] ? nb_f32_to_bf16(dc) : bd[l];
-        n_ok += ok[l];
-    }
-    return n_ok;
+    vf dc = dnarrow(ddiv(a, b));
+    vi ok = act & dless(dsplat(0.0), b) & finite(dc);
+    *cb = seli(ok, bf16_bits(dc), bd);
+    return ok;
 }
 
 INLINE void w4a8_run(struct nb_qs_batch *b, int l0, void *scratch)
@@ -242,166 +283,121 @@ INLINE void w4a8_run(struct nb_qs_batch *b, int l0, void *scratch)
     const int nl = b->n_lanes - l0 < NL ? b->n_lanes - l0 : NL;
     struct w4a8_s *s = scratch;
     const int n = b->n, wt = b->imp[0] != NULL;
-    float amax[NL], xm[NL], d[NL], id[NL], cd[NL], cid[NL];
-    double best[NL], e[NL], sa[NL], sb[NL];
-    uint16_t bd[NL], cb[NL];
-    int act[NL], ok[NL], any = 0;
     transpose_in(nl, b->x + l0, n, s->x);
     if (wt) {
         transpose_in(nl, b->imp + l0, n, s->w);
         for (int i = 0; i < n; i++) s->wx[i] = s->w[i] * s->x[i];
     }
-    vf va = {0}, vm = {0};
+    vf amax = {0}, xm = {0};
     for (int i = 0; i < n; i++) { /* the first largest |x|, signed */
-        vi gt = vabs(s->x[i]) > va;
-        va = sel(gt, vabs(s->x[i]), va);
-        vm = sel(gt, s->x[i], vm);
+        vi gt = vabs(s->x[i]) > amax;
+        amax = sel(gt, vabs(s->x[i]), amax);
+        xm = sel(gt, s->x[i], xm);
     }
-    store(amax, va);
-    store(xm, vm);
-    for (int l = 0; l < NL; l++) { /* absmax: the largest magnitude lands on code 0 */
-        bd[l] = nb_f32_to_bf16(xm[l] / -8.0f);
-        act[l] = b->search && amax[l] != 0.0f && l < nl;
-        any |= act[l];
-    }
-    scale_of(bd, d, id);
-    w4a8_score(s, n, wt, d, id, best);
-    for (int side = 0; any && side < 2; side++)
+    vi lane_used;
+    for (int l = 0; l < NL; l++) lane_used[l] = l < nl ? -1 : 0;
+    /* absmax: the largest magnitude lands on code 0 */
+    vi bd = bf16_bits(xm / -8.0f), cb;
+    vi act = (lane_used & (b->search ? -1 : 0)) & (amax != 0.0f);
+    vf d = bf16_val(bd);
+    dd best = w4a8_score(s, n, wt, d, inv_or0(d)), sa, sb;
+    for (int side = 0; any(act) && side < 2; side++)
         for (int st = -NB_QS_SWEEP_HALF; st <= NB_QS_SWEEP_HALF; st++) {
-            for (int l = 0; l < NL; l++)
-                cid[l] = side == 0 ? -(8.0f + NB_QS_SWEEP_STEP * (float)st) / xm[l]
-                                   : (7.0f + NB_QS_SWEEP_STEP * (float)st) / xm[l];
-            w4a8_refit(s, n, wt, cid, sa, sb);
-            if (!w4a8_candidates(act, sa, sb, bd, cb, ok)) continue;
-            scale_of(cb, cd, cid);
-            w4a8_score(s, n, wt, cd, cid, e);
-            for (int l = 0; l < NL; l++)
-                if (ok[l] && e[l] < best[l]) {
-                    best[l] = e[l];
-                    bd[l] = cb[l];
-                }
+            /* side 0: x_amax towards code 0 (-8); side 1: towards code 15 (+7) */
+            vf iscale = side == 0 ? -(8.0f + NB_QS_SWEEP_STEP * (float)st) / xm
+                                  : (7.0f + NB_QS_SWEEP_STEP * (float)st) / xm;
+            w4a8_refit(s, n, wt, iscale, &sa, &sb);
+            vi ok = w4a8_cand(act, sa, sb, bd, &cb);
+            if (!any(ok)) continue;
+            vf cd = bf16_val(cb);
+            dd e = w4a8_score(s, n, wt, cd, inv_or0(cd));
+            vi win = ok & dless(e, best);
+            best = dsel(win, e, best);
+            bd = seli(win, cb, bd);
         }
-    for (int it = 0; any && it < NB_QS_REFINE_ITERS; it++) {
-        scale_of(bd, d, id);
-        w4a8_refit(s, n, wt, id, sa, sb);
-        if (!w4a8_candidates(act, sa, sb, bd, cb, ok)) break;
-        scale_of(cb, cd, cid);
-        w4a8_score(s, n, wt, cd, cid, e);
-        any = 0;
-        for (int l = 0; l < NL; l++)
-            if (ok[l] && e[l] < best[l]) {
-                best[l] = e[l];
-                bd[l] = cb[l];
-                any = 1;
-            } else {
-                act[l] = 0;
-            }
+    for (int it = 0; any(act) && it < NB_QS_REFINE_ITERS; it++) {
+        w4a8_refit(s, n, wt, inv_or0(bf16_val(bd)), &sa, &sb);
+        vi ok = w4a8_cand(act, sa, sb, bd, &cb);
+        if (!any(ok)) break;
+        vf cd = bf16_val(cb);
+        dd e = w4a8_score(s, n, wt, cd, inv_or0(cd));
+        act = ok & dless(e, best); /* a lane goes on while it improves */
+        best = dsel(act, e, best);
+        bd = seli(act, cb, bd);
     }
     /* the winners' codes, and the error of what is stored */
-    scale_of(bd, d, id);
-    vf vdd = load(d), vid = load(id);
-    vd er0 = {0}, er1 = {0}, rf0 = {0}, rf1 = {0};
+    d = bf16_val(bd);
+    vf id = inv_or0(d);
+    dd er = dsplat(0.0), rf = dsplat(0.0);
     for (int i = 0; i < n; i++) {
-        vf l = clamp_round(s->x[i] * vid, -8.0f, 7.0f);
+        vf l = clamp_round(s->x[i] * id, -8.0f, 7.0f);
         s->q[i] = __builtin_convertvector(__builtin_convertvector(l, vi) + 8, vb);
         if (b->stats) {
-            vf xh = vdd * l; /* nb_q4s_value */
-            vd x0 = lo(s->x[i]), x1 = hi(s->x[i]), f0 = x0 - lo(xh), f1 = x1 - hi(xh);
-            er0 += f0 * f0;
-            er1 += f1 * f1;
-            rf0 += x0 * x0;
-            rf1 += x1 * x1;
+            dd x = dwiden(s->x[i]), f = dsub(x, dwiden(d * l)); /* nb_q4s_value */
+            er = dadd(er, dmul(f, f));
+            rf = dadd(rf, dmul(x, x));
         }
     }
     pack_int4(b->q + l0, nl, s->q, n);
-    store2(b->err + l0, er0, er1);
-    store2(b->ref + l0, rf0, rf1);
-    memcpy(b->d + l0, bd, sizeof bd);
+    dstore(b->err + l0, er);
+    dstore(b->ref + l0, rf);
+    for (int l = 0; l < nl; l++) b->d[l0 + l] = (uint16_t)bd[l];
 }
 
 /* ----------------------------------------------------------- w4a16 (asymmetric) */
 
 struct w4a16_s {
     vf x[NB_QUANT_GROUP_MAX];
-    vd xd[NB_QUANT_GROUP_MAX][2], wd[NB_QUANT_GROUP_MAX][2], wxd[NB_QUANT_GROUP_MAX][2];
+    dd xd[NB_QUANT_GROUP_MAX], wd[NB_QUANT_GROUP_MAX], wxd[NB_QUANT_GROUP_MAX];
     vb q[NB_QUANT_GROUP_MAX];
 };
 
 /* refit_w4a16's sums that depend on the codes round((x - m) id) clamped to 0..15 */
-INLINE void w4a16_sums(const struct w4a16_s *s, int n, int wt, const float *mp, const float *idp,
-                       double *sl, double *sll, double *sxl)
+INLINE void w4a16_sums(const struct w4a16_s *s, int n, int wt, vf m, vf id, dd *sl, dd *sll,
+                       dd *sxl)
 {
-    vf m = load(mp), id = load(idp);
-    vd l_0 = {0}, l_1 = {0}, ll0 = {0}, ll1 = {0}, xl0 = {0}, xl1 = {0};
+    dd a = dsplat(0.0), b = dsplat(0.0), c = dsplat(0.0);
     for (int i = 0; i < n; i++) {
-        vf l = clamp_round((s->x[i] - m) * id, 0.0f, 15.0f);
-        vd q0 = lo(l), q1 = hi(l);
+        dd l = dwiden(clamp_round((s->x[i] - m) * id, 0.0f, 15.0f));
         if (wt) {
-            vd t0 = s->wd[i][0] * q0, t1 = s->wd[i][1] * q1;
-            l_0 += t0;
-            l_1 += t1;
-            ll0 += t0 * q0;
-            ll1 += t1 * q1;
-            xl0 += s->wxd[i][0] * q0;
-            xl1 += s->wxd[i][1] * q1;
-        } else {
-            l_0 += q0;
-            l_1 += q1;
-            ll0 += q0 * q0;
-            ll1 += q1 * q1;
-            xl0 += s->xd[i][0] * q0;
-            xl1 += s->xd[i][1] * q1;
+            dd t = dmul(s->wd[i], l);
+            a = dadd(a, t);
+            b = dadd(b, dmul(t, l));
+            c = dadd(c, dmul(s->wxd[i], l));
+        } else { /* w = 1: w l = l, (w l) l = l l and (w x) l = x l exactly */
+            a = dadd(a, l);
+            b = dadd(b, dmul(l, l));
+            c = dadd(c, dmul(s->xd[i], l));
         }
     }
-    store2(sl, l_0, l_1);
-    store2(sll, ll0, ll1);
-    store2(sxl, xl0, xl1);
+    *sl = a;
+    *sll = b;
+    *sxl = c;
 }
 
 /* score_w4a16 of stored scales d, mins m (inverses id) */
-INLINE void w4a16_score(const struct w4a16_s *s, int n, int wt, const float *dp, const float *mp,
-                        const float *idp, double *e)
+INLINE dd w4a16_score(const struct w4a16_s *s, int n, int wt, vf d, vf m, vf id)
 {
-    vf d = load(dp), m = load(mp), id = load(idp);
-    vd e0 = {0}, e1 = {0};
+    dd e = dsplat(0.0);
     for (int i = 0; i < n; i++) {
         vf q = clamp_round((s->x[i] - m) * id, 0.0f, 15.0f);
-        vf xh = d * q + m; /* nb_q4a_value: two roundings */
-        vd f0 = s->xd[i][0] - lo(xh), f1 = s->xd[i][1] - hi(xh);
-        if (wt) {
-            e0 += s->wd[i][0] * f0 * f0;
-            e1 += s->wd[i][1] * f1 * f1;
-        } else {
-            e0 += f0 * f0;
-            e1 += f1 * f1;
-        }
+        dd f = dsub(s->xd[i], dwiden(d * q + m)); /* nb_q4a_value: two roundings */
+        e = dadd(e, wt ? dmul(dmul(s->wd[i], f), f) : dmul(f, f));
     }
-    store2(e, e0, e1);
+    return e;
 }
 
-/* d, m and 1/d of bf16 pairs */
-INLINE void scale2_of(const uint16_t *db, const uint16_t *mb, float *d, float *m, float *id)
+/* refit_w4a16's solve: the candidate's bits (the best's where the lane has none) and
+ * the lanes that have one */
+INLINE vi w4a16_cand(vi act, dd sw, dd sx, dd sl, dd sll, dd sxl, vi bd, vi bm, vi *cb, vi *cm)
 {
-    scale_of(db, d, id);
-    for (int l = 0; l < NL; l++) m[l] = nb_bf16_to_f32(mb[l]);
-}
-
-/* refit_w4a16's solve, lane by lane: candidate bits (the best's where it fails). */
-INLINE int w4a16_candidates(const int *act, const double *sw, const double *sx, const double *sl,
-                            const double *sll, const double *sxl, const uint16_t *bd,
-                            const uint16_t *bm, uint16_t *cb, uint16_t *cm, int *ok)
-{
-    int n_ok = 0;
-    for (int l = 0; l < NL; l++) {
-        double det = sw[l] * sll[l] - sl[l] * sl[l];
-        float dc = (float)((sw[l] * sxl[l] - sl[l] * sx[l]) / det);
-        float mc = (float)((sll[l] * sx[l] - sl[l] * sxl[l]) / det);
-        ok[l] = act[l] && det > 1e-9 * sw[l] * sll[l] && isfinite(dc) && isfinite(mc);
-        cb[l] = ok[l] ? nb_f32_to_bf16(dc) : bd[l];
-        cm[l] = ok[l] ? nb_f32_to_bf16(mc) : bm[l];
-        n_ok += ok[l];
-    }
-    return n_ok;
+    dd det = dsub(dmul(sw, sll), dmul(sl, sl));
+    vf dc = dnarrow(ddiv(dsub(dmul(sw, sxl), dmul(sl, sx)), det));
+    vf mc = dnarrow(ddiv(dsub(dmul(sll, sx), dmul(sl, sxl)), det));
+    vi ok = act & dless(dmul(dmul(dsplat(1e-9), sw), sll), det) & finite(dc) & finite(mc);
+    *cb = seli(ok, bf16_bits(dc), bd);
+    *cm = seli(ok, bf16_bits(mc), bm);
+    return ok;
 }
 
 INLINE void w4a16_run(struct nb_qs_batch *b, int l0, void *scratch)
@@ -409,177 +405,115 @@ INLINE void w4a16_run(struct nb_qs_batch *b, int l0, void *scratch)
     const int nl = b->n_lanes - l0 < NL ? b->n_lanes - l0 : NL;
     struct w4a16_s *s = scratch;
     const int n = b->n, wt = b->imp[0] != NULL;
-    float mn[NL], mx[NL], d[NL], m[NL], id[NL], cd[NL], cmf[NL], cid[NL];
-    double range[NL], best[NL], e[NL], sw[NL], sx[NL], sl[NL], sll[NL], sxl[NL];
-    uint16_t bd[NL], bm[NL], cb[NL], cm[NL];
-    int act[NL], ok[NL], any = 0;
     transpose_in(nl, b->x + l0, n, s->x);
-    vd w0 = {0}, w1 = {0}, x0 = {0}, x1 = {0};
-    for (int i = 0; i < n; i++) {
-        s->xd[i][0] = lo(s->x[i]);
-        s->xd[i][1] = hi(s->x[i]);
-    }
+    for (int i = 0; i < n; i++) s->xd[i] = dwiden(s->x[i]);
     if (wt) {
         vf *w = (vf *)s->wxd; /* importance, transposed, before the products fill wxd */
         transpose_in(nl, b->imp + l0, n, w);
-        for (int i = 0; i < n; i++) {
-            s->wd[i][0] = lo(w[i]);
-            s->wd[i][1] = hi(w[i]);
-        }
-        for (int i = 0; i < n; i++) {
-            s->wxd[i][0] = s->wd[i][0] * s->xd[i][0];
-            s->wxd[i][1] = s->wd[i][1] * s->xd[i][1];
-        }
+        for (int i = 0; i < n; i++) s->wd[i] = dwiden(w[i]);
+        for (int i = 0; i < n; i++) s->wxd[i] = dmul(s->wd[i], s->xd[i]);
     }
-    vf vmn = s->x[0], vmx = s->x[0];
+    vf mn = s->x[0], mx = s->x[0];
     for (int i = 1; i < n; i++) {
-        vmn = vmin(vmn, s->x[i]);
-        vmx = vmax(vmx, s->x[i]);
+        mn = vmin(mn, s->x[i]);
+        mx = vmax(mx, s->x[i]);
     }
-    store(mn, vmn);
-    store(mx, vmx);
-    for (int i = 0; i < n; i++) { /* refit_w4a16's sw, sx: the same for every candidate */
-        if (wt) {
-            w0 += s->wd[i][0];
-            w1 += s->wd[i][1];
-            x0 += s->wxd[i][0];
-            x1 += s->wxd[i][1];
-        } else {
-            w0 += 1.0;
-            w1 += 1.0;
-            x0 += s->xd[i][0];
-            x1 += s->xd[i][1];
-        }
-    }
-    store2(sw, w0, w1);
-    store2(sx, x0, x1);
-    for (int l = 0; l < NL; l++) {
-        range[l] = (double)mx[l] - (double)mn[l];
-        bd[l] = nb_f32_to_bf16((float)(range[l] / 15.0));
-        bm[l] = nb_f32_to_bf16(mn[l]);
-        act[l] = b->search && range[l] != 0.0 && l < nl;
-        any |= act[l];
-    }
-    scale2_of(bd, bm, d, m, id);
-    w4a16_score(s, n, wt, d, m, id, best);
-    for (int st = 0; any && st <= NB_QS_ASYM_STEPS; st++) {
-        for (int l = 0; l < NL; l++)
-            cid[l] = (float)((14.0 + (double)NB_QS_SWEEP_STEP * st) / range[l]);
-        w4a16_sums(s, n, wt, mn, cid, sl, sll, sxl);
-        if (!w4a16_candidates(act, sw, sx, sl, sll, sxl, bd, bm, cb, cm, ok)) continue;
-        scale2_of(cb, cm, cd, cmf, cid);
-        w4a16_score(s, n, wt, cd, cmf, cid, e);
-        for (int l = 0; l < NL; l++)
-            if (ok[l] && e[l] < best[l]) {
-                best[l] = e[l];
-                bd[l] = cb[l];
-                bm[l] = cm[l];
-            }
-    }
-    for (int it = 0; any && it < NB_QS_REFINE_ITERS; it++) {
-        scale2_of(bd, bm, d, m, id); /* refit from the best's codes */
-        w4a16_sums(s, n, wt, m, id, sl, sll, sxl);
-        if (!w4a16_candidates(act, sw, sx, sl, sll, sxl, bd, bm, cb, cm, ok)) break;
-        scale2_of(cb, cm, cd, cmf, cid);
-        w4a16_score(s, n, wt, cd, cmf, cid, e);
-        any = 0;
-        for (int l = 0; l < NL; l++)
-            if (ok[l] && e[l] < best[l]) {
-                best[l] = e[l];
-                bd[l] = cb[l];
-                bm[l] = cm[l];
-                any = 1;
-            } else {
-                act[l] = 0;
-            }
-    }
-    scale2_of(bd, bm, d, m, id);
-    vf vdd = load(d), vmm = load(m), vid = load(id);
-    vd er0 = {0}, er1 = {0}, rf0 = {0}, rf1 = {0};
+    dd sw = dsplat(0.0), sx = dsplat(0.0); /* refit_w4a16's sw, sx: the same every time */
     for (int i = 0; i < n; i++) {
-        vf q = clamp_round((s->x[i] - vmm) * vid, 0.0f, 15.0f);
+        sw = dadd(sw, wt ? s->wd[i] : dsplat(1.0));
+        sx = dadd(sx, wt ? s->wxd[i] : s->xd[i]);
+    }
+    vi lane_used;
+    for (int l = 0; l < NL; l++) lane_used[l] = l < nl ? -1 : 0;
+    dd range = dsub(dwiden(mx), dwiden(mn));
+    vi bd = bf16_bits(dnarrow(ddiv(range, dsplat(15.0)))), bm = bf16_bits(mn), cb, cm;
+    vi act = (lane_used & (b->search ? -1 : 0)) & dnz(range);
+    vf d = bf16_val(bd), m = bf16_val(bm);
+    dd best = w4a16_score(s, n, wt, d, m, inv_or0(d)), sl, sll, sxl;
+    for (int st = 0; any(act) && st <= NB_QS_ASYM_STEPS; st++) {
+        vf iscale = dnarrow(ddiv(dsplat(14.0 + (double)NB_QS_SWEEP_STEP * st), range));
+        w4a16_sums(s, n, wt, mn, iscale, &sl, &sll, &sxl);
+        vi ok = w4a16_cand(act, sw, sx, sl, sll, sxl, bd, bm, &cb, &cm);
+        if (!any(ok)) continue;
+        vf cd = bf16_val(cb);
+        dd e = w4a16_score(s, n, wt, cd, bf16_val(cm), inv_or0(cd));
+        vi win = ok & dless(e, best);
+        best = dsel(win, e, best);
+        bd = seli(win, cb, bd);
+        bm = seli(win, cm, bm);
+    }
+    for (int it = 0; any(act) && it < NB_QS_REFINE_ITERS; it++) {
+        d = bf16_val(bd); /* refit from the best's codes */
+        w4a16_sums(s, n, wt, bf16_val(bm), inv_or0(d), &sl, &sll, &sxl);
+        vi ok = w4a16_cand(act, sw, sx, sl, sll, sxl, bd, bm, &cb, &cm);
+        if (!any(ok)) break;
+        vf cd = bf16_val(cb);
+        dd e = w4a16_score(s, n, wt, cd, bf16_val(cm), inv_or0(cd));
+        act = ok & dless(e, best);
+        best = dsel(act, e, best);
+        bd = seli(act, cb, bd);
+        bm = seli(act, cm, bm);
+    }
+    d = bf16_val(bd);
+    m = bf16_val(bm);
+    vf id = inv_or0(d);
+    dd er = dsplat(0.0), rf = dsplat(0.0);
+    for (int i = 0; i < n; i++) {
+        vf q = clamp_round((s->x[i] - m) * id, 0.0f, 15.0f);
         s->q[i] = __builtin_convertvector(__builtin_convertvector(q, vi), vb);
         if (b->stats) {
-            vf xh = vdd * q + vmm;
-            vd f0 = s->xd[i][0] - lo(xh), f1 = s->xd[i][1] - hi(xh);
-            er0 += f0 * f0;
-            er1 += f1 * f1;
-            rf0 += s->xd[i][0] * s->xd[i][0];
-            rf1 += s->xd[i][1] * s->xd[i][1];
+            dd f = dsub(s->xd[i], dwiden(d * q + m));
+            er = dadd(er, dmul(f, f));
+            rf = dadd(rf, dmul(s->xd[i], s->xd[i]));
         }
     }
     pack_int4(b->q + l0, nl, s->q, n);
-    store2(b->err + l0, er0, er1);
-    store2(b->ref + l0, rf0, rf1);
-    memcpy(b->d + l0, bd, sizeof bd);
-    memcpy(b->m + l0, bm, sizeof bm);
+    dstore(b->err + l0, er);
+    dstore(b->ref + l0, rf);
+    for (int l = 0; l < nl; l++) {
+        b->d[l0 + l] = (uint16_t)bd[l];
+        b->m[l0 + l] = (uint16_t)bm[l];
+    }
 }
 
 /* ------------------------------------------------------- w8a16 (per output row) */
 
 /* refit_w8a16's sums for the codes of inverse scales id */
-INLINE void w8_sums(const vf *x, int64_t n, const float *imp, const float *idp, double *sxl,
-                    double *sll)
+INLINE void w8_sums(const vf *x, int64_t n, const float *imp, vf id, dd *sxl, dd *sll)
 {
-    vf id = load(idp);
-    vd a0 = {0}, a1 = {0}, b0 = {0}, b1 = {0};
+    dd a = dsplat(0.0), b = dsplat(0.0);
     for (int64_t i = 0; i < n; i++) {
-        vf l = clamp_round(x[i] * id, -127.0f, 127.0f);
-        vd l0 = lo(l), l1 = hi(l), x0 = lo(x[i]), x1 = hi(x[i]);
+        dd l = dwiden(clamp_round(x[i] * id, -127.0f, 127.0f)), xd = dwiden(x[i]);
         if (imp) {
-            double wi = imp[i];
-            a0 += wi * x0 * l0;
-            a1 += wi * x1 * l1;
-            b0 += wi * l0 * l0;
-            b1 += wi * l1 * l1;
+            dd wi = dsplat(imp[i]);
+            a = dadd(a, dmul(dmul(wi, xd), l));
+            b = dadd(b, dmul(dmul(wi, l), l));
         } else {
-            a0 += x0 * l0;
-            a1 += x1 * l1;
-            b0 += l0 * l0;
-            b1 += l1 * l1;
+            a = dadd(a, dmul(xd, l));
+            b = dadd(b, dmul(l, l));
         }
     }
-    store2(sxl, a0, a1);
-    store2(sll, b0, b1);
+    *sxl = a;
+    *sll = b;
 }
 
 /* score_w8a16 of f32 scales d (inverses id) */
-INLINE void w8_score(const vf *x, int64_t n, const float *imp, const float *dp, const float *idp,
-                     double *e)
+INLINE dd w8_score(const vf *x, int64_t n, const float *imp, vf d, vf id)
 {
-    vf d = load(dp), id = load(idp);
-    vd e0 = {0}, e1 = {0};
+    dd e = dsplat(0.0);
     for (int64_t i = 0; i < n; i++) {
-        vf xh = d * clamp_round(x[i] * id, -127.0f, 127.0f); /* nb_q8_value */
-        vd f0 = lo(x[i]) - lo(xh), f1 = hi(x[i]) - hi(xh);
-        if (imp) {
-            double wi = imp[i];
-            e0 += wi * f0 * f0;
-            e1 += wi * f1 * f1;
-        } else {
-            e0 += f0 * f0;
-            e1 += f1 * f1;
-        }
+        dd f = dsub(dwiden(x[i]), dwiden(d * clamp_round(x[i] * id, -127.0f, 127.0f)));
+        e = dadd(e, imp ? dmul(dmul(dsplat(imp[i]), f), f) : dmul(f, f));
     }
-    store2(e, e0, e1);
+    return e;
 }
 
-INLINE void inv_of(const float *d, float *id)
+INLINE vi w8_cand(vi act, dd sxl, dd sll, vf bd, vf *cd)
 {
-    for (int l = 0; l < NL; l++) id[l] = d[l] != 0.0f ? 1.0f / d[l] : 0.0f;
-}
-
-INLINE int w8_candidates(const int *act, const double *sxl, const double *sll, const float *bd,
-                         float *cd, int *ok)
-{
-    int n_ok = 0;
-    for (int l = 0; l < NL; l++) {
-        float dc = (float)(sxl[l] / sll[l]);
-        ok[l] = act[l] && sll[l] > 0.0 && isfinite(dc);
-        cd[l] = ok[l] ? dc : bd[l];
-        n_ok += ok[l];
-    }
-    return n_ok;
+    vf dc = dnarrow(ddiv(sxl, sll));
+    vi ok = act & dless(dsplat(0.0), sll) & finite(dc);
+    *cd = sel(ok, dc, bd);
+    return ok;
 }
 
 INLINE void w8_run(struct nb_qs_batch *b, int l0, void *scratch)
@@ -588,99 +522,53 @@ INLINE void w8_run(struct nb_qs_batch *b, int l0, void *scratch)
     vf *x = scratch;
     const int64_t n = b->n;
     const float *imp = b->imp[0];
-    float amax[NL], bd[NL], id[NL], cd[NL], cid[NL];
-    double best[NL], e[NL], sxl[NL], sll[NL];
-    int act[NL], ok[NL], any = 0;
     transpose_in(nl, b->x + l0, n, x);
-    vf va = {0};
-    for (int64_t i = 0; i < n; i++) va = sel(vabs(x[i]) > va, vabs(x[i]), va);
-    store(amax, va);
+    vf amax = {0}, bd, cd;
+    for (int64_t i = 0; i < n; i++) amax = sel(vabs(x[i]) > amax, vabs(x[i]), amax);
+    vi lane_used;
     for (int l = 0; l < NL; l++) {
+        lane_used[l] = l < nl ? -1 : 0;
         bd[l] = nb_qs_absmax_w8(amax[l]);
-        act[l] = b->search && amax[l] != 0.0f && l < nl;
-        any |= act[l];
     }
-    inv_of(bd, id);
-    w8_score(x, n, imp, bd, id, best);
-    for (int st = 0; any && st <= NB_QS_W8_STEPS; st++) {
-        for (int l = 0; l < NL; l++)
-            cid[l] = 127.0f / (amax[l] * (1.0f - NB_QS_W8_CLIP_STEP * (float)st));
-        w8_sums(x, n, imp, cid, sxl, sll);
-        if (!w8_candidates(act, sxl, sll, bd, cd, ok)) continue;
-        inv_of(cd, cid);
-        w8_score(x, n, imp, cd, cid, e);
-        for (int l = 0; l < NL; l++)
-            if (ok[l] && e[l] < best[l]) {
-                best[l] = e[l];
-                bd[l] = cd[l];
-            }
+    vi act = (lane_used & (b->search ? -1 : 0)) & (amax != 0.0f);
+    dd best = w8_score(x, n, imp, bd, inv_or0(bd)), sxl, sll;
+    for (int st = 0; any(act) && st <= NB_QS_W8_STEPS; st++) {
+        vf iscale = 127.0f / (amax * (1.0f - NB_QS_W8_CLIP_STEP * (float)st));
+        w8_sums(x, n, imp, iscale, &sxl, &sll);
+        vi ok = w8_cand(act, sxl, sll, bd, &cd);
+        if (!any(ok)) continue;
+        dd e = w8_score(x, n, imp, cd, inv_or0(cd));
+        vi win = ok & dless(e, best);
+        best = dsel(win, e, best);
+        bd = sel(win, cd, bd);
     }
-    for (int it = 0; any && it < NB_QS_REFINE_ITERS; it++) {
-        inv_of(bd, id);
-        w8_sums(x, n, imp, id, sxl, sll);
-        if (!w8_candidates(act, sxl, sll, bd, cd, ok)) break;
-        inv_of(cd, cid);
-        w8_score(x, n, imp, cd, cid, e);
-        any = 0;
-        for (int l = 0; l < NL; l++)
-            if (ok[l] && e[l] < best[l]) {
-                best[l] = e[l];
-                bd[l] = cd[l];
-                any = 1;
-            } else {
-                act[l] = 0;
-            }
+    for (int it = 0; any(act) && it < NB_QS_REFINE_ITERS; it++) {
+        w8_sums(x, n, imp, inv_or0(bd), &sxl, &sll);
+        vi ok = w8_cand(act, sxl, sll, bd, &cd);
+        if (!any(ok)) break;
+        dd e = w8_score(x, n, imp, cd, inv_or0(cd));
+        act = ok & dless(e, best);
+        best = dsel(act, e, best);
+        bd = sel(act, cd, bd);
     }
-    inv_of(bd, id);
-    vf vdd = load(bd), vid = load(id);
-    vd er0 = {0}, er1 = {0}, rf0 = {0}, rf1 = {0};
+    vf id = inv_or0(bd);
+    dd er = dsplat(0.0), rf = dsplat(0.0);
     for (int64_t i = 0; i < n; i++) {
-        vf q = clamp_round(x[i] * vid, -127.0f, 127.0f);
+        vf q = clamp_round(x[i] * id, -127.0f, 127.0f);
         vi qi = __builtin_convertvector(q, vi);
         for (int l = 0; l < nl; l++) b->q[l0 + l][i] = (uint8_t)(int8_t)qi[l];
         if (b->stats) {
-            vf xh = vdd * q;
-            vd x0 = lo(x[i]), x1 = hi(x[i]), f0 = x0 - lo(xh), f1 = x1 - hi(xh);
-            er0 += f0 * f0;
-            er1 += f1 * f1;
-            rf0 += x0 * x0;
-            rf1 += x1 * x1;
+            dd xd = dwiden(x[i]), f = dsub(xd, dwiden(bd * q));
+            er = dadd(er, dmul(f, f));
+            rf = dadd(rf, dmul(xd, xd));
         }
     }
-    store2(b->err + l0, er0, er1);
-    store2(b->ref + l0, rf0, rf1);
-    memcpy(b->d8 + l0, bd, sizeof bd);
+    dstore(b->err + l0, er);
+    dstore(b->ref + l0, rf);
+    for (int l = 0; l < nl; l++) b->d8[l0 + l] = bd[l];
 }
 
-#undef clamp_round
-#undef hi
-#undef inv_of
-#undef lo
-#undef load
-#undef pack_int4
-#undef scale2_of
-#undef scale_of
-#undef sel
-#undef splat
-#undef store
-#undef store2
-#undef transpose_in
-#undef vabs
-#undef vmax
-#undef vmin
-#undef w4a16_candidates
-#undef w4a16_run
-#undef w4a16_score
-#undef w4a16_sums
-#undef w4a8_candidates
-#undef w4a8_refit
-#undef w4a8_run
-#undef w4a8_score
-#undef w8_candidates
-#undef w8_run
-#undef w8_score
-#undef w8_sums
-#undef widen
+#undef JB
 #undef vf
 #undef vi
 #undef vu
@@ -688,6 +576,47 @@ INLINE void w8_run(struct nb_qs_batch *b, int l0, void *scratch)
 #undef vd
 #undef vd2
 #undef vh
+#undef vl
+#undef vih
+#undef dd
 #undef w4a8_s
 #undef w4a16_s
-#undef JB
+#undef splat
+#undef sel
+#undef seli
+#undef any
+#undef widen
+#undef dwiden
+#undef dnarrow
+#undef dadd
+#undef dsub
+#undef dmul
+#undef ddiv
+#undef dsplat
+#undef dless
+#undef djoin
+#undef dnz
+#undef dsel
+#undef dstore
+#undef vabs
+#undef finite
+#undef clamp_round
+#undef vmin
+#undef vmax
+#undef bf16_val
+#undef bf16_bits
+#undef inv_or0
+#undef transpose_in
+#undef pack_int4
+#undef w4a8_refit
+#undef w4a8_score
+#undef w4a8_cand
+#undef w4a8_run
+#undef w4a16_sums
+#undef w4a16_score
+#undef w4a16_cand
+#undef w4a16_run
+#undef w8_sums
+#undef w8_score
+#undef w8_cand
+#undef w8_run
