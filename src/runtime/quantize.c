@@ -500,6 +500,21 @@ static int replaces_source(const char *src_path, const char *out_path)
     return inside;
 }
 
+/* The tensors' checksums, on all threads (the writer would take them one by one). */
+struct sum_job {
+    struct nb_nib_writer *w;
+    atomic_llong next;
+};
+
+static void sum_worker(void *arg, int ith, int nth)
+{
+    struct sum_job *j = arg;
+    int64_t n = nb_nib_writer_count(j->w);
+    for (int64_t i; (i = atomic_fetch_add(&j->next, 1)) < n;) nb_nib_writer_checksum(j->w, i);
+    (void)ith;
+    (void)nth;
+}
+
 /* The source's content hash (for the header), on a thread of its own while the rest
  * works: it reads the whole source once more, seconds for a 3 GB model on one core, and
  * nothing before the header needs it. */
@@ -615,6 +630,9 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
     cJSON_AddNumberToObject(bpw, "linear", res->bpw_linear);
     cJSON_AddNumberToObject(bpw, "tensors", q.file_params ? 8.0 * (double)q.file_bytes /
                                                                 (double)q.file_params : 0);
+    struct sum_job sj = {.w = q.w};
+    atomic_init(&sj.next, 0);
+    nb_pool_run(q.pool, sum_worker, &sj);
     st = out_path ? nb_nib_writer_write(q.w, header, out_path)
                   : nb_nib_writer_write_memory(q.w, header, "(in memory)", fd_out);
     header = NULL; /* consumed */
