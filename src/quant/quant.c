@@ -423,6 +423,18 @@ static enum nb_status check_range(int64_t n_out, int64_t r0, int64_t r1)
     return NB_OK;
 }
 
+/* Whether x[0..n) are all finite (a loop without an early exit, which vectorizes). */
+static int all_finite(const float *x, int64_t n)
+{
+    uint32_t bad = 0;
+    for (int64_t k = 0; k < n; k++) {
+        uint32_t u;
+        memcpy(&u, x + k, 4);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
+    }
+    return !bad;
+}
+
 /* The batched search (search.h) over rows [r0, r1): int4 groups of consecutive rows,
  * or w8a16 rows, NB_QS_LANES at a time. rows: [r1 - r0][n_in], checked finite. */
 static void quantize_batched(enum nb_wpath path, int group, const float *rows, int64_t n_in,
@@ -500,6 +512,7 @@ enum nb_status nb_quantize_rows_at(enum nb_wpath path, int group, const float *r
         }
     for (int64_t r = r0; r < r1; r++) {
         const float *row = rows + (r - r0) * n_in;
+        if (all_finite(row, n_in)) continue;
         for (int64_t k = 0; k < n_in; k++)
             if (!isfinite(row[k])) {
                 st = nb_set_error(NB_ERR_INVALID_ARG, "%s: weight [%lld][%lld] is not finite",

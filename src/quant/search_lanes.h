@@ -230,6 +230,7 @@ struct w4a8_s {
 INLINE void w4a8_refit(const struct w4a8_s *s, int n, int wt, vf id, dd *a, dd *b)
 {
     dd sa = dsplat(0.0), sb = dsplat(0.0);
+    vf sb_int = {0};
     for (int j0 = 0; j0 < REF_LANES; j0 += JB) {
         vf sxl[JB] = {0}, sll[JB] = {0};
         for (int i = j0; i < n; i += REF_LANES)
@@ -245,11 +246,14 @@ INLINE void w4a8_refit(const struct w4a8_s *s, int n, int wt, vf id, dd *a, dd *
             }
         for (int k = 0; k < JB; k++) {
             sa = dadd(sa, dwiden(sxl[k]));
-            sb = dadd(sb, dwiden(sll[k]));
+            if (wt)
+                sb = dadd(sb, dwiden(sll[k]));
+            else /* integers below 2^24: every order of summing is exact */
+                sb_int += sll[k];
         }
     }
     *a = sa;
-    *b = sb;
+    *b = wt ? sb : dwiden(sb_int);
 }
 
 /* score_w4a8 of scales d (inverses id) */
@@ -357,21 +361,24 @@ INLINE void w4a16_sums(const struct w4a16_s *s, int n, int wt, vf m, vf id, dd *
                        dd *sxl)
 {
     dd a = dsplat(0.0), b = dsplat(0.0), c = dsplat(0.0);
+    vf fa = {0}, fb = {0};
     for (int i = 0; i < n; i++) {
-        dd l = dwiden(clamp_round((s->x[i] - m) * id, 0.0f, 15.0f));
+        vf lf = clamp_round((s->x[i] - m) * id, 0.0f, 15.0f);
+        dd l = dwiden(lf);
         if (wt) {
             dd t = dmul(s->wd[i], l);
             a = dadd(a, t);
             b = dadd(b, dmul(t, l));
             c = dadd(c, dmul(s->wxd[i], l));
-        } else { /* w = 1: w l = l, (w l) l = l l and (w x) l = x l exactly */
-            a = dadd(a, l);
-            b = dadd(b, dmul(l, l));
+        } else { /* w = 1: w l = l, (w l) l = l l and (w x) l = x l exactly; sum l and
+                  * sum l^2 are integers below 2^24, exact in float in any order */
+            fa += lf;
+            fb += lf * lf;
             c = dadd(c, dmul(s->xd[i], l));
         }
     }
-    *sl = a;
-    *sll = b;
+    *sl = wt ? a : dwiden(fa);
+    *sll = wt ? b : dwiden(fb);
     *sxl = c;
 }
 
@@ -482,16 +489,24 @@ INLINE void w4a16_run(struct nb_qs_batch *b, int l0, void *scratch)
 INLINE void w8_sums(const vf *x, int64_t n, const float *imp, vf id, dd *sxl, dd *sll)
 {
     dd a = dsplat(0.0), b = dsplat(0.0);
-    for (int64_t i = 0; i < n; i++) {
-        dd l = dwiden(clamp_round(x[i] * id, -127.0f, 127.0f)), xd = dwiden(x[i]);
-        if (imp) {
-            dd wi = dsplat(imp[i]);
-            a = dadd(a, dmul(dmul(wi, xd), l));
-            b = dadd(b, dmul(dmul(wi, l), l));
-        } else {
-            a = dadd(a, dmul(xd, l));
-            b = dadd(b, dmul(l, l));
+    for (int64_t i0 = 0; i0 < n; i0 += 1024) {
+        /* w = 1: sum l^2 in float, 1024 terms of at most 127^2 at a time: integers
+         * below 2^24, exact, as the reference's double sum of integers is */
+        vf fb = {0};
+        int64_t i1 = i0 + 1024 < n ? i0 + 1024 : n;
+        for (int64_t i = i0; i < i1; i++) {
+            vf lf = clamp_round(x[i] * id, -127.0f, 127.0f);
+            dd l = dwiden(lf), xd = dwiden(x[i]);
+            if (imp) {
+                dd wi = dsplat(imp[i]);
+                a = dadd(a, dmul(dmul(wi, xd), l));
+                b = dadd(b, dmul(dmul(wi, l), l));
+            } else {
+                a = dadd(a, dmul(xd, l));
+                fb += lf * lf;
+            }
         }
+        if (!imp) b = dadd(b, dwiden(fb));
     }
     *sxl = a;
     *sll = b;
