@@ -9,7 +9,10 @@
 
 #include "core/error.h"
 #include "core/fp.h"
+#include "kernels/kernels.h"
+#include "quant/dequant.h"
 #include "quant/quant.h"
+#include "quant/search.h"
 
 /* Relative RMS error sqrt(sum (w - w^)^2 / sum w^2) on N(0, 1) weights, 64 x 1024,
  * seed 1. Measured (clang 14 and gcc 12, x86-64), absmax / search:
@@ -225,6 +228,159 @@ static void test_group_functions(void **state)
     }
 }
 
+/* ---------------------------------------------------------------- batched search */
+
+/* Groups (w8a16: rows) of every kind fill_group makes, plus zeros of both signs at the
+ * minimum (a w4a16 min of -0 or +0 is stored as such). */
+static void fill_matrix(float *w, int64_t n_groups, int64_t gs)
+{
+    for (int64_t g = 0; g < n_groups; g++) {
+        float *x = w + g * gs;
+        fill_group(x, (int)gs);
+        if (g % 11 == 5) /* non-negative, with +0 and -0 */
+            for (int64_t i = 0; i < gs; i++)
+                x[i] = i % 3 == 0 ? 0.0f : i % 3 == 1 ? -0.0f : fabsf(x[i]);
+        if (g % 13 == 7) /* all -0 */
+            for (int64_t i = 0; i < gs; i++) x[i] = -0.0f;
+        if (g % 17 == 9) /* subnormal, with zeros: scales whose inverse overflows */
+            for (int64_t i = 0; i < gs; i++) x[i] = i % 4 ? x[i] * 1e-39f / (fabsf(x[i]) + 1.0f) : 0.0f;
+    }
+}
+
+/* nb_quantize_rows (the search on 16 groups at once, quant/search.h) stores exactly
+ * what the one-group reference functions choose, codes and scales, with and without
+ * importance and search, on every ISA level this CPU runs; its stats are the error of
+ * what it stored. */
+static void check_batched(enum nb_wpath path, int group, int64_t n_out, int64_t n_in,
+                          int weighted, int search)
+{
+    int64_t gs = path == NB_WPATH_W8A16 ? n_in : group, ng = n_in / gs;
+    float *w = malloc(sizeof(float) * n_out * n_in), *imp = malloc(sizeof(float) * n_in);
+    float *back = malloc(sizeof(float) * n_out * n_in);
+    void *scratch = malloc(NB_QUANT_W8_SCRATCH(n_in));
+    fill_matrix(w, n_out * ng, gs);
+    for (int64_t k = 0; k < n_in; k++)
+        imp[k] = k % 17 == 3 ? 0.0f : (float)(tu_rand_unit(&g_rng) * (k % 5 == 0 ? 40.0 : 0.2));
+    const float *ip = weighted ? imp : NULL;
+    uint8_t *blob = blob_alloc(path, group, n_out, n_in);
+    struct nb_layout_planes pl;
+    assert_true(nb_layout_planes(path, group, n_out, n_in, &pl));
+    struct nb_qstats st;
+    quantize_ok(path, group, w, n_out, n_in, ip, search, blob, &st);
+    uint8_t q[2048];
+    int8_t q8[2048];
+    for (int64_t r = 0; r < n_out; r++)
+        for (int64_t g = 0; g < ng; g++) {
+            const float *x = w + r * n_in + g * gs;
+            const float *ig = ip ? ip + g * gs : NULL;
+            uint16_t d = 0, m = 0;
+            if (path == NB_WPATH_W8A16) {
+                float d8, got;
+                nb_quant_row_w8a16(x, ig, n_in, search, q8, &d8, scratch);
+                memcpy(&got, blob + pl.offset[1] + 4 * r, 4);
+                if (memcmp(&got, &d8, 4) || memcmp(blob + pl.offset[0] + r * n_in, q8, n_in))
+                    fail_msg("w8a16 row %lld (imp %d, search %d): scale %g, reference %g",
+                             (long long)r, weighted, search, (double)got, (double)d8);
+                continue;
+            }
+            if (path == NB_WPATH_W4A8)
+                nb_quant_group_w4a8(x, ig, (int)gs, search, q, &d);
+            else
+                nb_quant_group_w4a16(x, ig, (int)gs, search, q, &d, &m);
+            const uint8_t *qs = blob + pl.offset[0] + r * (n_in / 2) + g * (gs / 2);
+            uint16_t gd, gm = 0;
+            memcpy(&gd, blob + pl.offset[1] + 2 * (r * ng + g), 2);
+            if (path == NB_WPATH_W4A16) memcpy(&gm, blob + pl.offset[2] + 2 * (r * ng + g), 2);
+            int same = gd == d && gm == m;
+            for (int64_t i = 0; i < gs; i++)
+                same &= ((qs[i / 2] >> (4 * (i % 2))) & 15) == q[i];
+            if (!same)
+                fail_msg("%s G=%d row %lld group %lld (imp %d, search %d): d %04x m %04x, "
+                         "reference d %04x m %04x", nb_wpath_name(path), group, (long long)r,
+                         (long long)g, weighted, search, gd, gm, d, m);
+        }
+    /* the stats: the error of the stored values */
+    dequantize_ok(path, group, blob, n_out, n_in, back);
+    double e = nb_quant_wsqerr(w, back, NULL, n_out * n_in);
+    assert_true(fabs(e - st.err_sq) <= 1e-9 * st.ref_sq + 1e-300);
+    /* every ISA level, one batch: the same bytes and scales */
+    struct nb_qs_batch ref = {0};
+    ref.n = (int)gs;
+    ref.n_lanes = n_out * ng < NB_QS_LANES ? (int)(n_out * ng) : NB_QS_LANES;
+    ref.search = search;
+    ref.stats = 1;
+    size_t qbytes = path == NB_WPATH_W8A16 ? (size_t)gs : (size_t)gs / 2;
+    uint8_t *out = malloc(3 * NB_QS_LANES * qbytes);
+    void *qsc = aligned_alloc(64, (nb_qs_scratch_bytes(path, gs) + 63) / 64 * 64);
+    struct nb_qs_batch got[3];
+    for (int lv = 0; lv < 3; lv++) {
+        static const char *names[] = {"ref", "avx2", "avx512"};
+        struct nb_kernels k;
+        got[lv] = ref;
+        for (int l = 0; l < ref.n_lanes; l++) {
+            got[lv].x[l] = w + l * gs;
+            got[lv].imp[l] = ip ? ip + (l % ng) * gs : NULL;
+            got[lv].q[l] = out + (lv * NB_QS_LANES + l) * qbytes;
+        }
+        if (lv && !nb_kernels_for_isa(names[lv], &k)) {
+            got[lv] = got[0];
+            continue;
+        }
+        nb_qs_run_level(lv, path, &got[lv], qsc);
+        for (int l = 0; lv && l < ref.n_lanes; l++) {
+            assert_memory_equal(got[lv].q[l], got[0].q[l], qbytes);
+            assert_int_equal(got[lv].d[l], got[0].d[l]);
+            assert_int_equal(got[lv].m[l], got[0].m[l]);
+            assert_memory_equal(&got[lv].d8[l], &got[0].d8[l], 4);
+            assert_memory_equal(&got[lv].err[l], &got[0].err[l], sizeof(double));
+        }
+    }
+    free(out);
+    free(qsc);
+    free(w);
+    free(imp);
+    free(back);
+    free(scratch);
+    free(blob);
+}
+
+static void test_batched_matches_groups(void **state)
+{
+    g_rng = 7;
+    for (int weighted = 0; weighted < 2; weighted++)
+        for (int search = 0; search < 2; search++) {
+            check_batched(NB_WPATH_W4A8, 32, 37, 512, weighted, search);
+            check_batched(NB_WPATH_W4A8, 64, 21, 384, weighted, search);
+            check_batched(NB_WPATH_W4A8, 128, 29, 768, weighted, search);
+            check_batched(NB_WPATH_W4A16, 32, 37, 512, weighted, search);
+            check_batched(NB_WPATH_W4A16, 64, 21, 384, weighted, search);
+            check_batched(NB_WPATH_W4A16, 128, 29, 768, weighted, search);
+            check_batched(NB_WPATH_W8A16, 32, 53, 96, weighted, search);
+            check_batched(NB_WPATH_W8A16, 32, 19, 2048, weighted, search);
+        }
+}
+
+/* nb_dequant's f16 conversion (vcvtph2ps where the CPU has it) gives every f16 value
+ * the scalar conversion's f32, bit for bit (NaNs: a NaN), at any length. */
+static void test_dequant_f16(void **state)
+{
+    uint16_t *h = malloc(2 * 65536 + 2);
+    float *f = malloc(4 * 65536 + 4);
+    for (int i = 0; i < 65536; i++) h[i] = (uint16_t)i;
+    for (int n = 65536; n >= 65531; n--) { /* the vector body and a scalar tail */
+        assert_int_equal(nb_dequant(NB_DTYPE_F16, h + (65536 - n), f, n), NB_OK);
+        for (int i = 0; i < n; i++) {
+            float want = nb_f16_to_f32(h[65536 - n + i]);
+            if (isnan(want))
+                assert_true(isnan(f[i]));
+            else
+                assert_memory_equal(&f[i], &want, 4);
+        }
+    }
+    free(h);
+    free(f);
+}
+
 /* ---------------------------------------------------------------- importance */
 
 static void test_importance(void **state)
@@ -396,6 +552,8 @@ int main(void)
         cmocka_unit_test(test_error_bounds),
         cmocka_unit_test(test_search_never_worse),
         cmocka_unit_test(test_group_functions),
+        cmocka_unit_test(test_batched_matches_groups),
+        cmocka_unit_test(test_dequant_f16),
         cmocka_unit_test(test_importance),
         cmocka_unit_test(test_round_trip),
         cmocka_unit_test(test_row_ranges),

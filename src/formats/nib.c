@@ -296,6 +296,8 @@ struct wtensor {
     int64_t shape[2];
     const void *data;
     uint64_t size, offset;
+    uint64_t xxh3;
+    int have_xxh3;
 };
 
 static const char *wtensor_name(const void *t, int64_t i)
@@ -351,6 +353,18 @@ enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum
     return NB_OK;
 }
 
+int64_t nb_nib_writer_count(const struct nb_nib_writer *w)
+{
+    return w->n;
+}
+
+void nb_nib_writer_checksum(struct nb_nib_writer *w, int64_t i)
+{
+    struct wtensor *t = &w->t[i];
+    t->xxh3 = (uint64_t)XXH3_64bits(t->data, t->size);
+    t->have_xxh3 = 1;
+}
+
 /* The header (consumed) and the tensors into f. */
 static enum nb_status write_to(struct nb_nib_writer *w, cJSON *header, struct nb_outfile *f)
 {
@@ -375,7 +389,8 @@ static enum nb_status write_to(struct nb_nib_writer *w, cJSON *header, struct nb
     for (int64_t i = 0; i < w->n; i++) {
         struct wtensor *t = &w->t[i];
         char hex[17];
-        snprintf(hex, sizeof hex, "%016" PRIx64, (uint64_t)XXH3_64bits(t->data, t->size));
+        if (!t->have_xxh3) nb_nib_writer_checksum(w, i);
+        snprintf(hex, sizeof hex, "%016" PRIx64, t->xxh3);
         t->offset = off;
         off += (t->size + NB_LAYOUT_ALIGN - 1) & ~(uint64_t)(NB_LAYOUT_ALIGN - 1);
         cJSON *e = cJSON_CreateObject();

@@ -84,6 +84,10 @@ enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum
                                  enum nb_wpath path, int group, int layout, int n_dims,
                                  const int64_t *shape, const void *data, uint64_t size);
 enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const char *path);
+/* Tensors added so far, and tensor i's checksum computed now (callers may checksum
+ * distinct tensors on several threads before the write, which then reuses them). */
+int64_t nb_nib_writer_count(const struct nb_nib_writer *w);
+void nb_nib_writer_checksum(struct nb_nib_writer *w, int64_t i);
 /* The same bytes into an anonymous in-memory file: *fd_out is its descriptor, at offset
  * 0 (the caller closes it). For a warm-start cache that cannot be written. */
 enum nb_status nb_nib_writer_write_memory(struct nb_nib_writer *w, cJSON *header,

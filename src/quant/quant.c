@@ -16,18 +16,15 @@
 #include "core/fp.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
+#include "quant/search.h"
 
-/* Candidate sweeps. Symmetric: inverse scale = -(8 + STEP i) / x_amax (x_amax towards
- * code 0) and (7 + STEP i) / x_amax (towards code 15), i in -HALF..HALF, i.e. +-2
- * codes around absmax. Asymmetric: (14 + STEP i) / (max - min), i in 0..ASYM_STEPS,
- * 14 .. 18 levels over the range (more than 15 clips both ends). Steps of 0.2 code
- * scored as well as 0.1 on the tests' data at half the cost. */
-#define SWEEP_HALF   10
-#define SWEEP_STEP   0.2f
-#define ASYM_STEPS   20
-#define W8_STEPS     20 /* w8a16: clip factors 1, 0.985, ..., 0.7 of max|x| */
-#define W8_CLIP_STEP 0.015f
-#define REFINE_ITERS 2  /* refit-from-best rounds after the sweep */
+/* The sweeps' constants live in search.h, shared with the batched search. */
+#define SWEEP_HALF   NB_QS_SWEEP_HALF
+#define SWEEP_STEP   NB_QS_SWEEP_STEP
+#define ASYM_STEPS   NB_QS_ASYM_STEPS
+#define W8_STEPS     NB_QS_W8_STEPS
+#define W8_CLIP_STEP NB_QS_W8_CLIP_STEP
+#define REFINE_ITERS NB_QS_REFINE_ITERS
 #define SEEN_MAX     64 /* stored scales already scored (duplicates are skipped) */
 
 double nb_quant_wsqerr(const float *x, const float *xhat, const float *imp, int64_t n)
@@ -277,8 +274,8 @@ double nb_quant_group_w4a16(const float *x, const float *imp, int n, int search,
     uint8_t cand[NB_QUANT_GROUP_MAX];
     float mn = x[0], mx = x[0];
     for (int i = 1; i < n; i++) {
-        mn = fminf(mn, x[i]);
-        mx = fmaxf(mx, x[i]);
+        mn = nb_qs_min(mn, x[i]);
+        mx = nb_qs_max(mx, x[i]);
     }
     double range = (double)mx - (double)mn;
     uint16_t best_d = nb_f32_to_bf16((float)(range / 15.0));
@@ -352,21 +349,6 @@ static int refit_w8a16(const float *x, const float *imp, int64_t n, const int8_t
     return isfinite(*d);
 }
 
-/* amax / 127, nudged to a fixed point of d -> fl(fl(127 d) / 127) so that
- * quantize -> dequantize -> quantize reproduces d exactly (the decoded row's
- * largest magnitude is fl(127 d)). */
-static float absmax_scale_w8(float amax)
-{
-    volatile float d = amax / 127.0f; /* volatile: no excess precision, no folding */
-    for (int it = 0; it < 4; it++) {
-        volatile float top = d * 127.0f;
-        volatile float back = top / 127.0f;
-        if (back == d) break;
-        d = back;
-    }
-    return d;
-}
-
 double nb_quant_row_w8a16(const float *x, const float *imp, int64_t n, int search, int8_t *q,
                           float *d, void *scratch)
 {
@@ -374,8 +356,8 @@ double nb_quant_row_w8a16(const float *x, const float *imp, int64_t n, int searc
     int8_t *cand = (int8_t *)(xhat + n);
     float amax = 0.0f;
     for (int64_t i = 0; i < n; i++)
-        amax = fmaxf(amax, fabsf(x[i]));
-    float best_d = absmax_scale_w8(amax);
+        amax = nb_qs_max(amax, fabsf(x[i]));
+    float best_d = nb_qs_absmax_w8(amax);
     double best = score_w8a16(x, imp, n, best_d, q, xhat);
     if (!search || amax == 0.0f) goto done;
 
@@ -441,49 +423,55 @@ static enum nb_status check_range(int64_t n_out, int64_t r0, int64_t r1)
     return NB_OK;
 }
 
-/* Encode row r of w (already checked finite) into the blob. */
-static void quantize_row(enum nb_wpath path, int group, const float *row, int64_t n_in, int64_t r,
-                         const float *imp, int search, uint8_t *b,
-                         const struct nb_layout_planes *pl, void *w8_scratch)
+/* Whether x[0..n) are all finite (a loop without an early exit, which vectorizes). */
+static int all_finite(const float *x, int64_t n)
 {
-    switch (path) {
-    case NB_WPATH_F32: memcpy(b + pl->offset[0] + 4 * r * n_in, row, (size_t)n_in * 4); break;
-    case NB_WPATH_BF16: {
-        uint8_t *dst = b + pl->offset[0] + 2 * r * n_in;
-        for (int64_t k = 0; k < n_in; k++)
-            nb_q_store_u16(dst + 2 * k, nb_f32_to_bf16(row[k]));
-        break;
+    uint32_t bad = 0;
+    for (int64_t k = 0; k < n; k++) {
+        uint32_t u;
+        memcpy(&u, x + k, 4);
+        bad |= (u & 0x7f800000u) == 0x7f800000u;
     }
-    case NB_WPATH_W8A16: {
-        float d;
-        nb_quant_row_w8a16(row, imp, n_in, search, (int8_t *)(b + pl->offset[0] + r * n_in), &d,
-                           w8_scratch);
-        memcpy(b + pl->offset[1] + 4 * r, &d, 4);
-        break;
-    }
-    case NB_WPATH_W4A16:
-    case NB_WPATH_W4A8: {
-        int64_t ng = n_in / group;
-        uint8_t *qs = b + pl->offset[0] + r * (n_in / 2);
-        uint8_t *dp = b + pl->offset[1] + 2 * r * ng;
-        uint8_t q[NB_QUANT_GROUP_MAX];
-        for (int64_t g = 0; g < ng; g++) {
-            const float *x = row + g * group;
-            const float *ig = imp ? imp + g * group : NULL;
-            uint16_t d, m;
-            if (path == NB_WPATH_W4A8) {
-                nb_quant_group_w4a8(x, ig, group, search, q, &d);
-            } else {
-                nb_quant_group_w4a16(x, ig, group, search, q, &d, &m);
-                nb_q_store_u16(b + pl->offset[2] + 2 * (r * ng + g), m);
-            }
-            nb_q_store_u16(dp + 2 * g, d);
-            for (int i = 0; i < group; i += 2)
-                qs[(g * group + i) / 2] = (uint8_t)(q[i] | (q[i + 1] << 4));
+    return !bad;
+}
+
+/* The batched search (search.h) over rows [r0, r1): int4 groups of consecutive rows,
+ * or w8a16 rows, NB_QS_LANES at a time. rows: [r1 - r0][n_in], checked finite. */
+static void quantize_batched(enum nb_wpath path, int group, const float *rows, int64_t n_in,
+                             int64_t r0, int64_t r1, const float *imp, int search, uint8_t *b,
+                             const struct nb_layout_planes *pl, void *scratch,
+                             struct nb_qstats *stats)
+{
+    struct nb_qs_batch bt = {0};
+    const int int4 = nb_wpath_is_int4(path);
+    const int64_t ng = int4 ? n_in / group : 1, total = (r1 - r0) * ng;
+    bt.n = int4 ? group : (int)n_in;
+    bt.search = search;
+    bt.stats = stats != NULL;
+    for (int64_t base = 0; base < total; base += NB_QS_LANES) {
+        bt.n_lanes = total - base < NB_QS_LANES ? (int)(total - base) : NB_QS_LANES;
+        for (int l = 0; l < NB_QS_LANES; l++) {
+            int64_t idx = base + (l < bt.n_lanes ? l : 0), rr = idx / ng, g = idx % ng;
+            bt.x[l] = rows + rr * n_in + g * bt.n;
+            bt.imp[l] = imp ? imp + g * bt.n : NULL;
+            bt.q[l] = int4 ? b + pl->offset[0] + (r0 + rr) * (n_in / 2) + g * (group / 2)
+                           : b + pl->offset[0] + (r0 + rr) * n_in;
         }
-        break;
-    }
-    default: break;
+        nb_qs_run(path, &bt, scratch);
+        for (int l = 0; l < bt.n_lanes; l++) {
+            int64_t idx = base + l, r = r0 + idx / ng, g = idx % ng;
+            if (int4) {
+                nb_q_store_u16(b + pl->offset[1] + 2 * (r * ng + g), bt.d[l]);
+                if (path == NB_WPATH_W4A16)
+                    nb_q_store_u16(b + pl->offset[2] + 2 * (r * ng + g), bt.m[l]);
+            } else {
+                memcpy(b + pl->offset[1] + 4 * r, &bt.d8[l], 4);
+            }
+            if (stats) {
+                stats->err_sq += bt.err[l];
+                stats->ref_sq += bt.ref[l];
+            }
+        }
     }
 }
 
@@ -491,14 +479,25 @@ enum nb_status nb_quantize_rows(enum nb_wpath path, int group, const float *w, i
                                 int64_t n_in, int64_t r0, int64_t r1, const float *importance,
                                 int search, void *blob, struct nb_qstats *stats)
 {
+    /* (w + r0 * n_in only once the range is known to be inside the matrix) */
+    int inside = w && r0 >= 0 && r0 <= n_out;
+    return nb_quantize_rows_at(path, group, inside ? w + r0 * n_in : w, n_out, n_in, r0, r1,
+                               importance, search, blob, stats);
+}
+
+enum nb_status nb_quantize_rows_at(enum nb_wpath path, int group, const float *rows,
+                                   int64_t n_out, int64_t n_in, int64_t r0, int64_t r1,
+                                   const float *importance, int search, void *blob,
+                                   struct nb_qstats *stats)
+{
     enum nb_status st;
     struct nb_layout_planes pl;
-    float *scratch = NULL;
+    void *scratch = NULL;
     uint8_t *b = blob;
     if (stats) memset(stats, 0, sizeof *stats);
     if ((st = check_shape(path, group, n_out, n_in, &pl)) != NB_OK) goto fail;
     if ((st = check_range(n_out, r0, r1)) != NB_OK) goto fail;
-    if (!w || !blob || ((uintptr_t)blob % NB_LAYOUT_ALIGN)) {
+    if (!rows || !blob || ((uintptr_t)blob % NB_LAYOUT_ALIGN)) {
         st = nb_set_error(NB_ERR_INVALID_ARG,
                           "%s: weights or blob missing, or blob not %d-byte aligned",
                           nb_wpath_name(path), NB_LAYOUT_ALIGN);
@@ -511,28 +510,46 @@ enum nb_status nb_quantize_rows(enum nb_wpath path, int group, const float *w, i
                              nb_wpath_name(path), (long long)k, (double)importance[k]);
             goto fail;
         }
-    /* one decoded row for the stats, plus the w8a16 search scratch */
-    scratch = malloc((size_t)n_in * sizeof(float) + NB_QUANT_W8_SCRATCH(n_in));
-    if (!scratch) {
-        st = nb_set_error(NB_ERR_NOMEM, "%s: no memory for a row of %lld", nb_wpath_name(path),
-                          (long long)n_in);
-        goto fail;
-    }
     for (int64_t r = r0; r < r1; r++) {
-        const float *row = w + r * n_in;
+        const float *row = rows + (r - r0) * n_in;
+        if (all_finite(row, n_in)) continue;
         for (int64_t k = 0; k < n_in; k++)
             if (!isfinite(row[k])) {
                 st = nb_set_error(NB_ERR_INVALID_ARG, "%s: weight [%lld][%lld] is not finite",
                                   nb_wpath_name(path), (long long)r, (long long)k);
                 goto fail;
             }
-        quantize_row(path, group, row, n_in, r, importance, search, b, &pl, scratch + n_in);
-        if (stats) {
-            nb_unpack_row_ref(path, group, blob, &pl, n_in, r, scratch);
-            for (int64_t k = 0; k < n_in; k++) {
-                double diff = (double)row[k] - (double)scratch[k];
-                stats->err_sq += diff * diff;
-                stats->ref_sq += (double)row[k] * row[k];
+    }
+    int batched = nb_wpath_is_int4(path) || path == NB_WPATH_W8A16;
+    /* the batch's scratch, or one decoded row for the stats */
+    size_t bytes = batched ? nb_qs_scratch_bytes(path, n_in) : (size_t)n_in * sizeof(float);
+    bytes = (bytes + 63) / 64 * 64;
+    if (r1 > r0 && !(scratch = aligned_alloc(64, bytes ? bytes : 64))) {
+        st = nb_set_error(NB_ERR_NOMEM, "%s: no memory for a row of %lld", nb_wpath_name(path),
+                          (long long)n_in);
+        goto fail;
+    }
+    if (batched && r1 > r0) {
+        quantize_batched(path, group, rows, n_in, r0, r1, importance, search, b, &pl, scratch,
+                         stats);
+    } else {
+        for (int64_t r = r0; r < r1; r++) {
+            const float *row = rows + (r - r0) * n_in;
+            if (path == NB_WPATH_F32) {
+                memcpy(b + pl.offset[0] + 4 * r * n_in, row, (size_t)n_in * 4);
+            } else { /* bf16 */
+                uint8_t *dst = b + pl.offset[0] + 2 * r * n_in;
+                for (int64_t k = 0; k < n_in; k++)
+                    nb_q_store_u16(dst + 2 * k, nb_f32_to_bf16(row[k]));
+            }
+            if (stats) {
+                float *back = scratch;
+                nb_unpack_row_ref(path, group, blob, &pl, n_in, r, back);
+                for (int64_t k = 0; k < n_in; k++) {
+                    double diff = (double)row[k] - (double)back[k];
+                    stats->err_sq += diff * diff;
+                    stats->ref_sq += (double)row[k] * row[k];
+                }
             }
         }
     }

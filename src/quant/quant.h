@@ -91,6 +91,14 @@ enum nb_status nb_quantize_rows(enum nb_wpath path, int group, const float *w, i
                                 int64_t n_in, int64_t r0, int64_t r1, const float *importance,
                                 int search, void *blob, struct nb_qstats *stats);
 
+/* nb_quantize_rows with `rows` holding rows [r0, r1) only: [r1 - r0][n_in] (a caller
+ * that converts a source matrix a block of rows at a time). The same checks, bytes
+ * and stats. */
+enum nb_status nb_quantize_rows_at(enum nb_wpath path, int group, const float *rows,
+                                   int64_t n_out, int64_t n_in, int64_t r0, int64_t r1,
+                                   const float *importance, int search, void *blob,
+                                   struct nb_qstats *stats);
+
 /* Decode rows [r0, r1) of a packed blob into out [r1 - r0][n_in] (the exact values
  * the reference kernels use). Same shape errors as nb_quantize_rows. */
 enum nb_status nb_dequantize_rows(enum nb_wpath path, int group, const void *blob, int64_t n_out,

@@ -37,8 +37,9 @@ static void repack_blocks(const uint8_t *src, uint8_t *dst, const struct nb_layo
     }
 }
 
-enum nb_status nb_repack_x16(enum nb_wpath p, int group, const void *rows_blob, void *x16_blob,
-                             int64_t n_out, int64_t n_in, int64_t rows_per_step)
+enum nb_status nb_repack_x16_blocks(enum nb_wpath p, int group, const void *rows_blob,
+                                    void *x16_blob, int64_t n_out, int64_t n_in,
+                                    int64_t rows_per_step, int64_t b0, int64_t b1)
 {
     struct nb_layout_planes pl, px;
     if (!nb_wpath_is_int4(p))
@@ -50,17 +51,28 @@ enum nb_status nb_repack_x16(enum nb_wpath p, int group, const void *rows_blob, 
                             "the X16 layout (rows must be a multiple of 16)",
                             nb_wpath_name(p), (long long)n_out, (long long)n_in, group);
     int64_t nblk = n_out / 16;
-    /* (a huge value means the whole matrix, without overflowing the rounding) */
+    if (b0 < 0 || b1 < b0 || b1 > nblk)
+        return nb_set_error(NB_ERR_INVALID_ARG, "repack: blocks [%lld, %lld) outside [0, %lld)",
+                            (long long)b0, (long long)b1, (long long)nblk);
+    /* (a huge value means the whole range, without overflowing the rounding) */
     int64_t step = rows_per_step <= 0 || rows_per_step / 16 >= nblk ? nblk
                                                                      : (rows_per_step + 15) / 16;
-    for (int64_t b = 0; b < nblk; b += step)
+    if (step < 1) step = 1;
+    for (int64_t b = b0; b < b1; b += step)
         repack_blocks(rows_blob, x16_blob, &px, (int)px.n_planes - 1, n_in, group, b,
-                      b + step < nblk ? b + step : nblk);
+                      b + step < b1 ? b + step : b1);
     uint8_t *o = x16_blob; /* padding after each plane */
-    for (int i = 0; i < px.n_planes; i++) {
+    for (int i = 0; b1 == nblk && i < px.n_planes; i++) {
         int64_t end = px.offset[i] + px.size[i];
         int64_t next = i + 1 < px.n_planes ? px.offset[i + 1] : px.total;
         memset(o + end, 0, (size_t)(next - end));
     }
     return NB_OK;
+}
+
+enum nb_status nb_repack_x16(enum nb_wpath p, int group, const void *rows_blob, void *x16_blob,
+                             int64_t n_out, int64_t n_in, int64_t rows_per_step)
+{
+    return nb_repack_x16_blocks(p, group, rows_blob, x16_blob, n_out, n_in, rows_per_step, 0,
+                                n_out / 16);
 }

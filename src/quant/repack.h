@@ -18,5 +18,11 @@
  * not fit X16 (n_out % 16 != 0, group not dividing n_in). */
 enum nb_status nb_repack_x16(enum nb_wpath p, int group, const void *rows_blob, void *x16_blob,
                              int64_t n_out, int64_t n_in, int64_t rows_per_step);
+/* The same for the 16-row blocks [b0, b1) only (rows 16 b0 .. 16 b1 - 1); the padding
+ * is zeroed by the call whose range ends at the last block. Threads may convert
+ * disjoint block ranges of one matrix at once. */
+enum nb_status nb_repack_x16_blocks(enum nb_wpath p, int group, const void *rows_blob,
+                                    void *x16_blob, int64_t n_out, int64_t n_in,
+                                    int64_t rows_per_step, int64_t b0, int64_t b1);
 
 #endif

@@ -208,27 +208,47 @@ static void symmetrize(double *h, int64_t n)
         for (int64_t j = 0; j < i; j++) h[i * n + j] = h[j * n + i];
 }
 
-/* A matrix of the source as f32 rows: in place when it is f32, else converted. */
-enum nb_status nb_weight_f32(const struct nb_weight *w, const float **out, float **owned)
+static enum nb_status check_plain(const struct nb_weight *w)
 {
-    *owned = NULL;
     const struct nb_wformat_info *fi = nb_wformat_info(w->format);
     if (!fi->plain)
         return nb_set_error(NB_ERR_UNSUPPORTED, "quantize: the source is already packed "
                             "(%s); quantize from the float checkpoint", nb_wpath_name(fi->path));
+    return NB_OK;
+}
+
+enum nb_status nb_weight_rows_f32(const struct nb_weight *w, int64_t r0, int64_t r1, float *buf,
+                                  const float **out)
+{
+    enum nb_status st = check_plain(w);
+    if (st) return st;
+    if (w->format == NB_WF_F32) {
+        *out = (const float *)w->data + r0 * w->n_in;
+        return NB_OK;
+    }
+    const uint8_t *src = (const uint8_t *)w->data + 2 * r0 * w->n_in;
+    st = nb_dequant(w->format == NB_WF_F16 ? NB_DTYPE_F16 : NB_DTYPE_BF16, src, buf,
+                    (r1 - r0) * w->n_in);
+    if (!st) *out = buf;
+    return st;
+}
+
+/* A matrix of the source as f32 rows: in place when it is f32, else converted. */
+enum nb_status nb_weight_f32(const struct nb_weight *w, const float **out, float **owned)
+{
+    *owned = NULL;
+    enum nb_status st = check_plain(w);
+    if (st) return st;
     if (w->format == NB_WF_F32) {
         *out = w->data;
         return NB_OK;
     }
     float *f = malloc(sizeof(float) * (size_t)(w->n_out * w->n_in));
     if (!f) return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
-    enum nb_status st = nb_dequant(w->format == NB_WF_F16 ? NB_DTYPE_F16 : NB_DTYPE_BF16, w->data,
-                                   f, w->n_out * w->n_in);
-    if (st) {
+    if ((st = nb_weight_rows_f32(w, 0, w->n_out, f, out))) {
         free(f);
         return st;
     }
-    *out = f;
     *owned = f;
     return NB_OK;
 }

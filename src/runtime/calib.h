@@ -47,6 +47,10 @@ enum nb_status nb_calib_stats(const struct nb_model *m, const struct nb_calib *c
 /* A matrix of the source as f32 rows: in place (*owned NULL) when it is f32, else a
  * converted copy the caller frees (*owned). NB_ERR_UNSUPPORTED for a packed matrix. */
 enum nb_status nb_weight_f32(const struct nb_weight *w, const float **out, float **owned);
+/* Rows [r0, r1) of the same: *out points into the source when it is f32, else at buf
+ * ((r1 - r0) * n_in floats) holding the converted rows. */
+enum nb_status nb_weight_rows_f32(const struct nb_weight *w, int64_t r0, int64_t r1, float *buf,
+                                  const float **out);
 
 /* One quantized matrix of the model (the blob GPTQ wrote), for quantize to store. */
 struct nb_prequant {
