@@ -14,6 +14,7 @@
 #include "core/cpu.h"
 #include "core/timer.h"
 #include "kernels/kernels.h"
+#include "lab.h"
 
 #define HD     128
 #define REP    2
@@ -34,15 +35,6 @@ struct impl {
     nb_attn_tile_fn tile;
 };
 
-struct result {
-    double best, worst;
-};
-
-static void upd(struct result *r, double t)
-{
-    if (r->best == 0 || t < r->best) r->best = t;
-    if (t > r->worst) r->worst = t;
-}
 
 int main(int argc, char **argv)
 {

@@ -23,6 +23,7 @@
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
 #include "quant/repack.h"
+#include "lab.h"
 
 #define GROUP        64
 #define PREFILL_TOK  512
@@ -287,15 +288,6 @@ static double run_pass(struct nb_pool *pool, int nth, const struct kern *k, cons
     return (double)(nb_time_ns() - t0) * 1e-9;
 }
 
-struct result {
-    double best, worst;
-};
-
-static void upd(struct result *r, double t)
-{
-    if (r->best == 0 || t < r->best) r->best = t;
-    if (t > r->worst) r->worst = t;
-}
 
 int main(int argc, char **argv)
 {
