@@ -17,9 +17,9 @@
  * bytes out do not depend on which runs, nor on which groups share a batch.
  *
  * bench/bench_quant (one thread's CPU time per weight, 256 x 2048 Gaussian, G = 128,
- * the 2-core Zen 5 VM, 2026-12-01; the reference in brackets): AVX-512 w4a8 7.5 ns
- * (27.7), w4a16 9.8 (84.6), w8a16 7.6 (71.6); AVX2 14.4 (34.5), 19.9 (84.7), 17.7
- * (76.0); baseline 47.9 (67.5), 42.9 (83.6), 41.2 (75.0).
+ * best of 5, the 2-core Zen 5 VM, 2026-12-01; the reference in brackets): AVX-512 w4a8
+ * 7.1 ns (27.5), w4a16 8.6 (82.1), w8a16 7.6 (73.7); AVX2 13.6 (34.2), 16.0 (81.9),
+ * 13.4 (73.2); baseline 51.4 (73.3), 44.9 (90.5), 44.3 (79.4).
  */
 #include "quant/search.h"
 

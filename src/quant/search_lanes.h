@@ -34,6 +34,7 @@
 #define dsplat QS(dsplat)
 #define dless QS(dless)
 #define djoin QS(djoin)
+#define dsplit QS(dsplit)
 #define dnz QS(dnz)
 #define dsel QS(dsel)
 #define dstore QS(dstore)
@@ -95,7 +96,13 @@ INLINE int any(vi m)
  * double vectors of NL lanes: GCC 12 lowers a half-width one into four instructions) */
 INLINE void widen(vf v, vd *a, vd *b)
 {
-#if NL == 16
+#if defined(__x86_64__) && NL == 16 /* (no trip through memory) */
+    *a = (vd)_mm512_cvtps_pd(_mm512_castps512_ps256((__m512)v));
+    *b = (vd)_mm512_cvtps_pd(_mm512_extractf32x8_ps((__m512)v, 1));
+#elif defined(__x86_64__) && NL == 8
+    *a = (vd)_mm256_cvtps_pd(_mm256_castps256_ps128((__m256)v));
+    *b = (vd)_mm256_cvtps_pd(_mm256_extractf128_ps((__m256)v, 1));
+#elif NL == 16
     vd2 w = __builtin_convertvector(v, vd2);
     memcpy(a, &w, sizeof *a);
     memcpy(b, (const char *)&w + sizeof *a, sizeof *b);
@@ -116,11 +123,19 @@ INLINE dd dwiden(vf v)
 /* (float) of each lane */
 INLINE vf dnarrow(dd x)
 {
+#if defined(__x86_64__) && NL == 16
+    return (vf)_mm512_insertf32x8(_mm512_castps256_ps512(_mm512_cvtpd_ps((__m512d)x.v[0])),
+                                  _mm512_cvtpd_ps((__m512d)x.v[1]), 1);
+#elif defined(__x86_64__) && NL == 8
+    return (vf)_mm256_insertf128_ps(_mm256_castps128_ps256(_mm256_cvtpd_ps((__m256d)x.v[0])),
+                                    _mm256_cvtpd_ps((__m256d)x.v[1]), 1);
+#else
     vh h0 = __builtin_convertvector(x.v[0], vh), h1 = __builtin_convertvector(x.v[1], vh);
     vf r;
     memcpy(&r, &h0, sizeof h0);
     memcpy((char *)&r + sizeof h0, &h1, sizeof h1);
     return r;
+#endif
 }
 INLINE dd dadd(dd a, dd b) { return (dd){{a.v[0] + b.v[0], a.v[1] + b.v[1]}}; }
 INLINE dd dsub(dd a, dd b) { return (dd){{a.v[0] - b.v[0], a.v[1] - b.v[1]}}; }
@@ -132,24 +147,40 @@ INLINE dd dsplat(double c)
     for (int l = 0; l < NL / 2; l++) v[l] = c;
     return (dd){{v, v}};
 }
-/* two halves of double-lane masks as one int32 lane mask */
+/* two halves of double-lane masks as one int32 lane mask, and back */
 INLINE vi djoin(vl m0, vl m1)
 {
+#if defined(__x86_64__) && NL == 16
+    return (vi)_mm512_inserti64x4(_mm512_castsi256_si512(_mm512_cvtepi64_epi32((__m512i)m0)),
+                                  _mm512_cvtepi64_epi32((__m512i)m1), 1);
+#else
     vih h0 = __builtin_convertvector(m0, vih), h1 = __builtin_convertvector(m1, vih);
     vi m;
     memcpy(&m, &h0, sizeof h0);
     memcpy((char *)&m + sizeof h0, &h1, sizeof h1);
     return m;
+#endif
+}
+INLINE void dsplit(vi m, vl *m0, vl *m1)
+{
+#if defined(__x86_64__) && NL == 16
+    *m0 = (vl)_mm512_cvtepi32_epi64(_mm512_castsi512_si256((__m512i)m));
+    *m1 = (vl)_mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64((__m512i)m, 1));
+#else
+    vih h0, h1;
+    memcpy(&h0, &m, sizeof h0);
+    memcpy(&h1, (const char *)&m + sizeof h0, sizeof h1);
+    *m0 = __builtin_convertvector(h0, vl);
+    *m1 = __builtin_convertvector(h1, vl);
+#endif
 }
 /* a < b per lane; a != 0 per lane */
 INLINE vi dless(dd a, dd b) { return djoin((vl)(a.v[0] < b.v[0]), (vl)(a.v[1] < b.v[1])); }
 INLINE vi dnz(dd a) { return djoin((vl)(a.v[0] != 0.0), (vl)(a.v[1] != 0.0)); }
 INLINE dd dsel(vi m, dd a, dd b)
 {
-    vih h0, h1;
-    memcpy(&h0, &m, sizeof h0);
-    memcpy(&h1, (const char *)&m + sizeof h0, sizeof h1);
-    vl m0 = __builtin_convertvector(h0, vl), m1 = __builtin_convertvector(h1, vl);
+    vl m0, m1;
+    dsplit(m, &m0, &m1);
     return (dd){{(vd)(((vl)a.v[0] & m0) | ((vl)b.v[0] & ~m0)),
                  (vd)(((vl)a.v[1] & m1) | ((vl)b.v[1] & ~m1))}};
 }
@@ -610,6 +641,7 @@ INLINE void w8_run(struct nb_qs_batch *b, int l0, void *scratch)
 #undef dsplat
 #undef dless
 #undef djoin
+#undef dsplit
 #undef dnz
 #undef dsel
 #undef dstore

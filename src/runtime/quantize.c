@@ -143,6 +143,17 @@ struct qctx {
     size_t rows_cap;
     float *wbuf[QUANT_THREADS_MAX]; /* the workers' source rows as f32 */
     int64_t wbuf_cap[QUANT_THREADS_MAX];
+    /* the last matrix quantized without importance: a tied head quantized as its
+     * embeddings were (same source, path, group and layout) gets the same bytes, so it
+     * shares that blob (kept once) instead of being quantized again */
+    struct {
+        const void *src;
+        enum nb_wpath path;
+        int group, layout;
+        int64_t n_out, n_in;
+        const void *blob;
+        double rel_rms;
+    } last;
     int64_t done, total;
     int layout;            /* opts->layout: NB_LAYOUT_X16 (default) or NB_LAYOUT_ROWS */
     int64_t repack_rows;   /* opts->repack_rows: rows per repack step (0: whole matrix) */
@@ -259,6 +270,11 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
                          w->n_out % 16 == 0
                      ? NB_LAYOUT_X16
                      : NB_LAYOUT_ROWS;
+    if (!imp && q->last.blob && q->last.src == w->data && q->last.path == path &&
+        q->last.group == group && q->last.layout == layout && q->last.n_out == w->n_out &&
+        q->last.n_in == w->n_in)
+        return write_matrix(q, name, path, group, layout, w, q->last.blob, (uint64_t)pl.total,
+                            linear, q->last.rel_rms);
     void *blob = NULL, *x16 = NULL;
     if (layout == NB_LAYOUT_X16 && q->rows_cap < (size_t)pl.total) {
         free(q->rows);
@@ -303,8 +319,19 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
     if ((st = keep(q, blob))) goto done;
     void *kept = blob;
     blob = NULL;
-    st = write_matrix(q, name, path, group, layout, w, kept, (uint64_t)pl.total, linear,
-                      ref > 0 ? sqrt(err / ref) : 0);
+    double rel = ref > 0 ? sqrt(err / ref) : 0;
+    q->last.blob = NULL;
+    if (!imp) {
+        q->last.src = w->data;
+        q->last.path = path;
+        q->last.group = group;
+        q->last.layout = layout;
+        q->last.n_out = w->n_out;
+        q->last.n_in = w->n_in;
+        q->last.blob = kept;
+        q->last.rel_rms = rel;
+    }
+    st = write_matrix(q, name, path, group, layout, w, kept, (uint64_t)pl.total, linear, rel);
 done:
     free(j);
     free(cs);
