@@ -220,6 +220,21 @@ static void *format_blob(enum nb_wformat f, const struct shape *s, const float *
     uint8_t *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
     assert_non_null(blob);
     int64_t n = s->n_out * s->n_in;
+    if (f == NB_WF_Q4_K || f == NB_WF_Q6_K) { /* random blocks, finite f16 scales */
+        int bytes = f == NB_WF_Q4_K ? 144 : 210;
+        for (int64_t i = 0; i < pl.total; i++) blob[i] = (uint8_t)tu_rand_u64(&g_rng);
+        for (int64_t b = 0; b < pl.total / bytes; b++) {
+            uint16_t d = nb_f32_to_f16(0.01f * tu_rand_gauss(&g_rng));
+            memcpy(blob + b * bytes + (f == NB_WF_Q4_K ? 0 : 208), &d, 2);
+            if (f == NB_WF_Q4_K) memcpy(blob + b * bytes + 2, &d, 2);
+        }
+        int64_t row = pl.total / s->n_out;
+        for (int64_t r = 0; r < s->n_out; r++)
+            (f == NB_WF_Q4_K ? nb_dequant_row_q4_k_ref
+                             : nb_dequant_row_q6_k_ref)(blob + r * row, wd + r * s->n_in, s->n_in);
+        (void)w;
+        return blob;
+    }
     if (fi->plain) {
         for (int64_t i = 0; i < n; i++) {
             if (f == NB_WF_F32) {
@@ -257,6 +272,8 @@ static void check_table(const struct nb_kernels *k, const char *table)
             struct shape s;
             random_shape(&s, it % 2 ? 5 : 1);
             s.n_out = 16 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 4));
+            if (f == NB_WF_Q4_K || f == NB_WF_Q6_K) /* whole 256-element blocks */
+                s.n_in = 256 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 3));
             s.r0 = it < 2 ? 0 : 16;
             s.r1 = it == 3 ? s.n_out - (s.n_out > 16 ? 16 : 0) : s.n_out;
             if (s.r0 >= s.r1) s.r0 = 0;
@@ -320,6 +337,11 @@ static void test_wformat(void **state)
         enum nb_wformat back;
         if (f == NB_WF_F16) {
             assert_true(fi->plain);
+            continue;
+        }
+        if (f == NB_WF_Q4_K || f == NB_WF_Q6_K) { /* a GGUF source's rows, no nibble path */
+            assert_false(fi->plain);
+            assert_int_equal(fi->input, NB_INPUT_F32);
             continue;
         }
         assert_true(nb_wformat_of(fi->path, fi->layout, &back));

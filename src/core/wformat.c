@@ -1,6 +1,7 @@
 /* core/wformat.c — the weight formats: names, traits and the sizes of their packed layouts. */
 #include "core/wformat.h"
 
+#include <stdint.h>
 #include <string.h>
 
 static const char *const k_names[NB_WPATH_COUNT] = {"f32", "bf16", "w8a16", "w4a16", "w4a8"};
@@ -92,6 +93,10 @@ static const struct nb_wformat_info k_formats[NB_WF_COUNT] = {
     [NB_WF_W4A16_X16] = {"w4a16-x16", NB_WPATH_W4A16, NB_LAYOUT_X16, NB_INPUT_F32, 0, 16},
     [NB_WF_W4A8] = {"w4a8", NB_WPATH_W4A8, NB_LAYOUT_ROWS, NB_INPUT_Q8, 0, 1},
     [NB_WF_W4A8_X16] = {"w4a8-x16", NB_WPATH_W4A8, NB_LAYOUT_X16, NB_INPUT_Q8, 0, 16},
+    /* a GGUF source's k-quant rows, run as stored: f32 activations, not one of nibble's
+     * packed paths (they count as the source's own weights, like f16) */
+    [NB_WF_Q4_K] = {"q4_k", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
+    [NB_WF_Q6_K] = {"q6_k", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
 };
 
 const struct nb_wformat_info *nb_wformat_info(enum nb_wformat f)
@@ -103,7 +108,7 @@ int nb_wformat_of(enum nb_wpath path, enum nb_layout layout, enum nb_wformat *ou
 {
     if (layout == 0) layout = NB_LAYOUT_ROWS;
     for (int f = 0; f < NB_WF_COUNT; f++)
-        if (f != NB_WF_F16 && k_formats[f].path == path && k_formats[f].layout == layout) {
+        if (f != NB_WF_F16 && f != NB_WF_Q4_K && f != NB_WF_Q6_K && k_formats[f].path == path && k_formats[f].layout == layout) {
             *out = (enum nb_wformat)f;
             return 1;
         }
@@ -117,6 +122,15 @@ int nb_wformat_planes(enum nb_wformat f, int group, int64_t n_out, int64_t n_in,
     if (!i) {
         memset(out, 0, sizeof *out);
         return 0;
+    }
+    if (f == NB_WF_Q4_K || f == NB_WF_Q6_K) { /* one plane: n_in / 256 blocks a row */
+        int64_t bb = f == NB_WF_Q4_K ? 144 : 210;
+        memset(out, 0, sizeof *out);
+        if (n_in <= 0 || n_out <= 0 || n_in % 256 || n_out > INT64_MAX / (n_in / 256 * bb))
+            return 0;
+        out->n_planes = 1;
+        out->size[0] = out->total = n_out * (n_in / 256) * bb;
+        return 1;
     }
     /* f16 rows have bf16's size */
     enum nb_wpath p = f == NB_WF_F16 ? NB_WPATH_BF16 : i->path;

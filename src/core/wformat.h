@@ -113,6 +113,8 @@ enum nb_wformat {
     NB_WF_W4A16_X16, /* w4a16, X16 */
     NB_WF_W4A8,      /* w4a8, ROWS */
     NB_WF_W4A8_X16,  /* w4a8, X16 */
+    NB_WF_Q4_K,      /* GGUF Q4_K rows as stored (a k-quant source run by `--path source`) */
+    NB_WF_Q6_K,      /* GGUF Q6_K rows as stored */
     NB_WF_COUNT
 };
 
@@ -136,7 +138,8 @@ const struct nb_wformat_info *nb_wformat_info(enum nb_wformat f);
 /* The format of a packed matrix of `path` in `layout` (non-int4 paths: ROWS). 1 and
  * *out set, or 0 for a pair that does not exist (X16 w8a16, ...). */
 int nb_wformat_of(enum nb_wpath path, enum nb_layout layout, enum nb_wformat *out);
-/* Plane offsets and sizes of a matrix in format f (see nb_layout_planes). */
+/* Plane offsets and sizes of a matrix in format f (see nb_layout_planes; NB_WF_Q4_K /
+ * NB_WF_Q6_K: one plane of n_out rows of n_in / 256 blocks, total not padded). */
 int nb_wformat_planes(enum nb_wformat f, int group, int64_t n_out, int64_t n_in,
                       struct nb_layout_planes *out);
 

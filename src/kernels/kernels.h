@@ -194,6 +194,16 @@ void nb_gemm_f16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const v
                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_bf16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+/* GGUF Q4_K / Q6_K rows as stored (NB_WF_Q4_K, NB_WF_Q6_K: n_in a multiple of 256, a row
+ * n_in / 256 blocks of 144 / 210 bytes; kernels/qblock.h): row decode into n floats,
+ * bit-identical to llama.cpp's dequantization, and the GEMM (decode a row into scratch,
+ * dot it with every token). */
+void nb_dequant_row_q4_k_ref(const void *row, float *y, int64_t n);
+void nb_dequant_row_q6_k_ref(const void *row, float *y, int64_t n);
+void nb_gemm_q4_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_q6_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 float nb_dot_f32_ref(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
 void nb_attn_decode_ref(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
@@ -291,6 +301,14 @@ void nb_gemm_f32_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, cons
 void nb_gemm_f16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                         int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_bf16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                         int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+/* kernels/x86/gemm_kq_avx512.c: the same row decode on 16 lanes (the same values, bit
+ * for bit) and the GEMM with the AVX-512 dot. */
+void nb_dequant_row_q4_k_avx512(const void *row, float *y, int64_t n);
+void nb_dequant_row_q6_k_avx512(const void *row, float *y, int64_t n);
+void nb_gemm_q4_k_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                         int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_q6_k_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                          int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 
 /* Small element-wise ops (scalar; not worth dispatching yet). */

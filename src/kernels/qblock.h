@@ -73,4 +73,75 @@ static inline float nb_q8_value(float d, int q)
     return d * (float)q;
 }
 
+/* ---- GGUF k-quant blocks (a GGUF source run as stored: `--path source`) ----
+ * The block layouts, bit for bit (ggml's public block structs, little-endian, packed);
+ * the arithmetic is llama.cpp's reference dequantization (f16 scale widened to f32, its
+ * product with the integer sub-block scale, then one multiply and one subtract per
+ * element), so values are bit-identical to llama.cpp's (tests/test_dequant_k.c).
+ *
+ * 8 six-bit scales and 8 six-bit mins in 12 bytes, as Q4_K and Q5_K store them:
+ *    0 EEAAAAAA   4 eeaaaaaa    8 eeeeEEEE
+ *    1 FFBBBBBB   5 ffbbbbbb    9 ffffFFFF
+ *    2 GGCCCCCC   6 ggcccccc   10 ggggGGGG
+ *    3 HHDDDDDD   7 hhdddddd   11 hhhhHHHH
+ *   scale A..H of sub-blocks 0..7 (upper case), min a..h (lower case):
+ *   sub < 4: scale = byte[sub] & 63, min = byte[sub+4] & 63
+ *   sub >= 4: scale = low nibble of byte[sub+4] | (top 2 bits of byte[sub-4]) << 4,
+ *             min = high nibble of byte[sub+4] | (top 2 bits of byte[sub]) << 4 */
+static inline void nb_k4_scale_min(const uint8_t *s, int sub, int *sc, int *mn)
+{
+    if (sub < 4) {
+        *sc = s[sub] & 63;
+        *mn = s[sub + 4] & 63;
+    } else {
+        *sc = (s[sub + 4] & 0x0f) | (s[sub - 4] >> 6) << 4;
+        *mn = (s[sub + 4] >> 4) | (s[sub] >> 6) << 4;
+    }
+}
+
+#define NB_QK_K        256 /* elements of a k-quant block */
+#define NB_Q4_K_BYTES  144
+#define NB_Q6_K_BYTES  210
+
+/* Q4_K (144 bytes): | f16 d | f16 dmin | u8 scales[12] | u8 qs[128] |
+ *   8 sub-blocks of 32 (nb_k4_scale_min); qs in 4 chunks of 32 bytes: chunk c holds
+ *   sub-block 2c in its low nibbles and 2c+1 in its high nibbles
+ *   x = (d * scale) * q - (dmin * min) */
+static inline void nb_q4_k_block(const uint8_t *b, float *y)
+{
+    float d = nb_f16_to_f32(nb_q_load_u16(b)), dmin = nb_f16_to_f32(nb_q_load_u16(b + 2));
+    const uint8_t *sc = b + 4, *qs = b + 16;
+    for (int sub = 0; sub < 8; sub++) {
+        int s, m;
+        nb_k4_scale_min(sc, sub, &s, &m);
+        float d1 = d * (float)s, m1 = dmin * (float)m;
+        const uint8_t *c = qs + 32 * (sub / 2);
+        int shift = 4 * (sub % 2);
+        for (int l = 0; l < 32; l++) {
+            float t = d1 * (float)((c[l] >> shift) & 0x0f);
+            y[32 * sub + l] = t - m1;
+        }
+    }
+}
+
+/* Q6_K (210 bytes): | u8 ql[128] | u8 qh[64] | i8 scales[16] | f16 d |
+ *   two halves of 128 elements; in half h, element r (0..127):
+ *     low 4 bits: nibble (r / 64) of ql[64h + r % 64]   (low nibble first)
+ *     high 2 bits: bits at shift 2*(r / 32) of qh[32h + r % 32]
+ *   q = bits - 32 (-32..31); 16 sub-blocks of 16 with signed 8-bit scales
+ *   x = (d * scale) * q */
+static inline void nb_q6_k_block(const uint8_t *b, float *y)
+{
+    const uint8_t *ql = b, *qh = b + 128;
+    const int8_t *sc = (const int8_t *)(b + 192);
+    float d = nb_f16_to_f32(nb_q_load_u16(b + 208));
+    for (int e = 0; e < 256; e++) {
+        int h = e / 128, r = e % 128;
+        int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0f;
+        int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
+        float dl = d * (float)sc[e / 16];
+        y[e] = dl * (float)((lo | hi << 4) - 32);
+    }
+}
+
 #endif

@@ -6,6 +6,7 @@
  *
  *   format      ref     avx2                       avx512
  *   f32/f16/bf16 ref    ref                        avx512
+ *   q4_k/q6_k   ref     ref                        avx512   (a GGUF source as stored)
  *   w8a16       ref     ref                        ref
  *   w4a16       ref     ref                        ref            (ROWS layout)
  *   w4a16-x16   ref     ref                        avx512 (avx512bf16 variant when the
@@ -46,6 +47,8 @@
 GEMM_PLAIN(nb_gemm_f32_ref)
 GEMM_PLAIN(nb_gemm_f16_ref)
 GEMM_PLAIN(nb_gemm_bf16_ref)
+GEMM_PLAIN(nb_gemm_q4_k_ref)
+GEMM_PLAIN(nb_gemm_q6_k_ref)
 GEMM_Q8(nb_gemm_w4a8_ref)
 GEMM_Q8(nb_gemm_w4a8_x16_ref)
 GEMM_W4A16(nb_gemm_w4a16_ref)
@@ -62,6 +65,8 @@ static void nb_gemm_w8a16_ref_op(const struct nb_gemm_args *a, int64_t r0, int64
 GEMM_PLAIN(nb_gemm_f32_avx512)
 GEMM_PLAIN(nb_gemm_f16_avx512)
 GEMM_PLAIN(nb_gemm_bf16_avx512)
+GEMM_PLAIN(nb_gemm_q4_k_avx512)
+GEMM_PLAIN(nb_gemm_q6_k_avx512)
 GEMM_Q8(nb_gemm_w4a8_x16_avx2)
 GEMM_Q8(nb_gemm_w4a8_x16_avxvnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
@@ -87,6 +92,8 @@ static const struct nb_kernels k_ref = {
             [NB_WF_W4A16_X16] = K(nb_gemm_w4a16_x16_ref, "ref"),
             [NB_WF_W4A8] = K(nb_gemm_w4a8_ref, "ref"),
             [NB_WF_W4A8_X16] = K(nb_gemm_w4a8_x16_ref, "ref"),
+            [NB_WF_Q4_K] = K(nb_gemm_q4_k_ref, "ref"),
+            [NB_WF_Q6_K] = K(nb_gemm_q6_k_ref, "ref"),
         },
     .dot_f32 = nb_dot_f32_ref,
     .axpy_f32 = nb_axpy_f32_ref,
@@ -167,6 +174,8 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         k->gemm[NB_WF_F32] = (struct nb_gemm_kernel)K(nb_gemm_f32_avx512, "avx512");
         k->gemm[NB_WF_F16] = (struct nb_gemm_kernel)K(nb_gemm_f16_avx512, "avx512");
         k->gemm[NB_WF_BF16] = (struct nb_gemm_kernel)K(nb_gemm_bf16_avx512, "avx512");
+        k->gemm[NB_WF_Q4_K] = (struct nb_gemm_kernel)K(nb_gemm_q4_k_avx512, "avx512");
+        k->gemm[NB_WF_Q6_K] = (struct nb_gemm_kernel)K(nb_gemm_q6_k_avx512, "avx512");
         k->act_quant_q8 = nb_act_quant_q8_avx512;
         k->dot_f32 = nb_dot_f32_avx512;
         k->axpy_f32 = nb_axpy_f32_avx512;

@@ -2,9 +2,9 @@
  * build its config and bind every weight, checking each shape against the config.
  *
  * Matrices stay in the mapped file when their type is F32/F16/BF16 and their data
- * is element-aligned; other stored types (the GGUF block types Q8_0, Q4_0, k-quants,
- * IQ4_NL/IQ4_XS; llama2.c int8) and misaligned data are converted to f32 once, into
- * the model's arena. */
+ * is element-aligned, or Q4_K/Q6_K (kernels decode them on the fly); other stored
+ * types (the GGUF block types Q8_0, Q4_0, Q5_K, ..., IQ4_NL/IQ4_XS; llama2.c int8)
+ * and misaligned data are converted to f32 once, into the model's arena. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,6 +195,13 @@ static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int lay
         w->data = t->data;
         return NB_OK;
     }
+    if (t->dtype == NB_DTYPE_Q4_K || t->dtype == NB_DTYPE_Q6_K) {
+        /* k-quant rows stay in the mapped file: their kernels decode them on the fly
+         * (kernels/qblock.h), and every reader of source rows converts them */
+        w->format = t->dtype == NB_DTYPE_Q4_K ? NB_WF_Q4_K : NB_WF_Q6_K;
+        w->data = t->data;
+        return NB_OK;
+    }
     float *f;
     enum nb_status st = to_f32_copy(m, name, t, &f);
     if (st) return st;
@@ -328,7 +335,7 @@ static void measure_weights(struct nb_model *m)
     m->weight_bytes = m->linear_bytes + weight_nbytes(&m->tok_embd) / m->cfg.n_vocab;
     const struct nb_weight *q = &m->layers[0].wq;
     const struct nb_wformat_info *fi = nb_wformat_info(q->format);
-    m->weight_path = fi->plain ? fi->name : nb_wpath_name(fi->path);
+    m->weight_path = fi->plain || fi->path == NB_WPATH_F32 ? fi->name : nb_wpath_name(fi->path);
 }
 
 static enum nb_status nib_config(struct nb_model *m, const char *path)

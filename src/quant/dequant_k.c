@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "core/fp.h"
+#include "kernels/qblock.h"
 #include "quant/dequant.h"
 
 #if defined(__clang__)
@@ -136,43 +137,9 @@ static void dq_q3_k(const unsigned char *b, float *y)
     }
 }
 
-/* 8 six-bit scales and 8 six-bit mins in 12 bytes, as Q4_K and Q5_K store them:
- *    0 EEAAAAAA   4 eeaaaaaa    8 eeeeEEEE
- *    1 FFBBBBBB   5 ffbbbbbb    9 ffffFFFF
- *    2 GGCCCCCC   6 ggcccccc   10 ggggGGGG
- *    3 HHDDDDDD   7 hhdddddd   11 hhhhHHHH
- *   scale A..H of sub-blocks 0..7 (upper case), min a..h (lower case):
- *   sub < 4: scale = byte[sub] & 63, min = byte[sub+4] & 63
- *   sub >= 4: scale = low nibble of byte[sub+4] | (top 2 bits of byte[sub-4]) << 4,
- *             min = high nibble of byte[sub+4] | (top 2 bits of byte[sub]) << 4 */
-static void k4_scale_min(const unsigned char *s, int sub, int *sc, int *mn)
-{
-    if (sub < 4) {
-        *sc = s[sub] & 63;
-        *mn = s[sub + 4] & 63;
-    } else {
-        *sc = (s[sub + 4] & 0x0f) | (s[sub - 4] >> 6) << 4;
-        *mn = (s[sub + 4] >> 4) | (s[sub] >> 6) << 4;
-    }
-}
-
-/* Q4_K (144 bytes): | f16 d | f16 dmin | u8 scales[12] | u8 qs[128] |
- *   8 sub-blocks of 32 (k4_scale_min); qs in 4 chunks of 32 bytes: chunk c holds
- *   sub-block 2c in its low nibbles and 2c+1 in its high nibbles
- *   x = (d * scale) * q - (dmin * min) */
-static void dq_q4_k(const unsigned char *b, float *y)
-{
-    float d = f16_at(b), dmin = f16_at(b + 2);
-    const unsigned char *sc = b + 4, *qs = b + 16;
-    for (int sub = 0; sub < 8; sub++) {
-        int s, m;
-        k4_scale_min(sc, sub, &s, &m);
-        float d1 = d * (float)s, m1 = dmin * (float)m;
-        const unsigned char *c = qs + 32 * (sub / 2);
-        int shift = 4 * (sub % 2);
-        for (int l = 0; l < 32; l++) y[32 * sub + l] = d1 * (float)((c[l] >> shift) & 0x0f) - m1;
-    }
-}
+/* Q4_K (144 bytes) and the 12 scale bytes Q4_K and Q5_K share: kernels/qblock.h draws
+ * them (the on-the-fly kernels of `--path source` decode through the same functions). */
+static void dq_q4_k(const unsigned char *b, float *y) { nb_q4_k_block(b, y); }
 
 /* Q5_K (176 bytes): | f16 d | f16 dmin | u8 scales[12] | u8 qh[32] | u8 qs[128] |
  *   as Q4_K, plus a fifth bit: bit `sub` of qh[l] for element l of sub-block sub
@@ -183,7 +150,7 @@ static void dq_q5_k(const unsigned char *b, float *y)
     const unsigned char *sc = b + 4, *qh = b + 16, *qs = b + 48;
     for (int sub = 0; sub < 8; sub++) {
         int s, m;
-        k4_scale_min(sc, sub, &s, &m);
+        nb_k4_scale_min(sc, sub, &s, &m);
         float d1 = d * (float)s, m1 = dmin * (float)m;
         const unsigned char *c = qs + 32 * (sub / 2);
         int shift = 4 * (sub % 2);
@@ -194,25 +161,8 @@ static void dq_q5_k(const unsigned char *b, float *y)
     }
 }
 
-/* Q6_K (210 bytes): | u8 ql[128] | u8 qh[64] | i8 scales[16] | f16 d |
- *   two halves of 128 elements; in half h, element r (0..127):
- *     low 4 bits: nibble (r / 64) of ql[64h + r % 64]   (low nibble first)
- *     high 2 bits: bits at shift 2*(r / 32) of qh[32h + r % 32]
- *   q = bits - 32 (-32..31); 16 sub-blocks of 16 with signed 8-bit scales
- *   x = (d * scale) * q */
-static void dq_q6_k(const unsigned char *b, float *y)
-{
-    const unsigned char *ql = b, *qh = b + 128;
-    const int8_t *sc = (const int8_t *)(b + 192);
-    float d = f16_at(b + 208);
-    for (int e = 0; e < 256; e++) {
-        int h = e / 128, r = e % 128;
-        int lo = (ql[64 * h + r % 64] >> (4 * (r / 64))) & 0x0f;
-        int hi = (qh[32 * h + r % 32] >> (2 * (r / 32))) & 3;
-        float dl = d * (float)sc[e / 16];
-        y[e] = dl * (float)((lo | hi << 4) - 32);
-    }
-}
+/* Q6_K (210 bytes): kernels/qblock.h. */
+static void dq_q6_k(const unsigned char *b, float *y) { nb_q6_k_block(b, y); }
 
 /* Q8_K (292 bytes): | f32 d | i8 qs[256] | i16 bsums[16] |   x = d * q
  * (bsums, the sums of each 16 codes, are a cache for dot products; not read here) */

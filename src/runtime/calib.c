@@ -208,10 +208,15 @@ static void symmetrize(double *h, int64_t n)
         for (int64_t j = 0; j < i; j++) h[i * n + j] = h[j * n + i];
 }
 
+static int is_kquant(const struct nb_weight *w)
+{
+    return w->format == NB_WF_Q4_K || w->format == NB_WF_Q6_K;
+}
+
 static enum nb_status check_plain(const struct nb_weight *w)
 {
     const struct nb_wformat_info *fi = nb_wformat_info(w->format);
-    if (!fi->plain)
+    if (!fi->plain && !is_kquant(w))
         return nb_set_error(NB_ERR_UNSUPPORTED, "quantize: the source is already packed "
                             "(%s); quantize from the float checkpoint", nb_wpath_name(fi->path));
     return NB_OK;
@@ -225,6 +230,15 @@ enum nb_status nb_weight_rows_f32(const struct nb_weight *w, int64_t r0, int64_t
     if (w->format == NB_WF_F32) {
         *out = (const float *)w->data + r0 * w->n_in;
         return NB_OK;
+    }
+    if (is_kquant(w)) { /* a GGUF source's k-quant rows: llama.cpp's values */
+        struct nb_layout_planes pl;
+        nb_wformat_planes(w->format, 0, w->n_out, w->n_in, &pl);
+        const uint8_t *src = (const uint8_t *)w->data + pl.total / w->n_out * r0;
+        st = nb_dequant(w->format == NB_WF_Q4_K ? NB_DTYPE_Q4_K : NB_DTYPE_Q6_K, src, buf,
+                        (r1 - r0) * w->n_in);
+        if (!st) *out = buf;
+        return st;
     }
     const uint8_t *src = (const uint8_t *)w->data + 2 * r0 * w->n_in;
     st = nb_dequant(w->format == NB_WF_F16 ? NB_DTYPE_F16 : NB_DTYPE_BF16, src, buf,

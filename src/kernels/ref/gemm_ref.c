@@ -6,6 +6,7 @@
 
 #include "core/fp.h"
 #include "kernels/kernels.h"
+#include "kernels/qblock.h"
 
 float nb_dot_f32_ref(const float *a, const float *b, int64_t n)
 {
@@ -63,4 +64,41 @@ void nb_softmax(float *x, int64_t n)
     }
     float inv = 1.0f / sum;
     for (int64_t i = 0; i < n; i++) x[i] *= inv;
+}
+
+/* ---- GGUF Q4_K / Q6_K rows (a GGUF source run as stored) ----
+ * Decode one row into scratch with the block decoders of kernels/qblock.h (llama.cpp's
+ * values bit for bit), then dot it with every token, as the f16 GEMM does. */
+void nb_dequant_row_q4_k_ref(const void *row, float *y, int64_t n)
+{
+    const uint8_t *b = row;
+    for (int64_t i = 0; i < n / NB_QK_K; i++) nb_q4_k_block(b + i * NB_Q4_K_BYTES, y + i * NB_QK_K);
+}
+
+void nb_dequant_row_q6_k_ref(const void *row, float *y, int64_t n)
+{
+    const uint8_t *b = row;
+    for (int64_t i = 0; i < n / NB_QK_K; i++) nb_q6_k_block(b + i * NB_Q6_K_BYTES, y + i * NB_QK_K);
+}
+
+void nb_gemm_q4_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
+{
+    const uint8_t *W = w;
+    int64_t row_bytes = n_in / NB_QK_K * NB_Q4_K_BYTES;
+    for (int64_t r = r0; r < r1; r++) {
+        nb_dequant_row_q4_k_ref(W + r * row_bytes, scratch, n_in);
+        for (int t = 0; t < n_tok; t++) y[t * ldy + r] = nb_dot_f32_ref(x + t * ldx, scratch, n_in);
+    }
+}
+
+void nb_gemm_q6_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
+{
+    const uint8_t *W = w;
+    int64_t row_bytes = n_in / NB_QK_K * NB_Q6_K_BYTES;
+    for (int64_t r = r0; r < r1; r++) {
+        nb_dequant_row_q6_k_ref(W + r * row_bytes, scratch, n_in);
+        for (int t = 0; t < n_tok; t++) y[t * ldy + r] = nb_dot_f32_ref(x + t * ldx, scratch, n_in);
+    }
 }
