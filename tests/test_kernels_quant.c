@@ -217,7 +217,8 @@ static void *format_blob(enum nb_wformat f, const struct shape *s, const float *
     const struct nb_wformat_info *fi = nb_wformat_info(f);
     struct nb_layout_planes pl;
     assert_true(nb_wformat_planes(f, s->group, s->n_out, s->n_in, &pl));
-    uint8_t *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
+    /* (k-quant rows are not padded: round the allocation up) */
+    uint8_t *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)(pl.total + 63) / 64 * 64);
     assert_non_null(blob);
     int64_t n = s->n_out * s->n_in;
     if (f == NB_WF_Q4_K || f == NB_WF_Q6_K) { /* random blocks, finite f16 scales */
