@@ -21,6 +21,7 @@
 #include "core/fp.h"
 #include "formats/gguf.h"
 #include "quant/dequant.h"
+#include "quant/kq_repack.h"
 
 #define N_BLOCKS 3 /* blocks per hand test: the block stride is checked too */
 
@@ -247,6 +248,67 @@ static void k45(enum nb_dtype dtype, int five)
 static void test_q4_k(void **state) { k45(NB_DTYPE_Q4_K, 0); }
 static void test_q5_k(void **state) { k45(NB_DTYPE_Q5_K, 1); }
 
+/* Q4_K onto w4a16 groups of 32 (quant/kq_repack.h): 2 rows of 2 blocks built by hand;
+ * every code is the block's, D = bf16(d * sc), M = bf16(-(dmin * mn)), and the packed
+ * matrix decodes to D * q + M (two roundings) element by element; bad shapes, ranges
+ * and a misaligned blob are refused. */
+static void test_q4_k_pack_w4a16(void **state)
+{
+    enum { ROWS = 2, NB = 2, N_IN = NB * 256 };
+    static unsigned char blk[ROWS * NB * 144];
+    static uint8_t want_q[ROWS][N_IN];
+    static float want_d[ROWS][N_IN / 32], want_m[ROWS][N_IN / 32];
+    memset(blk, 0, sizeof blk);
+    for (int b = 0; b < ROWS * NB; b++) {
+        unsigned char *p = blk + 144 * b, *qs = p + 16;
+        float d = rnd_scale(10), dmin = rnd_scale(11);
+        put_f16(p, d);
+        put_f16(p + 2, dmin);
+        int sc[8], mn[8];
+        for (int s = 0; s < 8; s++) sc[s] = rnd(0, 63), mn[s] = rnd(0, 63);
+        put_k4_scales(p + 4, sc, mn);
+        int r = b / NB, k0 = 256 * (b % NB);
+        for (int s = 0; s < 8; s++) {
+            float d1 = nb_f16_to_f32(nb_f32_to_f16(d)) * (float)sc[s];
+            float m1 = nb_f16_to_f32(nb_f32_to_f16(dmin)) * (float)mn[s];
+            want_d[r][k0 / 32 + s] = nb_bf16_to_f32(nb_f32_to_bf16(d1));
+            want_m[r][k0 / 32 + s] = nb_bf16_to_f32(nb_f32_to_bf16(-m1));
+            for (int l = 0; l < 32; l++) {
+                int q = rnd(0, 15);
+                qs[32 * (s / 2) + l] |= (unsigned char)(q << (4 * (s % 2)));
+                want_q[r][k0 + 32 * s + l] = (uint8_t)q;
+            }
+        }
+    }
+    struct nb_layout_planes pl;
+    assert_true(nb_layout_planes(NB_WPATH_W4A16, 32, ROWS, N_IN, &pl));
+    uint8_t *blob = aligned_alloc(64, (size_t)pl.total);
+    assert_non_null(blob);
+    memset(blob, 0xAB, (size_t)pl.total);
+    struct nb_qstats st;
+    assert_int_equal(nb_q4_k_pack_w4a16(blk, ROWS, N_IN, 0, 1, blob, &st), NB_OK);
+    assert_int_equal(nb_q4_k_pack_w4a16(blk, ROWS, N_IN, 1, 2, blob, NULL), NB_OK);
+    assert_true(st.ref_sq > 0 && st.err_sq < 1e-4 * st.ref_sq); /* bf16 rounding only */
+    float *got = malloc(sizeof(float) * ROWS * N_IN);
+    assert_int_equal(nb_dequantize_rows(NB_WPATH_W4A16, 32, blob, ROWS, N_IN, 0, ROWS, got),
+                     NB_OK);
+    for (int r = 0; r < ROWS; r++)
+        for (int k = 0; k < N_IN; k++) {
+            const uint8_t *row = blob + pl.offset[0] + r * (N_IN / 2);
+            assert_int_equal((row[k / 2] >> (4 * (k % 2))) & 15, want_q[r][k]);
+            float t = want_d[r][k / 32] * (float)want_q[r][k];
+            float v = t + want_m[r][k / 32];
+            assert_true(got[r * N_IN + k] == v);
+        }
+    for (int64_t i = pl.offset[0] + pl.size[0]; i < pl.offset[1]; i++) assert_int_equal(blob[i], 0);
+    assert_int_equal(nb_q4_k_pack_w4a16(blk, ROWS, 300, 0, 1, blob, NULL), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "whole blocks of 256"));
+    assert_int_equal(nb_q4_k_pack_w4a16(blk, ROWS, N_IN, 1, 3, blob, NULL), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_q4_k_pack_w4a16(blk, ROWS, N_IN, 0, 1, blob + 1, NULL), NB_ERR_INVALID_ARG);
+    free(got);
+    free(blob);
+}
+
 /* Q6_K: | ql[128] | qh[64] | int8 scales[16] | f16 d |. u = q + 32 (0..63); in half h
  * (128 elements), element r: low 4 bits in ql[64h + r % 64] (low nibble for r < 64),
  * high 2 bits in qh[32h + r % 32] at shift 2 * (r / 32). x = d * scale * q. */
@@ -449,6 +511,7 @@ int main(void)
         cmocka_unit_test(test_iq4_nl),      cmocka_unit_test(test_q2_k),
         cmocka_unit_test(test_q3_k),        cmocka_unit_test(test_q4_k),
         cmocka_unit_test(test_q5_k),        cmocka_unit_test(test_q6_k),
+        cmocka_unit_test(test_q4_k_pack_w4a16),
         cmocka_unit_test(test_q8_k),        cmocka_unit_test(test_iq4_xs),
         cmocka_unit_test(test_llamacpp_golden),
     };

@@ -170,6 +170,22 @@ static enum nb_status bind_nib(struct nb_model *m, enum tensor_id id, int layer,
     return NB_OK;
 }
 
+/* Bits per code of a quantized stored type (what quantize must not go below), 0 for
+ * float types. */
+static int src_bits(enum nb_dtype t)
+{
+    switch (t) {
+    case NB_DTYPE_Q2_K: return 2;
+    case NB_DTYPE_Q3_K: return 3;
+    case NB_DTYPE_Q4_0: case NB_DTYPE_Q4_1: case NB_DTYPE_Q4_K: case NB_DTYPE_IQ4_NL:
+    case NB_DTYPE_IQ4_XS: return 4;
+    case NB_DTYPE_Q5_0: case NB_DTYPE_Q5_1: case NB_DTYPE_Q5_K: return 5;
+    case NB_DTYPE_Q6_K: return 6;
+    case NB_DTYPE_Q8_0: case NB_DTYPE_Q8_K: return 8;
+    default: return 0;
+    }
+}
+
 /* Bind a matrix of shape {n_out, n_in}. Missing and optional: data stays NULL. */
 static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int layer, int64_t n_out,
                                   int64_t n_in, int required, struct nb_weight *w)
@@ -186,6 +202,7 @@ static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int lay
         return shape_error(m, name, t, n_out, n_in);
     w->n_out = n_out;
     w->n_in = n_in;
+    w->src_bits = src_bits(t->dtype);
     int plain = t->dtype == NB_DTYPE_F32 || t->dtype == NB_DTYPE_F16 || t->dtype == NB_DTYPE_BF16;
     size_t esz = t->dtype == NB_DTYPE_F32 ? 4 : 2;
     if (plain && ((uintptr_t)t->data % esz) == 0) {

@@ -61,6 +61,7 @@ struct nb_config {
 struct nb_weight {
     enum nb_wformat format;
     int group; /* int4 group size */
+    int src_bits; /* a quantized source's bits per code (GGUF Q2_K: 2 ... Q8_0: 8), 0: float */
     int64_t n_out, n_in;
     const void *data;
 };

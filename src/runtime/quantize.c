@@ -27,6 +27,7 @@
 #include "formats/nib.h"
 #include "model/config.h"
 #include "model/model.h"
+#include "quant/kq_repack.h"
 #include "quant/quant.h"
 #include "quant/repack.h"
 #include "runtime/calib.h"
@@ -55,6 +56,7 @@ void nb_quantize_default_opts(struct nb_quantize_opts *o)
 struct qjob {
     enum nb_wpath path;
     int group, search;
+    int from_q4k; /* a GGUF Q4_K source onto w4a16 g32: codes kept (quant/kq_repack.h) */
     const struct nb_weight *src;
     int64_t n_out, n_in;
     const float *imp;
@@ -95,7 +97,17 @@ static void quant_worker(void *arg, int ith, int nth)
         if (c >= j->n_chunks) break;
         int64_t r0 = c * QUANT_CHUNK, r1 = r0 + QUANT_CHUNK < j->n_out ? r0 + QUANT_CHUNK : j->n_out;
         const float *f = NULL;
-        enum nb_status st = nb_weight_rows_f32(j->src, r0, r1, buf, &f);
+        enum nb_status st;
+        if (j->from_q4k) {
+            st = nb_q4_k_pack_w4a16(j->src->data, j->n_out, j->n_in, r0, r1, j->blob,
+                                    &j->stats[c]);
+            if (st) {
+                job_fail(j, ith, st);
+                break;
+            }
+            continue;
+        }
+        st = nb_weight_rows_f32(j->src, r0, r1, buf, &f);
         if (!st)
             st = nb_quantize_rows_at(j->path, j->group, f, j->n_out, j->n_in, r0, r1, j->imp,
                                      j->search, j->blob, &j->stats[c]);
@@ -247,12 +259,27 @@ static enum nb_status add_prequant(struct qctx *q, const char *name, struct nb_p
                         linear, pq->rel_rms);
 }
 
+/* A matrix a quantized source stored with more than 4 bits (Q5_K, Q6_K, Q8_0) keeps 8
+ * on an int4 path: re-quantizing it to 4 would undo what the file's maker chose. */
+static enum nb_wpath kept_bits(enum nb_wpath path, const struct nb_weight *w)
+{
+    return nb_wpath_is_int4(path) && w->src_bits > 4 ? nb_recipe_path(path, 8) : path;
+}
+
 static enum nb_status add_matrix(struct qctx *q, const char *name, const struct nb_weight *w,
                                  enum nb_wpath path, int group, int linear, const float *imp)
 {
     struct nb_layout_planes pl;
     struct nb_prequant *pq = prequant_of(q, w);
     if (group <= 0) group = q->o->group;
+    /* A quantized source (a GGUF k-quant file): a matrix stored with more than 4 bits
+     * (Q5_K, Q6_K, Q8_0) is not cut to 4; a Q4_K matrix keeps its codes on w4a16 (its
+     * sub-blocks are groups of 32) and is re-quantized in those groups on w4a8. */
+    enum nb_wpath wide = kept_bits(path, w);
+    if (wide != path) path = wide, pq = NULL;
+    int from_q4k = w->format == NB_WF_Q4_K && path == NB_WPATH_W4A16;
+    if (w->format == NB_WF_Q4_K && nb_wpath_is_int4(path)) group = 32;
+    if (from_q4k) pq = NULL, imp = NULL;
     if (pq && nb_wformat_info(pq->q.format)->path == path && pq->q.group == group)
         return add_prequant(q, name, pq, linear);
     if (!nb_layout_planes(path, group, w->n_out, w->n_in, &pl)) {
@@ -294,7 +321,8 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
         st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
         goto done;
     }
-    *j = (struct qjob){.path = path, .group = group, .search = q->o->search, .src = w,
+    *j = (struct qjob){.path = path, .group = group, .search = q->o->search,
+                       .from_q4k = from_q4k, .src = w,
                        .n_out = w->n_out, .n_in = w->n_in, .imp = imp,
                        .blob = x16 ? q->rows : blob, .x16 = x16, .repack_rows = q->repack_rows,
                        .n_chunks = n_chunks, .stats = cs, .buf = q->wbuf,
@@ -450,8 +478,9 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
     cJSON_AddNumberToObject(h, "layout", nb_quantize_opts_layout(o));
     cJSON_AddNumberToObject(h, "group", o->group);
-    cJSON_AddStringToObject(h, "head", nb_wpath_name(head_path(o, rc)));
-    cJSON_AddStringToObject(h, "embeddings", nb_wpath_name(embd_path(o, rc)));
+    cJSON_AddStringToObject(h, "head", nb_wpath_name(kept_bits(head_path(o, rc), &m->output)));
+    cJSON_AddStringToObject(h, "embeddings",
+                            nb_wpath_name(kept_bits(embd_path(o, rc), &m->tok_embd)));
     cJSON *src = cJSON_AddObjectToObject(h, "source");
     cJSON_AddStringToObject(src, "path", src_path);
     cJSON_AddStringToObject(src, "kind", m->source_kind);

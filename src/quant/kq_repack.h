@@ -1,0 +1,30 @@
+/* quant/kq_repack.h — GGUF Q4_K matrices onto nibble's w4a16 grid without rounding any
+ * weight to another code.
+ *
+ * A Q4_K block (kernels/qblock.h) is 8 sub-blocks of 32 weights, each
+ *     x = (d * sc) * q - (dmin * mn)      q in 0..15, d and dmin f16, sc and mn 6-bit
+ * and a w4a16 group of 32 is
+ *     x = D * q + M                       q in 0..15, D and M bf16,
+ * the same shape: every code is kept, D = bf16(d * sc) and M = bf16(-(dmin * mn)). The
+ * only change is those two roundings (a product of an f16 and a 6-bit integer has up to
+ * 17 significant bits, bf16 keeps 8), where re-quantizing the dequantized weights would
+ * move codes as well (docs/interop.md has both KLs). */
+#ifndef NB_QUANT_KQ_REPACK_H
+#define NB_QUANT_KQ_REPACK_H
+
+#include <stdint.h>
+
+#include "core/error.h"
+#include "quant/quant.h"
+
+/* Rows [r0, r1) of a Q4_K matrix [n_out][n_in] (n_in a multiple of 256; `blocks` the
+ * file's rows of n_in / 256 blocks) into a w4a16 ROWS blob of group 32
+ * (nb_layout_planes(NB_WPATH_W4A16, 32, n_out, n_in), 64-byte aligned); a call whose range
+ * ends at n_out zeroes the padding after each plane, as nb_quantize_rows does. Stats
+ * (may be NULL): the error against the Q4_K values themselves. Thread-safe over disjoint
+ * row ranges. NB_ERR_INVALID_ARG for a shape that is not whole blocks, a bad range or a
+ * misaligned blob. */
+enum nb_status nb_q4_k_pack_w4a16(const void *blocks, int64_t n_out, int64_t n_in, int64_t r0,
+                                  int64_t r1, void *blob, struct nb_qstats *stats);
+
+#endif
