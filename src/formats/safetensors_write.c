@@ -109,11 +109,11 @@ enum nb_status nb_st_writer_meta(struct nb_st_writer *w, const char *key, const 
     return NB_OK;
 }
 
-/* qsort over indices: by name (byte order). */
-static const struct st_entry *g_sort_e;
-static int by_name(const void *a, const void *b)
+/* qsort_r over indices: by name (byte order). */
+static int by_name(const void *a, const void *b, void *arg)
 {
-    return strcmp(g_sort_e[*(const int64_t *)a].name, g_sort_e[*(const int64_t *)b].name);
+    const struct st_entry *e = arg;
+    return strcmp(e[*(const int64_t *)a].name, e[*(const int64_t *)b].name);
 }
 
 /* The header object, keys in byte order ("__metadata__" sorts before lower-case names;
@@ -165,8 +165,7 @@ enum nb_status nb_st_writer_begin(struct nb_st_writer *w)
         goto fail;
     }
     for (int64_t i = 0; i < w->n; i++) sorted[i] = i;
-    g_sort_e = w->e;
-    qsort(sorted, (size_t)w->n, sizeof *sorted, by_name);
+    qsort_r(sorted, (size_t)w->n, sizeof *sorted, by_name, w->e);
     for (int64_t i = 1; i < w->n; i++)
         if (!strcmp(w->e[sorted[i]].name, w->e[sorted[i - 1]].name)) {
             st = nb_set_error(NB_ERR_INVALID_ARG, "%s: tensor '%s' given twice", w->path,

@@ -445,22 +445,19 @@ static enum nb_status decide_all(struct exp *e)
                          "as float", flt->hf, fuse_name(f));
             }
         }
-    int any_sym = 0;
-    e->stats.sym = 1;
+    e->stats.sym = 1; /* w4a8 matrices in an asymmetric checkpoint: zero 8, still exact */
     for (int i = 0; i < e->n_parts; i++) {
         const struct part *p = &e->parts[i];
         if (p->spec->kind != K_LIN) continue;
         if (p->gptq) {
             e->stats.n_gptq++;
             if (p->asym) e->stats.sym = 0;
-            else any_sym = 1;
             if (p->spec->fuse == F_HEAD) e->stats.lm_head = 1;
         } else {
             e->stats.n_float++;
             note(e, "%s: float (%s)", p->hf, p->why);
         }
     }
-    (void)any_sym; /* w4a8 matrices in an asymmetric checkpoint: zero 8, still exact */
     if (!e->stats.n_gptq)
         return nb_set_error(NB_ERR_UNSUPPORTED, "%s: no matrix can go out as GPTQ (%s)",
                             nb_nib_path(e->nib), e->stats.notes);
@@ -1065,7 +1062,8 @@ enum nb_status nb_nib_dump_f32(const char *nib_path, const char *tensor, const c
     enum nb_status st;
     if ((st = nb_nib_open(&nib, nib_path))) return st;
     const struct nb_nib_tensor *t = nb_nib_find(nib, tensor);
-    if (!t || t->kind != NB_NIB_PACKED || t->n_dims < 1) {
+    if (!t || t->kind != NB_NIB_PACKED || t->n_dims < 1 ||
+        (t->n_dims == 1 && t->path != NB_WPATH_F32)) {
         st = nb_set_error(NB_ERR_NOT_FOUND, "%s: no tensor '%s'", nib_path, tensor);
         goto fail;
     }
