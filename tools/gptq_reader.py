@@ -16,7 +16,9 @@ Written from the published descriptions, not from nibble's sources:
         scales  f16   [K/G, N]
         g_idx   int32 [K]        the group of input k
         W[n, k] = scales[g_idx[k], n] * (q[k, n] - zero[g_idx[k], n])
-    (values computed in float32: scale * small integer is exact there).
+    (values computed in float32: scale * small integer is exact there). This is the
+    arithmetic of vLLM's torch fallback in its GPTQ linear method: shifts 0, b, 2b, ...
+    over qweight rows and qzeros columns, zeros + 1, scales[g_idx] * (weight - zeros).
 
 usage:
   gptq_reader.py check DIR                   validate every quantized module; print them
