@@ -441,8 +441,8 @@ static enum nb_status decide_all(struct exp *e)
                 struct part *p = &e->parts[i];
                 if (p->layer != l || p->spec->fuse != f || !p->gptq) continue;
                 p->gptq = 0;
-                snprintf(p->why, sizeof p->why, "fused with %s in vLLM's %s, which goes out "
-                         "as float", flt->hf, fuse_name(f));
+                snprintf(p->why, sizeof p->why, "fused with %.120s in vLLM's %s, which goes "
+                         "out as float", flt->hf, fuse_name(f));
             }
         }
     e->stats.sym = 1; /* w4a8 matrices in an asymmetric checkpoint: zero 8, still exact */
@@ -684,7 +684,7 @@ static cJSON *quant_config(const struct exp *e)
     for (int i = 0; dyn && i < e->n_parts; i++) {
         const struct part *p = &e->parts[i];
         if (p->spec->kind != K_LIN || p->gptq || p->layer < 0) continue;
-        char rule[256];
+        char rule[300];
         if (p->spec->fuse == F_QKV)
             snprintf(rule, sizeof rule, "-:model\\.layers\\.%d\\.self_attn\\.(q|k|v|qkv)_proj$",
                      p->layer);
@@ -782,14 +782,28 @@ static enum nb_status write_bytes(const char *path, const void *p, size_t n)
     return st;
 }
 
+/* JSON as Hugging Face writes it: two spaces per level, "key": value. cJSON indents with
+ * tabs and puts one after each colon; a tab inside a string is always escaped, so every
+ * raw tab is layout. */
 static enum nb_status write_json(const char *path, const cJSON *o)
 {
-    char *s = o ? cJSON_Print(o) : NULL;
-    if (!s) return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", path);
-    size_t n = strlen(s);
-    s[n] = '\n'; /* cJSON's buffer holds the NUL: replace it, write n + 1 */
-    enum nb_status st = write_bytes(path, s, n + 1);
+    char *s = o ? cJSON_Print(o) : NULL, *t = NULL;
+    enum nb_status st;
+    if (!s || !(t = malloc(2 * strlen(s) + 2))) {
+        st = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", path);
+        goto done;
+    }
+    size_t n = 0;
+    for (const char *c = s; *c; c++) {
+        if (*c != '\t') t[n++] = *c;
+        else if (c > s && c[-1] == ':') t[n++] = ' ';
+        else t[n++] = ' ', t[n++] = ' ';
+    }
+    t[n++] = '\n';
+    st = write_bytes(path, t, n);
+done:
     cJSON_free(s);
+    free(t);
     return st;
 }
 
@@ -955,7 +969,7 @@ static enum nb_status install_dir(const char *tmp, const char *out, int force)
         if (dir_nonempty(out) && !force)
             return nb_set_error(NB_ERR_INVALID_ARG, "export: %s exists and is not empty "
                                 "(--force replaces it)", out);
-        char old[4096];
+        char old[4200];
         snprintf(old, sizeof old, "%s.old.XXXXXX", out);
         if (!mkdtemp(old) || rename(out, old) != 0)
             return nb_set_error(NB_ERR_IO, "export: cannot move %s aside: %s", out,
@@ -981,7 +995,7 @@ enum nb_status nb_export_gptq(const char *model, const char *out_dir,
 {
     struct nb_export_params p;
     struct exp e = {0};
-    char out[4096], tmp[4096] = "", path[4200];
+    char out[4000], tmp[4096] = "", path[4200];
     char *src_dir = NULL;
     cJSON *cfg = NULL;
     int made_tmp = 0;
