@@ -795,6 +795,11 @@ static enum nb_status write_json(const char *path, const cJSON *o)
     }
     size_t n = 0;
     for (const char *c = s; *c; c++) {
+        if (*c == '}') { /* an empty object on one line: {} */
+            size_t j = n;
+            while (j > 0 && (t[j - 1] == ' ' || t[j - 1] == '\n')) j--;
+            if (j > 0 && t[j - 1] == '{') n = j;
+        }
         if (*c != '\t') t[n++] = *c;
         else if (c > s && c[-1] == ':') t[n++] = ' ';
         else t[n++] = ' ', t[n++] = ' ';
