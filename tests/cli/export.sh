@@ -169,6 +169,16 @@ PY
   mkdir "$tmp/empty"
   "$bin" export --format gptq -m "$tmp/kjv.nib" -o "$tmp/empty" >/dev/null 2>&1; ok test $? -eq 0
   ok test -f "$tmp/empty/model.safetensors"
+  # a full disk while writing: the message names the file, nothing is left behind
+  shim="${NIBBLE_TEST_SHIM:-}"
+  if [ -n "$shim" ] && [ -f "$shim" ]; then
+    LD_PRELOAD="$shim" NIBBLE_TEST_WRITE_FAIL=ENOSPC \
+      "$bin" export --format gptq -m "$tmp/kjv.nib" -o "$tmp/full" 2> "$tmp/err"
+    ok test $? -eq 1
+    ok grep -q "model.safetensors" "$tmp/err"
+    ok grep -q "(nothing written to $tmp/full)" "$tmp/err"
+    ok test -z "$(ls "$tmp" | grep '^full')"
+  fi
   "$bin" inspect --dump no.such.tensor -o "$tmp/x.f32" "$tmp/kjv.nib" 2> "$tmp/err"
   ok test $? -eq 1
   ok grep -q "no tensor 'no.such.tensor'" "$tmp/err"
