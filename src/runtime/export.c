@@ -109,15 +109,15 @@ static const struct spec {
 /* One tensor of the .nib on its way out. */
 struct part {
     const struct spec *spec;
-    int layer;                    /* -1: not layered */
+    int layer; /* -1: not layered */
     const struct nb_nib_tensor *t;
-    char hf[200];                 /* HF name: the module ("...q_proj") for a linear, the
-                                     tensor for the rest */
-    const int32_t *perm;          /* output row i is row perm[i] of t (NULL: i) */
-    int64_t N, K;                 /* matrices: rows, columns; vectors: 1, n */
-    int gptq;                     /* linears: 1 out as GPTQ, 0 as a float .weight */
-    int asym;                     /* GPTQ from the w4a16 grid */
-    char why[200];                /* linears out as float: why */
+    char hf[200];        /* HF name: the module ("...q_proj") for a linear, the tensor
+                            for the rest */
+    const int32_t *perm; /* output row i is row perm[i] of t (NULL: i) */
+    int64_t N, K;        /* matrices: rows, columns; vectors: 1, n */
+    int gptq;            /* linears: 1 out as GPTQ, 0 as a float .weight */
+    int asym;            /* GPTQ from the w4a16 grid */
+    char why[200];       /* linears out as float: why */
 };
 
 /* What each tensor declared in the safetensors writer is made of. */
