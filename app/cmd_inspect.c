@@ -16,7 +16,10 @@ static void usage(FILE *f, const char *cmd)
 {
     if (!strcmp(cmd, "verify")) fprintf(f, "usage: nibble verify FILE.nib\n");
     else fprintf(f, "usage: nibble inspect [--json] MODEL   (a .nib, a GGUF file, a safetensors "
-                    "file or a model folder)\n");
+                    "file or a model folder)\n"
+                    "       nibble inspect --dump TENSOR -o FILE MODEL.nib   (one tensor decoded "
+                    "to raw little-endian f32,\n"
+                    "       [n_out][n_in], as nibble's reference kernels see it)\n");
 }
 
 static void shape_str(char *out, size_t size, const int64_t *shape, int n_dims)
@@ -71,7 +74,7 @@ static void print_doc(const char *path, const cJSON *doc)
 
 int cmd_inspect(int argc, char **argv)
 {
-    const char *path = NULL;
+    const char *path = NULL, *dump = NULL, *dump_out = NULL;
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
@@ -79,6 +82,8 @@ int cmd_inspect(int argc, char **argv)
             return 0;
         }
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if ((!strcmp(argv[i], "--dump") || !strcmp(argv[i], "-o")) && i + 1 < argc)
+            *(!strcmp(argv[i], "--dump") ? &dump : &dump_out) = argv[i + 1], i++;
         else if (argv[i][0] == '-' || path) {
             usage(stderr, "inspect");
             return 1;
@@ -87,6 +92,20 @@ int cmd_inspect(int argc, char **argv)
     if (!path) {
         usage(stderr, "inspect");
         return 1;
+    }
+    if (dump || dump_out) {
+        int64_t shape[2];
+        if (!dump || !dump_out || json) {
+            usage(stderr, "inspect");
+            return 1;
+        }
+        if (nb_nib_dump_f32(path, dump, dump_out, shape) != NB_OK) {
+            fprintf(stderr, "nibble inspect: %s\n", nb_last_error());
+            return 1;
+        }
+        printf("%s: %s [%lld, %lld] f32\n", dump_out, dump, (long long)shape[0],
+               (long long)shape[1]);
+        return 0;
     }
     char *text = NULL;
     if (nb_inspect_json(path, &text) != NB_OK) {

@@ -12,6 +12,7 @@ static const struct nb_command k_commands[] = {
     {"quantize", "turn a float checkpoint into a packed .nib of one weight path", cmd_quantize},
     {"inspect", "print a .nib file's header, tensors and bits per weight", cmd_inspect},
     {"verify", "check every tensor checksum of a .nib file", cmd_verify},
+    {"export", "write a model as a Hugging Face GPTQ checkpoint (for vLLM)", cmd_export},
     {"bench", "measure prompt and generation speed (llama-bench compatible)", cmd_bench},
     {"probe", "CPU features, OS permissions, caches, bandwidth and the chosen weight path", cmd_probe},
     {"eval", "fidelity of a test build against a reference build", cmd_eval},

@@ -546,6 +546,61 @@ NB_API enum nb_status nb_model_quantize(const char *src, const char *dst,
                                         const struct nb_quantize_params *params,
                                         struct nb_quantize_stats *stats);
 
+/* ---------------------------------------------------------------- export
+ * A model out of nibble, for other engines (`nibble export`): a Hugging Face GPTQ
+ * checkpoint that vLLM, transformers and GPTQModel load (docs/interop.md, "GPTQ out").
+ * Layouts, exactness rules and what goes out as float: runtime/export.c. */
+
+struct nb_export_params {
+    size_t size;
+    const char *dtype;      /* float tensors (embeddings, norms, biases, float matrices):
+                               "f16" (default, what GPTQ checkpoints carry), "bf16", "f32"
+                               (f32 keeps nibble's values exactly) */
+    int force;              /* replace an existing, non-empty output folder */
+    /* a float source (GGUF, safetensors folder, llama2.c) is quantized first, in memory,
+     * on the w4a8 grid with recipe speed (embeddings kept as bf16): */
+    int group;              /* 32, 64 or 128 (default 128) */
+    int head_bits;          /* 4 (default: the head goes out as GPTQ too) or 16 (float) */
+    const char *calib_path; /* weight the scale search by this text's activations */
+    int calib_tokens;       /* at most this many of its tokens (0: all) */
+    int gptq;               /* GPTQ on the calibration text (needs calib_path) */
+    int n_threads;          /* 0: all cores */
+    nb_progress_fn progress; /* after each tensor written; may be NULL */
+    void *user;
+};
+NB_API struct nb_export_params nb_export_default_params(void);
+
+struct nb_export_stats {
+    size_t size;
+    uint64_t model_bytes;  /* model.safetensors */
+    int group;             /* the checkpoint's group_size */
+    int sym;               /* 1: symmetric (every GPTQ matrix from the w4a8 grid) */
+    int lm_head;           /* 1: the output head went out as GPTQ */
+    int n_gptq, n_float;   /* linear layers (head included) out as GPTQ / as float */
+    int n_tokenizer_files; /* tokenizer and generation files written beside the model */
+    char notes[4096];      /* one line per matrix that went out as float, and why; the
+                              tokenizer when none could be written */
+};
+
+/* Write `model` (a .nib, or a float model quantized first as the params say) to the
+ * folder out_dir as a GPTQ checkpoint: config.json with "quantization_config",
+ * quantize_config.json, model.safetensors and the tokenizer files. The folder is
+ * written beside out_dir under a temporary name and renamed; an existing non-empty
+ * out_dir is refused (NB_ERR_INVALID_ARG) unless params->force. Refused by name:
+ * an architecture vLLM has no class for (spark), a w4a16 matrix whose minimums are not
+ * on GPTQ's grid (m = -d z, z integer in 1..15), a .nib without int4 matrices. stats
+ * may be NULL. */
+NB_API enum nb_status nb_export_gptq(const char *model, const char *out_dir,
+                                     const struct nb_export_params *params,
+                                     struct nb_export_stats *stats);
+
+/* One tensor of a .nib decoded to f32 as nibble's reference kernels see it (matrices:
+ * [n_out][n_in] row-major, the packed layout undone; vectors: [n]), written raw
+ * (little-endian f32, no header) to out_path. shape (may be NULL) gets {n_out, n_in}
+ * ({1, n} for a vector). NB_ERR_NOT_FOUND for a tensor the file does not have. */
+NB_API enum nb_status nb_nib_dump_f32(const char *nib_path, const char *tensor,
+                                      const char *out_path, int64_t shape[2]);
+
 /* ---------------------------------------------------------------- warm-start cache */
 
 /* The usual folder: xdg_cache_home/nibble when that is an absolute path, else

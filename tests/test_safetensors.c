@@ -15,6 +15,7 @@
 #include "helpers/testutil.h"
 
 #include "formats/safetensors.h"
+#include "formats/safetensors_write.h"
 
 /* ---------------------------------------------------------------- helpers */
 
@@ -502,12 +503,103 @@ static void test_kjv(void **state)
     nb_safetensors_free(st);
 }
 
+/* The streaming writer (exports): header keys sorted, data laid out with the tensors
+ * whose size is a multiple of 8 first, bytes given in pieces in the order it asks for,
+ * read back by the reader; misuse refused. */
+static void test_stream_writer(void **state)
+{
+    (void)state;
+    const char *path = in_dir("stream.safetensors");
+    struct nb_st_writer *w = NULL;
+    int32_t a[8] = {1, -2, 3, -4, 5, -6, 7, 0x7fffffff};
+    uint16_t b[3] = {0x3c00, 0xbc00, 0x0001};
+    float c[5] = {1.5f, -2.25f, 0, 1e-30f, 3};
+    int8_t e[16];
+    for (int i = 0; i < 16; i++) e[i] = (int8_t)(i - 8);
+    const int64_t sa[2] = {2, 4}, sb[1] = {3}, sc[1] = {5}, sd[1] = {0}, se[2] = {4, 4};
+    int64_t ia, ib, ic, id, ie;
+    assert_int_equal(nb_st_writer_init(&w, path), NB_OK);
+    assert_int_equal(nb_st_writer_add(w, "b.half", NB_DTYPE_F16, 1, sb, &ib), NB_OK);
+    assert_int_equal(nb_st_writer_add(w, "a.ints", NB_DTYPE_I32, 2, sa, &ia), NB_OK);
+    assert_int_equal(nb_st_writer_add(w, "c.floats", NB_DTYPE_F32, 1, sc, &ic), NB_OK);
+    assert_int_equal(nb_st_writer_add(w, "d.empty", NB_DTYPE_BF16, 1, sd, &id), NB_OK);
+    assert_int_equal(nb_st_writer_add(w, "e.bytes", NB_DTYPE_I8, 2, se, &ie), NB_OK);
+    assert_int_equal(nb_st_writer_add(w, "q", NB_DTYPE_Q8_0, 1, sb, NULL), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_st_writer_meta(w, "format", "pt"), NB_OK);
+    assert_int_equal(nb_st_writer_next(w), -1); /* nothing before the header */
+    assert_int_equal(nb_st_writer_begin(w), NB_OK);
+    /* 8-byte multiples by name (a, the empty d skipped, e), then b, c */
+    assert_int_equal(nb_st_writer_next(w), ia);
+    assert_int_equal(nb_st_writer_data(w, a, 12), NB_OK); /* in pieces */
+    assert_int_equal(nb_st_writer_data(w, (const char *)a + 12, 24), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_st_writer_data(w, (const char *)a + 12, 20), NB_OK);
+    assert_int_equal(nb_st_writer_next(w), ie);
+    assert_int_equal(nb_st_writer_finish(w, NULL), NB_ERR_INVALID_ARG); /* bytes missing */
+    assert_int_equal(nb_st_writer_data(w, e, 16), NB_OK);
+    assert_int_equal(nb_st_writer_next(w), ib);
+    assert_int_equal(nb_st_writer_data(w, b, 6), NB_OK);
+    assert_int_equal(nb_st_writer_next(w), ic);
+    assert_int_equal(nb_st_writer_data(w, c, 20), NB_OK);
+    assert_int_equal(nb_st_writer_next(w), -1);
+    assert_int_equal(nb_st_writer_data(w, c, 1), NB_ERR_INVALID_ARG);
+    uint64_t bytes = 0;
+    assert_int_equal(nb_st_writer_finish(w, &bytes), NB_OK);
+    nb_st_writer_free(w);
+    (void)id;
+    assert_int_equal(tu_count_files(g_dir, ".tmp"), 0);
+
+    size_t size;
+    uint8_t *file = read_file(path, &size);
+    assert_int_equal(size, bytes);
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | file[i];
+    assert_int_equal(hlen % 8, 0);
+    assert_int_equal(size, 8 + hlen + 32 + 16 + 6 + 20);
+    const char *want = "{\"__metadata__\":{\"format\":\"pt\"},\"a.ints\":{\"dtype\":\"I32\","
+                       "\"shape\":[2,4],\"data_offsets\":[0,32]},\"b.half\":";
+    assert_memory_equal(file + 8, want, strlen(want));
+    free(file);
+    struct nb_safetensors *st = NULL;
+    enum nb_status s = nb_safetensors_open(&st, path);
+    if (s != NB_OK) fail_msg("%s", nb_last_error());
+    assert_int_equal(nb_safetensors_n_tensors(st), 5);
+    assert_string_equal(nb_safetensors_metadata(st, "format"), "pt");
+    const struct nb_tensor *t = nb_safetensors_find(st, "a.ints");
+    assert_memory_equal(t->data, a, 32);
+    assert_int_equal((uintptr_t)t->data % 8, 0);
+    t = nb_safetensors_find(st, "e.bytes");
+    assert_memory_equal(t->data, e, 16);
+    assert_int_equal((uintptr_t)t->data % 8, 0);
+    assert_memory_equal(nb_safetensors_find(st, "b.half")->data, b, 6);
+    assert_memory_equal(nb_safetensors_find(st, "c.floats")->data, c, 20);
+    assert_int_equal(nb_safetensors_find(st, "d.empty")->n_bytes, 0);
+    nb_safetensors_free(st);
+
+    /* a name given twice fails at the header; an unfinished writer leaves no file */
+    const char *p2 = in_dir("dup.safetensors");
+    assert_int_equal(nb_st_writer_init(&w, p2), NB_OK);
+    assert_int_equal(nb_st_writer_add(w, "x", NB_DTYPE_F32, 1, sc, NULL), NB_OK);
+    assert_int_equal(nb_st_writer_add(w, "x", NB_DTYPE_F32, 1, sc, NULL), NB_OK);
+    assert_int_equal(nb_st_writer_begin(w), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "tensor 'x' given twice"));
+    nb_st_writer_free(w);
+    assert_int_equal(nb_st_writer_init(&w, p2), NB_OK);
+    assert_int_equal(nb_st_writer_add(w, "x", NB_DTYPE_F32, 1, sc, NULL), NB_OK);
+    assert_int_equal(nb_st_writer_begin(w), NB_OK);
+    assert_int_equal(nb_st_writer_data(w, c, 8), NB_OK);
+    nb_st_writer_free(w);
+    struct stat sbuf;
+    assert_int_not_equal(stat(p2, &sbuf), 0);
+    assert_int_equal(tu_count_files(g_dir, ".tmp"), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_roundtrip), cmocka_unit_test(test_many_tensors),
         cmocka_unit_test(test_sharded),   cmocka_unit_test(test_hostile_headers),
         cmocka_unit_test(test_truncated), cmocka_unit_test(test_kjv),
+        cmocka_unit_test(test_stream_writer),
     };
     return cmocka_run_group_tests(tests, setup_dir, teardown_dir);
 }

@@ -484,3 +484,11 @@ void nb_model_get_info(const struct nb_model *m, struct nb_model_info *info)
     info->linear_bytes = m->linear_bytes;
     info->weight_bytes = m->weight_bytes;
 }
+
+int nb_model_tensor_names(int i, const char **gguf_name, const char **hf_name)
+{
+    if (i < 0 || i >= T_COUNT) return 0;
+    *gguf_name = k_names[i][SRC_GGUF];
+    *hf_name = k_names[i][SRC_SAFETENSORS];
+    return 1;
+}

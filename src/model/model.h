@@ -132,6 +132,11 @@ enum nb_status nb_config_validate(const struct nb_config *c, const char *what);
  * verified is what runs. Takes ownership of `nib`, also on failure. */
 struct nb_nib;
 enum nb_status nb_model_load_nib(struct nb_model **out, struct nb_nib *nib);
+/* Entry i of the loader's tensor-name table (model/load.c): the name pattern in GGUF
+ * files and .nib files (llama.cpp's names) and in Hugging Face checkpoints ("%d" =
+ * layer); 1, or 0 past the end (i from 0 up). The exporter (runtime/export.c) maps
+ * .nib names to Hugging Face names through it. */
+int nb_model_tensor_names(int i, const char **gguf_name, const char **hf_name);
 /* Fill rope_inv_freq from the config (theta and scaling). */
 enum nb_status nb_model_init_rope(struct nb_model *m);
 
