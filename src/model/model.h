@@ -85,6 +85,7 @@ struct nb_model {
     struct nb_config cfg;
     const char *arch_name;   /* "llama", ... */
     const char *source_kind; /* "gguf", "safetensors", "llama2c" */
+    const char *source_quant; /* a safetensors checkpoint's quantization: "gptq", "awq"; or NULL */
     char *path;
 
     struct nb_weight tok_embd; /* [n_vocab, n_embd], a row gather */
@@ -131,6 +132,11 @@ enum nb_status nb_config_validate(const struct nb_config *c, const char *what);
  * verified is what runs. Takes ownership of `nib`, also on failure. */
 struct nb_nib;
 enum nb_status nb_model_load_nib(struct nb_model **out, struct nb_nib *nib);
+/* The codes a matrix of the model had in its checkpoint (a 4-bit GPTQ / AWQ matrix,
+ * quant/unpack.h), valid while the model is; NULL for any other matrix. The matrix
+ * itself is their exact f32 dequantization. */
+struct nb_src_codes;
+const struct nb_src_codes *nb_model_src_codes(const struct nb_model *m, const struct nb_weight *w);
 /* Fill rope_inv_freq from the config (theta and scaling). */
 enum nb_status nb_model_init_rope(struct nb_model *m);
 
