@@ -47,7 +47,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 print(f"{sys.argv[2]}: source vs codes-kept w4a16: reproduced {d['reproduced']}/{d['prompts']}, "
       f"top-1 {d['top1_agreement']:.4f}, mean KL {d['mean_kl']:.7f}")
-sys.exit(0 if d["top1_agreement"] >= 0.95 and d["mean_kl"] < 2e-4 else 1)
+sys.exit(0 if d["top1_agreement"] >= 0.97 and d["mean_kl"] < 1e-4 else 1)
 PY
 done
 # symmetric codes fit w4a8 as well
