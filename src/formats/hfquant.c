@@ -133,8 +133,8 @@ static void shape_str(const struct nb_tensor *t, char *buf, size_t size)
     if (n < size) snprintf(buf + n, size - n, "}");
 }
 
-/* One tensor: present, of dtype `dt` (or any float type for scales), shape {d0, d1}
- * (d1 < 0: a vector of d0). */
+/* One tensor: present, I32 (want_float: F16, BF16 or F32, the scales), shape {d0, d1}
+ * (d1 < 0: a vector of d0); `why` says where the shape comes from. */
 static enum nb_status check_tensor(const struct nb_hfq_config *c, const char *file,
                                    const char *prefix, const char *suffix,
                                    const struct nb_tensor *t, int want_float, int64_t d0, int64_t d1,
