@@ -434,7 +434,7 @@ static enum nb_status hfq_config(struct nb_model *m, const char *dir, const cJSO
     m->source_quant = nb_hfq_method_name(h->method);
     char group[32] = "one a row";
     if (h->group_size) snprintf(group, sizeof group, "%d", h->group_size);
-    NB_LOGI("%s: a %s checkpoint: %d-bit codes, group %s, %s zero points%s", dir, m->source_quant,
+    NB_LOGI("%s: %s checkpoint: %d-bit codes, group %s, %s zero points%s", dir, m->source_quant,
             h->bits, group, h->method == NB_HFQ_AWQ ? "awq" : h->version == 1 ? "v1" : "v2",
             h->desc_act ? ", act order" : "");
     return NB_OK;

@@ -23,7 +23,7 @@ for v in gptq-asym-v2 awq; do
   "$bin" run -m "$tmp/$v" --path source --ids 1,1046,261,2074 -n 12 --print-ids -t 2 >"$tmp/o" 2>"$tmp/err"
   ok test $? -eq 0
   ok test "$(wc -w <"$tmp/o")" -eq 12
-  ok grep -q "a $(echo $v | cut -d- -f1) checkpoint: 4-bit codes, group 128" "$tmp/err"
+  ok grep -q ": $(echo $v | cut -d- -f1) checkpoint: 4-bit codes, group 128" "$tmp/err"
   "$bin" run -m "$tmp/$v" --ids 1,1046,261,2074 -n 4 -t 2 >/dev/null 2>"$tmp/err"
   ok test $? -eq 0
 done
