@@ -776,8 +776,10 @@ NB_API enum nb_status nb_synth_write_file(const char *shape, const struct nb_syn
 
 /* Describe a .nib (header, tensors with kind, shape, group, layout, bytes, bits per
  * weight), a GGUF file (version, alignment, metadata, tensors with dtype, shape, bytes)
- * or safetensors (a file or a model folder: tensors) as one JSON object with "format"
- * and "file" (= path). *json_out gets the printed JSON (indented), freed with nb_free.
+ * or safetensors (a file or a model folder: tensors; a GPTQ / AWQ folder also its
+ * "quantization" as nibble reads it, or "quantization_error" naming what it refuses) as
+ * one JSON object with "format" and "file" (= path). *json_out gets the printed JSON
+ * (indented), freed with nb_free.
  * NB_ERR_UNSUPPORTED for a llama2.c checkpoint (nothing to see beyond its header). */
 NB_API enum nb_status nb_inspect_json(const char *path, char **json_out);
 /* Check every tensor checksum of a .nib; *n_tensors (may be NULL) gets their count. */

@@ -10,6 +10,8 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
+#include "formats/hfquant.h"
+#include "formats/json.h"
 #include "formats/nib.h"
 #include "formats/safetensors.h"
 #include "formats/sniff.h"
@@ -146,6 +148,37 @@ static cJSON *st_doc(const struct nb_safetensors *st)
     return o;
 }
 
+/* A Hugging Face folder's quantization (formats/hfquant.h) as nibble reads it:
+ * "quantization": {...}, or "quantization_error" with the refusal; nothing for a float
+ * checkpoint or a folder without a readable config.json. */
+static void add_quantization(cJSON *doc, const char *dir)
+{
+    char path[4096];
+    cJSON *root = NULL, *qroot = NULL;
+    struct nb_hfq_config c;
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (nb_json_load(path, &root) != NB_OK) return;
+    snprintf(path, sizeof path, "%s/quantize_config.json", dir);
+    if (!cJSON_GetObjectItemCaseSensitive(root, "quantization_config") &&
+        nb_json_load(path, &qroot) != NB_OK)
+        qroot = NULL;
+    if (nb_hfq_parse_config(root, qroot, "config.json", &c) != NB_OK) {
+        cJSON_AddStringToObject(doc, "quantization_error", nb_last_error());
+    } else if (c.method != NB_HFQ_NONE) {
+        cJSON *q = cJSON_AddObjectToObject(doc, "quantization");
+        cJSON_AddStringToObject(q, "method", nb_hfq_method_name(c.method));
+        cJSON_AddNumberToObject(q, "bits", c.bits);
+        cJSON_AddNumberToObject(q, "group_size", c.group_size ? c.group_size : -1);
+        if (c.method == NB_HFQ_GPTQ) {
+            cJSON_AddBoolToObject(q, "desc_act", c.desc_act);
+            cJSON_AddBoolToObject(q, "sym", c.sym);
+            cJSON_AddStringToObject(q, "checkpoint_format", c.version == 1 ? "gptq" : "gptq_v2");
+        }
+    }
+    cJSON_Delete(root);
+    cJSON_Delete(qroot);
+}
+
 enum nb_status nb_inspect_json(const char *path, char **json_out)
 {
     if (!path || !json_out)
@@ -168,6 +201,7 @@ enum nb_status nb_inspect_json(const char *path, char **json_out)
         /* a folder of safetensors, or one safetensors file (no magic to sniff) */
         if ((s = nb_safetensors_open(&st, path))) goto done;
         doc = st_doc(st);
+        if (doc && kind == NB_FILE_DIR) add_quantization(doc, path);
     } else {
         s = nb_set_error(NB_ERR_UNSUPPORTED,
                          "%s: a llama2.c checkpoint: nothing to inspect beyond its header "

@@ -4,7 +4,10 @@
  * Matrices stay in the mapped file when their type is F32/F16/BF16 and their data
  * is element-aligned, or Q4_K/Q6_K (kernels decode them on the fly); other stored
  * types (the GGUF block types Q8_0, Q4_0, Q5_K, ..., IQ4_NL/IQ4_XS; llama2.c int8)
- * and misaligned data are converted to f32 once, into the model's arena. */
+ * and misaligned data are converted to f32 once, into the model's arena. So are the
+ * matrices of a GPTQ / AWQ checkpoint (formats/hfquant.h): dequantized exactly, each
+ * with a record of its source codes (quant/unpack.h) that quantize re-packs without
+ * rounding the weights again. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,6 +16,7 @@
 #include "core/log.h"
 #include "core/mmap.h"
 #include "formats/gguf.h"
+#include "formats/hfquant.h"
 #include "formats/json.h"
 #include "formats/llama2c.h"
 #include "formats/nib.h"
@@ -20,6 +24,7 @@
 #include "formats/sniff.h"
 #include "model/config.h"
 #include "quant/dequant.h"
+#include "quant/unpack.h"
 
 enum source_kind { SRC_GGUF = 0, SRC_SAFETENSORS, SRC_LLAMA2C, SRC_NIB };
 
@@ -29,7 +34,22 @@ struct nb_model_source {
     struct nb_safetensors *st;
     struct nb_llama2c *l2c;
     struct nb_nib *nib; /* a .nib uses the GGUF tensor names */
+    struct nb_hfq_config hfq; /* a GPTQ / AWQ checkpoint (safetensors), else method NONE */
+    struct codes_node *codes; /* the source codes of its 4-bit matrices (arena) */
 };
+
+struct codes_node {
+    const struct nb_weight *w;
+    struct nb_src_codes c;
+    struct codes_node *next;
+};
+
+const struct nb_src_codes *nb_model_src_codes(const struct nb_model *m, const struct nb_weight *w)
+{
+    for (const struct codes_node *n = m->src ? m->src->codes : NULL; n; n = n->next)
+        if (n->w == w) return &n->c;
+    return NULL;
+}
 
 /* Tensor names per source: GGUF (llama.cpp's names), HF, llama2.c. "%d" = layer. */
 enum tensor_id {
@@ -186,6 +206,48 @@ static int src_bits(enum nb_dtype t)
     }
 }
 
+/* A matrix of a GPTQ / AWQ checkpoint: `name` is its "<prefix>.weight", absent; its
+ * <prefix>.qweight / .qzeros / .scales / .g_idx are checked against the config and
+ * {n_out, n_in}, dequantized into the arena as f32, and a 4-bit one's codes recorded.
+ * *found = 0 (and NB_OK) when there is no qweight either. */
+static enum nb_status bind_hfq(struct nb_model *m, const char *name, int64_t n_out, int64_t n_in,
+                               struct nb_weight *w, int *found)
+{
+    char prefix[200], tn[4][220];
+    static const char *const sfx[4] = {"qweight", "qzeros", "scales", "g_idx"};
+    const struct nb_tensor *t[4];
+    size_t len = strlen(name);
+    *found = 0;
+    if (len < 7 || len - 7 >= sizeof prefix || strcmp(name + len - 7, ".weight") != 0) return NB_OK;
+    memcpy(prefix, name, len - 7);
+    prefix[len - 7] = '\0';
+    for (int i = 0; i < 4; i++) {
+        snprintf(tn[i], sizeof tn[i], "%s.%s", prefix, sfx[i]);
+        t[i] = src_find(m->src, tn[i]);
+    }
+    if (!t[0]) return NB_OK;
+    *found = 1;
+    struct nb_hfq_matrix hm;
+    enum nb_status st = nb_hfq_check(&m->src->hfq, m->path, prefix, t[0], t[1], t[2], t[3], n_out,
+                                     n_in, &hm);
+    if (st) return st;
+    float *f = nb_arena_alloc(&m->arena, sizeof(float) * (size_t)(n_out * n_in));
+    if (!f) return nb_set_error(NB_ERR_NOMEM, "%s: tensor '%s': out of memory", m->path, tn[0]);
+    nb_hfq_dequant_rows(&hm, 0, n_out, f);
+    w->n_out = n_out;
+    w->n_in = n_in;
+    w->format = NB_WF_F32;
+    w->data = f;
+    if (hm.bits != 4) return NB_OK; /* 8-bit codes are re-quantized */
+    struct codes_node *n = nb_arena_alloc(&m->arena, sizeof *n);
+    if (!n) return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", m->path);
+    n->w = w;
+    nb_src_codes_from_hfq(&n->c, &hm);
+    n->next = m->src->codes;
+    m->src->codes = n;
+    return NB_OK;
+}
+
 /* Bind a matrix of shape {n_out, n_in}. Missing and optional: data stays NULL. */
 static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int layer, int64_t n_out,
                                   int64_t n_in, int required, struct nb_weight *w)
@@ -194,6 +256,20 @@ static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int lay
     memset(w, 0, sizeof *w);
     if (m->src->kind == SRC_NIB) return bind_nib(m, id, layer, n_out, n_in, required, w, NULL);
     const struct nb_tensor *t = find_id(m, id, layer, name, sizeof name);
+    if (!t && m->src->hfq.method != NB_HFQ_NONE) {
+        int found;
+        enum nb_status st = bind_hfq(m, name, n_out, n_in, w, &found);
+        if (st || found) return st;
+    }
+    size_t len = strlen(name);
+    if (!t && m->src->kind == SRC_SAFETENSORS && len > 7 && len < sizeof name - 1) {
+        char qn[210]; /* "<prefix>.qweight" of a checkpoint whose config says nothing */
+        snprintf(qn, sizeof qn, "%.*s.qweight", (int)(len - 7), name);
+        if (src_find(m->src, qn))
+            return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' is missing; '%s' is there, but "
+                                "config.json has no quantization_config (nor is there a "
+                                "quantize_config.json)", m->path, name, qn);
+    }
     if (!t) {
         if (!required) return NB_OK;
         return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' is missing", m->path, name);
@@ -363,6 +439,32 @@ static enum nb_status nib_config(struct nb_model *m, const char *path)
     return nb_config_from_json(&m->cfg, cfg, path);
 }
 
+/* The quantization of a Hugging Face directory: config.json's quantization_config, or
+ * an older quantize_config.json beside it. */
+static enum nb_status hfq_config(struct nb_model *m, const char *dir, const cJSON *root,
+                                 const char *cfg_path)
+{
+    char qpath[4096];
+    cJSON *qroot = NULL;
+    struct stat sb;
+    enum nb_status st;
+    struct nb_hfq_config *h = &m->src->hfq;
+    snprintf(qpath, sizeof qpath, "%s/quantize_config.json", dir);
+    if (!cJSON_GetObjectItemCaseSensitive(root, "quantization_config") && stat(qpath, &sb) == 0 &&
+        (st = nb_json_load(qpath, &qroot)))
+        return st;
+    st = nb_hfq_parse_config(root, qroot, qroot ? qpath : cfg_path, h);
+    cJSON_Delete(qroot);
+    if (st || h->method == NB_HFQ_NONE) return st;
+    m->source_quant = nb_hfq_method_name(h->method);
+    char group[32] = "one a row";
+    if (h->group_size) snprintf(group, sizeof group, "%d", h->group_size);
+    NB_LOGI("%s: %s checkpoint: %d-bit codes, group %s, %s zero points%s", dir, m->source_quant,
+            h->bits, group, h->method == NB_HFQ_AWQ ? "awq" : h->version == 1 ? "v1" : "v2",
+            h->desc_act ? ", act order" : "");
+    return NB_OK;
+}
+
 static enum nb_status open_source(struct nb_model *m, const char *path)
 {
     struct nb_model_source *s = m->src;
@@ -378,6 +480,7 @@ static enum nb_status open_source(struct nb_model *m, const char *path)
         m->source_kind = "safetensors";
         if ((st = nb_json_load(cfg_path, &root))) return st;
         st = nb_config_from_hf(&m->cfg, root, cfg_path);
+        if (!st) st = hfq_config(m, path, root, cfg_path);
         cJSON_Delete(root);
         if (st) return st;
         return nb_safetensors_open(&s->st, path);

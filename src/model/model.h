@@ -86,6 +86,7 @@ struct nb_model {
     struct nb_config cfg;
     const char *arch_name;   /* "llama", ... */
     const char *source_kind; /* "gguf", "safetensors", "llama2c" */
+    const char *source_quant; /* a safetensors checkpoint's quantization: "gptq", "awq"; or NULL */
     char *path;
 
     struct nb_weight tok_embd; /* [n_vocab, n_embd], a row gather */
@@ -137,6 +138,11 @@ enum nb_status nb_model_load_nib(struct nb_model **out, struct nb_nib *nib);
  * layer); 1, or 0 past the end (i from 0 up). The exporter (runtime/export.c) maps
  * .nib names to Hugging Face names through it. */
 int nb_model_tensor_names(int i, const char **gguf_name, const char **hf_name);
+/* The codes a matrix of the model had in its checkpoint (a 4-bit GPTQ / AWQ matrix,
+ * quant/unpack.h), valid while the model is; NULL for any other matrix. The matrix
+ * itself is their exact f32 dequantization. */
+struct nb_src_codes;
+const struct nb_src_codes *nb_model_src_codes(const struct nb_model *m, const struct nb_weight *w);
 /* Fill rope_inv_freq from the config (theta and scaling). */
 enum nb_status nb_model_init_rope(struct nb_model *m);
 

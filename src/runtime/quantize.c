@@ -4,7 +4,13 @@
  * quantized copy (--head 4|8|16), because an unquantized head is a whole float GEMM per
  * token. Embeddings stay a row gather, as int4 or int8 rows or bf16. On the int4 paths
  * a recipe (runtime/recipe.h) gives each matrix its width. Norms, biases and the RoPE
- * frequencies stay f32. Rows are quantized in parallel. */
+ * frequencies stay f32. Rows are quantized in parallel.
+ *
+ * A GPTQ / AWQ checkpoint's 4-bit matrices keep their codes where the target grid can
+ * hold them (quant/unpack.h: plain group order, group 32/64/128, every zero at 8 for
+ * w4a8): the blob is built from the source codes with bf16 scales, at the source's
+ * group size (it wins over --group for those matrices); the others are re-quantized
+ * from their exact dequantization, and the log says why. */
 #include "runtime/quantize.h"
 
 #include <dirent.h>
@@ -30,6 +36,7 @@
 #include "quant/kq_repack.h"
 #include "quant/quant.h"
 #include "quant/repack.h"
+#include "quant/unpack.h"
 #include "runtime/calib.h"
 #include "runtime/model_tokenizer.h"
 #include "runtime/recipe.h"
@@ -144,6 +151,7 @@ static enum nb_status job_status(const struct qjob *j, int nth)
 struct qctx {
     const struct nb_quantize_opts *o;
     const struct nb_act_stats *stats; /* calibration, or NULL */
+    const struct nb_model *m;         /* the source (its matrices' source codes) */
     struct nb_prequant *pre;          /* matrices GPTQ quantized already */
     int n_pre;
     float *imp;                       /* scratch: one importance vector */
@@ -172,6 +180,8 @@ struct qctx {
     uint64_t linear_bytes, file_bytes;
     int64_t linear_params, file_params;
     struct nb_recipe rc; /* the widths (int4 paths) */
+    int64_t n_kept, n_requant; /* int4 matrices that kept / could not keep source codes */
+    const char *why_logged[8]; /* the reasons already logged */
 };
 
 
@@ -266,12 +276,94 @@ static enum nb_wpath kept_bits(enum nb_wpath path, const struct nb_weight *w)
     return nb_wpath_is_int4(path) && w->src_bits > 4 ? nb_recipe_path(path, 8) : path;
 }
 
+/* Write a matrix from its checkpoint's codes (quant/unpack.h), in the layout add_matrix
+ * would choose; rel_rms against its exact dequantization (the model's f32 matrix). */
+static enum nb_status add_codes(struct qctx *q, const char *name, const struct nb_weight *w,
+                                const struct nb_src_codes *sc, enum nb_wpath path, int linear)
+{
+    struct nb_layout_planes pl;
+    int group = (int)sc->group;
+    if (!nb_layout_planes(path, group, w->n_out, w->n_in, &pl))
+        return nb_set_error(NB_ERR_INVALID_ARG, "quantize: tensor '%s' [%lld, %lld] does not fit "
+                            "%s with group %d", name, (long long)w->n_out, (long long)w->n_in,
+                            nb_wpath_name(path), group);
+    int layout = linear && q->layout == NB_LAYOUT_X16 && w->n_out % 16 == 0 ? NB_LAYOUT_X16
+                                                                            : NB_LAYOUT_ROWS;
+    void *blob = blob_alloc((size_t)pl.total), *x16 = NULL;
+    float *row = malloc(sizeof(float) * (size_t)w->n_in);
+    enum nb_status st = NB_OK;
+    if (!blob || !row) {
+        st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for '%s'", name);
+        goto done;
+    }
+    if ((st = nb_src_codes_pack(sc, path, blob))) {
+        st = nb_wrap_error(st, "quantize: tensor '%s': ", name);
+        goto done;
+    }
+    double err = 0, ref = 0;
+    const float *src = w->data; /* f32: the loader's dequantization */
+    for (int64_t r = 0; r < w->n_out; r++) {
+        if ((st = nb_dequantize_rows(path, group, blob, w->n_out, w->n_in, r, r + 1, row)))
+            goto done;
+        for (int64_t k = 0; k < w->n_in; k++) {
+            double x = src[r * w->n_in + k], e = x - row[k];
+            err += e * e;
+            ref += x * x;
+        }
+    }
+    if (layout == NB_LAYOUT_X16) {
+        if (!(x16 = blob_alloc((size_t)pl.total))) {
+            st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for '%s'", name);
+            goto done;
+        }
+        if ((st = nb_repack_x16(path, group, blob, x16, w->n_out, w->n_in, q->repack_rows)))
+            goto done;
+        free(blob);
+        blob = x16;
+        x16 = NULL;
+    }
+    if ((st = keep(q, blob))) goto done;
+    void *kept = blob;
+    blob = NULL;
+    q->n_kept++;
+    st = write_matrix(q, name, path, group, layout, w, kept, (uint64_t)pl.total, linear,
+                      ref > 0 ? sqrt(err / ref) : 0);
+done:
+    free(blob);
+    free(x16);
+    free(row);
+    return st;
+}
+
+/* The source codes of w that `path` keeps, or NULL; a matrix that has codes the path
+ * cannot keep is counted, and its reason logged the first time it comes up. */
+static const struct nb_src_codes *codes_for(struct qctx *q, const char *name,
+                                            const struct nb_weight *w, enum nb_wpath path)
+{
+    const struct nb_src_codes *sc = q->m ? nb_model_src_codes(q->m, w) : NULL;
+    const char *why = NULL;
+    if (!sc || !nb_wpath_is_int4(path)) return NULL; /* wider paths re-quantize by choice */
+    if (nb_src_codes_fit(sc, path, &why)) return sc;
+    q->n_requant++;
+    size_t i = 0, n = sizeof q->why_logged / sizeof q->why_logged[0];
+    while (i < n && q->why_logged[i] && q->why_logged[i] != why) i++;
+    if (i < n && !q->why_logged[i]) {
+        q->why_logged[i] = why;
+        NB_LOGW("quantize: '%s' (and any like it): the checkpoint's codes have %s, so %s "
+                "re-quantizes its dequantized weights", name, why, nb_wpath_name(path));
+    }
+    return NULL;
+}
+
 static enum nb_status add_matrix(struct qctx *q, const char *name, const struct nb_weight *w,
                                  enum nb_wpath path, int group, int linear, const float *imp)
 {
     struct nb_layout_planes pl;
     struct nb_prequant *pq = prequant_of(q, w);
     if (group <= 0) group = q->o->group;
+    /* a checkpoint's own codes before anything nibble computed from their dequantization */
+    const struct nb_src_codes *sc = codes_for(q, name, w, path);
+    if (sc) return add_codes(q, name, w, sc, path, linear);
     /* A quantized source (a GGUF k-quant file): a matrix stored with more than 4 bits
      * (Q5_K, Q6_K, Q8_0) is not cut to 4; a Q4_K matrix keeps its codes on w4a16 (its
      * sub-blocks are groups of 32) and is re-quantized in those groups on w4a8. */
@@ -484,6 +576,7 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON *src = cJSON_AddObjectToObject(h, "source");
     cJSON_AddStringToObject(src, "path", src_path);
     cJSON_AddStringToObject(src, "kind", m->source_kind);
+    if (m->source_quant) cJSON_AddStringToObject(src, "quantization", m->source_quant);
     cJSON_AddStringToObject(src, "xxh3", hex);
     cJSON *r = cJSON_AddObjectToObject(h, "recipe");
     cJSON_AddStringToObject(r, "scale_search", o->search ? "weighted-mse" : "absmax");
@@ -606,6 +699,23 @@ static enum nb_status hash_finish(struct hash_job *h)
     return h->st ? nb_set_error(h->st, "%s", h->msg) : NB_OK;
 }
 
+/* Does every linear matrix of the layers keep its checkpoint's codes on `path`? Then
+ * GPTQ would compute blobs nobody writes. */
+static int all_codes_fit(const struct nb_model *m, enum nb_wpath path)
+{
+    if (!m->source_quant || !nb_wpath_is_int4(path)) return 0;
+    for (int l = 0; l < m->cfg.n_layers; l++) {
+        const struct nb_layer *L = &m->layers[l];
+        const struct nb_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
+                                        &L->w_down, &L->head_gate};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+            const struct nb_src_codes *sc = ws[i]->data ? nb_model_src_codes(m, ws[i]) : NULL;
+            if (ws[i]->data && (!sc || !nb_src_codes_fit(sc, path, NULL))) return 0;
+        }
+    }
+    return 1;
+}
+
 /* Quantize into out_path, or into memory (*fd_out) when out_path is NULL. */
 static enum nb_status quantize_to(const char *src_path, const struct nb_quantize_opts *opts,
                                   const char *out_path, int *fd_out,
@@ -626,7 +736,14 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
                             "(--calib FILE)");
     if (!opts->have_source_hash) hash_start(&hj, src_path);
     if ((st = nb_model_load(&m, src_path))) goto fail;
+    q.m = m;
     if ((st = start_recipe(&q, m, opts))) goto fail;
+    struct nb_quantize_opts eff = *opts; /* what is done (the header says it) */
+    if (eff.gptq && all_codes_fit(m, eff.path)) {
+        NB_LOGI("quantize: %s: every matrix keeps the checkpoint's %s codes: no GPTQ pass",
+                src_path, m->source_quant);
+        eff.gptq = 0;
+    }
     if (opts->calib_path) {
         const struct nb_config *cc = &m->cfg;
         int64_t Qd = (int64_t)cc->n_heads * cc->head_dim;
@@ -639,7 +756,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
         if ((st = nb_act_stats_init(&calib, cc)) ||
             (st = nb_calib_load(&cal, src_path, opts->calib_path, m, opts->calib_tokens)))
             goto fail;
-        if (opts->gptq) {
+        if (eff.gptq) {
             struct nb_gptq_opts go = {.path = opts->path, .head_path = head_path(opts, &q.rc),
                                       .recipe = &q.rc,
                                       .group = opts->group, .layout = nb_quantize_opts_layout(opts),
@@ -669,11 +786,14 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
     const struct nb_config *c = &m->cfg;
     q.total = 4 + (int64_t)c->n_layers * 16; /* add_tensors' calls: absent ones tick too */
     if ((st = add_tensors(&q, m))) goto fail;
+    if (m->source_quant && nb_wpath_is_int4(opts->path))
+        NB_LOGI("quantize: %s: %lld int4 matrices kept the checkpoint's codes, %lld were "
+                "re-quantized", m->source_quant, (long long)q.n_kept, (long long)q.n_requant);
     /* a source without a tokenizer still quantizes (e.g. random-weight test models) */
     if (nb_tokenizer_embed(q.w, src_path, &blobs) != NB_OK)
         NB_LOGW("quantize: %s: no tokenizer embedded (%s)", src_path, nb_last_error());
     if ((st = hash_finish(&hj))) goto fail;
-    header = make_header(m, opts, &q.rc, src_path, hj.hash);
+    header = make_header(m, &eff, &q.rc, src_path, hj.hash);
     if (!header) {
         st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
         goto fail;
