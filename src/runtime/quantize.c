@@ -361,7 +361,14 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
     struct nb_layout_planes pl;
     struct nb_prequant *pq = prequant_of(q, w);
     if (group <= 0) group = q->o->group;
-    /* a checkpoint's own codes before anything nibble computed from their dequantization */
+    /* a checkpoint's own codes before anything nibble computed from their dequantization;
+     * a matrix that has 4-bit codes the build's path keeps stays at 4 bits whatever width
+     * the recipe gives its class (the checkpoint's maker chose it: an exported lm_head) */
+    const struct nb_src_codes *sc0 = q->m ? nb_model_src_codes(q->m, w) : NULL;
+    const char *why0 = NULL;
+    if (sc0 && nb_wpath_is_int4(q->o->path) && !nb_wpath_is_int4(path) &&
+        nb_src_codes_fit(sc0, q->o->path, &why0))
+        path = q->o->path;
     const struct nb_src_codes *sc = codes_for(q, name, w, path);
     if (sc) return add_codes(q, name, w, sc, path, linear);
     /* A quantized source (a GGUF k-quant file): a matrix stored with more than 4 bits
@@ -498,6 +505,18 @@ static enum nb_wpath embd_path(const struct nb_quantize_opts *o, const struct nb
     return o->embd_bits == 16 ? NB_WPATH_BF16 : o->embd_bits == 4 ? NB_WPATH_W4A16 : NB_WPATH_W8A16;
 }
 
+/* The embeddings' path for this model: a GPTQ / AWQ checkpoint keeps its float
+ * embeddings at 16 bits on an int4 build (their maker left them unquantized, as vLLM
+ * runs them; a row gather costs no bandwidth per token), so that `nibble run` on
+ * nibble's own GPTQ export rebuilds the .nib it came from; else embd_path. */
+static enum nb_wpath src_embd_path(const struct nb_model *m, const struct nb_quantize_opts *o,
+                                   const struct nb_recipe *rc)
+{
+    if (m->source_quant && nb_wpath_is_int4(o->path) && !nb_model_src_codes(m, &m->tok_embd))
+        return NB_WPATH_BF16;
+    return embd_path(o, rc);
+}
+
 /* Mean squared activation of each input channel (the importance of its weights), from
  * the calibration sums; NULL without calibration. */
 static const float *importance(struct qctx *q, const double *sum, int64_t n)
@@ -517,7 +536,7 @@ static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
     int64_t KV = (int64_t)c->n_kv_heads * c->head_dim;
     const struct nb_act_stats *S = q->stats;
     int64_t F = c->n_ff;
-    if ((st = add_matrix(q, "token_embd.weight", &m->tok_embd, embd_path(q->o, rc),
+    if ((st = add_matrix(q, "token_embd.weight", &m->tok_embd, src_embd_path(m, q->o, rc),
                          rc->embd_group, 0, NULL)) ||
         (st = add_vector(q, "output_norm.weight", m->out_norm, E)) ||
         (st = add_matrix(q, "output.weight", &m->output, head_path(q->o, rc), rc->head_group, 1,
@@ -572,7 +591,7 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddNumberToObject(h, "group", o->group);
     cJSON_AddStringToObject(h, "head", nb_wpath_name(kept_bits(head_path(o, rc), &m->output)));
     cJSON_AddStringToObject(h, "embeddings",
-                            nb_wpath_name(kept_bits(embd_path(o, rc), &m->tok_embd)));
+                            nb_wpath_name(kept_bits(src_embd_path(m, o, rc), &m->tok_embd)));
     cJSON *src = cJSON_AddObjectToObject(h, "source");
     cJSON_AddStringToObject(src, "path", src_path);
     cJSON_AddStringToObject(src, "kind", m->source_kind);
