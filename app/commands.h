@@ -21,5 +21,6 @@ int cmd_detokenize(int argc, char **argv);
 int cmd_synth(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_kvbudget(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif
