@@ -305,5 +305,14 @@ wait "$drain_pid"
 [ "$rc" = 0 ] && ok || bad "SIGTERM while streaming: exit $rc: $(tail -3 "$tmp/busy.log")"
 tail -c 200 "$tmp/drain" | grep -q 'data: \[DONE\]' && ok || bad "drained stream did not end with [DONE]: $(tail -c 300 "$tmp/drain")"
 
+# --timeout: a request that runs longer ends there, finish_reason length
+start_server timeout --parallel 1 -c 4096 --timeout 0.5
+call POST /v1/completions '{"prompt": "In the beginning", "max_tokens": 4000}'
+[ "$code" = 200 ] && [ "$(field "j['choices'][0]['finish_reason']")" = length ] \
+  && [ "$(field "0 < j['usage']['completion_tokens'] < 4000")" = True ] && ok || bad "--timeout: $code $(head -c 300 "$tmp/body")"
+grep -q "timed out after" "$tmp/timeout.log" && ok || bad "--timeout: not logged: $(cat "$tmp/timeout.log")"
+kill -TERM "$pid"; wait "$pid"; rc=$?
+[ "$rc" = 0 ] && ok || bad "SIGTERM (timeout server): exit $rc"
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
