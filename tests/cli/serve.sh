@@ -305,6 +305,23 @@ wait "$drain_pid"
 [ "$rc" = 0 ] && ok || bad "SIGTERM while streaming: exit $rc: $(tail -3 "$tmp/busy.log")"
 tail -c 200 "$tmp/drain" | grep -q 'data: \[DONE\]' && ok || bad "drained stream did not end with [DONE]: $(tail -c 300 "$tmp/drain")"
 
+# a client hanging up does not disturb the stream beside it
+start_server pair --parallel 2 -c 4096
+curl -s -N --max-time 60 "$url/v1/completions" -H 'Content-Type: application/json' \
+  --data-binary '{"prompt": "In the beginning", "max_tokens": 4000, "stream": true}' >"$tmp/a" &
+a_pid=$!
+for _ in $(seq 1 200); do [ -s "$tmp/a" ] && break; sleep 0.05; done
+curl -s -N --max-time 60 "$url/v1/completions" -H 'Content-Type: application/json' \
+  --data-binary '{"prompt": "And God said", "max_tokens": 64, "temperature": 0, "stream": true, "stream_options": {"include_usage": true}}' >"$tmp/b" &
+b_pid=$!
+kill "$a_pid" 2>/dev/null; wait "$a_pid" 2>/dev/null
+wait "$b_pid"; rc=$?
+run -p "And God said" -n 64 >"$tmp/run_b.txt"
+"$py" -c "import json,sys; s=json.loads(sys.argv[1]); w=open(sys.argv[2]).read()[:-1]; sys.exit(not (s[0]==w and s[2]==64))" \
+  "$(sse "$tmp/b")" "$tmp/run_b.txt" && [ "$rc" = 0 ] && ok || bad "the stream beside a hang-up: rc $rc $(sse "$tmp/b")"
+kill -TERM "$pid"; wait "$pid"; rc=$?
+[ "$rc" = 0 ] && ok || bad "SIGTERM (pair server): exit $rc"
+
 # --timeout: a request that runs longer ends there, finish_reason length
 start_server timeout --parallel 1 -c 4096 --timeout 0.5
 call POST /v1/completions '{"prompt": "In the beginning", "max_tokens": 4000}'
