@@ -57,6 +57,16 @@ async function main() {
   check("stream usage", usage && usage.completion_tokens === chat.usage.completion_tokens &&
         usage.prompt_tokens === chat.usage.prompt_tokens, JSON.stringify(usage));
 
+  const lp = await client.chat.completions.create({
+    model: ids[0], messages, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 2,
+  });
+  const content = lp.choices[0].logprobs && lp.choices[0].logprobs.content;
+  check("chat logprobs", Array.isArray(content) && content.length === lp.usage.completion_tokens &&
+        content.every((t) => t.logprob <= 0 && t.top_logprobs.length === 2 &&
+                             t.top_logprobs[0].logprob === t.logprob) &&
+        content.map((t) => t.token).join("") === lp.choices[0].message.content,
+        JSON.stringify(lp.choices[0]));
+
   const cmpl = await client.completions.create({
     model: ids[0], prompt: "In the beginning", max_tokens: 8, temperature: 0,
   });
