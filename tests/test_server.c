@@ -17,11 +17,12 @@ static void test_utf8(void **state)
         const char *s;
         int ok;
     } cases[] = {
-        {"plain", 1},           {"caf\xc3\xa9", 1},      {"\xe2\x82\xac", 1},
-        {"\xf0\x9f\x98\x80", 1}, {"\xff", 0},             {"\xc3", 0},
-        {"\xc0\xaf", 0},        /* overlong '/' */        {"\xe0\x80\xaf", 0},
-        {"\xed\xa0\x80", 0},    /* a surrogate */         {"\xf4\x90\x80\x80", 0}, /* > U+10FFFF */
-        {"\x80", 0},            {"ok\xe2\x82", 0},
+        {"plain", 1},        {"caf\xc3\xa9", 1},
+        {"\xe2\x82\xac", 1}, {"\xf0\x9f\x98\x80", 1},
+        {"\xff", 0},         {"\xc3", 0},
+        {"\xc0\xaf", 0},     /* overlong '/' */ {"\xe0\x80\xaf", 0},
+        {"\xed\xa0\x80", 0}, /* a surrogate */ {"\xf4\x90\x80\x80", 0}, /* > U+10FFFF */
+        {"\x80", 0},         {"ok\xe2\x82", 0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
         assert_int_equal(srv_utf8_valid(cases[i].s, strlen(cases[i].s)), cases[i].ok);
@@ -39,7 +40,8 @@ static struct nb_tokenizer *kjv_tok(void)
 static int count_id(const int32_t *ids, int n, int32_t id)
 {
     int k = 0;
-    for (int i = 0; i < n; i++) k += ids[i] == id;
+    for (int i = 0; i < n; i++)
+        k += ids[i] == id;
     return k;
 }
 
@@ -120,7 +122,7 @@ static void test_render_marks(void **state)
 struct parse_case {
     int kind;
     const char *body;
-    int status;       /* 0: accepted */
+    int status;        /* 0: accepted */
     const char *param; /* "" for null */
     const char *code;
 };
@@ -142,8 +144,9 @@ static void test_parse(void **state)
         {SRV_COMPLETION, "{\"prompt\": \"In the beginning\"}", 0, "", NULL},
         {SRV_COMPLETION, "{\"prompt\": [\"In the beginning\"], \"n\": 1}", 0, "", NULL},
         {SRV_COMPLETION, "{\"prompt\": [1, 2, 3], \"stop\": \"x\", \"seed\": -5}", 0, "", NULL},
-        {SRV_CHAT, "{\"messages\": [{\"role\": \"developer\", \"content\": [{\"type\": "
-                   "\"text\", \"text\": \"a\"}]}, {\"role\": \"user\", \"content\": \"b\"}]}",
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"developer\", \"content\": [{\"type\": "
+         "\"text\", \"text\": \"a\"}]}, {\"role\": \"user\", \"content\": \"b\"}]}",
          0, "", NULL},
         {SRV_COMPLETION, "{\"prompt\": \"x\"", 400, "", "invalid_json"},
         {SRV_COMPLETION, "\"x\"", 400, "", "invalid_json"},
@@ -153,8 +156,10 @@ static void test_parse(void **state)
         {SRV_COMPLETION, "{\"prompt\": [4096]}", 400, "prompt", "invalid_value"},
         {SRV_COMPLETION, "{\"prompt\": [1.5]}", 400, "prompt", "invalid_value"},
         {SRV_COMPLETION, "{\"prompt\": []}", 400, "prompt", "invalid_value"},
-        {SRV_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0}", 400, "max_tokens", "invalid_value"},
-        {SRV_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 2.5}", 400, "max_tokens", "invalid_type"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 0}", 400, "max_tokens",
+         "invalid_value"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"max_tokens\": 2.5}", 400, "max_tokens",
+         "invalid_type"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"max_completion_tokens\": true}", 400,
          "max_completion_tokens", "invalid_type"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"top_p\": 1.5}", 400, "top_p", "invalid_value"},
@@ -164,33 +169,37 @@ static void test_parse(void **state)
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": 1}}", 400,
          "stream_options.include_usage", "invalid_type"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"stop\": {}}", 400, "stop", "invalid_type"},
-        {SRV_COMPLETION, "{\"prompt\": \"x\", \"logprobs\": 21}", 400, "logprobs",
-         "invalid_value"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"logprobs\": 21}", 400, "logprobs", "invalid_value"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"logprobs\": true}", 400, "logprobs",
          "invalid_type"},
-        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
-                   "\"top_logprobs\": 3}",
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+         "\"top_logprobs\": 3}",
          400, "top_logprobs", "invalid_value"},
-        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
-                   "\"logprobs\": 1}",
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+         "\"logprobs\": 1}",
          400, "logprobs", "invalid_type"},
-        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
-                   "\"response_format\": {\"type\": \"json_object\"}}",
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+         "\"response_format\": {\"type\": \"json_object\"}}",
          400, "response_format", "unsupported_parameter"},
         {SRV_CHAT, "{\"messages\": []}", 400, "messages", "invalid_value"},
         {SRV_CHAT, "{\"messages\": [1]}", 400, "messages[0]", "invalid_type"},
         {SRV_CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", 400,
          "messages[0].role", "invalid_value"},
-        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": "
-                   "\"image_url\"}]}]}",
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": "
+         "\"image_url\"}]}]}",
          400, "messages[0].content", "invalid_value"},
-        {SRV_COMPLETION, "{\"prompt\": \"And God said, Let there be light: and there was light. "
-                         "And God saw the light, that it was good: and God divided the light "
-                         "from the darkness. And God called the light Day, and the darkness he "
-                         "called Night. And God said, Let there be light: and there was light. And God "
-                         "saw the light, that it was good: and God divided the light from the "
-                         "darkness. And God called the light Day, and the darkness he called "
-                         "Night. And the evening and the morning were the first day.\"}",
+        {SRV_COMPLETION,
+         "{\"prompt\": \"And God said, Let there be light: and there was light. "
+         "And God saw the light, that it was good: and God divided the light "
+         "from the darkness. And God called the light Day, and the darkness he "
+         "called Night. And God said, Let there be light: and there was light. And God "
+         "saw the light, that it was good: and God divided the light from the "
+         "darkness. And God called the light Day, and the darkness he called "
+         "Night. And the evening and the morning were the first day.\"}",
          400, "prompt", "context_length_exceeded"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -249,7 +258,8 @@ static void test_logprob_of(void **state)
     struct srv_logprob l;
     srv_logprob_of(x, 6, 2, 3, &l);
     double lse = 0;
-    for (int i = 0; i < 6; i++) lse += exp(x[i]);
+    for (int i = 0; i < 6; i++)
+        lse += exp(x[i]);
     lse = log(lse);
     assert_int_equal(l.tok, 2);
     assert_true(fabs(l.lp - (2.0 - lse)) < 1e-6);
@@ -268,10 +278,8 @@ static void test_logprob_of(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_utf8),
-        cmocka_unit_test(test_marked_tokenize),
-        cmocka_unit_test(test_render_marks),
-        cmocka_unit_test(test_parse),
+        cmocka_unit_test(test_utf8),         cmocka_unit_test(test_marked_tokenize),
+        cmocka_unit_test(test_render_marks), cmocka_unit_test(test_parse),
         cmocka_unit_test(test_logprob_of),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

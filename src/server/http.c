@@ -38,7 +38,7 @@ struct conn {
     /* a stream: the events formatted and not yet handed to MHD */
     char *pend;
     size_t pend_n, pend_off, pend_cap;
-    size_t sent; /* bytes of job->text already in events */
+    size_t sent;  /* bytes of job->text already in events */
     int lps_sent; /* of job->lps */
     int started, ended;
 };
@@ -92,8 +92,7 @@ static enum MHD_Result answer_error(struct conn *k, struct MHD_Connection *c,
 }
 
 static enum MHD_Result fail_now(struct conn *k, struct MHD_Connection *c, int status,
-                                const char *code, const char *hdr, const char *val,
-                                const char *msg)
+                                const char *code, const char *hdr, const char *val, const char *msg)
 {
     struct srv_error e;
     srv_fail(&e, status, NULL, code, "%s", msg);
@@ -133,7 +132,10 @@ static int wait_job(struct nb_server *s, struct conn *k, int (*ready)(const stru
     return 0;
 }
 
-static int has_text(const struct conn *k) { return k->job->text_len > k->sent; }
+static int has_text(const struct conn *k)
+{
+    return k->job->text_len > k->sent;
+}
 
 /* ---------------------------------------------------------------- streams */
 
@@ -142,7 +144,8 @@ static int pend_add(struct conn *k, const char *a, const char *b, size_t nb, con
     size_t na = strlen(a), nc = strlen(c), need = k->pend_n + na + nb + nc + 1;
     if (need > k->pend_cap) {
         size_t cap = k->pend_cap ? k->pend_cap : 1024;
-        while (cap < need) cap *= 2;
+        while (cap < need)
+            cap *= 2;
         char *p = realloc(k->pend, cap);
         if (!p) return -1;
         k->pend = p;
@@ -177,15 +180,16 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         int rc = 0;
         if (!k->started) { /* the role first, so the client sees the stream open */
             k->started = 1;
-            if (j->req.kind == SRV_CHAT) rc = event(k, srv_json_chunk(s, j, "", 0, 1, NULL, 0, 0, 0));
+            if (j->req.kind == SRV_CHAT)
+                rc = event(k, srv_json_chunk(s, j, "", 0, 1, NULL, 0, 0, 0));
         }
         if (rc == 0 && k->pend_n == 0 && wait_job(s, k, has_text)) {
             pthread_mutex_unlock(&s->mu);
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (rc == 0 && has_text(k)) {
-            rc = event(k, srv_json_chunk(s, j, j->text + k->sent, j->text_len - k->sent, 0, NULL,
-                                         0, k->lps_sent, j->n_lps));
+            rc = event(k, srv_json_chunk(s, j, j->text + k->sent, j->text_len - k->sent, 0, NULL, 0,
+                                         k->lps_sent, j->n_lps));
             k->sent = j->text_len;
             k->lps_sent = j->n_lps;
         }
@@ -193,7 +197,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             if (j->err.status) {
                 rc = event(k, srv_json_error(&j->err));
             } else {
-                rc = event(k, srv_json_chunk(s, j, NULL, 0, 0, j->finish, 0, k->lps_sent, j->n_lps));
+                rc =
+                    event(k, srv_json_chunk(s, j, NULL, 0, 0, j->finish, 0, k->lps_sent, j->n_lps));
                 if (rc == 0 && j->req.include_usage)
                     rc = event(k, srv_json_chunk(s, j, NULL, 0, 0, NULL, 1, 0, 0));
             }
@@ -287,13 +292,14 @@ static int authorized(const struct nb_server *s, struct MHD_Connection *c)
     const char *got = h + 7;
     size_t a = strlen(want), b = strlen(got);
     unsigned char d = a != b;
-    for (size_t i = 0; i < b; i++) d |= (unsigned char)(got[i] ^ want[i % a]);
+    for (size_t i = 0; i < b; i++)
+        d |= (unsigned char)(got[i] ^ want[i % a]);
     return d == 0;
 }
 
 /* The first call of a request: what can be answered before its body. 1: answered. */
-static int check_head(struct conn *k, struct MHD_Connection *c, const char *url,
-                      const char *method, enum MHD_Result *ret)
+static int check_head(struct conn *k, struct MHD_Connection *c, const char *url, const char *method,
+                      enum MHD_Result *ret)
 {
     struct nb_server *s = k->s;
     int post = k->route == R_COMPLETIONS || k->route == R_CHAT;
@@ -304,10 +310,8 @@ static int check_head(struct conn *k, struct MHD_Connection *c, const char *url,
         return 1;
     }
     if (strcmp(method, post ? "POST" : "GET") && !(!post && !strcmp(method, "HEAD"))) {
-        snprintf(msg, sizeof msg, "%.80s takes %s, not %.16s", url, post ? "POST" : "GET",
-                 method);
-        *ret = fail_now(k, c, 405, "method_not_allowed", "Allow", post ? "POST" : "GET, HEAD",
-                        msg);
+        snprintf(msg, sizeof msg, "%.80s takes %s, not %.16s", url, post ? "POST" : "GET", method);
+        *ret = fail_now(k, c, 405, "method_not_allowed", "Allow", post ? "POST" : "GET, HEAD", msg);
         return 1;
     }
     if (k->route != R_HEALTH && !authorized(s, c)) {
@@ -316,8 +320,8 @@ static int check_head(struct conn *k, struct MHD_Connection *c, const char *url,
                         "KEY'");
         return 1;
     }
-    const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-                                                 MHD_HTTP_HEADER_CONTENT_LENGTH);
+    const char *cl =
+        MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
     if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->p.max_body) {
         snprintf(msg, sizeof msg, "the request body is %.20s bytes: at most %lld are taken", cl,
                  (long long)s->p.max_body);
@@ -328,8 +332,8 @@ static int check_head(struct conn *k, struct MHD_Connection *c, const char *url,
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload, size_t *upload_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
 {
     struct nb_server *s = cls;
     struct conn *k = *con_cls;
@@ -360,7 +364,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         }
         if (k->n + n + 1 > k->cap) {
             size_t cap = k->cap ? k->cap : 4096;
-            while (cap < k->n + n + 1) cap *= 2;
+            while (cap < k->n + n + 1)
+                cap *= 2;
             char *p = realloc(k->body, cap);
             if (!p) return MHD_NO;
             k->body = p;
@@ -423,8 +428,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 
 enum nb_status srv_http_start(struct nb_server *s)
 {
-    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
-                             .ai_flags = AI_PASSIVE}, *ai = NULL;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC,
+                             .ai_socktype = SOCK_STREAM,
+                             .ai_flags = AI_PASSIVE},
+                    *ai = NULL;
     char port[16];
     snprintf(port, sizeof port, "%d", s->p.port);
     int rc = getaddrinfo(s->host, port, &hints, &ai);
@@ -438,26 +445,25 @@ enum nb_status srv_http_start(struct nb_server *s)
     /* an idle connection (a slow client, an unused keep-alive) is closed after this */
     s->idle_s = s->p.timeout_s < 30 ? (unsigned)(s->p.timeout_s > 1 ? s->p.timeout_s : 1) : 30;
     unsigned idle = s->idle_s;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD |
-                     MHD_USE_ITC | MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0);
+    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
+                     MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0);
     errno = 0;
     s->mhd = MHD_start_daemon(flags, (uint16_t)s->p.port, NULL, NULL, on_request, s,
                               MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
                               MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
-                              MHD_OPTION_CONNECTION_TIMEOUT, idle,
-                              MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_END);
+                              MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_NOTIFY_COMPLETED,
+                              on_completed, s, MHD_OPTION_END);
     if (!s->mhd)
-        return nb_set_error(NB_ERR_IO, "serve: cannot listen on %s port %d%s%s", s->host,
-                            s->p.port, errno ? ": " : "", errno ? strerror(errno) : "");
+        return nb_set_error(NB_ERR_IO, "serve: cannot listen on %s port %d%s%s", s->host, s->p.port,
+                            errno ? ": " : "", errno ? strerror(errno) : "");
     const union MHD_DaemonInfo *di = MHD_get_daemon_info(s->mhd, MHD_DAEMON_INFO_LISTEN_FD);
     s->port = s->p.port;
     if (di) {
         struct sockaddr_storage bound;
         socklen_t len = sizeof bound;
         if (!getsockname(di->listen_fd, (struct sockaddr *)&bound, &len))
-            s->port = ntohs(bound.ss_family == AF_INET6
-                                ? ((struct sockaddr_in6 *)&bound)->sin6_port
-                                : ((struct sockaddr_in *)&bound)->sin_port);
+            s->port = ntohs(bound.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&bound)->sin6_port
+                                                        : ((struct sockaddr_in *)&bound)->sin_port);
     }
     return NB_OK;
 }

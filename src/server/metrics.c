@@ -26,7 +26,8 @@ void srv_hist_init(struct srv_hist *h, const double *bounds, int n)
 void srv_hist_add(struct srv_hist *h, double v)
 {
     int i = 0;
-    while (i < h->n_bounds && v > h->bound[i]) i++;
+    while (i < h->n_bounds && v > h->bound[i])
+        i++;
     h->count[i]++;
     h->n++;
     h->sum += v;
@@ -56,7 +57,8 @@ static void put(struct out *o, const char *fmt, ...)
             return;
         }
         size_t cap = o->cap ? o->cap : 4096;
-        while (cap < o->n + (size_t)k + 1) cap *= 2;
+        while (cap < o->n + (size_t)k + 1)
+            cap *= 2;
         char *p = realloc(o->p, cap);
         if (!p) {
             o->oom = 1;
@@ -91,32 +93,45 @@ char *srv_metrics_text(const struct srv_metrics *m, int queued, int running, int
         else
             put(&o, "nibble_requests_total{status=\"other\"} %llu\n",
                 (unsigned long long)m->requests[i]);
-    put(&o, "# HELP nibble_prompt_tokens_total Prompt tokens prefilled.\n"
-            "# TYPE nibble_prompt_tokens_total counter\nnibble_prompt_tokens_total %llu\n",
+    put(&o,
+        "# HELP nibble_prompt_tokens_total Prompt tokens prefilled.\n"
+        "# TYPE nibble_prompt_tokens_total counter\nnibble_prompt_tokens_total %llu\n",
         (unsigned long long)m->prompt_tokens);
-    put(&o, "# HELP nibble_generated_tokens_total Tokens generated.\n"
-            "# TYPE nibble_generated_tokens_total counter\nnibble_generated_tokens_total %llu\n",
+    put(&o,
+        "# HELP nibble_generated_tokens_total Tokens generated.\n"
+        "# TYPE nibble_generated_tokens_total counter\nnibble_generated_tokens_total %llu\n",
         (unsigned long long)m->gen_tokens);
-    put(&o, "# HELP nibble_decode_steps_total Batched forward steps run.\n"
-            "# TYPE nibble_decode_steps_total counter\nnibble_decode_steps_total %llu\n",
+    put(&o,
+        "# HELP nibble_decode_steps_total Batched forward steps run.\n"
+        "# TYPE nibble_decode_steps_total counter\nnibble_decode_steps_total %llu\n",
         (unsigned long long)m->steps);
-    put(&o, "# HELP nibble_step_tokens_total Tokens run by those steps (prompt and decode).\n"
-            "# TYPE nibble_step_tokens_total counter\nnibble_step_tokens_total %llu\n",
+    put(&o,
+        "# HELP nibble_step_tokens_total Tokens run by those steps (prompt and decode).\n"
+        "# TYPE nibble_step_tokens_total counter\nnibble_step_tokens_total %llu\n",
         (unsigned long long)m->step_tokens);
-    put(&o, "# HELP nibble_queue_depth Requests waiting for a slot.\n"
-            "# TYPE nibble_queue_depth gauge\nnibble_queue_depth %d\n", queued);
-    put(&o, "# HELP nibble_slots_running Slots running a request.\n"
-            "# TYPE nibble_slots_running gauge\nnibble_slots_running %d\n", running);
-    put(&o, "# HELP nibble_slots_total Slots (sequences decoded together).\n"
-            "# TYPE nibble_slots_total gauge\nnibble_slots_total %d\n", n_slots);
-    put(&o, "# HELP nibble_kv_blocks_used KV pool blocks in use.\n"
-            "# TYPE nibble_kv_blocks_used gauge\nnibble_kv_blocks_used %lld\n",
+    put(&o,
+        "# HELP nibble_queue_depth Requests waiting for a slot.\n"
+        "# TYPE nibble_queue_depth gauge\nnibble_queue_depth %d\n",
+        queued);
+    put(&o,
+        "# HELP nibble_slots_running Slots running a request.\n"
+        "# TYPE nibble_slots_running gauge\nnibble_slots_running %d\n",
+        running);
+    put(&o,
+        "# HELP nibble_slots_total Slots (sequences decoded together).\n"
+        "# TYPE nibble_slots_total gauge\nnibble_slots_total %d\n",
+        n_slots);
+    put(&o,
+        "# HELP nibble_kv_blocks_used KV pool blocks in use.\n"
+        "# TYPE nibble_kv_blocks_used gauge\nnibble_kv_blocks_used %lld\n",
         (long long)m->kv.blocks_used);
-    put(&o, "# HELP nibble_kv_blocks_total KV pool blocks in all.\n"
-            "# TYPE nibble_kv_blocks_total gauge\nnibble_kv_blocks_total %lld\n",
+    put(&o,
+        "# HELP nibble_kv_blocks_total KV pool blocks in all.\n"
+        "# TYPE nibble_kv_blocks_total gauge\nnibble_kv_blocks_total %lld\n",
         (long long)m->kv.blocks_total);
-    put(&o, "# HELP nibble_kv_bytes_used Bytes of the KV blocks in use.\n"
-            "# TYPE nibble_kv_bytes_used gauge\nnibble_kv_bytes_used %lld\n",
+    put(&o,
+        "# HELP nibble_kv_bytes_used Bytes of the KV blocks in use.\n"
+        "# TYPE nibble_kv_bytes_used gauge\nnibble_kv_bytes_used %lld\n",
         (long long)m->kv.bytes_used);
     hist(&o, "nibble_time_to_first_token_seconds",
          "From a request's arrival to its first generated token.", &m->ttft);

@@ -12,8 +12,8 @@
 
 #include "server/server.h"
 
-int srv_fail(struct srv_error *e, int status, const char *param, const char *code,
-             const char *fmt, ...)
+int srv_fail(struct srv_error *e, int status, const char *param, const char *code, const char *fmt,
+             ...)
 {
     va_list ap;
     e->status = status;
@@ -30,7 +30,8 @@ void srv_request_free(struct srv_request *r)
 {
     if (!r) return;
     free(r->prompt);
-    for (int i = 0; i < r->n_stops; i++) free(r->stops[i]);
+    for (int i = 0; i < r->n_stops; i++)
+        free(r->stops[i]);
     memset(r, 0, sizeof *r);
 }
 
@@ -46,10 +47,14 @@ int srv_utf8_valid(const char *str, size_t len)
         }
         int n;
         unsigned cp, min;
-        if ((c & 0xe0) == 0xc0) n = 1, cp = c & 0x1f, min = 0x80;
-        else if ((c & 0xf0) == 0xe0) n = 2, cp = c & 0x0f, min = 0x800;
-        else if ((c & 0xf8) == 0xf0) n = 3, cp = c & 0x07, min = 0x10000;
-        else return 0;
+        if ((c & 0xe0) == 0xc0)
+            n = 1, cp = c & 0x1f, min = 0x80;
+        else if ((c & 0xf0) == 0xe0)
+            n = 2, cp = c & 0x0f, min = 0x800;
+        else if ((c & 0xf8) == 0xf0)
+            n = 3, cp = c & 0x07, min = 0x10000;
+        else
+            return 0;
         if (len - i <= (size_t)n) return 0;
         for (int k = 1; k <= n; k++) {
             if ((s[i + k] & 0xc0) != 0x80) return 0;
@@ -79,8 +84,8 @@ static int get_number(const cJSON *o, const char *key, double lo, double hi, dou
 }
 
 /* A whole number in [lo, hi]; *given (may be NULL) set to 1 when present. */
-static int get_int(const cJSON *o, const char *key, double lo, double hi, double *out,
-                   int *given, struct srv_error *e)
+static int get_int(const cJSON *o, const char *key, double lo, double hi, double *out, int *given,
+                   struct srv_error *e)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, key);
     if (!v || cJSON_IsNull(v)) return 0;
@@ -111,10 +116,10 @@ static int add_stop(struct srv_request *r, const char *s, struct srv_error *e)
                         SRV_MAX_STOPS);
     if (!s[0]) return 0;
     if (strlen(s) > 256)
-        return srv_fail(e, 400, "stop", "invalid_value", "a 'stop' string is longer than 256 "
+        return srv_fail(e, 400, "stop", "invalid_value",
+                        "a 'stop' string is longer than 256 "
                         "bytes");
-    if (!(r->stops[r->n_stops] = strdup(s)))
-        return srv_fail(e, 500, NULL, NULL, "out of memory");
+    if (!(r->stops[r->n_stops] = strdup(s))) return srv_fail(e, 500, NULL, NULL, "out of memory");
     r->n_stops++;
     return 0;
 }
@@ -176,7 +181,8 @@ static int parse_common(const struct srv_model *m, const cJSON *o, struct srv_re
     x = 1;
     if (get_int(o, "n", 1, 1e9, &x, NULL, e)) return -1;
     if (x != 1)
-        return srv_fail(e, 400, "n", "unsupported_value", "'n' must be 1 (one choice per "
+        return srv_fail(e, 400, "n", "unsupported_value",
+                        "'n' must be 1 (one choice per "
                         "request)");
     x = 1;
     if (get_int(o, "best_of", 1, 1e9, &x, NULL, e)) return -1;
@@ -225,7 +231,8 @@ static int parse_common(const struct srv_model *m, const cJSON *o, struct srv_re
             if (add_stop(r, st->valuestring, e)) return -1;
         } else if (cJSON_IsArray(st)) {
             const cJSON *it;
-            cJSON_ArrayForEach(it, st) {
+            cJSON_ArrayForEach(it, st)
+            {
                 if (!cJSON_IsString(it))
                     return srv_fail(e, 400, "stop", "invalid_type",
                                     "'stop' must be a string or an array of strings");
@@ -258,7 +265,8 @@ static int message_text(const cJSON *c, int i, char **out, struct srv_error *e)
                         "'%s' must be a string or an array of text parts", param);
     size_t n = 0;
     const cJSON *p;
-    cJSON_ArrayForEach(p, c) {
+    cJSON_ArrayForEach(p, c)
+    {
         const cJSON *t = cJSON_GetObjectItemCaseSensitive(p, "type");
         const cJSON *x = cJSON_GetObjectItemCaseSensitive(p, "text");
         if (!cJSON_IsObject(p) || !cJSON_IsString(t) || strcmp(t->valuestring, "text") ||
@@ -271,7 +279,8 @@ static int message_text(const cJSON *c, int i, char **out, struct srv_error *e)
     char *s = malloc(n + 1);
     if (!s) return srv_fail(e, 500, NULL, NULL, "out of memory");
     n = 0;
-    cJSON_ArrayForEach(p, c) {
+    cJSON_ArrayForEach(p, c)
+    {
         const char *x = cJSON_GetObjectItemCaseSensitive(p, "text")->valuestring;
         size_t k = strlen(x);
         memcpy(s + n, x, k);
@@ -287,13 +296,12 @@ static int chat_prompt(const struct srv_model *m, const cJSON *o, struct srv_req
                        struct srv_error *e)
 {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
-    if (!msgs) return srv_fail(e, 400, "messages", "missing_required_parameter",
-                               "'messages' is required");
+    if (!msgs)
+        return srv_fail(e, 400, "messages", "missing_required_parameter", "'messages' is required");
     if (!cJSON_IsArray(msgs))
         return srv_fail(e, 400, "messages", "invalid_type", "'messages' must be an array");
     int n = cJSON_GetArraySize(msgs), rc = -1;
-    if (n == 0)
-        return srv_fail(e, 400, "messages", "invalid_value", "'messages' is empty");
+    if (n == 0) return srv_fail(e, 400, "messages", "invalid_value", "'messages' is empty");
     if (n > 4096)
         return srv_fail(e, 400, "messages", "invalid_value", "'messages' has more than 4096");
     struct nb_chat_msg *cm = calloc((size_t)n, sizeof *cm);
@@ -323,15 +331,15 @@ static int chat_prompt(const struct srv_model *m, const cJSON *o, struct srv_req
         if (strcmp(rn, "system") && strcmp(rn, "user") && strcmp(rn, "assistant")) {
             srv_fail(e, 400, param, "invalid_value",
                      "'%s' is '%.32s': nibble serve takes system, developer, user and "
-                     "assistant messages", param, role->valuestring);
+                     "assistant messages",
+                     param, role->valuestring);
             goto done;
         }
         if (message_text(cJSON_GetObjectItemCaseSensitive(msg, "content"), i, &texts[i], e))
             goto done;
         cm[i] = (struct nb_chat_msg){rn, texts[i]};
     }
-    if (nb_chat_render_marked(&m->tpl, cm, n, 1, m->bos_text, m->eos_text, &text, &mark) !=
-        NB_OK) {
+    if (nb_chat_render_marked(&m->tpl, cm, n, 1, m->bos_text, m->eos_text, &text, &mark) != NB_OK) {
         srv_fail(e, 400, "messages", "invalid_value", "%s", nb_last_error());
         goto done;
     }
@@ -342,7 +350,8 @@ static int chat_prompt(const struct srv_model *m, const cJSON *o, struct srv_req
     }
     rc = 0;
 done:
-    for (int i = 0; texts && i < n; i++) free(texts[i]);
+    for (int i = 0; texts && i < n; i++)
+        free(texts[i]);
     free(texts);
     free(cm);
     free(text);
@@ -355,10 +364,8 @@ static int completion_prompt(const struct srv_model *m, const cJSON *o, struct s
                              struct srv_error *e)
 {
     const cJSON *p = cJSON_GetObjectItemCaseSensitive(o, "prompt");
-    if (!p) return srv_fail(e, 400, "prompt", "missing_required_parameter",
-                            "'prompt' is required");
-    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 &&
-        cJSON_IsString(cJSON_GetArrayItem(p, 0)))
+    if (!p) return srv_fail(e, 400, "prompt", "missing_required_parameter", "'prompt' is required");
+    if (cJSON_IsArray(p) && cJSON_GetArraySize(p) == 1 && cJSON_IsString(cJSON_GetArrayItem(p, 0)))
         p = cJSON_GetArrayItem(p, 0);
     if (cJSON_IsString(p)) {
         /* as nibble run reads -p: BOS as the tokenizer adds it, special-token text parsed
@@ -378,7 +385,8 @@ static int completion_prompt(const struct srv_model *m, const cJSON *o, struct s
         return srv_fail(e, 500, NULL, NULL, "out of memory");
     const cJSON *it;
     int i = 0;
-    cJSON_ArrayForEach(it, p) {
+    cJSON_ArrayForEach(it, p)
+    {
         if (!cJSON_IsNumber(it) || floor(it->valuedouble) != it->valuedouble ||
             it->valuedouble < 0 || it->valuedouble >= m->n_vocab)
             return srv_fail(e, 400, "prompt", "invalid_value",
@@ -390,8 +398,8 @@ static int completion_prompt(const struct srv_model *m, const cJSON *o, struct s
     return 0;
 }
 
-int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body,
-                      size_t len, struct srv_request *r, struct srv_error *e)
+int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
+                      struct srv_request *r, struct srv_error *e)
 {
     memset(r, 0, sizeof *r);
     r->kind = kind;
@@ -401,8 +409,7 @@ int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char 
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     int rc = -1;
     if (!o) {
-        srv_fail(e, 400, NULL, "invalid_json",
-                 "the request body is not valid JSON (near byte %zu)",
+        srv_fail(e, 400, NULL, "invalid_json", "the request body is not valid JSON (near byte %zu)",
                  end && end >= body ? (size_t)(end - body) : (size_t)0);
         goto done;
     }
@@ -420,7 +427,8 @@ int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char 
     if (r->n_prompt >= m->n_ctx) {
         srv_fail(e, 400, kind == SRV_CHAT ? "messages" : "prompt", "context_length_exceeded",
                  "the prompt is %d tokens: this server's context is %d tokens per request, "
-                 "and at least one must be left to generate", r->n_prompt, m->n_ctx);
+                 "and at least one must be left to generate",
+                 r->n_prompt, m->n_ctx);
         goto done;
     }
     rc = 0;
@@ -444,10 +452,14 @@ char *srv_json_error(const struct srv_error *e)
     cJSON *o = cJSON_CreateObject(), *x = cJSON_AddObjectToObject(o, "error");
     cJSON_AddStringToObject(x, "message", e->message);
     cJSON_AddStringToObject(x, "type", e->type ? e->type : "invalid_request_error");
-    if (e->param[0]) cJSON_AddStringToObject(x, "param", e->param);
-    else cJSON_AddNullToObject(x, "param");
-    if (e->code) cJSON_AddStringToObject(x, "code", e->code);
-    else cJSON_AddNullToObject(x, "code");
+    if (e->param[0])
+        cJSON_AddStringToObject(x, "param", e->param);
+    else
+        cJSON_AddNullToObject(x, "param");
+    if (e->code)
+        cJSON_AddStringToObject(x, "code", e->code);
+    else
+        cJSON_AddNullToObject(x, "code");
     return print_free(o);
 }
 
@@ -501,7 +513,8 @@ static void token_fields(const struct nb_server *s, int32_t tok, cJSON *o, const
     }
     if (strcmp(key, "token") == 0) {
         cJSON *b = cJSON_AddArrayToObject(o, "bytes");
-        for (size_t i = 0; i < n; i++) cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)piece[i]));
+        for (size_t i = 0; i < n; i++)
+            cJSON_AddItemToArray(b, cJSON_CreateNumber((unsigned char)piece[i]));
     }
 }
 
@@ -600,13 +613,19 @@ char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const c
         } else {
             cJSON_AddItemToObject(c, "text", text_json(delta ? delta : "", delta ? n_delta : 0));
         }
-        if (lp_to > lp_from) cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, j, lp_from, lp_to));
-        else cJSON_AddNullToObject(c, "logprobs");
-        if (finish) cJSON_AddStringToObject(c, "finish_reason", finish);
-        else cJSON_AddNullToObject(c, "finish_reason");
+        if (lp_to > lp_from)
+            cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, j, lp_from, lp_to));
+        else
+            cJSON_AddNullToObject(c, "logprobs");
+        if (finish)
+            cJSON_AddStringToObject(c, "finish_reason", finish);
+        else
+            cJSON_AddNullToObject(c, "finish_reason");
     }
-    if (usage) add_usage(o, j);
-    else if (j->req.include_usage) cJSON_AddNullToObject(o, "usage");
+    if (usage)
+        add_usage(o, j);
+    else if (j->req.include_usage)
+        cJSON_AddNullToObject(o, "usage");
     return print_free(o);
 }
 

@@ -37,9 +37,8 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
     pthread_mutex_lock(&s->mu);
     uint64_t k = ++s->n_jobs;
     pthread_mutex_unlock(&s->mu);
-    snprintf(j->id, sizeof j->id, "%s-%llx%06llx",
-             j->req.kind == SRV_CHAT ? "chatcmpl" : "cmpl", (unsigned long long)time(NULL),
-             (unsigned long long)k);
+    snprintf(j->id, sizeof j->id, "%s-%llx%06llx", j->req.kind == SRV_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)time(NULL), (unsigned long long)k);
     j->created = (int64_t)time(NULL);
     /* without a seed, each request its own: the server's seed and the request's number */
     if (!j->req.seed_given) j->req.sp.seed = s->p.sampler.seed + k * 0x9e3779b97f4a7c15ull;
@@ -86,8 +85,10 @@ int srv_submit(struct nb_server *s, struct srv_job *j)
         j->deadline = j->t_submit + s->p.timeout_s;
         j->refs++;
         j->next = NULL;
-        if (s->q_tail) s->q_tail->next = j;
-        else s->q_head = j;
+        if (s->q_tail)
+            s->q_tail->next = j;
+        else
+            s->q_head = j;
         s->q_tail = j;
         s->n_queued++;
         pthread_cond_signal(&s->engine_cv);
@@ -103,7 +104,8 @@ static void append_text(struct srv_job *j, const char *t, size_t n)
     if (!n) return;
     if (j->text_len + n + 1 > j->text_cap) {
         size_t cap = j->text_cap ? j->text_cap : 256;
-        while (cap < j->text_len + n + 1) cap *= 2;
+        while (cap < j->text_len + n + 1)
+            cap *= 2;
         char *p = realloc(j->text, cap);
         if (!p) { /* out of memory: the job ends with an error */
             if (!j->err.status) srv_fail(&j->err, 500, NULL, NULL, "out of memory");
@@ -178,9 +180,11 @@ static void flush_text(struct srv_job *j, char *buf, size_t *n, size_t cap)
 void srv_logprob_of(const float *x, int n_vocab, int32_t tok, int n_top, struct srv_logprob *out)
 {
     float mx = -INFINITY;
-    for (int i = 0; i < n_vocab; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int i = 0; i < n_vocab; i++)
+        mx = x[i] > mx ? x[i] : mx;
     double sum = 0;
-    for (int i = 0; i < n_vocab; i++) sum += exp((double)x[i] - mx);
+    for (int i = 0; i < n_vocab; i++)
+        sum += exp((double)x[i] - mx);
     double lse = mx + log(sum);
     out->tok = tok;
     out->lp = (float)(x[tok] - lse);
@@ -197,7 +201,8 @@ void srv_logprob_of(const float *x, int n_vocab, int32_t tok, int n_top, struct 
         out->top_tok[k] = i;
     }
     out->n_top = n;
-    for (int k = 0; k < n; k++) out->top_lp[k] = (float)(x[out->top_tok[k]] - lse);
+    for (int k = 0; k < n; k++)
+        out->top_lp[k] = (float)(x[out->top_tok[k]] - lse);
 }
 
 /* ---------------------------------------------------------------- the loop */
@@ -207,7 +212,7 @@ struct step {
     uint8_t *want;
     struct srv_job **out_job; /* [n_slots]: the job of each logits row */
     int cap;
-    float *logits;            /* [n_slots * n_vocab] */
+    float *logits; /* [n_slots * n_vocab] */
 };
 
 /* Drop cancelled and expired jobs, fail the queue when stopping, admit into free slots. */
@@ -216,7 +221,8 @@ static void admit(struct nb_server *s, double now, int draining, double drain_de
     for (int i = 0; i < s->p.n_slots; i++) {
         struct srv_job *j = s->slots[i];
         if (!j) continue;
-        if (j->cancel) job_done(s, j, "stop");
+        if (j->cancel)
+            job_done(s, j, "stop");
         else if (now > j->deadline || (draining && now > drain_deadline)) {
             NB_LOGW("serve: %s: %s after %d tokens: finished as 'length'", j->id,
                     now > j->deadline ? "timed out" : "cut by the shutdown", j->n_gen);
@@ -376,8 +382,8 @@ enum nb_status srv_engine_run(struct nb_server *s)
             }
         }
         rr++;
-        struct nb_batch batch = {.n_tokens = n, .token = b.tok, .pos = b.pos, .seq = b.seq,
-                                 .want_logits = b.want};
+        struct nb_batch batch = {
+            .n_tokens = n, .token = b.tok, .pos = b.pos, .seq = b.seq, .want_logits = b.want};
         enum nb_status ds = nb_decode(s->ctx, &batch, b.logits);
         double t_step = nb_time_s();
         char errmsg[256] = "";
@@ -457,8 +463,7 @@ void srv_engine_abort(struct nb_server *s)
     s->q_tail = NULL;
     for (int i = 0; i < s->p.n_slots; i++)
         if (s->slots[i]) {
-            srv_fail(&s->slots[i]->err, 503, NULL, "server_shutting_down",
-                     "the server stopped");
+            srv_fail(&s->slots[i]->err, 503, NULL, "server_shutting_down", "the server stopped");
             job_done(s, s->slots[i], NULL);
         }
     pthread_mutex_unlock(&s->mu);

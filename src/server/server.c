@@ -73,8 +73,10 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
     if (params) {
         size_t n = params->size < sizeof s->p ? params->size : sizeof s->p;
         if (params->size < sizeof(size_t)) {
-            st = nb_set_error(NB_ERR_INVALID_ARG, "serve: params.size is %zu: take the params "
-                              "from nb_server_default_params()", params->size);
+            st = nb_set_error(NB_ERR_INVALID_ARG,
+                              "serve: params.size is %zu: take the params "
+                              "from nb_server_default_params()",
+                              params->size);
             goto fail;
         }
         memcpy((char *)&s->p + sizeof(size_t), (const char *)params + sizeof(size_t),
@@ -85,10 +87,10 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
         st = nb_set_error(NB_ERR_INVALID_ARG, "serve: a model and its tokenizer are needed");
         goto fail;
     }
-    if (p->n_slots < 1 || p->n_slots > 256 || p->port < 0 || p->port > 65535 ||
-        p->max_body < 1 || !(p->timeout_s > 0) || p->max_queue < 0 || p->max_connections < 1 ||
-        p->drain_s < 0) {
-        st = nb_set_error(NB_ERR_INVALID_ARG, "serve: a parameter is out of range (slots "
+    if (p->n_slots < 1 || p->n_slots > 256 || p->port < 0 || p->port > 65535 || p->max_body < 1 ||
+        !(p->timeout_s > 0) || p->max_queue < 0 || p->max_connections < 1 || p->drain_s < 0) {
+        st = nb_set_error(NB_ERR_INVALID_ARG,
+                          "serve: a parameter is out of range (slots "
                           "1..256: %d, port 0..65535: %d, max_body >= 1, timeout > 0, "
                           "max_queue >= 0, max_connections >= 1, drain >= 0)",
                           p->n_slots, p->port);
@@ -116,8 +118,10 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
     s->m.n_vocab = info.n_vocab;
     s->m.sp = p->sampler;
     if (nb_tokenizer_n_vocab(p->tok) > info.n_vocab) {
-        st = nb_set_error(NB_ERR_INVALID_ARG, "serve: the tokenizer has %d tokens, the model "
-                          "%d", nb_tokenizer_n_vocab(p->tok), info.n_vocab);
+        st = nb_set_error(NB_ERR_INVALID_ARG,
+                          "serve: the tokenizer has %d tokens, the model "
+                          "%d",
+                          nb_tokenizer_n_vocab(p->tok), info.n_vocab);
         goto fail;
     }
 
@@ -148,14 +152,18 @@ fail:
     return st;
 }
 
-int nb_server_port(const struct nb_server *s) { return s ? s->port : 0; }
+int nb_server_port(const struct nb_server *s)
+{
+    return s ? s->port : 0;
+}
 
 /* Waits for nb_server_stop's byte, then starts the drain. */
 static void *watcher(void *arg)
 {
     struct nb_server *s = arg;
     char c;
-    while (read(s->stop_pipe[0], &c, 1) < 0 && errno == EINTR) {}
+    while (read(s->stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
     pthread_mutex_lock(&s->mu);
     s->stopping = 1;
     pthread_cond_broadcast(&s->engine_cv);

@@ -36,10 +36,10 @@ struct srv_error {
     char message[512];
 };
 /* Fill *e and return 0 (so a parser can `return srv_fail(...)`). */
-int srv_fail(struct srv_error *e, int status, const char *param, const char *code,
-             const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+int srv_fail(struct srv_error *e, int status, const char *param, const char *code, const char *fmt,
+             ...) __attribute__((format(printf, 5, 6)));
 
-#define SRV_MAX_STOPS 16
+#define SRV_MAX_STOPS        16
 #define SRV_MAX_TOP_LOGPROBS 20
 
 /* A request as the engine runs it. Strings and arrays are owned (srv_request_free). */
@@ -48,7 +48,7 @@ struct srv_request {
     int stream, include_usage;
     int32_t *prompt; /* [n_prompt] */
     int n_prompt;
-    int max_tokens;  /* -1: not given */
+    int max_tokens; /* -1: not given */
     struct nb_sampler_params sp;
     int seed_given;
     char *stops[SRV_MAX_STOPS];
@@ -72,8 +72,8 @@ struct srv_model {
 int srv_utf8_valid(const char *s, size_t len);
 /* Parse and check a request body of `kind`, tokenize its prompt. 0 and *r filled, or -1
  * and *e (the 4xx to answer). */
-int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body,
-                      size_t len, struct srv_request *r, struct srv_error *e);
+int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
+                      struct srv_request *r, struct srv_error *e);
 
 /* ---------------------------------------------------------------- jobs */
 
@@ -104,26 +104,26 @@ struct srv_job {
 
     /* engine side (only the engine thread touches these once submitted) */
     int slot;
-    int n_past; /* prompt tokens in the cache */
-    int32_t last; /* the token to decode next */
+    int n_past;     /* prompt tokens in the cache */
+    int32_t last;   /* the token to decode next */
     int max_tokens; /* after clamping to the context */
     struct nb_sampler *sampler;
     struct nb_detokenizer *detok;
     struct nb_stop_matcher *stop;
-    double t_prev; /* the previous token, for the inter-token histogram */
+    double t_prev;     /* the previous token, for the inter-token histogram */
     int n_gen_counted; /* of n_gen, in the metrics already */
 
     /* shared, under srv->mu */
     enum srv_job_state state;
-    int cancel;            /* the client went away: the engine drops it */
-    char *text;            /* generated text so far [text_len] */
+    int cancel; /* the client went away: the engine drops it */
+    char *text; /* generated text so far [text_len] */
     size_t text_len, text_cap;
     struct srv_logprob *lps; /* with req.logprobs: one per generated token [n_lps] */
     int n_lps, lps_cap;
     int n_gen;
-    const char *finish;    /* "stop", "length" once done (NULL: error) */
-    struct srv_error err;  /* err.status != 0: failed */
-    pthread_cond_t cv;     /* signalled on new text and when done */
+    const char *finish;   /* "stop", "length" once done (NULL: error) */
+    struct srv_error err; /* err.status != 0: failed */
+    pthread_cond_t cv;    /* signalled on new text and when done */
 };
 
 /* ---------------------------------------------------------------- metrics */
@@ -163,7 +163,7 @@ struct nb_server {
     int n_ctx;
     int port;
     struct MHD_Daemon *mhd;
-    int listen_fd; /* after quiesce: closed once the daemon is stopped */
+    int listen_fd;   /* after quiesce: closed once the daemon is stopped */
     unsigned idle_s; /* the daemon's idle timeout of a connection */
     int stop_pipe[2];
     pthread_t watcher;
@@ -175,8 +175,8 @@ struct nb_server {
     int n_queued;
     struct srv_job **slots; /* [n_slots]: the running job of each sequence, or NULL */
     int n_running;
-    int stopping;  /* nb_server_stop was called */
-    int accepting; /* submit takes jobs (cleared when the engine has drained) */
+    int stopping;    /* nb_server_stop was called */
+    int accepting;   /* submit takes jobs (cleared when the engine has drained) */
     uint64_t n_jobs; /* for ids and seeds */
     int n_answering; /* requests with a job whose answer is not yet fully sent */
     struct srv_metrics met;

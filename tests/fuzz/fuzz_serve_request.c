@@ -28,11 +28,16 @@ static struct nb_tokenizer *make_tokenizer(void)
     memcpy(b, &max_len, 4);
     char piece[32];
     for (int id = 0; id < 3 + 256 + 6; id++) {
-        if (id == 0) snprintf(piece, sizeof piece, "<unk>");
-        else if (id == 1) snprintf(piece, sizeof piece, "\n<s>\n");
-        else if (id == 2) snprintf(piece, sizeof piece, "\n</s>\n");
-        else if (id < 259) snprintf(piece, sizeof piece, "<0x%02X>", id - 3);
-        else snprintf(piece, sizeof piece, "%s", words[id - 259]);
+        if (id == 0)
+            snprintf(piece, sizeof piece, "<unk>");
+        else if (id == 1)
+            snprintf(piece, sizeof piece, "\n<s>\n");
+        else if (id == 2)
+            snprintf(piece, sizeof piece, "\n</s>\n");
+        else if (id < 259)
+            snprintf(piece, sizeof piece, "<0x%02X>", id - 3);
+        else
+            snprintf(piece, sizeof piece, "%s", words[id - 259]);
         float score = id < 259 ? 0.0f : -(float)id;
         int32_t len = (int32_t)strlen(piece);
         memcpy(b + n, &score, 4);
