@@ -54,6 +54,12 @@ start_server() {
   if [ -z "$port" ]; then echo "FAIL $name: the server did not start:"; cat "$tmp/$name.log"; exit 1; fi
   url="http://127.0.0.1:$port"
 }
+# stop_server: SIGTERM, then its exit status in $rc (at most 40 s: then SIGKILL, rc 124)
+stop_server() {
+  kill -TERM "$pid"
+  for _ in $(seq 1 400); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; rc=124; else wait "$pid"; rc=$?; fi
+}
 # call METHOD PATH [JSON] [curl args...]: $code and $tmp/body
 call() {
   local m="$1" p="$2" d="${3:-}"; shift 3 2>/dev/null || shift $#
@@ -260,7 +266,7 @@ grep -q '^nibble_requests_total{status="400"} [1-9]' "$tmp/body" && grep -q '^ni
   && ok || bad "metrics: $(head -c 1500 "$tmp/body")"
 
 # ---------------------------------------------------------------- SIGTERM: exit 0
-kill -TERM "$pid"; wait "$pid"; rc=$?
+stop_server
 [ "$rc" = 0 ] && grep -q "stopped" "$tmp/main.log" && ok || bad "SIGTERM: exit $rc: $(tail -3 "$tmp/main.log")"
 
 # ---------------------------------------------------------------- API key
@@ -272,7 +278,7 @@ call GET /v1/models; expect_error "no key" 401 None
 call GET /v1/models '' -H 'Authorization: Bearer sesamf'; expect_error "wrong key" 401 None
 call GET /v1/models '' -H 'Authorization: Bearer sesame'; [ "$code" = 200 ] && ok || bad "right key: $code"
 call POST /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer sesame2'; expect_error "longer key" 401 None
-kill -TERM "$pid"; wait "$pid"; rc=$?
+stop_server
 [ "$rc" = 0 ] && ok || bad "SIGTERM (key server): exit $rc"
 
 # ---------------------------------------------------------------- full queue, hang-up, drain
@@ -300,7 +306,7 @@ curl -s -N --max-time 60 "$url/v1/completions" -H 'Content-Type: application/jso
   --data-binary '{"prompt": "In the beginning", "max_tokens": 4000, "stream": true}' >"$tmp/drain" &
 drain_pid=$!
 for _ in $(seq 1 200); do [ -s "$tmp/drain" ] && break; sleep 0.05; done
-kill -TERM "$pid"; wait "$pid"; rc=$?
+stop_server
 wait "$drain_pid"
 [ "$rc" = 0 ] && ok || bad "SIGTERM while streaming: exit $rc: $(tail -3 "$tmp/busy.log")"
 tail -c 200 "$tmp/drain" | grep -q 'data: \[DONE\]' && ok || bad "drained stream did not end with [DONE]: $(tail -c 300 "$tmp/drain")"
@@ -319,7 +325,7 @@ wait "$b_pid"; rc=$?
 run -p "And God said" -n 64 >"$tmp/run_b.txt"
 "$py" -c "import json,sys; s=json.loads(sys.argv[1]); w=open(sys.argv[2]).read()[:-1]; sys.exit(not (s[0]==w and s[2]==64))" \
   "$(sse "$tmp/b")" "$tmp/run_b.txt" && [ "$rc" = 0 ] && ok || bad "the stream beside a hang-up: rc $rc $(sse "$tmp/b")"
-kill -TERM "$pid"; wait "$pid"; rc=$?
+stop_server
 [ "$rc" = 0 ] && ok || bad "SIGTERM (pair server): exit $rc"
 
 # --timeout: a request that runs longer ends there, finish_reason length
@@ -328,7 +334,7 @@ call POST /v1/completions '{"prompt": "In the beginning", "max_tokens": 4000}'
 [ "$code" = 200 ] && [ "$(field "j['choices'][0]['finish_reason']")" = length ] \
   && [ "$(field "0 < j['usage']['completion_tokens'] < 4000")" = True ] && ok || bad "--timeout: $code $(head -c 300 "$tmp/body")"
 grep -q "timed out after" "$tmp/timeout.log" && ok || bad "--timeout: not logged: $(cat "$tmp/timeout.log")"
-kill -TERM "$pid"; wait "$pid"; rc=$?
+stop_server
 [ "$rc" = 0 ] && ok || bad "SIGTERM (timeout server): exit $rc"
 
 echo "$pass passed, $fail failed"

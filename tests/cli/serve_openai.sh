@@ -27,7 +27,9 @@ for _ in $(seq 1 300); do
 done
 if [ -z "$port" ]; then echo "FAIL: the server did not start:"; cat "$tmp/log"; exit 1; fi
 timeout 120 node "$npm_dir/serve_openai.js" "http://127.0.0.1:$port"; rc=$?
-kill -TERM "$pid"; wait "$pid"; src=$?
+kill -TERM "$pid"
+for _ in $(seq 1 400); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; src=124; else wait "$pid"; src=$?; fi
 pid=""
 if [ "$src" != 0 ]; then echo "FAIL: the server exited $src after SIGTERM"; cat "$tmp/log"; exit 1; fi
 exit $rc
