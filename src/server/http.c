@@ -24,7 +24,7 @@
 #include "core/error.h"
 #include "server/server.h"
 
-enum route { R_NONE, R_HEALTH, R_MODELS, R_METRICS, R_COMPLETIONS, R_CHAT };
+enum route { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT };
 
 /* One request on a connection (MHD's con_cls). */
 struct conn {
@@ -48,6 +48,7 @@ static enum route route_of(const char *url)
     if (!strncmp(url, "/v1/", 4)) url += 3; /* "/v1/models" and "/models" alike */
     if (!strcmp(url, "/health")) return R_HEALTH;
     if (!strcmp(url, "/models")) return R_MODELS;
+    if (!strncmp(url, "/models/", 8) && url[8]) return R_MODEL; /* the id checked later */
     if (!strcmp(url, "/metrics")) return R_METRICS;
     if (!strcmp(url, "/completions")) return R_COMPLETIONS;
     if (!strcmp(url, "/chat/completions")) return R_CHAT;
@@ -392,6 +393,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                       NULL, NULL);
     }
     case R_MODELS: return answer(k, c, 200, "application/json", srv_json_models(s), NULL, NULL);
+    case R_MODEL:
+        if (strcmp(url + (strncmp(url, "/v1/", 4) ? 8 : 11), s->model_name)) {
+            char msg[400];
+            snprintf(msg, sizeof msg, "the model '%.200s' does not exist: this server has '%.150s'",
+                     url + (strncmp(url, "/v1/", 4) ? 8 : 11), s->model_name);
+            return fail_now(k, c, 404, "model_not_found", NULL, NULL, msg);
+        }
+        return answer(k, c, 200, "application/json", srv_json_model(s), NULL, NULL);
     case R_METRICS: return metrics(k, c);
     case R_COMPLETIONS:
     case R_CHAT: return completion(k, c);

@@ -629,12 +629,10 @@ char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const c
     return print_free(o);
 }
 
-char *srv_json_models(const struct nb_server *s)
+/* The model object of /v1/models. */
+static cJSON *model_json(const struct nb_server *s)
 {
-    cJSON *o = cJSON_CreateObject();
-    cJSON_AddStringToObject(o, "object", "list");
-    cJSON *d = cJSON_AddArrayToObject(o, "data"), *m = cJSON_CreateObject();
-    cJSON_AddItemToArray(d, m);
+    cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", s->model_name);
     cJSON_AddStringToObject(m, "object", "model");
     cJSON_AddNumberToObject(m, "created", 0);
@@ -644,5 +642,19 @@ char *srv_json_models(const struct nb_server *s)
     cJSON_AddNumberToObject(meta, "n_slots", s->p.n_slots);
     cJSON_AddNumberToObject(meta, "n_vocab", s->m.n_vocab);
     cJSON_AddStringToObject(meta, "chat_template", nb_chat_kind_name(s->m.tpl.kind));
+    return m;
+}
+
+char *srv_json_models(const struct nb_server *s)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "object", "list");
+    cJSON *d = cJSON_AddArrayToObject(o, "data");
+    cJSON_AddItemToArray(d, model_json(s));
     return print_free(o);
+}
+
+char *srv_json_model(const struct nb_server *s)
+{
+    return print_free(model_json(s));
 }

@@ -206,6 +206,8 @@ char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const c
                      size_t n_delta, int first, const char *finish, int usage, int lp_from,
                      int lp_to);
 char *srv_json_models(const struct nb_server *s);
+/* The one model's object (GET /v1/models/ID). */
+char *srv_json_model(const struct nb_server *s);
 
 /* http.c */
 enum nb_status srv_http_start(struct nb_server *s);

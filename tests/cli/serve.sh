@@ -90,6 +90,10 @@ call GET /health
 [ "$code" = 200 ] && [ "$(field "j['status']")" = ok ] && ok || bad "health: $code $(cat "$tmp/body")"
 call GET /v1/models
 [ "$code" = 200 ] && [ "$(field "j['data'][0]['id']")" = kjv-7m-f32.gguf ] && ok || bad "models: $code $(cat "$tmp/body")"
+call GET /v1/models/kjv-7m-f32.gguf
+[ "$code" = 200 ] && [ "$(field "j['id'] + ' ' + j['object']")" = "kjv-7m-f32.gguf model" ] && ok || bad "model: $code $(cat "$tmp/body")"
+call GET /v1/models/gpt-4; expect_error "unknown model" 404 None
+[ "$(field "j['error']['code']")" = model_not_found ] && ok || bad "unknown model: code"
 
 # ---------------------------------------------------------------- greedy = nibble run
 prompts=("In the beginning" "And God said" "The LORD is my shepherd" "Blessed are the")

@@ -26,6 +26,8 @@ async function main() {
   const ids = [];
   for await (const m of models) ids.push(m.id);
   check("models.list", ids.length === 1 && ids[0] === "kjv-7m-f32.gguf", JSON.stringify(ids));
+  const one = await client.models.retrieve(ids[0]);
+  check("models.retrieve", one.id === ids[0] && one.object === "model", JSON.stringify(one));
 
   const messages = [
     { role: "system", content: "Speak as the King James Bible." },
