@@ -184,6 +184,16 @@ static void test_parse(void **state)
          "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
          "\"response_format\": {\"type\": \"json_object\"}}",
          400, "response_format", "unsupported_parameter"},
+        {SRV_COMPLETION,
+         "{\"prompt\": \"x\", \"presence_penalty\": 0, \"frequency_penalty\": 0, "
+         "\"logit_bias\": {}, \"echo\": false, \"suffix\": \"\"}",
+         0, "", NULL},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"frequency_penalty\": 0.5}", 400,
+         "frequency_penalty", "unsupported_parameter"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"logit_bias\": {\"5\": -100}}", 400, "logit_bias",
+         "unsupported_parameter"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"echo\": true}", 400, "echo",
+         "unsupported_parameter"},
         {SRV_CHAT, "{\"messages\": []}", 400, "messages", "invalid_value"},
         {SRV_CHAT, "{\"messages\": [1]}", 400, "messages[0]", "invalid_type"},
         {SRV_CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", 400,

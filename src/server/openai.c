@@ -147,6 +147,26 @@ static int check_unsupported(const cJSON *o, struct srv_error *e)
                             "'response_format' type '%.64s' is not supported yet (only 'text')",
                             t->valuestring);
     }
+    /* accepted at their neutral values (clients send them by default), refused else */
+    static const char *const zero[] = {"presence_penalty", "frequency_penalty"};
+    for (int i = 0; i < 2; i++) {
+        v = cJSON_GetObjectItemCaseSensitive(o, zero[i]);
+        if (v && !cJSON_IsNull(v) && !(cJSON_IsNumber(v) && v->valuedouble == 0))
+            return srv_fail(e, 400, zero[i], "unsupported_parameter",
+                            "'%s' is not supported yet by nibble serve (only 0)", zero[i]);
+    }
+    v = cJSON_GetObjectItemCaseSensitive(o, "logit_bias");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsObject(v) && !v->child))
+        return srv_fail(e, 400, "logit_bias", "unsupported_parameter",
+                        "'logit_bias' is not supported yet by nibble serve (only {})");
+    v = cJSON_GetObjectItemCaseSensitive(o, "echo");
+    if (v && !cJSON_IsNull(v) && !cJSON_IsFalse(v))
+        return srv_fail(e, 400, "echo", "unsupported_parameter",
+                        "'echo' is not supported by nibble serve");
+    v = cJSON_GetObjectItemCaseSensitive(o, "suffix");
+    if (v && !cJSON_IsNull(v) && !(cJSON_IsString(v) && !v->valuestring[0]))
+        return srv_fail(e, 400, "suffix", "unsupported_parameter",
+                        "'suffix' is not supported by nibble serve");
     return 0;
 }
 
