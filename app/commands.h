@@ -22,5 +22,6 @@ int cmd_synth(int argc, char **argv);
 int cmd_cache(int argc, char **argv);
 int cmd_kvbudget(int argc, char **argv);
 int cmd_export(int argc, char **argv);
+int cmd_serve(int argc, char **argv);
 
 #endif

@@ -30,6 +30,12 @@ void app_env_init(void)
     }
 }
 
+const char *app_env_api_key(void)
+{
+    const char *k = getenv("NIBBLE_API_KEY");
+    return k && *k ? k : NULL;
+}
+
 void app_env_layout(int *layout_rows, int64_t *repack_rows)
 {
     const char *layout = getenv("NIBBLE_LAYOUT"), *rows = getenv("NIBBLE_REPACK_ROWS");

@@ -21,6 +21,9 @@ void app_env_select(struct nb_select_params *sp);
  * its prefix (installed); NULL when there is none. */
 const char *app_env_calib(void);
 
+/* NIBBLE_API_KEY (nibble serve's --api-key when not given), or NULL. */
+const char *app_env_api_key(void);
+
 /* NIBBLE_LAYOUT=rows and NIBBLE_REPACK_ROWS=N: how quantized int4 matrices are laid out. */
 void app_env_layout(int *layout_rows, int64_t *repack_rows);
 

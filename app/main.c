@@ -9,6 +9,7 @@
 static const struct nb_command k_commands[] = {
     {"run", "generate text or ids from a prompt", cmd_run},
     {"chat", "interactive multi-turn chat (keeps the KV cache between turns)", cmd_chat},
+    {"serve", "OpenAI-compatible HTTP server with continuous batching", cmd_serve},
     {"quantize", "turn a float checkpoint into a packed .nib of one weight path", cmd_quantize},
     {"inspect", "print a .nib file's header, tensors and bits per weight", cmd_inspect},
     {"verify", "check every tensor checksum of a .nib file", cmd_verify},

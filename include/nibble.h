@@ -771,6 +771,54 @@ NB_API struct nb_synth_params nb_synth_default_params(void);
 NB_API enum nb_status nb_synth_write_file(const char *shape, const struct nb_synth_params *params,
                                           const char *path);
 
+/* ---------------------------------------------------------------- server
+ * `nibble serve`: an OpenAI-compatible HTTP server (docs/serve.md). HTTP runs on
+ * libmicrohttpd's threads (one per connection); the model runs on the thread that calls
+ * nb_server_run, which owns the context: its n_slots sequences decode together, one
+ * batched forward step for every running request (continuous batching). */
+
+struct nb_server;
+
+struct nb_server_params {
+    size_t size;
+    const struct nb_model *model;      /* loaded by the caller, outlives the server */
+    const struct nb_tokenizer *tok;    /* the model's tokenizer, outlives the server */
+    const char *model_name;            /* the id /v1/models lists and responses carry */
+    const char *host;                  /* address to bind (default "127.0.0.1") */
+    int port;                          /* 0: any free port (nb_server_port says which) */
+    int n_slots;                       /* requests decoded together (default 4) */
+    struct nb_ctx_params ctx;          /* n_ctx is per slot (0: min(the model's, 4096));
+                                          n_seq is set to n_slots */
+    struct nb_sampler_params sampler;  /* defaults of the sampling fields a request omits */
+    int n_predict;                     /* tokens a request without max_tokens gets at most
+                                          (-1: until its context is full) */
+    const char *chat_template;         /* a template name for chat requests; NULL: the
+                                          tokenizer's own, else chatml */
+    const char *api_key;               /* NULL or "": no key; else every request but
+                                          GET /health needs "Authorization: Bearer KEY" */
+    int64_t max_body;                  /* request bodies larger than this get 413 (1 MiB) */
+    double timeout_s;                  /* a request waiting or running longer is ended (600) */
+    int max_queue;                     /* requests waiting for a slot; more get 503 (64) */
+    int max_connections;               /* open connections at most (256) */
+    double drain_s;                    /* after nb_server_stop, running requests get this
+                                          long to finish before they are cut (30) */
+};
+NB_API struct nb_server_params nb_server_default_params(void);
+
+/* Make the context, bind the address and start answering (requests wait in the queue
+ * until nb_server_run runs them). NB_ERR_IO when the address cannot be bound;
+ * NB_ERR_INVALID_ARG names a bad parameter; the context's errors as nb_ctx_init's. */
+NB_API enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_params *p);
+/* The port bound (the one chosen when params.port was 0). */
+NB_API int nb_server_port(const struct nb_server *s);
+/* Run the engine on this thread until nb_server_stop: then stop accepting connections,
+ * answer queued requests 503, let running ones finish (at most drain_s), and return. */
+NB_API enum nb_status nb_server_run(struct nb_server *s);
+/* Ask nb_server_run to drain and return. Async-signal-safe (a SIGTERM handler may call it). */
+NB_API void nb_server_stop(struct nb_server *s);
+/* Stop serving (if not yet) and free. NULL is fine. */
+NB_API void nb_server_free(struct nb_server *s);
+
 /* ---------------------------------------------------------------- inspect
  * A view of model files, not of a loaded model (`nibble inspect`, like gguf-dump). */
 

@@ -81,13 +81,16 @@ enum nb_status nb_chat_template_detect(const char *j, struct nb_chat_template *o
 
 /* ---------------------------------------------------------------- output buffer */
 
+/* The rendered text, and with `track` which of its bytes came from the messages
+ * (m[i] = 1: a role or content byte, never read as a special token). */
 struct sb {
     char *p;
+    uint8_t *m; /* [cap] when track */
     size_t n, cap;
-    int oom;
+    int oom, track;
 };
 
-static void sb_putn(struct sb *b, const char *s, size_t n)
+static void sb_putn_as(struct sb *b, const char *s, size_t n, uint8_t from_msg)
 {
     if (b->oom) return;
     if (b->n + n + 1 > b->cap) {
@@ -95,20 +98,32 @@ static void sb_putn(struct sb *b, const char *s, size_t n)
         while (cap < b->n + n + 1)
             cap *= 2;
         char *p = realloc(b->p, cap);
-        if (!p) {
+        if (p) b->p = p;
+        uint8_t *m = p && b->track ? realloc(b->m, cap) : NULL;
+        if (m) b->m = m;
+        if (!p || (b->track && !m)) {
             b->oom = 1;
             return;
         }
-        b->p = p;
         b->cap = cap;
     }
     memcpy(b->p + b->n, s, n);
+    if (b->track) memset(b->m + b->n, from_msg, n);
     b->n += n;
     b->p[b->n] = '\0';
+}
+static void sb_putn(struct sb *b, const char *s, size_t n)
+{
+    sb_putn_as(b, s, n, 0);
 }
 static void sb_put(struct sb *b, const char *s)
 {
     sb_putn(b, s, strlen(s));
+}
+/* Text of a message (role or content): marked when tracking. */
+static void sb_msg(struct sb *b, const char *s)
+{
+    sb_putn_as(b, s, strlen(s), 1);
 }
 
 static int is_ws(char c)
@@ -116,7 +131,7 @@ static int is_ws(char c)
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
 }
 
-/* s[0..n) without leading/trailing characters of `set` (NULL: whitespace). */
+/* s[0..n) (message text) without leading/trailing characters of `set` (NULL: whitespace). */
 static void put_trimmed(struct sb *b, const char *s, size_t n, int left, int right, const char *set)
 {
     size_t i = 0;
@@ -126,7 +141,7 @@ static void put_trimmed(struct sb *b, const char *s, size_t n, int left, int rig
     while (right && n > i && STRIPPED(s[n - 1]))
         n--;
 #undef STRIPPED
-    sb_putn(b, s + i, n - i);
+    sb_putn_as(b, s + i, n - i, 1);
 }
 
 static int role_is(const struct nb_chat_msg *m, const char *r)
@@ -177,7 +192,7 @@ static void qwen3_assistant(struct sb *b, const char *c, int think_block)
         while (*content == '\n')
             content++;
     }
-    sb_put(b, content);
+    sb_msg(b, content);
 }
 
 static int qwen3_has_reasoning(const char *c)
@@ -197,9 +212,18 @@ static int qwen3_has_reasoning(const char *c)
 enum nb_status nb_chat_render(const struct nb_chat_template *tpl, const struct nb_chat_msg *m,
                               int n, int add_gen, const char *bos, const char *eos, char **out)
 {
+    return nb_chat_render_marked(tpl, m, n, add_gen, bos, eos, out, NULL);
+}
+
+enum nb_status nb_chat_render_marked(const struct nb_chat_template *tpl,
+                                     const struct nb_chat_msg *m, int n, int add_gen,
+                                     const char *bos, const char *eos, char **out,
+                                     uint8_t **from_msg)
+{
     enum nb_status st = NB_OK;
-    struct sb b = {0};
+    struct sb b = {.track = from_msg != NULL};
     *out = NULL;
+    if (from_msg) *from_msg = NULL;
     if (!bos) bos = "";
     if (!eos) eos = "";
     if (n < 0 || (n && !m)) return nb_set_error(NB_ERR_INVALID_ARG, "chat: no messages");
@@ -217,9 +241,9 @@ enum nb_status nb_chat_render(const struct nb_chat_template *tpl, const struct n
         }
         for (int i = 0; i < n; i++) {
             sb_put(&b, "<|im_start|>");
-            sb_put(&b, m[i].role);
+            sb_msg(&b, m[i].role);
             sb_put(&b, "\n");
-            sb_put(&b, m[i].content);
+            sb_msg(&b, m[i].content);
             sb_put(&b, "<|im_end|>\n");
         }
         if (add_gen) sb_put(&b, "<|im_start|>assistant\n");
@@ -227,7 +251,7 @@ enum nb_status nb_chat_render(const struct nb_chat_template *tpl, const struct n
     case NB_CHAT_QWEN3: {
         if (has_sys) {
             sb_put(&b, "<|im_start|>system\n");
-            sb_put(&b, m[0].content);
+            sb_msg(&b, m[0].content);
             sb_put(&b, "<|im_end|>\n");
         }
         int last_query = n - 1;
@@ -244,9 +268,9 @@ enum nb_status nb_chat_render(const struct nb_chat_template *tpl, const struct n
         for (int i = 0; i < n; i++) {
             if (role_is(&m[i], "user") || (role_is(&m[i], "system") && i > 0)) {
                 sb_put(&b, "<|im_start|>");
-                sb_put(&b, m[i].role);
+                sb_msg(&b, m[i].role);
                 sb_put(&b, "\n");
-                sb_put(&b, m[i].content);
+                sb_msg(&b, m[i].content);
                 sb_put(&b, "<|im_end|>\n");
             } else if (role_is(&m[i], "assistant")) {
                 int think = i > last_query && (i == n - 1 || qwen3_has_reasoning(m[i].content));
@@ -261,7 +285,7 @@ enum nb_status nb_chat_render(const struct nb_chat_template *tpl, const struct n
         for (int i = 0; i < n; i++) {
             if (i == 0) sb_put(&b, bos);
             sb_put(&b, "<|start_header_id|>");
-            sb_put(&b, m[i].role);
+            sb_msg(&b, m[i].role);
             sb_put(&b, "<|end_header_id|>\n\n");
             put_trimmed(&b, m[i].content, strlen(m[i].content), 1, 1, NULL);
             sb_put(&b, "<|eot_id|>");
@@ -275,10 +299,10 @@ enum nb_status nb_chat_render(const struct nb_chat_template *tpl, const struct n
         if ((st = check_alternating(m, n, from))) goto fail;
         for (int i = from; i < n; i++) {
             sb_put(&b, "<start_of_turn>");
-            sb_put(&b, role_is(&m[i], "assistant") ? "model" : m[i].role);
+            sb_msg(&b, role_is(&m[i], "assistant") ? "model" : m[i].role);
             sb_put(&b, "\n");
             if (i == from && has_sys) {
-                sb_put(&b, m[0].content);
+                sb_msg(&b, m[0].content);
                 sb_put(&b, "\n\n");
             }
             put_trimmed(&b, m[i].content, strlen(m[i].content), 1, 1, NULL);
@@ -294,10 +318,10 @@ enum nb_status nb_chat_render(const struct nb_chat_template *tpl, const struct n
             struct sb c = {0};
             if (i == from && has_sys) {
                 sb_put(&c, "<<SYS>>\n");
-                sb_put(&c, m[0].content);
+                sb_msg(&c, m[0].content);
                 sb_put(&c, "\n<</SYS>>\n\n");
             }
-            sb_put(&c, m[i].content);
+            sb_msg(&c, m[i].content);
             if (c.oom) {
                 free(c.p);
                 b.oom = 1;
@@ -325,8 +349,10 @@ enum nb_status nb_chat_render(const struct nb_chat_template *tpl, const struct n
         goto fail;
     }
     *out = b.p;
+    if (from_msg) *from_msg = b.m;
     return NB_OK;
 fail:
     free(b.p);
+    free(b.m);
     return st;
 }

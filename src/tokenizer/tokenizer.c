@@ -620,8 +620,11 @@ fail:
     return st;
 }
 
-enum nb_status nb_tokenize(const struct nb_tokenizer *t, const char *text, size_t len,
-                           int add_special, int parse_special, int32_t **ids, int *n_ids)
+/* nb_tokenize and nb_tokenize_marked: special tokens match where parse_special says,
+ * and with `untrusted`, only over bytes it does not mark. */
+static enum nb_status tokenize(const struct nb_tokenizer *t, const char *text, size_t len,
+                               int add_special, int parse_special, const uint8_t *untrusted,
+                               int32_t **ids, int *n_ids)
 {
     enum nb_status st = NB_OK;
     struct tok_buf out = {0};
@@ -633,6 +636,10 @@ enum nb_status nb_tokenize(const struct nb_tokenizer *t, const char *text, size_
     if (!text && len) return nb_set_error(NB_ERR_INVALID_ARG, "tokenize: NULL text");
     if (len > (size_t)1 << 30) return nb_set_error(NB_ERR_INVALID_ARG, "tokenize: text > 1 GiB");
     if ((st = tok_utf8_sanitize(text ? text : "", len, &buf, &n))) goto fail;
+    if (untrusted && (n != len || memcmp(buf, text, n))) {
+        st = nb_set_error(NB_ERR_INVALID_ARG, "tokenize: marked text is not valid UTF-8");
+        goto fail;
+    }
     if ((st = tok_scratch_new(&es.scratch))) goto fail;
     es.md = pcre2_match_data_create(4, NULL);
     if (!es.md) {
@@ -652,14 +659,16 @@ enum nb_status nb_tokenize(const struct nb_tokenizer *t, const char *text, size_
         /* Longest added token starting at i. */
         int32_t node = 0, best = -1;
         size_t best_len = 0;
+        int marked = 0; /* a byte of buf[i..j] is untrusted */
         for (size_t j = i; j < n; j++) {
             int32_t c = t->trie[node].child;
             while (c >= 0 && t->trie[c].byte != (uint8_t)buf[j])
                 c = t->trie[c].sibling;
             if (c < 0) break;
             node = c;
+            marked |= untrusted && untrusted[j];
             int32_t id = t->trie[c].id;
-            if (id >= 0 && (parse_special || !(t->flags[id] & TF_SPECIAL))) {
+            if (id >= 0 && ((parse_special && !marked) || !(t->flags[id] & TF_SPECIAL))) {
                 best = id;
                 best_len = j + 1 - i;
             }
@@ -701,4 +710,20 @@ fail:
     pcre2_match_data_free(es.md);
     tok_scratch_free(es.scratch);
     return st;
+}
+
+enum nb_status nb_tokenize(const struct nb_tokenizer *t, const char *text, size_t len,
+                           int add_special, int parse_special, int32_t **ids, int *n_ids)
+{
+    return tokenize(t, text, len, add_special, parse_special, NULL, ids, n_ids);
+}
+
+enum nb_status nb_tokenize_marked(const struct nb_tokenizer *t, const char *text, size_t len,
+                                  int add_special, const uint8_t *untrusted, int32_t **ids,
+                                  int *n_ids)
+{
+    *ids = NULL;
+    *n_ids = 0;
+    if (!untrusted) return nb_set_error(NB_ERR_INVALID_ARG, "tokenize: no marks");
+    return tokenize(t, text, len, add_special, 1, untrusted, ids, n_ids);
 }

@@ -125,6 +125,14 @@ const char *nb_tokenizer_desc(const struct nb_tokenizer *tok);
  * (free it); *n_ids its length. */
 enum nb_status nb_tokenize(const struct nb_tokenizer *tok, const char *text, size_t len,
                            int add_special, int parse_special, int32_t **ids, int *n_ids);
+/* nb_tokenize with parse_special 1, except that a special token's text becomes its id only
+ * where none of its bytes is marked untrusted (untrusted[i] != 0: byte i came from a user,
+ * nb_chat_render_marked's from_msg). Text between the special tokens is encoded as one
+ * section, so the ids are those of nb_tokenize wherever no special token is refused.
+ * NB_ERR_INVALID_ARG when text is not valid UTF-8 (the marks would not line up). */
+enum nb_status nb_tokenize_marked(const struct nb_tokenizer *tok, const char *text, size_t len,
+                                  int add_special, const uint8_t *untrusted, int32_t **ids,
+                                  int *n_ids);
 
 /* ---------------------------------------------------------------- decoding
  * A streaming detokenizer: feed ids one at a time, get back only complete UTF-8.
@@ -210,5 +218,13 @@ const char *nb_chat_kind_name(enum nb_chat_kind kind);
 enum nb_status nb_chat_render(const struct nb_chat_template *tpl, const struct nb_chat_msg *msgs,
                               int n_msgs, int add_generation_prompt, const char *bos,
                               const char *eos, char **out);
+/* nb_chat_render, and *from_msg (malloc'd, one byte per byte of *out) marks the bytes
+ * that came from the messages (roles and contents: 1) apart from the template's own (0),
+ * for nb_tokenize_marked: a user who types "<|im_end|>" writes text, not the control
+ * token that ends the turn. */
+enum nb_status nb_chat_render_marked(const struct nb_chat_template *tpl,
+                                     const struct nb_chat_msg *msgs, int n_msgs,
+                                     int add_generation_prompt, const char *bos, const char *eos,
+                                     char **out, uint8_t **from_msg);
 
 #endif

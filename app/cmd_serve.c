@@ -1,0 +1,179 @@
+/* nibble serve — an OpenAI-compatible HTTP server over one model (docs/serve.md).
+ * This file reads the options, opens the model as nibble run does and hands both to
+ * nb_server_*; SIGTERM and SIGINT drain the server and end it with status 0. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "app/args.h"
+#include "app/auto_path.h"
+#include "app/commands.h"
+#include "app/env.h"
+#include "app/memory.h"
+#include "nibble.h"
+
+static void usage(FILE *f)
+{
+    fprintf(f,
+            "usage: nibble serve -m MODEL [options]\n"
+            "\n"
+            "Serves MODEL over HTTP with OpenAI's API: POST /v1/chat/completions,\n"
+            "POST /v1/completions, GET /v1/models, GET /health, GET /metrics (docs/serve.md).\n"
+            "Requests are decoded together, one batched step for all (continuous batching).\n"
+            "\n"
+            "  -m, --model PATH        model, as for nibble run (default: $NIBBLE_MODEL)\n"
+            "      --path P, --priority P, --no-cache\n"
+            "                          the weight path, as for nibble run\n"
+            "      --host H            address to listen on (default 127.0.0.1: this machine\n"
+            "                          only; 0.0.0.0 for every interface)\n"
+            "      --port N            port (default 8080; 0: any free one, printed)\n"
+            "  -np, --parallel N       requests decoded together (slots; default 4)\n"
+            "  -c, --ctx-size N        context of each slot in tokens (default: min(model, 4096))\n"
+            "  -t, --threads N         threads (default: all cores)\n"
+            "  -b, --batch-size N      tokens per step: decodes plus a prefill chunk (default 512)\n"
+            "      --kv-type T         KV cache type: f16 (default), f32, bf16, q8_0\n"
+            "  -n, --n-predict N       tokens a request without max_tokens gets at most\n"
+            "                          (default -1: until its context is full)\n"
+            "      --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,\n"
+            "  -s, --seed              sampling defaults for the fields a request omits, as for\n"
+            "                          nibble run (default greedy)\n"
+            "      --chat-template NAME  chatml, qwen3, llama3, llama2, gemma (default: the\n"
+            "                          model's own, else chatml)\n"
+            "      --alias NAME        the model id /v1/models shows (default: the file's name)\n"
+            "      --api-key KEY       require 'Authorization: Bearer KEY' (default:\n"
+            "                          $NIBBLE_API_KEY; none when neither is set)\n"
+            "      --max-body BYTES    larger request bodies get 413 (default 1048576)\n"
+            "      --timeout S         a request waiting or running longer ends (default 600)\n"
+            "      --queue N           requests waiting for a slot at most; more get 503\n"
+            "                          with Retry-After (default 64)\n"
+            "      --drain S           on SIGTERM/SIGINT, running requests get S seconds to\n"
+            "                          finish (default 30)\n"
+            "Every --option VALUE may also be written --option=VALUE.\n");
+}
+
+static struct nb_server *g_server;
+
+static void on_signal(int sig)
+{
+    (void)sig;
+    nb_server_stop(g_server); /* async-signal-safe */
+}
+
+/* The model's name for /v1/models: its file or folder name. */
+static const char *base_name(const char *path, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s", path);
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+    const char *slash = strrchr(buf, '/');
+    return slash ? slash + 1 : buf;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    const char *cmd = "serve", *model_path = getenv("NIBBLE_MODEL");
+    const char *path_name = NULL, *priority = NULL, *alias = NULL;
+    const char *api_key = app_env_api_key();
+    const char *max_body_arg = NULL;
+    char loaded[4096], name_buf[4096];
+    int no_cache = 0, rc = 1;
+    struct nb_server_params sp = nb_server_default_params();
+    struct nb_model *model = NULL;
+    struct nb_tokenizer *tok = NULL;
+    struct nb_server *srv = NULL;
+    float timeout = (float)sp.timeout_s, drain = (float)sp.drain_s;
+
+    const struct arg_opt opts[] = {
+        OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
+        OPTS_CONTEXT(&sp.ctx, 16),
+        OPTS_SAMPLER(&sp.sampler),
+        OPT_INT("-n|--predict|--n-predict", &sp.n_predict, -1, 1 << 24),
+        OPT_STR("--host", &sp.host),
+        OPT_INT("--port", &sp.port, 0, 65535),
+        OPT_INT("-np|--parallel", &sp.n_slots, 1, 256),
+        OPT_STR("--chat-template", &sp.chat_template),
+        OPT_STR("-a|--alias", &alias),
+        OPT_STR("--api-key", &api_key),
+        OPT_STR("--max-body", &max_body_arg),
+        OPT_FLOAT("--timeout", &timeout, 0.001, 1e7),
+        OPT_INT("--queue", &sp.max_queue, 0, 1 << 20),
+        OPT_FLOAT("--drain", &drain, 0, 1e7),
+        OPT_END};
+    int r = arg_parse(cmd, opts, argc, argv, usage);
+    if (r <= 0) return r < 0 ? 1 : 0;
+    if (max_body_arg) {
+        uint64_t v;
+        if (!arg_u64(cmd, "--max-body", max_body_arg, &v)) return 1;
+        if (v < 1 || v > ((uint64_t)1 << 34)) {
+            fprintf(stderr, "nibble serve: --max-body: '%s' is not in 1..17179869184\n",
+                    max_body_arg);
+            return 1;
+        }
+        sp.max_body = (int64_t)v;
+    }
+    sp.timeout_s = timeout;
+    sp.drain_s = drain;
+    if (!model_path) {
+        fprintf(stderr, "nibble serve: no model: give one with -m MODEL (or set NIBBLE_MODEL)\n");
+        return 1;
+    }
+    if (sp.chat_template &&
+        nb_chat_template_resolve(NULL, sp.chat_template, NULL) != NB_OK) {
+        fprintf(stderr, "nibble serve: --chat-template: %s\n", nb_last_error());
+        return 1;
+    }
+
+    if (!app_open_model(cmd, model_path, path_name, priority, sp.ctx.n_threads, !no_cache, &model,
+                        loaded, sizeof loaded))
+        goto done;
+    if (nb_tokenizer_load(&tok, model_path) != NB_OK) {
+        fprintf(stderr, "nibble serve: %s: the server needs the model's tokenizer: %s\n",
+                model_path, nb_last_error());
+        goto done;
+    }
+    struct nb_model_info info;
+    nb_model_get_info(model, &info);
+    struct nb_ctx_params cp = sp.ctx;
+    cp.n_ctx = sp.ctx.n_ctx > 0 ? sp.ctx.n_ctx
+               : info.n_ctx_train > 0 && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
+    cp.n_seq = sp.n_slots;
+    if (!app_context_fits(cmd, model, &cp)) goto done;
+    sp.ctx.n_ctx = cp.n_ctx;
+    sp.model = model;
+    sp.tok = tok;
+    sp.api_key = api_key;
+    sp.model_name = alias ? alias : base_name(model_path, name_buf, sizeof name_buf);
+    if (nb_server_init(&srv, &sp) != NB_OK) {
+        fprintf(stderr, "nibble serve: %s\n", nb_last_error());
+        goto done;
+    }
+    g_server = srv;
+    struct sigaction sa = {0};
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGTERM, &sa, NULL);
+    sigaction(SIGINT, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    const char *kind = NULL;
+    if (nb_chat_template_resolve(tok, sp.chat_template, &kind) != NB_OK) kind = "chatml";
+    fprintf(stderr, "nibble serve: %s: %s, %d slots of %d tokens, chat template %s%s\n",
+            sp.model_name, info.arch, sp.n_slots, cp.n_ctx, kind,
+            api_key && *api_key ? ", API key required" : "");
+    /* the line scripts wait for (the port is the one bound when --port 0) */
+    fprintf(stderr, "nibble serve: listening on http://%s:%d\n", sp.host, nb_server_port(srv));
+    fflush(stderr);
+    if (nb_server_run(srv) != NB_OK) {
+        fprintf(stderr, "nibble serve: %s\n", nb_last_error());
+        goto done;
+    }
+    fprintf(stderr, "nibble serve: stopped\n");
+    rc = 0;
+done:
+    g_server = NULL;
+    nb_server_free(srv);
+    nb_tokenizer_free(tok);
+    nb_model_free(model);
+    return rc;
+}

@@ -1,0 +1,470 @@
+/* server/sched.c — the engine: continuous batching over the sequences of one context.
+ *
+ * Each slot is one sequence of the context (nb_ctx_params.n_seq = n_slots). A step:
+ *   1. under the lock: drop what was cancelled or ran out of time, answer the queue 503
+ *      when stopping, admit queued jobs into free slots (their sequence cleared);
+ *   2. one batch: the last token of every decoding job (one each), then prompt tokens of
+ *      jobs still prefilling, at most a chunk's budget (n_batch minus the decoders) in all,
+ *      so a long prompt stalls the running streams for one chunk at most;
+ *   3. one nb_decode over it: the weights are read once for every stream;
+ *   4. per output row, the job's own sampler; its text through the detokenizer and the
+ *      stop strings; end of generation, max_tokens and a full context finish it;
+ *   5. under the lock: the new text appended, the waiting connections signalled.
+ * Nothing but this thread touches the context; KV usage is copied out for /metrics.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/log.h"
+#include "core/timer.h"
+#include "server/server.h"
+
+/* ---------------------------------------------------------------- jobs */
+
+struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
+{
+    struct srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->req = *r;
+    memset(r, 0, sizeof *r);
+    j->refs = 1;
+    j->slot = -1;
+    j->state = JOB_QUEUED;
+    pthread_cond_init(&j->cv, NULL);
+    pthread_mutex_lock(&s->mu);
+    uint64_t k = ++s->n_jobs;
+    pthread_mutex_unlock(&s->mu);
+    snprintf(j->id, sizeof j->id, "%s-%llx%06llx", j->req.kind == SRV_CHAT ? "chatcmpl" : "cmpl",
+             (unsigned long long)time(NULL), (unsigned long long)k);
+    j->created = (int64_t)time(NULL);
+    /* without a seed, each request its own: the server's seed and the request's number */
+    if (!j->req.seed_given) j->req.sp.seed = s->p.sampler.seed + k * 0x9e3779b97f4a7c15ull;
+    const char *const *stops = (const char *const *)j->req.stops;
+    if (nb_sampler_init(&j->sampler, &j->req.sp, s->m.n_vocab) != NB_OK ||
+        nb_detokenizer_init(&j->detok, s->m.tok, 0) != NB_OK ||
+        nb_stop_matcher_init(&j->stop, stops, j->req.n_stops) != NB_OK) {
+        j->refs = 1;
+        srv_job_release(s, j);
+        return NULL;
+    }
+    return j;
+}
+
+static void job_free(struct srv_job *j)
+{
+    nb_sampler_free(j->sampler);
+    nb_detokenizer_free(j->detok);
+    nb_stop_matcher_free(j->stop);
+    srv_request_free(&j->req);
+    free(j->text);
+    free(j->lps);
+    pthread_cond_destroy(&j->cv);
+    free(j);
+}
+
+void srv_job_release(struct nb_server *s, struct srv_job *j)
+{
+    (void)s;
+    if (j && --j->refs == 0) job_free(j);
+}
+
+int srv_submit(struct nb_server *s, struct srv_job *j)
+{
+    int rc = 0;
+    pthread_mutex_lock(&s->mu);
+    if (!s->accepting || s->stopping) {
+        rc = -2;
+    } else if (s->n_queued + s->n_running >= s->p.n_slots + s->p.max_queue) {
+        /* every slot taken (or about to be, by those queued) and max_queue waiting */
+        rc = -1;
+    } else {
+        j->t_submit = nb_time_s();
+        j->deadline = j->t_submit + s->p.timeout_s;
+        j->refs++;
+        j->next = NULL;
+        if (s->q_tail)
+            s->q_tail->next = j;
+        else
+            s->q_head = j;
+        s->q_tail = j;
+        s->n_queued++;
+        pthread_cond_signal(&s->engine_cv);
+    }
+    pthread_mutex_unlock(&s->mu);
+    return rc;
+}
+
+/* ---------------------------------------------------------------- finishing (under mu) */
+
+static void append_text(struct srv_job *j, const char *t, size_t n)
+{
+    if (!n) return;
+    if (j->text_len + n + 1 > j->text_cap) {
+        size_t cap = j->text_cap ? j->text_cap : 256;
+        while (cap < j->text_len + n + 1)
+            cap *= 2;
+        char *p = realloc(j->text, cap);
+        if (!p) { /* out of memory: the job ends with an error */
+            if (!j->err.status) srv_fail(&j->err, 500, NULL, NULL, "out of memory");
+            return;
+        }
+        j->text = p;
+        j->text_cap = cap;
+    }
+    memcpy(j->text + j->text_len, t, n);
+    j->text_len += n;
+    j->text[j->text_len] = '\0';
+}
+
+static void append_logprob(struct srv_job *j, const struct srv_logprob *l)
+{
+    if (j->n_lps == j->lps_cap) {
+        int cap = j->lps_cap ? 2 * j->lps_cap : 64;
+        struct srv_logprob *p = realloc(j->lps, sizeof *p * (size_t)cap);
+        if (!p) {
+            if (!j->err.status) srv_fail(&j->err, 500, NULL, NULL, "out of memory");
+            return;
+        }
+        j->lps = p;
+        j->lps_cap = cap;
+    }
+    j->lps[j->n_lps++] = *l;
+}
+
+/* The job leaves the engine: its sequence is cleared, its slot freed, the connection
+ * woken; the engine's reference dropped. */
+static void job_done(struct nb_server *s, struct srv_job *j, const char *finish)
+{
+    if (j->state == JOB_DONE) return;
+    if (j->slot >= 0) {
+        nb_ctx_clear_seq(s->ctx, j->slot);
+        s->slots[j->slot] = NULL;
+        s->n_running--;
+        j->slot = -1;
+    }
+    if (!j->err.status) j->finish = finish;
+    j->state = JOB_DONE;
+    pthread_cond_broadcast(&j->cv);
+    srv_job_release(s, j);
+}
+
+/* n bytes of text into the step's buffer of the job's row (cut at cap: a row holds a
+ * token's text and what the stop matcher held back, at most a few hundred bytes). */
+static void put_text(char *buf, size_t *n, size_t cap, const char *t, size_t len)
+{
+    size_t k = len < cap - *n ? len : cap - *n;
+    memcpy(buf + *n, t, k);
+    *n += k;
+}
+
+/* What the detokenizer and the stop matcher still hold, at a finish that was no stop
+ * string (as nibble run prints it at the end). */
+static void flush_text(struct srv_job *j, char *buf, size_t *n, size_t cap)
+{
+    const char *t, *emit;
+    size_t len, n_emit = 0;
+    int hit = 0;
+    if (nb_detokenizer_flush(j->detok, &t, &len) == NB_OK) {
+        hit = nb_stop_matcher_feed(j->stop, t, len, &emit, &n_emit);
+        put_text(buf, n, cap, emit, n_emit);
+    }
+    if (!hit) {
+        nb_stop_matcher_flush(j->stop, &emit, &n_emit);
+        put_text(buf, n, cap, emit, n_emit);
+    }
+}
+
+void srv_logprob_of(const float *x, int n_vocab, int32_t tok, int n_top, struct srv_logprob *out)
+{
+    float mx = -INFINITY;
+    for (int i = 0; i < n_vocab; i++)
+        mx = x[i] > mx ? x[i] : mx;
+    double sum = 0;
+    for (int i = 0; i < n_vocab; i++)
+        sum += exp((double)x[i] - mx);
+    double lse = mx + log(sum);
+    out->tok = tok;
+    out->lp = (float)(x[tok] - lse);
+    /* the n_top largest, best first (ties: the lower id), by insertion */
+    if (n_top > SRV_MAX_TOP_LOGPROBS) n_top = SRV_MAX_TOP_LOGPROBS;
+    int n = 0;
+    for (int i = 0; i < n_vocab && n_top > 0; i++) {
+        if (n == n_top && x[i] <= x[out->top_tok[n - 1]]) continue;
+        int k = n < n_top ? n++ : n - 1;
+        while (k > 0 && x[out->top_tok[k - 1]] < x[i]) {
+            out->top_tok[k] = out->top_tok[k - 1];
+            k--;
+        }
+        out->top_tok[k] = i;
+    }
+    out->n_top = n;
+    for (int k = 0; k < n; k++)
+        out->top_lp[k] = (float)(x[out->top_tok[k]] - lse);
+}
+
+/* ---------------------------------------------------------------- the loop */
+
+struct step {
+    int32_t *tok, *pos, *seq; /* [cap] */
+    uint8_t *want;
+    struct srv_job **out_job; /* [n_slots]: the job of each logits row */
+    int cap;
+    float *logits; /* [n_slots * n_vocab] */
+};
+
+/* Drop cancelled and expired jobs, fail the queue when stopping, admit into free slots. */
+static void admit(struct nb_server *s, double now, int draining, double drain_deadline)
+{
+    for (int i = 0; i < s->p.n_slots; i++) {
+        struct srv_job *j = s->slots[i];
+        if (!j) continue;
+        if (j->cancel)
+            job_done(s, j, "stop");
+        else if (now > j->deadline || (draining && now > drain_deadline)) {
+            NB_LOGW("serve: %s: %s after %d tokens: finished as 'length'", j->id,
+                    now > j->deadline ? "timed out" : "cut by the shutdown", j->n_gen);
+            job_done(s, j, "length");
+        }
+    }
+    struct srv_job **pp = &s->q_head, *last = NULL;
+    while (*pp) {
+        struct srv_job *j = *pp;
+        int drop = j->cancel || now > j->deadline || draining;
+        if (!drop) {
+            last = j;
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        s->n_queued--;
+        if (!j->cancel)
+            srv_fail(&j->err, 503, NULL, draining ? "server_shutting_down" : "timeout",
+                     draining ? "the server is shutting down"
+                              : "no slot became free within the request timeout");
+        job_done(s, j, NULL);
+    }
+    s->q_tail = last;
+    for (int i = 0; i < s->p.n_slots && s->q_head; i++) {
+        if (s->slots[i]) continue;
+        struct srv_job *j = s->q_head;
+        s->q_head = j->next;
+        if (!s->q_head) s->q_tail = NULL;
+        s->n_queued--;
+        j->next = NULL;
+        j->slot = i;
+        j->state = JOB_RUNNING;
+        j->n_past = 0;
+        s->slots[i] = j;
+        s->n_running++;
+        nb_ctx_clear_seq(s->ctx, i);
+    }
+}
+
+/* One token sampled for job j: its text added, and whether it ends the job. Runs outside
+ * the lock; the text goes to buf (appended under the lock by the caller). */
+static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t tok, char *buf,
+                              size_t *n, size_t cap)
+{
+    if (nb_tokenizer_is_eog(s->m.tok, tok)) {
+        flush_text(j, buf, n, cap);
+        return "stop";
+    }
+    nb_sampler_accept(j->sampler, tok);
+    j->n_gen++;
+    const char *t, *emit;
+    size_t len, n_emit;
+    if (nb_detokenizer_feed(j->detok, tok, &t, &len) != NB_OK) {
+        srv_fail(&j->err, 500, NULL, NULL, "detokenizer: %s", nb_last_error());
+        return "stop";
+    }
+    int hit = nb_stop_matcher_feed(j->stop, t, len, &emit, &n_emit);
+    put_text(buf, n, cap, emit, n_emit);
+    if (hit) return "stop";
+    /* the next decode would write position n_prompt + n_gen - 1; the context holds n_ctx */
+    if (j->n_gen >= j->max_tokens || j->req.n_prompt + j->n_gen >= s->n_ctx) {
+        flush_text(j, buf, n, cap);
+        return "length";
+    }
+    j->last = tok;
+    return NULL;
+}
+
+enum nb_status srv_engine_run(struct nb_server *s)
+{
+    struct step b = {0};
+    int n_slots = s->p.n_slots, n_vocab = s->m.n_vocab;
+    int n_batch = s->p.ctx.n_batch > 0 ? s->p.ctx.n_batch : 512;
+    enum nb_status st = NB_OK;
+    b.cap = n_batch + n_slots;
+    b.tok = malloc(sizeof *b.tok * (size_t)b.cap);
+    b.pos = malloc(sizeof *b.pos * (size_t)b.cap);
+    b.seq = malloc(sizeof *b.seq * (size_t)b.cap);
+    b.want = malloc((size_t)b.cap);
+    b.out_job = malloc(sizeof *b.out_job * (size_t)n_slots);
+    b.logits = malloc(sizeof *b.logits * (size_t)n_slots * (size_t)n_vocab);
+    /* the text of each output row of a step: a token is at most a few hundred bytes, the
+     * held-back text of the stop matcher at most its longest string */
+    size_t text_cap = 4096;
+    char *texts = malloc(text_cap * (size_t)n_slots);
+    size_t *text_n = malloc(sizeof *text_n * (size_t)n_slots);
+    const char **finish = malloc(sizeof *finish * (size_t)n_slots);
+    int *gained = malloc(sizeof *gained * (size_t)n_slots); /* a token counted (not EOG) */
+    struct srv_logprob *row_lp = malloc(sizeof *row_lp * (size_t)n_slots);
+    float *raw = malloc(sizeof *raw * (size_t)n_vocab); /* a row before the sampler's changes */
+    if (!b.tok || !b.pos || !b.seq || !b.want || !b.out_job || !b.logits || !texts || !text_n ||
+        !finish || !gained || !row_lp || !raw) {
+        st = nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
+        goto done;
+    }
+    double drain_deadline = 0;
+    int rr = 0; /* the slot prefill starts from, rotated so prompts share the budget */
+    pthread_mutex_lock(&s->mu);
+    for (;;) {
+        double now = nb_time_s();
+        if (s->stopping && drain_deadline == 0) drain_deadline = now + s->p.drain_s;
+        admit(s, now, s->stopping, drain_deadline);
+        if (s->stopping && s->n_running == 0) break;
+        if (s->n_running == 0) {
+            /* idle: wake for a job, a cancel or stop, and at least every second (timeouts) */
+            struct timespec ts;
+            clock_gettime(CLOCK_REALTIME, &ts);
+            ts.tv_sec += 1;
+            pthread_cond_timedwait(&s->engine_cv, &s->mu, &ts);
+            continue;
+        }
+        struct srv_job *run[256];
+        int n_run = 0;
+        for (int i = 0; i < n_slots; i++)
+            if (s->slots[i]) run[n_run++] = s->slots[i];
+        pthread_mutex_unlock(&s->mu);
+
+        /* the batch: decoders first (one token each), then prefill chunks */
+        int n = 0, n_out = 0;
+        for (int k = 0; k < n_run; k++) {
+            struct srv_job *j = run[k];
+            if (j->n_past < j->req.n_prompt) continue;
+            b.tok[n] = j->last;
+            b.pos[n] = nb_ctx_seq_len(s->ctx, j->slot);
+            b.seq[n] = j->slot;
+            b.want[n] = 1;
+            b.out_job[n_out++] = j;
+            n++;
+        }
+        int budget = n_batch - n;
+        if (budget < 1) budget = 1;
+        for (int k0 = 0; k0 < n_run && budget > 0; k0++) {
+            struct srv_job *j = run[(k0 + rr) % n_run];
+            int left = j->req.n_prompt - j->n_past;
+            if (left <= 0) continue;
+            if (j->n_past == 0) {
+                int max_gen = s->n_ctx - j->req.n_prompt;
+                j->max_tokens = j->req.max_tokens > 0 ? j->req.max_tokens : s->p.n_predict;
+                if (j->max_tokens < 0 || j->max_tokens > max_gen) j->max_tokens = max_gen;
+                for (int i = 0; i < j->req.n_prompt; i++)
+                    nb_sampler_accept(j->sampler, j->req.prompt[i]);
+            }
+            int take = left < budget ? left : budget;
+            for (int i = 0; i < take; i++) {
+                b.tok[n] = j->req.prompt[j->n_past + i];
+                b.pos[n] = j->n_past + i;
+                b.seq[n] = j->slot;
+                b.want[n] = 0;
+                n++;
+            }
+            j->n_past += take;
+            budget -= take;
+            if (j->n_past == j->req.n_prompt) {
+                b.want[n - 1] = 1;
+                b.out_job[n_out++] = j;
+            }
+        }
+        rr++;
+        struct nb_batch batch = {
+            .n_tokens = n, .token = b.tok, .pos = b.pos, .seq = b.seq, .want_logits = b.want};
+        enum nb_status ds = nb_decode(s->ctx, &batch, b.logits);
+        double t_step = nb_time_s();
+        char errmsg[256] = "";
+        if (ds != NB_OK) snprintf(errmsg, sizeof errmsg, "%s", nb_last_error());
+        for (int k = 0; k < n_out && ds == NB_OK; k++) {
+            struct srv_job *j = b.out_job[k];
+            float *row = b.logits + (size_t)k * (size_t)n_vocab;
+            text_n[k] = 0;
+            if (j->req.logprobs) memcpy(raw, row, sizeof *raw * (size_t)n_vocab);
+            int32_t tok = nb_sampler_sample(j->sampler, row);
+            if (j->req.logprobs) srv_logprob_of(raw, n_vocab, tok, j->req.top_logprobs, &row_lp[k]);
+            int n_gen = j->n_gen;
+            finish[k] = take_token(s, j, tok, texts + (size_t)k * text_cap, &text_n[k], text_cap);
+            gained[k] = j->n_gen > n_gen;
+        }
+
+        pthread_mutex_lock(&s->mu);
+        if (ds != NB_OK) {
+            NB_LOGE("serve: decode failed: %s", errmsg);
+            for (int k = 0; k < n_run; k++) {
+                srv_fail(&run[k]->err, 500, NULL, NULL, "the model failed: %s", errmsg);
+                job_done(s, run[k], NULL);
+            }
+            continue;
+        }
+        s->met.steps++;
+        s->met.step_tokens += (uint64_t)n;
+        for (int k = 0; k < n_out; k++) {
+            struct srv_job *j = b.out_job[k];
+            if (j->t_prev == 0) {
+                srv_hist_add(&s->met.ttft, t_step - j->t_submit);
+                s->met.prompt_tokens += (uint64_t)j->req.n_prompt;
+            } else {
+                srv_hist_add(&s->met.itl, t_step - j->t_prev);
+            }
+            j->t_prev = t_step;
+            append_text(j, texts + (size_t)k * text_cap, text_n[k]);
+            if (j->req.logprobs && gained[k]) append_logprob(j, &row_lp[k]);
+            s->met.gen_tokens += (uint64_t)(j->n_gen - j->n_gen_counted);
+            j->n_gen_counted = j->n_gen;
+            pthread_cond_broadcast(&j->cv);
+            if (finish[k] || j->err.status) job_done(s, j, finish[k]);
+        }
+        nb_ctx_kv_usage(s->ctx, &s->met.kv);
+    }
+    s->accepting = 0;
+    pthread_mutex_unlock(&s->mu);
+done:
+    free(b.tok);
+    free(b.pos);
+    free(b.seq);
+    free(b.want);
+    free(b.out_job);
+    free(b.logits);
+    free(texts);
+    free(text_n);
+    free(finish);
+    free(gained);
+    free(row_lp);
+    free(raw);
+    return st;
+}
+
+void srv_engine_abort(struct nb_server *s)
+{
+    if (!s->slots) return;
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    s->accepting = 0;
+    while (s->q_head) {
+        struct srv_job *j = s->q_head;
+        s->q_head = j->next;
+        s->n_queued--;
+        srv_fail(&j->err, 503, NULL, "server_shutting_down", "the server is shutting down");
+        job_done(s, j, NULL);
+    }
+    s->q_tail = NULL;
+    for (int i = 0; i < s->p.n_slots; i++)
+        if (s->slots[i]) {
+            srv_fail(&s->slots[i]->err, 503, NULL, "server_shutting_down", "the server stopped");
+            job_done(s, s->slots[i], NULL);
+        }
+    pthread_mutex_unlock(&s->mu);
+}

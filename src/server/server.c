@@ -1,0 +1,234 @@
+/* server/server.c — nibble.h's nb_server_*: parameters, the context, start and stop.
+ *
+ * Stopping: nb_server_stop (async-signal-safe) writes a byte to a pipe; a watcher thread
+ * reads it, marks the server stopping, stops accepting connections and wakes the engine,
+ * which answers its queue 503 and lets the running requests finish (drain_s at most).
+ * nb_server_run then stops the daemon (its connection threads end with their requests).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/log.h"
+#include "model/context.h"
+#include "server/server.h"
+
+struct nb_server_params nb_server_default_params(void)
+{
+    struct nb_server_params p = {0};
+    p.size = sizeof p;
+    p.model_name = "nibble";
+    p.host = "127.0.0.1";
+    p.port = 8080;
+    p.n_slots = 4;
+    p.ctx = nb_ctx_default_params();
+    p.sampler = nb_sampler_default_params();
+    p.n_predict = -1;
+    p.max_body = 1 << 20;
+    p.timeout_s = 600;
+    p.max_queue = 64;
+    p.max_connections = 256;
+    p.drain_s = 30;
+    return p;
+}
+
+static const double k_ttft_bounds[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
+static const double k_itl_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
+
+/* The chat template: the one named, else the tokenizer's own, else ChatML. */
+static enum nb_status pick_template(struct nb_server *s)
+{
+    const char *name = s->p.chat_template;
+    if (name) return nb_chat_template_by_name(name, &s->m.tpl);
+    const char *jinja = nb_tokenizer_chat_template(s->m.tok);
+    if (jinja && nb_chat_template_detect(jinja, &s->m.tpl) == NB_OK) return NB_OK;
+    NB_LOGW("serve: %s: chat requests use ChatML (name another with --chat-template)",
+            jinja ? nb_last_error() : "the model has no chat template");
+    return nb_chat_template_by_name("chatml", &s->m.tpl);
+}
+
+static void copy_str(char *dst, size_t size, const char *src)
+{
+    size_t n = src ? strlen(src) : 0;
+    if (n >= size) n = size - 1;
+    memcpy(dst, src ? src : "", n);
+    dst[n] = '\0';
+}
+
+enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_params *params)
+{
+    enum nb_status st = NB_OK;
+    struct nb_server *s = calloc(1, sizeof *s);
+    *out = NULL;
+    if (!s) return nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
+    s->p = nb_server_default_params();
+    s->listen_fd = -1;
+    s->stop_pipe[0] = s->stop_pipe[1] = -1;
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->engine_cv, NULL);
+    if (params) {
+        size_t n = params->size < sizeof s->p ? params->size : sizeof s->p;
+        if (params->size < sizeof(size_t)) {
+            st = nb_set_error(NB_ERR_INVALID_ARG,
+                              "serve: params.size is %zu: take the params "
+                              "from nb_server_default_params()",
+                              params->size);
+            goto fail;
+        }
+        memcpy((char *)&s->p + sizeof(size_t), (const char *)params + sizeof(size_t),
+               n - sizeof(size_t));
+    }
+    const struct nb_server_params *p = &s->p;
+    if (!p->model || !p->tok) {
+        st = nb_set_error(NB_ERR_INVALID_ARG, "serve: a model and its tokenizer are needed");
+        goto fail;
+    }
+    if (p->n_slots < 1 || p->n_slots > 256 || p->port < 0 || p->port > 65535 || p->max_body < 1 ||
+        !(p->timeout_s > 0) || p->max_queue < 0 || p->max_connections < 1 || p->drain_s < 0) {
+        st = nb_set_error(NB_ERR_INVALID_ARG,
+                          "serve: a parameter is out of range (slots "
+                          "1..256: %d, port 0..65535: %d, max_body >= 1, timeout > 0, "
+                          "max_queue >= 0, max_connections >= 1, drain >= 0)",
+                          p->n_slots, p->port);
+        goto fail;
+    }
+    if (p->api_key && strlen(p->api_key) >= sizeof s->api_key) {
+        st = nb_set_error(NB_ERR_INVALID_ARG, "serve: the API key is longer than %zu bytes",
+                          sizeof s->api_key - 1);
+        goto fail;
+    }
+    copy_str(s->model_name, sizeof s->model_name, p->model_name ? p->model_name : "nibble");
+    copy_str(s->host, sizeof s->host, p->host ? p->host : "127.0.0.1");
+    copy_str(s->api_key, sizeof s->api_key, p->api_key);
+    s->p.model_name = s->model_name;
+    s->p.host = s->host;
+    s->p.api_key = s->api_key;
+
+    struct nb_model_info info;
+    nb_model_get_info(p->model, &info);
+    s->m.tok = p->tok;
+    if ((st = pick_template(s))) goto fail;
+    int bos = nb_tokenizer_bos(p->tok), eos = nb_tokenizer_eos(p->tok);
+    s->m.bos_text = bos >= 0 ? nb_token_piece(p->tok, bos) : "";
+    s->m.eos_text = eos >= 0 ? nb_token_piece(p->tok, eos) : "";
+    s->m.n_vocab = info.n_vocab;
+    s->m.sp = p->sampler;
+    if (nb_tokenizer_n_vocab(p->tok) > info.n_vocab) {
+        st = nb_set_error(NB_ERR_INVALID_ARG,
+                          "serve: the tokenizer has %d tokens, the model "
+                          "%d",
+                          nb_tokenizer_n_vocab(p->tok), info.n_vocab);
+        goto fail;
+    }
+
+    struct nb_ctx_params cp = p->ctx;
+    cp.n_seq = p->n_slots;
+    cp.n_ctx_total = 0; /* every slot can fill its context: a step never runs out of blocks */
+    if ((st = nb_ctx_init(&s->ctx, p->model, &cp))) goto fail;
+    s->n_ctx = s->ctx->n_ctx;
+    s->m.n_ctx = s->n_ctx;
+    s->p.ctx.n_batch = s->ctx->n_batch;
+    if (!(s->slots = calloc((size_t)p->n_slots, sizeof *s->slots))) {
+        st = nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
+        goto fail;
+    }
+    srv_hist_init(&s->met.ttft, k_ttft_bounds, sizeof k_ttft_bounds / sizeof k_ttft_bounds[0]);
+    srv_hist_init(&s->met.itl, k_itl_bounds, sizeof k_itl_bounds / sizeof k_itl_bounds[0]);
+    nb_ctx_kv_usage(s->ctx, &s->met.kv);
+    if (pipe2(s->stop_pipe, O_CLOEXEC)) {
+        st = nb_set_error(NB_ERR_IO, "serve: pipe: %s", strerror(errno));
+        goto fail;
+    }
+    s->accepting = 1;
+    if ((st = srv_http_start(s))) goto fail;
+    *out = s;
+    return NB_OK;
+fail:
+    nb_server_free(s);
+    return st;
+}
+
+int nb_server_port(const struct nb_server *s)
+{
+    return s ? s->port : 0;
+}
+
+/* Waits for nb_server_stop's byte, then starts the drain. */
+static void *watcher(void *arg)
+{
+    struct nb_server *s = arg;
+    char c;
+    while (read(s->stop_pipe[0], &c, 1) < 0 && errno == EINTR) {
+    }
+    pthread_mutex_lock(&s->mu);
+    s->stopping = 1;
+    pthread_cond_broadcast(&s->engine_cv);
+    pthread_mutex_unlock(&s->mu);
+    srv_http_quiesce(s);
+    return NULL;
+}
+
+enum nb_status nb_server_run(struct nb_server *s)
+{
+    if (!s) return nb_set_error(NB_ERR_INVALID_ARG, "serve: no server");
+    /* the connection threads must not take the signals the program handles */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &old);
+    int rc = pthread_create(&s->watcher, NULL, watcher, s);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc) return nb_set_error(NB_ERR_INTERNAL, "serve: cannot start a thread: %s", strerror(rc));
+    s->watcher_started = 1;
+    enum nb_status st = srv_engine_run(s);
+    nb_server_stop(s); /* an engine failure stops the watcher too */
+    pthread_join(s->watcher, NULL);
+    s->watcher_started = 0;
+    srv_engine_abort(s); /* what an engine failure left */
+    /* every job is done: let the connections send the rest of their answers (the end of
+     * a stream) before the daemon closes them, 5 s at most */
+    for (int i = 0; i < 500; i++) {
+        pthread_mutex_lock(&s->mu);
+        int n = s->n_answering;
+        pthread_mutex_unlock(&s->mu);
+        if (n == 0) break;
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    srv_http_stop(s);
+    return st;
+}
+
+void nb_server_stop(struct nb_server *s)
+{
+    if (!s || s->stop_pipe[1] < 0) return;
+    int saved = errno;
+    ssize_t w = write(s->stop_pipe[1], "x", 1);
+    (void)w;
+    errno = saved;
+}
+
+void nb_server_free(struct nb_server *s)
+{
+    if (!s) return;
+    if (s->watcher_started) { /* nb_server_run is not running here: it joins its own */
+        nb_server_stop(s);
+        pthread_join(s->watcher, NULL);
+    }
+    if (s->mhd) {
+        srv_engine_abort(s);
+        srv_http_quiesce(s);
+        srv_http_stop(s);
+    }
+    srv_engine_abort(s);
+    nb_ctx_free(s->ctx);
+    free(s->slots);
+    if (s->stop_pipe[0] >= 0) close(s->stop_pipe[0]);
+    if (s->stop_pipe[1] >= 0) close(s->stop_pipe[1]);
+    pthread_cond_destroy(&s->engine_cv);
+    pthread_mutex_destroy(&s->mu);
+    free(s);
+}

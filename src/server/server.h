@@ -1,0 +1,217 @@
+/* server/server.h — internal to server/: the pieces of `nibble serve` (nibble.h's
+ * nb_server_*) and what they share.
+ *
+ *   http.c     libmicrohttpd: routing, API key, body limit, responses, server-sent events
+ *   openai.c   request JSON -> struct srv_request (checked, tokenized), result -> JSON
+ *   sched.c    the engine: queue, slots, one batched nb_decode per step (continuous
+ *              batching), per-request sampling, stop strings, cancel and timeouts
+ *   metrics.c  counters and histograms, Prometheus text
+ *
+ * Threads: libmicrohttpd runs one thread per connection; the engine runs on the thread
+ * of nb_server_run and alone touches the context. They meet under srv->mu: a connection
+ * submits a job and waits on the job's condition variable; the engine appends the job's
+ * text and signals it.
+ */
+#ifndef NB_SERVER_SERVER_H
+#define NB_SERVER_SERVER_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nibble.h"
+#include "tokenizer/tokenizer.h"
+
+/* ---------------------------------------------------------------- requests */
+
+enum srv_kind { SRV_COMPLETION, SRV_CHAT };
+
+/* An answer that is an OpenAI error object:
+ * {"error":{"message":..,"type":..,"param":..,"code":..}} with HTTP status `status`. */
+struct srv_error {
+    int status;       /* 400, 401, 404, 405, 413, 500, 503 */
+    const char *type; /* "invalid_request_error", "server_error" */
+    const char *code; /* NULL: null */
+    char param[64];   /* "": null */
+    char message[512];
+};
+/* Fill *e and return 0 (so a parser can `return srv_fail(...)`). */
+int srv_fail(struct srv_error *e, int status, const char *param, const char *code, const char *fmt,
+             ...) __attribute__((format(printf, 5, 6)));
+
+#define SRV_MAX_STOPS        16
+#define SRV_MAX_TOP_LOGPROBS 20
+
+/* A request as the engine runs it. Strings and arrays are owned (srv_request_free). */
+struct srv_request {
+    enum srv_kind kind;
+    int stream, include_usage;
+    int32_t *prompt; /* [n_prompt] */
+    int n_prompt;
+    int max_tokens; /* -1: not given */
+    struct nb_sampler_params sp;
+    int seed_given;
+    char *stops[SRV_MAX_STOPS];
+    int n_stops;
+    int logprobs;     /* report each token's log-probability */
+    int top_logprobs; /* and the most likely alternatives (0..SRV_MAX_TOP_LOGPROBS) */
+};
+void srv_request_free(struct srv_request *r);
+
+/* What openai.c needs of the model to read a request. */
+struct srv_model {
+    const struct nb_tokenizer *tok;
+    struct nb_chat_template tpl;
+    const char *bos_text, *eos_text;
+    int n_vocab, n_ctx;
+    struct nb_sampler_params sp; /* the server's defaults */
+};
+
+/* Check that body[0..len) is valid UTF-8 (no overlong forms, surrogates or code points
+ * past U+10FFFF): 1, else 0. */
+int srv_utf8_valid(const char *s, size_t len);
+/* Parse and check a request body of `kind`, tokenize its prompt. 0 and *r filled, or -1
+ * and *e (the 4xx to answer). */
+int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
+                      struct srv_request *r, struct srv_error *e);
+
+/* ---------------------------------------------------------------- jobs */
+
+/* A generated token's log-probability under the model (log-softmax of its logits, before
+ * temperature and filters) and the top alternatives. */
+struct srv_logprob {
+    int32_t tok;
+    float lp;
+    int n_top;
+    int32_t top_tok[SRV_MAX_TOP_LOGPROBS];
+    float top_lp[SRV_MAX_TOP_LOGPROBS];
+};
+/* Fill *out from one row of logits (n_vocab floats, not modified) for token `tok`. */
+void srv_logprob_of(const float *logits, int n_vocab, int32_t tok, int n_top,
+                    struct srv_logprob *out);
+
+enum srv_job_state { JOB_QUEUED, JOB_RUNNING, JOB_DONE };
+
+/* One request between its connection and the engine. `refs` (under srv->mu): the
+ * connection's and, from submit until the engine lets go, the engine's. */
+struct srv_job {
+    struct srv_job *next; /* in the queue */
+    int refs;
+    struct srv_request req;
+    char id[48];
+    int64_t created; /* unix seconds */
+    double t_submit, deadline;
+
+    /* engine side (only the engine thread touches these once submitted) */
+    int slot;
+    int n_past;     /* prompt tokens in the cache */
+    int32_t last;   /* the token to decode next */
+    int max_tokens; /* after clamping to the context */
+    struct nb_sampler *sampler;
+    struct nb_detokenizer *detok;
+    struct nb_stop_matcher *stop;
+    double t_prev;     /* the previous token, for the inter-token histogram */
+    int n_gen_counted; /* of n_gen, in the metrics already */
+
+    /* shared, under srv->mu */
+    enum srv_job_state state;
+    int cancel; /* the client went away: the engine drops it */
+    char *text; /* generated text so far [text_len] */
+    size_t text_len, text_cap;
+    struct srv_logprob *lps; /* with req.logprobs: one per generated token [n_lps] */
+    int n_lps, lps_cap;
+    int n_gen;
+    const char *finish;   /* "stop", "length" once done (NULL: error) */
+    struct srv_error err; /* err.status != 0: failed */
+    pthread_cond_t cv;    /* signalled on new text and when done */
+};
+
+/* ---------------------------------------------------------------- metrics */
+
+#define SRV_N_STATUS 9
+#define SRV_HIST_MAX 16
+struct srv_hist {
+    int n_bounds;
+    double bound[SRV_HIST_MAX];
+    uint64_t count[SRV_HIST_MAX + 1]; /* per bucket, the last one +Inf */
+    uint64_t n;
+    double sum;
+};
+void srv_hist_init(struct srv_hist *h, const double *bounds, int n);
+void srv_hist_add(struct srv_hist *h, double v);
+
+struct srv_metrics {
+    uint64_t requests[SRV_N_STATUS]; /* by srv_status_index */
+    uint64_t prompt_tokens, gen_tokens, steps, step_tokens;
+    struct srv_hist ttft, itl;
+    struct nb_kv_usage kv; /* the engine's snapshot after each step */
+};
+/* The index of an HTTP status in requests[] (the last: any other). */
+int srv_status_index(int status);
+/* The Prometheus text of the metrics and the gauges given. malloc'd. */
+char *srv_metrics_text(const struct srv_metrics *m, int queued, int running, int n_slots);
+
+/* ---------------------------------------------------------------- the server */
+
+struct MHD_Daemon;
+
+struct nb_server {
+    struct nb_server_params p;
+    char model_name[256], host[256], api_key[512];
+    struct srv_model m;
+    struct nb_ctx *ctx;
+    int n_ctx;
+    int port;
+    struct MHD_Daemon *mhd;
+    int listen_fd;   /* after quiesce: closed once the daemon is stopped */
+    unsigned idle_s; /* the daemon's idle timeout of a connection */
+    int stop_pipe[2];
+    pthread_t watcher;
+    int watcher_started;
+
+    pthread_mutex_t mu;
+    pthread_cond_t engine_cv; /* a job arrived, was cancelled, or stop */
+    struct srv_job *q_head, *q_tail;
+    int n_queued;
+    struct srv_job **slots; /* [n_slots]: the running job of each sequence, or NULL */
+    int n_running;
+    int stopping;    /* nb_server_stop was called */
+    int accepting;   /* submit takes jobs (cleared when the engine has drained) */
+    uint64_t n_jobs; /* for ids and seeds */
+    int n_answering; /* requests with a job whose answer is not yet fully sent */
+    struct srv_metrics met;
+};
+
+/* sched.c */
+/* 0: queued; -1: queue full (503 + Retry-After), -2: the server is stopping. Takes a
+ * reference for the engine. */
+int srv_submit(struct nb_server *s, struct srv_job *j);
+/* The engine loop (nb_server_run): until stopped and drained. */
+enum nb_status srv_engine_run(struct nb_server *s);
+/* Stop taking jobs; end every queued and running one with a 503 (connections waiting for
+ * them are woken). For a server that is stopped without its engine running. */
+void srv_engine_abort(struct nb_server *s);
+/* A new job for request r (moved into it), with its sampler, detokenizer and stop
+ * matcher; one reference (the connection's). NULL when out of memory. */
+struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r);
+/* Drop a reference (under s->mu); the last frees the job. */
+void srv_job_release(struct nb_server *s, struct srv_job *j);
+
+/* openai.c: response bodies (malloc'd JSON). */
+char *srv_json_error(const struct srv_error *e);
+char *srv_json_result(const struct nb_server *s, const struct srv_job *j);
+/* One server-sent-event chunk (without "data: "): text delta (with the log-probabilities
+ * of tokens lp_from..lp_to), or the end (finish set), or the usage chunk (usage set). */
+char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const char *delta,
+                     size_t n_delta, int first, const char *finish, int usage, int lp_from,
+                     int lp_to);
+char *srv_json_models(const struct nb_server *s);
+/* The one model's object (GET /v1/models/ID). */
+char *srv_json_model(const struct nb_server *s);
+
+/* http.c */
+enum nb_status srv_http_start(struct nb_server *s);
+void srv_http_quiesce(struct nb_server *s);
+void srv_http_stop(struct nb_server *s);
+
+#endif

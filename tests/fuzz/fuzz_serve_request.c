@@ -1,0 +1,82 @@
+/* tests/fuzz/fuzz_serve_request.c — libFuzzer entry: arbitrary bytes as the body of a
+ * nibble serve request (srv_parse_request), read as a completion and as a chat, with a
+ * small SentencePiece vocabulary built in memory (<unk>, <s>, </s>, the 256 byte tokens
+ * and a few words), so the parser's checks, the chat renderer's marks and the marked
+ * tokenization all run. A refused body must come with a 4xx/5xx and a message, and its
+ * error object must print; an accepted one must hold ids of the vocabulary. Seeds:
+ * tests/fuzz/corpus/serve_request/. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static struct nb_tokenizer *g_tok;
+
+/* A llama2.c tokenizer.bin in memory: max length, then score, length, bytes per token. */
+static struct nb_tokenizer *make_tokenizer(void)
+{
+    static const char *const words[] = {" the", " and", " God", "In", " beginning", "<|im_start|>"};
+    size_t cap = 64 * 1024, n = 4;
+    uint8_t *b = calloc(1, cap);
+    struct nb_tokenizer *t = NULL;
+    if (!b) return NULL;
+    int32_t max_len = 16;
+    memcpy(b, &max_len, 4);
+    char piece[32];
+    for (int id = 0; id < 3 + 256 + 6; id++) {
+        if (id == 0)
+            snprintf(piece, sizeof piece, "<unk>");
+        else if (id == 1)
+            snprintf(piece, sizeof piece, "\n<s>\n");
+        else if (id == 2)
+            snprintf(piece, sizeof piece, "\n</s>\n");
+        else if (id < 259)
+            snprintf(piece, sizeof piece, "<0x%02X>", id - 3);
+        else
+            snprintf(piece, sizeof piece, "%s", words[id - 259]);
+        float score = id < 259 ? 0.0f : -(float)id;
+        int32_t len = (int32_t)strlen(piece);
+        memcpy(b + n, &score, 4);
+        memcpy(b + n + 4, &len, 4);
+        memcpy(b + n + 8, piece, (size_t)len);
+        n += 8 + (size_t)len;
+    }
+    if (nb_tokenizer_load_llama2c_mem(&t, b, n, "fuzz tokenizer", 0) != NB_OK) t = NULL;
+    free(b);
+    return t;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!g_tok && !(g_tok = make_tokenizer())) abort();
+    struct srv_model m = {0};
+    m.tok = g_tok;
+    m.bos_text = "<s>";
+    m.eos_text = "</s>";
+    m.n_vocab = nb_tokenizer_n_vocab(g_tok);
+    m.n_ctx = 512;
+    m.sp = nb_sampler_default_params();
+    /* the template from the first byte, so every renderer is reached */
+    static const char *const names[] = {"chatml", "qwen3", "llama3", "llama2", "gemma"};
+    if (nb_chat_template_by_name(names[size ? data[0] % 5 : 0], &m.tpl) != NB_OK) abort();
+    for (int kind = SRV_COMPLETION; kind <= SRV_CHAT; kind++) {
+        struct srv_request r;
+        struct srv_error e = {0};
+        if (srv_parse_request(&m, (enum srv_kind)kind, (const char *)data, size, &r, &e) == 0) {
+            if (r.n_prompt <= 0 || r.n_prompt >= m.n_ctx) abort();
+            for (int i = 0; i < r.n_prompt; i++)
+                if (r.prompt[i] < 0 || r.prompt[i] >= m.n_vocab) abort();
+            srv_request_free(&r);
+        } else {
+            if (e.status < 400 || !e.message[0]) abort();
+            char *json = srv_json_error(&e);
+            if (!json) abort();
+            free(json);
+        }
+    }
+    return 0;
+}

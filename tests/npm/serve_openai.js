@@ -1,0 +1,105 @@
+// nibble serve against the official OpenAI client (the `openai` package pinned in
+// package.json): chat, a streamed chat whose chunks add up to the plain answer, a
+// completion, the model list, and errors the client raises as APIError with their status.
+//   node serve_openai.js http://127.0.0.1:PORT
+// Prints one line per check; exits 1 on the first failure.
+"use strict";
+const OpenAI = require("openai");
+
+const base = process.argv[2];
+if (!base) {
+  console.error("usage: node serve_openai.js URL");
+  process.exit(2);
+}
+const client = new OpenAI({ baseURL: base + "/v1", apiKey: "unused", timeout: 30000, maxRetries: 0 });
+
+function check(name, cond, detail) {
+  if (!cond) {
+    console.log(`FAIL ${name}: ${detail}`);
+    process.exit(1);
+  }
+  console.log(`ok ${name}`);
+}
+
+async function main() {
+  const models = await client.models.list();
+  const ids = [];
+  for await (const m of models) ids.push(m.id);
+  check("models.list", ids.length === 1 && ids[0] === "kjv-7m-f32.gguf", JSON.stringify(ids));
+  const one = await client.models.retrieve(ids[0]);
+  check("models.retrieve", one.id === ids[0] && one.object === "model", JSON.stringify(one));
+
+  const messages = [
+    { role: "system", content: "Speak as the King James Bible." },
+    { role: "user", content: "Who made the heaven and the earth?" },
+  ];
+  const chat = await client.chat.completions.create({
+    model: ids[0], messages, max_tokens: 16, temperature: 0,
+  });
+  const answer = chat.choices[0].message.content;
+  check("chat", chat.object === "chat.completion" && typeof answer === "string" && answer.length > 0 &&
+        chat.choices[0].message.role === "assistant" && chat.usage.completion_tokens >= 1 &&
+        ["stop", "length"].includes(chat.choices[0].finish_reason), JSON.stringify(chat));
+
+  const stream = await client.chat.completions.create({
+    model: ids[0], messages, max_tokens: 16, temperature: 0, stream: true,
+    stream_options: { include_usage: true },
+  });
+  let text = "", chunks = 0, finish = null, usage = null;
+  for await (const c of stream) {
+    chunks++;
+    if (c.usage) usage = c.usage;
+    if (c.choices.length) {
+      text += c.choices[0].delta.content || "";
+      finish = c.choices[0].finish_reason || finish;
+    }
+  }
+  check("chat stream = chat", text === answer && chunks > 2 && finish === chat.choices[0].finish_reason,
+        `${JSON.stringify(text)} vs ${JSON.stringify(answer)}, ${chunks} chunks, ${finish}`);
+  check("stream usage", usage && usage.completion_tokens === chat.usage.completion_tokens &&
+        usage.prompt_tokens === chat.usage.prompt_tokens, JSON.stringify(usage));
+
+  const lp = await client.chat.completions.create({
+    model: ids[0], messages, max_tokens: 6, temperature: 0, logprobs: true, top_logprobs: 2,
+  });
+  const content = lp.choices[0].logprobs && lp.choices[0].logprobs.content;
+  check("chat logprobs", Array.isArray(content) && content.length === lp.usage.completion_tokens &&
+        content.every((t) => t.logprob <= 0 && t.top_logprobs.length === 2 &&
+                             t.top_logprobs[0].logprob === t.logprob) &&
+        content.map((t) => t.token).join("") === lp.choices[0].message.content,
+        JSON.stringify(lp.choices[0]));
+
+  const cmpl = await client.completions.create({
+    model: ids[0], prompt: "In the beginning", max_tokens: 8, temperature: 0,
+  });
+  check("completion", cmpl.choices[0].text.length > 0 && cmpl.usage.completion_tokens === 8 &&
+        cmpl.choices[0].finish_reason === "length", JSON.stringify(cmpl));
+
+  // errors: APIError with the status and the error object's fields
+  try {
+    await client.chat.completions.create({ model: ids[0], messages, n: 2 });
+    check("n = 2 refused", false, "no error");
+  } catch (e) {
+    check("n = 2 refused", e instanceof OpenAI.APIError && e.status === 400 && e.param === "n" &&
+          e.type === "invalid_request_error", `${e.status} ${e.param} ${e.type} ${e.message}`);
+  }
+  try {
+    await client.chat.completions.create({ model: ids[0], messages: [{ role: "user", content: "x ".repeat(600) }] });
+    check("prompt too long", false, "no error");
+  } catch (e) {
+    check("prompt too long", e instanceof OpenAI.BadRequestError && e.code === "context_length_exceeded",
+          `${e.status} ${e.code} ${e.message}`);
+  }
+  const bad = new OpenAI({ baseURL: base + "/v1", apiKey: "unused", maxRetries: 0 });
+  try {
+    await bad.post("/nope", { body: {} });
+    check("unknown endpoint", false, "no error");
+  } catch (e) {
+    check("unknown endpoint", e instanceof OpenAI.NotFoundError, `${e.status} ${e.message}`);
+  }
+}
+
+main().catch((e) => {
+  console.log(`FAIL: ${e.stack || e}`);
+  process.exit(1);
+});
