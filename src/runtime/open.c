@@ -3,10 +3,14 @@
  * warm-start cache (or into memory) and the verified mapping is loaded; a .nib runs as
  * it is. Nothing is printed: what happened goes to the caller's report, which the CLI
  * turns into its stderr lines. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/timer.h"
+#include "formats/gguf.h"
+#include "formats/hfquant.h"
+#include "formats/json.h"
 #include "formats/sniff.h"
 #include "model/model.h"
 #include "runtime/api.h"
@@ -58,14 +62,58 @@ static const char *event_name(enum nb_cache_event e)
     }
 }
 
+/* Does the model carry 4-bit codes that w4a16 keeps and w4a8 cannot: a GGUF file whose
+ * layer matrices are mostly Q4_K (docs/interop.md: kjv-7m Q4_K_M, KL 0.000540 on w4a16
+ * against 0.000942 on w4a8), or an asymmetric GPTQ / AWQ checkpoint? Then a short reason
+ * for the report, else NULL. Reads headers only; anything unreadable says no (the load
+ * that follows reports it). */
+static const char *codes_want_w4a16(const char *model)
+{
+    enum nb_file_kind kind;
+    if (nb_sniff_path(model, &kind) != NB_OK) return NULL;
+    if (kind == NB_FILE_GGUF) {
+        struct nb_gguf *g = NULL;
+        int64_t n_q4k = 0, n_mat = 0;
+        if (nb_gguf_open(&g, model) != NB_OK) return NULL;
+        for (int64_t i = 0; i < nb_gguf_n_tensors(g); i++) {
+            const struct nb_tensor *t = nb_gguf_tensor(g, i);
+            if (t->n_dims != 2 || strncmp(t->name, "blk.", 4) != 0) continue;
+            n_mat++;
+            n_q4k += t->dtype == NB_DTYPE_Q4_K;
+        }
+        nb_gguf_free(g);
+        return n_mat && 2 * n_q4k >= n_mat ? "the model file (its Q4_K codes are kept on "
+                                             "w4a16; w4a8's symmetric grid would round them "
+                                             "again)"
+                                           : NULL;
+    }
+    if (kind != NB_FILE_DIR) return NULL;
+    char path[4096];
+    cJSON *cfg = NULL;
+    struct nb_hfq_config hq = {0};
+    snprintf(path, sizeof path, "%s/config.json", model);
+    if (nb_json_load(path, &cfg) != NB_OK) return NULL;
+    enum nb_status st = nb_hfq_parse_config(cfg, NULL, path, &hq);
+    cJSON_Delete(cfg);
+    if (st || hq.bits != 4 || !(hq.method == NB_HFQ_AWQ || !hq.sym)) return NULL;
+    return "the checkpoint (its asymmetric 4-bit codes are kept on w4a16; w4a8's symmetric "
+           "grid would round them again)";
+}
+
 /* The selector's weight path for "auto" (its decision into the report). */
-static enum nb_status choose(struct opening *o, const struct nb_open_params *p,
+static enum nb_status choose(struct opening *o, const char *model, const struct nb_open_params *p,
                              struct nb_quantize_opts *qo)
 {
     static _Thread_local struct nb_probe probe; /* large: off the stack */
     static _Thread_local struct nb_choice c;
     struct nb_select_params sp = p->select;
     sp.measure_bw = 0; /* a second of measuring is not worth it at every start */
+    const char *keep = NULL;
+    if ((!sp.path || !strcmp(sp.path, "auto")) &&
+        !(sp.priority && !strcmp(sp.priority, "speed")) && (keep = codes_want_w4a16(model))) {
+        sp.path = "w4a16"; /* fidelity first for a quantized file: its maker's codes */
+        sp.path_from = keep;
+    }
     if (sp.target && strcmp(sp.target, "host") != 0)
         return nb_set_error(NB_ERR_INVALID_ARG, "opening a model for target '%s': a model runs "
                             "on this host (target host)", sp.target);
@@ -124,7 +172,7 @@ enum nb_status nb_model_open(struct nb_model **out, const char *model,
         st = nb_model_load(out, model);
         goto done;
     }
-    if (is_auto && (st = choose(o, &p, &qo))) goto done;
+    if (is_auto && (st = choose(o, model, &p, &qo))) goto done;
     nb_api_str(o->r.weight_path, sizeof o->r.weight_path, nb_wpath_name(qo.path));
     qo.n_threads = p.n_threads;
     qo.layout = p.layout_rows ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;

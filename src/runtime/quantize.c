@@ -718,18 +718,22 @@ static enum nb_status hash_finish(struct hash_job *h)
     return h->st ? nb_set_error(h->st, "%s", h->msg) : NB_OK;
 }
 
-/* Does every linear matrix of the layers keep its checkpoint's codes on `path`? Then
- * GPTQ would compute blobs nobody writes. */
+/* Does every linear matrix of the layers keep what its source stored on `path`: a
+ * checkpoint's codes, a GGUF Q4_K's on w4a16, or 8 bits for a matrix the file stored
+ * with more than 4? Then GPTQ would compute blobs nobody writes. */
 static int all_codes_fit(const struct nb_model *m, enum nb_wpath path)
 {
-    if (!m->source_quant || !nb_wpath_is_int4(path)) return 0;
+    if (!nb_wpath_is_int4(path)) return 0;
     for (int l = 0; l < m->cfg.n_layers; l++) {
         const struct nb_layer *L = &m->layers[l];
         const struct nb_weight *ws[] = {&L->wq, &L->wk, &L->wv, &L->wo, &L->w_gate, &L->w_up,
                                         &L->w_down, &L->head_gate};
         for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
-            const struct nb_src_codes *sc = ws[i]->data ? nb_model_src_codes(m, ws[i]) : NULL;
-            if (ws[i]->data && (!sc || !nb_src_codes_fit(sc, path, NULL))) return 0;
+            const struct nb_weight *w = ws[i];
+            if (!w->data || w->src_bits > 4 || (w->format == NB_WF_Q4_K && path == NB_WPATH_W4A16))
+                continue;
+            const struct nb_src_codes *sc = nb_model_src_codes(m, w);
+            if (!sc || !nb_src_codes_fit(sc, path, NULL)) return 0;
         }
     }
     return 1;
@@ -759,11 +763,12 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
     if ((st = start_recipe(&q, m, opts))) goto fail;
     struct nb_quantize_opts eff = *opts; /* what is done (the header says it) */
     if (eff.gptq && all_codes_fit(m, eff.path)) {
-        NB_LOGI("quantize: %s: every matrix keeps the checkpoint's %s codes: no GPTQ pass",
-                src_path, m->source_quant);
+        NB_LOGI("quantize: %s: every matrix keeps the %s codes: no GPTQ pass", src_path,
+                m->source_quant ? m->source_quant : "file's");
         eff.gptq = 0;
+        if (opts->bpw <= 0) eff.calib_path = NULL; /* nor the statistics: nothing reads them */
     }
-    if (opts->calib_path) {
+    if (eff.calib_path) {
         const struct nb_config *cc = &m->cfg;
         int64_t Qd = (int64_t)cc->n_heads * cc->head_dim;
         int64_t mx = cc->n_ff > cc->n_embd ? cc->n_ff : cc->n_embd;

@@ -82,5 +82,11 @@ ok grep -Eq '^blk\.0\.ffn_down\.weight +w8a16 ' "$tmp/kqi"
 ok grep -q '^head        "w8a16"' "$tmp/kqi"
 "$bin" run -m "$tmp/kq.nib" -p "In the beginning" -n 8 --temp 0 >"$tmp/kqo" 2>/dev/null
 ok test -s "$tmp/kqo"
+# auto keeps them too (w4a16, the reason in the choice); --priority speed takes w4a8
+XDG_CACHE_HOME="$tmp/xdg" "$bin" run -m "$kq" -p "In the beginning" -n 4 --temp 0 >/dev/null 2>"$tmp/kqa"
+ok grep -q "as w4a16" "$tmp/kqa"
+XDG_CACHE_HOME="$tmp/xdg" "$bin" run -m "$kq" --priority speed -p "In the beginning" -n 4 --temp 0 \
+  >/dev/null 2>"$tmp/kqs"
+ok grep -q "as w4a8" "$tmp/kqs"
 echo "cli quantize: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
