@@ -202,6 +202,12 @@ void nb_dequant_row_q4_k_ref(const void *row, float *y, int64_t n);
 void nb_dequant_row_q6_k_ref(const void *row, float *y, int64_t n);
 void nb_gemm_q4_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+/* The loop both share with their SIMD twins: each row of [r0, r1) (row_bytes apart) decoded
+ * by `row` into scratch, then `dot` with every token. */
+void nb_gemm_row_decoded(void (*row)(const void *, float *, int64_t), int64_t row_bytes,
+                         float (*dot)(const float *, const float *, int64_t), float *y,
+                         int64_t ldy, const float *x, int64_t ldx, const void *w, int64_t n_in,
+                         int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_q6_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 float nb_dot_f32_ref(const float *a, const float *b, int64_t n);

@@ -81,30 +81,28 @@ void nb_dequant_row_q6_k_ref(const void *row, float *y, int64_t n)
     for (int64_t i = 0; i < n / NB_QK_K; i++) nb_q6_k_block(b + i * NB_Q6_K_BYTES, y + i * NB_QK_K);
 }
 
-/* Decode each row [r0, r1) with `row` (bytes_per_block per 256 values) into scratch, dot it
- * with every token. */
-static void gemm_kq(void (*row)(const void *, float *, int64_t), int64_t bytes_per_block,
-                    float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
-                    int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
+void nb_gemm_row_decoded(void (*row)(const void *, float *, int64_t), int64_t row_bytes,
+                         float (*dot)(const float *, const float *, int64_t), float *y,
+                         int64_t ldy, const float *x, int64_t ldx, const void *w, int64_t n_in,
+                         int n_tok, int64_t r0, int64_t r1, float *scratch)
 {
     const uint8_t *W = w;
-    int64_t row_bytes = n_in / NB_QK_K * bytes_per_block;
     for (int64_t r = r0; r < r1; r++) {
         row(W + r * row_bytes, scratch, n_in);
-        for (int t = 0; t < n_tok; t++) y[t * ldy + r] = nb_dot_f32_ref(x + t * ldx, scratch, n_in);
+        for (int t = 0; t < n_tok; t++) y[t * ldy + r] = dot(x + t * ldx, scratch, n_in);
     }
 }
 
 void nb_gemm_q4_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
 {
-    gemm_kq(nb_dequant_row_q4_k_ref, NB_Q4_K_BYTES, y, ldy, x, ldx, w, n_in, n_tok, r0, r1,
-            scratch);
+    nb_gemm_row_decoded(nb_dequant_row_q4_k_ref, n_in / NB_QK_K * NB_Q4_K_BYTES, nb_dot_f32_ref,
+                        y, ldy, x, ldx, w, n_in, n_tok, r0, r1, scratch);
 }
 
 void nb_gemm_q6_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
 {
-    gemm_kq(nb_dequant_row_q6_k_ref, NB_Q6_K_BYTES, y, ldy, x, ldx, w, n_in, n_tok, r0, r1,
-            scratch);
+    nb_gemm_row_decoded(nb_dequant_row_q6_k_ref, n_in / NB_QK_K * NB_Q6_K_BYTES, nb_dot_f32_ref,
+                        y, ldy, x, ldx, w, n_in, n_tok, r0, r1, scratch);
 }
