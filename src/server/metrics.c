@@ -69,6 +69,13 @@ static void put(struct out *o, const char *fmt, ...)
     }
 }
 
+/* One counter or gauge: its HELP and TYPE lines and its value. */
+static void scalar(struct out *o, const char *name, const char *type, const char *help,
+                   long long v)
+{
+    put(o, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, v);
+}
+
 static void hist(struct out *o, const char *name, const char *help, const struct srv_hist *h)
 {
     put(o, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
@@ -93,46 +100,23 @@ char *srv_metrics_text(const struct srv_metrics *m, int queued, int running, int
         else
             put(&o, "nibble_requests_total{status=\"other\"} %llu\n",
                 (unsigned long long)m->requests[i]);
-    put(&o,
-        "# HELP nibble_prompt_tokens_total Prompt tokens prefilled.\n"
-        "# TYPE nibble_prompt_tokens_total counter\nnibble_prompt_tokens_total %llu\n",
-        (unsigned long long)m->prompt_tokens);
-    put(&o,
-        "# HELP nibble_generated_tokens_total Tokens generated.\n"
-        "# TYPE nibble_generated_tokens_total counter\nnibble_generated_tokens_total %llu\n",
-        (unsigned long long)m->gen_tokens);
-    put(&o,
-        "# HELP nibble_decode_steps_total Batched forward steps run.\n"
-        "# TYPE nibble_decode_steps_total counter\nnibble_decode_steps_total %llu\n",
-        (unsigned long long)m->steps);
-    put(&o,
-        "# HELP nibble_step_tokens_total Tokens run by those steps (prompt and decode).\n"
-        "# TYPE nibble_step_tokens_total counter\nnibble_step_tokens_total %llu\n",
-        (unsigned long long)m->step_tokens);
-    put(&o,
-        "# HELP nibble_queue_depth Requests waiting for a slot.\n"
-        "# TYPE nibble_queue_depth gauge\nnibble_queue_depth %d\n",
-        queued);
-    put(&o,
-        "# HELP nibble_slots_running Slots running a request.\n"
-        "# TYPE nibble_slots_running gauge\nnibble_slots_running %d\n",
-        running);
-    put(&o,
-        "# HELP nibble_slots_total Slots (sequences decoded together).\n"
-        "# TYPE nibble_slots_total gauge\nnibble_slots_total %d\n",
-        n_slots);
-    put(&o,
-        "# HELP nibble_kv_blocks_used KV pool blocks in use.\n"
-        "# TYPE nibble_kv_blocks_used gauge\nnibble_kv_blocks_used %lld\n",
-        (long long)m->kv.blocks_used);
-    put(&o,
-        "# HELP nibble_kv_blocks_total KV pool blocks in all.\n"
-        "# TYPE nibble_kv_blocks_total gauge\nnibble_kv_blocks_total %lld\n",
-        (long long)m->kv.blocks_total);
-    put(&o,
-        "# HELP nibble_kv_bytes_used Bytes of the KV blocks in use.\n"
-        "# TYPE nibble_kv_bytes_used gauge\nnibble_kv_bytes_used %lld\n",
-        (long long)m->kv.bytes_used);
+    scalar(&o, "nibble_prompt_tokens_total", "counter", "Prompt tokens prefilled.",
+           (long long)m->prompt_tokens);
+    scalar(&o, "nibble_generated_tokens_total", "counter", "Tokens generated.",
+           (long long)m->gen_tokens);
+    scalar(&o, "nibble_decode_steps_total", "counter", "Batched forward steps run.",
+           (long long)m->steps);
+    scalar(&o, "nibble_step_tokens_total", "counter",
+           "Tokens run by those steps (prompt and decode).", (long long)m->step_tokens);
+    scalar(&o, "nibble_queue_depth", "gauge", "Requests waiting for a slot.", queued);
+    scalar(&o, "nibble_slots_running", "gauge", "Slots running a request.", running);
+    scalar(&o, "nibble_slots_total", "gauge", "Slots (sequences decoded together).", n_slots);
+    scalar(&o, "nibble_kv_blocks_used", "gauge", "KV pool blocks in use.",
+           (long long)m->kv.blocks_used);
+    scalar(&o, "nibble_kv_blocks_total", "gauge", "KV pool blocks in all.",
+           (long long)m->kv.blocks_total);
+    scalar(&o, "nibble_kv_bytes_used", "gauge", "Bytes of the KV blocks in use.",
+           (long long)m->kv.bytes_used);
     hist(&o, "nibble_time_to_first_token_seconds",
          "From a request's arrival to its first generated token.", &m->ttft);
     hist(&o, "nibble_inter_token_seconds", "Between two tokens of one request.", &m->itl);
