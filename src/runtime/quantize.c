@@ -365,10 +365,9 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
      * a matrix that has 4-bit codes the build's path keeps stays at 4 bits whatever width
      * the recipe gives its class (the checkpoint's maker chose it: an exported lm_head) */
     const struct nb_src_codes *sc0 = q->m ? nb_model_src_codes(q->m, w) : NULL;
-    const char *why0 = NULL;
     if (sc0 && nb_wpath_is_int4(q->o->path) && !nb_wpath_is_int4(path) &&
-        nb_src_codes_fit(sc0, q->o->path, &why0))
-        path = q->o->path;
+        nb_src_codes_fit(sc0, q->o->path, NULL))
+        return add_codes(q, name, w, sc0, q->o->path, linear);
     const struct nb_src_codes *sc = codes_for(q, name, w, path);
     if (sc) return add_codes(q, name, w, sc, path, linear);
     /* A quantized source (a GGUF k-quant file): a matrix stored with more than 4 bits
