@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "nibble.h"
+#include "tokenizer/jinja.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- requests */
@@ -61,7 +62,8 @@ void srv_request_free(struct srv_request *r);
 /* What openai.c needs of the model to read a request. */
 struct srv_model {
     const struct nb_tokenizer *tok;
-    struct nb_chat_template tpl;
+    struct nb_chat_template tpl; /* the built-in family: the fallback */
+    struct nb_jinja *jinja;      /* the model's own template parsed, or NULL (tokenizer/jinja.h) */
     const char *bos_text, *eos_text;
     int n_vocab, n_ctx;
     struct nb_sampler_params sp; /* the server's defaults */
