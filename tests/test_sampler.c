@@ -106,6 +106,40 @@ static void test_repeat_penalty(void **state)
     nb_sampler_free(s);
 }
 
+/* top-k by heap selection must keep exactly the first k of a full sort, ties (equal
+ * logits: lower id first) included: top_k = n - 1 with the one excluded token hopeless
+ * (probability 0 either way) draws exactly what the full-sort path (top_k = n) draws. */
+static void test_top_k_select(void **state)
+{
+    enum { N = 1000 };
+    float base[N];
+    for (int i = 0; i < N; i++) base[i] = (float)((i * 7919) % 13) * 0.25f; /* many ties */
+    base[517] = -1e30f;
+    for (int k = 0; k < 3; k++) {
+        float top_p = k == 0 ? 1.0f : k == 1 ? 0.5f : 1.0f, min_p = k == 2 ? 0.3f : 0;
+        struct nb_sampler *heap = make(1.0f, N - 1, top_p, min_p, 1, 7 + k, N);
+        struct nb_sampler *full = make(1.0f, N, top_p, min_p, 1, 7 + k, N);
+        for (int step = 0; step < 200; step++) {
+            float l1[N], l2[N];
+            memcpy(l1, base, sizeof l1);
+            memcpy(l2, base, sizeof l2);
+            assert_int_equal(nb_sampler_sample(heap, l1), nb_sampler_sample(full, l2));
+        }
+        nb_sampler_free(heap);
+        nb_sampler_free(full);
+    }
+    /* small k: the k best, ties by id: k = 3 over {5,5,5,5} keeps ids 0, 1, 2 */
+    struct nb_sampler *s = make(1.0f, 3, 1.0f, 0, 1, 1, 4);
+    int count[4] = {0};
+    for (int i = 0; i < 300; i++) {
+        float l[4] = {5, 5, 5, 5};
+        count[nb_sampler_sample(s, l)]++;
+    }
+    assert_int_equal(count[3], 0);
+    assert_true(count[0] > 50 && count[1] > 50 && count[2] > 50);
+    nb_sampler_free(s);
+}
+
 static void test_bad_params(void **state)
 {
     struct nb_sampler_params p = nb_sampler_default_params();
@@ -126,6 +160,7 @@ int main(void)
         cmocka_unit_test(test_greedy),      cmocka_unit_test(test_seeded_repeatable),
         cmocka_unit_test(test_distribution), cmocka_unit_test(test_filters),
         cmocka_unit_test(test_repeat_penalty), cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_top_k_select),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -93,6 +93,38 @@ static int cand_desc(const void *a, const void *b)
     return x->id < y->id ? -1 : x->id > y->id; /* ties: lower id first, deterministic */
 }
 
+/* The k best of logits[0..n) by cand_desc into c[0..k), sorted: a min-heap of k (its root
+ * the worst kept) over one pass, then sorted — the first k of a full sort, ties included,
+ * in O(n log k) instead of O(n log n) (a 151k vocabulary sorted per token cost more than
+ * a decode step of a 1.7B model on 2 cores). */
+static void heap_down(struct cand *h, int k, int i)
+{
+    for (;;) {
+        int l = 2 * i + 1, w = i;
+        if (l < k && cand_desc(&h[l], &h[w]) > 0) w = l; /* h[l] ranks after h[w]: worse */
+        if (l + 1 < k && cand_desc(&h[l + 1], &h[w]) > 0) w = l + 1;
+        if (w == i) return;
+        struct cand t = h[i];
+        h[i] = h[w];
+        h[w] = t;
+        i = w;
+    }
+}
+
+static void top_k_select(struct cand *c, const float *logits, int n, int k)
+{
+    for (int i = 0; i < k; i++) c[i] = (struct cand){logits[i], i};
+    for (int i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
+    for (int i = k; i < n; i++) {
+        struct cand x = {logits[i], i};
+        if (cand_desc(&x, &c[0]) < 0) { /* x ranks before the worst kept */
+            c[0] = x;
+            heap_down(c, k, 0);
+        }
+    }
+    qsort(c, (size_t)k, sizeof *c, cand_desc);
+}
+
 /* CTRL-style penalty: a positive logit is divided, a negative one multiplied, once
  * per distinct token in the window. */
 static void apply_penalty(struct nb_sampler *s, float *logits)
@@ -119,12 +151,16 @@ int32_t nb_sampler_sample(struct nb_sampler *s, float *logits)
             if (logits[i] > logits[best]) best = i;
         return best;
     }
-    for (int i = 0; i < n; i++) {
-        s->cand[i].logit = logits[i];
-        s->cand[i].id = i;
-    }
-    qsort(s->cand, (size_t)n, sizeof *s->cand, cand_desc);
     int k = s->p.top_k > 0 && s->p.top_k < n ? s->p.top_k : n;
+    if (k < n) {
+        top_k_select(s->cand, logits, n, k); /* cand[0..k) in cand_desc order */
+    } else {
+        for (int i = 0; i < n; i++) {
+            s->cand[i].logit = logits[i];
+            s->cand[i].id = i;
+        }
+        qsort(s->cand, (size_t)n, sizeof *s->cand, cand_desc);
+    }
     /* softmax over the top k at temperature T (cand[0] holds the maximum) */
     double sum = 0;
     float mx = s->cand[0].logit;
