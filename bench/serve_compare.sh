@@ -58,13 +58,12 @@ wait_up "http://127.0.0.1:$lp" "$lpid" "$tmp/llama.log"
 : >"$tmp/rows"
 for ((p = 1; p <= passes; p++)); do
   for s in ${streams//,/ }; do
-    reqs=$(((2 * maxs + s - 1) / s)) # about the same number of tokens at every concurrency
-    [ "$reqs" -lt 2 ] && reqs=2
+    reqs=$((s >= 4 ? 2 : 4)) # requests per client: enough for a steady rate, bounded time
     for srv in nibble llama; do
       port=$np
       [ "$srv" = llama ] && port=$lp
       line=$(URL="http://127.0.0.1:$port" bash "$here/serve_load.sh" - "$s" "$reqs" "$tokens" |
-        head -1)
+        sed -n 1p)
       echo "pass $p  $srv  streams $s: $line" >&2
       rate=$(sed -n 's/.*: \([0-9.]*\) tok\/s aggregate.*/\1/p' <<<"$line")
       errs=$(sed -n 's/.*errors \([0-9]*\),.*/\1/p' <<<"$line")

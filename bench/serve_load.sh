@@ -68,6 +68,12 @@ def one(i):
         if data == b"[DONE]":
             break
         j = json.loads(data)
+        if "choices" not in j: # an error object in the stream
+            sys.stderr.write(f"request {i}: {data[:300].decode(errors='replace')}\n")
+            with lock:
+                errors[0] += 1
+            c.close()
+            return
         if j.get("usage"):
             n = j["usage"]["completion_tokens"]
         elif j["choices"] and j["choices"][0].get("text"):

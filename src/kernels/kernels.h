@@ -155,6 +155,7 @@ struct nb_kernels {
     nb_attn_tile_fn attn_tile;
     nb_attn_decode_fn attn_decode;
     void (*kv_row_load)(int type, const void *src, float *dst, int64_t n); /* decode's */
+    void (*kv_row_store)(int type, const float *src, void *dst, int64_t n); /* the K/V store */
     nb_glu_fn glu;
     nb_rmsnorm_fn rmsnorm;
 };
@@ -290,6 +291,7 @@ float nb_dot_f32_avx512(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_avx512(float *y, float a, const float *x, int64_t n);
 /* kernels/x86/attn_avx512.c: online softmax over blocks of 16 keys, rows in lanes. */
 void nb_kv_row_load_avx512(int type, const void *src, float *dst, int64_t n);
+void nb_kv_row_store_avx512(int type, const float *src, void *dst, int64_t n);
 void nb_attn_decode_avx512(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
                            int b, float *out, int64_t ldo, float *scratch);
 void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
@@ -297,6 +299,7 @@ void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, i
                          float scale, float *scratch);
 /* kernels/x86/attn_avx2.c: the same on 8 lanes, for CPUs with AVX2 + FMA + F16C only. */
 void nb_kv_row_load_avx2(int type, const void *src, float *dst, int64_t n);
+void nb_kv_row_store_avx2(int type, const float *src, void *dst, int64_t n);
 void nb_attn_decode_avx2(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
                          int b, float *out, int64_t ldo, float *scratch);
 void nb_attn_tile_avx2(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,

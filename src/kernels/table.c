@@ -14,7 +14,7 @@
  *   w4a8        ref     ref                        ref            (ROWS layout)
  *   w4a8-x16    ref     avxvnni, else avx2         avx512vnni when VNNI, amx when use_amx
  *   attention   ref     avx2                       avx512   (attn_tile, attn_decode,
- *                                                            kv_row_load)
+ *                                                            kv_row_load, kv_row_store)
  *
  * Each kernel function keeps the arguments its maths needs; the adapters below put
  * them behind the table's one signature (nb_gemm_op).
@@ -101,6 +101,7 @@ static const struct nb_kernels k_ref = {
     .attn_tile = nb_attn_tile_ref,
     .attn_decode = nb_attn_decode_ref,
     .kv_row_load = nb_kv_row_load,
+    .kv_row_store = nb_kv_row_store,
     .glu = nb_glu_ref,
     .rmsnorm = nb_rmsnorm_ref,
 };
@@ -156,6 +157,7 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         k->attn_tile = nb_attn_tile_avx2;
         k->attn_decode = nb_attn_decode_avx2;
         k->kv_row_load = nb_kv_row_load_avx2;
+        k->kv_row_store = nb_kv_row_store_avx2;
     }
     if (lvl >= NB_LEVEL_AVX512) {
         k->isa = "avx512";
@@ -182,6 +184,7 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         k->attn_tile = nb_attn_tile_avx512;
         k->attn_decode = nb_attn_decode_avx512;
         k->kv_row_load = nb_kv_row_load_avx512;
+        k->kv_row_store = nb_kv_row_store_avx512;
         k->glu = nb_glu_avx512;
         k->rmsnorm = nb_rmsnorm_avx512;
     }

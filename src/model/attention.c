@@ -74,8 +74,8 @@ static void rope_worker(void *arg, int ith, int nth)
         int64_t hb = nb_kv_head_bytes(&c->kv, cfg->n_kv_heads);
         for (int h = 0; h < cfg->n_kv_heads; h++) {
             int64_t at = nb_kv_at(&c->kv, l, j->seq[t], j->pos[t], h, hb);
-            nb_kv_row_store(c->kv.type, c->k + t * kv_dim + h * hd, (char *)c->kv.k[l] + at, hd);
-            nb_kv_row_store(c->kv.type, c->v + t * kv_dim + h * hd, (char *)c->kv.v[l] + at, hd);
+            c->kern->kv_row_store(c->kv.type, c->k + t * kv_dim + h * hd, (char *)c->kv.k[l] + at, hd);
+            c->kern->kv_row_store(c->kv.type, c->v + t * kv_dim + h * hd, (char *)c->kv.v[l] + at, hd);
         }
     }
 }

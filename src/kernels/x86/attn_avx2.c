@@ -32,6 +32,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "core/fp.h"
 #include "kernels/kernels.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -77,6 +78,72 @@ ALWAYS_INLINE float hmax256(__m256 x)
 ALWAYS_INLINE __m256i lanes_below(int n)
 {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+/* The row of `type` at dst = src[0..n) rounded to nearest even, 8 lanes at a time, the
+ * tail by the reference; bit-identical to nb_kv_row_store (NaN: its quiet NaN). */
+void nb_kv_row_store_avx2(int type, const float *src, void *dst, int64_t n)
+{
+    int64_t d = 0;
+    if (type == NB_KVE_F16 || type == NB_KVE_BF16) {
+        uint16_t *h = dst;
+        for (; d + 8 <= n; d += 8) {
+            __m256 x = _mm256_loadu_ps(src + d);
+            __m256i u = _mm256_castps_si256(x);
+            __m256i nan = _mm256_castps_si256(_mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+            __m256i sgn = _mm256_srli_epi32(u, 16), r32;
+            if (type == NB_KVE_F16) {
+                __m128i r = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                r32 = _mm256_cvtepu16_epi32(r);
+                __m256i qn = _mm256_or_si256(_mm256_and_si256(sgn, _mm256_set1_epi32(0x8000)),
+                                             _mm256_set1_epi32(0x7e00));
+                r32 = _mm256_blendv_epi8(r32, qn, nan);
+            } else {
+                __m256i lsb = _mm256_and_si256(sgn, _mm256_set1_epi32(1));
+                r32 = _mm256_srli_epi32(
+                    _mm256_add_epi32(u, _mm256_add_epi32(lsb, _mm256_set1_epi32(0x7fff))), 16);
+                r32 = _mm256_blendv_epi8(r32, _mm256_or_si256(sgn, _mm256_set1_epi32(0x40)), nan);
+            }
+            /* 8 x 32-bit values < 65536 -> 8 x 16-bit */
+            __m128i p = _mm_packus_epi32(_mm256_castsi256_si128(r32), _mm256_extracti128_si256(r32, 1));
+            _mm_storeu_si128((__m128i *)(h + d), p);
+        }
+        if (d < n) nb_kv_row_store(type, src + d, h + d, n - d);
+        return;
+    }
+    if (type == NB_KVE_Q8_0) {
+        uint8_t *b = dst;
+        const __m256 lo = _mm256_set1_ps(-127.0f), hi = _mm256_set1_ps(127.0f);
+        const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7fffffff));
+        for (; d < n; d += 32, b += 34) {
+            __m256 x[4], m = _mm256_setzero_ps();
+            for (int i = 0; i < 4; i++) {
+                x[i] = _mm256_loadu_ps(src + d + 8 * i);
+                m = _mm256_max_ps(m, _mm256_and_ps(x[i], absm));
+            }
+            __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+            m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+            m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+            float amax = _mm_cvtss_f32(m4);
+            uint16_t dh = nb_f32_to_f16(amax / 127.0f);
+            float dq = nb_f16_to_f32(dh), id = dq > 0 ? 1.0f / dq : 0.0f;
+            memcpy(b, &dh, 2);
+            __m256 iv = _mm256_set1_ps(id);
+            __m256i q[4];
+            for (int i = 0; i < 4; i++) {
+                __m256 r = _mm256_round_ps(_mm256_mul_ps(x[i], iv),
+                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                q[i] = _mm256_cvtps_epi32(_mm256_min_ps(_mm256_max_ps(r, lo), hi));
+            }
+            /* 32 x int32 in [-127, 127] -> 32 x int8 in order */
+            __m256i w01 = _mm256_packs_epi32(q[0], q[1]), w23 = _mm256_packs_epi32(q[2], q[3]);
+            __m256i by = _mm256_packs_epi16(w01, w23);
+            by = _mm256_permutevar8x32_epi32(by, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            _mm256_storeu_si256((__m256i *)(b + 2), by);
+        }
+        return;
+    }
+    nb_kv_row_store(type, src, dst, n);
 }
 
 /* A K / V row of a 16-bit or q8_0 cache as n floats in dst (n a multiple of 32 for

@@ -18,6 +18,7 @@
 #include <limits.h>
 #include <string.h>
 
+#include "core/fp.h"
 #include "kernels/kernels.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
@@ -157,6 +158,61 @@ void nb_kv_row_load_avx512(int type, const void *src, float *dst, int64_t hd)
         return;
     }
     nb_kv_row_load(type, src, dst, hd);
+}
+
+/* The row of `type` at dst = src[0..hd) rounded to nearest even, 16 lanes at a time, the
+ * tail by the reference; bit-identical to nb_kv_row_store (a NaN becomes its quiet NaN,
+ * as there). The K / V store of every token: scalar rounding cost a 16-stream decode step
+ * more than its attention. */
+void nb_kv_row_store_avx512(int type, const float *src, void *dst, int64_t hd)
+{
+    int64_t d = 0;
+    if (type == NB_KVE_F16 || type == NB_KVE_BF16) {
+        uint16_t *h = dst;
+        for (; d + 16 <= hd; d += 16) {
+            __m512 x = _mm512_loadu_ps(src + d);
+            __m512i u = _mm512_castps_si512(x);
+            __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
+            __m256i r;
+            if (type == NB_KVE_F16) {
+                r = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                __m256i qnan = _mm512_cvtepi32_epi16(_mm512_or_si512(
+                    _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x8000)),
+                    _mm512_set1_epi32(0x7e00)));
+                r = _mm256_mask_mov_epi16(r, nan, qnan);
+            } else {
+                __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+                __m512i rn = _mm512_srli_epi32(
+                    _mm512_add_epi32(u, _mm512_add_epi32(lsb, _mm512_set1_epi32(0x7fff))), 16);
+                __m512i qn = _mm512_or_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(0x40));
+                r = _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rn, nan, qn));
+            }
+            _mm256_storeu_si256((__m256i *)(h + d), r);
+        }
+        if (d < hd) nb_kv_row_store(type, src + d, h + d, hd - d);
+        return;
+    }
+    if (type == NB_KVE_Q8_0) { /* hd is a multiple of 32 */
+        uint8_t *b = dst;
+        const __m512 lo = _mm512_set1_ps(-127.0f), hi = _mm512_set1_ps(127.0f);
+        for (; d < hd; d += 32, b += 34) {
+            __m512 x0 = _mm512_loadu_ps(src + d), x1 = _mm512_loadu_ps(src + d + 16);
+            float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(x0), _mm512_abs_ps(x1)));
+            uint16_t dh = nb_f32_to_f16(amax / 127.0f);
+            float dq = nb_f16_to_f32(dh), id = dq > 0 ? 1.0f / dq : 0.0f;
+            memcpy(b, &dh, 2);
+            __m512 iv = _mm512_set1_ps(id);
+            for (int i = 0; i < 2; i++) {
+                __m512 r = _mm512_roundscale_ps(_mm512_mul_ps(i ? x1 : x0, iv),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+                r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+                _mm_storeu_si128((__m128i *)(b + 2 + 16 * i),
+                                 _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(r)));
+            }
+        }
+        return;
+    }
+    nb_kv_row_store(type, src, dst, hd);
 }
 
 ALWAYS_INLINE void tile(int NV, float *const *orow, int R, const int32_t *qp, const float *qt,
