@@ -56,7 +56,7 @@ def one(i):
         with lock:
             errors[0] += 1
         return
-    first, prev, n, times = None, None, 0, []
+    first, prev, n, times, chunks = None, None, 0, [], 0
     while True:
         line = r.readline()
         if not line:
@@ -68,15 +68,15 @@ def one(i):
         if data == b"[DONE]":
             break
         j = json.loads(data)
-        if "choices" not in j: # an error object in the stream
+        if "choices" not in j: # an error object in the stream: count what came before it
             sys.stderr.write(f"request {i}: {data[:300].decode(errors='replace')}\n")
             with lock:
                 errors[0] += 1
-            c.close()
-            return
+            break
         if j.get("usage"):
             n = j["usage"]["completion_tokens"]
-        elif j["choices"] and j["choices"][0].get("text"):
+        if j["choices"] and j["choices"][0].get("text"):
+            chunks += 1
             t = time.monotonic()
             if first is None:
                 first = t - t0
@@ -84,6 +84,8 @@ def one(i):
                 times.append(t - prev)
             prev = t
     c.close()
+    if n == 0: # no usage chunk (a stream cut by an error): a text chunk is one token
+        n = chunks
     with lock:
         if first is not None:
             ttft.append(first)
