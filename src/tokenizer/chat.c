@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cjson/cJSON.h>
 
@@ -550,7 +551,14 @@ static enum nb_status render_llama31(struct sb *b, const struct nb_chat_tmsg *m,
     int from = 0;
     sb_put(b, "<|start_header_id|>system<|end_header_id|>\n\n");
     if (tools) sb_put(b, "Environment: ipython\n");
-    sb_put(b, "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n");
+    /* strftime_now("%d %b %Y"), as the template asks of its host */
+    char date[64] = "26 Jul 2024";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(date, sizeof date, "%d %b %Y", &tm);
+    sb_put(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+    sb_put(b, date);
+    sb_put(b, "\n\n");
     if (n > 0 && !strcmp(m[0].role, "system")) {
         put_trimmed(b, m[0].content, strlen(m[0].content), 1, 1, NULL);
         from = 1;

@@ -245,8 +245,8 @@ struct nb_chat_tmsg {
  * Qwen3 as Qwen's (a system block listing the tools as JSON in <tools></tools> with the
  * instruction to answer in <tool_call></tool_call>; results as <tool_response> in a user
  * turn; calls as <tool_call> JSON), Llama 3 as Llama 3.1's JSON format (the tools in the
- * first user turn, results as ipython turns, a call as {"name", "parameters"}; the date
- * line is the template's fallback, "26 Jul 2024"). Names, descriptions, arguments and
+ * first user turn, results as ipython turns, a call as {"name", "parameters"}; "Today
+ * Date" is today's, UTC, as strftime_now gives it). Names, descriptions, arguments and
  * results are marked as message bytes. Other families: NB_ERR_UNSUPPORTED. */
 enum nb_status nb_chat_render_tools(const struct nb_chat_template *tpl,
                                     const struct nb_chat_tmsg *msgs, int n_msgs,
