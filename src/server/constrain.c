@@ -223,9 +223,9 @@ static int utf8_lead(struct srv_json *j, unsigned c)
     return 1;
 }
 
-static int json_step(struct srv_json *j, unsigned c);
+static int json_step(struct srv_json *j, unsigned c, int closing);
 
-static int num_step(struct srv_json *j, unsigned c)
+static int num_step(struct srv_json *j, unsigned c, int closing)
 {
     int digit = c >= '0' && c <= '9', e = c == 'e' || c == 'E', next = -1;
     switch (j->sub) {
@@ -237,6 +237,9 @@ static int num_step(struct srv_json *j, unsigned c)
     case N_E: next = digit ? N_EXP : (c == '+' || c == '-') ? N_ESIGN : -1; break;
     default: next = digit ? N_EXP : -1; break; /* N_ESIGN, N_EXP */
     }
+    /* closing: only the digit a number cannot end without */
+    int must = j->sub == N_MINUS || j->sub == N_DOT || j->sub == N_E || j->sub == N_ESIGN;
+    if (next >= 0 && closing && (!must || !digit)) next = -1;
     if (next >= 0) {
         if (j->num >= SRV_JSON_MAX_NUM) return 0;
         j->num++;
@@ -247,11 +250,11 @@ static int num_step(struct srv_json *j, unsigned c)
      * the top value, so there is one) */
     if (j->sub != N_ZERO && j->sub != N_INT && j->sub != N_FRAC && j->sub != N_EXP) return 0;
     value_end(j);
-    return json_step(j, c);
+    return json_step(j, c, closing);
 }
 
-/* One byte: 1 taken, 0 refused. */
-static int json_step(struct srv_json *j, unsigned c)
+/* One byte: 1 taken, 0 refused (closing: srv_cons_cost). */
+static int json_step(struct srv_json *j, unsigned c, int closing)
 {
     switch (j->mode) {
     case J_TOP:
@@ -262,7 +265,7 @@ static int json_step(struct srv_json *j, unsigned c)
     case J_COLON:
     case J_AFTER:
         if (is_ws(c)) {
-            if (j->ws >= SRV_JSON_MAX_WS) return 0;
+            if (closing || j->ws >= SRV_JSON_MAX_WS) return 0;
             j->ws++;
             return 1;
         }
@@ -270,9 +273,12 @@ static int json_step(struct srv_json *j, unsigned c)
         switch (j->mode) {
         case J_TOP: return c == '{' ? value_start(j, c) : 0;
         case J_VALUE: return value_start(j, c);
-        case J_ARR_FIRST: return c == ']' ? close_container(j, c) : value_start(j, c);
+        case J_ARR_FIRST:
+            if (c == ']') return close_container(j, c);
+            return closing ? 0 : value_start(j, c);
         case J_OBJ_FIRST:
             if (c == '}') return close_container(j, c);
+            if (closing) return 0;
             /* fall through */
         case J_OBJ_KEY:
             if (c != '"') return 0;
@@ -284,7 +290,7 @@ static int json_step(struct srv_json *j, unsigned c)
             j->mode = J_VALUE;
             return 1;
         default: /* J_AFTER */
-            if (c == ',') {
+            if (c == ',' && !closing) {
                 j->mode = j->stack[j->depth - 1] == '{' ? J_OBJ_KEY : J_VALUE;
                 return 1;
             }
@@ -297,6 +303,7 @@ static int json_step(struct srv_json *j, unsigned c)
             j->ws = 0;
             return 1;
         }
+        if (closing) return 0;
         if (c == '\\') {
             j->mode = J_ESC;
             return 1;
@@ -350,7 +357,7 @@ static int json_step(struct srv_json *j, unsigned c)
         j->sub = 0;
         j->hex = 0;
         return 1;
-    case J_NUM: return num_step(j, c);
+    case J_NUM: return num_step(j, c, closing);
     case J_LIT:
         if (c != (unsigned char)k_lits[j->sub][j->pos]) return 0;
         if (!k_lits[j->sub][++j->pos]) return value_end(j);
@@ -363,7 +370,9 @@ static int json_step(struct srv_json *j, unsigned c)
 
 static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
 {
+    int closing = c->closing;
     memset(c, 0, sizeof *c);
+    c->closing = closing;
     c->elem = e;
     c->hi = e < g->n ? g->el[e].n_alts : 0;
     c->js.mode = J_TOP;
@@ -371,7 +380,30 @@ static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
 
 void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c)
 {
+    c->closing = 0;
     enter(g, c, 0);
+}
+
+int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c)
+{
+    int cost = 0;
+    for (int e = c->elem; e < g->n; e++) {
+        const struct srv_elem *el = &g->el[e];
+        if (el->kind == SRV_EL_OBJECT) {
+            /* an escape and a surrogate pair (12), the closing quote of a key, ':', the
+             * longest closing value ("false"), a key begun after ',' (2 + ':' + value),
+             * and a bracket per level */
+            cost += e == c->elem ? 32 + c->js.depth : 2;
+            continue;
+        }
+        int longest = 0;
+        for (int i = 0; i < el->n_alts; i++) {
+            int k = (int)strlen(el->alts[i]);
+            longest = k > longest ? k : longest;
+        }
+        cost += longest - (e == c->elem ? c->pos : 0);
+    }
+    return cost;
 }
 
 int srv_cons_complete(const struct srv_grammar *g, const struct srv_cons *c)
@@ -384,7 +416,7 @@ static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned c
     if (c->elem >= g->n) return 0;
     const struct srv_elem *el = &g->el[c->elem];
     if (el->kind == SRV_EL_OBJECT) {
-        if (!json_step(&c->js, ch)) return 0;
+        if (!json_step(&c->js, ch, c->closing)) return 0;
         if (c->js.mode == J_DONE) enter(g, c, c->elem + 1);
         return 1;
     }

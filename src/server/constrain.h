@@ -89,6 +89,7 @@ struct srv_cons {
     int elem;      /* the element being matched; g->n: complete */
     int pos;       /* bytes of the literal or choice matched */
     int lo, hi;    /* choice: alternatives [lo, hi) still possible */
+    int closing;   /* finish as soon as possible (srv_cons_cost) */
     struct srv_json js;
 };
 
@@ -98,6 +99,13 @@ void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c);
 int srv_cons_feed(const struct srv_grammar *g, struct srv_cons *c, const char *b, size_t n);
 /* Every element matched: only the end of generation may follow. */
 int srv_cons_complete(const struct srv_grammar *g, const struct srv_cons *c);
+/* Bytes that finish the output from here at most, once `closing` is set: in closing mode
+ * the JSON takes no more whitespace, no ',' (no new member or element), no string byte but
+ * its closing quote, no digit a number can do without, and an empty container closes at
+ * once; literals and choices run out as they are. A caller with a budget of tokens sets
+ * c->closing when what is left (less one for the end of generation) is not more than this
+ * (a token is at least one byte), so the output ends complete rather than cut. */
+int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c);
 /* May token `tok` come next? End-of-generation tokens only when complete; special tokens
  * only with allow_special (their text must advance the state as any token's); empty
  * tokens never. */

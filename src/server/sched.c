@@ -273,6 +273,10 @@ static int32_t sample_constrained(struct nb_server *s, struct srv_job *j, float 
 {
     const struct srv_grammar *g = j->req.grammar;
     int n_vocab = s->m.n_vocab, special = srv_request_parses_tools(&j->req);
+    /* near the end of max_tokens (or of the context): finish the JSON rather than be cut,
+     * one token kept for the end of generation */
+    if (!j->cons.closing && j->max_tokens - j->n_gen - 1 <= srv_cons_cost(g, &j->cons))
+        j->cons.closing = 1;
     memcpy(work, row, sizeof *work * (size_t)n_vocab);
     int32_t tok = nb_sampler_sample(j->sampler, work);
     if (srv_cons_allows(g, s->m.vb, &j->cons, tok, special)) return tok;
