@@ -41,34 +41,34 @@ static void test_json(void **state)
     assert_int_equal(accepts(&g, "{\"a\": [1, 2", 0), 1);
     assert_int_equal(accepts(&g, "{\"a\": [1, 2", 1), 0);
     static const char *const bad[] = {
-        "[]",                    /* the top value is an object */
-        "\"x\"",                 /* ... */
-        "{a:1}",                 /* keys are strings */
-        "{\"a\" 1}",             /* no colon */
-        "{\"a\":1,}",            /* trailing comma */
-        "{\"a\":[1,]}",          /* ... */
-        "{\"a\":01}",            /* leading zero */
-        "{\"a\":1.}",            /* no fraction digits */
-        "{\"a\":.5}",            /* ... */
-        "{\"a\":1e}",            /* no exponent digits */
-        "{\"a\":+1}",            /* no plus */
-        "{\"a\":tru}",           /* broken literal */
-        "{\"a\":nul1}",          /* ... */
-        "{\"a\":\"\x01\"}",      /* control character in a string */
-        "{\"a\":\"\\x\"}",       /* unknown escape */
-        "{\"a\":\"\\u12g4\"}",   /* bad hex */
-        "{\"a\":\"\\u0000\"}",   /* NUL */
-        "{\"a\":\"\\udc00\"}",   /* lone low surrogate */
-        "{\"a\":\"\\ud800x\"}",  /* high surrogate without its low half */
+        "[]",                   /* the top value is an object */
+        "\"x\"",                /* ... */
+        "{a:1}",                /* keys are strings */
+        "{\"a\" 1}",            /* no colon */
+        "{\"a\":1,}",           /* trailing comma */
+        "{\"a\":[1,]}",         /* ... */
+        "{\"a\":01}",           /* leading zero */
+        "{\"a\":1.}",           /* no fraction digits */
+        "{\"a\":.5}",           /* ... */
+        "{\"a\":1e}",           /* no exponent digits */
+        "{\"a\":+1}",           /* no plus */
+        "{\"a\":tru}",          /* broken literal */
+        "{\"a\":nul1}",         /* ... */
+        "{\"a\":\"\x01\"}",     /* control character in a string */
+        "{\"a\":\"\\x\"}",      /* unknown escape */
+        "{\"a\":\"\\u12g4\"}",  /* bad hex */
+        "{\"a\":\"\\u0000\"}",  /* NUL */
+        "{\"a\":\"\\udc00\"}",  /* lone low surrogate */
+        "{\"a\":\"\\ud800x\"}", /* high surrogate without its low half */
         "{\"a\":\"\\ud800\\u0041\"}",
-        "{\"a\":\"\xff\"}",          /* invalid UTF-8 */
-        "{\"a\":\"\xc0\xaf\"}",      /* overlong */
-        "{\"a\":\"\xed\xa0\x80\"}",  /* surrogate in UTF-8 */
+        "{\"a\":\"\xff\"}",             /* invalid UTF-8 */
+        "{\"a\":\"\xc0\xaf\"}",         /* overlong */
+        "{\"a\":\"\xed\xa0\x80\"}",     /* surrogate in UTF-8 */
         "{\"a\":\"\xf4\x90\x80\x80\"}", /* past U+10FFFF */
-        "{\"a\":\"\xc3x\"}",         /* cut character */
-        "{\"a\":[}",             /* mismatched brackets */
+        "{\"a\":\"\xc3x\"}",            /* cut character */
+        "{\"a\":[}",                    /* mismatched brackets */
         "{\"a\":1]}",
-        "{} x",                  /* nothing after the object */
+        "{} x", /* nothing after the object */
         "{}{}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
@@ -120,9 +120,9 @@ static void test_sequence(void **state)
         accepts(&g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", 1),
         1);
     assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"get_", 0), 1);
-    assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"ge\"", 0), 0);  /* not a name */
+    assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"ge\"", 0), 0); /* not a name */
     assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"other", 0), 0);
-    assert_int_equal(accepts(&g, "<tool_call> {", 0), 0);                   /* the literal */
+    assert_int_equal(accepts(&g, "<tool_call> {", 0), 0); /* the literal */
     assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"get\", \"arguments\": []", 0), 0);
     char more[200];
     snprintf(more, sizeof more, "%s ", ok); /* nothing after the call */
@@ -148,8 +148,7 @@ struct small_vocab {
     uint8_t kind[64];
 };
 
-static void small_vocab(struct small_vocab *s, const char *const *toks, const uint8_t *kinds,
-                        int n)
+static void small_vocab(struct small_vocab *s, const char *const *toks, const uint8_t *kinds, int n)
 {
     uint32_t at = 0;
     for (int i = 0; i < n; i++) {
@@ -164,14 +163,14 @@ static void small_vocab(struct small_vocab *s, const char *const *toks, const ui
 }
 
 static const char *const k_toks[] = {
-    "{", "}", "\"", "a", " ", "{\"", "\"}", "x", "</s>", ":", "1", "[", "]", ",", "\"a\":",
-    "<tool_call>", "", "\xc3", "\xa9", "true", "-", ".", "e", "\\", "n", "\n",
+    "{", "}",      "\"",          "a", " ",    "{\"",  "\"}",  "x", "</s>", ":", "1",  "[", "]",
+    ",", "\"a\":", "<tool_call>", "",  "\xc3", "\xa9", "true", "-", ".",    "e", "\\", "n", "\n",
 };
 static const uint8_t k_kinds[] = {
-    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,    SRV_TOK_TEXT,
-    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_EOG,  SRV_TOK_TEXT, SRV_TOK_TEXT,    SRV_TOK_TEXT,
+    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,    SRV_TOK_TEXT,  SRV_TOK_TEXT,
+    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_EOG,  SRV_TOK_TEXT,    SRV_TOK_TEXT,  SRV_TOK_TEXT,
     SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_SPECIAL, SRV_TOK_EMPTY, SRV_TOK_TEXT,
-    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,    SRV_TOK_TEXT,
+    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,    SRV_TOK_TEXT,  SRV_TOK_TEXT,
     SRV_TOK_TEXT, SRV_TOK_TEXT,
 };
 #define N_SMALL ((int)(sizeof k_toks / sizeof k_toks[0]))
@@ -288,8 +287,8 @@ static void check_forced(const struct srv_vocab_bytes *v, int runs, const char *
         if (!o || !cJSON_IsObject(o)) fail_msg("%s run %d: not a JSON object: %s", what, r, out);
         cJSON_Delete(o);
     }
-    printf("# %s: %d of %d forced decodes ended as JSON objects (%d before their budget)\n",
-           what, ended, runs, closed_early);
+    printf("# %s: %d of %d forced decodes ended as JSON objects (%d before their budget)\n", what,
+           ended, runs, closed_early);
     assert_int_equal(ended, runs);
     srv_grammar_free(&g);
 }
@@ -333,9 +332,9 @@ static void test_forced_kjv(void **state)
         struct srv_tool_call *calls;
         int n;
         char *content;
-        assert_int_equal(srv_tool_calls_parse(out, strlen(out), SRV_FMT_HERMES, names, 2, &calls,
-                                              &n, &content),
-                         0);
+        assert_int_equal(
+            srv_tool_calls_parse(out, strlen(out), SRV_FMT_HERMES, names, 2, &calls, &n, &content),
+            0);
         if (n != 1) fail_msg("run %d: %d calls in %s", r, n, out);
         assert_null(content);
         cJSON *a = cJSON_Parse(calls[0].arguments);
@@ -351,8 +350,8 @@ static void test_forced_kjv(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json),         cmocka_unit_test(test_sequence),
-        cmocka_unit_test(test_mask),         cmocka_unit_test(test_forced_small),
+        cmocka_unit_test(test_json),       cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_mask),       cmocka_unit_test(test_forced_small),
         cmocka_unit_test(test_forced_kjv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -206,8 +206,9 @@ static void test_parse(void **state)
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_object\"}}", 0,
          "", NULL},
         /* tools */
-        {SRV_CHAT, U "\"tools\": [" TOOL "], \"tool_choice\": \"required\", "
-                     "\"parallel_tool_calls\": false}",
+        {SRV_CHAT,
+         U "\"tools\": [" TOOL "], \"tool_choice\": \"required\", "
+           "\"parallel_tool_calls\": false}",
          0, "", NULL},
         {SRV_CHAT,
          U "\"tools\": [" TOOL "], \"tool_choice\": {\"type\": \"function\", \"function\": "
@@ -221,9 +222,8 @@ static void test_parse(void **state)
          "invalid_type"},
         {SRV_CHAT, U "\"tools\": [" TOOL ", {\"type\": \"function\", \"function\": {}}]}", 400,
          "tools[1].function.name", "missing_required_parameter"},
-        {SRV_CHAT,
-         U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]}", 400,
-         "tools[0].function.name", "invalid_value"},
+        {SRV_CHAT, U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]}",
+         400, "tools[0].function.name", "invalid_value"},
         {SRV_CHAT, U "\"tools\": [" TOOL ", " TOOL "]}", 400, "tools[1].function.name",
          "invalid_value"},
         {SRV_CHAT,
@@ -269,9 +269,8 @@ static void test_parse(void **state)
          400, "messages[0].tool_calls[0].function.arguments", "invalid_type"},
         {SRV_CHAT, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": 3}]}", 400,
          "messages[0].tool_calls", "invalid_type"},
-        {SRV_CHAT,
-         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": []}]}", 400,
-         "messages[0].tool_calls", "invalid_value"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": []}]}",
+         400, "messages[0].tool_calls", "invalid_value"},
         {SRV_CHAT,
          "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\", \"tool_call_id\": 5}]}", 400,
          "messages[0].tool_call_id", "invalid_type"},
@@ -385,11 +384,11 @@ static void test_parse(void **state)
 
 /* ---------------------------------------------------------------- tools */
 
-#define TOOLS_JSON                                                                              \
-    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "       \
-    "\"Get the weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": "    \
-    "{\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": "          \
-    "[\"city\"]}}}, {\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": "   \
+#define TOOLS_JSON                                                                                 \
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "        \
+    "\"Get the weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": "  \
+    "{\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": "        \
+    "[\"city\"]}}}, {\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": "  \
     "{\"type\": \"object\", \"properties\": {}}}}]"
 
 /* The renders of @huggingface/jinja 0.5.11 with the models' own templates (Qwen2.5,
@@ -405,11 +404,15 @@ static const char k_render_qwen25_a[] =
     "\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n"
     "<tools>\n"
-    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
-    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the "
+    "weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {}}}}\n"
     "</tools>\n"
     "\n"
-    "For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n"
     "<tool_call>\n"
     "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
     "</tool_call><|im_end|>\n"
@@ -440,11 +443,15 @@ static const char k_render_qwen25_b[] =
     "\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n"
     "<tools>\n"
-    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
-    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the "
+    "weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {}}}}\n"
     "</tools>\n"
     "\n"
-    "For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n"
     "<tool_call>\n"
     "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
     "</tool_call><|im_end|>\n"
@@ -478,11 +485,15 @@ static const char k_render_qwen3_a[] =
     "\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n"
     "<tools>\n"
-    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
-    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the "
+    "weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {}}}}\n"
     "</tools>\n"
     "\n"
-    "For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n"
     "<tool_call>\n"
     "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
     "</tool_call><|im_end|>\n"
@@ -511,11 +522,15 @@ static const char k_render_qwen3_b[] =
     "\n"
     "You are provided with function signatures within <tools></tools> XML tags:\n"
     "<tools>\n"
-    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
-    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": \"object\", \"properties\": {}}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the "
+    "weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {}}}}\n"
     "</tools>\n"
     "\n"
-    "For each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n"
     "<tool_call>\n"
     "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
     "</tool_call><|im_end|>\n"
@@ -548,9 +563,11 @@ static const char k_render_llama32_a[] =
     "\n"
     "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
     "\n"
-    "Given the following functions, please respond with a JSON for a function call with its proper arguments that best answers the given prompt.\n"
+    "Given the following functions, please respond with a JSON for a function call with its proper "
+    "arguments that best answers the given prompt.\n"
     "\n"
-    "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name and its value}.Do not use variables.\n"
+    "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name "
+    "and its value}.Do not use variables.\n"
     "\n"
     "{\n"
     "    \"type\": \"function\",\n"
@@ -587,7 +604,8 @@ static const char k_render_llama32_a[] =
     "\n"
     "Weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
     "\n"
-    "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": 2}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n"
+    "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": "
+    "2}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n"
     "\n"
     "\"22 C\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
     "\n"
@@ -695,7 +713,8 @@ static void check_calls(const char *text, enum srv_tool_format f, int want_n,
     struct srv_tool_call *calls = NULL;
     char *content = NULL;
     int n = -1;
-    assert_int_equal(srv_tool_calls_parse(text, strlen(text), f, names, 2, &calls, &n, &content), 0);
+    assert_int_equal(srv_tool_calls_parse(text, strlen(text), f, names, 2, &calls, &n, &content),
+                     0);
     if (n != want_n) fail_msg("%s: %d calls, want %d", text, n, want_n);
     for (int i = 0; i < n; i++) {
         assert_string_equal(calls[i].name, want[2 * i]);
@@ -729,7 +748,8 @@ static void test_tool_calls(void **state)
                 "<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call> ok");
     check_calls("<tool_call>{\"name\": \"noop\", \"arguments\": [1]}</tool_call>", H, 0, NULL,
                 "<tool_call>{\"name\": \"noop\", \"arguments\": [1]}</tool_call>");
-    check_calls("a <tool_call>{\"name\": \"noop\"}", H, 0, NULL, "a <tool_call>{\"name\": \"noop\"}");
+    check_calls("a <tool_call>{\"name\": \"noop\"}", H, 0, NULL,
+                "a <tool_call>{\"name\": \"noop\"}");
     check_calls("<tool_call>{\"name\": \"noop\"} x</tool_call><tool_call>{\"name\": "
                 "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>",
                 H, 1, w1, "<tool_call>{\"name\": \"noop\"} x</tool_call>");
@@ -741,8 +761,9 @@ static void test_tool_calls(void **state)
     check_calls("<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": "
                 "\"Paris\"}}\n",
                 L, 1, w1, NULL);
-    check_calls("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}} and more", L,
-                0, NULL, "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}} and more");
+    check_calls("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}} and more", L, 0,
+                NULL,
+                "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}} and more");
     check_calls("The weather is fine.", L, 0, NULL, "The weather is fine.");
     /* what a stream may send before the end */
     static const struct {
@@ -750,11 +771,16 @@ static void test_tool_calls(void **state)
         enum srv_tool_format f;
         size_t safe;
     } s[] = {
-        {"Hello", SRV_FMT_HERMES, 5},        {"Hello <tool", SRV_FMT_HERMES, 6},
-        {"Hello <tool_call>{", SRV_FMT_HERMES, 6}, {"Hello <b>", SRV_FMT_HERMES, 9},
-        {"\n <tool_call>", SRV_FMT_HERMES, 0},    {"  ", SRV_FMT_HERMES, 0},
-        {"<", SRV_FMT_HERMES, 0},            {" {\"name", SRV_FMT_LLAMA3, 0},
-        {"<|python", SRV_FMT_LLAMA3, 0},     {"Sure", SRV_FMT_LLAMA3, 4},
+        {"Hello", SRV_FMT_HERMES, 5},
+        {"Hello <tool", SRV_FMT_HERMES, 6},
+        {"Hello <tool_call>{", SRV_FMT_HERMES, 6},
+        {"Hello <b>", SRV_FMT_HERMES, 9},
+        {"\n <tool_call>", SRV_FMT_HERMES, 0},
+        {"  ", SRV_FMT_HERMES, 0},
+        {"<", SRV_FMT_HERMES, 0},
+        {" {\"name", SRV_FMT_LLAMA3, 0},
+        {"<|python", SRV_FMT_LLAMA3, 0},
+        {"Sure", SRV_FMT_LLAMA3, 4},
         {" ", SRV_FMT_LLAMA3, 0},
     };
     for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)

@@ -38,9 +38,9 @@ enum srv_tok_kind { SRV_TOK_TEXT, SRV_TOK_SPECIAL, SRV_TOK_EOG, SRV_TOK_EMPTY };
 /* Each token's bytes as generated text: bytes[off[i] .. off[i+1]). */
 struct srv_vocab_bytes {
     int n_vocab;
-    uint32_t *off;  /* [n_vocab + 1] */
-    char *bytes;    /* [off[n_vocab]] */
-    uint8_t *kind;  /* [n_vocab] enum srv_tok_kind */
+    uint32_t *off; /* [n_vocab + 1] */
+    char *bytes;   /* [off[n_vocab]] */
+    uint8_t *kind; /* [n_vocab] enum srv_tok_kind */
 };
 /* From the tokenizer: ids past the tokenizer's vocabulary (a model's padding rows) are
  * SRV_TOK_EMPTY. NB_ERR_NOMEM. */
@@ -74,22 +74,22 @@ void srv_grammar_free(struct srv_grammar *g);
 
 /* Where the JSON recogniser is. */
 struct srv_json {
-    uint8_t mode;  /* enum in constrain.c */
-    uint8_t depth; /* open containers */
-    uint8_t ws;    /* whitespace bytes in a row */
-    uint8_t sub;   /* number part, literal id, UTF-8 bytes left, \u digits seen */
-    uint8_t pos;   /* literal position; the UTF-8 first continuation's range */
-    uint8_t key;   /* the string is an object key */
-    uint16_t num;  /* bytes of the number so far */
-    uint16_t hex;  /* the \u value so far */
+    uint8_t mode;                   /* enum in constrain.c */
+    uint8_t depth;                  /* open containers */
+    uint8_t ws;                     /* whitespace bytes in a row */
+    uint8_t sub;                    /* number part, literal id, UTF-8 bytes left, \u digits seen */
+    uint8_t pos;                    /* literal position; the UTF-8 first continuation's range */
+    uint8_t key;                    /* the string is an object key */
+    uint16_t num;                   /* bytes of the number so far */
+    uint16_t hex;                   /* the \u value so far */
     char stack[SRV_JSON_MAX_DEPTH]; /* '{' or '[' per level */
 };
 
 struct srv_cons {
-    int elem;      /* the element being matched; g->n: complete */
-    int pos;       /* bytes of the literal or choice matched */
-    int lo, hi;    /* choice: alternatives [lo, hi) still possible */
-    int closing;   /* finish as soon as possible (srv_cons_cost) */
+    int elem;    /* the element being matched; g->n: complete */
+    int pos;     /* bytes of the literal or choice matched */
+    int lo, hi;  /* choice: alternatives [lo, hi) still possible */
+    int closing; /* finish as soon as possible (srv_cons_cost) */
     struct srv_json js;
 };
 

@@ -206,8 +206,8 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
                     rc = rc ? (free(ev[i]), rc) : event(k, ev[i]);
                 free(ev);
                 if (rc == 0)
-                    rc = event(k, srv_json_chunk(s, j, NULL, 0, 0, j->finish, 0, k->lps_sent,
-                                                 j->n_lps));
+                    rc = event(
+                        k, srv_json_chunk(s, j, NULL, 0, 0, j->finish, 0, k->lps_sent, j->n_lps));
                 if (rc == 0 && j->req.include_usage)
                     rc = event(k, srv_json_chunk(s, j, NULL, 0, 0, NULL, 1, 0, 0));
             }

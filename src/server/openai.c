@@ -266,8 +266,7 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
             const cJSON *ty = cJSON_GetObjectItemCaseSensitive(t, "type");
             snprintf(param, sizeof param, "tools[%d].type", i);
             if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function"))
-                return srv_fail(e, 400, param, "invalid_value", "'%s' must be \"function\"",
-                                param);
+                return srv_fail(e, 400, param, "invalid_value", "'%s' must be \"function\"", param);
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
             snprintf(param, sizeof param, "tools[%d].function", i);
             if (!cJSON_IsObject(f))
@@ -275,8 +274,7 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
             const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
             snprintf(param, sizeof param, "tools[%d].function.name", i);
             if (!cJSON_IsString(name))
-                return srv_fail(e, 400, param,
-                                name ? "invalid_type" : "missing_required_parameter",
+                return srv_fail(e, 400, param, name ? "invalid_type" : "missing_required_parameter",
                                 "'%s' must be a string", param);
             if (!valid_tool_name(name->valuestring))
                 return srv_fail(e, 400, param, "invalid_value",
@@ -297,8 +295,7 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
             const cJSON *st = cJSON_GetObjectItemCaseSensitive(f, "strict");
             snprintf(param, sizeof param, "tools[%d].function.strict", i);
             if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
-                return srv_fail(e, 400, param, "invalid_type", "'%s' must be true or false",
-                                param);
+                return srv_fail(e, 400, param, "invalid_type", "'%s' must be true or false", param);
             if (!(r->tools[i] = strdup(name->valuestring)))
                 return srv_fail(e, 500, NULL, NULL, "out of memory");
             r->n_tools = ++i;
@@ -323,10 +320,9 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
         } else if (cJSON_IsObject(tc)) {
             const cJSON *ty = cJSON_GetObjectItemCaseSensitive(tc, "type");
             const cJSON *f = cJSON_GetObjectItemCaseSensitive(tc, "function");
-            const cJSON *name = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "name")
-                                                  : NULL;
-            if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") ||
-                !cJSON_IsString(name))
+            const cJSON *name =
+                cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "name") : NULL;
+            if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsString(name))
                 return srv_fail(e, 400, "tool_choice", "invalid_value",
                                 "'tool_choice' as an object must be {\"type\": \"function\", "
                                 "\"function\": {\"name\": ...}}");
@@ -506,8 +502,8 @@ static int message_calls(const cJSON *tc, int i, cJSON *hold, struct nb_chat_cal
         const cJSON *ty = cJSON_GetObjectItemCaseSensitive(x, "type");
         const cJSON *f = cJSON_GetObjectItemCaseSensitive(x, "function");
         const cJSON *name = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "name") : NULL;
-        const cJSON *args = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "arguments")
-                                              : NULL;
+        const cJSON *args =
+            cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "arguments") : NULL;
         snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, j);
         if (!cJSON_IsObject(x) || (ty && !cJSON_IsNull(ty) &&
                                    !(cJSON_IsString(ty) && !strcmp(ty->valuestring, "function"))))
@@ -561,7 +557,8 @@ static cJSON *jinja_context(const struct srv_model *m, const cJSON *msgs,
             const cJSON *src = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
             for (int k = 0; k < tm[i].n_calls; k++) {
                 cJSON *call = cJSON_CreateObject(), *f;
-                const cJSON *id = cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(src, k), "id");
+                const cJSON *id =
+                    cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(src, k), "id");
                 cJSON_AddItemToArray(calls, call);
                 if (cJSON_IsString(id)) cJSON_AddStringToObject(call, "id", id->valuestring);
                 cJSON_AddStringToObject(call, "type", "function");
@@ -672,15 +669,13 @@ static int chat_prompt(const struct srv_model *m, const cJSON *o, const cJSON *t
             goto done;
         }
         if (nb_jinja_render(m->jinja, ctx, &text, &len, &mark) != NB_OK) {
-            srv_fail(e, 400, "messages", "invalid_value", "the chat template: %s",
-                     nb_last_error());
+            srv_fail(e, 400, "messages", "invalid_value", "the chat template: %s", nb_last_error());
             goto done;
         }
     } else if (tools || any_tool) {
         if (nb_chat_render_tools(&m->tpl, tm, n, tools, 1, m->bos_text, m->eos_text, &text,
                                  &mark) != NB_OK) {
-            srv_fail(e, 400, tools ? "tools" : "messages", "invalid_value", "%s",
-                     nb_last_error());
+            srv_fail(e, 400, tools ? "tools" : "messages", "invalid_value", "%s", nb_last_error());
             goto done;
         }
         len = strlen(text);
@@ -970,8 +965,7 @@ static int parses_tools(const struct srv_job *j)
 /* A call's id: "call_" and 24 letters and digits from the job's id and the call's index. */
 static void call_id(const struct srv_job *j, int k, char *out, size_t size)
 {
-    static const char digits[] =
-        "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
     uint64_t h = 0xcbf29ce484222325ull;
     for (const char *p = j->id; *p; p++)
         h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
@@ -1009,8 +1003,7 @@ static cJSON *calls_json(const struct srv_job *j, const struct srv_tool_call *ca
 }
 
 /* The job's calls and content (parses_tools). 0, or -1 out of memory. */
-static int job_calls(const struct srv_job *j, struct srv_tool_call **calls, int *n,
-                     char **content)
+static int job_calls(const struct srv_job *j, struct srv_tool_call **calls, int *n, char **content)
 {
     return srv_tool_calls_parse(j->text ? j->text : "", j->text_len, j->req.tool_format,
                                 j->req.tools, j->req.n_tools, calls, n, content);
@@ -1103,7 +1096,8 @@ int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, siz
          * arguments */
         for (int part = 0; part < 2; part++) {
             cJSON *o = head(s, j, "chat.completion.chunk");
-            cJSON *c = cJSON_CreateObject(), *d, *a = cJSON_CreateArray(), *x = cJSON_CreateObject();
+            cJSON *c = cJSON_CreateObject(), *d, *a = cJSON_CreateArray(),
+                  *x = cJSON_CreateObject();
             cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
             cJSON_AddNumberToObject(c, "index", 0);
             d = cJSON_AddObjectToObject(c, "delta");

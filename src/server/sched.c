@@ -355,7 +355,7 @@ enum nb_status srv_engine_run(struct nb_server *s)
     const char **finish = malloc(sizeof *finish * (size_t)n_slots);
     int *gained = malloc(sizeof *gained * (size_t)n_slots); /* a token counted (not EOG) */
     struct srv_logprob *row_lp = malloc(sizeof *row_lp * (size_t)n_slots);
-    float *raw = malloc(sizeof *raw * (size_t)n_vocab); /* a row before the sampler's changes */
+    float *raw = malloc(sizeof *raw * (size_t)n_vocab);   /* a row before the sampler's changes */
     float *work = malloc(sizeof *work * (size_t)n_vocab); /* constrained sampling's copy */
     if (!b.tok || !b.pos || !b.seq || !b.want || !b.out_job || !b.logits || !texts || !text_n ||
         !finish || !gained || !row_lp || !raw || !work) {

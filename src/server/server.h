@@ -113,9 +113,8 @@ struct srv_tool_call {
  * them (content, malloc'd, NULL when it is empty or only whitespace). A call that is not
  * well formed (not JSON, another name, no object of arguments) stays in the content.
  * 0, or -1 when out of memory. */
-int srv_tool_calls_parse(const char *text, size_t len, enum srv_tool_format f,
-                         char *const *names, int n_names, struct srv_tool_call **calls,
-                         int *n_calls, char **content);
+int srv_tool_calls_parse(const char *text, size_t len, enum srv_tool_format f, char *const *names,
+                         int n_names, struct srv_tool_call **calls, int *n_calls, char **content);
 void srv_tool_calls_free(struct srv_tool_call *calls, int n);
 /* A stream of text that may hold calls: how many of its first `len` bytes can go out as
  * content now (the text before anything that may start a call; whitespace held while all
@@ -158,8 +157,8 @@ struct srv_job {
     struct nb_detokenizer *detok;
     struct nb_stop_matcher *stop;
     struct srv_cons cons; /* with req.grammar: where the output is in it */
-    double t_prev;     /* the previous token, for the inter-token histogram */
-    int n_gen_counted; /* of n_gen, in the metrics already */
+    double t_prev;        /* the previous token, for the inter-token histogram */
+    int n_gen_counted;    /* of n_gen, in the metrics already */
 
     /* shared, under srv->mu */
     enum srv_job_state state;

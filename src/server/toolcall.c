@@ -136,9 +136,8 @@ static const char *find(const char *s, size_t n, const char *pat)
     return NULL;
 }
 
-int srv_tool_calls_parse(const char *text, size_t len, enum srv_tool_format f,
-                         char *const *names, int n_names, struct srv_tool_call **calls,
-                         int *n_calls, char **content)
+int srv_tool_calls_parse(const char *text, size_t len, enum srv_tool_format f, char *const *names,
+                         int n_names, struct srv_tool_call **calls, int *n_calls, char **content)
 {
     struct buf c = {0};
     struct srv_tool_call *v = NULL, one = {0};
@@ -215,8 +214,7 @@ size_t srv_tool_text_safe(const char *text, size_t len, enum srv_tool_format f)
         while (i < len && is_space(text[i]))
             i++;
         size_t k = len - i, t = sizeof k_python_tag - 1;
-        if (i == len || text[i] == '{' || !memcmp(text + i, k_python_tag, k < t ? k : t))
-            return 0;
+        if (i == len || text[i] == '{' || !memcmp(text + i, k_python_tag, k < t ? k : t)) return 0;
         return len;
     }
     const char *a = find(text, len, k_open);

@@ -632,8 +632,7 @@ enum nb_status nb_chat_render_tools(const struct nb_chat_template *tpl,
             return nb_set_error(NB_ERR_INVALID_ARG, "chat: message %d without role or content", i);
         for (int k = 0; k < m[i].n_calls; k++)
             if (!m[i].calls || !m[i].calls[k].name)
-                return nb_set_error(NB_ERR_INVALID_ARG, "chat: message %d: a call without name",
-                                    i);
+                return nb_set_error(NB_ERR_INVALID_ARG, "chat: message %d: a call without name", i);
     }
     if (tools && !cJSON_IsArray(tools))
         return nb_set_error(NB_ERR_INVALID_ARG, "chat: tools must be an array");
