@@ -51,6 +51,13 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
         return NULL;
     }
     if (j->req.grammar) srv_cons_start(j->req.grammar, &j->cons);
+    if (!j->req.grammar && j->req.tool_choice == SRV_TC_AUTO && srv_request_parses_tools(&j->req)) {
+        if (!(j->auto_g = calloc(1, sizeof *j->auto_g)) ||
+            srv_tool_grammar(j->auto_g, j->req.tool_format, j->req.tools, j->req.n_tools)) {
+            srv_job_release(s, j);
+            return NULL;
+        }
+    }
     return j;
 }
 
@@ -59,6 +66,8 @@ static void job_free(struct srv_job *j)
     nb_sampler_free(j->sampler);
     nb_detokenizer_free(j->detok);
     nb_stop_matcher_free(j->stop);
+    srv_grammar_free(j->auto_g);
+    free(j->auto_g);
     srv_request_free(&j->req);
     free(j->text);
     free(j->lps);
@@ -264,14 +273,65 @@ static void admit(struct nb_server *s, double now, int draining, double drain_de
     }
 }
 
-/* The next token of a job whose output is constrained (req.grammar): the sampler's choice
+/* The grammar the job's next token must keep to, or NULL: the request's, or with
+ * tool_choice auto the call's while the model is writing one. */
+static const struct srv_grammar *job_grammar(const struct srv_job *j)
+{
+    return j->req.grammar ? j->req.grammar : j->auto_on ? j->auto_g : NULL;
+}
+
+/* tool_choice auto, the grammar off: does the output with `b` now begin a call (Hermes:
+ * "<tool_call>" written, maybe split over tokens; Llama 3: the answer opens with '{')?
+ * Then the grammar goes on, fed with the call's bytes so far; when they do not fit it (the
+ * model wrote the call its own way), it stays off and the parser reads what comes. */
+static void auto_begin(struct srv_job *j, const char *b, size_t n)
+{
+    char buf[512];
+    size_t k = 0, from = 0;
+    int found = 0;
+    if (j->req.tool_format == SRV_FMT_LLAMA3) {
+        if (j->any_text) return;
+        while (from < n &&
+               (b[from] == ' ' || b[from] == '\n' || b[from] == '\t' || b[from] == '\r'))
+            from++;
+        if (from == n) return;
+        j->any_text = 1;
+        if (b[from] != '{') return;
+        k = n - from < sizeof buf ? n - from : sizeof buf;
+        memcpy(buf, b + from, k);
+        from = 0;
+        found = 1;
+    } else {
+        static const char open[] = "<tool_call>";
+        memcpy(buf, j->tail, (size_t)j->tail_n);
+        k = (size_t)j->tail_n;
+        size_t add = n < sizeof buf - k ? n : sizeof buf - k;
+        memcpy(buf + k, b, add);
+        k += add;
+        for (size_t i = 0; i + sizeof open - 1 <= k && !found; i++)
+            if (!memcmp(buf + i, open, sizeof open - 1)) from = i, found = 1;
+        /* keep what may be the start of a wrapper split over tokens */
+        size_t keep = k < sizeof open - 2 ? k : sizeof open - 2;
+        memmove(j->tail, buf + k - keep, keep);
+        j->tail_n = (int)keep;
+    }
+    if (!found) return;
+    struct srv_cons c;
+    srv_cons_start(j->auto_g, &c);
+    if (!srv_cons_feed(j->auto_g, &c, buf + from, k - from)) return;
+    j->cons = c;
+    j->auto_on = !srv_cons_complete(j->auto_g, &c);
+    j->tail_n = 0;
+}
+
+/* The next token of a job whose output is constrained (job_grammar): the sampler's choice
  * when the grammar allows it (one token's bytes checked: the usual case), else for greedy
  * sampling the next candidates by logit (16 at most), else the sampler again over the row
  * with every token the grammar refuses masked. `row` is the raw logits (modified), `work`
  * room for a copy. -1: no token of the vocabulary continues the output. */
 static int32_t sample_constrained(struct nb_server *s, struct srv_job *j, float *row, float *work)
 {
-    const struct srv_grammar *g = j->req.grammar;
+    const struct srv_grammar *g = job_grammar(j);
     int n_vocab = s->m.n_vocab, special = srv_request_parses_tools(&j->req);
     /* near the end of max_tokens (or of the context): finish the JSON rather than be cut,
      * one token kept for the end of generation */
@@ -309,10 +369,15 @@ static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t to
                  "constrained decoding: no token of the vocabulary continues the output");
         return "stop";
     }
-    if (j->req.grammar) {
-        const struct srv_vocab_bytes *v = s->m.vb;
-        srv_cons_feed(j->req.grammar, &j->cons, v->bytes + v->off[tok],
-                      v->off[tok + 1] - v->off[tok]);
+    const struct srv_vocab_bytes *v = s->m.vb;
+    const char *tb = v->bytes + v->off[tok];
+    size_t tn = v->off[tok + 1] - v->off[tok];
+    if (job_grammar(j)) {
+        srv_cons_feed(job_grammar(j), &j->cons, tb, tn);
+        /* auto: the call is complete, free text again (more calls, or words) */
+        if (j->auto_on && srv_cons_complete(j->auto_g, &j->cons)) j->auto_on = 0;
+    } else if (j->auto_g) {
+        auto_begin(j, tb, tn);
     }
     nb_sampler_accept(j->sampler, tok);
     j->n_gen++;
@@ -436,7 +501,7 @@ enum nb_status srv_engine_run(struct nb_server *s)
             float *row = b.logits + (size_t)k * (size_t)n_vocab;
             text_n[k] = 0;
             if (j->req.logprobs) memcpy(raw, row, sizeof *raw * (size_t)n_vocab);
-            int32_t tok = j->req.grammar ? sample_constrained(s, j, row, work)
+            int32_t tok = job_grammar(j) ? sample_constrained(s, j, row, work)
                                          : nb_sampler_sample(j->sampler, row);
             if (j->req.logprobs && tok >= 0)
                 srv_logprob_of(raw, n_vocab, tok, j->req.top_logprobs, &row_lp[k]);

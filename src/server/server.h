@@ -156,9 +156,16 @@ struct srv_job {
     struct nb_sampler *sampler;
     struct nb_detokenizer *detok;
     struct nb_stop_matcher *stop;
-    struct srv_cons cons; /* with req.grammar: where the output is in it */
-    double t_prev;        /* the previous token, for the inter-token histogram */
-    int n_gen_counted;    /* of n_gen, in the metrics already */
+    struct srv_cons cons; /* where the output is in the grammar (job_grammar in sched.c) */
+    /* tool_choice auto: the call's grammar, on from where the model begins a call (the
+     * wrapper written) until the call is complete */
+    struct srv_grammar *auto_g;
+    int auto_on;
+    char tail[16]; /* the last bytes generated while off (a wrapper split over tokens) */
+    int tail_n;
+    int any_text;      /* Llama 3: something but whitespace generated (a call comes first) */
+    double t_prev;     /* the previous token, for the inter-token histogram */
+    int n_gen_counted; /* of n_gen, in the metrics already */
 
     /* shared, under srv->mu */
     enum srv_job_state state;
