@@ -382,6 +382,65 @@ static void test_parse(void **state)
     nb_tokenizer_free(t);
 }
 
+/* The context a Jinja template gets (when the interpreter runs: tokenizer/jinja.c; with
+ * the placeholder that refuses every template, skipped): roles normalised, parts joined,
+ * a call's arguments parsed into an object, tool_call_id, the tools offered (none with
+ * tool_choice "none"), add_generation_prompt, and bos_token read as the control token. */
+static void test_jinja_context(void **state)
+{
+    (void)state;
+    static const char tpl[] =
+        "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{% if m.content %}{{ m.content }}"
+        "{% endif %}{% if m.tool_calls %} call {{ m.tool_calls[0].function.name }} "
+        "{{ m.tool_calls[0].function.arguments.city }}{% endif %}{% if m.tool_call_id %} id "
+        "{{ m.tool_call_id }}{% endif %}]{% endfor %}{% if tools %} tools {{ tools | length }} "
+        "{{ tools[0].function.name }}{% endif %}{% if add_generation_prompt %} go{% endif %}";
+    struct nb_jinja *j = NULL;
+    if (nb_jinja_parse(tpl, strlen(tpl), &j) != NB_OK) skip();
+    struct nb_tokenizer *t = kjv_tok();
+    if (!t) {
+        nb_jinja_free(j);
+        skip();
+    }
+    struct srv_model m = {0};
+    m.tok = t;
+    m.jinja = j;
+    assert_int_equal(nb_chat_template_by_name("chatml", &m.tpl), NB_OK);
+    m.bos_text = "<s>";
+    m.eos_text = "</s>";
+    m.n_vocab = 4096;
+    m.n_ctx = 4096;
+    m.sp = nb_sampler_default_params();
+    static const char *const body[2] = {
+        "{\"messages\": [{\"role\": \"developer\", \"content\": \"Be brief.\"}, {\"role\": "
+        "\"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", "
+        "\"text\": \"b\"}]}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": "
+        "[{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
+        "\"arguments\": \"{\\\"city\\\": \\\"Ur\\\"}\"}}]}, {\"role\": \"tool\", "
+        "\"tool_call_id\": \"c1\", \"content\": \"hot\"}], \"tools\": [" TOOL "]",
+        ", \"tool_choice\": \"none\""};
+    static const char *const want[2] = {
+        "<s>[system:Be brief.][user:ab][assistant: call f Ur][tool:hot id c1] tools 1 f go",
+        "<s>[system:Be brief.][user:ab][assistant: call f Ur][tool:hot id c1] go"};
+    for (int k = 0; k < 2; k++) {
+        char b[2048];
+        snprintf(b, sizeof b, "%s%s}", body[0], k ? body[1] : "");
+        struct srv_request r;
+        struct srv_error e;
+        if (srv_parse_request(&m, SRV_CHAT, b, strlen(b), &r, &e)) fail_msg("%s", e.message);
+        int32_t *ids = NULL;
+        int n = 0;
+        assert_int_equal(nb_tokenize(t, want[k], strlen(want[k]), 0, 1, &ids, &n), NB_OK);
+        assert_int_equal(r.n_prompt, n);
+        assert_memory_equal(r.prompt, ids, sizeof *ids * (size_t)n);
+        assert_int_equal(r.prompt[0], 1); /* <s>: the control token */
+        free(ids);
+        srv_request_free(&r);
+    }
+    nb_jinja_free(j);
+    nb_tokenizer_free(t);
+}
+
 /* ---------------------------------------------------------------- tools */
 
 #define TOOLS_JSON                                                                                 \
@@ -820,7 +879,7 @@ int main(void)
         cmocka_unit_test(test_utf8),         cmocka_unit_test(test_marked_tokenize),
         cmocka_unit_test(test_render_marks), cmocka_unit_test(test_parse),
         cmocka_unit_test(test_logprob_of),   cmocka_unit_test(test_render_tools),
-        cmocka_unit_test(test_tool_calls),
+        cmocka_unit_test(test_tool_calls),   cmocka_unit_test(test_jinja_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
