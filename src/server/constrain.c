@@ -443,7 +443,7 @@ int srv_cons_feed(const struct srv_grammar *g, struct srv_cons *c, const char *b
     return 1;
 }
 
-/* The token's bytes from state c (first byte already known to be taken when skip1). */
+/* May tok follow state c (complete: c is complete)? */
 static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
                     const struct srv_cons *c, int32_t tok, int allow_special, int complete)
 {
