@@ -714,7 +714,7 @@ static void check_render(const char *family, int qwen_default, const struct nb_c
     p = strstr(text, "<tool_call>\n{\"name\": \"get_weather");
     if (p) {
         assert_int_equal(mark[p - text], 0);
-        assert_int_equal(mark[p - text + 21], 1); /* the name */
+        assert_int_equal(mark[p - text + 22], 1); /* the name */
     }
     assert_int_equal(mark[0], 0);
     free(text);
