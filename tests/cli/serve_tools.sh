@@ -89,7 +89,7 @@ run_format() {
   local fmt="$1"; shift
   start_server "$fmt" "$@"
   # ------------------------------------------------------------ tool_choice required: N of N
-  local n_ok=0 n=12
+  local n_ok=0 n=8
   for i in $(seq 1 $n); do
     post "{\"messages\": $MSGS, \"tools\": $TOOLS, \"tool_choice\": \"required\", \"temperature\": 1.0, \"seed\": $i, \"max_tokens\": 96}"
     if [ "$code" = 200 ] && check "$fmt required seed $i" "NAMES = ['get_weather', 'find_verse']$CALL_OK"; then
@@ -137,7 +137,7 @@ run_format llama3 --chat-template llama3
 
 start_server main
 # ---------------------------------------------------------------- response_format json_object: N of N
-n_ok=0; n=12
+n_ok=0; n=8
 for i in $(seq 1 $n); do
   post "{\"messages\": [{\"role\": \"user\", \"content\": \"Answer in JSON: who made the heaven?\"}], \"response_format\": {\"type\": \"json_object\"}, \"temperature\": 1.0, \"seed\": $i, \"max_tokens\": $((20 + 10 * i))}"
   if [ "$code" = 200 ] && check "json_object seed $i" '
