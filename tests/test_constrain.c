@@ -159,7 +159,8 @@ static void small_vocab(struct small_vocab *s, const char *const *toks, const ui
         s->kind[i] = kinds[i];
     }
     s->off[n] = at;
-    s->v = (struct srv_vocab_bytes){n, s->off, s->bytes, s->kind};
+    s->v = (struct srv_vocab_bytes){n, s->off, s->bytes, s->kind, NULL};
+    assert_int_equal(srv_vocab_bytes_classify(&s->v), NB_OK);
 }
 
 static const char *const k_toks[] = {
@@ -181,17 +182,36 @@ static const uint8_t k_kinds[] = {
 static void mask_str(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
                      const struct srv_cons *c, int special, char *out)
 {
-    float logits[64];
+    float logits[64], slow[64];
+    struct srv_vocab_bytes unclassified = *v; /* every token through the automaton */
+    unclassified.plain = NULL;
     for (int i = 0; i < v->n_vocab; i++)
-        logits[i] = 0;
+        logits[i] = slow[i] = 0;
     int n = srv_cons_mask(g, v, c, special, logits), k = 0;
+    assert_int_equal(srv_cons_mask(g, &unclassified, c, special, slow), n);
     for (int i = 0; i < v->n_vocab; i++) {
         out[i] = logits[i] == 0 ? '1' : '0';
         k += out[i] == '1';
         assert_int_equal(out[i] == '1', srv_cons_allows(g, v, c, i, special));
+        assert_int_equal(logits[i] == 0, slow[i] == 0);
     }
     out[v->n_vocab] = '\0';
     assert_int_equal(n, k);
+}
+
+static void test_classify(void **state)
+{
+    (void)state;
+    static struct small_vocab sv;
+    small_vocab(&sv, k_toks, k_kinds, N_SMALL);
+    char got[64];
+    for (int i = 0; i < N_SMALL; i++)
+        got[i] = (char)('0' + sv.v.plain[i]);
+    got[N_SMALL] = '\0';
+    /* not plain: quotes, the backslash, the newline, a lone lead or continuation byte, the
+     * special, empty and EOG tokens */
+    assert_string_equal(got, "1101100101111100000111101011");
+    free(sv.v.plain);
 }
 
 static void test_mask(void **state)
@@ -226,6 +246,7 @@ static void test_mask(void **state)
     mask_str(&g, &sv.v, &c, 1, m);
     assert_string_equal(m, "0000000010000000000000000000"); /* only EOG */
     srv_grammar_free(&g);
+    free(sv.v.plain);
 }
 
 /* Decode with random logits and the mask (greedy over the allowed tokens, EOG favoured
@@ -301,6 +322,7 @@ static void test_forced_small(void **state)
     static struct small_vocab sv;
     small_vocab(&sv, k_toks, k_kinds, N_SMALL);
     check_forced(&sv.v, 200, "small vocabulary");
+    free(sv.v.plain);
 }
 
 static struct nb_tokenizer *kjv_tok(void)
@@ -352,9 +374,9 @@ static void test_forced_kjv(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json),       cmocka_unit_test(test_sequence),
-        cmocka_unit_test(test_mask),       cmocka_unit_test(test_forced_small),
-        cmocka_unit_test(test_forced_kjv),
+        cmocka_unit_test(test_json),         cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_classify),     cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_forced_small), cmocka_unit_test(test_forced_kjv),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -10,6 +10,18 @@
 
 /* ---------------------------------------------------------------- the vocabulary */
 
+/* b[0..len) one UTF-8 character: no overlong form, surrogate or code point past U+10FFFF. */
+static int srv_utf8_char_ok(const unsigned char *b, size_t len)
+{
+    unsigned cp = b[0] & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
+    for (size_t k = 1; k < len; k++) {
+        if ((b[k] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (b[k] & 0x3f);
+    }
+    unsigned min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+    return cp >= min && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+}
+
 enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_tokenizer *tok,
                                     int n_vocab)
 {
@@ -45,6 +57,34 @@ enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_t
             v->kind[i] = nb_tokenizer_is_special(tok, i) ? SRV_TOK_SPECIAL : SRV_TOK_TEXT;
     }
     v->off[n_vocab] = at;
+    return srv_vocab_bytes_classify(v);
+}
+
+enum nb_status srv_vocab_bytes_classify(struct srv_vocab_bytes *v)
+{
+    free(v->plain);
+    if (!(v->plain = malloc(v->n_vocab > 0 ? (size_t)v->n_vocab : 1)))
+        return nb_set_error(NB_ERR_NOMEM, "serve: out of memory (the vocabulary's classes)");
+    for (int i = 0; i < v->n_vocab; i++) {
+        const unsigned char *b = (const unsigned char *)v->bytes + v->off[i];
+        size_t n = v->off[i + 1] - v->off[i], k = 0;
+        int ok = v->kind[i] == SRV_TOK_TEXT && n > 0;
+        while (ok && k < n) {
+            if (b[k] < 0x80) {
+                ok = b[k] >= 0x20 && b[k] != '"' && b[k] != '\\';
+                k++;
+                continue;
+            }
+            /* a whole, valid character (the checks of the string state) */
+            size_t len = b[k] >= 0xc2 && b[k] <= 0xdf   ? 2
+                         : b[k] >= 0xe0 && b[k] <= 0xef ? 3
+                         : b[k] >= 0xf0 && b[k] <= 0xf4 ? 4
+                                                        : 0;
+            ok = len && k + len <= n && srv_utf8_char_ok(b + k, len);
+            k += len;
+        }
+        v->plain[i] = (uint8_t)ok;
+    }
     return NB_OK;
 }
 
@@ -54,6 +94,7 @@ void srv_vocab_bytes_free(struct srv_vocab_bytes *v)
     free(v->off);
     free(v->bytes);
     free(v->kind);
+    free(v->plain);
     memset(v, 0, sizeof *v);
 }
 
@@ -443,6 +484,14 @@ int srv_cons_feed(const struct srv_grammar *g, struct srv_cons *c, const char *b
     return 1;
 }
 
+/* Inside a JSON string, nothing pending (escape, character), not closing: a plain token
+ * (srv_vocab_bytes.plain) is taken as it is and leaves the state where it was. */
+static int in_plain_string(const struct srv_grammar *g, const struct srv_cons *c)
+{
+    return c->elem < g->n && g->el[c->elem].kind == SRV_EL_OBJECT && c->js.mode == J_STR &&
+           !c->closing;
+}
+
 /* May tok follow state c (complete: c is complete)? */
 static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
                     const struct srv_cons *c, int32_t tok, int allow_special, int complete)
@@ -456,6 +505,7 @@ static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v
     default: break;
     }
     if (complete) return 0;
+    if (v->plain && v->plain[tok] && in_plain_string(g, c)) return 1;
     struct srv_cons t = *c;
     return srv_cons_feed(g, &t, v->bytes + v->off[tok], v->off[tok + 1] - v->off[tok]);
 }

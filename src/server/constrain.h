@@ -38,15 +38,20 @@ enum srv_tok_kind { SRV_TOK_TEXT, SRV_TOK_SPECIAL, SRV_TOK_EOG, SRV_TOK_EMPTY };
 /* Each token's bytes as generated text: bytes[off[i] .. off[i+1]). */
 struct srv_vocab_bytes {
     int n_vocab;
-    uint32_t *off; /* [n_vocab + 1] */
-    char *bytes;   /* [off[n_vocab]] */
-    uint8_t *kind; /* [n_vocab] enum srv_tok_kind */
+    uint32_t *off;  /* [n_vocab + 1] */
+    char *bytes;    /* [off[n_vocab]] */
+    uint8_t *kind;  /* [n_vocab] enum srv_tok_kind */
+    uint8_t *plain; /* [n_vocab] 1: text a JSON string takes as it is (whole UTF-8
+                     * characters, none a control character, '"' or '\\') */
 };
 /* From the tokenizer: ids past the tokenizer's vocabulary (a model's padding rows) are
  * SRV_TOK_EMPTY. NB_ERR_NOMEM. */
 enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_tokenizer *tok,
                                     int n_vocab);
 void srv_vocab_bytes_free(struct srv_vocab_bytes *v);
+/* Compute v->plain (malloc'd) from the bytes and kinds: srv_vocab_bytes_init does; a
+ * vocabulary made by hand calls it. NB_ERR_NOMEM. */
+enum nb_status srv_vocab_bytes_classify(struct srv_vocab_bytes *v);
 
 /* ---------------------------------------------------------------- grammars */
 
