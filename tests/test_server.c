@@ -824,6 +824,12 @@ static void test_tool_calls(void **state)
                 NULL,
                 "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}} and more");
     check_calls("The weather is fine.", L, 0, NULL, "The weather is fine.");
+    /* where a call begins (tool_choice auto turns the call's grammar on there) */
+    assert_int_equal(srv_tool_call_start("Sure. <tool_call>\n{", 19, H, 0), 6);
+    assert_int_equal(srv_tool_call_start("Sure. <tool_ca", 14, H, 0), -1);
+    assert_int_equal(srv_tool_call_start(" \n{\"name\"", 9, L, 1), 2);
+    assert_int_equal(srv_tool_call_start(" \n{\"name\"", 9, L, 0), -1);
+    assert_int_equal(srv_tool_call_start("Sure {", 6, L, 1), -1);
     /* what a stream may send before the end */
     static const struct {
         const char *text;

@@ -286,39 +286,23 @@ static const struct srv_grammar *job_grammar(const struct srv_job *j)
  * model wrote the call its own way), it stays off and the parser reads what comes. */
 static void auto_begin(struct srv_job *j, const char *b, size_t n)
 {
+    static const size_t keep_max = sizeof "<tool_call>" - 2;
     char buf[512];
-    size_t k = 0, from = 0;
-    int found = 0;
-    if (j->req.tool_format == SRV_FMT_LLAMA3) {
-        if (j->any_text) return;
-        while (from < n &&
-               (b[from] == ' ' || b[from] == '\n' || b[from] == '\t' || b[from] == '\r'))
-            from++;
-        if (from == n) return;
-        j->any_text = 1;
-        if (b[from] != '{') return;
-        k = n - from < sizeof buf ? n - from : sizeof buf;
-        memcpy(buf, b + from, k);
-        from = 0;
-        found = 1;
-    } else {
-        static const char open[] = "<tool_call>";
-        memcpy(buf, j->tail, (size_t)j->tail_n);
-        k = (size_t)j->tail_n;
-        size_t add = n < sizeof buf - k ? n : sizeof buf - k;
-        memcpy(buf + k, b, add);
-        k += add;
-        for (size_t i = 0; i + sizeof open - 1 <= k && !found; i++)
-            if (!memcmp(buf + i, open, sizeof open - 1)) from = i, found = 1;
-        /* keep what may be the start of a wrapper split over tokens */
-        size_t keep = k < sizeof open - 2 ? k : sizeof open - 2;
-        memmove(j->tail, buf + k - keep, keep);
-        j->tail_n = (int)keep;
-    }
-    if (!found) return;
+    size_t k = (size_t)j->tail_n, add = n < sizeof buf - k ? n : sizeof buf - k;
+    memcpy(buf, j->tail, k);
+    memcpy(buf + k, b, add);
+    k += add;
+    long from = srv_tool_call_start(buf, k, j->req.tool_format, !j->any_text);
+    for (size_t i = 0; i < k && !j->any_text; i++)
+        j->any_text = !(buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\t' || buf[i] == '\r');
+    /* keep what may be the start of a wrapper split over tokens */
+    size_t keep = k < keep_max ? k : keep_max;
+    memmove(j->tail, buf + k - keep, keep);
+    j->tail_n = (int)keep;
+    if (from < 0) return;
     struct srv_cons c;
     srv_cons_start(j->auto_g, &c);
-    if (!srv_cons_feed(j->auto_g, &c, buf + from, k - from)) return;
+    if (!srv_cons_feed(j->auto_g, &c, buf + from, k - (size_t)from)) return;
     j->cons = c;
     j->auto_on = !srv_cons_complete(j->auto_g, &c);
     j->tail_n = 0;

@@ -120,6 +120,10 @@ void srv_tool_calls_free(struct srv_tool_call *calls, int n);
  * content now (the text before anything that may start a call; whitespace held while all
  * is whitespace). */
 size_t srv_tool_text_safe(const char *text, size_t len, enum srv_tool_format f);
+/* tool_choice auto: where a call begins in buf[0..n) of generated text, or -1 (Hermes:
+ * "<tool_call>"; Llama 3: the answer's first byte but whitespace is '{', at_start saying
+ * that only whitespace came before buf). */
+long srv_tool_call_start(const char *buf, size_t n, enum srv_tool_format f, int at_start);
 
 /* ---------------------------------------------------------------- jobs */
 

@@ -232,3 +232,16 @@ size_t srv_tool_text_safe(const char *text, size_t len, enum srv_tool_format f)
         i++;
     return i == limit ? 0 : limit;
 }
+
+long srv_tool_call_start(const char *buf, size_t n, enum srv_tool_format f, int at_start)
+{
+    if (f == SRV_FMT_LLAMA3) {
+        size_t i = 0;
+        if (!at_start) return -1;
+        while (i < n && is_space(buf[i]))
+            i++;
+        return i < n && buf[i] == '{' ? (long)i : -1;
+    }
+    const char *a = find(buf, n, k_open);
+    return a ? (long)(a - buf) : -1;
+}
