@@ -536,22 +536,19 @@ static int message_calls(const cJSON *tc, int i, cJSON *hold, struct nb_chat_cal
 }
 
 /* The Jinja template's context: the messages as the client sent them, normalised
- * (developer -> system, content parts joined, a call's arguments parsed), the tools
- * offered, add_generation_prompt, bos_token, eos_token. */
+ * (developer -> system, content parts joined and null content as "", a call's arguments
+ * parsed), the tools offered, add_generation_prompt, bos_token, eos_token. */
 static cJSON *jinja_context(const struct srv_model *m, const cJSON *msgs,
                             const struct nb_chat_tmsg *tm, int n, const cJSON *tools)
 {
     cJSON *ctx = cJSON_CreateObject(), *ms = cJSON_AddArrayToObject(ctx, "messages");
     for (int i = 0; i < n && ms; i++) {
         const cJSON *msg = cJSON_GetArrayItem(msgs, i);
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
         cJSON *x = cJSON_CreateObject();
         cJSON_AddItemToArray(ms, x);
         cJSON_AddStringToObject(x, "role", tm[i].role);
-        if ((!c || cJSON_IsNull(c)) && tm[i].n_calls)
-            cJSON_AddNullToObject(x, "content");
-        else
-            cJSON_AddStringToObject(x, "content", tm[i].content);
+        /* null content (a call's message) as "": Qwen3's template tests '</think>' in it */
+        cJSON_AddStringToObject(x, "content", tm[i].content);
         if (tm[i].n_calls) {
             cJSON *calls = cJSON_AddArrayToObject(x, "tool_calls");
             const cJSON *src = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
