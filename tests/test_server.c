@@ -5,10 +5,13 @@
 #include "helpers/testutil.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "server/server.h"
+#include "tokenizer/tokenizer.h"
 
 static void test_utf8(void **state)
 {
@@ -127,6 +130,9 @@ struct parse_case {
     const char *code;
 };
 
+#define U    "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
+#define TOOL "{\"type\": \"function\", \"function\": {\"name\": \"f\"}}"
+
 static void test_parse(void **state)
 {
     (void)state;
@@ -183,7 +189,91 @@ static void test_parse(void **state)
         {SRV_CHAT,
          "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}], "
          "\"response_format\": {\"type\": \"json_object\"}}",
-         400, "response_format", "unsupported_parameter"},
+         0, "", NULL},
+        {SRV_CHAT, U "\"response_format\": {\"type\": \"xml\"}}", 400, "response_format.type",
+         "invalid_value"},
+        {SRV_CHAT, U "\"response_format\": \"json\"}", 400, "response_format", "invalid_type"},
+        {SRV_CHAT, U "\"response_format\": {\"type\": \"json_schema\"}}", 400,
+         "response_format.json_schema", "invalid_type"},
+        {SRV_CHAT,
+         U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
+           "\"x\", \"schema\": {\"type\": \"object\"}}}}",
+         0, "", NULL},
+        {SRV_CHAT,
+         U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
+           "\"x\", \"schema\": {}, \"strict\": true}}}",
+         400, "response_format.json_schema.strict", "unsupported_value"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_object\"}}", 0,
+         "", NULL},
+        /* tools */
+        {SRV_CHAT,
+         U "\"tools\": [" TOOL "], \"tool_choice\": \"required\", "
+           "\"parallel_tool_calls\": false}",
+         0, "", NULL},
+        {SRV_CHAT,
+         U "\"tools\": [" TOOL "], \"tool_choice\": {\"type\": \"function\", \"function\": "
+           "{\"name\": \"f\"}}}",
+         0, "", NULL},
+        {SRV_CHAT, U "\"tools\": [], \"tool_choice\": \"auto\"}", 0, "", NULL},
+        {SRV_CHAT, U "\"tools\": {}}", 400, "tools", "invalid_type"},
+        {SRV_CHAT, U "\"tools\": [1]}", 400, "tools[0]", "invalid_type"},
+        {SRV_CHAT, U "\"tools\": [{\"type\": \"code\"}]}", 400, "tools[0].type", "invalid_value"},
+        {SRV_CHAT, U "\"tools\": [{\"type\": \"function\"}]}", 400, "tools[0].function",
+         "invalid_type"},
+        {SRV_CHAT, U "\"tools\": [" TOOL ", {\"type\": \"function\", \"function\": {}}]}", 400,
+         "tools[1].function.name", "missing_required_parameter"},
+        {SRV_CHAT, U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"a b\"}}]}",
+         400, "tools[0].function.name", "invalid_value"},
+        {SRV_CHAT, U "\"tools\": [" TOOL ", " TOOL "]}", 400, "tools[1].function.name",
+         "invalid_value"},
+        {SRV_CHAT,
+         U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"g\", "
+           "\"parameters\": []}}]}",
+         400, "tools[0].function.parameters", "invalid_type"},
+        {SRV_CHAT,
+         U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"g\", "
+           "\"description\": 5}}]}",
+         400, "tools[0].function.description", "invalid_type"},
+        {SRV_CHAT, U "\"tool_choice\": \"required\"}", 400, "tool_choice", "invalid_value"},
+        {SRV_CHAT, U "\"tools\": [" TOOL "], \"tool_choice\": \"any\"}", 400, "tool_choice",
+         "invalid_value"},
+        {SRV_CHAT, U "\"tools\": [" TOOL "], \"tool_choice\": 1}", 400, "tool_choice",
+         "invalid_type"},
+        {SRV_CHAT,
+         U "\"tools\": [" TOOL "], \"tool_choice\": {\"type\": \"function\", \"function\": "
+           "{\"name\": \"g\"}}}",
+         400, "tool_choice.function.name", "invalid_value"},
+        {SRV_CHAT, U "\"tools\": [" TOOL "], \"parallel_tool_calls\": 1}", 400,
+         "parallel_tool_calls", "invalid_type"},
+        {SRV_CHAT, U "\"functions\": []}", 400, "functions", "unsupported_parameter"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"tools\": [" TOOL "]}", 400, "tools",
+         "unsupported_parameter"},
+        /* tool messages */
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"user\", \"content\": \"x\"}, {\"role\": \"assistant\", "
+         "\"content\": null, \"tool_calls\": [{\"id\": \"c\", \"type\": \"function\", "
+         "\"function\": {\"name\": \"f\", \"arguments\": \"{\\\"a\\\": 1}\"}}]}, {\"role\": "
+         "\"tool\", \"tool_call_id\": \"c\", \"content\": \"2\"}], \"tools\": [" TOOL "]}",
+         0, "", NULL},
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\", "
+         "\"function\": {\"name\": \"f\", \"arguments\": \"not json\"}}]}]}",
+         0, "", NULL},
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\", "
+         "\"function\": {\"arguments\": \"{}\"}}]}]}",
+         400, "messages[0].tool_calls[0].function.name", "invalid_type"},
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": [{\"type\": \"function\", "
+         "\"function\": {\"name\": \"f\", \"arguments\": 5}}]}]}",
+         400, "messages[0].tool_calls[0].function.arguments", "invalid_type"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"assistant\", \"tool_calls\": 3}]}", 400,
+         "messages[0].tool_calls", "invalid_type"},
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"user\", \"content\": \"x\", \"tool_calls\": []}]}",
+         400, "messages[0].tool_calls", "invalid_value"},
+        {SRV_CHAT,
+         "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\", \"tool_call_id\": 5}]}", 400,
+         "messages[0].tool_call_id", "invalid_type"},
         {SRV_COMPLETION,
          "{\"prompt\": \"x\", \"presence_penalty\": 0, \"frequency_penalty\": 0, "
          "\"logit_bias\": {}, \"echo\": false, \"suffix\": \"\"}",
@@ -196,7 +286,7 @@ static void test_parse(void **state)
          "unsupported_parameter"},
         {SRV_CHAT, "{\"messages\": []}", 400, "messages", "invalid_value"},
         {SRV_CHAT, "{\"messages\": [1]}", 400, "messages[0]", "invalid_type"},
-        {SRV_CHAT, "{\"messages\": [{\"role\": \"tool\", \"content\": \"x\"}]}", 400,
+        {SRV_CHAT, "{\"messages\": [{\"role\": \"function\", \"content\": \"x\"}]}", 400,
          "messages[0].role", "invalid_value"},
         {SRV_CHAT,
          "{\"messages\": [{\"role\": \"user\", \"content\": [{\"type\": "
@@ -216,6 +306,8 @@ static void test_parse(void **state)
         const struct parse_case *c = &cases[i];
         struct srv_request r;
         struct srv_error e = {0};
+        /* the tools' system block is longer than the small context of the other cases */
+        m.n_ctx = strstr(c->body, "\"tools\": [{") ? 4096 : 100;
         int rc = srv_parse_request(&m, (enum srv_kind)c->kind, c->body, strlen(c->body), &r, &e);
         if (c->status == 0) {
             if (rc) fail_msg("case %zu: refused: %s", i, e.message);
@@ -257,7 +349,509 @@ static void test_parse(void **state)
     assert_true(r.stream && r.include_usage);
     assert_int_equal(r.prompt[0], 1); /* BOS, as nibble run */
     srv_request_free(&r);
+    /* tools: the grammar of the output */
+    m.n_ctx = 4096;
+    static const struct {
+        const char *body;
+        enum srv_tool_choice tc;
+        int n_tools, grammar_elems, json;
+    } g_cases[] = {
+        {U "\"tools\": [" TOOL "]}", SRV_TC_AUTO, 1, 0, 0},
+        {U "\"tools\": [" TOOL "], \"tool_choice\": \"none\"}", SRV_TC_NONE, 1, 0, 0},
+        {U "\"tools\": [" TOOL "], \"tool_choice\": \"required\"}", SRV_TC_REQUIRED, 1, 5, 0},
+        {U "\"response_format\": {\"type\": \"json_object\"}}", SRV_TC_NONE, 0, 1, 1},
+        {U "\"tools\": [" TOOL ", {\"type\": \"function\", \"function\": {\"name\": \"g\"}}], "
+           "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}",
+         SRV_TC_NAMED, 2, 5, 0},
+    };
+    for (size_t i = 0; i < sizeof g_cases / sizeof g_cases[0]; i++) {
+        if (srv_parse_request(&m, SRV_CHAT, g_cases[i].body, strlen(g_cases[i].body), &r, &e))
+            fail_msg("grammar case %zu: %s", i, e.message);
+        assert_int_equal(r.tool_choice, g_cases[i].tc);
+        assert_int_equal(r.n_tools, g_cases[i].n_tools);
+        assert_int_equal(r.json_format, g_cases[i].json);
+        assert_int_equal(r.grammar ? r.grammar->n : 0, g_cases[i].grammar_elems);
+        assert_int_equal(r.tool_format, SRV_FMT_HERMES);
+        if (r.tool_choice == SRV_TC_NAMED) { /* only the named function */
+            assert_string_equal(r.tools[0], "g");
+            assert_int_equal(r.grammar->el[1].n_alts, 1);
+            assert_string_equal(r.grammar->el[1].alts[0], "g\"");
+        }
+        srv_request_free(&r);
+    }
     nb_tokenizer_free(t);
+}
+
+/* The context a Jinja template gets (when the interpreter runs: tokenizer/jinja.c; with
+ * the placeholder that refuses every template, skipped): roles normalised, parts joined,
+ * a call's arguments parsed into an object, tool_call_id, the tools offered (none with
+ * tool_choice "none"), add_generation_prompt, and bos_token read as the control token. */
+static void test_jinja_context(void **state)
+{
+    (void)state;
+    static const char tpl[] =
+        "{{ bos_token }}{% for m in messages %}[{{ m.role }}:{% if m.content %}{{ m.content }}"
+        "{% endif %}{% if m.tool_calls %} call {{ m.tool_calls[0].function.name }} "
+        "{{ m.tool_calls[0].function.arguments.city }}{% endif %}{% if m.tool_call_id %} id "
+        "{{ m.tool_call_id }}{% endif %}]{% endfor %}{% if tools %} tools {{ tools | length }} "
+        "{{ tools[0].function.name }}{% endif %}{% if add_generation_prompt %} go{% endif %}";
+    struct nb_jinja *j = NULL;
+    if (nb_jinja_parse(tpl, strlen(tpl), &j) != NB_OK) skip();
+    struct nb_tokenizer *t = kjv_tok();
+    if (!t) {
+        nb_jinja_free(j);
+        skip();
+    }
+    struct srv_model m = {0};
+    m.tok = t;
+    m.jinja = j;
+    assert_int_equal(nb_chat_template_by_name("chatml", &m.tpl), NB_OK);
+    m.bos_text = "<s>";
+    m.eos_text = "</s>";
+    m.n_vocab = 4096;
+    m.n_ctx = 4096;
+    m.sp = nb_sampler_default_params();
+    static const char *const body[2] = {
+        "{\"messages\": [{\"role\": \"developer\", \"content\": \"Be brief.\"}, {\"role\": "
+        "\"user\", \"content\": [{\"type\": \"text\", \"text\": \"a\"}, {\"type\": \"text\", "
+        "\"text\": \"b\"}]}, {\"role\": \"assistant\", \"content\": null, \"tool_calls\": "
+        "[{\"id\": \"c1\", \"type\": \"function\", \"function\": {\"name\": \"f\", "
+        "\"arguments\": \"{\\\"city\\\": \\\"Ur\\\"}\"}}]}, {\"role\": \"tool\", "
+        "\"tool_call_id\": \"c1\", \"content\": \"hot\"}], \"tools\": [" TOOL "]",
+        ", \"tool_choice\": \"none\""};
+    static const char *const want[2] = {
+        "<s>[system:Be brief.][user:ab][assistant: call f Ur][tool:hot id c1] tools 1 f go",
+        "<s>[system:Be brief.][user:ab][assistant: call f Ur][tool:hot id c1] go"};
+    for (int k = 0; k < 2; k++) {
+        char b[2048];
+        snprintf(b, sizeof b, "%s%s}", body[0], k ? body[1] : "");
+        struct srv_request r;
+        struct srv_error e;
+        if (srv_parse_request(&m, SRV_CHAT, b, strlen(b), &r, &e)) fail_msg("%s", e.message);
+        int32_t *ids = NULL;
+        int n = 0;
+        assert_int_equal(nb_tokenize(t, want[k], strlen(want[k]), 0, 1, &ids, &n), NB_OK);
+        assert_int_equal(r.n_prompt, n);
+        assert_memory_equal(r.prompt, ids, sizeof *ids * (size_t)n);
+        assert_int_equal(r.prompt[0], 1); /* <s>: the control token */
+        free(ids);
+        srv_request_free(&r);
+    }
+    nb_jinja_free(j);
+    nb_tokenizer_free(t);
+}
+
+/* ---------------------------------------------------------------- tools */
+
+#define TOOLS_JSON                                                                                 \
+    "[{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": "        \
+    "\"Get the weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": "  \
+    "{\"city\": {\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": "        \
+    "[\"city\"]}}}, {\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": "  \
+    "{\"type\": \"object\", \"properties\": {}}}}]"
+
+/* The renders of @huggingface/jinja 0.5.11 with the models' own templates (Qwen2.5,
+ * Qwen3, Llama 3.2) on the same conversations; @DATE@ is today's date. */
+/* qwen25/a */
+static const char k_render_qwen25_a[] =
+    "<|im_start|>system\n"
+    "Be brief.\n"
+    "\n"
+    "# Tools\n"
+    "\n"
+    "You may call one or more functions to assist with the user query.\n"
+    "\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n"
+    "<tools>\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the "
+    "weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {}}}}\n"
+    "</tools>\n"
+    "\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n"
+    "<tool_call>\n"
+    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "Weather in Paris?<|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "<tool_call>\n"
+    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "<tool_response>\n"
+    "22 C\n"
+    "</tool_response><|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "It is 22 C.<|im_end|>\n"
+    "<|im_start|>user\n"
+    "And Rome?<|im_end|>\n"
+    "<|im_start|>assistant\n";
+
+/* qwen25/b */
+static const char k_render_qwen25_b[] =
+    "<|im_start|>system\n"
+    "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.\n"
+    "\n"
+    "# Tools\n"
+    "\n"
+    "You may call one or more functions to assist with the user query.\n"
+    "\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n"
+    "<tools>\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the "
+    "weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {}}}}\n"
+    "</tools>\n"
+    "\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n"
+    "<tool_call>\n"
+    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "Hi<|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "Checking.\n"
+    "<tool_call>\n"
+    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n"
+    "</tool_call>\n"
+    "<tool_call>\n"
+    "{\"name\": \"noop\", \"arguments\": {}}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "<tool_response>\n"
+    "1\n"
+    "</tool_response>\n"
+    "<tool_response>\n"
+    "2\n"
+    "</tool_response><|im_end|>\n"
+    "<|im_start|>assistant\n";
+
+/* qwen3/a */
+static const char k_render_qwen3_a[] =
+    "<|im_start|>system\n"
+    "Be brief.\n"
+    "\n"
+    "# Tools\n"
+    "\n"
+    "You may call one or more functions to assist with the user query.\n"
+    "\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n"
+    "<tools>\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the "
+    "weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {}}}}\n"
+    "</tools>\n"
+    "\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n"
+    "<tool_call>\n"
+    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "Weather in Paris?<|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "<tool_call>\n"
+    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\", \"days\": 2}}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "<tool_response>\n"
+    "22 C\n"
+    "</tool_response><|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "It is 22 C.<|im_end|>\n"
+    "<|im_start|>user\n"
+    "And Rome?<|im_end|>\n"
+    "<|im_start|>assistant\n";
+
+/* qwen3/b */
+static const char k_render_qwen3_b[] =
+    "<|im_start|>system\n"
+    "# Tools\n"
+    "\n"
+    "You may call one or more functions to assist with the user query.\n"
+    "\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n"
+    "<tools>\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"get_weather\", \"description\": \"Get the "
+    "weather \\\"now\\\"\\n\", \"parameters\": {\"type\": \"object\", \"properties\": {\"city\": "
+    "{\"type\": \"string\"}, \"days\": {\"type\": \"integer\"}}, \"required\": [\"city\"]}}}\n"
+    "{\"type\": \"function\", \"function\": {\"name\": \"noop\", \"parameters\": {\"type\": "
+    "\"object\", \"properties\": {}}}}\n"
+    "</tools>\n"
+    "\n"
+    "For each function call, return a json object with function name and arguments within "
+    "<tool_call></tool_call> XML tags:\n"
+    "<tool_call>\n"
+    "{\"name\": <function-name>, \"arguments\": <args-json-object>}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "Hi<|im_end|>\n"
+    "<|im_start|>assistant\n"
+    "Checking.\n"
+    "<tool_call>\n"
+    "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}\n"
+    "</tool_call>\n"
+    "<tool_call>\n"
+    "{\"name\": \"noop\", \"arguments\": {}}\n"
+    "</tool_call><|im_end|>\n"
+    "<|im_start|>user\n"
+    "<tool_response>\n"
+    "1\n"
+    "</tool_response>\n"
+    "<tool_response>\n"
+    "2\n"
+    "</tool_response><|im_end|>\n"
+    "<|im_start|>assistant\n";
+
+/* llama32/a */
+static const char k_render_llama32_a[] =
+    "<|begin_of_text|><|start_header_id|>system<|end_header_id|>\n"
+    "\n"
+    "Environment: ipython\n"
+    "Cutting Knowledge Date: December 2023\n"
+    "Today Date: @DATE@\n"
+    "\n"
+    "Be brief.<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
+    "\n"
+    "Given the following functions, please respond with a JSON for a function call with its proper "
+    "arguments that best answers the given prompt.\n"
+    "\n"
+    "Respond in the format {\"name\": function name, \"parameters\": dictionary of argument name "
+    "and its value}.Do not use variables.\n"
+    "\n"
+    "{\n"
+    "    \"type\": \"function\",\n"
+    "    \"function\": {\n"
+    "        \"name\": \"get_weather\",\n"
+    "        \"description\": \"Get the weather \\\"now\\\"\\n\",\n"
+    "        \"parameters\": {\n"
+    "            \"type\": \"object\",\n"
+    "            \"properties\": {\n"
+    "                \"city\": {\n"
+    "                    \"type\": \"string\"\n"
+    "                },\n"
+    "                \"days\": {\n"
+    "                    \"type\": \"integer\"\n"
+    "                }\n"
+    "            },\n"
+    "            \"required\": [\n"
+    "                \"city\"\n"
+    "            ]\n"
+    "        }\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "{\n"
+    "    \"type\": \"function\",\n"
+    "    \"function\": {\n"
+    "        \"name\": \"noop\",\n"
+    "        \"parameters\": {\n"
+    "            \"type\": \"object\",\n"
+    "            \"properties\": {}\n"
+    "        }\n"
+    "    }\n"
+    "}\n"
+    "\n"
+    "Weather in Paris?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+    "\n"
+    "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\", \"days\": "
+    "2}}<|eot_id|><|start_header_id|>ipython<|end_header_id|>\n"
+    "\n"
+    "\"22 C\"<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+    "\n"
+    "It is 22 C.<|eot_id|><|start_header_id|>user<|end_header_id|>\n"
+    "\n"
+    "And Rome?<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n"
+    "\n";
+
+static char *with_date(const char *s)
+{
+    char date[64];
+    time_t now = time(NULL);
+    struct tm tm;
+    gmtime_r(&now, &tm);
+    strftime(date, sizeof date, "%d %b %Y", &tm);
+    const char *at = strstr(s, "@DATE@");
+    size_t n = strlen(s) + strlen(date) + 1;
+    char *o = malloc(n);
+    assert_non_null(o);
+    if (!at) {
+        strcpy(o, s);
+        return o;
+    }
+    snprintf(o, n, "%.*s%s%s", (int)(at - s), s, date, at + 6);
+    return o;
+}
+
+static void check_render(const char *family, int qwen_default, const struct nb_chat_tmsg *msgs,
+                         int n, const cJSON *tools, const char *want)
+{
+    struct nb_chat_template tpl;
+    assert_int_equal(nb_chat_template_by_name(family, &tpl), NB_OK);
+    if (qwen_default)
+        tpl.default_system = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
+    char *text = NULL, *w = with_date(want);
+    uint8_t *mark = NULL;
+    assert_int_equal(nb_chat_render_tools(&tpl, msgs, n, tools, 1, "<|begin_of_text|>",
+                                          "<|eot_id|>", &text, &mark),
+                     NB_OK);
+    if (strcmp(text, w)) fail_msg("%s: rendered\n%s\nwant\n%s", family, text, w);
+    /* a tool's name and description are data; the wrappers are the template's */
+    const char *p = strstr(text, "get_weather");
+    assert_non_null(p);
+    assert_int_equal(mark[p - text], 1);
+    p = strstr(text, "\"now\\\"");
+    if (p) assert_int_equal(mark[p - text], 1);
+    p = strstr(text, "<tool_call>\n{\"name\": \"get_weather");
+    if (p) {
+        assert_int_equal(mark[p - text], 0);
+        assert_int_equal(mark[p - text + 22], 1); /* the name */
+    }
+    assert_int_equal(mark[0], 0);
+    free(text);
+    free(mark);
+    free(w);
+}
+
+static void test_render_tools(void **state)
+{
+    (void)state;
+    cJSON *tools = cJSON_Parse(TOOLS_JSON);
+    cJSON *a1 = cJSON_Parse("{\"city\": \"Paris\", \"days\": 2}");
+    cJSON *a2 = cJSON_Parse("{\"city\": \"Rome\"}"), *a3 = cJSON_Parse("{}");
+    assert_non_null(tools);
+    struct nb_chat_call c1[] = {{"get_weather", a1}}, c2[] = {{"get_weather", a2}, {"noop", a3}};
+    struct nb_chat_tmsg a[] = {
+        {"system", "Be brief.", NULL, 0},
+        {"user", "Weather in Paris?", NULL, 0},
+        {"assistant", "", c1, 1},
+        {"tool", "22 C", NULL, 0},
+        {"assistant", "It is 22 C.", NULL, 0},
+        {"user", "And Rome?", NULL, 0},
+    };
+    struct nb_chat_tmsg b[] = {
+        {"user", "Hi", NULL, 0},
+        {"assistant", "Checking.", c2, 2},
+        {"tool", "1", NULL, 0},
+        {"tool", "2", NULL, 0},
+    };
+    check_render("chatml", 1, a, 6, tools, k_render_qwen25_a);
+    check_render("chatml", 1, b, 4, tools, k_render_qwen25_b);
+    check_render("qwen3", 0, a, 6, tools, k_render_qwen3_a);
+    check_render("qwen3", 0, b, 4, tools, k_render_qwen3_b);
+    check_render("llama3", 0, a, 6, tools, k_render_llama32_a);
+    /* llama3 takes one call per message; gemma has no tool format */
+    struct nb_chat_template tpl;
+    char *text = NULL;
+    assert_int_equal(nb_chat_template_by_name("llama3", &tpl), NB_OK);
+    assert_int_equal(nb_chat_render_tools(&tpl, b, 4, tools, 1, "", "", &text, NULL),
+                     NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_chat_template_by_name("gemma", &tpl), NB_OK);
+    assert_int_equal(nb_chat_render_tools(&tpl, a, 6, tools, 1, "", "", &text, NULL),
+                     NB_ERR_UNSUPPORTED);
+    assert_null(text);
+    cJSON_Delete(tools);
+    cJSON_Delete(a1);
+    cJSON_Delete(a2);
+    cJSON_Delete(a3);
+}
+
+static void check_calls(const char *text, enum srv_tool_format f, int want_n,
+                        const char *const *want, const char *want_content)
+{
+    char *names[] = {"get_weather", "noop"};
+    struct srv_tool_call *calls = NULL;
+    char *content = NULL;
+    int n = -1;
+    assert_int_equal(srv_tool_calls_parse(text, strlen(text), f, names, 2, &calls, &n, &content),
+                     0);
+    if (n != want_n) fail_msg("%s: %d calls, want %d", text, n, want_n);
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(calls[i].name, want[2 * i]);
+        assert_string_equal(calls[i].arguments, want[2 * i + 1]);
+    }
+    if (want_content)
+        assert_string_equal(content ? content : "(null)", want_content);
+    else if (content)
+        fail_msg("%s: content '%s', want null", text, content);
+    srv_tool_calls_free(calls, n);
+    free(content);
+}
+
+static void test_tool_calls(void **state)
+{
+    (void)state;
+    const enum srv_tool_format H = SRV_FMT_HERMES, L = SRV_FMT_LLAMA3;
+    const char *w1[] = {"get_weather", "{\"city\":\"Paris\"}"};
+    const char *w2[] = {"get_weather", "{\"city\":\"Paris\"}", "noop", "{}"};
+    check_calls("<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+                "</tool_call>",
+                H, 1, w1, NULL);
+    check_calls("Let me look.\n<tool_call>{\"name\":\"get_weather\",\"arguments\":{\"city\":"
+                "\"Paris\"}}</tool_call>\n<tool_call>\n{\"name\": \"noop\"}\n</tool_call>",
+                H, 2, w2, "Let me look.\n\n");
+    /* malformed calls stay in the content: not JSON, an unknown name, arguments not an
+     * object, unterminated */
+    check_calls("<tool_call>{\"name\": \"get_weather\", </tool_call>", H, 0, NULL,
+                "<tool_call>{\"name\": \"get_weather\", </tool_call>");
+    check_calls("<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call> ok", H, 0, NULL,
+                "<tool_call>{\"name\": \"rm\", \"arguments\": {}}</tool_call> ok");
+    check_calls("<tool_call>{\"name\": \"noop\", \"arguments\": [1]}</tool_call>", H, 0, NULL,
+                "<tool_call>{\"name\": \"noop\", \"arguments\": [1]}</tool_call>");
+    check_calls("a <tool_call>{\"name\": \"noop\"}", H, 0, NULL,
+                "a <tool_call>{\"name\": \"noop\"}");
+    check_calls("<tool_call>{\"name\": \"noop\"} x</tool_call><tool_call>{\"name\": "
+                "\"get_weather\", \"arguments\": {\"city\": \"Paris\"}}</tool_call>",
+                H, 1, w1, "<tool_call>{\"name\": \"noop\"} x</tool_call>");
+    check_calls("Just text.", H, 0, NULL, "Just text.");
+    check_calls(" \n", H, 0, NULL, NULL);
+    /* Llama 3.1: the whole answer is the call */
+    check_calls("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}}", L, 1, w1,
+                NULL);
+    check_calls("<|python_tag|>{\"name\": \"get_weather\", \"parameters\": {\"city\": "
+                "\"Paris\"}}\n",
+                L, 1, w1, NULL);
+    check_calls("{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}} and more", L, 0,
+                NULL,
+                "{\"name\": \"get_weather\", \"parameters\": {\"city\": \"Paris\"}} and more");
+    check_calls("The weather is fine.", L, 0, NULL, "The weather is fine.");
+    /* where a call begins (tool_choice auto turns the call's grammar on there) */
+    assert_int_equal(srv_tool_call_start("Sure. <tool_call>\n{", 19, H, 0), 6);
+    assert_int_equal(srv_tool_call_start("Sure. <tool_ca", 14, H, 0), -1);
+    assert_int_equal(srv_tool_call_start(" \n{\"name\"", 9, L, 1), 2);
+    assert_int_equal(srv_tool_call_start(" \n{\"name\"", 9, L, 0), -1);
+    assert_int_equal(srv_tool_call_start("Sure {", 6, L, 1), -1);
+    /* what a stream may send before the end */
+    static const struct {
+        const char *text;
+        enum srv_tool_format f;
+        size_t safe;
+    } s[] = {
+        {"Hello", SRV_FMT_HERMES, 5},
+        {"Hello <tool", SRV_FMT_HERMES, 6},
+        {"Hello <tool_call>{", SRV_FMT_HERMES, 6},
+        {"Hello <b>", SRV_FMT_HERMES, 9},
+        {"\n <tool_call>", SRV_FMT_HERMES, 0},
+        {"  ", SRV_FMT_HERMES, 0},
+        {"<", SRV_FMT_HERMES, 0},
+        {" {\"name", SRV_FMT_LLAMA3, 0},
+        {"<|python", SRV_FMT_LLAMA3, 0},
+        {"Sure", SRV_FMT_LLAMA3, 4},
+        {" ", SRV_FMT_LLAMA3, 0},
+    };
+    for (size_t i = 0; i < sizeof s / sizeof s[0]; i++)
+        if (srv_tool_text_safe(s[i].text, strlen(s[i].text), s[i].f) != s[i].safe)
+            fail_msg("'%s': %zu safe, want %zu", s[i].text,
+                     srv_tool_text_safe(s[i].text, strlen(s[i].text), s[i].f), s[i].safe);
 }
 
 /* log-softmax and the top alternatives, ties to the lower id */
@@ -290,7 +884,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_utf8),         cmocka_unit_test(test_marked_tokenize),
         cmocka_unit_test(test_render_marks), cmocka_unit_test(test_parse),
-        cmocka_unit_test(test_logprob_of),
+        cmocka_unit_test(test_logprob_of),   cmocka_unit_test(test_render_tools),
+        cmocka_unit_test(test_tool_calls),   cmocka_unit_test(test_jinja_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

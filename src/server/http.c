@@ -135,7 +135,7 @@ static int wait_job(struct nb_server *s, struct conn *k, int (*ready)(const stru
 
 static int has_text(const struct conn *k)
 {
-    return k->job->text_len > k->sent;
+    return srv_stream_sendable(k->job) > k->sent;
 }
 
 /* ---------------------------------------------------------------- streams */
@@ -189,17 +189,25 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (rc == 0 && has_text(k)) {
-            rc = event(k, srv_json_chunk(s, j, j->text + k->sent, j->text_len - k->sent, 0, NULL, 0,
+            size_t upto = srv_stream_sendable(j);
+            rc = event(k, srv_json_chunk(s, j, j->text + k->sent, upto - k->sent, 0, NULL, 0,
                                          k->lps_sent, j->n_lps));
-            k->sent = j->text_len;
+            k->sent = upto;
             k->lps_sent = j->n_lps;
         }
         if (rc == 0 && j->state == JOB_DONE) {
             if (j->err.status) {
                 rc = event(k, srv_json_error(&j->err));
             } else {
-                rc =
-                    event(k, srv_json_chunk(s, j, NULL, 0, 0, j->finish, 0, k->lps_sent, j->n_lps));
+                char **ev = NULL; /* tool calls: the rest of the content and the calls */
+                int n_ev = 0;
+                rc = srv_json_tool_chunks(s, j, k->sent, &ev, &n_ev);
+                for (int i = 0; i < n_ev; i++)
+                    rc = rc ? (free(ev[i]), rc) : event(k, ev[i]);
+                free(ev);
+                if (rc == 0)
+                    rc = event(
+                        k, srv_json_chunk(s, j, NULL, 0, 0, j->finish, 0, k->lps_sent, j->n_lps));
                 if (rc == 0 && j->req.include_usage)
                     rc = event(k, srv_json_chunk(s, j, NULL, 0, 0, NULL, 1, 0, 0));
             }

@@ -32,6 +32,11 @@ void srv_request_free(struct srv_request *r)
     free(r->prompt);
     for (int i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
+    for (int i = 0; i < r->n_tools; i++)
+        free(r->tools[i]);
+    free(r->tools);
+    srv_grammar_free(r->grammar);
+    free(r->grammar);
     memset(r, 0, sizeof *r);
 }
 
@@ -128,25 +133,14 @@ static int add_stop(struct srv_request *r, const char *s, struct srv_error *e)
  * an answer that silently ignored what it asked for. */
 static int check_unsupported(const cJSON *o, struct srv_error *e)
 {
-    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "tools");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsArray(v) && cJSON_GetArraySize(v) == 0))
-        return srv_fail(e, 400, "tools", "unsupported_parameter",
-                        "'tools' is not supported yet by nibble serve");
-    v = cJSON_GetObjectItemCaseSensitive(o, "functions");
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "functions");
     if (v && !cJSON_IsNull(v))
         return srv_fail(e, 400, "functions", "unsupported_parameter",
-                        "'functions' is not supported by nibble serve");
-    v = cJSON_GetObjectItemCaseSensitive(o, "response_format");
-    if (v && !cJSON_IsNull(v)) {
-        const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
-        if (!cJSON_IsString(t))
-            return srv_fail(e, 400, "response_format", "invalid_type",
-                            "'response_format' must be an object with a string 'type'");
-        if (strcmp(t->valuestring, "text"))
-            return srv_fail(e, 400, "response_format", "unsupported_parameter",
-                            "'response_format' type '%.64s' is not supported yet (only 'text')",
-                            t->valuestring);
-    }
+                        "'functions' is not supported by nibble serve (use 'tools')");
+    v = cJSON_GetObjectItemCaseSensitive(o, "function_call");
+    if (v && !cJSON_IsNull(v))
+        return srv_fail(e, 400, "function_call", "unsupported_parameter",
+                        "'function_call' is not supported by nibble serve (use 'tool_choice')");
     /* accepted at their neutral values (clients send them by default), refused else */
     static const char *const zero[] = {"presence_penalty", "frequency_penalty"};
     for (int i = 0; i < 2; i++) {
@@ -191,13 +185,182 @@ static int parse_logprobs(const cJSON *o, struct srv_request *r, struct srv_erro
     return 0;
 }
 
+/* response_format: text, json_object, or json_schema (the output constrained to a JSON
+ * object; the schema itself is not enforced, so "strict": true is refused). */
+static int parse_response_format(const cJSON *o, struct srv_request *r, struct srv_error *e)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "response_format");
+    if (!v || cJSON_IsNull(v)) return 0;
+    const cJSON *t = cJSON_IsObject(v) ? cJSON_GetObjectItemCaseSensitive(v, "type") : NULL;
+    if (!cJSON_IsString(t))
+        return srv_fail(e, 400, "response_format", "invalid_type",
+                        "'response_format' must be an object with a string 'type'");
+    if (!strcmp(t->valuestring, "text")) return 0;
+    if (!strcmp(t->valuestring, "json_object")) {
+        r->json_format = 1;
+        return 0;
+    }
+    if (strcmp(t->valuestring, "json_schema"))
+        return srv_fail(e, 400, "response_format.type", "invalid_value",
+                        "'response_format.type' is '%.64s': it must be 'text', 'json_object' or "
+                        "'json_schema'",
+                        t->valuestring);
+    const cJSON *js = cJSON_GetObjectItemCaseSensitive(v, "json_schema");
+    if (!cJSON_IsObject(js))
+        return srv_fail(e, 400, "response_format.json_schema", "invalid_type",
+                        "'response_format.json_schema' must be an object");
+    const cJSON *sc = cJSON_GetObjectItemCaseSensitive(js, "schema");
+    if (sc && !cJSON_IsNull(sc) && !cJSON_IsObject(sc))
+        return srv_fail(e, 400, "response_format.json_schema.schema", "invalid_type",
+                        "'response_format.json_schema.schema' must be an object");
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(js, "strict");
+    if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
+        return srv_fail(e, 400, "response_format.json_schema.strict", "invalid_type",
+                        "'response_format.json_schema.strict' must be true or false");
+    if (cJSON_IsTrue(st))
+        return srv_fail(e, 400, "response_format.json_schema.strict", "unsupported_value",
+                        "nibble serve constrains a json_schema answer to a JSON object but does "
+                        "not enforce the schema: 'strict': true is not supported");
+    r->json_format = 1;
+    return 0;
+}
+
+/* A function name as OpenAI allows it: [A-Za-z0-9_-]{1,64}. */
+static int valid_tool_name(const char *s)
+{
+    size_t n = strlen(s);
+    if (n < 1 || n > 64) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (!((s[i] >= 'a' && s[i] <= 'z') || (s[i] >= 'A' && s[i] <= 'Z') ||
+              (s[i] >= '0' && s[i] <= '9') || s[i] == '_' || s[i] == '-'))
+            return 0;
+    return 1;
+}
+
+/* tools, tool_choice, parallel_tool_calls (chat). *rendered: the tools to show the
+ * template (NULL when none are offered or tool_choice is "none"). */
+static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rendered,
+                       struct srv_error *e)
+{
+    char param[96];
+    int parallel = 1;
+    *rendered = NULL;
+    if (get_bool(o, "parallel_tool_calls", &parallel, e)) return -1;
+    const cJSON *tools = cJSON_GetObjectItemCaseSensitive(o, "tools");
+    if (tools && !cJSON_IsNull(tools)) {
+        if (!cJSON_IsArray(tools))
+            return srv_fail(e, 400, "tools", "invalid_type", "'tools' must be an array");
+        int n = cJSON_GetArraySize(tools);
+        if (n > SRV_MAX_TOOLS)
+            return srv_fail(e, 400, "tools", "invalid_value", "'tools' has more than %d entries",
+                            SRV_MAX_TOOLS);
+        if (n && !(r->tools = calloc((size_t)n, sizeof *r->tools)))
+            return srv_fail(e, 500, NULL, NULL, "out of memory");
+        const cJSON *t;
+        int i = 0;
+        cJSON_ArrayForEach(t, tools)
+        {
+            snprintf(param, sizeof param, "tools[%d]", i);
+            if (!cJSON_IsObject(t))
+                return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
+            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(t, "type");
+            snprintf(param, sizeof param, "tools[%d].type", i);
+            if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function"))
+                return srv_fail(e, 400, param, "invalid_value", "'%s' must be \"function\"", param);
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
+            snprintf(param, sizeof param, "tools[%d].function", i);
+            if (!cJSON_IsObject(f))
+                return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
+            const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+            snprintf(param, sizeof param, "tools[%d].function.name", i);
+            if (!cJSON_IsString(name))
+                return srv_fail(e, 400, param, name ? "invalid_type" : "missing_required_parameter",
+                                "'%s' must be a string", param);
+            if (!valid_tool_name(name->valuestring))
+                return srv_fail(e, 400, param, "invalid_value",
+                                "'%s' must be 1 to 64 of a-z, A-Z, 0-9, '_' and '-'", param);
+            for (int k = 0; k < i; k++)
+                if (!strcmp(r->tools[k], name->valuestring))
+                    return srv_fail(e, 400, param, "invalid_value",
+                                    "'%s': the function '%s' is listed twice", param,
+                                    name->valuestring);
+            const cJSON *d = cJSON_GetObjectItemCaseSensitive(f, "description");
+            snprintf(param, sizeof param, "tools[%d].function.description", i);
+            if (d && !cJSON_IsNull(d) && !cJSON_IsString(d))
+                return srv_fail(e, 400, param, "invalid_type", "'%s' must be a string", param);
+            const cJSON *pa = cJSON_GetObjectItemCaseSensitive(f, "parameters");
+            snprintf(param, sizeof param, "tools[%d].function.parameters", i);
+            if (pa && !cJSON_IsNull(pa) && !cJSON_IsObject(pa))
+                return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
+            const cJSON *st = cJSON_GetObjectItemCaseSensitive(f, "strict");
+            snprintf(param, sizeof param, "tools[%d].function.strict", i);
+            if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
+                return srv_fail(e, 400, param, "invalid_type", "'%s' must be true or false", param);
+            if (!(r->tools[i] = strdup(name->valuestring)))
+                return srv_fail(e, 500, NULL, NULL, "out of memory");
+            r->n_tools = ++i;
+        }
+    }
+    r->tool_choice = r->n_tools ? SRV_TC_AUTO : SRV_TC_NONE;
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(o, "tool_choice");
+    if (tc && !cJSON_IsNull(tc)) {
+        const char *named = NULL;
+        if (cJSON_IsString(tc)) {
+            if (!strcmp(tc->valuestring, "none"))
+                r->tool_choice = SRV_TC_NONE;
+            else if (!strcmp(tc->valuestring, "auto"))
+                r->tool_choice = r->n_tools ? SRV_TC_AUTO : SRV_TC_NONE;
+            else if (!strcmp(tc->valuestring, "required"))
+                r->tool_choice = SRV_TC_REQUIRED;
+            else
+                return srv_fail(e, 400, "tool_choice", "invalid_value",
+                                "'tool_choice' is '%.64s': it must be 'none', 'auto', 'required' "
+                                "or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                                tc->valuestring);
+        } else if (cJSON_IsObject(tc)) {
+            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(tc, "type");
+            const cJSON *f = cJSON_GetObjectItemCaseSensitive(tc, "function");
+            const cJSON *name =
+                cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "name") : NULL;
+            if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsString(name))
+                return srv_fail(e, 400, "tool_choice", "invalid_value",
+                                "'tool_choice' as an object must be {\"type\": \"function\", "
+                                "\"function\": {\"name\": ...}}");
+            named = name->valuestring;
+            r->tool_choice = SRV_TC_NAMED;
+        } else {
+            return srv_fail(e, 400, "tool_choice", "invalid_type",
+                            "'tool_choice' must be a string or an object");
+        }
+        if (r->tool_choice >= SRV_TC_REQUIRED && !r->n_tools)
+            return srv_fail(e, 400, "tool_choice", "invalid_value",
+                            "'tool_choice' asks for a call but 'tools' lists no function");
+        if (named) { /* the one function forced: the only name kept */
+            int k = 0;
+            while (k < r->n_tools && strcmp(r->tools[k], named))
+                k++;
+            if (k == r->n_tools)
+                return srv_fail(e, 400, "tool_choice.function.name", "invalid_value",
+                                "'tool_choice' names the function '%.64s', which 'tools' does "
+                                "not list",
+                                named);
+            char *keep = r->tools[k];
+            r->tools[k] = r->tools[0];
+            r->tools[0] = keep;
+        }
+    }
+    if (r->tool_choice != SRV_TC_NONE) *rendered = tools;
+    return 0;
+}
+
 /* The sampling and length fields both endpoints share. */
 static int parse_common(const struct srv_model *m, const cJSON *o, struct srv_request *r,
                         struct srv_error *e)
 {
     double x;
     int given = 0;
-    if (check_unsupported(o, e) || parse_logprobs(o, r, e)) return -1;
+    if (check_unsupported(o, e) || parse_logprobs(o, r, e) || parse_response_format(o, r, e))
+        return -1;
     x = 1;
     if (get_int(o, "n", 1, 1e9, &x, NULL, e)) return -1;
     if (x != 1)
@@ -311,24 +474,136 @@ static int message_text(const cJSON *c, int i, char **out, struct srv_error *e)
     return 0;
 }
 
-/* messages -> the template's text, its message bytes marked -> ids. */
-static int chat_prompt(const struct srv_model *m, const cJSON *o, struct srv_request *r,
-                       struct srv_error *e)
+/* An assistant message's tool_calls: *out (calls[0..n)) with each call's arguments as the
+ * templates see them (the client's JSON text parsed, kept in `hold`; a text that is not
+ * JSON stays a string). */
+static int message_calls(const cJSON *tc, int i, cJSON *hold, struct nb_chat_call **out, int *n,
+                         struct srv_error *e)
+{
+    char param[96];
+    *out = NULL;
+    *n = 0;
+    if (!tc || cJSON_IsNull(tc)) return 0;
+    snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+    if (!cJSON_IsArray(tc))
+        return srv_fail(e, 400, param, "invalid_type", "'%s' must be an array", param);
+    int k = cJSON_GetArraySize(tc);
+    if (k > SRV_MAX_TOOLS)
+        return srv_fail(e, 400, param, "invalid_value", "'%s' has more than %d calls", param,
+                        SRV_MAX_TOOLS);
+    if (!k) return 0;
+    struct nb_chat_call *c = calloc((size_t)k, sizeof *c);
+    if (!c) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    *out = c;
+    const cJSON *x;
+    int j = 0;
+    cJSON_ArrayForEach(x, tc)
+    {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(x, "type");
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(x, "function");
+        const cJSON *name = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "name") : NULL;
+        const cJSON *args =
+            cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "arguments") : NULL;
+        snprintf(param, sizeof param, "messages[%d].tool_calls[%d]", i, j);
+        if (!cJSON_IsObject(x) || (ty && !cJSON_IsNull(ty) &&
+                                   !(cJSON_IsString(ty) && !strcmp(ty->valuestring, "function"))))
+            return srv_fail(e, 400, param, "invalid_value",
+                            "'%s' must be {\"id\": ..., \"type\": \"function\", \"function\": "
+                            "{\"name\": ..., \"arguments\": ...}}",
+                            param);
+        snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.name", i, j);
+        if (!cJSON_IsString(name) || !name->valuestring[0])
+            return srv_fail(e, 400, param, "invalid_type", "'%s' must be a non-empty string",
+                            param);
+        snprintf(param, sizeof param, "messages[%d].tool_calls[%d].function.arguments", i, j);
+        if (args && !cJSON_IsNull(args) && !cJSON_IsString(args) && !cJSON_IsObject(args))
+            return srv_fail(e, 400, param, "invalid_type",
+                            "'%s' must be a string (JSON text of an object)", param);
+        c[j].name = name->valuestring;
+        c[j].arguments = cJSON_IsNull(args) ? NULL : args;
+        if (cJSON_IsString(args)) {
+            cJSON *p = cJSON_Parse(args->valuestring);
+            if (p && cJSON_IsObject(p)) {
+                cJSON_AddItemToArray(hold, p);
+                c[j].arguments = p;
+            } else {
+                cJSON_Delete(p);
+            }
+        }
+        *n = ++j;
+    }
+    return 0;
+}
+
+/* The Jinja template's context: the messages as the client sent them, normalised
+ * (developer -> system, content parts joined and null content as "", a call's arguments
+ * parsed), the tools offered, add_generation_prompt, bos_token, eos_token. */
+static cJSON *jinja_context(const struct srv_model *m, const cJSON *msgs,
+                            const struct nb_chat_tmsg *tm, int n, const cJSON *tools)
+{
+    cJSON *ctx = cJSON_CreateObject(), *ms = cJSON_AddArrayToObject(ctx, "messages");
+    for (int i = 0; i < n && ms; i++) {
+        const cJSON *msg = cJSON_GetArrayItem(msgs, i);
+        cJSON *x = cJSON_CreateObject();
+        cJSON_AddItemToArray(ms, x);
+        cJSON_AddStringToObject(x, "role", tm[i].role);
+        /* null content (a call's message) as "": Qwen3's template tests '</think>' in it */
+        cJSON_AddStringToObject(x, "content", tm[i].content);
+        if (tm[i].n_calls) {
+            cJSON *calls = cJSON_AddArrayToObject(x, "tool_calls");
+            const cJSON *src = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+            for (int k = 0; k < tm[i].n_calls; k++) {
+                cJSON *call = cJSON_CreateObject(), *f;
+                const cJSON *id =
+                    cJSON_GetObjectItemCaseSensitive(cJSON_GetArrayItem(src, k), "id");
+                cJSON_AddItemToArray(calls, call);
+                if (cJSON_IsString(id)) cJSON_AddStringToObject(call, "id", id->valuestring);
+                cJSON_AddStringToObject(call, "type", "function");
+                f = cJSON_AddObjectToObject(call, "function");
+                cJSON_AddStringToObject(f, "name", tm[i].calls[k].name);
+                if (tm[i].calls[k].arguments)
+                    cJSON_AddItemToObject(f, "arguments",
+                                          cJSON_Duplicate(tm[i].calls[k].arguments, 1));
+                else
+                    cJSON_AddItemToObject(f, "arguments", cJSON_CreateObject());
+            }
+        }
+        static const char *const keep[] = {"tool_call_id", "name"};
+        for (int k = 0; k < 2; k++) {
+            const cJSON *v = cJSON_GetObjectItemCaseSensitive(msg, keep[k]);
+            if (cJSON_IsString(v)) cJSON_AddStringToObject(x, keep[k], v->valuestring);
+        }
+    }
+    if (tools) cJSON_AddItemToObject(ctx, "tools", cJSON_Duplicate(tools, 1));
+    cJSON_AddTrueToObject(ctx, "add_generation_prompt");
+    cJSON_AddStringToObject(ctx, "bos_token", m->bos_text ? m->bos_text : "");
+    cJSON_AddStringToObject(ctx, "eos_token", m->eos_text ? m->eos_text : "");
+    return ctx;
+}
+
+/* messages (and the tools offered) -> the template's text, its message bytes marked ->
+ * ids. The model's Jinja template when it has one, else the built-in family. */
+static int chat_prompt(const struct srv_model *m, const cJSON *o, const cJSON *tools,
+                       struct srv_request *r, struct srv_error *e)
 {
     const cJSON *msgs = cJSON_GetObjectItemCaseSensitive(o, "messages");
     if (!msgs)
         return srv_fail(e, 400, "messages", "missing_required_parameter", "'messages' is required");
     if (!cJSON_IsArray(msgs))
         return srv_fail(e, 400, "messages", "invalid_type", "'messages' must be an array");
-    int n = cJSON_GetArraySize(msgs), rc = -1;
+    int n = cJSON_GetArraySize(msgs), rc = -1, any_tool = 0;
     if (n == 0) return srv_fail(e, 400, "messages", "invalid_value", "'messages' is empty");
     if (n > 4096)
         return srv_fail(e, 400, "messages", "invalid_value", "'messages' has more than 4096");
     struct nb_chat_msg *cm = calloc((size_t)n, sizeof *cm);
+    struct nb_chat_tmsg *tm = calloc((size_t)n, sizeof *tm);
+    struct nb_chat_call **calls = calloc((size_t)n, sizeof *calls);
     char **texts = calloc((size_t)n, sizeof *texts);
+    cJSON *hold = cJSON_CreateArray(), *ctx = NULL;
     char *text = NULL;
     uint8_t *mark = NULL;
-    if (!cm || !texts) {
+    size_t len = 0;
+    if (!cm || !tm || !calls || !texts || !hold) {
         srv_fail(e, 500, NULL, NULL, "out of memory");
         goto done;
     }
@@ -348,32 +623,83 @@ static int chat_prompt(const struct srv_model *m, const cJSON *o, struct srv_req
         }
         const char *rn = role->valuestring;
         if (!strcmp(rn, "developer")) rn = "system"; /* OpenAI's newer name for it */
-        if (strcmp(rn, "system") && strcmp(rn, "user") && strcmp(rn, "assistant")) {
+        if (strcmp(rn, "system") && strcmp(rn, "user") && strcmp(rn, "assistant") &&
+            strcmp(rn, "tool")) {
             srv_fail(e, 400, param, "invalid_value",
-                     "'%s' is '%.32s': nibble serve takes system, developer, user and "
-                     "assistant messages",
+                     "'%s' is '%.32s': nibble serve takes system, developer, user, assistant "
+                     "and tool messages",
                      param, role->valuestring);
             goto done;
         }
-        if (message_text(cJSON_GetObjectItemCaseSensitive(msg, "content"), i, &texts[i], e))
+        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+        if (tc && !cJSON_IsNull(tc) && strcmp(rn, "assistant")) {
+            snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+            srv_fail(e, 400, param, "invalid_value", "'%s': only assistant messages make calls",
+                     param);
             goto done;
+        }
+        if (message_calls(tc, i, hold, &calls[i], &tm[i].n_calls, e)) goto done;
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
+        if (!c && tm[i].n_calls) { /* a call without content: the content is null */
+            if (!(texts[i] = strdup(""))) {
+                srv_fail(e, 500, NULL, NULL, "out of memory");
+                goto done;
+            }
+        } else if (message_text(c, i, &texts[i], e)) {
+            goto done;
+        }
+        const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "tool_call_id");
+        if (id && !cJSON_IsNull(id) && !cJSON_IsString(id)) {
+            snprintf(param, sizeof param, "messages[%d].tool_call_id", i);
+            srv_fail(e, 400, param, "invalid_type", "'%s' must be a string", param);
+            goto done;
+        }
         cm[i] = (struct nb_chat_msg){rn, texts[i]};
+        tm[i].role = rn;
+        tm[i].content = texts[i];
+        tm[i].calls = calls[i];
+        any_tool |= tm[i].n_calls > 0 || !strcmp(rn, "tool");
     }
-    if (nb_chat_render_marked(&m->tpl, cm, n, 1, m->bos_text, m->eos_text, &text, &mark) != NB_OK) {
-        srv_fail(e, 400, "messages", "invalid_value", "%s", nb_last_error());
-        goto done;
+    if (m->jinja) {
+        if (!(ctx = jinja_context(m, msgs, tm, n, tools))) {
+            srv_fail(e, 500, NULL, NULL, "out of memory");
+            goto done;
+        }
+        if (nb_jinja_render(m->jinja, ctx, &text, &len, &mark) != NB_OK) {
+            srv_fail(e, 400, "messages", "invalid_value", "the chat template: %s", nb_last_error());
+            goto done;
+        }
+    } else if (tools || any_tool) {
+        if (nb_chat_render_tools(&m->tpl, tm, n, tools, 1, m->bos_text, m->eos_text, &text,
+                                 &mark) != NB_OK) {
+            srv_fail(e, 400, tools ? "tools" : "messages", "invalid_value", "%s", nb_last_error());
+            goto done;
+        }
+        len = strlen(text);
+    } else {
+        if (nb_chat_render_marked(&m->tpl, cm, n, 1, m->bos_text, m->eos_text, &text, &mark) !=
+            NB_OK) {
+            srv_fail(e, 400, "messages", "invalid_value", "%s", nb_last_error());
+            goto done;
+        }
+        len = strlen(text);
     }
-    if (nb_tokenize_marked(m->tok, text, strlen(text), 0, mark, &r->prompt, &r->n_prompt) !=
-        NB_OK) {
+    if (nb_tokenize_marked(m->tok, text, len, 0, mark, &r->prompt, &r->n_prompt) != NB_OK) {
         srv_fail(e, 400, "messages", "invalid_value", "%s", nb_last_error());
         goto done;
     }
     rc = 0;
 done:
-    for (int i = 0; texts && i < n; i++)
-        free(texts[i]);
+    for (int i = 0; i < n; i++) {
+        if (texts) free(texts[i]);
+        if (calls) free(calls[i]);
+    }
     free(texts);
+    free(calls);
     free(cm);
+    free(tm);
+    cJSON_Delete(hold);
+    cJSON_Delete(ctx);
     free(text);
     free(mark);
     return rc;
@@ -418,6 +744,22 @@ static int completion_prompt(const struct srv_model *m, const cJSON *o, struct s
     return 0;
 }
 
+/* The output's constraint: one call for tool_choice required or named (the named
+ * function is tools[0]), else a JSON object for response_format json_object/json_schema. */
+static int make_grammar(const struct srv_model *m, struct srv_request *r, struct srv_error *e)
+{
+    r->tool_format = srv_tool_format_of(m);
+    int call = r->tool_choice == SRV_TC_REQUIRED || r->tool_choice == SRV_TC_NAMED;
+    if (!call && !r->json_format) return 0;
+    if (!(r->grammar = calloc(1, sizeof *r->grammar)))
+        return srv_fail(e, 500, NULL, NULL, "out of memory");
+    int rc = call ? srv_tool_grammar(r->grammar, r->tool_format, r->tools,
+                                     r->tool_choice == SRV_TC_NAMED ? 1 : r->n_tools)
+                  : srv_grammar_object(r->grammar);
+    if (rc) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    return 0;
+}
+
 int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
                       struct srv_request *r, struct srv_error *e)
 {
@@ -438,7 +780,19 @@ int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char 
         goto done;
     }
     if (parse_common(m, o, r, e)) goto done;
-    if (kind == SRV_CHAT ? chat_prompt(m, o, r, e) : completion_prompt(m, o, r, e)) goto done;
+    const cJSON *tools = NULL;
+    if (kind == SRV_CHAT) {
+        if (parse_tools(o, r, &tools, e) || chat_prompt(m, o, tools, r, e)) goto done;
+    } else {
+        const cJSON *t = cJSON_GetObjectItemCaseSensitive(o, "tools");
+        if (t && !cJSON_IsNull(t)) {
+            srv_fail(e, 400, "tools", "unsupported_parameter",
+                     "'tools' is for /v1/chat/completions");
+            goto done;
+        }
+        if (completion_prompt(m, o, r, e)) goto done;
+    }
+    if (make_grammar(m, r, e)) goto done;
     if (r->n_prompt == 0) {
         srv_fail(e, 400, kind == SRV_CHAT ? "messages" : "prompt", "invalid_value",
                  "the prompt is empty");
@@ -595,9 +949,80 @@ static cJSON *logprobs_json(const struct nb_server *s, const struct srv_job *j, 
     return o;
 }
 
+int srv_request_parses_tools(const struct srv_request *r)
+{
+    return r->kind == SRV_CHAT && r->n_tools > 0 && r->tool_choice != SRV_TC_NONE;
+}
+
+static int parses_tools(const struct srv_job *j)
+{
+    return srv_request_parses_tools(&j->req);
+}
+
+/* A call's id: "call_" and 24 letters and digits from the job's id and the call's index. */
+static void call_id(const struct srv_job *j, int k, char *out, size_t size)
+{
+    static const char digits[] = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (const char *p = j->id; *p; p++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    h ^= (uint64_t)j->created * 0x9e3779b97f4a7c15ull + (uint64_t)k;
+    size_t n = snprintf(out, size, "call_");
+    for (int i = 0; i < 24 && n + 1 < size; i++) {
+        h += 0x9e3779b97f4a7c15ull; /* splitmix64 */
+        uint64_t z = h;
+        z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+        z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+        z ^= z >> 31;
+        out[n++] = digits[z % 62];
+    }
+    out[n] = '\0';
+}
+
+/* The "tool_calls" array of calls[0..n) (stream: with "index"). */
+static cJSON *calls_json(const struct srv_job *j, const struct srv_tool_call *calls, int n,
+                         int stream)
+{
+    cJSON *a = cJSON_CreateArray();
+    for (int k = 0; k < n; k++) {
+        char id[40];
+        cJSON *c = cJSON_CreateObject(), *f;
+        call_id(j, k, id, sizeof id);
+        if (stream) cJSON_AddNumberToObject(c, "index", k);
+        cJSON_AddStringToObject(c, "id", id);
+        cJSON_AddStringToObject(c, "type", "function");
+        f = cJSON_AddObjectToObject(c, "function");
+        cJSON_AddStringToObject(f, "name", calls[k].name);
+        cJSON_AddStringToObject(f, "arguments", calls[k].arguments);
+        cJSON_AddItemToArray(a, c);
+    }
+    return a;
+}
+
+/* The job's calls and content (parses_tools). 0, or -1 out of memory. */
+static int job_calls(const struct srv_job *j, struct srv_tool_call **calls, int *n, char **content)
+{
+    return srv_tool_calls_parse(j->text ? j->text : "", j->text_len, j->req.tool_format,
+                                j->req.tools, j->req.n_tools, calls, n, content);
+}
+
+/* "tool_calls" when the generation ended by itself with calls in it. */
+static const char *finish_of(const struct srv_job *j, const char *finish)
+{
+    if (!finish || strcmp(finish, "stop") || !parses_tools(j)) return finish;
+    struct srv_tool_call *calls;
+    char *content;
+    int n = 0;
+    if (job_calls(j, &calls, &n, &content)) return finish;
+    srv_tool_calls_free(calls, n);
+    free(content);
+    return n ? "tool_calls" : finish;
+}
+
 char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
 {
     int chat = j->req.kind == SRV_CHAT;
+    const char *finish = j->finish ? j->finish : "stop";
     cJSON *o = head(s, j, chat ? "chat.completion" : "text_completion");
     cJSON *cs = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
     cJSON_AddItemToArray(cs, c);
@@ -605,14 +1030,104 @@ char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
     if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
-        cJSON_AddItemToObject(msg, "content", text_json(j->text ? j->text : "", j->text_len));
+        struct srv_tool_call *calls = NULL;
+        char *content = NULL;
+        int n = 0;
+        if (!parses_tools(j)) {
+            cJSON_AddItemToObject(msg, "content", text_json(j->text ? j->text : "", j->text_len));
+        } else if (job_calls(j, &calls, &n, &content)) {
+            cJSON_Delete(o);
+            return NULL;
+        } else {
+            if (content)
+                cJSON_AddStringToObject(msg, "content", content);
+            else
+                cJSON_AddNullToObject(msg, "content");
+            if (n) cJSON_AddItemToObject(msg, "tool_calls", calls_json(j, calls, n, 0));
+            if (n && !strcmp(finish, "stop")) finish = "tool_calls";
+            srv_tool_calls_free(calls, n);
+            free(content);
+        }
     } else {
         cJSON_AddItemToObject(c, "text", text_json(j->text ? j->text : "", j->text_len));
     }
     cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, j, 0, j->n_lps));
-    cJSON_AddStringToObject(c, "finish_reason", j->finish ? j->finish : "stop");
+    cJSON_AddStringToObject(c, "finish_reason", finish);
     add_usage(o, j);
     return print_free(o);
+}
+
+size_t srv_stream_sendable(const struct srv_job *j)
+{
+    if (!parses_tools(j)) return j->text_len;
+    return srv_tool_text_safe(j->text ? j->text : "", j->text_len, j->req.tool_format);
+}
+
+int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, size_t sent,
+                         char ***events, int *n_events)
+{
+    struct srv_tool_call *calls = NULL;
+    char *content = NULL;
+    int n = 0, k = 0;
+    *events = NULL;
+    *n_events = 0;
+    if (!parses_tools(j)) return 0;
+    if (job_calls(j, &calls, &n, &content)) return -1;
+    char **ev = calloc((size_t)(2 * n + 1), sizeof *ev);
+    if (!ev) goto fail;
+    size_t nc = content ? strlen(content) : 0;
+    if (nc > sent) { /* the content not sent yet (what was sent is its start) */
+        cJSON *o = head(s, j, "chat.completion.chunk");
+        cJSON *c = cJSON_CreateObject(), *d;
+        cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+        cJSON_AddNumberToObject(c, "index", 0);
+        d = cJSON_AddObjectToObject(c, "delta");
+        cJSON_AddStringToObject(d, "content", content + sent);
+        cJSON_AddNullToObject(c, "logprobs");
+        cJSON_AddNullToObject(c, "finish_reason");
+        if (j->req.include_usage) cJSON_AddNullToObject(o, "usage");
+        if (!(ev[k++] = print_free(o))) goto fail;
+    }
+    for (int i = 0; i < n; i++) {
+        /* as OpenAI streams a call: its id, type and name with empty arguments, then the
+         * arguments */
+        for (int part = 0; part < 2; part++) {
+            cJSON *o = head(s, j, "chat.completion.chunk");
+            cJSON *c = cJSON_CreateObject(), *d, *a = cJSON_CreateArray(),
+                  *x = cJSON_CreateObject();
+            cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+            cJSON_AddNumberToObject(c, "index", 0);
+            d = cJSON_AddObjectToObject(c, "delta");
+            cJSON_AddItemToObject(d, "tool_calls", a);
+            cJSON_AddItemToArray(a, x);
+            cJSON_AddNumberToObject(x, "index", i);
+            if (part == 0) {
+                char id[40];
+                call_id(j, i, id, sizeof id);
+                cJSON_AddStringToObject(x, "id", id);
+                cJSON_AddStringToObject(x, "type", "function");
+            }
+            cJSON *f = cJSON_AddObjectToObject(x, "function");
+            if (part == 0) cJSON_AddStringToObject(f, "name", calls[i].name);
+            cJSON_AddStringToObject(f, "arguments", part == 0 ? "" : calls[i].arguments);
+            cJSON_AddNullToObject(c, "logprobs");
+            cJSON_AddNullToObject(c, "finish_reason");
+            if (j->req.include_usage) cJSON_AddNullToObject(o, "usage");
+            if (!(ev[k++] = print_free(o))) goto fail;
+        }
+    }
+    srv_tool_calls_free(calls, n);
+    free(content);
+    *events = ev;
+    *n_events = k;
+    return 0;
+fail:
+    for (int i = 0; ev && i < k; i++)
+        free(ev[i]);
+    free(ev);
+    srv_tool_calls_free(calls, n);
+    free(content);
+    return -1;
 }
 
 char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const char *delta,
@@ -638,7 +1153,7 @@ char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const c
         else
             cJSON_AddNullToObject(c, "logprobs");
         if (finish)
-            cJSON_AddStringToObject(c, "finish_reason", finish);
+            cJSON_AddStringToObject(c, "finish_reason", finish_of(j, finish));
         else
             cJSON_AddNullToObject(c, "finish_reason");
     }

@@ -44,11 +44,19 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
     if (!j->req.seed_given) j->req.sp.seed = s->p.sampler.seed + k * 0x9e3779b97f4a7c15ull;
     const char *const *stops = (const char *const *)j->req.stops;
     if (nb_sampler_init(&j->sampler, &j->req.sp, s->m.n_vocab) != NB_OK ||
-        nb_detokenizer_init(&j->detok, s->m.tok, 0) != NB_OK ||
+        nb_detokenizer_init(&j->detok, s->m.tok, srv_request_parses_tools(&j->req)) != NB_OK ||
         nb_stop_matcher_init(&j->stop, stops, j->req.n_stops) != NB_OK) {
         j->refs = 1;
         srv_job_release(s, j);
         return NULL;
+    }
+    if (j->req.grammar) srv_cons_start(j->req.grammar, &j->cons);
+    if (!j->req.grammar && j->req.tool_choice == SRV_TC_AUTO && srv_request_parses_tools(&j->req)) {
+        if (!(j->auto_g = calloc(1, sizeof *j->auto_g)) ||
+            srv_tool_grammar(j->auto_g, j->req.tool_format, j->req.tools, j->req.n_tools)) {
+            srv_job_release(s, j);
+            return NULL;
+        }
     }
     return j;
 }
@@ -58,6 +66,8 @@ static void job_free(struct srv_job *j)
     nb_sampler_free(j->sampler);
     nb_detokenizer_free(j->detok);
     nb_stop_matcher_free(j->stop);
+    srv_grammar_free(j->auto_g);
+    free(j->auto_g);
     srv_request_free(&j->req);
     free(j->text);
     free(j->lps);
@@ -263,6 +273,72 @@ static void admit(struct nb_server *s, double now, int draining, double drain_de
     }
 }
 
+/* The grammar the job's next token must keep to, or NULL: the request's, or with
+ * tool_choice auto the call's while the model is writing one. */
+static const struct srv_grammar *job_grammar(const struct srv_job *j)
+{
+    return j->req.grammar ? j->req.grammar : j->auto_on ? j->auto_g : NULL;
+}
+
+/* tool_choice auto, the grammar off: does the output with `b` now begin a call (Hermes:
+ * "<tool_call>" written, maybe split over tokens; Llama 3: the answer opens with '{')?
+ * Then the grammar goes on, fed with the call's bytes so far; when they do not fit it (the
+ * model wrote the call its own way), it stays off and the parser reads what comes. */
+static void auto_begin(struct srv_job *j, const char *b, size_t n)
+{
+    static const size_t keep_max = sizeof "<tool_call>" - 2;
+    char buf[512];
+    size_t k = (size_t)j->tail_n, add = n < sizeof buf - k ? n : sizeof buf - k;
+    memcpy(buf, j->tail, k);
+    memcpy(buf + k, b, add);
+    k += add;
+    long from = srv_tool_call_start(buf, k, j->req.tool_format, !j->any_text);
+    for (size_t i = 0; i < k && !j->any_text; i++)
+        j->any_text = !(buf[i] == ' ' || buf[i] == '\n' || buf[i] == '\t' || buf[i] == '\r');
+    /* keep what may be the start of a wrapper split over tokens */
+    size_t keep = k < keep_max ? k : keep_max;
+    memmove(j->tail, buf + k - keep, keep);
+    j->tail_n = (int)keep;
+    if (from < 0) return;
+    struct srv_cons c;
+    srv_cons_start(j->auto_g, &c);
+    if (!srv_cons_feed(j->auto_g, &c, buf + from, k - (size_t)from)) return;
+    j->cons = c;
+    j->auto_on = !srv_cons_complete(j->auto_g, &c);
+    j->tail_n = 0;
+}
+
+/* The next token of a job whose output is constrained (job_grammar): the sampler's choice
+ * when the grammar allows it (one token's bytes checked: the usual case), else for greedy
+ * sampling the next candidates by logit (16 at most), else the sampler again over the row
+ * with every token the grammar refuses masked. `row` is the raw logits (modified), `work`
+ * room for a copy. -1: no token of the vocabulary continues the output. */
+static int32_t sample_constrained(struct nb_server *s, struct srv_job *j, float *row, float *work)
+{
+    const struct srv_grammar *g = job_grammar(j);
+    int n_vocab = s->m.n_vocab, special = srv_request_parses_tools(&j->req);
+    /* near the end of max_tokens (or of the context): finish the JSON rather than be cut,
+     * one token kept for the end of generation */
+    if (!j->cons.closing && j->max_tokens - j->n_gen - 1 <= srv_cons_cost(g, &j->cons))
+        j->cons.closing = 1;
+    memcpy(work, row, sizeof *work * (size_t)n_vocab);
+    int32_t tok = nb_sampler_sample(j->sampler, work);
+    if (srv_cons_allows(g, s->m.vb, &j->cons, tok, special)) return tok;
+    if (j->req.sp.temperature <= 0 && j->req.sp.repeat_penalty == 1.0f) {
+        for (int t = 0; t < 16 && tok >= 0; t++) {
+            row[tok] = -INFINITY;
+            int best = -1;
+            float bv = -INFINITY;
+            for (int i = 0; i < n_vocab; i++)
+                if (row[i] > bv) bv = row[i], best = i;
+            if (best >= 0 && srv_cons_allows(g, s->m.vb, &j->cons, best, special)) return best;
+            tok = best;
+        }
+    }
+    if (srv_cons_mask(g, s->m.vb, &j->cons, special, row) == 0) return -1;
+    return nb_sampler_sample(j->sampler, row);
+}
+
 /* One token sampled for job j: its text added, and whether it ends the job. Runs outside
  * the lock; the text goes to buf (appended under the lock by the caller). */
 static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t tok, char *buf,
@@ -271,6 +347,21 @@ static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t to
     if (nb_tokenizer_is_eog(s->m.tok, tok)) {
         flush_text(j, buf, n, cap);
         return "stop";
+    }
+    if (tok < 0) { /* sample_constrained found nothing */
+        srv_fail(&j->err, 500, NULL, NULL,
+                 "constrained decoding: no token of the vocabulary continues the output");
+        return "stop";
+    }
+    const struct srv_vocab_bytes *v = s->m.vb;
+    const char *tb = v->bytes + v->off[tok];
+    size_t tn = v->off[tok + 1] - v->off[tok];
+    if (job_grammar(j)) {
+        srv_cons_feed(job_grammar(j), &j->cons, tb, tn);
+        /* auto: the call is complete, free text again (more calls, or words) */
+        if (j->auto_on && srv_cons_complete(j->auto_g, &j->cons)) j->auto_on = 0;
+    } else if (j->auto_g) {
+        auto_begin(j, tb, tn);
     }
     nb_sampler_accept(j->sampler, tok);
     j->n_gen++;
@@ -313,9 +404,10 @@ enum nb_status srv_engine_run(struct nb_server *s)
     const char **finish = malloc(sizeof *finish * (size_t)n_slots);
     int *gained = malloc(sizeof *gained * (size_t)n_slots); /* a token counted (not EOG) */
     struct srv_logprob *row_lp = malloc(sizeof *row_lp * (size_t)n_slots);
-    float *raw = malloc(sizeof *raw * (size_t)n_vocab); /* a row before the sampler's changes */
+    float *raw = malloc(sizeof *raw * (size_t)n_vocab);   /* a row before the sampler's changes */
+    float *work = malloc(sizeof *work * (size_t)n_vocab); /* constrained sampling's copy */
     if (!b.tok || !b.pos || !b.seq || !b.want || !b.out_job || !b.logits || !texts || !text_n ||
-        !finish || !gained || !row_lp || !raw) {
+        !finish || !gained || !row_lp || !raw || !work) {
         st = nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
         goto done;
     }
@@ -393,8 +485,10 @@ enum nb_status srv_engine_run(struct nb_server *s)
             float *row = b.logits + (size_t)k * (size_t)n_vocab;
             text_n[k] = 0;
             if (j->req.logprobs) memcpy(raw, row, sizeof *raw * (size_t)n_vocab);
-            int32_t tok = nb_sampler_sample(j->sampler, row);
-            if (j->req.logprobs) srv_logprob_of(raw, n_vocab, tok, j->req.top_logprobs, &row_lp[k]);
+            int32_t tok = job_grammar(j) ? sample_constrained(s, j, row, work)
+                                         : nb_sampler_sample(j->sampler, row);
+            if (j->req.logprobs && tok >= 0)
+                srv_logprob_of(raw, n_vocab, tok, j->req.top_logprobs, &row_lp[k]);
             int n_gen = j->n_gen;
             finish[k] = take_token(s, j, tok, texts + (size_t)k * text_cap, &text_n[k], text_cap);
             gained[k] = j->n_gen > n_gen;
@@ -444,6 +538,7 @@ done:
     free(gained);
     free(row_lp);
     free(raw);
+    free(work);
     return st;
 }
 

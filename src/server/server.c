@@ -125,6 +125,9 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
         goto fail;
     }
 
+    if ((st = srv_vocab_bytes_init(&s->vb, p->tok, info.n_vocab))) goto fail;
+    s->m.vb = &s->vb;
+
     struct nb_ctx_params cp = p->ctx;
     cp.n_seq = p->n_slots;
     cp.n_ctx_total = 0; /* every slot can fill its context: a step never runs out of blocks */
@@ -225,6 +228,7 @@ void nb_server_free(struct nb_server *s)
     }
     srv_engine_abort(s);
     nb_ctx_free(s->ctx);
+    srv_vocab_bytes_free(&s->vb);
     free(s->slots);
     if (s->stop_pipe[0] >= 0) close(s->stop_pipe[0]);
     if (s->stop_pipe[1] >= 0) close(s->stop_pipe[1]);

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "nibble.h"
+#include "server/constrain.h"
 #include "tokenizer/jinja.h"
 #include "tokenizer/tokenizer.h"
 
@@ -42,6 +43,14 @@ int srv_fail(struct srv_error *e, int status, const char *param, const char *cod
 
 #define SRV_MAX_STOPS        16
 #define SRV_MAX_TOP_LOGPROBS 20
+#define SRV_MAX_TOOLS        128
+
+/* tool_choice: none (no tools rendered or parsed), auto (calls parsed from free text),
+ * required / a named function (the output constrained to one call). */
+enum srv_tool_choice { SRV_TC_NONE, SRV_TC_AUTO, SRV_TC_REQUIRED, SRV_TC_NAMED };
+/* How the model family writes a call: Qwen/Hermes <tool_call>{"name", "arguments"}
+ * </tool_call>, or Llama 3.1's bare {"name", "parameters"}. */
+enum srv_tool_format { SRV_FMT_HERMES, SRV_FMT_LLAMA3 };
 
 /* A request as the engine runs it. Strings and arrays are owned (srv_request_free). */
 struct srv_request {
@@ -56,8 +65,18 @@ struct srv_request {
     int n_stops;
     int logprobs;     /* report each token's log-probability */
     int top_logprobs; /* and the most likely alternatives (0..SRV_MAX_TOP_LOGPROBS) */
+    /* tools (server/toolcall.c, openai.c) */
+    char **tools; /* the function names offered [n_tools] */
+    int n_tools;
+    enum srv_tool_choice tool_choice;
+    enum srv_tool_format tool_format;
+    int json_format;             /* response_format json_object / json_schema */
+    struct srv_grammar *grammar; /* the output's constraint, or NULL */
 };
 void srv_request_free(struct srv_request *r);
+/* Is the answer parsed for tool calls (chat, tools offered, tool_choice not "none")? Its
+ * text then keeps special tokens' text (Qwen's <tool_call> is one). */
+int srv_request_parses_tools(const struct srv_request *r);
 
 /* What openai.c needs of the model to read a request. */
 struct srv_model {
@@ -66,7 +85,8 @@ struct srv_model {
     struct nb_jinja *jinja;      /* the model's own template parsed, or NULL (tokenizer/jinja.h) */
     const char *bos_text, *eos_text;
     int n_vocab, n_ctx;
-    struct nb_sampler_params sp; /* the server's defaults */
+    struct nb_sampler_params sp;      /* the server's defaults */
+    const struct srv_vocab_bytes *vb; /* each token's bytes, for constrained decoding */
 };
 
 /* Check that body[0..len) is valid UTF-8 (no overlong forms, surrogates or code points
@@ -76,6 +96,34 @@ int srv_utf8_valid(const char *s, size_t len);
  * and *e (the 4xx to answer). */
 int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
                       struct srv_request *r, struct srv_error *e);
+
+/* ---------------------------------------------------------------- tool calls */
+
+/* The tool-call format of the model's template (its Jinja source, else the family). */
+enum srv_tool_format srv_tool_format_of(const struct srv_model *m);
+/* The grammar of one call to one of names[0..n) in format f (constrain.h). 0, or -1 when
+ * out of memory. */
+int srv_tool_grammar(struct srv_grammar *g, enum srv_tool_format f, char *const *names, int n);
+
+struct srv_tool_call {
+    char *name;
+    char *arguments; /* JSON text of an object */
+};
+/* The calls in generated text (format f; only to names[0..n_names)) and the text outside
+ * them (content, malloc'd, NULL when it is empty or only whitespace). A call that is not
+ * well formed (not JSON, another name, no object of arguments) stays in the content.
+ * 0, or -1 when out of memory. */
+int srv_tool_calls_parse(const char *text, size_t len, enum srv_tool_format f, char *const *names,
+                         int n_names, struct srv_tool_call **calls, int *n_calls, char **content);
+void srv_tool_calls_free(struct srv_tool_call *calls, int n);
+/* A stream of text that may hold calls: how many of its first `len` bytes can go out as
+ * content now (the text before anything that may start a call; whitespace held while all
+ * is whitespace). */
+size_t srv_tool_text_safe(const char *text, size_t len, enum srv_tool_format f);
+/* tool_choice auto: where a call begins in buf[0..n) of generated text, or -1 (Hermes:
+ * "<tool_call>"; Llama 3: the answer's first byte but whitespace is '{', at_start saying
+ * that only whitespace came before buf). */
+long srv_tool_call_start(const char *buf, size_t n, enum srv_tool_format f, int at_start);
 
 /* ---------------------------------------------------------------- jobs */
 
@@ -112,6 +160,14 @@ struct srv_job {
     struct nb_sampler *sampler;
     struct nb_detokenizer *detok;
     struct nb_stop_matcher *stop;
+    struct srv_cons cons; /* where the output is in the grammar (job_grammar in sched.c) */
+    /* tool_choice auto: the call's grammar, on from where the model begins a call (the
+     * wrapper written) until the call is complete */
+    struct srv_grammar *auto_g;
+    int auto_on;
+    char tail[16]; /* the last bytes generated while off (a wrapper split over tokens) */
+    int tail_n;
+    int any_text;      /* Llama 3: something but whitespace generated (a call comes first) */
     double t_prev;     /* the previous token, for the inter-token histogram */
     int n_gen_counted; /* of n_gen, in the metrics already */
 
@@ -161,6 +217,7 @@ struct nb_server {
     struct nb_server_params p;
     char model_name[256], host[256], api_key[512];
     struct srv_model m;
+    struct srv_vocab_bytes vb;
     struct nb_ctx *ctx;
     int n_ctx;
     int port;
@@ -202,6 +259,15 @@ void srv_job_release(struct nb_server *s, struct srv_job *j);
 /* openai.c: response bodies (malloc'd JSON). */
 char *srv_json_error(const struct srv_error *e);
 char *srv_json_result(const struct nb_server *s, const struct srv_job *j);
+/* A stream's text that can go out as content now: all of it, or for a job whose output
+ * is parsed for tool calls, what comes before anything that may start one. */
+size_t srv_stream_sendable(const struct srv_job *j);
+/* At the end of a chat stream whose output is parsed for tool calls: the chunks (JSON,
+ * malloc'd, *events[0..*n_events)) of the content not sent yet (after its first `sent`
+ * bytes) and of each call (its id, type and name, then its arguments). 0, or -1 out of
+ * memory. */
+int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, size_t sent,
+                         char ***events, int *n_events);
 /* One server-sent-event chunk (without "data: "): text delta (with the log-probabilities
  * of tokens lp_from..lp_to), or the end (finish set), or the usage chunk (usage set). */
 char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const char *delta,

@@ -5,9 +5,13 @@
  * models' tokenizer_config.json), and tests compare the renders with
  * @huggingface/jinja's on the same messages.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
+
+#include <cjson/cJSON.h>
 
 #include "tokenizer/tokenizer.h"
 
@@ -161,8 +165,9 @@ static enum nb_status check_alternating(const struct nb_chat_msg *m, int n, int 
     return NB_OK;
 }
 
-/* Qwen3: assistant content after </think>, and the reasoning between <think> and it. */
-static void qwen3_assistant(struct sb *b, const char *c, int think_block)
+/* Qwen3: assistant content after </think>, and the reasoning between <think> and it.
+ * Whether the content (the template's `content`) is not empty. */
+static int qwen3_assistant(struct sb *b, const char *c, int think_block)
 {
     const char *content = c, *reason = "", *reason_end = reason;
     const char *last = NULL;
@@ -184,6 +189,7 @@ static void qwen3_assistant(struct sb *b, const char *c, int think_block)
         reason = r0;
         reason_end = r1;
     }
+    int has_content = content[0] != '\0';
     sb_put(b, "<|im_start|>assistant\n");
     if (think_block) {
         sb_put(b, "<think>\n");
@@ -193,6 +199,7 @@ static void qwen3_assistant(struct sb *b, const char *c, int think_block)
             content++;
     }
     sb_msg(b, content);
+    return has_content;
 }
 
 static int qwen3_has_reasoning(const char *c)
@@ -344,6 +351,303 @@ enum nb_status nb_chat_render_marked(const struct nb_chat_template *tpl,
     }
     default: st = nb_set_error(NB_ERR_INVALID_ARG, "chat: no template"); goto fail;
     }
+    if (b.oom) {
+        st = nb_set_error(NB_ERR_NOMEM, "chat: out of memory");
+        goto fail;
+    }
+    *out = b.p;
+    if (from_msg) *from_msg = b.m;
+    return NB_OK;
+fail:
+    free(b.p);
+    free(b.m);
+    return st;
+}
+
+/* ---------------------------------------------------------------- tools */
+
+/* A JSON value as the templates' `tojson` writes it (Python's json.dumps: ", " and ": "
+ * between items, or with indent > 0 one item a line and "," / ": "; non-ASCII as is),
+ * every byte marked as message data. */
+static void put_json(struct sb *b, const cJSON *v, int indent, int level)
+{
+    char num[64];
+    if (cJSON_IsString(v)) {
+        sb_msg(b, "\"");
+        for (const unsigned char *p = (const unsigned char *)v->valuestring; *p; p++) {
+            const char *esc = NULL;
+            switch (*p) {
+            case '"': esc = "\\\""; break;
+            case '\\': esc = "\\\\"; break;
+            case '\n': esc = "\\n"; break;
+            case '\r': esc = "\\r"; break;
+            case '\t': esc = "\\t"; break;
+            case '\b': esc = "\\b"; break;
+            case '\f': esc = "\\f"; break;
+            default:
+                if (*p < 0x20) {
+                    snprintf(num, sizeof num, "\\u%04x", *p);
+                    esc = num;
+                }
+            }
+            if (esc)
+                sb_msg(b, esc);
+            else
+                sb_putn_as(b, (const char *)p, 1, 1);
+        }
+        sb_msg(b, "\"");
+    } else if (cJSON_IsNumber(v)) {
+        double x = v->valuedouble;
+        if (!isfinite(x))
+            snprintf(num, sizeof num, "null");
+        else if (x == floor(x) && fabs(x) < 1e16)
+            snprintf(num, sizeof num, "%.0f", x);
+        else
+            for (int prec = 15; prec <= 17; prec++) { /* the shortest that reads back */
+                snprintf(num, sizeof num, "%.*g", prec, x);
+                if (strtod(num, NULL) == x) break;
+            }
+        sb_msg(b, num);
+    } else if (cJSON_IsBool(v)) {
+        sb_msg(b, cJSON_IsTrue(v) ? "true" : "false");
+    } else if (cJSON_IsArray(v) || cJSON_IsObject(v)) {
+        int obj = cJSON_IsObject(v);
+        sb_msg(b, obj ? "{" : "[");
+        const cJSON *it;
+        int first = 1;
+        cJSON_ArrayForEach(it, v)
+        {
+            if (!first) sb_msg(b, indent ? "," : ", ");
+            first = 0;
+            if (indent) {
+                sb_msg(b, "\n");
+                for (int k = 0; k < (level + 1) * indent; k++)
+                    sb_msg(b, " ");
+            }
+            if (obj) {
+                cJSON key = {.type = cJSON_String, .valuestring = it->string};
+                put_json(b, &key, 0, 0);
+                sb_msg(b, ": ");
+            }
+            put_json(b, it, indent, level + 1);
+        }
+        if (indent && !first) {
+            sb_msg(b, "\n");
+            for (int k = 0; k < level * indent; k++)
+                sb_msg(b, " ");
+        }
+        sb_msg(b, obj ? "}" : "]");
+    } else {
+        sb_msg(b, "null");
+    }
+}
+
+static const char *const k_hermes_tools_head =
+    "# Tools\n\nYou may call one or more functions to assist with the user query.\n\n"
+    "You are provided with function signatures within <tools></tools> XML tags:\n<tools>";
+static const char *const k_hermes_tools_tail =
+    "\n</tools>\n\nFor each function call, return a json object with function name and "
+    "arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": "
+    "<function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n";
+
+/* ChatML (Qwen2.5's template) and Qwen3 with tools. */
+static enum nb_status render_hermes(struct sb *b, const struct nb_chat_template *tpl,
+                                    const struct nb_chat_tmsg *m, int n, const cJSON *tools,
+                                    int add_gen)
+{
+    int qwen3 = tpl->kind == NB_CHAT_QWEN3;
+    int has_sys = n > 0 && !strcmp(m[0].role, "system");
+    if (tools) {
+        sb_put(b, "<|im_start|>system\n");
+        const char *pre = has_sys ? m[0].content : qwen3 ? NULL : tpl->default_system;
+        if (pre) {
+            if (has_sys)
+                sb_msg(b, pre);
+            else
+                sb_put(b, pre);
+            sb_put(b, "\n\n");
+        }
+        sb_put(b, k_hermes_tools_head);
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools)
+        {
+            sb_put(b, "\n");
+            put_json(b, t, 0, 0);
+        }
+        sb_put(b, k_hermes_tools_tail);
+    } else if (has_sys || (!qwen3 && tpl->default_system)) {
+        sb_put(b, "<|im_start|>system\n");
+        if (has_sys)
+            sb_msg(b, m[0].content);
+        else
+            sb_put(b, tpl->default_system);
+        sb_put(b, "<|im_end|>\n");
+    }
+    int last_query = n - 1;
+    for (int i = n - 1; qwen3 && i >= 0; i--) {
+        const char *c = m[i].content;
+        size_t cl = strlen(c);
+        int tool_resp = !strncmp(c, "<tool_response>", 15) && cl >= 16 &&
+                        !strcmp(c + cl - 16, "</tool_response>");
+        if (!strcmp(m[i].role, "user") && !tool_resp) {
+            last_query = i;
+            break;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const struct nb_chat_tmsg *x = &m[i];
+        if (!strcmp(x->role, "user") || (!strcmp(x->role, "system") && i > 0) ||
+            (!qwen3 && !strcmp(x->role, "assistant") && !x->n_calls)) {
+            sb_put(b, "<|im_start|>");
+            sb_msg(b, x->role);
+            sb_put(b, "\n");
+            sb_msg(b, x->content);
+            sb_put(b, "<|im_end|>\n");
+        } else if (!strcmp(x->role, "assistant")) {
+            int content;
+            if (qwen3) {
+                int think = i > last_query && (i == n - 1 || qwen3_has_reasoning(x->content));
+                content = qwen3_assistant(b, x->content, think);
+            } else {
+                sb_put(b, "<|im_start|>assistant");
+                if (x->content[0]) {
+                    sb_put(b, "\n");
+                    sb_msg(b, x->content);
+                }
+                content = 1; /* Qwen2.5 puts a newline before every call */
+            }
+            for (int k = 0; k < x->n_calls; k++) {
+                if (k > 0 || content) sb_put(b, "\n");
+                sb_put(b, "<tool_call>\n{\"name\": \"");
+                sb_msg(b, x->calls[k].name);
+                sb_put(b, "\", \"arguments\": ");
+                const cJSON *a = x->calls[k].arguments;
+                if (qwen3 && cJSON_IsString(a))
+                    sb_msg(b, a->valuestring);
+                else if (a)
+                    put_json(b, a, 0, 0);
+                else
+                    sb_msg(b, "{}");
+                sb_put(b, "}\n</tool_call>");
+            }
+            sb_put(b, "<|im_end|>\n");
+        } else if (!strcmp(x->role, "tool")) {
+            if (i == 0 || strcmp(m[i - 1].role, "tool")) sb_put(b, "<|im_start|>user");
+            sb_put(b, "\n<tool_response>\n");
+            sb_msg(b, x->content);
+            sb_put(b, "\n</tool_response>");
+            if (i == n - 1 || strcmp(m[i + 1].role, "tool")) sb_put(b, "<|im_end|>\n");
+        }
+    }
+    if (add_gen) sb_put(b, "<|im_start|>assistant\n");
+    return NB_OK;
+}
+
+/* Llama 3.1's template (tools in the first user message, its default). */
+static enum nb_status render_llama31(struct sb *b, const struct nb_chat_tmsg *m, int n,
+                                     const cJSON *tools, int add_gen, const char *bos)
+{
+    sb_put(b, bos);
+    int from = 0;
+    sb_put(b, "<|start_header_id|>system<|end_header_id|>\n\n");
+    if (tools) sb_put(b, "Environment: ipython\n");
+    /* strftime_now("%d %b %Y"), as the template asks of its host */
+    char date[64] = "26 Jul 2024";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (gmtime_r(&now, &tm)) strftime(date, sizeof date, "%d %b %Y", &tm);
+    sb_put(b, "Cutting Knowledge Date: December 2023\nToday Date: ");
+    sb_put(b, date);
+    sb_put(b, "\n\n");
+    if (n > 0 && !strcmp(m[0].role, "system")) {
+        put_trimmed(b, m[0].content, strlen(m[0].content), 1, 1, NULL);
+        from = 1;
+    }
+    sb_put(b, "<|eot_id|>");
+    if (tools) {
+        if (from >= n)
+            return nb_set_error(NB_ERR_INVALID_ARG, "chat: Cannot put tools in the first user "
+                                                    "message when there's no first user message!");
+        sb_put(b, "<|start_header_id|>user<|end_header_id|>\n\n");
+        sb_put(b, "Given the following functions, please respond with a JSON for a function call "
+                  "with its proper arguments that best answers the given prompt.\n\n");
+        sb_put(b, "Respond in the format {\"name\": function name, \"parameters\": dictionary of "
+                  "argument name and its value}.Do not use variables.\n\n");
+        const cJSON *t;
+        cJSON_ArrayForEach(t, tools)
+        {
+            put_json(b, t, 4, 0);
+            sb_put(b, "\n\n");
+        }
+        put_trimmed(b, m[from].content, strlen(m[from].content), 1, 1, NULL);
+        sb_put(b, "<|eot_id|>");
+        from++;
+    }
+    for (int i = from; i < n; i++) {
+        const struct nb_chat_tmsg *x = &m[i];
+        if (x->n_calls) {
+            if (x->n_calls != 1)
+                return nb_set_error(NB_ERR_INVALID_ARG,
+                                    "chat: This model only supports single tool-calls at once!");
+            sb_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n{\"name\": \"");
+            sb_msg(b, x->calls[0].name);
+            sb_put(b, "\", \"parameters\": ");
+            if (x->calls[0].arguments)
+                put_json(b, x->calls[0].arguments, 0, 0);
+            else
+                sb_msg(b, "{}");
+            sb_put(b, "}<|eot_id|>");
+        } else if (!strcmp(x->role, "tool") || !strcmp(x->role, "ipython")) {
+            /* the template's `content is iterable` holds for a string: it is written as
+             * JSON */
+            sb_put(b, "<|start_header_id|>ipython<|end_header_id|>\n\n");
+            cJSON s = {.type = cJSON_String, .valuestring = (char *)x->content};
+            put_json(b, &s, 0, 0);
+            sb_put(b, "<|eot_id|>");
+        } else {
+            sb_put(b, "<|start_header_id|>");
+            sb_msg(b, x->role);
+            sb_put(b, "<|end_header_id|>\n\n");
+            put_trimmed(b, x->content, strlen(x->content), 1, 1, NULL);
+            sb_put(b, "<|eot_id|>");
+        }
+    }
+    if (add_gen) sb_put(b, "<|start_header_id|>assistant<|end_header_id|>\n\n");
+    return NB_OK;
+}
+
+enum nb_status nb_chat_render_tools(const struct nb_chat_template *tpl,
+                                    const struct nb_chat_tmsg *m, int n, const cJSON *tools,
+                                    int add_gen, const char *bos, const char *eos, char **out,
+                                    uint8_t **from_msg)
+{
+    enum nb_status st = NB_OK;
+    struct sb b = {.track = from_msg != NULL};
+    (void)eos;
+    *out = NULL;
+    if (from_msg) *from_msg = NULL;
+    if (n < 0 || (n && !m)) return nb_set_error(NB_ERR_INVALID_ARG, "chat: no messages");
+    for (int i = 0; i < n; i++) {
+        if (!m[i].role || !m[i].content)
+            return nb_set_error(NB_ERR_INVALID_ARG, "chat: message %d without role or content", i);
+        for (int k = 0; k < m[i].n_calls; k++)
+            if (!m[i].calls || !m[i].calls[k].name)
+                return nb_set_error(NB_ERR_INVALID_ARG, "chat: message %d: a call without name", i);
+    }
+    if (tools && !cJSON_IsArray(tools))
+        return nb_set_error(NB_ERR_INVALID_ARG, "chat: tools must be an array");
+    sb_put(&b, "");
+    switch (tpl->kind) {
+    case NB_CHAT_CHATML:
+    case NB_CHAT_QWEN3: st = render_hermes(&b, tpl, m, n, tools, add_gen); break;
+    case NB_CHAT_LLAMA3: st = render_llama31(&b, m, n, tools, add_gen, bos ? bos : ""); break;
+    default:
+        st = nb_set_error(NB_ERR_UNSUPPORTED,
+                          "chat template '%s' has no tool-call format (chatml, qwen3 and llama3 "
+                          "have one)",
+                          nb_chat_kind_name(tpl->kind));
+    }
+    if (st) goto fail;
     if (b.oom) {
         st = nb_set_error(NB_ERR_NOMEM, "chat: out of memory");
         goto fail;

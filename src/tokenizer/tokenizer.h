@@ -227,4 +227,31 @@ enum nb_status nb_chat_render_marked(const struct nb_chat_template *tpl,
                                      int add_generation_prompt, const char *bos, const char *eos,
                                      char **out, uint8_t **from_msg);
 
+/* Tool use (the OpenAI shapes): a message may be an assistant turn with tool calls or a
+ * tool's result (role "tool"); `tools` is the request's array of tool definitions (a cJSON
+ * array, or NULL: none offered). */
+struct cJSON;
+struct nb_chat_call {
+    const char *name;
+    const struct cJSON *arguments; /* an object (the client's JSON text parsed), or a string */
+};
+struct nb_chat_tmsg {
+    const char *role; /* "system", "user", "assistant", "tool" */
+    const char *content;
+    const struct nb_chat_call *calls; /* assistant: [n_calls] */
+    int n_calls;
+};
+/* nb_chat_render_marked with tools, as the families' own templates render them: ChatML and
+ * Qwen3 as Qwen's (a system block listing the tools as JSON in <tools></tools> with the
+ * instruction to answer in <tool_call></tool_call>; results as <tool_response> in a user
+ * turn; calls as <tool_call> JSON), Llama 3 as Llama 3.1's JSON format (the tools in the
+ * first user turn, results as ipython turns, a call as {"name", "parameters"}; "Today
+ * Date" is today's, UTC, as strftime_now gives it). Names, descriptions, arguments and
+ * results are marked as message bytes. Other families: NB_ERR_UNSUPPORTED. */
+enum nb_status nb_chat_render_tools(const struct nb_chat_template *tpl,
+                                    const struct nb_chat_tmsg *msgs, int n_msgs,
+                                    const struct cJSON *tools, int add_generation_prompt,
+                                    const char *bos, const char *eos, char **out,
+                                    uint8_t **from_msg);
+
 #endif

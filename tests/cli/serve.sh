@@ -240,8 +240,8 @@ call POST /v1/completions '{"prompt": "x", "stream": "yes"}'; expect_error "stre
 call POST /v1/chat/completions '{"messages": "hi"}'; expect_error "messages type" 400 messages
 call POST /v1/chat/completions '{"messages": [{"role": "wizard", "content": "hi"}]}'; expect_error "bad role" 400 "messages[0].role"
 call POST /v1/chat/completions '{"messages": [{"role": "user", "content": 5}]}'; expect_error "content type" 400 "messages[0].content"
-call POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "tools": [{"type": "function", "function": {"name": "f"}}]}'
-expect_error "tools (not yet)" 400 tools
+call POST /v1/chat/completions '{"messages": [{"role": "user", "content": "hi"}], "functions": [{"name": "f"}]}'
+expect_error "functions (legacy: use tools)" 400 functions
 printf '{"prompt": "\xff\xfe"}' >"$tmp/bad_utf8"
 code=$(curl -s --max-time 30 -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' --data-binary @"$tmp/bad_utf8" "$url/v1/completions")
 expect_error "invalid UTF-8" 400 None

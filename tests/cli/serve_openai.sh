@@ -16,7 +16,8 @@ tmp=$(mktemp -d)
 pid=""
 cleanup() { [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"; }
 trap cleanup EXIT
-"$bin" serve -m "$gguf" --path source --port 0 -t 2 2>"$tmp/log" &
+# a context of 1024: the tools' system block does not fit kjv-7m's 256
+"$bin" serve -m "$gguf" --path source --port 0 -t 2 -c 1024 2>"$tmp/log" &
 pid=$!
 port=""
 for _ in $(seq 1 300); do

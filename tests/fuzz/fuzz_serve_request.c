@@ -2,8 +2,12 @@
  * nibble serve request (srv_parse_request), read as a completion and as a chat, with a
  * small SentencePiece vocabulary built in memory (<unk>, <s>, </s>, the 256 byte tokens
  * and a few words), so the parser's checks, the chat renderer's marks and the marked
- * tokenization all run. A refused body must come with a 4xx/5xx and a message, and its
- * error object must print; an accepted one must hold ids of the vocabulary. Seeds:
+ * tokenization all run; with tools and response_format, their checks and the tool
+ * renderers too. A refused body must come with a 4xx/5xx and a message, and its error
+ * object must print; an accepted one must hold ids of the vocabulary. An accepted body
+ * with a constraint (tool_choice required, json_object) then has the body's bytes fed to
+ * it as if generated, and the token mask computed where they stop; and the bytes are
+ * parsed as a model's answer for tool calls in both formats. Seeds:
  * tests/fuzz/corpus/serve_request/. */
 #include <stdint.h>
 #include <stdio.h>
@@ -15,6 +19,8 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct nb_tokenizer *g_tok;
+static struct srv_vocab_bytes g_vb;
+static float *g_logits;
 
 /* A llama2.c tokenizer.bin in memory: max length, then score, length, bytes per token. */
 static struct nb_tokenizer *make_tokenizer(void)
@@ -50,15 +56,69 @@ static struct nb_tokenizer *make_tokenizer(void)
     return t;
 }
 
+/* The body's bytes as the output of a constrained request: fed while taken; the mask
+ * where they stop must agree with the one-token check. */
+static void run_constraint(const struct srv_request *r, const uint8_t *data, size_t size)
+{
+    /* from the first '<' (a call's wrapper after the body), else from the start */
+    const uint8_t *lt = memchr(data, '<', size);
+    if (lt) {
+        size -= (size_t)(lt - data);
+        data = lt;
+    }
+    struct srv_cons c;
+    srv_cons_start(r->grammar, &c);
+    for (size_t i = 0; i < size; i++) {
+        struct srv_cons t = c;
+        if (!srv_cons_feed(r->grammar, &t, (const char *)data + i, 1)) break;
+        c = t;
+        if (i == size / 2) c.closing = 1; /* the second half in closing mode */
+    }
+    if (srv_cons_cost(r->grammar, &c) < 0) abort();
+    for (int i = 0; i < g_vb.n_vocab; i++)
+        g_logits[i] = 0;
+    int n = srv_cons_mask(r->grammar, &g_vb, &c, 1, g_logits);
+    for (int i = 0; i < g_vb.n_vocab; i++) {
+        if ((g_logits[i] == 0) != srv_cons_allows(r->grammar, &g_vb, &c, i, 1)) abort();
+        n -= g_logits[i] == 0;
+    }
+    if (n != 0) abort();
+}
+
+/* The bytes as a model's answer: calls to "f" or "get_weather" in either format. */
+static void run_tool_parse(const uint8_t *data, size_t size)
+{
+    char *names[] = {"f", "get_weather"};
+    for (int f = SRV_FMT_HERMES; f <= SRV_FMT_LLAMA3; f++) {
+        struct srv_tool_call *calls = NULL;
+        char *content = NULL;
+        int n = 0;
+        if (srv_tool_calls_parse((const char *)data, size, (enum srv_tool_format)f, names, 2,
+                                 &calls, &n, &content))
+            abort();
+        for (int i = 0; i < n; i++)
+            if (!calls[i].name || !calls[i].arguments || calls[i].arguments[0] != '{') abort();
+        if (srv_tool_text_safe((const char *)data, size, (enum srv_tool_format)f) > size) abort();
+        srv_tool_calls_free(calls, n);
+        free(content);
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!g_tok && !(g_tok = make_tokenizer())) abort();
+    if (!g_logits) {
+        if (srv_vocab_bytes_init(&g_vb, g_tok, nb_tokenizer_n_vocab(g_tok)) != NB_OK) abort();
+        if (!(g_logits = malloc(sizeof *g_logits * (size_t)g_vb.n_vocab))) abort();
+    }
+    run_tool_parse(data, size);
     struct srv_model m = {0};
     m.tok = g_tok;
+    m.vb = &g_vb;
     m.bos_text = "<s>";
     m.eos_text = "</s>";
     m.n_vocab = nb_tokenizer_n_vocab(g_tok);
-    m.n_ctx = 512;
+    m.n_ctx = 8192; /* a tools' system block fits */
     m.sp = nb_sampler_default_params();
     /* the template from the first byte, so every renderer is reached */
     static const char *const names[] = {"chatml", "qwen3", "llama3", "llama2", "gemma"};
@@ -70,6 +130,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (r.n_prompt <= 0 || r.n_prompt >= m.n_ctx) abort();
             for (int i = 0; i < r.n_prompt; i++)
                 if (r.prompt[i] < 0 || r.prompt[i] >= m.n_vocab) abort();
+            if (r.grammar) run_constraint(&r, data, size);
             srv_request_free(&r);
         } else {
             if (e.status < 400 || !e.message[0]) abort();

@@ -1,6 +1,8 @@
 // nibble serve against the official OpenAI client (the `openai` package pinned in
 // package.json): chat, a streamed chat whose chunks add up to the plain answer, a
-// completion, the model list, and errors the client raises as APIError with their status.
+// completion, the model list, tool calls (plain, streamed through the client's own
+// ChatCompletionStream, and a conversation with a call and its result), json_object
+// answers, and errors the client raises as APIError with their status.
 //   node serve_openai.js http://127.0.0.1:PORT
 // Prints one line per check; exits 1 on the first failure.
 "use strict";
@@ -75,6 +77,75 @@ async function main() {
   check("completion", cmpl.choices[0].text.length > 0 && cmpl.usage.completion_tokens === 8 &&
         cmpl.choices[0].finish_reason === "length", JSON.stringify(cmpl));
 
+  // tools: tool_choice "required" makes even kjv-7m call one of them
+  const tools = [
+    { type: "function", function: { name: "get_weather", description: "The weather in a city",
+      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } },
+    { type: "function", function: { name: "find_verse", description: "Find a verse",
+      parameters: { type: "object", properties: { book: { type: "string" } } } } },
+  ];
+  const names = tools.map((t) => t.function.name);
+  const ask = [{ role: "user", content: "What is the weather in Jerusalem?" }];
+  const isCall = (c) => c.type === "function" && /^call_[0-9A-Za-z]{24}$/.test(c.id) &&
+    names.includes(c.function.name) && typeof JSON.parse(c.function.arguments) === "object" &&
+    !Array.isArray(JSON.parse(c.function.arguments));
+  let calls = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    const r = await client.chat.completions.create({
+      model: ids[0], messages: ask, tools, tool_choice: "required", temperature: 1, seed, max_tokens: 96,
+    });
+    const m = r.choices[0].message;
+    check(`tool call (seed ${seed})`, r.choices[0].finish_reason === "tool_calls" && m.content === null &&
+          m.tool_calls.length === 1 && isCall(m.tool_calls[0]), JSON.stringify(r.choices[0]));
+    calls++;
+  }
+  const greedy = await client.chat.completions.create({
+    model: ids[0], messages: ask, tools, tool_choice: { type: "function", function: { name: "get_weather" } },
+    temperature: 0, max_tokens: 96,
+  });
+  const call = greedy.choices[0].message.tool_calls[0];
+  check("named tool call", call.function.name === "get_weather" && isCall(call), JSON.stringify(greedy.choices[0]));
+  // the client's stream helper puts the deltas together: the same call
+  const ts = client.chat.completions.stream({
+    model: ids[0], messages: ask, tools, tool_choice: { type: "function", function: { name: "get_weather" } },
+    temperature: 0, max_tokens: 96,
+  });
+  let argDeltas = "";
+  ts.on("tool_calls.function.arguments.delta", (e) => { argDeltas += e.arguments_delta; });
+  const fin = await ts.finalChatCompletion();
+  const sc = fin.choices[0].message.tool_calls;
+  check("streamed tool call", fin.choices[0].finish_reason === "tool_calls" && sc.length === 1 &&
+        sc[0].function.name === call.function.name && sc[0].function.arguments === call.function.arguments &&
+        argDeltas === call.function.arguments && isCall(sc[0]), JSON.stringify(fin.choices[0]));
+  // the call and its result sent back, the conversation goes on
+  const next = await client.chat.completions.create({
+    model: ids[0], tools, temperature: 0, max_tokens: 8,
+    messages: [...ask, greedy.choices[0].message, { role: "tool", tool_call_id: call.id, content: "hot" }],
+  });
+  check("tool result turn", typeof next.choices[0].message.content === "string", JSON.stringify(next.choices[0]));
+
+  // json_object: the content parses as a JSON object
+  for (let seed = 1; seed <= 6; seed++) {
+    const j = await client.chat.completions.create({
+      model: ids[0], messages: [{ role: "user", content: "Answer in JSON." }],
+      response_format: { type: "json_object" }, temperature: 1, seed, max_tokens: 24 + 8 * seed,
+    });
+    let obj = null;
+    try { obj = JSON.parse(j.choices[0].message.content); } catch (e) { obj = null; }
+    check(`json_object (seed ${seed})`, obj !== null && typeof obj === "object" && !Array.isArray(obj) &&
+          j.choices[0].finish_reason === "stop", JSON.stringify(j.choices[0]));
+  }
+  const js = await client.chat.completions.create({
+    model: ids[0], messages: [{ role: "user", content: "JSON" }], response_format: { type: "json_object" },
+    temperature: 0.8, seed: 4, max_tokens: 40, stream: true,
+  });
+  let jtext = "";
+  for await (const c of js) if (c.choices.length) jtext += c.choices[0].delta.content || "";
+  let jobj = null;
+  try { jobj = JSON.parse(jtext); } catch (e) { jobj = null; }
+  check("json_object stream", jobj !== null && typeof jobj === "object", JSON.stringify(jtext));
+  console.log(`# ${calls} of 6 forced tool calls and 6 of 6 json_object answers parsed`);
+
   // errors: APIError with the status and the error object's fields
   try {
     await client.chat.completions.create({ model: ids[0], messages, n: 2 });
@@ -84,7 +155,7 @@ async function main() {
           e.type === "invalid_request_error", `${e.status} ${e.param} ${e.type} ${e.message}`);
   }
   try {
-    await client.chat.completions.create({ model: ids[0], messages: [{ role: "user", content: "x ".repeat(600) }] });
+    await client.chat.completions.create({ model: ids[0], messages: [{ role: "user", content: "x ".repeat(3000) }] });
     check("prompt too long", false, "no error");
   } catch (e) {
     check("prompt too long", e instanceof OpenAI.BadRequestError && e.code === "context_length_exceeded",

@@ -1,0 +1,543 @@
+/* server/constrain.c — the grammar recogniser of constrained decoding (constrain.h): a
+ * byte-at-a-time pushdown automaton for JSON, literals and choices in sequence, and the
+ * token checks built on it. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/constrain.h"
+#include "tokenizer/tokenizer.h"
+
+/* ---------------------------------------------------------------- the vocabulary */
+
+/* b[0..len) one UTF-8 character: no overlong form, surrogate or code point past U+10FFFF. */
+static int srv_utf8_char_ok(const unsigned char *b, size_t len)
+{
+    unsigned cp = b[0] & (len == 2 ? 0x1f : len == 3 ? 0x0f : 0x07);
+    for (size_t k = 1; k < len; k++) {
+        if ((b[k] & 0xc0) != 0x80) return 0;
+        cp = cp << 6 | (b[k] & 0x3f);
+    }
+    unsigned min = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+    return cp >= min && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
+}
+
+enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_tokenizer *tok,
+                                    int n_vocab)
+{
+    memset(v, 0, sizeof *v);
+    int n_tok = nb_tokenizer_n_vocab(tok);
+    size_t total = 0;
+    for (int i = 0; i < n_tok && i < n_vocab; i++) {
+        const char *b;
+        size_t n;
+        if (nb_token_bytes(tok, i, &b, &n) == NB_OK) total += n;
+    }
+    v->off = malloc(sizeof *v->off * ((size_t)n_vocab + 1));
+    v->bytes = malloc(total ? total : 1);
+    v->kind = malloc(n_vocab > 0 ? (size_t)n_vocab : 1);
+    if (!v->off || !v->bytes || !v->kind || total > UINT32_MAX) {
+        srv_vocab_bytes_free(v);
+        return nb_set_error(NB_ERR_NOMEM, "serve: out of memory (the vocabulary's bytes)");
+    }
+    v->n_vocab = n_vocab;
+    uint32_t at = 0;
+    for (int i = 0; i < n_vocab; i++) {
+        const char *b = NULL;
+        size_t n = 0;
+        v->off[i] = at;
+        if (i >= n_tok || nb_token_bytes(tok, i, &b, &n) != NB_OK) n = 0;
+        if (n) memcpy(v->bytes + at, b, n);
+        at += (uint32_t)n;
+        if (i < n_tok && nb_tokenizer_is_eog(tok, i))
+            v->kind[i] = SRV_TOK_EOG;
+        else if (!n)
+            v->kind[i] = SRV_TOK_EMPTY;
+        else
+            v->kind[i] = nb_tokenizer_is_special(tok, i) ? SRV_TOK_SPECIAL : SRV_TOK_TEXT;
+    }
+    v->off[n_vocab] = at;
+    return srv_vocab_bytes_classify(v);
+}
+
+enum nb_status srv_vocab_bytes_classify(struct srv_vocab_bytes *v)
+{
+    free(v->plain);
+    if (!(v->plain = malloc(v->n_vocab > 0 ? (size_t)v->n_vocab : 1)))
+        return nb_set_error(NB_ERR_NOMEM, "serve: out of memory (the vocabulary's classes)");
+    for (int i = 0; i < v->n_vocab; i++) {
+        const unsigned char *b = (const unsigned char *)v->bytes + v->off[i];
+        size_t n = v->off[i + 1] - v->off[i], k = 0;
+        int ok = v->kind[i] == SRV_TOK_TEXT && n > 0;
+        while (ok && k < n) {
+            if (b[k] < 0x80) {
+                ok = b[k] >= 0x20 && b[k] != '"' && b[k] != '\\';
+                k++;
+                continue;
+            }
+            /* a whole, valid character (the checks of the string state) */
+            size_t len = b[k] >= 0xc2 && b[k] <= 0xdf   ? 2
+                         : b[k] >= 0xe0 && b[k] <= 0xef ? 3
+                         : b[k] >= 0xf0 && b[k] <= 0xf4 ? 4
+                                                        : 0;
+            ok = len && k + len <= n && srv_utf8_char_ok(b + k, len);
+            k += len;
+        }
+        v->plain[i] = (uint8_t)ok;
+    }
+    return NB_OK;
+}
+
+void srv_vocab_bytes_free(struct srv_vocab_bytes *v)
+{
+    if (!v) return;
+    free(v->off);
+    free(v->bytes);
+    free(v->kind);
+    free(v->plain);
+    memset(v, 0, sizeof *v);
+}
+
+/* ---------------------------------------------------------------- grammars */
+
+static int cmp_str(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int add_elem(struct srv_grammar *g, enum srv_elem_kind kind, const char *const *alts, int n)
+{
+    if (g->n == SRV_GRAMMAR_MAX || n < 0 || (kind != SRV_EL_OBJECT && n < 1)) return -1;
+    struct srv_elem *e = &g->el[g->n];
+    memset(e, 0, sizeof *e);
+    e->kind = kind;
+    if (n) {
+        if (!(e->alts = calloc((size_t)n, sizeof *e->alts))) return -1;
+        for (int i = 0; i < n; i++) {
+            if (!alts[i][0] || !(e->alts[i] = strdup(alts[i]))) goto fail;
+            e->n_alts++;
+        }
+        qsort(e->alts, (size_t)n, sizeof *e->alts, cmp_str);
+        /* sorted: a prefix of another sits right before one it prefixes (or equals it) */
+        for (int i = 0; i + 1 < n; i++)
+            if (!strncmp(e->alts[i], e->alts[i + 1], strlen(e->alts[i]))) goto fail;
+    }
+    g->n++;
+    return 0;
+fail:
+    for (int i = 0; i < e->n_alts; i++)
+        free(e->alts[i]);
+    free(e->alts);
+    memset(e, 0, sizeof *e);
+    return -1;
+}
+
+int srv_grammar_literal(struct srv_grammar *g, const char *text)
+{
+    return add_elem(g, SRV_EL_LITERAL, &text, 1);
+}
+
+int srv_grammar_choice(struct srv_grammar *g, const char *const *alts, int n)
+{
+    return add_elem(g, SRV_EL_CHOICE, alts, n);
+}
+
+int srv_grammar_object(struct srv_grammar *g)
+{
+    return add_elem(g, SRV_EL_OBJECT, NULL, 0);
+}
+
+void srv_grammar_free(struct srv_grammar *g)
+{
+    if (!g) return;
+    for (int k = 0; k < g->n; k++) {
+        for (int i = 0; i < g->el[k].n_alts; i++)
+            free(g->el[k].alts[i]);
+        free(g->el[k].alts);
+    }
+    memset(g, 0, sizeof *g);
+}
+
+/* ---------------------------------------------------------------- JSON */
+
+enum {
+    J_TOP,       /* before the object: whitespace, then '{' */
+    J_VALUE,     /* a value: after ':', or after ',' in an array */
+    J_ARR_FIRST, /* after '[': a value or ']' */
+    J_OBJ_FIRST, /* after '{': a key or '}' */
+    J_OBJ_KEY,   /* after ',' in an object: a key */
+    J_COLON,     /* after a key */
+    J_AFTER,     /* after a value in a container: ',' or its closing bracket */
+    J_STR,       /* in a string */
+    J_ESC,       /* after '\' */
+    J_HEX,       /* the digits of \uXXXX (sub: seen, hex: value) */
+    J_LOW_BS,    /* after a high surrogate: the '\' of its low half */
+    J_LOW_U,     /* its 'u' */
+    J_LOW_HEX,   /* its digits */
+    J_UTF8,      /* continuation bytes of a character (sub: left, pos: the first's range) */
+    J_NUM,       /* a number (sub: its part) */
+    J_LIT,       /* true / false / null (sub: which, pos: bytes matched) */
+    J_DONE,      /* the object is closed */
+};
+enum { N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
+
+static const char *const k_lits[3] = {"true", "false", "null"};
+
+static int is_ws(unsigned c)
+{
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r';
+}
+
+static int hex_digit(unsigned c)
+{
+    if (c >= '0' && c <= '9') return (int)c - '0';
+    if (c >= 'a' && c <= 'f') return (int)c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return (int)c - 'A' + 10;
+    return -1;
+}
+
+static int value_end(struct srv_json *j)
+{
+    j->mode = j->depth ? J_AFTER : J_DONE;
+    j->ws = 0;
+    return 1;
+}
+
+static int value_start(struct srv_json *j, unsigned c)
+{
+    switch (c) {
+    case '{':
+    case '[':
+        if (j->depth == SRV_JSON_MAX_DEPTH) return 0;
+        j->stack[j->depth++] = (char)c;
+        j->mode = c == '{' ? J_OBJ_FIRST : J_ARR_FIRST;
+        return 1;
+    case '"':
+        j->mode = J_STR;
+        j->key = 0;
+        return 1;
+    case 't':
+    case 'f':
+    case 'n':
+        j->mode = J_LIT;
+        j->sub = c == 't' ? 0 : c == 'f' ? 1 : 2;
+        j->pos = 1;
+        return 1;
+    case '-':
+        j->mode = J_NUM;
+        j->sub = N_MINUS;
+        j->num = 1;
+        return 1;
+    default:
+        if (c < '0' || c > '9') return 0;
+        j->mode = J_NUM;
+        j->sub = c == '0' ? N_ZERO : N_INT;
+        j->num = 1;
+        return 1;
+    }
+}
+
+static int close_container(struct srv_json *j, unsigned c)
+{
+    if (!j->depth || j->stack[j->depth - 1] != (c == '}' ? '{' : '[')) return 0;
+    j->depth--;
+    return value_end(j);
+}
+
+/* A string's byte >= 0x80 that starts a character: how many continuation bytes follow and
+ * the range of the first (no overlong forms, surrogates or code points past U+10FFFF). */
+static int utf8_lead(struct srv_json *j, unsigned c)
+{
+    if (c >= 0xc2 && c <= 0xdf) {
+        j->sub = 1;
+        j->pos = 0;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        j->sub = 2;
+        j->pos = c == 0xe0 ? 1 : c == 0xed ? 2 : 0;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        j->sub = 3;
+        j->pos = c == 0xf0 ? 3 : c == 0xf4 ? 4 : 0;
+    } else {
+        return 0;
+    }
+    j->mode = J_UTF8;
+    return 1;
+}
+
+static int json_step(struct srv_json *j, unsigned c, int closing);
+
+static int num_step(struct srv_json *j, unsigned c, int closing)
+{
+    int digit = c >= '0' && c <= '9', e = c == 'e' || c == 'E', next = -1;
+    switch (j->sub) {
+    case N_MINUS: next = digit ? (c == '0' ? N_ZERO : N_INT) : -1; break;
+    case N_ZERO: next = c == '.' ? N_DOT : e ? N_E : -1; break;
+    case N_INT: next = digit ? N_INT : c == '.' ? N_DOT : e ? N_E : -1; break;
+    case N_DOT: next = digit ? N_FRAC : -1; break;
+    case N_FRAC: next = digit ? N_FRAC : e ? N_E : -1; break;
+    case N_E: next = digit ? N_EXP : (c == '+' || c == '-') ? N_ESIGN : -1; break;
+    default: next = digit ? N_EXP : -1; break; /* N_ESIGN, N_EXP */
+    }
+    /* closing: only the digit a number cannot end without */
+    int must = j->sub == N_MINUS || j->sub == N_DOT || j->sub == N_E || j->sub == N_ESIGN;
+    if (next >= 0 && closing && (!must || !digit)) next = -1;
+    if (next >= 0) {
+        if (j->num >= SRV_JSON_MAX_NUM) return 0;
+        j->num++;
+        j->sub = (uint8_t)next;
+        return 1;
+    }
+    /* the number ends where it may: the byte is then the container's (a number is never
+     * the top value, so there is one) */
+    if (j->sub != N_ZERO && j->sub != N_INT && j->sub != N_FRAC && j->sub != N_EXP) return 0;
+    value_end(j);
+    return json_step(j, c, closing);
+}
+
+/* One byte: 1 taken, 0 refused (closing: srv_cons_cost). */
+static int json_step(struct srv_json *j, unsigned c, int closing)
+{
+    switch (j->mode) {
+    case J_TOP:
+    case J_VALUE:
+    case J_ARR_FIRST:
+    case J_OBJ_FIRST:
+    case J_OBJ_KEY:
+    case J_COLON:
+    case J_AFTER:
+        if (is_ws(c)) {
+            if (closing || j->ws >= SRV_JSON_MAX_WS) return 0;
+            j->ws++;
+            return 1;
+        }
+        j->ws = 0;
+        switch (j->mode) {
+        case J_TOP: return c == '{' ? value_start(j, c) : 0;
+        case J_VALUE: return value_start(j, c);
+        case J_ARR_FIRST:
+            if (c == ']') return close_container(j, c);
+            return closing ? 0 : value_start(j, c);
+        case J_OBJ_FIRST:
+            if (c == '}') return close_container(j, c);
+            if (closing) return 0;
+            /* fall through */
+        case J_OBJ_KEY:
+            if (c != '"') return 0;
+            j->mode = J_STR;
+            j->key = 1;
+            return 1;
+        case J_COLON:
+            if (c != ':') return 0;
+            j->mode = J_VALUE;
+            return 1;
+        default: /* J_AFTER */
+            if (c == ',' && !closing) {
+                j->mode = j->stack[j->depth - 1] == '{' ? J_OBJ_KEY : J_VALUE;
+                return 1;
+            }
+            return (c == '}' || c == ']') ? close_container(j, c) : 0;
+        }
+    case J_STR:
+        if (c == '"') {
+            if (!j->key) return value_end(j);
+            j->mode = J_COLON;
+            j->ws = 0;
+            return 1;
+        }
+        if (closing) return 0;
+        if (c == '\\') {
+            j->mode = J_ESC;
+            return 1;
+        }
+        if (c < 0x20) return 0;
+        return c < 0x80 ? 1 : utf8_lead(j, c);
+    case J_UTF8: {
+        static const uint8_t lo[5] = {0x80, 0xa0, 0x80, 0x90, 0x80};
+        static const uint8_t hi[5] = {0xbf, 0xbf, 0x9f, 0xbf, 0x8f};
+        if (c < lo[j->pos] || c > hi[j->pos]) return 0;
+        j->pos = 0;
+        if (--j->sub == 0) j->mode = J_STR;
+        return 1;
+    }
+    case J_ESC:
+        if (c == 'u') {
+            j->mode = J_HEX;
+            j->sub = 0;
+            j->hex = 0;
+            return 1;
+        }
+        if (c && strchr("\"\\/bfnrt", (int)c)) {
+            j->mode = J_STR;
+            return 1;
+        }
+        return 0;
+    case J_HEX:
+    case J_LOW_HEX: {
+        int d = hex_digit(c);
+        if (d < 0) return 0;
+        j->hex = (uint16_t)(j->hex << 4 | d);
+        if (++j->sub < 4) return 1;
+        unsigned h = j->hex;
+        if (j->mode == J_LOW_HEX) {
+            if (h < 0xdc00 || h > 0xdfff) return 0;
+            j->mode = J_STR;
+            return 1;
+        }
+        /* \u0000 would cut a C string short; a lone low surrogate is no character */
+        if (h == 0 || (h >= 0xdc00 && h <= 0xdfff)) return 0;
+        j->mode = (h >= 0xd800 && h <= 0xdbff) ? J_LOW_BS : J_STR;
+        return 1;
+    }
+    case J_LOW_BS:
+        if (c != '\\') return 0;
+        j->mode = J_LOW_U;
+        return 1;
+    case J_LOW_U:
+        if (c != 'u') return 0;
+        j->mode = J_LOW_HEX;
+        j->sub = 0;
+        j->hex = 0;
+        return 1;
+    case J_NUM: return num_step(j, c, closing);
+    case J_LIT:
+        if (c != (unsigned char)k_lits[j->sub][j->pos]) return 0;
+        if (!k_lits[j->sub][++j->pos]) return value_end(j);
+        return 1;
+    default: return 0; /* J_DONE */
+    }
+}
+
+/* ---------------------------------------------------------------- sequences */
+
+static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
+{
+    int closing = c->closing;
+    memset(c, 0, sizeof *c);
+    c->closing = closing;
+    c->elem = e;
+    c->hi = e < g->n ? g->el[e].n_alts : 0;
+    c->js.mode = J_TOP;
+}
+
+void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c)
+{
+    c->closing = 0;
+    enter(g, c, 0);
+}
+
+int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c)
+{
+    int cost = 0;
+    for (int e = c->elem; e < g->n; e++) {
+        const struct srv_elem *el = &g->el[e];
+        if (el->kind == SRV_EL_OBJECT) {
+            /* an escape and a surrogate pair (12), the closing quote of a key, ':', the
+             * longest closing value ("false"), a key begun after ',' (2 + ':' + value),
+             * and a bracket per level */
+            cost += e == c->elem ? 32 + c->js.depth : 2;
+            continue;
+        }
+        int longest = 0;
+        for (int i = 0; i < el->n_alts; i++) {
+            int k = (int)strlen(el->alts[i]);
+            longest = k > longest ? k : longest;
+        }
+        cost += longest - (e == c->elem ? c->pos : 0);
+    }
+    return cost;
+}
+
+int srv_cons_complete(const struct srv_grammar *g, const struct srv_cons *c)
+{
+    return c->elem >= g->n;
+}
+
+static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned ch)
+{
+    if (c->elem >= g->n) return 0;
+    const struct srv_elem *el = &g->el[c->elem];
+    if (el->kind == SRV_EL_OBJECT) {
+        if (!json_step(&c->js, ch, c->closing)) return 0;
+        if (c->js.mode == J_DONE) enter(g, c, c->elem + 1);
+        return 1;
+    }
+    /* the alternatives still possible share their first pos bytes and are sorted: those
+     * with ch next are a run of them */
+    int lo = c->lo, hi = c->hi;
+    while (lo < hi && (unsigned char)el->alts[lo][c->pos] != ch)
+        lo++;
+    int h = lo;
+    while (h < hi && (unsigned char)el->alts[h][c->pos] == ch)
+        h++;
+    if (lo == h || ch == 0) return 0;
+    c->lo = lo;
+    c->hi = h;
+    c->pos++;
+    if (h - lo == 1 && !el->alts[lo][c->pos]) enter(g, c, c->elem + 1);
+    return 1;
+}
+
+int srv_cons_feed(const struct srv_grammar *g, struct srv_cons *c, const char *b, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (!feed_byte(g, c, (unsigned char)b[i])) return 0;
+    return 1;
+}
+
+/* Inside a JSON string, nothing pending (escape, character), not closing: a plain token
+ * (srv_vocab_bytes.plain) is taken as it is and leaves the state where it was. */
+static int in_plain_string(const struct srv_grammar *g, const struct srv_cons *c)
+{
+    return c->elem < g->n && g->el[c->elem].kind == SRV_EL_OBJECT && c->js.mode == J_STR &&
+           !c->closing;
+}
+
+/* May tok follow state c (complete: c is complete)? */
+static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                    const struct srv_cons *c, int32_t tok, int allow_special, int complete)
+{
+    switch (v->kind[tok]) {
+    case SRV_TOK_EOG: return complete;
+    case SRV_TOK_EMPTY: return 0;
+    case SRV_TOK_SPECIAL:
+        if (!allow_special) return 0;
+        break;
+    default: break;
+    }
+    if (complete) return 0;
+    if (v->plain && v->plain[tok] && in_plain_string(g, c)) return 1;
+    struct srv_cons t = *c;
+    return srv_cons_feed(g, &t, v->bytes + v->off[tok], v->off[tok + 1] - v->off[tok]);
+}
+
+int srv_cons_allows(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                    const struct srv_cons *c, int32_t tok, int allow_special)
+{
+    if (tok < 0 || tok >= v->n_vocab) return 0;
+    return token_ok(g, v, c, tok, allow_special, srv_cons_complete(g, c));
+}
+
+int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                  const struct srv_cons *c, int allow_special, float *logits)
+{
+    int complete = srv_cons_complete(g, c), n = 0;
+    uint8_t first[256];
+    for (int b = 0; b < 256; b++) {
+        struct srv_cons t = *c;
+        first[b] = (uint8_t)(!complete && feed_byte(g, &t, (unsigned)b));
+    }
+    for (int i = 0; i < v->n_vocab; i++) {
+        int ok;
+        if (v->kind[i] == SRV_TOK_EOG)
+            ok = complete;
+        else if (v->off[i + 1] == v->off[i] || !first[(unsigned char)v->bytes[v->off[i]]])
+            ok = 0;
+        else
+            ok = token_ok(g, v, c, i, allow_special, complete);
+        if (ok)
+            n++;
+        else
+            logits[i] = -INFINITY;
+    }
+    return n;
+}

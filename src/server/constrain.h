@@ -1,0 +1,123 @@
+/* server/constrain.h — constrained decoding: which tokens keep the output inside a small
+ * grammar (response_format json_object, forced tool calls).
+ *
+ * A grammar is a sequence of elements matched one after the other over the generated
+ * bytes:
+ *   literal   exact text ("<tool_call>\n{\"name\": \"")
+ *   choice    one of a few texts, none a prefix of another (a tool's name and its quote)
+ *   object    one JSON object (RFC 8259: objects, arrays, strings with escapes and valid
+ *             UTF-8, numbers, true/false/null), at most SRV_JSON_MAX_DEPTH containers
+ *             deep, at most SRV_JSON_MAX_WS whitespace bytes in a row, numbers of at most
+ *             SRV_JSON_MAX_NUM bytes (the model cannot pad or nest forever)
+ * After the last element only an end-of-generation token is allowed.
+ *
+ * The recogniser is a pushdown automaton over bytes whose whole state is a small struct
+ * (struct srv_cons): a token is allowed when all of its bytes advance a copy of it. Tokens
+ * are tried as the text they add to the output (struct srv_vocab_bytes: a special token
+ * by its text). srv_cons_allows checks one token (the sampler's choice, the cheap path);
+ * srv_cons_mask sets every disallowed logit to -inf (the fallback), skipping at once the
+ * tokens whose first byte cannot come next.
+ */
+#ifndef NB_SERVER_CONSTRAIN_H
+#define NB_SERVER_CONSTRAIN_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nibble.h"
+
+#define SRV_JSON_MAX_DEPTH 32
+#define SRV_JSON_MAX_WS    48
+#define SRV_JSON_MAX_NUM   64
+#define SRV_GRAMMAR_MAX    8
+
+/* ---------------------------------------------------------------- the vocabulary */
+
+enum srv_tok_kind { SRV_TOK_TEXT, SRV_TOK_SPECIAL, SRV_TOK_EOG, SRV_TOK_EMPTY };
+
+/* Each token's bytes as generated text: bytes[off[i] .. off[i+1]). */
+struct srv_vocab_bytes {
+    int n_vocab;
+    uint32_t *off;  /* [n_vocab + 1] */
+    char *bytes;    /* [off[n_vocab]] */
+    uint8_t *kind;  /* [n_vocab] enum srv_tok_kind */
+    uint8_t *plain; /* [n_vocab] 1: text a JSON string takes as it is (whole UTF-8
+                     * characters, none a control character, '"' or '\\') */
+};
+/* From the tokenizer: ids past the tokenizer's vocabulary (a model's padding rows) are
+ * SRV_TOK_EMPTY. NB_ERR_NOMEM. */
+enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_tokenizer *tok,
+                                    int n_vocab);
+void srv_vocab_bytes_free(struct srv_vocab_bytes *v);
+/* Compute v->plain (malloc'd) from the bytes and kinds: srv_vocab_bytes_init does; a
+ * vocabulary made by hand calls it. NB_ERR_NOMEM. */
+enum nb_status srv_vocab_bytes_classify(struct srv_vocab_bytes *v);
+
+/* ---------------------------------------------------------------- grammars */
+
+enum srv_elem_kind { SRV_EL_LITERAL, SRV_EL_CHOICE, SRV_EL_OBJECT };
+
+struct srv_elem {
+    enum srv_elem_kind kind;
+    char **alts; /* literal: one; choice: n_alts, sorted; object: none (owned) */
+    int n_alts;
+};
+
+struct srv_grammar {
+    struct srv_elem el[SRV_GRAMMAR_MAX];
+    int n;
+};
+
+/* Append an element (texts copied). -1 when full, out of memory, an empty text, or (a
+ * choice) one alternative a prefix of another; else 0. */
+int srv_grammar_literal(struct srv_grammar *g, const char *text);
+int srv_grammar_choice(struct srv_grammar *g, const char *const *alts, int n);
+int srv_grammar_object(struct srv_grammar *g);
+void srv_grammar_free(struct srv_grammar *g);
+
+/* ---------------------------------------------------------------- the state */
+
+/* Where the JSON recogniser is. */
+struct srv_json {
+    uint8_t mode;                   /* enum in constrain.c */
+    uint8_t depth;                  /* open containers */
+    uint8_t ws;                     /* whitespace bytes in a row */
+    uint8_t sub;                    /* number part, literal id, UTF-8 bytes left, \u digits seen */
+    uint8_t pos;                    /* literal position; the UTF-8 first continuation's range */
+    uint8_t key;                    /* the string is an object key */
+    uint16_t num;                   /* bytes of the number so far */
+    uint16_t hex;                   /* the \u value so far */
+    char stack[SRV_JSON_MAX_DEPTH]; /* '{' or '[' per level */
+};
+
+struct srv_cons {
+    int elem;    /* the element being matched; g->n: complete */
+    int pos;     /* bytes of the literal or choice matched */
+    int lo, hi;  /* choice: alternatives [lo, hi) still possible */
+    int closing; /* finish as soon as possible (srv_cons_cost) */
+    struct srv_json js;
+};
+
+/* The state before any output. */
+void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c);
+/* Advance by n bytes: 1, or 0 when a byte is refused (*c is then undefined: feed a copy). */
+int srv_cons_feed(const struct srv_grammar *g, struct srv_cons *c, const char *b, size_t n);
+/* Every element matched: only the end of generation may follow. */
+int srv_cons_complete(const struct srv_grammar *g, const struct srv_cons *c);
+/* Bytes that finish the output from here at most, once `closing` is set: in closing mode
+ * the JSON takes no more whitespace, no ',' (no new member or element), no string byte but
+ * its closing quote, no digit a number can do without, and an empty container closes at
+ * once; literals and choices run out as they are. A caller with a budget of tokens sets
+ * c->closing when what is left (less one for the end of generation) is not more than this
+ * (a token is at least one byte), so the output ends complete rather than cut. */
+int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c);
+/* May token `tok` come next? End-of-generation tokens only when complete; special tokens
+ * only with allow_special (their text must advance the state as any token's); empty
+ * tokens never. */
+int srv_cons_allows(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                    const struct srv_cons *c, int32_t tok, int allow_special);
+/* Set logits[i] = -inf for every token that may not come next; the number allowed. */
+int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                  const struct srv_cons *c, int allow_special, float *logits);
+
+#endif

@@ -1,0 +1,382 @@
+/* test_constrain — constrained decoding (server/constrain.c): the JSON recogniser on
+ * accepted and refused byte strings, grammars of literals, choices and objects, the token
+ * mask over a small vocabulary, and forced decodes from random logits within a budget of
+ * tokens that always end in valid JSON (a small vocabulary and kjv-7m's). */
+#include "helpers/testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/server.h"
+#include "tokenizer/tokenizer.h"
+
+static int accepts(const struct srv_grammar *g, const char *s, int want_complete)
+{
+    struct srv_cons c;
+    srv_cons_start(g, &c);
+    if (!srv_cons_feed(g, &c, s, strlen(s))) return 0;
+    return !want_complete || srv_cons_complete(g, &c);
+}
+
+static void test_json(void **state)
+{
+    (void)state;
+    struct srv_grammar g = {0};
+    assert_int_equal(srv_grammar_object(&g), 0);
+    static const char *const good[] = {
+        "{}",
+        " \n\t{ }",
+        "{\"a\":1}",
+        "{\"a\": [1, -2.5e+3, 0, 0.25, 1E9, true, false, null, \"x\", {}, []]}",
+        "{\"k\":{\"n\":{\"m\":[[[]]]}}}",
+        "{\"s\": \"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"}",
+        "{\"e\": \"\\\" \\\\ \\/ \\b \\f \\n \\r \\t \\u00e9 \\ud83d\\ude00\"}",
+        "{\"a\":-0}",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
+        if (!accepts(&g, good[i], 1)) fail_msg("refused: %s", good[i]);
+    /* prefixes of a good one are taken but not complete */
+    assert_int_equal(accepts(&g, "{\"a\": [1, 2", 0), 1);
+    assert_int_equal(accepts(&g, "{\"a\": [1, 2", 1), 0);
+    static const char *const bad[] = {
+        "[]",                   /* the top value is an object */
+        "\"x\"",                /* ... */
+        "{a:1}",                /* keys are strings */
+        "{\"a\" 1}",            /* no colon */
+        "{\"a\":1,}",           /* trailing comma */
+        "{\"a\":[1,]}",         /* ... */
+        "{\"a\":01}",           /* leading zero */
+        "{\"a\":1.}",           /* no fraction digits */
+        "{\"a\":.5}",           /* ... */
+        "{\"a\":1e}",           /* no exponent digits */
+        "{\"a\":+1}",           /* no plus */
+        "{\"a\":tru}",          /* broken literal */
+        "{\"a\":nul1}",         /* ... */
+        "{\"a\":\"\x01\"}",     /* control character in a string */
+        "{\"a\":\"\\x\"}",      /* unknown escape */
+        "{\"a\":\"\\u12g4\"}",  /* bad hex */
+        "{\"a\":\"\\u0000\"}",  /* NUL */
+        "{\"a\":\"\\udc00\"}",  /* lone low surrogate */
+        "{\"a\":\"\\ud800x\"}", /* high surrogate without its low half */
+        "{\"a\":\"\\ud800\\u0041\"}",
+        "{\"a\":\"\xff\"}",             /* invalid UTF-8 */
+        "{\"a\":\"\xc0\xaf\"}",         /* overlong */
+        "{\"a\":\"\xed\xa0\x80\"}",     /* surrogate in UTF-8 */
+        "{\"a\":\"\xf4\x90\x80\x80\"}", /* past U+10FFFF */
+        "{\"a\":\"\xc3x\"}",            /* cut character */
+        "{\"a\":[}",                    /* mismatched brackets */
+        "{\"a\":1]}",
+        "{} x", /* nothing after the object */
+        "{}{}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        if (accepts(&g, bad[i], 0)) fail_msg("accepted: %s", bad[i]);
+    /* whitespace is bounded */
+    char ws[200];
+    memset(ws, ' ', sizeof ws);
+    ws[SRV_JSON_MAX_WS] = '{';
+    ws[SRV_JSON_MAX_WS + 1] = '\0';
+    assert_int_equal(accepts(&g, ws, 0), 1);
+    memset(ws, ' ', sizeof ws);
+    ws[SRV_JSON_MAX_WS + 1] = '{';
+    ws[SRV_JSON_MAX_WS + 2] = '\0';
+    assert_int_equal(accepts(&g, ws, 0), 0);
+    /* so is nesting */
+    char deep[200] = "{\"a\":";
+    size_t n = strlen(deep);
+    for (int i = 0; i < SRV_JSON_MAX_DEPTH - 1; i++)
+        deep[n++] = '[';
+    deep[n] = '\0';
+    assert_int_equal(accepts(&g, deep, 0), 1);
+    deep[n++] = '[';
+    deep[n] = '\0';
+    assert_int_equal(accepts(&g, deep, 0), 0);
+    /* and numbers */
+    char num[200] = "{\"a\":";
+    n = strlen(num);
+    for (int i = 0; i < SRV_JSON_MAX_NUM; i++)
+        num[n++] = '7';
+    num[n] = '\0';
+    assert_int_equal(accepts(&g, num, 0), 1);
+    num[n++] = '7';
+    num[n] = '\0';
+    assert_int_equal(accepts(&g, num, 0), 0);
+    srv_grammar_free(&g);
+}
+
+static void test_sequence(void **state)
+{
+    (void)state;
+    struct srv_grammar g = {0};
+    char *names[] = {"get_weather", "get", "search"};
+    assert_int_equal(srv_tool_grammar(&g, SRV_FMT_HERMES, names, 3), 0);
+    assert_int_equal(g.n, 5);
+    const char *ok =
+        "<tool_call>\n{\"name\": \"get\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>";
+    assert_int_equal(accepts(&g, ok, 1), 1);
+    assert_int_equal(
+        accepts(&g, "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {}}\n</tool_call>", 1),
+        1);
+    assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"get_", 0), 1);
+    assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"ge\"", 0), 0); /* not a name */
+    assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"other", 0), 0);
+    assert_int_equal(accepts(&g, "<tool_call> {", 0), 0); /* the literal */
+    assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"get\", \"arguments\": []", 0), 0);
+    char more[200];
+    snprintf(more, sizeof more, "%s ", ok); /* nothing after the call */
+    assert_int_equal(accepts(&g, more, 0), 0);
+    srv_grammar_free(&g);
+    assert_int_equal(srv_tool_grammar(&g, SRV_FMT_LLAMA3, names, 1), 0);
+    assert_int_equal(accepts(&g, "{\"name\": \"get_weather\", \"parameters\": {\"a\": 1}}", 1), 1);
+    assert_int_equal(accepts(&g, "{\"name\": \"get\"", 0), 0); /* only the first name */
+    srv_grammar_free(&g);
+    /* a choice refuses alternatives that are prefixes of others, and empty texts */
+    const char *pre[] = {"ab", "abc"};
+    assert_int_equal(srv_grammar_choice(&g, pre, 2), -1);
+    const char *empty[] = {""};
+    assert_int_equal(srv_grammar_literal(&g, empty[0]), -1);
+    assert_int_equal(g.n, 0);
+}
+
+/* A vocabulary written out by hand: bytes and kinds. */
+struct small_vocab {
+    struct srv_vocab_bytes v;
+    char bytes[512];
+    uint32_t off[64];
+    uint8_t kind[64];
+};
+
+static void small_vocab(struct small_vocab *s, const char *const *toks, const uint8_t *kinds, int n)
+{
+    uint32_t at = 0;
+    for (int i = 0; i < n; i++) {
+        s->off[i] = at;
+        size_t k = strlen(toks[i]);
+        memcpy(s->bytes + at, toks[i], k);
+        at += (uint32_t)k;
+        s->kind[i] = kinds[i];
+    }
+    s->off[n] = at;
+    s->v = (struct srv_vocab_bytes){n, s->off, s->bytes, s->kind, NULL};
+    assert_int_equal(srv_vocab_bytes_classify(&s->v), NB_OK);
+}
+
+static const char *const k_toks[] = {
+    "{", "}", "\"", "a",  " ",      "{\"",         "\"}", "x",    "</s>", ":",
+    "1", "[", "]",  ",",  "\"a\":", "<tool_call>", "",    "\xc3", "\xa9", "true",
+    "-", ".", "e",  "\\", "n",      "\n",          "u",   "l", /* null can be spelled: every state
+                                                                  has a token */
+};
+static const uint8_t k_kinds[] = {
+    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,    SRV_TOK_TEXT,  SRV_TOK_TEXT,
+    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_EOG,  SRV_TOK_TEXT,    SRV_TOK_TEXT,  SRV_TOK_TEXT,
+    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_SPECIAL, SRV_TOK_EMPTY, SRV_TOK_TEXT,
+    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,    SRV_TOK_TEXT,  SRV_TOK_TEXT,
+    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,
+};
+#define N_SMALL ((int)(sizeof k_toks / sizeof k_toks[0]))
+
+/* The allowed set as a string of '1'/'0' per token. */
+static void mask_str(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                     const struct srv_cons *c, int special, char *out)
+{
+    float logits[64], slow[64];
+    struct srv_vocab_bytes unclassified = *v; /* every token through the automaton */
+    unclassified.plain = NULL;
+    for (int i = 0; i < v->n_vocab; i++)
+        logits[i] = slow[i] = 0;
+    int n = srv_cons_mask(g, v, c, special, logits), k = 0;
+    assert_int_equal(srv_cons_mask(g, &unclassified, c, special, slow), n);
+    for (int i = 0; i < v->n_vocab; i++) {
+        out[i] = logits[i] == 0 ? '1' : '0';
+        k += out[i] == '1';
+        assert_int_equal(out[i] == '1', srv_cons_allows(g, v, c, i, special));
+        assert_int_equal(logits[i] == 0, slow[i] == 0);
+    }
+    out[v->n_vocab] = '\0';
+    assert_int_equal(n, k);
+}
+
+static void test_classify(void **state)
+{
+    (void)state;
+    static struct small_vocab sv;
+    small_vocab(&sv, k_toks, k_kinds, N_SMALL);
+    char got[64];
+    for (int i = 0; i < N_SMALL; i++)
+        got[i] = (char)('0' + sv.v.plain[i]);
+    got[N_SMALL] = '\0';
+    /* not plain: quotes, the backslash, the newline, a lone lead or continuation byte, the
+     * special, empty and EOG tokens */
+    assert_string_equal(got, "1101100101111100000111101011");
+    free(sv.v.plain);
+}
+
+static void test_mask(void **state)
+{
+    (void)state;
+    static struct small_vocab sv;
+    small_vocab(&sv, k_toks, k_kinds, N_SMALL);
+    struct srv_grammar g = {0};
+    struct srv_cons c;
+    char m[80];
+    assert_int_equal(srv_grammar_object(&g), 0);
+    srv_cons_start(&g, &c);
+    mask_str(&g, &sv.v, &c, 0, m);
+    assert_string_equal(m, "1000110000000000000000000100"); /* '{', ' ', '{"', '\n' */
+    assert_int_equal(srv_cons_feed(&g, &c, "{\"a\":", 5), 1);
+    mask_str(&g, &sv.v, &c, 0, m);
+    /* a value: '{', '"', ' ', '{"', '"}' (a string holding '}'), '1', '[', "true", '-',
+     * 'n' (null), '\n' */
+    assert_string_equal(m, "1010111000110000000110001100");
+    assert_int_equal(srv_cons_feed(&g, &c, "\"", 1), 1);
+    mask_str(&g, &sv.v, &c, 0, m);
+    /* in a string: any text but a lone continuation byte or a raw newline; the special
+     * token only when allowed; never the empty one or EOG */
+    assert_string_equal(m, "1111111101111100010111111011");
+    mask_str(&g, &sv.v, &c, 1, m);
+    assert_string_equal(m, "1111111101111101010111111011");
+    assert_int_equal(srv_cons_feed(&g, &c, "\xc3", 1), 1);
+    mask_str(&g, &sv.v, &c, 0, m);
+    assert_string_equal(m, "0000000000000000001000000000"); /* only the continuation */
+    assert_int_equal(srv_cons_feed(&g, &c, "\xa9\"}", 3), 1);
+    assert_int_equal(srv_cons_complete(&g, &c), 1);
+    mask_str(&g, &sv.v, &c, 1, m);
+    assert_string_equal(m, "0000000010000000000000000000"); /* only EOG */
+    srv_grammar_free(&g);
+    free(sv.v.plain);
+}
+
+/* Decode with random logits and the mask (greedy over the allowed tokens, EOG favoured
+ * once allowed), as the engine does; the output must end as valid JSON. */
+static int forced_decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                         uint64_t *rng, char *out, size_t cap, int max_steps)
+{
+    struct srv_cons c;
+    size_t n = 0;
+    float *logits = malloc(sizeof *logits * (size_t)v->n_vocab);
+    assert_non_null(logits);
+    srv_cons_start(g, &c);
+    for (int step = 0; step < max_steps; step++) {
+        /* as the engine: close in time for the end of generation within max_steps */
+        if (!c.closing && max_steps - step - 1 <= srv_cons_cost(g, &c)) c.closing = 1;
+        for (int i = 0; i < v->n_vocab; i++)
+            logits[i] = (float)tu_rand_unit(rng) + (v->kind[i] == SRV_TOK_EOG ? 10.0f : 0.0f);
+        /* closing brackets and quotes a little likelier, so walks end */
+        for (int i = 0; i < v->n_vocab; i++) {
+            const char *b = v->bytes + v->off[i];
+            if (v->off[i + 1] > v->off[i] && (*b == '}' || *b == ']' || *b == '"'))
+                logits[i] += 0.5f;
+        }
+        int allowed = srv_cons_mask(g, v, &c, 0, logits);
+        assert_true(allowed > 0);
+        int best = 0;
+        for (int i = 1; i < v->n_vocab; i++)
+            if (logits[i] > logits[best]) best = i;
+        assert_true(srv_cons_allows(g, v, &c, best, 0));
+        if (v->kind[best] == SRV_TOK_EOG) {
+            free(logits);
+            out[n] = '\0';
+            return step;
+        }
+        size_t k = v->off[best + 1] - v->off[best];
+        assert_true(n + k < cap);
+        memcpy(out + n, v->bytes + v->off[best], k);
+        n += k;
+        assert_int_equal(srv_cons_feed(g, &c, v->bytes + v->off[best], k), 1);
+    }
+    free(logits);
+    out[n] = '\0';
+    return -1;
+}
+
+/* Forced decodes within budgets of 40 to 400 tokens: every one ends, as a JSON object. */
+static void check_forced(const struct srv_vocab_bytes *v, int runs, const char *what)
+{
+    struct srv_grammar g = {0};
+    assert_int_equal(srv_grammar_object(&g), 0);
+    static char out[1 << 16];
+    int ended = 0, closed_early = 0;
+    for (int r = 0; r < runs; r++) {
+        uint64_t rng = 0x1234 + (uint64_t)r;
+        int budget = 40 + (r * 37) % 361;
+        int steps = forced_decode(&g, v, &rng, out, sizeof out, budget);
+        if (steps < 0) fail_msg("%s run %d: no end within %d tokens: %s", what, r, budget, out);
+        ended++;
+        closed_early += steps < budget - 1;
+        cJSON *o = cJSON_Parse(out);
+        if (!o || !cJSON_IsObject(o)) fail_msg("%s run %d: not a JSON object: %s", what, r, out);
+        cJSON_Delete(o);
+    }
+    printf("# %s: %d of %d forced decodes ended as JSON objects (%d before their budget)\n", what,
+           ended, runs, closed_early);
+    assert_int_equal(ended, runs);
+    srv_grammar_free(&g);
+}
+
+static void test_forced_small(void **state)
+{
+    (void)state;
+    static struct small_vocab sv;
+    small_vocab(&sv, k_toks, k_kinds, N_SMALL);
+    check_forced(&sv.v, 200, "small vocabulary");
+    free(sv.v.plain);
+}
+
+static struct nb_tokenizer *kjv_tok(void)
+{
+    const char *p = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
+    if (!p) return NULL;
+    struct nb_tokenizer *t = NULL;
+    assert_int_equal(nb_tokenizer_load_for_model(&t, p), NB_OK);
+    return t;
+}
+
+static void test_forced_kjv(void **state)
+{
+    (void)state;
+    struct nb_tokenizer *t = kjv_tok();
+    if (!t) skip();
+    struct srv_vocab_bytes v;
+    assert_int_equal(srv_vocab_bytes_init(&v, t, 4096 + 8), NB_OK); /* with padding rows */
+    assert_int_equal(v.kind[2], SRV_TOK_EOG);
+    assert_int_equal(v.kind[4096 + 3], SRV_TOK_EMPTY);
+    check_forced(&v, 40, "kjv-7m vocabulary");
+    /* a forced tool call through the real vocabulary parses back into one call */
+    struct srv_grammar g = {0};
+    char *names[] = {"lookup_verse", "count_words"};
+    assert_int_equal(srv_tool_grammar(&g, SRV_FMT_HERMES, names, 2), 0);
+    static char out[1 << 16];
+    for (int r = 0; r < 10; r++) {
+        uint64_t rng = 99 + (uint64_t)r;
+        if (forced_decode(&g, &v, &rng, out, sizeof out, 100 + 20 * r) < 0)
+            fail_msg("tool call run %d: no end: %s", r, out);
+        struct srv_tool_call *calls;
+        int n;
+        char *content;
+        assert_int_equal(
+            srv_tool_calls_parse(out, strlen(out), SRV_FMT_HERMES, names, 2, &calls, &n, &content),
+            0);
+        if (n != 1) fail_msg("run %d: %d calls in %s", r, n, out);
+        assert_null(content);
+        cJSON *a = cJSON_Parse(calls[0].arguments);
+        assert_true(cJSON_IsObject(a));
+        cJSON_Delete(a);
+        srv_tool_calls_free(calls, n);
+    }
+    srv_grammar_free(&g);
+    srv_vocab_bytes_free(&v);
+    nb_tokenizer_free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json),         cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_classify),     cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_forced_small), cmocka_unit_test(test_forced_kjv),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
