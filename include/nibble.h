@@ -802,6 +802,14 @@ struct nb_server_params {
     int max_connections;               /* open connections at most (256) */
     double drain_s;                    /* after nb_server_stop, running requests get this
                                           long to finish before they are cut (30) */
+    double read_timeout_s;             /* a request's headers and body must arrive within
+                                          this of its connection's accept (or of the end of
+                                          its previous request), else the connection is
+                                          closed: slow clients (10; 0: no limit) */
+    int max_conn_per_ip;               /* open connections from one address (128; 0: any) */
+    int prefix_cache;                  /* a prompt that starts like a cached sequence (a
+                                          finished request's, or a running one's) reuses its
+                                          KV instead of prefilling it again (1; 0: off) */
 };
 NB_API struct nb_server_params nb_server_default_params(void);
 
