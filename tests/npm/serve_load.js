@@ -237,7 +237,9 @@ async function main() {
   }
   const health = await get("/health");
 
-  const after = rss.filter((s) => s.t >= opt.warmup && s.kib !== null);
+  // the samples taken while the load ran, after the warm-up (the last one, taken once the
+  // clients are gone, is reported apart: the connections' threads have freed their memory)
+  const after = rss.slice(0, -1).filter((s) => s.t >= opt.warmup && s.kib !== null);
   const report = {
     seconds: opt.seconds,
     connections: { autocannon: opt.load, measuring: opt.measure },
@@ -266,6 +268,7 @@ async function main() {
       first_after_warmup: after.length ? after[0].kib : null,
       last: after.length ? after[after.length - 1].kib : null,
       max_after_warmup: after.length ? Math.max(...after.map((s) => s.kib)) : null,
+      after_load: rss[rss.length - 1].kib,
       samples: rss.map((s) => [Math.round(s.t), s.kib]),
     },
   };
@@ -288,7 +291,7 @@ async function main() {
   if (result) console.log(`autocannon: ${result.requests.total} responses, ${result.errors} errors, ${result.timeouts} timeouts, ${result.non2xx} non-2xx; whole response p50 ${result.latency.p50} ms, p99 ${result.latency.p99} ms`);
   console.log(`measuring clients: ${total.length} requests; time to first token p50 ${r.measuring.ttft_ms.p50?.toFixed(1)} ms, p99 ${r.measuring.ttft_ms.p99?.toFixed(1)} ms; whole response p50 ${r.measuring.total_ms.p50?.toFixed(1)} ms, p99 ${r.measuring.total_ms.p99?.toFixed(1)} ms`);
   console.log(`server histogram, all ${r.server.ttft_s.n} requests: time to first token p50 <= ${r.server.ttft_s.p50_le} s, p99 <= ${r.server.ttft_s.p99_le} s; mean batch ${(r.server.step_tokens / r.server.decode_steps).toFixed(1)} tokens per step`);
-  console.log(`RssAnon: ${r.rss_anon_kib.start} KiB at start, ${r.rss_anon_kib.first_after_warmup} KiB after ${opt.warmup} s of warm-up, ${r.rss_anon_kib.last} KiB at the end (max ${r.rss_anon_kib.max_after_warmup})`);
+  console.log(`RssAnon: ${r.rss_anon_kib.start} KiB at start, ${r.rss_anon_kib.first_after_warmup} KiB after ${opt.warmup} s of warm-up, ${r.rss_anon_kib.last} KiB at the load's last sample (max ${r.rss_anon_kib.max_after_warmup}), ${r.rss_anon_kib.after_load} KiB after it`);
   for (const w of wrong) console.log(`  ${w}`);
   let fails = 0;
   for (const [name, good] of checks) {
