@@ -93,6 +93,7 @@ read -r n2 c2 <<<"$r2"
 # the same prompt again (its slot holds it whole): all but its last token, which is run
 # for the first token's logits
 [ "${c2:-0}" = $((n1 - 1)) ] && ok || bad "the same prompt again: $c2 cached, $((n1 - 1)) wanted"
+echo "  one after another: $n0 prompt tokens, $c0 cached; another prompt with the same start: $c1 of $n1 cached; it again: $c2 cached"
 m=$(metric nibble_prompt_tokens_cached_total)
 [ "$m" = $((c1 + c2)) ] && ok || bad "nibble_prompt_tokens_cached_total $m, $((c1 + c2)) wanted"
 # a stream reports the cached tokens in its usage chunk too
