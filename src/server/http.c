@@ -624,13 +624,12 @@ enum nb_status srv_http_start(struct nb_server *s)
     /* 0: no limit per address */
     unsigned per_ip = (unsigned)s->p.max_conn_per_ip;
     errno = 0;
-    s->mhd = MHD_start_daemon(flags, (uint16_t)s->p.port, NULL, NULL, on_request, s,
-                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
-                              MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip,
-                              MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_NOTIFY_COMPLETED,
-                              on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection, s,
-                              MHD_OPTION_END);
+    s->mhd = MHD_start_daemon(
+        flags, (uint16_t)s->p.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_END);
     if (!s->mhd) {
         int e = errno;
         http_free(s);

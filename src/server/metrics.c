@@ -70,8 +70,7 @@ static void put(struct out *o, const char *fmt, ...)
 }
 
 /* One counter or gauge: its HELP and TYPE lines and its value. */
-static void scalar(struct out *o, const char *name, const char *type, const char *help,
-                   long long v)
+static void scalar(struct out *o, const char *name, const char *type, const char *help, long long v)
 {
     put(o, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, v);
 }
@@ -100,7 +99,8 @@ char *srv_metrics_text(const struct srv_metrics *m, int queued, int running, int
         else
             put(&o, "nibble_requests_total{status=\"other\"} %llu\n",
                 (unsigned long long)m->requests[i]);
-    scalar(&o, "nibble_prompt_tokens_total", "counter", "Prompt tokens of the requests run (cached ones included).",
+    scalar(&o, "nibble_prompt_tokens_total", "counter",
+           "Prompt tokens of the requests run (cached ones included).",
            (long long)m->prompt_tokens);
     scalar(&o, "nibble_prompt_tokens_cached_total", "counter",
            "Prompt tokens found in the KV cache (a shared prefix), not prefilled.",

@@ -225,7 +225,7 @@ void srv_logprob_of(const float *x, int n_vocab, int32_t tok, int n_top, struct 
 /* What each slot's sequence holds (engine only): tok[i * n_ctx + p] is the token at
  * position p of sequence i, for p < nb_ctx_seq_len(i). */
 struct cache {
-    int32_t *tok;     /* [n_slots * n_ctx] */
+    int32_t *tok; /* [n_slots * n_ctx] */
     int n_ctx;
     int block;        /* tokens of a KV block: a fork must save at least one */
     uint64_t *used;   /* [n_slots]: when the slot last took a job (least recently used first) */
@@ -290,8 +290,8 @@ static int take_prefix(struct nb_server *s, struct cache *c, struct srv_job *j,
         for (int k = 0; k < n_run; k++) {
             const struct srv_job *o = run[k];
             if (o == j || !c->started[o->slot]) continue;
-            int will = common_prefix(o->req.prompt, o->req.n_prompt, j->req.prompt,
-                                     j->req.n_prompt, j->req.n_prompt - 1);
+            int will = common_prefix(o->req.prompt, o->req.n_prompt, j->req.prompt, j->req.n_prompt,
+                                     j->req.n_prompt - 1);
             if (will >= n + c->block && nb_ctx_seq_len(s->ctx, o->slot) < will) return 1;
         }
     }
@@ -491,8 +491,8 @@ enum nb_status srv_engine_run(struct nb_server *s)
     double drain_deadline = 0;
     int rr = 0; /* the slot prefill starts from, rotated so prompts share the budget */
     /* a KV pool smaller than every slot's full context: a step can run out of blocks */
-    int short_pool = s->p.ctx.n_ctx_total > 0 &&
-                     s->p.ctx.n_ctx_total < (int64_t)n_slots * (int64_t)s->n_ctx;
+    int short_pool =
+        s->p.ctx.n_ctx_total > 0 && s->p.ctx.n_ctx_total < (int64_t)n_slots * (int64_t)s->n_ctx;
     int cap = n_batch; /* prefill tokens a step may take (lowered while the pool is full) */
     pthread_mutex_lock(&s->mu);
     for (;;) {
