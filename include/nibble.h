@@ -788,7 +788,10 @@ struct nb_server_params {
     int port;                          /* 0: any free port (nb_server_port says which) */
     int n_slots;                       /* requests decoded together (default 4) */
     struct nb_ctx_params ctx;          /* n_ctx is per slot (0: min(the model's, 4096));
-                                          n_seq is set to n_slots */
+                                          n_seq is set to n_slots; n_ctx_total 0: every
+                                          slot can fill its context, else at least n_ctx:
+                                          prompts wait for blocks, and a request that finds
+                                          none mid-generation ends ("length") */
     struct nb_sampler_params sampler;  /* defaults of the sampling fields a request omits */
     int n_predict;                     /* tokens a request without max_tokens gets at most
                                           (-1: until its context is full) */
