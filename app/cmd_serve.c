@@ -50,6 +50,16 @@ static void usage(FILE *f)
             "                          with Retry-After (default 64)\n"
             "      --drain S           on SIGTERM/SIGINT, running requests get S seconds to\n"
             "                          finish (default 30)\n"
+            "      --read-timeout S    a connection must send its whole request within S\n"
+            "                          seconds of opening (or of its previous request's end),\n"
+            "                          else it is closed: slow clients (default 10; 0: none)\n"
+            "      --max-conn-per-ip N open connections from one address at most (default\n"
+            "                          128; 0: no limit)\n"
+            "      --no-prefix-cache   prefill every prompt whole (default: a prompt that starts\n"
+            "                          like a cached sequence reuses its KV)\n"
+            "      --kv-tokens N       tokens the KV pool holds for all slots together (default\n"
+            "                          0: slots x context); fewer: prompts wait for blocks, and a\n"
+            "                          request that finds none mid-generation ends ('length')\n"
             "Every --option VALUE may also be written --option=VALUE.\n");
 }
 
@@ -84,6 +94,8 @@ int cmd_serve(int argc, char **argv)
     struct nb_tokenizer *tok = NULL;
     struct nb_server *srv = NULL;
     float timeout = (float)sp.timeout_s, drain = (float)sp.drain_s;
+    float read_timeout = (float)sp.read_timeout_s;
+    int no_prefix_cache = 0, kv_tokens = 0;
 
     const struct arg_opt opts[] = {
         OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
@@ -100,6 +112,10 @@ int cmd_serve(int argc, char **argv)
         OPT_FLOAT("--timeout", &timeout, 0.001, 1e7),
         OPT_INT("--queue", &sp.max_queue, 0, 1 << 20),
         OPT_FLOAT("--drain", &drain, 0, 1e7),
+        OPT_FLOAT("--read-timeout", &read_timeout, 0, 1e7),
+        OPT_INT("--max-conn-per-ip", &sp.max_conn_per_ip, 0, 1 << 20),
+        OPT_FLAG("--no-prefix-cache", &no_prefix_cache),
+        OPT_INT("--kv-tokens", &kv_tokens, 0, 1 << 30),
         OPT_END};
     int r = arg_parse(cmd, opts, argc, argv, usage);
     if (r <= 0) return r < 0 ? 1 : 0;
@@ -115,6 +131,9 @@ int cmd_serve(int argc, char **argv)
     }
     sp.timeout_s = timeout;
     sp.drain_s = drain;
+    sp.read_timeout_s = read_timeout;
+    sp.prefix_cache = !no_prefix_cache;
+    sp.ctx.n_ctx_total = kv_tokens;
     if (!model_path) {
         fprintf(stderr, "nibble serve: no model: give one with -m MODEL (or set NIBBLE_MODEL)\n");
         return 1;

@@ -788,7 +788,10 @@ struct nb_server_params {
     int port;                          /* 0: any free port (nb_server_port says which) */
     int n_slots;                       /* requests decoded together (default 4) */
     struct nb_ctx_params ctx;          /* n_ctx is per slot (0: min(the model's, 4096));
-                                          n_seq is set to n_slots */
+                                          n_seq is set to n_slots; n_ctx_total 0: every
+                                          slot can fill its context, else at least n_ctx:
+                                          prompts wait for blocks, and a request that finds
+                                          none mid-generation ends ("length") */
     struct nb_sampler_params sampler;  /* defaults of the sampling fields a request omits */
     int n_predict;                     /* tokens a request without max_tokens gets at most
                                           (-1: until its context is full) */
@@ -802,6 +805,14 @@ struct nb_server_params {
     int max_connections;               /* open connections at most (256) */
     double drain_s;                    /* after nb_server_stop, running requests get this
                                           long to finish before they are cut (30) */
+    double read_timeout_s;             /* a request's headers and body must arrive within
+                                          this of its connection's accept (or of the end of
+                                          its previous request), else the connection is
+                                          closed: slow clients (10; 0: no limit) */
+    int max_conn_per_ip;               /* open connections from one address (128; 0: any) */
+    int prefix_cache;                  /* a prompt that starts like a cached sequence (a
+                                          finished request's, or a running one's) reuses its
+                                          KV instead of prefilling it again (1; 0: off) */
 };
 NB_API struct nb_server_params nb_server_default_params(void);
 

@@ -7,6 +7,15 @@
  * a response whose reader waits for the job's next text and writes it as server-sent
  * events. While waiting, the socket is watched: a client that hung up cancels its job,
  * and the engine frees its sequence at the next step.
+ *
+ * Slow clients: a connection must send a whole request (headers and body) within
+ * read_timeout_s of its accept, or of the end of its previous request (an idle keep-alive
+ * counts as a request not yet sent). Each open connection is tracked from MHD's connection
+ * notifications (socket, start of the wait, whether a request is still being read); a
+ * deadline thread shuts down the socket of one past its deadline, and MHD, reading nothing
+ * more, closes it. MHD reports a connection closed before it closes the socket, so the
+ * socket shut down is never one reused by a later connection. MHD's idle timeout resets
+ * with every byte: alone it would let a byte every few seconds hold a connection forever.
  */
 #include <errno.h>
 #include <netdb.h>
@@ -26,6 +35,32 @@
 
 enum route { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT };
 
+/* An open connection (MHD's socket context), in srv_http's list. */
+struct watch {
+    struct watch *prev, *next;
+    int fd;
+    double t0;     /* accept, or the end of the previous request */
+    int receiving; /* a request not yet fully read (or not yet begun) */
+    int cut;       /* shut down for its deadline */
+};
+
+/* The read deadlines (s->http). */
+struct srv_http {
+    pthread_mutex_t mu; /* the list; never held with s->mu */
+    pthread_cond_t cv;
+    struct watch *head;
+    int stop;
+    pthread_t thread;
+    int started;
+};
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 /* One request on a connection (MHD's con_cls). */
 struct conn {
     struct nb_server *s;
@@ -41,6 +76,7 @@ struct conn {
     size_t sent;  /* bytes of job->text already in events */
     int lps_sent; /* of job->lps */
     int started, ended;
+    int received; /* the whole request is read */
 };
 
 static enum route route_of(const char *url)
@@ -340,6 +376,19 @@ static int check_head(struct conn *k, struct MHD_Connection *c, const char *url,
     return 0;
 }
 
+/* The connection's request is read (received: 1) or a new one is awaited from now (0). */
+static void watch_mark(struct nb_server *s, struct MHD_Connection *c, int received)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    struct watch *w = ci ? ci->socket_context : NULL;
+    if (!w || !s->http) return;
+    pthread_mutex_lock(&s->http->mu);
+    w->receiving = !received;
+    if (!received) w->t0 = now_s();
+    pthread_mutex_unlock(&s->http->mu);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -347,6 +396,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     struct nb_server *s = cls;
     struct conn *k = *con_cls;
     (void)version;
+    /* a call after the first without data: the request is all read */
+    if (k && !*upload_size && !k->received) {
+        k->received = 1;
+        watch_mark(s, c, 1);
+    }
     if (!k) {
         if (!(k = calloc(1, sizeof *k))) return MHD_NO;
         k->s = s;
@@ -423,6 +477,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     struct nb_server *s = cls;
     struct conn *k = *con_cls;
     (void)toe;
+    watch_mark(s, c, 0); /* a keep-alive connection: the next request's deadline runs */
     if (!k) return;
     pthread_mutex_lock(&s->mu);
     if (k->job) {
@@ -439,6 +494,103 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     free(k->pend);
     free(k);
     *con_cls = NULL;
+}
+
+/* ---------------------------------------------------------------- read deadlines */
+
+/* MHD: a connection opened (tracked from now) or closed (before its socket is). */
+static void on_connection(void *cls, struct MHD_Connection *c, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    struct nb_server *s = cls;
+    struct srv_http *h = s->http;
+    int delta = 0, cut = 0;
+    pthread_mutex_lock(&h->mu);
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+        struct watch *w = calloc(1, sizeof *w);
+        if (w && ci) { /* without memory the connection goes untracked (no deadline) */
+            w->fd = ci->connect_fd;
+            w->t0 = now_s();
+            w->receiving = 1;
+            w->next = h->head;
+            if (h->head) h->head->prev = w;
+            h->head = w;
+            delta = 1;
+        } else {
+            free(w);
+            w = NULL;
+        }
+        *socket_context = w;
+    } else if (code == MHD_CONNECTION_NOTIFY_CLOSED && *socket_context) {
+        struct watch *w = *socket_context;
+        if (w->prev)
+            w->prev->next = w->next;
+        else
+            h->head = w->next;
+        if (w->next) w->next->prev = w->prev;
+        cut = w->cut;
+        free(w);
+        *socket_context = NULL;
+        delta = -1;
+    }
+    pthread_mutex_unlock(&h->mu);
+    if (delta) {
+        pthread_mutex_lock(&s->mu);
+        s->met.connections += delta;
+        if (cut) s->met.read_timeouts++;
+        pthread_mutex_unlock(&s->mu);
+    }
+}
+
+/* The deadline thread: every 100 ms, shut down the connections still reading a request
+ * read_timeout_s after their wait began. */
+static void *deadlines(void *arg)
+{
+    struct nb_server *s = arg;
+    struct srv_http *h = s->http;
+    pthread_mutex_lock(&h->mu);
+    while (!h->stop) {
+        double now = now_s();
+        for (struct watch *w = h->head; w; w = w->next)
+            if (w->receiving && !w->cut && now - w->t0 > s->p.read_timeout_s) {
+                w->cut = 1;
+                shutdown(w->fd, SHUT_RDWR);
+            }
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 100 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return NULL;
+}
+
+static void http_free(struct nb_server *s)
+{
+    struct srv_http *h = s->http;
+    if (!h) return;
+    if (h->started) {
+        pthread_mutex_lock(&h->mu);
+        h->stop = 1;
+        pthread_cond_signal(&h->cv);
+        pthread_mutex_unlock(&h->mu);
+        pthread_join(h->thread, NULL);
+    }
+    while (h->head) { /* none once the daemon is stopped; a failed start may leave some */
+        struct watch *w = h->head;
+        h->head = w->next;
+        free(w);
+    }
+    pthread_cond_destroy(&h->cv);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+    s->http = NULL;
 }
 
 /* ---------------------------------------------------------------- the daemon */
@@ -464,12 +616,33 @@ enum nb_status srv_http_start(struct nb_server *s)
     unsigned idle = s->idle_s;
     unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
                      MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0);
+    struct srv_http *h = calloc(1, sizeof *h);
+    if (!h) return nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
+    pthread_mutex_init(&h->mu, NULL);
+    pthread_cond_init(&h->cv, NULL);
+    s->http = h;
+    if (s->p.read_timeout_s > 0) {
+        int e = pthread_create(&h->thread, NULL, deadlines, s);
+        if (e) {
+            http_free(s);
+            return nb_set_error(NB_ERR_INTERNAL, "serve: cannot start a thread: %s", strerror(e));
+        }
+        h->started = 1;
+    }
+    /* 0: no limit per address */
+    unsigned per_ip = (unsigned)s->p.max_conn_per_ip;
     errno = 0;
-    s->mhd = MHD_start_daemon(flags, (uint16_t)s->p.port, NULL, NULL, on_request, s,
-                              MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&addr,
-                              MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
-                              MHD_OPTION_CONNECTION_TIMEOUT, idle, MHD_OPTION_NOTIFY_COMPLETED,
-                              on_completed, s, MHD_OPTION_END);
+    s->mhd = MHD_start_daemon(
+        flags, (uint16_t)s->p.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
+        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT, idle,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
+        s, MHD_OPTION_END);
+    if (!s->mhd) {
+        int e = errno;
+        http_free(s);
+        errno = e;
+    }
     if (!s->mhd)
         return nb_set_error(NB_ERR_IO, "serve: cannot listen on %s port %d%s%s", s->host, s->p.port,
                             errno ? ": " : "", errno ? strerror(errno) : "");
@@ -497,6 +670,7 @@ void srv_http_stop(struct nb_server *s)
 {
     if (s->mhd) MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
+    http_free(s);
     if (s->listen_fd >= 0) close(s->listen_fd);
     s->listen_fd = -1;
 }

@@ -70,8 +70,7 @@ static void put(struct out *o, const char *fmt, ...)
 }
 
 /* One counter or gauge: its HELP and TYPE lines and its value. */
-static void scalar(struct out *o, const char *name, const char *type, const char *help,
-                   long long v)
+static void scalar(struct out *o, const char *name, const char *type, const char *help, long long v)
 {
     put(o, "# HELP %s %s\n# TYPE %s %s\n%s %lld\n", name, help, name, type, name, v);
 }
@@ -100,8 +99,12 @@ char *srv_metrics_text(const struct srv_metrics *m, int queued, int running, int
         else
             put(&o, "nibble_requests_total{status=\"other\"} %llu\n",
                 (unsigned long long)m->requests[i]);
-    scalar(&o, "nibble_prompt_tokens_total", "counter", "Prompt tokens prefilled.",
+    scalar(&o, "nibble_prompt_tokens_total", "counter",
+           "Prompt tokens of the requests run (cached ones included).",
            (long long)m->prompt_tokens);
+    scalar(&o, "nibble_prompt_tokens_cached_total", "counter",
+           "Prompt tokens found in the KV cache (a shared prefix), not prefilled.",
+           (long long)m->prompt_tokens_cached);
     scalar(&o, "nibble_generated_tokens_total", "counter", "Tokens generated.",
            (long long)m->gen_tokens);
     scalar(&o, "nibble_decode_steps_total", "counter", "Batched forward steps run.",
@@ -117,6 +120,12 @@ char *srv_metrics_text(const struct srv_metrics *m, int queued, int running, int
            (long long)m->kv.blocks_total);
     scalar(&o, "nibble_kv_bytes_used", "gauge", "Bytes of the KV blocks in use.",
            (long long)m->kv.bytes_used);
+    scalar(&o, "nibble_kv_blocks_peak", "gauge", "The most KV pool blocks in use at once.",
+           (long long)m->kv_blocks_peak);
+    scalar(&o, "nibble_connections", "gauge", "Open HTTP connections.", m->connections);
+    scalar(&o, "nibble_read_timeouts_total", "counter",
+           "Connections closed for not sending their request within the read timeout.",
+           (long long)m->read_timeouts);
     hist(&o, "nibble_time_to_first_token_seconds",
          "From a request's arrival to its first generated token.", &m->ttft);
     hist(&o, "nibble_inter_token_seconds", "Between two tokens of one request.", &m->itl);

@@ -843,6 +843,9 @@ static void add_usage(cJSON *o, const struct srv_job *j)
     cJSON_AddNumberToObject(u, "prompt_tokens", j->req.n_prompt);
     cJSON_AddNumberToObject(u, "completion_tokens", j->n_gen);
     cJSON_AddNumberToObject(u, "total_tokens", j->req.n_prompt + j->n_gen);
+    /* as OpenAI's: the prompt tokens whose KV was reused (prefix sharing) */
+    cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
+    cJSON_AddNumberToObject(d, "cached_tokens", j->n_cached);
 }
 
 static cJSON *head(const struct nb_server *s, const struct srv_job *j, const char *object)

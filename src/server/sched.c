@@ -2,7 +2,8 @@
  *
  * Each slot is one sequence of the context (nb_ctx_params.n_seq = n_slots). A step:
  *   1. under the lock: drop what was cancelled or ran out of time, answer the queue 503
- *      when stopping, admit queued jobs into free slots (their sequence cleared);
+ *      when stopping, admit queued jobs into free slots (the free slot whose cached tokens
+ *      share the longest prefix with the prompt);
  *   2. one batch: the last token of every decoding job (one each), then prompt tokens of
  *      jobs still prefilling, at most a chunk's budget (n_batch minus the decoders) in all,
  *      so a long prompt stalls the running streams for one chunk at most;
@@ -11,6 +12,17 @@
  *      stop strings; end of generation, max_tokens and a full context finish it;
  *   5. under the lock: the new text appended, the waiting connections signalled.
  * Nothing but this thread touches the context; KV usage is copied out for /metrics.
+ *
+ * Prefix sharing (prefix_cache, as llama-server's cache_prompt): a slot keeps its
+ * sequence's KV when its job ends (cleared lazily, when it is reused), and the engine
+ * knows the token at every cached position of every slot. When a job starts its prefill,
+ * its sequence becomes the longest prefix of its prompt that some slot holds: its own
+ * slot's cache truncated to it, or, when another slot (running or free) holds one longer
+ * by a block or more, a fork of that slot (nb_ctx_fork_seq: the blocks are shared, copied
+ * on write), and only the rest is prefilled. At least the prompt's last token is always
+ * run: it gives the logits of the first generated token. A job whose prompt shares a
+ * longer prefix with the prompt of a job still prefilling it waits for those steps, so N
+ * requests with one system prompt arriving together prefill it once, not N times.
  */
 #include <math.h>
 #include <stdio.h>
@@ -32,6 +44,7 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
     memset(r, 0, sizeof *r);
     j->refs = 1;
     j->slot = -1;
+    j->max_tokens = -1; /* set when its prefill starts */
     j->state = JOB_QUEUED;
     pthread_cond_init(&j->cv, NULL);
     pthread_mutex_lock(&s->mu);
@@ -150,7 +163,9 @@ static void job_done(struct nb_server *s, struct srv_job *j, const char *finish)
 {
     if (j->state == JOB_DONE) return;
     if (j->slot >= 0) {
-        nb_ctx_clear_seq(s->ctx, j->slot);
+        /* with prefix sharing the sequence stays cached for a later prompt that starts
+         * like it (cleared when its slot is reused) */
+        if (!s->p.prefix_cache) nb_ctx_clear_seq(s->ctx, j->slot);
         s->slots[j->slot] = NULL;
         s->n_running--;
         j->slot = -1;
@@ -215,6 +230,151 @@ void srv_logprob_of(const float *x, int n_vocab, int32_t tok, int n_top, struct 
         out->top_lp[k] = (float)(x[out->top_tok[k]] - lse);
 }
 
+/* ---------------------------------------------------------------- prefix sharing */
+
+/* What each slot's sequence holds (engine only): tok[i * n_ctx + p] is the token at
+ * position p of sequence i, for p < nb_ctx_seq_len(i). */
+struct cache {
+    int32_t *tok; /* [n_slots * n_ctx] */
+    int n_ctx;
+    int block;        /* tokens of a KV block: a fork must save at least one */
+    uint64_t *used;   /* [n_slots]: when the slot last took a job (least recently used first) */
+    uint8_t *started; /* [n_slots]: its job has looked for its prefix and begun prefilling */
+    uint64_t clock;
+};
+
+/* The tokens a and b have in common from the start, at most n. */
+static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb, int n)
+{
+    int m = na < nb ? na : nb, i = 0;
+    if (m > n) m = n;
+    while (i < m && a[i] == b[i])
+        i++;
+    return i;
+}
+
+/* Of slot i's cached tokens, those that start job j's prompt (at most its n_prompt - 1). */
+static int slot_prefix(const struct nb_server *s, const struct cache *c, int i,
+                       const struct srv_job *j)
+{
+    return common_prefix(c->tok + (size_t)i * (size_t)c->n_ctx, nb_ctx_seq_len(s->ctx, i),
+                         j->req.prompt, j->req.n_prompt, j->req.n_prompt - 1);
+}
+
+/* The free slot for job j: the one whose cache shares the longest prefix with its prompt
+ * (ties and none: the least recently used); -1 when every slot runs. */
+static int pick_slot(struct nb_server *s, const struct cache *c, const struct srv_job *j)
+{
+    int best = -1, best_n = -1;
+    for (int i = 0; i < s->p.n_slots; i++) {
+        if (s->slots[i]) continue;
+        if (!s->p.prefix_cache) return i;
+        int n = slot_prefix(s, c, i, j);
+        if (n > best_n || (n == best_n && c->used[i] < c->used[best])) {
+            best = i;
+            best_n = n;
+        }
+    }
+    return best;
+}
+
+/* At the start of job j's prefill: its sequence becomes the longest cached prefix of its
+ * prompt (its own slot's, or a fork of another slot holding a block more), j->n_past and
+ * j->n_cached that length. 1: wait instead (a job still prefilling will hold a longer
+ * prefix after this step). Engine thread, outside the lock: run[] are the running jobs. */
+static int take_prefix(struct nb_server *s, struct cache *c, struct srv_job *j,
+                       struct srv_job *const *run, int n_run)
+{
+    int me = j->slot, n = 0, src = -1;
+    if (s->p.prefix_cache) {
+        n = slot_prefix(s, c, me, j);
+        int own = n;
+        for (int i = 0; i < s->p.n_slots; i++) {
+            if (i == me) continue;
+            int m = slot_prefix(s, c, i, j);
+            if (m > n && m - own >= c->block) {
+                n = m;
+                src = i;
+            }
+        }
+        for (int k = 0; k < n_run; k++) {
+            const struct srv_job *o = run[k];
+            if (o == j || !c->started[o->slot]) continue;
+            int will = common_prefix(o->req.prompt, o->req.n_prompt, j->req.prompt, j->req.n_prompt,
+                                     j->req.n_prompt - 1);
+            if (will >= n + c->block && nb_ctx_seq_len(s->ctx, o->slot) < will) return 1;
+        }
+    }
+    enum nb_status st = NB_OK;
+    if (src >= 0)
+        st = nb_ctx_fork_seq(s->ctx, src, me, n);
+    else if (n > 0)
+        st = nb_ctx_truncate_seq(s->ctx, me, n);
+    if (st != NB_OK || n == 0) { /* a window layer no longer holds it: prefill it all */
+        nb_ctx_clear_seq(s->ctx, me);
+        n = 0;
+    } else if (src >= 0) {
+        memcpy(c->tok + (size_t)me * (size_t)c->n_ctx, c->tok + (size_t)src * (size_t)c->n_ctx,
+               sizeof *c->tok * (size_t)n);
+    }
+    j->n_past = j->n_cached = n;
+    c->started[me] = 1;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- a short KV pool */
+
+/* With a KV pool smaller than slots x context (--kv-tokens), a step found no blocks for
+ * its batch (nb_decode took none and ran nothing). The prefill of the failed step is
+ * undone, then room is made for the next try, the least disruptive way first: a free
+ * slot's cached sequence is dropped (the least recently used); else the prefill chunk is
+ * halved (*cap; 0: decoders only), so a prompt waits for blocks; else the youngest
+ * decoding job is ended ("length"); else the youngest prefilling job gives its blocks back
+ * and starts its prefill again later. Engine thread, under the lock. */
+static void make_room(struct nb_server *s, struct cache *c, struct srv_job *const *run, int n_run,
+                      int n_dec, int n_pre, int *cap)
+{
+    for (int k = 0; k < n_run; k++) {
+        struct srv_job *j = run[k];
+        int len = nb_ctx_seq_len(s->ctx, j->slot);
+        if (j->n_past > len) j->n_past = len;
+    }
+    int lru = -1;
+    for (int i = 0; i < s->p.n_slots; i++)
+        if (!s->slots[i] && nb_ctx_seq_len(s->ctx, i) > 0 && (lru < 0 || c->used[i] < c->used[lru]))
+            lru = i;
+    if (lru >= 0) {
+        nb_ctx_clear_seq(s->ctx, lru);
+        return;
+    }
+    if (n_pre > 1 || (n_pre == 1 && n_dec > 0)) {
+        *cap = n_pre / 2;
+        return;
+    }
+    struct srv_job *young = NULL; /* the youngest decoder, else the youngest prefilling */
+    for (int pass = 0; pass < 2 && !young; pass++)
+        for (int k = 0; k < n_run; k++) {
+            struct srv_job *j = run[k];
+            if ((j->n_past >= j->req.n_prompt) != (pass == 0)) continue;
+            if (!young || c->used[j->slot] > c->used[young->slot]) young = j;
+        }
+    if (!young) return;
+    int slot = young->slot;
+    if (young->n_past >= young->req.n_prompt) {
+        NB_LOGW("serve: %s: the KV pool is full (--kv-tokens): ended as 'length' after %d tokens",
+                young->id, young->n_gen);
+        char t[4096];
+        size_t n = 0;
+        flush_text(young, t, &n, sizeof t);
+        append_text(young, t, n);
+        job_done(s, young, "length");
+    } else {
+        young->n_past = young->n_cached = 0;
+        c->started[slot] = 0;
+    }
+    nb_ctx_clear_seq(s->ctx, slot);
+}
+
 /* ---------------------------------------------------------------- the loop */
 
 struct step {
@@ -226,7 +386,8 @@ struct step {
 };
 
 /* Drop cancelled and expired jobs, fail the queue when stopping, admit into free slots. */
-static void admit(struct nb_server *s, double now, int draining, double drain_deadline)
+static void admit(struct nb_server *s, struct cache *c, double now, int draining,
+                  double drain_deadline)
 {
     for (int i = 0; i < s->p.n_slots; i++) {
         struct srv_job *j = s->slots[i];
@@ -257,8 +418,8 @@ static void admit(struct nb_server *s, double now, int draining, double drain_de
         job_done(s, j, NULL);
     }
     s->q_tail = last;
-    for (int i = 0; i < s->p.n_slots && s->q_head; i++) {
-        if (s->slots[i]) continue;
+    int i;
+    while (s->q_head && (i = pick_slot(s, c, s->q_head)) >= 0) {
         struct srv_job *j = s->q_head;
         s->q_head = j->next;
         if (!s->q_head) s->q_tail = NULL;
@@ -269,7 +430,8 @@ static void admit(struct nb_server *s, double now, int draining, double drain_de
         j->n_past = 0;
         s->slots[i] = j;
         s->n_running++;
-        nb_ctx_clear_seq(s->ctx, i);
+        c->used[i] = ++c->clock;
+        c->started[i] = 0; /* its sequence is set when its prefill starts (take_prefix) */
     }
 }
 
@@ -406,18 +568,30 @@ enum nb_status srv_engine_run(struct nb_server *s)
     struct srv_logprob *row_lp = malloc(sizeof *row_lp * (size_t)n_slots);
     float *raw = malloc(sizeof *raw * (size_t)n_vocab);   /* a row before the sampler's changes */
     float *work = malloc(sizeof *work * (size_t)n_vocab); /* constrained sampling's copy */
+    struct cache cache = {.n_ctx = s->n_ctx};
+    struct nb_kv_usage kv;
+    nb_ctx_kv_usage(s->ctx, &kv);
+    cache.block = kv.block_tokens > 0 ? kv.block_tokens : 32;
+    cache.tok = malloc(sizeof *cache.tok * (size_t)n_slots * (size_t)s->n_ctx);
+    cache.used = calloc((size_t)n_slots, sizeof *cache.used);
+    cache.started = calloc((size_t)n_slots, 1);
     if (!b.tok || !b.pos || !b.seq || !b.want || !b.out_job || !b.logits || !texts || !text_n ||
-        !finish || !gained || !row_lp || !raw || !work) {
+        !finish || !gained || !row_lp || !raw || !work || !cache.tok || !cache.used ||
+        !cache.started) {
         st = nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
         goto done;
     }
     double drain_deadline = 0;
     int rr = 0; /* the slot prefill starts from, rotated so prompts share the budget */
+    /* a KV pool smaller than every slot's full context: a step can run out of blocks */
+    int short_pool =
+        s->p.ctx.n_ctx_total > 0 && s->p.ctx.n_ctx_total < (int64_t)n_slots * (int64_t)s->n_ctx;
+    int cap = n_batch; /* prefill tokens a step may take (lowered while the pool is full) */
     pthread_mutex_lock(&s->mu);
     for (;;) {
         double now = nb_time_s();
         if (s->stopping && drain_deadline == 0) drain_deadline = now + s->p.drain_s;
-        admit(s, now, s->stopping, drain_deadline);
+        admit(s, &cache, now, s->stopping, drain_deadline);
         if (s->stopping && s->n_running == 0) break;
         if (s->n_running == 0) {
             /* idle: wake for a job, a cancel or stop, and at least every second (timeouts) */
@@ -442,28 +616,36 @@ enum nb_status srv_engine_run(struct nb_server *s)
             b.pos[n] = nb_ctx_seq_len(s->ctx, j->slot);
             b.seq[n] = j->slot;
             b.want[n] = 1;
+            cache.tok[(size_t)j->slot * (size_t)s->n_ctx + (size_t)b.pos[n]] = j->last;
             b.out_job[n_out++] = j;
             n++;
         }
+        int n_dec = n;
         int budget = n_batch - n;
         if (budget < 1) budget = 1;
+        if (budget > cap) budget = cap;
         for (int k0 = 0; k0 < n_run && budget > 0; k0++) {
             struct srv_job *j = run[(k0 + rr) % n_run];
-            int left = j->req.n_prompt - j->n_past;
-            if (left <= 0) continue;
-            if (j->n_past == 0) {
+            if (j->n_past >= j->req.n_prompt) continue;
+            if (!cache.started[j->slot]) {
+                if (take_prefix(s, &cache, j, run, n_run)) continue; /* waits a step */
+            }
+            if (j->max_tokens < 0) { /* once (a prefill restarted by make_room comes again) */
                 int max_gen = s->n_ctx - j->req.n_prompt;
                 j->max_tokens = j->req.max_tokens > 0 ? j->req.max_tokens : s->p.n_predict;
                 if (j->max_tokens < 0 || j->max_tokens > max_gen) j->max_tokens = max_gen;
                 for (int i = 0; i < j->req.n_prompt; i++)
                     nb_sampler_accept(j->sampler, j->req.prompt[i]);
             }
+            int left = j->req.n_prompt - j->n_past;
             int take = left < budget ? left : budget;
+            int32_t *held = cache.tok + (size_t)j->slot * (size_t)s->n_ctx;
             for (int i = 0; i < take; i++) {
                 b.tok[n] = j->req.prompt[j->n_past + i];
                 b.pos[n] = j->n_past + i;
                 b.seq[n] = j->slot;
                 b.want[n] = 0;
+                held[b.pos[n]] = b.tok[n];
                 n++;
             }
             j->n_past += take;
@@ -474,9 +656,21 @@ enum nb_status srv_engine_run(struct nb_server *s)
             }
         }
         rr++;
+        if (n == 0) { /* every job waits for another's prefill (which runs): not expected */
+            cap = n_batch;
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
         struct nb_batch batch = {
             .n_tokens = n, .token = b.tok, .pos = b.pos, .seq = b.seq, .want_logits = b.want};
         enum nb_status ds = nb_decode(s->ctx, &batch, b.logits);
+        if (ds == NB_ERR_RANGE && short_pool) { /* no blocks for the step: it ran nothing */
+            NB_LOGI("serve: %s", nb_last_error());
+            pthread_mutex_lock(&s->mu);
+            make_room(s, &cache, run, n_run, n_dec, n - n_dec, &cap);
+            continue;
+        }
+        cap = n_batch;
         double t_step = nb_time_s();
         char errmsg[256] = "";
         if (ds != NB_OK) snprintf(errmsg, sizeof errmsg, "%s", nb_last_error());
@@ -499,6 +693,7 @@ enum nb_status srv_engine_run(struct nb_server *s)
             NB_LOGE("serve: decode failed: %s", errmsg);
             for (int k = 0; k < n_run; k++) {
                 srv_fail(&run[k]->err, 500, NULL, NULL, "the model failed: %s", errmsg);
+                nb_ctx_clear_seq(s->ctx, run[k]->slot); /* what it holds is not known */
                 job_done(s, run[k], NULL);
             }
             continue;
@@ -510,6 +705,7 @@ enum nb_status srv_engine_run(struct nb_server *s)
             if (j->t_prev == 0) {
                 srv_hist_add(&s->met.ttft, t_step - j->t_submit);
                 s->met.prompt_tokens += (uint64_t)j->req.n_prompt;
+                s->met.prompt_tokens_cached += (uint64_t)j->n_cached;
             } else {
                 srv_hist_add(&s->met.itl, t_step - j->t_prev);
             }
@@ -522,6 +718,8 @@ enum nb_status srv_engine_run(struct nb_server *s)
             if (finish[k] || j->err.status) job_done(s, j, finish[k]);
         }
         nb_ctx_kv_usage(s->ctx, &s->met.kv);
+        if (s->met.kv.blocks_used > s->met.kv_blocks_peak)
+            s->met.kv_blocks_peak = s->met.kv.blocks_used;
     }
     s->accepting = 0;
     pthread_mutex_unlock(&s->mu);
@@ -539,6 +737,9 @@ done:
     free(row_lp);
     free(raw);
     free(work);
+    free(cache.tok);
+    free(cache.used);
+    free(cache.started);
     return st;
 }
 

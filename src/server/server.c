@@ -33,6 +33,9 @@ struct nb_server_params nb_server_default_params(void)
     p.max_queue = 64;
     p.max_connections = 256;
     p.drain_s = 30;
+    p.read_timeout_s = 10;
+    p.max_conn_per_ip = 128;
+    p.prefix_cache = 1;
     return p;
 }
 
@@ -88,11 +91,13 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
         goto fail;
     }
     if (p->n_slots < 1 || p->n_slots > 256 || p->port < 0 || p->port > 65535 || p->max_body < 1 ||
-        !(p->timeout_s > 0) || p->max_queue < 0 || p->max_connections < 1 || p->drain_s < 0) {
+        !(p->timeout_s > 0) || p->max_queue < 0 || p->max_connections < 1 || p->drain_s < 0 ||
+        !(p->read_timeout_s >= 0) || p->max_conn_per_ip < 0) {
         st = nb_set_error(NB_ERR_INVALID_ARG,
                           "serve: a parameter is out of range (slots "
                           "1..256: %d, port 0..65535: %d, max_body >= 1, timeout > 0, "
-                          "max_queue >= 0, max_connections >= 1, drain >= 0)",
+                          "max_queue >= 0, max_connections >= 1, drain >= 0, read_timeout >= 0, "
+                          "max_conn_per_ip >= 0)",
                           p->n_slots, p->port);
         goto fail;
     }
@@ -130,9 +135,18 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
 
     struct nb_ctx_params cp = p->ctx;
     cp.n_seq = p->n_slots;
-    cp.n_ctx_total = 0; /* every slot can fill its context: a step never runs out of blocks */
+    /* 0: every slot can fill its context, a step never runs out of blocks; fewer: the
+     * engine lets prompts wait for blocks (sched.c make_room) */
+    cp.n_ctx_total = p->ctx.n_ctx_total > 0 ? p->ctx.n_ctx_total : 0;
     if ((st = nb_ctx_init(&s->ctx, p->model, &cp))) goto fail;
     s->n_ctx = s->ctx->n_ctx;
+    if (cp.n_ctx_total > 0 && cp.n_ctx_total < s->n_ctx) {
+        st = nb_set_error(NB_ERR_INVALID_ARG,
+                          "serve: a KV pool of %lld tokens cannot hold one full context (%d): "
+                          "give at least that",
+                          (long long)cp.n_ctx_total, s->n_ctx);
+        goto fail;
+    }
     s->m.n_ctx = s->n_ctx;
     s->p.ctx.n_batch = s->ctx->n_batch;
     if (!(s->slots = calloc((size_t)p->n_slots, sizeof *s->slots))) {

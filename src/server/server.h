@@ -155,6 +155,7 @@ struct srv_job {
     /* engine side (only the engine thread touches these once submitted) */
     int slot;
     int n_past;     /* prompt tokens in the cache */
+    int n_cached;   /* of those, found there (a shared prefix) rather than prefilled */
     int32_t last;   /* the token to decode next */
     int max_tokens; /* after clamping to the context */
     struct nb_sampler *sampler;
@@ -203,6 +204,10 @@ struct srv_metrics {
     uint64_t prompt_tokens, gen_tokens, steps, step_tokens;
     struct srv_hist ttft, itl;
     struct nb_kv_usage kv; /* the engine's snapshot after each step */
+    int64_t kv_blocks_peak; /* the most blocks_used of those snapshots */
+    uint64_t prompt_tokens_cached; /* prompt tokens found in the KV cache, not prefilled */
+    uint64_t read_timeouts; /* connections closed for sending too slowly (http.c) */
+    int connections;        /* open connections (http.c) */
 };
 /* The index of an HTTP status in requests[] (the last: any other). */
 int srv_status_index(int status);
@@ -212,6 +217,7 @@ char *srv_metrics_text(const struct srv_metrics *m, int queued, int running, int
 /* ---------------------------------------------------------------- the server */
 
 struct MHD_Daemon;
+struct srv_http;
 
 struct nb_server {
     struct nb_server_params p;
@@ -224,6 +230,7 @@ struct nb_server {
     struct MHD_Daemon *mhd;
     int listen_fd;   /* after quiesce: closed once the daemon is stopped */
     unsigned idle_s; /* the daemon's idle timeout of a connection */
+    struct srv_http *http; /* http.c's own: the connections' read deadlines */
     int stop_pipe[2];
     pthread_t watcher;
     int watcher_started;

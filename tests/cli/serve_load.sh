@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# nibble serve under load with a real client, CI-sized: bench/serve_load64.sh's check
+# (tests/npm/serve_load.js: autocannon plus measuring connections, 64 concurrent streams)
+# for 20 s against kjv-7m — every response 200, each stream ends with [DONE] and holds the
+# known greedy text, the slots empty afterwards, RssAnon flat after 8 s of warm-up (not
+# judged under AddressSanitizer, whose quarantine grows by design), exit 0 on SIGTERM.
+# Needs node and `npm ci` in tests/npm; without them the test is skipped, except under
+# CI=true where that is a failure.
+set -u
+bin="${NIBBLE_BIN:?}"
+models="${NIBBLE_MODELS_DIR:-}"
+npm_dir="${NIBBLE_SOURCE_DIR:?}/tests/npm"
+gguf="$models/kjv-7m/kjv-7m-f32.gguf"
+if ! command -v node >/dev/null || [ ! -d "$npm_dir/node_modules/autocannon" ]; then
+  if [ "${CI:-}" = true ]; then echo "FAIL: node or tests/npm/node_modules/autocannon missing (npm ci in tests/npm)"; exit 1; fi
+  echo "SKIP: node or tests/npm/node_modules/autocannon missing (run npm ci in tests/npm)"; exit 0
+fi
+if [ ! -f "$gguf" ]; then echo "SKIP: no $gguf"; exit 0; fi
+tmp=$(mktemp -d)
+pid=""
+cleanup() { [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"; }
+trap cleanup EXIT
+slack=8192
+if grep -aq __asan_init "$bin"; then slack=100000000; echo "(AddressSanitizer build: RssAnon reported, not judged)"; fi
+"$bin" serve -m "$gguf" --path source --port 0 -t 2 --parallel 64 --queue 256 2>"$tmp/log" &
+pid=$!
+port=""
+for _ in $(seq 1 300); do
+  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9][0-9]*\).*/\1/p' "$tmp/log")
+  [ -n "$port" ] && break
+  kill -0 "$pid" 2>/dev/null || break
+  sleep 0.1
+done
+if [ -z "$port" ]; then echo "FAIL: the server did not start:"; cat "$tmp/log"; exit 1; fi
+timeout 200 node "$npm_dir/serve_load.js" "http://127.0.0.1:$port" "$pid" --seconds 20 --load 56 \
+  --measure 8 --max-tokens 32 --warmup 8 --rss-slack-kib $slack; rc=$?
+kill -TERM "$pid"
+for _ in $(seq 1 400); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; src=124; else wait "$pid"; src=$?; fi
+pid=""
+if [ "$src" != 0 ]; then echo "FAIL: the server exited $src after SIGTERM"; tail -20 "$tmp/log"; exit 1; fi
+exit $rc
