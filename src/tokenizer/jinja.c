@@ -28,10 +28,10 @@
 #include "core/error.h"
 #include "tokenizer/jinja.h"
 
-#define MEM_LIMIT     ((size_t)4 * NB_JINJA_MAX_OUT) /* bytes a render may allocate */
-#define PARSE_DEPTH   256                            /* nested expressions in the source */
-#define EVAL_DEPTH    1024                           /* nested evaluation frames */
-#define JSON_DEPTH    1024                           /* nested context / tojson values */
+#define MEM_LIMIT   ((size_t)4 * NB_JINJA_MAX_OUT) /* bytes a render may allocate */
+#define PARSE_DEPTH 256                            /* nested expressions in the source */
+#define EVAL_DEPTH  1024                           /* nested evaluation frames */
+#define JSON_DEPTH  1024                           /* nested context / tojson values */
 
 /* ---------------------------------------------------------------- errors, arena */
 
@@ -85,8 +85,8 @@ static void *aalloc(struct arena *a, size_t n)
     if (!b || b->cap - b->used < n) {
         size_t cap = n > 65536 / 2 ? n : 65536;
         if (n > a->limit || a->total + cap > a->limit)
-            die(a->err, NB_ERR_RANGE,
-                "chat template: the render needs more than %zu MiB of memory", a->limit >> 20);
+            die(a->err, NB_ERR_RANGE, "chat template: the render needs more than %zu MiB of memory",
+                a->limit >> 20);
         b = malloc(sizeof *b + cap);
         if (!b) die(a->err, NB_ERR_NOMEM, "chat template: out of memory");
         b->cap = cap;
@@ -122,10 +122,12 @@ struct jstr {
     int any;
 };
 
-static uint8_t mark_at(const struct jstr *s, size_t i) { return s->m ? s->m[i] : 0; }
+static uint8_t mark_at(const struct jstr *s, size_t i)
+{
+    return s->m ? s->m[i] : 0;
+}
 
-static struct jstr *str_make(struct arena *a, const char *s, size_t n, const uint8_t *m,
-                             uint8_t m0)
+static struct jstr *str_make(struct arena *a, const char *s, size_t n, const uint8_t *m, uint8_t m0)
 {
     struct jstr *r = aalloc(a, sizeof *r);
     r->n = n;
@@ -135,14 +137,17 @@ static struct jstr *str_make(struct arena *a, const char *s, size_t n, const uin
     r->m = NULL;
     r->any = 0;
     if (m) {
-        for (size_t i = 0; i < n && !r->any; i++) r->any = m[i];
+        for (size_t i = 0; i < n && !r->any; i++)
+            r->any = m[i];
     } else {
         r->any = m0 && n;
     }
     if (r->any) {
         r->m = aalloc(a, n);
-        if (m) memcpy(r->m, m, n);
-        else memset(r->m, m0, n);
+        if (m)
+            memcpy(r->m, m, n);
+        else
+            memset(r->m, m0, n);
     }
     return r;
 }
@@ -212,7 +217,8 @@ static size_t space_before(const char *s, size_t n)
 {
     if (!n) return 0;
     size_t k = 1;
-    while (k < n && k < 4 && ((unsigned char)s[n - k] & 0xC0) == 0x80) k++;
+    while (k < n && k < 4 && ((unsigned char)s[n - k] & 0xC0) == 0x80)
+        k++;
     size_t len;
     uint32_t c = utf8_next(s + n - k, k, &len);
     if (len != k) return js_space((unsigned char)s[n - 1]) ? 1 : 0;
@@ -223,7 +229,10 @@ static int is_word(char c)
 {
     return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
 }
-static int is_digit(char c) { return c >= '0' && c <= '9'; }
+static int is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
 
 /* The number as JavaScript's Number#toString prints it (shortest round trip). */
 static void js_num(double d, char *o, size_t size)
@@ -252,7 +261,8 @@ static void js_num(double d, char *o, size_t size)
     const char *p = e + neg;
     for (; *p && *p != 'e'; p++)
         if (is_digit(*p)) digits[k++] = *p;
-    while (k > 1 && digits[k - 1] == '0') k--;
+    while (k > 1 && digits[k - 1] == '0')
+        k--;
     digits[k] = '\0';
     int n = atoi(p + 1) + 1; /* the decimal point after n digits */
     char *q = o;
@@ -268,12 +278,14 @@ static void js_num(double d, char *o, size_t size)
     if (neg) PUT("-");
     if (k <= n && n <= 21) {
         PUT("%s", digits);
-        for (int i = k; i < n; i++) PUT("0");
+        for (int i = k; i < n; i++)
+            PUT("0");
     } else if (0 < n && n <= 21) {
         PUT("%.*s.%s", n, digits, digits + n);
     } else if (-6 < n && n <= 0) {
         PUT("0.");
-        for (int i = n; i < 0; i++) PUT("0");
+        for (int i = n; i < 0; i++)
+            PUT("0");
         PUT("%s", digits);
     } else {
         PUT("%c", digits[0]);
@@ -286,15 +298,47 @@ static void js_num(double d, char *o, size_t size)
 /* ---------------------------------------------------------------- lexer */
 
 enum tk {
-    T_TEXT, T_NUM, T_STR, T_IDENT, T_EQUALS, T_LP, T_RP, T_OS, T_CS, T_OE, T_CE, T_LB, T_RB,
-    T_LC, T_RC, T_COMMA, T_DOT, T_COLON, T_PIPE, T_ADD, T_MUL, T_POW, T_CMP, T_UNARY, T_COMMENT,
+    T_TEXT,
+    T_NUM,
+    T_STR,
+    T_IDENT,
+    T_EQUALS,
+    T_LP,
+    T_RP,
+    T_OS,
+    T_CS,
+    T_OE,
+    T_CE,
+    T_LB,
+    T_RB,
+    T_LC,
+    T_RC,
+    T_COMMA,
+    T_DOT,
+    T_COLON,
+    T_PIPE,
+    T_ADD,
+    T_MUL,
+    T_POW,
+    T_CMP,
+    T_UNARY,
+    T_COMMENT,
     T_END
 };
 
-static const char *const k_tk_name[] = {
-    "text", "number", "string", "name", "'='", "'('", "')'", "'{%'", "'%}'", "'{{'", "'}}'",
-    "'['", "']'", "'{'", "'}'", "','", "'.'", "':'", "'|'", "operator", "operator", "'**'",
-    "comparison", "sign", "comment", "end of template"};
+static const char *const k_tk_name[] = {"text",       "number",
+                                        "string",     "name",
+                                        "'='",        "'('",
+                                        "')'",        "'{%'",
+                                        "'%}'",       "'{{'",
+                                        "'}}'",       "'['",
+                                        "']'",        "'{'",
+                                        "'}'",        "','",
+                                        "'.'",        "':'",
+                                        "'|'",        "operator",
+                                        "operator",   "'**'",
+                                        "comparison", "sign",
+                                        "comment",    "end of template"};
 
 struct tok {
     enum tk t;
@@ -342,7 +386,8 @@ static void strip_trailing(struct lexer *L)
     if (!L->nt || L->v[L->nt - 1].t != T_TEXT) return;
     struct tok *k = &L->v[L->nt - 1];
     size_t w;
-    while ((w = space_before(k->s, k->n)) > 0) k->n -= w;
+    while ((w = space_before(k->s, k->n)) > 0)
+        k->n -= w;
     k->s[k->n] = '\0';
     if (!k->n) L->nt--;
 }
@@ -350,7 +395,8 @@ static void strip_trailing(struct lexer *L)
 static void skip_space(struct lexer *L)
 {
     size_t w;
-    while ((w = space_at(L->src + L->pos, L->n - L->pos)) > 0) L->pos += w;
+    while ((w = space_at(L->src + L->pos, L->n - L->pos)) > 0)
+        L->pos += w;
 }
 
 static int at(const struct lexer *L, const char *s)
@@ -398,7 +444,9 @@ static void lex_string(struct lexer *L, char q, int line)
             unsigned v = 0;
             for (size_t i = 0; i < len; i++) {
                 char h = L->pos + i < L->n ? L->src[L->pos + i] : 0;
-                int d = is_digit(h) ? h - '0' : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10 : -1;
+                int d = is_digit(h)                          ? h - '0'
+                        : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10
+                                                             : -1;
                 if (d < 0) {
                     free(b);
                     die(L->err, NB_ERR_FORMAT,
@@ -424,22 +472,21 @@ static void lex(struct lexer *L)
     static const struct {
         const char *s;
         enum tk t;
-    } table[] = {{"{%", T_OS}, {"%}", T_CS}, {"{{", T_OE}, {"}}", T_CE}, {"(", T_LP},
-                 {")", T_RP},  {"{", T_LC},  {"}", T_RC},  {"[", T_LB},  {"]", T_RB},
-                 {",", T_COMMA}, {".", T_DOT}, {":", T_COLON}, {"|", T_PIPE}, {"<=", T_CMP},
-                 {">=", T_CMP}, {"==", T_CMP}, {"!=", T_CMP}, {"<", T_CMP}, {">", T_CMP},
-                 {"+", T_ADD}, {"-", T_ADD}, {"~", T_ADD}, {"**", T_POW}, {"*", T_MUL},
-                 {"//", T_MUL}, {"/", T_MUL}, {"%", T_MUL}, {"=", T_EQUALS}};
+    } table[] = {{"{%", T_OS},   {"%}", T_CS},  {"{{", T_OE},   {"}}", T_CE},   {"(", T_LP},
+                 {")", T_RP},    {"{", T_LC},   {"}", T_RC},    {"[", T_LB},    {"]", T_RB},
+                 {",", T_COMMA}, {".", T_DOT},  {":", T_COLON}, {"|", T_PIPE},  {"<=", T_CMP},
+                 {">=", T_CMP},  {"==", T_CMP}, {"!=", T_CMP},  {"<", T_CMP},   {">", T_CMP},
+                 {"+", T_ADD},   {"-", T_ADD},  {"~", T_ADD},   {"**", T_POW},  {"*", T_MUL},
+                 {"//", T_MUL},  {"/", T_MUL},  {"%", T_MUL},   {"=", T_EQUALS}};
     int curly = 0;
     while (L->pos < L->n) {
         enum tk last = L->nt ? L->v[L->nt - 1].t : T_END;
         int line = lex_line(L, L->pos);
         if (last == T_END || last == T_CS || last == T_CE || last == T_COMMENT) {
             size_t start = L->pos;
-            while (L->pos < L->n &&
-                   !(L->src[L->pos] == '{' && L->pos + 1 < L->n &&
-                     (L->src[L->pos + 1] == '%' || L->src[L->pos + 1] == '{' ||
-                      L->src[L->pos + 1] == '#')))
+            while (L->pos < L->n && !(L->src[L->pos] == '{' && L->pos + 1 < L->n &&
+                                      (L->src[L->pos + 1] == '%' || L->src[L->pos + 1] == '{' ||
+                                       L->src[L->pos + 1] == '#')))
                 L->pos++;
             if (L->pos > start) {
                 push_tok(L, T_TEXT, L->src + start, L->pos - start, line);
@@ -491,13 +538,17 @@ static void lex(struct lexer *L)
         if (c == '-' || c == '+') {
             if (last == T_TEXT || last == T_END)
                 die(L->err, NB_ERR_FORMAT, "chat template: line %d: unexpected '%c'", line, c);
-            if (!(last == T_IDENT || last == T_NUM || last == T_STR || last == T_RP || last == T_RB)) {
+            if (!(last == T_IDENT || last == T_NUM || last == T_STR || last == T_RP ||
+                  last == T_RB)) {
                 size_t start = L->pos++;
-                while (L->pos < L->n && is_digit(L->src[L->pos])) L->pos++;
-                size_t nd = L->pos - start - 1;
-                if (nd && L->pos + 1 < L->n && L->src[L->pos] == '.' && is_digit(L->src[L->pos + 1])) {
+                while (L->pos < L->n && is_digit(L->src[L->pos]))
                     L->pos++;
-                    while (L->pos < L->n && is_digit(L->src[L->pos])) L->pos++;
+                size_t nd = L->pos - start - 1;
+                if (nd && L->pos + 1 < L->n && L->src[L->pos] == '.' &&
+                    is_digit(L->src[L->pos + 1])) {
+                    L->pos++;
+                    while (L->pos < L->n && is_digit(L->src[L->pos]))
+                        L->pos++;
                 }
                 push_tok(L, nd ? T_NUM : T_UNARY, L->src + start, L->pos - start, line);
                 continue;
@@ -509,9 +560,12 @@ static void lex(struct lexer *L)
             if (!at(L, table[i].s)) continue;
             size_t n = strlen(table[i].s);
             push_tok(L, table[i].t, table[i].s, n, line);
-            if (table[i].t == T_OE) curly = 0;
-            else if (table[i].t == T_LC) curly++;
-            else if (table[i].t == T_RC) curly--;
+            if (table[i].t == T_OE)
+                curly = 0;
+            else if (table[i].t == T_LC)
+                curly++;
+            else if (table[i].t == T_RC)
+                curly--;
             L->pos += n;
             hit = 1;
         }
@@ -523,23 +577,27 @@ static void lex(struct lexer *L)
         }
         if (is_digit(c)) {
             size_t start = L->pos;
-            while (L->pos < L->n && is_digit(L->src[L->pos])) L->pos++;
+            while (L->pos < L->n && is_digit(L->src[L->pos]))
+                L->pos++;
             if (last != T_DOT && L->pos + 1 < L->n && L->src[L->pos] == '.' &&
                 is_digit(L->src[L->pos + 1])) {
                 L->pos++;
-                while (L->pos < L->n && is_digit(L->src[L->pos])) L->pos++;
+                while (L->pos < L->n && is_digit(L->src[L->pos]))
+                    L->pos++;
             }
             push_tok(L, T_NUM, L->src + start, L->pos - start, line);
             continue;
         }
         if (is_word(c)) {
             size_t start = L->pos;
-            while (L->pos < L->n && is_word(L->src[L->pos])) L->pos++;
+            while (L->pos < L->n && is_word(L->src[L->pos]))
+                L->pos++;
             push_tok(L, T_IDENT, L->src + start, L->pos - start, line);
             continue;
         }
         if ((unsigned char)c >= 0x20 && (unsigned char)c < 0x7F)
-            die(L->err, NB_ERR_FORMAT, "chat template: line %d: unexpected character '%c'", line, c);
+            die(L->err, NB_ERR_FORMAT, "chat template: line %d: unexpected character '%c'", line,
+                c);
         die(L->err, NB_ERR_FORMAT, "chat template: line %d: unexpected byte 0x%02x", line,
             (unsigned char)c);
     }
@@ -565,8 +623,10 @@ static void preprocess(struct jerr *err, const char *src, size_t n, char **out, 
         int line_start = i == 0 || src[i - 1] == '\n' || src[i - 1] == '\r';
         if (line_start) {
             size_t j = i;
-            while (j < n && (src[j] == ' ' || src[j] == '\t')) j++;
-            if (j + 1 < n && src[j] == '{' && (src[j + 1] == '#' || src[j + 1] == '%' || src[j + 1] == '-')) {
+            while (j < n && (src[j] == ' ' || src[j] == '\t'))
+                j++;
+            if (j + 1 < n && src[j] == '{' &&
+                (src[j + 1] == '#' || src[j + 1] == '%' || src[j + 1] == '-')) {
                 i = j;
             }
         }
@@ -602,29 +662,73 @@ static void preprocess(struct jerr *err, const char *src, size_t n, char **out, 
 
 enum nk {
     /* statements */
-    S_TEXT, S_OUT, S_IF, S_FOR, S_SET, S_MACRO, S_BREAK, S_CONTINUE, S_FILTER, S_NOOP,
+    S_TEXT,
+    S_OUT,
+    S_IF,
+    S_FOR,
+    S_SET,
+    S_MACRO,
+    S_BREAK,
+    S_CONTINUE,
+    S_FILTER,
+    S_NOOP,
     /* expressions */
-    E_STR, E_INT, E_FLOAT, E_LIST, E_TUPLE, E_DICT, E_IDENT, E_CALL, E_MEMBER, E_SLICE,
-    E_UNARY, E_BIN, E_FILTER, E_TEST, E_SELECT, E_TERNARY, E_KWARG
+    E_STR,
+    E_INT,
+    E_FLOAT,
+    E_LIST,
+    E_TUPLE,
+    E_DICT,
+    E_IDENT,
+    E_CALL,
+    E_MEMBER,
+    E_SLICE,
+    E_UNARY,
+    E_BIN,
+    E_FILTER,
+    E_TEST,
+    E_SELECT,
+    E_TERNARY,
+    E_KWARG
 };
 
 enum op {
-    OP_ADD, OP_SUB, OP_CAT, OP_MUL, OP_DIV, OP_FDIV, OP_MOD, OP_POW, OP_EQ, OP_NE, OP_LT,
-    OP_GT, OP_LE, OP_GE, OP_IN, OP_NOTIN, OP_AND, OP_OR, OP_NOT, OP_NEG, OP_POS
+    OP_ADD,
+    OP_SUB,
+    OP_CAT,
+    OP_MUL,
+    OP_DIV,
+    OP_FDIV,
+    OP_MOD,
+    OP_POW,
+    OP_EQ,
+    OP_NE,
+    OP_LT,
+    OP_GT,
+    OP_LE,
+    OP_GE,
+    OP_IN,
+    OP_NOTIN,
+    OP_AND,
+    OP_OR,
+    OP_NOT,
+    OP_NEG,
+    OP_POS
 };
 
-static const char *const k_op_name[] = {"+", "-", "~", "*", "/", "//", "%", "**", "==", "!=", "<",
-                                        ">", "<=", ">=", "in", "not in", "and", "or", "not", "-", "+"};
+static const char *const k_op_name[] = {
+    "+", "-",  "~",  "*",  "/",      "//",  "%",  "**",  "==", "!=", "<",
+    ">", "<=", ">=", "in", "not in", "and", "or", "not", "-",  "+"};
 
 struct node {
     enum nk k;
     int line;
-    int op;   /* enum op; E_MEMBER: computed; E_TEST: negated; E_FILTER: called; S_MACRO: uses
-                 kwargs (1) / varargs (2) */
+    int op; /* enum op; E_MEMBER: computed; E_TEST: negated; E_FILTER: called; S_MACRO: uses
+               kwargs (1) / varargs (2) */
     double num;
-    struct jstr *str;            /* E_STR, S_TEXT, E_IDENT, E_FILTER/E_TEST name, E_KWARG, S_MACRO */
-    struct node *a, *b, *c;      /* operands, test, target, value ... */
-    struct node **v, **w;        /* body / items / args / keys;  alternate / values / else */
+    struct jstr *str;       /* E_STR, S_TEXT, E_IDENT, E_FILTER/E_TEST name, E_KWARG, S_MACRO */
+    struct node *a, *b, *c; /* operands, test, target, value ... */
+    struct node **v, **w;   /* body / items / args / keys;  alternate / values / else */
     int nv, nw;
 };
 
@@ -646,8 +750,14 @@ struct nb_jinja {
 
 typedef struct jinja_parser P;
 
-static struct tok *cur(P *p) { return &p->t[p->pos]; }
-static int is(P *p, enum tk t) { return p->t[p->pos].t == t; }
+static struct tok *cur(P *p)
+{
+    return &p->t[p->pos];
+}
+static int is(P *p, enum tk t)
+{
+    return p->t[p->pos].t == t;
+}
 static int is_ident(P *p, const char *name)
 {
     return is(p, T_IDENT) && !strcmp(cur(p)->s, name);
@@ -709,7 +819,10 @@ static void nv_push(P *p, struct nvec *v, struct node *n)
     v->v[v->n++] = n;
 }
 
-static struct jstr *tok_str(P *p, struct tok *k) { return str_make(p->ar, k->s, k->n, NULL, 0); }
+static struct jstr *tok_str(P *p, struct tok *k)
+{
+    return str_make(p->ar, k->s, k->n, NULL, 0);
+}
 
 static struct node *parse_expr(P *p);
 static struct node *parse_primary(P *p);
@@ -748,8 +861,10 @@ static void parse_args(P *p, struct nvec *out, int params)
     while (!is(p, T_RP)) {
         int line = cur(p)->line;
         if (is(p, T_POW) || (is(p, T_MUL) && !strcmp(cur(p)->s, "*")))
-            die(p->err, NB_ERR_UNSUPPORTED, "chat template: line %d: argument unpacking (* / **) "
-                "is not supported", line);
+            die(p->err, NB_ERR_UNSUPPORTED,
+                "chat template: line %d: argument unpacking (* / **) "
+                "is not supported",
+                line);
         struct node *a = parse_expr(p);
         if (is(p, T_EQUALS)) {
             p->pos++;
@@ -771,11 +886,13 @@ static void parse_args(P *p, struct nvec *out, int params)
         if (params)
             for (int i = 0; i < out->n; i++)
                 if (!strcmp(out->v[i]->str->s, a->str->s))
-                    die(p->err, NB_ERR_FORMAT, "chat template: line %d: parameter '%s' twice",
-                        line, a->str->s);
+                    die(p->err, NB_ERR_FORMAT, "chat template: line %d: parameter '%s' twice", line,
+                        a->str->s);
         nv_push(p, out, a);
-        if (is(p, T_COMMA)) p->pos++;
-        else if (!is(p, T_RP)) perr(p, "expected ',' or ')' in an argument list");
+        if (is(p, T_COMMA))
+            p->pos++;
+        else if (!is(p, T_RP))
+            perr(p, "expected ',' or ')' in an argument list");
     }
     p->pos++;
 }
@@ -809,8 +926,11 @@ static struct node *parse_member(P *p, struct node *obj)
             int n = 0, slice = 0;
             while (!is(p, T_RB)) {
                 if (is(p, T_END)) perr(p, "expected ']'");
-                if (n >= 3) die(p->err, NB_ERR_FORMAT, "chat template: line %d: a slice has at "
-                                "most 3 parts", line);
+                if (n >= 3)
+                    die(p->err, NB_ERR_FORMAT,
+                        "chat template: line %d: a slice has at "
+                        "most 3 parts",
+                        line);
                 if (is(p, T_COLON)) {
                     parts[n++] = NULL;
                     p->pos++;
@@ -906,8 +1026,8 @@ static struct node *parse_test(P *p)
 
 static int tok_op(struct tok *k)
 {
-    static const char *const names[] = {"+", "-", "~", "*", "/", "//", "%", "**", "==", "!=",
-                                        "<", ">", "<=", ">="};
+    static const char *const names[] = {"+",  "-",  "~",  "*", "/", "//", "%",
+                                        "**", "==", "!=", "<", ">", "<=", ">="};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
         if (!strcmp(k->s, names[i])) return i;
     return -1;
@@ -1052,7 +1172,8 @@ static struct node *parse_primary(P *p)
     case T_STR: {
         /* adjacent literals join: 'a' "b" */
         size_t total = k->n, i = p->pos;
-        while (p->t[i].t == T_STR) total += p->t[i++].n;
+        while (p->t[i].t == T_STR)
+            total += p->t[i++].n;
         char *b = aalloc(p->ar, total + 1);
         size_t o = 0;
         memcpy(b, k->s, k->n);
@@ -1086,8 +1207,10 @@ static struct node *parse_primary(P *p)
         struct nvec v = {0};
         while (!is(p, T_RB)) {
             nv_push(p, &v, parse_expr(p));
-            if (is(p, T_COMMA)) p->pos++;
-            else if (!is(p, T_RB)) perr(p, "expected ',' or ']' in a list");
+            if (is(p, T_COMMA))
+                p->pos++;
+            else if (!is(p, T_RB))
+                perr(p, "expected ',' or ']' in a list");
         }
         p->pos++;
         n->v = v.v;
@@ -1103,8 +1226,10 @@ static struct node *parse_primary(P *p)
             nv_push(p, &keys, parse_expr(p));
             expect(p, T_COLON, "expected ':' in a dict");
             nv_push(p, &vals, parse_expr(p));
-            if (is(p, T_COMMA)) p->pos++;
-            else if (!is(p, T_RC)) perr(p, "expected ',' or '}' in a dict");
+            if (is(p, T_COMMA))
+                p->pos++;
+            else if (!is(p, T_RC))
+                perr(p, "expected ',' or '}' in a dict");
         }
         p->pos++;
         n->v = keys.v;
@@ -1114,9 +1239,7 @@ static struct node *parse_primary(P *p)
         p->depth--;
         return n;
     }
-    default:
-        p->pos--;
-        perr(p, "expected an expression");
+    default: p->pos--; perr(p, "expected an expression");
     }
 }
 
@@ -1205,8 +1328,10 @@ static struct node *parse_stmt(P *p)
         n = mk(p, S_FOR, line);
         n->a = parse_seq(p, 1);
         if (n->a->k != E_IDENT && n->a->k != E_TUPLE)
-            die(p->err, NB_ERR_FORMAT, "chat template: line %d: expected a name or names after "
-                "'for'", line);
+            die(p->err, NB_ERR_FORMAT,
+                "chat template: line %d: expected a name or names after "
+                "'for'",
+                line);
         for (int i = 0; n->a->k == E_TUPLE && i < n->a->nv; i++)
             if (n->a->v[i]->k != E_IDENT)
                 die(p->err, NB_ERR_FORMAT, "chat template: line %d: expected names after 'for'",
@@ -1284,8 +1409,8 @@ static struct node *parse_stmt(P *p)
     } else if (!strcmp(s, "call") || !strcmp(s, "block") || !strcmp(s, "extends") ||
                !strcmp(s, "include") || !strcmp(s, "import") || !strcmp(s, "from") ||
                !strcmp(s, "with") || !strcmp(s, "raw")) {
-        die(p->err, NB_ERR_UNSUPPORTED, "chat template: line %d: {%% %s %%} is not supported",
-            line, s);
+        die(p->err, NB_ERR_UNSUPPORTED, "chat template: line %d: {%% %s %%} is not supported", line,
+            s);
     } else {
         die(p->err, NB_ERR_FORMAT, "chat template: line %d: unknown statement '%.40s'", line, s);
     }
@@ -1307,8 +1432,7 @@ static struct node *parse_any(P *p)
         p->pos++;
         return mk(p, S_NOOP, k->line);
     }
-    case T_OS:
-        return parse_stmt(p);
+    case T_OS: return parse_stmt(p);
     case T_OE: {
         p->pos++;
         struct node *n = mk(p, S_OUT, k->line);
@@ -1316,8 +1440,7 @@ static struct node *parse_any(P *p)
         expect(p, T_CE, "expected '}}'");
         return n;
     }
-    default:
-        perr(p, "unexpected token");
+    default: perr(p, "unexpected token");
     }
 }
 
@@ -1355,7 +1478,8 @@ enum nb_status nb_jinja_parse(const char *src, size_t len, struct nb_jinja **out
     lex(&L);
     P p = {.err = &t->err, .ar = &t->ar, .t = L.v, .nt = L.nt};
     struct nvec body = {0};
-    while (!is(&p, T_END)) nv_push(&p, &body, parse_any(&p));
+    while (!is(&p, T_END))
+        nv_push(&p, &body, parse_any(&p));
     t->body = body.v;
     t->n = body.n;
     free(pre);
@@ -1376,8 +1500,8 @@ void nb_jinja_free(struct nb_jinja *t)
 
 enum vt { V_UNDEF, V_NONE, V_BOOL, V_INT, V_FLOAT, V_STR, V_LIST, V_DICT, V_NS, V_FUNC };
 
-static const char *const k_vt_name[] = {"undefined", "none",  "boolean", "integer", "float",
-                                        "string",    "list",  "dict",    "namespace", "function"};
+static const char *const k_vt_name[] = {"undefined", "none", "boolean", "integer",   "float",
+                                        "string",    "list", "dict",    "namespace", "function"};
 
 struct jlist;
 struct jdict;
@@ -1410,10 +1534,26 @@ struct jdict {
 
 enum fkind { F_MACRO, F_METHOD, F_GLOBAL };
 enum fid {
-    G_NAMESPACE, G_RANGE, G_RAISE, G_STRFTIME,
-    M_UPPER, M_LOWER, M_STRIP, M_TITLE, M_CAPITALIZE, M_RSTRIP, M_LSTRIP, M_STARTSWITH,
-    M_ENDSWITH, M_SPLIT, M_REPLACE,
-    M_GET, M_ITEMS, M_KEYS, M_VALUES, M_DICTSORT
+    G_NAMESPACE,
+    G_RANGE,
+    G_RAISE,
+    G_STRFTIME,
+    M_UPPER,
+    M_LOWER,
+    M_STRIP,
+    M_TITLE,
+    M_CAPITALIZE,
+    M_RSTRIP,
+    M_LSTRIP,
+    M_STARTSWITH,
+    M_ENDSWITH,
+    M_SPLIT,
+    M_REPLACE,
+    M_GET,
+    M_ITEMS,
+    M_KEYS,
+    M_VALUES,
+    M_DICTSORT
 };
 
 struct jfunc {
@@ -1569,7 +1709,8 @@ static void bput(struct R *r, struct buf *b, const char *s, const uint8_t *m, ui
             (unsigned)(NB_JINJA_MAX_OUT >> 20));
     if (b->n + n > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->n + n) cap *= 2;
+        while (cap < b->n + n)
+            cap *= 2;
         char *ns = aalloc(&r->ar, cap + 1);
         uint8_t *nm = aalloc(&r->ar, cap);
         if (b->n) {
@@ -1581,8 +1722,10 @@ static void bput(struct R *r, struct buf *b, const char *s, const uint8_t *m, ui
         b->cap = cap;
     }
     memcpy(b->s + b->n, s, n);
-    if (m) memcpy(b->m + b->n, m, n);
-    else memset(b->m + b->n, m0, n);
+    if (m)
+        memcpy(b->m + b->n, m, n);
+    else
+        memset(b->m + b->n, m0, n);
     b->n += n;
     charge(r, n / 256);
 }
@@ -1609,9 +1752,12 @@ static void num_text(struct val v, char *o, size_t size)
 {
     double d = v.u.d;
     if (v.t == V_FLOAT && !isnan(d) && !isinf(d) && d == floor(d)) {
-        if (d == 0 && signbit(d)) snprintf(o, size, "-0.0");
-        else if (fabs(d) < 1e21) snprintf(o, size, "%.1f", d);
-        else js_num(d, o, size);
+        if (d == 0 && signbit(d))
+            snprintf(o, size, "-0.0");
+        else if (fabs(d) < 1e21)
+            snprintf(o, size, "%.1f", d);
+        else
+            js_num(d, o, size);
         return;
     }
     js_num(d, o, size);
@@ -1633,13 +1779,20 @@ static void json_string(struct R *r, struct buf *b, const struct jstr *s, int as
         unsigned char c = (unsigned char)s->s[i];
         char e[16];
         size_t elen = 0, clen = 1;
-        if (c == '"' || c == '\\') elen = (size_t)snprintf(e, sizeof e, "\\%c", c);
-        else if (c == '\n') elen = (size_t)snprintf(e, sizeof e, "\\n");
-        else if (c == '\r') elen = (size_t)snprintf(e, sizeof e, "\\r");
-        else if (c == '\t') elen = (size_t)snprintf(e, sizeof e, "\\t");
-        else if (c == '\b') elen = (size_t)snprintf(e, sizeof e, "\\b");
-        else if (c == '\f') elen = (size_t)snprintf(e, sizeof e, "\\f");
-        else if (c < 0x20) elen = (size_t)snprintf(e, sizeof e, "\\u%04x", c);
+        if (c == '"' || c == '\\')
+            elen = (size_t)snprintf(e, sizeof e, "\\%c", c);
+        else if (c == '\n')
+            elen = (size_t)snprintf(e, sizeof e, "\\n");
+        else if (c == '\r')
+            elen = (size_t)snprintf(e, sizeof e, "\\r");
+        else if (c == '\t')
+            elen = (size_t)snprintf(e, sizeof e, "\\t");
+        else if (c == '\b')
+            elen = (size_t)snprintf(e, sizeof e, "\\b");
+        else if (c == '\f')
+            elen = (size_t)snprintf(e, sizeof e, "\\f");
+        else if (c < 0x20)
+            elen = (size_t)snprintf(e, sizeof e, "\\u%04x", c);
         else if (ascii && c >= 0x7F) {
             uint32_t cp = utf8_next(s->s + i, s->n - i, &clen);
             if (cp > 0xFFFF) {
@@ -1685,8 +1838,10 @@ static void tojson(struct R *r, struct buf *b, struct val v, const struct json_o
     case V_BOOL: bcstr(r, b, v.u.b ? "true" : "false", v.m); return;
     case V_INT:
     case V_FLOAT:
-        if (isnan(v.u.d) || isinf(v.u.d)) snprintf(num, sizeof num, "null");
-        else js_num(v.u.d, num, sizeof num);
+        if (isnan(v.u.d) || isinf(v.u.d))
+            snprintf(num, sizeof num, "null");
+        else
+            js_num(v.u.d, num, sizeof num);
         bcstr(r, b, num, v.m);
         return;
     case V_STR: json_string(r, b, v.u.s, o->ascii); return;
@@ -1706,12 +1861,15 @@ static void tojson(struct R *r, struct buf *b, struct val v, const struct json_o
     }
     for (size_t i = 0; i < n; i++) {
         if (i) {
-            if (o->item_sep) bstr(r, b, o->item_sep);
-            else bcstr(r, b, isep, m);
+            if (o->item_sep)
+                bstr(r, b, o->item_sep);
+            else
+                bcstr(r, b, isep, m);
         }
         if (o->indent) {
             bput(r, b, "\n", NULL, m, 1);
-            for (int k = 0; k < o->indent * (depth + 1); k++) bput(r, b, " ", NULL, m, 1);
+            for (int k = 0; k < o->indent * (depth + 1); k++)
+                bput(r, b, " ", NULL, m, 1);
         }
         if (list) {
             tojson(r, b, v.u.l->v[i], o, depth + 1);
@@ -1719,14 +1877,17 @@ static void tojson(struct R *r, struct buf *b, struct val v, const struct json_o
             struct jstr *k = keys ? keys[i] : v.u.o->k[i];
             struct val *item = keys ? dict_find(r, v.u.o, k->s, k->n) : &v.u.o->v[i];
             json_string(r, b, k, o->ascii);
-            if (o->key_sep) bstr(r, b, o->key_sep);
-            else bcstr(r, b, ": ", m);
+            if (o->key_sep)
+                bstr(r, b, o->key_sep);
+            else
+                bcstr(r, b, ": ", m);
             tojson(r, b, *item, o, depth + 1);
         }
     }
     if (o->indent && n) {
         bput(r, b, "\n", NULL, m, 1);
-        for (int k = 0; k < o->indent * depth; k++) bput(r, b, " ", NULL, m, 1);
+        for (int k = 0; k < o->indent * depth; k++)
+            bput(r, b, " ", NULL, m, 1);
     }
     bput(r, b, list ? "]" : "}", NULL, m, 1);
 }
@@ -1773,9 +1934,12 @@ static void js_text(struct R *r, struct buf *b, struct val v, int depth)
         for (size_t i = 0; i < v.u.l->n; i++) {
             if (i) bcstr(r, b, ",", v.m);
             struct val it = v.u.l->v[i];
-            if (it.t == V_UNDEF) bcstr(r, b, "undefined", it.m);
-            else if (it.t == V_NONE) bcstr(r, b, "null", it.m);
-            else print_val(r, b, it);
+            if (it.t == V_UNDEF)
+                bcstr(r, b, "undefined", it.m);
+            else if (it.t == V_NONE)
+                bcstr(r, b, "null", it.m);
+            else
+                print_val(r, b, it);
         }
         return;
     case V_DICT:
@@ -1836,14 +2000,17 @@ static struct val from_json(struct R *r, const cJSON *j, uint8_t m, int depth)
         v = mks(str_make(&r->ar, s, strlen(s), NULL, m));
     } else if (cJSON_IsArray(j)) {
         size_t n = 0;
-        for (const cJSON *c = j->child; c; c = c->next) n++;
+        for (const cJSON *c = j->child; c; c = c->next)
+            n++;
         v = mkl(r, n);
         size_t i = 0;
-        for (const cJSON *c = j->child; c; c = c->next) v.u.l->v[i++] = from_json(r, c, m, depth + 1);
+        for (const cJSON *c = j->child; c; c = c->next)
+            v.u.l->v[i++] = from_json(r, c, m, depth + 1);
     } else if (cJSON_IsObject(j)) {
         v = mkd(r, V_DICT);
         size_t n = 0, ni = 0;
-        for (const cJSON *c = j->child; c; c = c->next) n++;
+        for (const cJSON *c = j->child; c; c = c->next)
+            n++;
         struct ikey *ik = n ? aalloc(&r->ar, n * sizeof *ik) : NULL;
         for (const cJSON *c = j->child; c; c = c->next) {
             double d;
@@ -1859,10 +2026,12 @@ static struct val from_json(struct R *r, const cJSON *j, uint8_t m, int depth)
             double d;
             const char *k = c->string ? c->string : "";
             if (c->string && index_key(c->string, &d)) continue;
-            dict_set(r, v.u.o, str_make(&r->ar, k, strlen(k), NULL, m), from_json(r, c, m, depth + 1));
+            dict_set(r, v.u.o, str_make(&r->ar, k, strlen(k), NULL, m),
+                     from_json(r, c, m, depth + 1));
         }
     } else if (!cJSON_IsNull(j)) {
-        die(&r->err, NB_ERR_INVALID_ARG, "chat template: the context holds a value JSON has no "
+        die(&r->err, NB_ERR_INVALID_ARG,
+            "chat template: the context holds a value JSON has no "
             "type for");
     }
     v.m = v.t == V_STR ? v.m : m;
@@ -1930,16 +2099,27 @@ static struct val arg(struct R *r, const struct args *a, int i, const char *name
     return name ? kwarg(r, a, name) : k_undef;
 }
 
-static int is_num(struct val v) { return v.t == V_INT || v.t == V_FLOAT; }
-static int is_numlike(struct val v) { return is_num(v) || v.t == V_BOOL; }
-static double numval(struct val v) { return v.t == V_BOOL ? v.u.b : v.u.d; }
+static int is_num(struct val v)
+{
+    return v.t == V_INT || v.t == V_FLOAT;
+}
+static int is_numlike(struct val v)
+{
+    return is_num(v) || v.t == V_BOOL;
+}
+static double numval(struct val v)
+{
+    return v.t == V_BOOL ? v.u.b : v.u.d;
+}
 
 /* JavaScript's Number(string) */
 static double str_number(const struct jstr *s)
 {
     size_t a = 0, b = s->n, w;
-    while ((w = space_at(s->s + a, b - a)) > 0) a += w;
-    while (b > a && (w = space_before(s->s + a, b - a)) > 0) b -= w;
+    while ((w = space_at(s->s + a, b - a)) > 0)
+        a += w;
+    while (b > a && (w = space_before(s->s + a, b - a)) > 0)
+        b -= w;
     if (a == b) return 0;
     char tmp[64];
     if (b - a >= sizeof tmp) return NAN;
@@ -2044,9 +2224,12 @@ static void sort_vals(struct R *r, struct val *v, size_t n, struct val *tmp,
     sort_vals(r, v, h, tmp, cmp, c);
     sort_vals(r, v + h, n - h, tmp, cmp, c);
     size_t i = 0, j = h, k = 0;
-    while (i < h && j < n) tmp[k++] = cmp(c, v[j], v[i]) < 0 ? v[j++] : v[i++];
-    while (i < h) tmp[k++] = v[i++];
-    while (j < n) tmp[k++] = v[j++];
+    while (i < h && j < n)
+        tmp[k++] = cmp(c, v[j], v[i]) < 0 ? v[j++] : v[i++];
+    while (i < h)
+        tmp[k++] = v[i++];
+    while (j < n)
+        tmp[k++] = v[j++];
     memcpy(v, tmp, n * sizeof *v);
     charge(r, n);
 }
@@ -2063,14 +2246,16 @@ static struct val attr_path(struct R *r, struct val v, const struct jstr *path)
     size_t a = 0;
     while (a <= path->n) {
         size_t b = a;
-        while (b < path->n && path->s[b] != '.') b++;
+        while (b < path->n && path->s[b] != '.')
+            b++;
         if (v.t == V_DICT || v.t == V_NS) {
             struct val *f = dict_find(r, v.u.o, path->s + a, b - a);
             v = f ? *f : k_undef;
         } else if (v.t == V_LIST) {
             size_t idx = 0, i = a;
             if (i == b) return k_undef;
-            for (; i < b && is_digit(path->s[i]); i++) idx = idx * 10 + (size_t)(path->s[i] - '0');
+            for (; i < b && is_digit(path->s[i]); i++)
+                idx = idx * 10 + (size_t)(path->s[i] - '0');
             if (i == a || idx >= v.u.l->n) return k_undef;
             v = v.u.l->v[idx];
         } else {
@@ -2089,7 +2274,8 @@ struct attr_sort {
 static int cmp_attr(struct sort_ctx *c, struct val a, struct val b)
 {
     const struct attr_sort *s = (const struct attr_sort *)c;
-    int x = compare(c->r, attr_path(c->r, a, s->attr), attr_path(c->r, b, s->attr), c->case_sensitive);
+    int x =
+        compare(c->r, attr_path(c->r, a, s->attr), attr_path(c->r, b, s->attr), c->case_sensitive);
     return c->reverse ? -x : x;
 }
 
@@ -2112,7 +2298,8 @@ static struct val list_copy(struct R *r, const struct jlist *l)
     return v;
 }
 
-static struct val dict_items(struct R *r, const struct jdict *d, int what /* 0 items 1 keys 2 values */)
+static struct val dict_items(struct R *r, const struct jdict *d,
+                             int what /* 0 items 1 keys 2 values */)
 {
     struct val v = mkl(r, d->n);
     for (size_t i = 0; i < d->n; i++) {
@@ -2159,9 +2346,11 @@ static struct jstr *trim(struct R *r, const struct jstr *s, int left, int right)
 {
     size_t a = 0, b = s->n, w;
     if (left)
-        while ((w = space_at(s->s + a, b - a)) > 0) a += w;
+        while ((w = space_at(s->s + a, b - a)) > 0)
+            a += w;
     if (right)
-        while (b > a && (w = space_before(s->s + a, b - a)) > 0) b -= w;
+        while (b > a && (w = space_before(s->s + a, b - a)) > 0)
+            b -= w;
     return substr(r, s, a, b);
 }
 
@@ -2182,7 +2371,8 @@ static const char *find(const struct jstr *s, size_t from, const struct jstr *p)
     return NULL;
 }
 
-static struct val affix_test(struct R *r, const struct jstr *s, struct args *a, int end, const char *name)
+static struct val affix_test(struct R *r, const struct jstr *s, struct args *a, int end,
+                             const char *name)
 {
     if (a->n == 0) rerr(r, "%s() needs an argument", name);
     struct val p = a->pos[0];
@@ -2202,7 +2392,8 @@ static struct val str_split(struct R *r, const struct jstr *s, struct args *a)
 {
     struct val sep = arg(r, a, 0, NULL), maxv = arg(r, a, 1, NULL);
     if (sep.t == V_UNDEF) sep = k_none;
-    if (sep.t != V_STR && sep.t != V_NONE) rerr(r, "split(): the separator must be a string or none");
+    if (sep.t != V_STR && sep.t != V_NONE)
+        rerr(r, "split(): the separator must be a string or none");
     if (maxv.t == V_UNDEF) maxv = mkn(V_INT, -1);
     if (maxv.t != V_INT) rerr(r, "split(): maxsplit must be an integer");
     double maxsplit = maxv.u.d;
@@ -2224,13 +2415,15 @@ static struct val str_split(struct R *r, const struct jstr *s, struct args *a)
         size_t i = 0, w;
         while (i < t->n) {
             size_t st = i;
-            while (i < t->n && !space_at(t->s + i, t->n - i)) i += 1;
+            while (i < t->n && !space_at(t->s + i, t->n - i))
+                i += 1;
             if (maxsplit != -1 && (double)np >= maxsplit) {
                 ADD(substr(r, t, st, t->n));
                 break;
             }
             ADD(substr(r, t, st, i));
-            while (i < t->n && (w = space_at(t->s + i, t->n - i)) > 0) i += w;
+            while (i < t->n && (w = space_at(t->s + i, t->n - i)) > 0)
+                i += w;
         }
     } else {
         const struct jstr *p = sep.u.s;
@@ -2248,7 +2441,7 @@ static struct val str_split(struct R *r, const struct jstr *s, struct args *a)
 #undef ADD
     charge(r, np);
     struct val v = mkl(r, np);
-    memcpy(v.u.l->v, pv, np * sizeof *pv);
+    if (np) memcpy(v.u.l->v, pv, np * sizeof *pv);
     return v;
 }
 
@@ -2305,7 +2498,8 @@ static struct jstr *str_title(struct R *r, const struct jstr *s, int only_first)
 
 /* ------------------------------------------- calls */
 
-static struct val call_macro(struct R *r, struct scope *caller, const struct node *m, struct args *a)
+static struct val call_macro(struct R *r, struct scope *caller, const struct node *m,
+                             struct args *a)
 {
     if (++r->calls > NB_JINJA_MAX_DEPTH)
         die(&r->err, NB_ERR_RANGE, "chat template: macro calls nested deeper than %d",
@@ -2348,12 +2542,14 @@ static struct val call_macro(struct R *r, struct scope *caller, const struct nod
     if (m->op & 2) {
         size_t extra = a->n > m->nv ? (size_t)(a->n - m->nv) : 0;
         struct val l = mkl(r, extra);
-        for (size_t i = 0; i < extra; i++) l.u.l->v[i] = a->pos[m->nv + (int)i];
+        for (size_t i = 0; i < extra; i++)
+            l.u.l->v[i] = a->pos[m->nv + (int)i];
         set_var(r, s, str_make(&r->ar, "varargs", 7, NULL, 0), l);
     } else if (a->n > m->nv) {
         rerr(r, "macro '%s' takes at most %d argument(s)", m->str->s, m->nv);
     }
-    for (int i = 0; i < np; i++) set_var(r, s, m->v[pending[i]]->str, eval(r, s, m->v[pending[i]]->a));
+    for (int i = 0; i < np; i++)
+        set_var(r, s, m->v[pending[i]]->str, eval(r, s, m->v[pending[i]]->a));
     struct buf b = {0};
     exec_body(r, s, m->w, m->nw, &b);
     r->calls--;
@@ -2362,9 +2558,9 @@ static struct val call_macro(struct R *r, struct scope *caller, const struct nod
 
 static void strftime_js(struct R *r, struct buf *b, const struct jstr *fmt)
 {
-    static const char *const mon[] = {"January", "February", "March",     "April",
-                                      "May",     "June",     "July",      "August",
-                                      "September", "October", "November", "December"};
+    static const char *const mon[] = {"January",   "February", "March",    "April",
+                                      "May",       "June",     "July",     "August",
+                                      "September", "October",  "November", "December"};
     time_t now = time(NULL);
     struct tm tm;
     localtime_r(&now, &tm);
@@ -2391,7 +2587,7 @@ static void strftime_js(struct R *r, struct buf *b, const struct jstr *fmt)
 
 static struct val call(struct R *r, struct scope *s, struct val fn, struct args *a)
 {
-    if (fn.t != V_FUNC) rerr(r, "a %s is not callable", k_vt_name[fn.t]);
+    if (fn.t != V_FUNC) rerr(r, "a value of type %s is not callable", k_vt_name[fn.t]);
     struct jfunc *f = fn.u.f;
     if (f->kind == F_MACRO) return call_macro(r, s, f->macro, a);
     struct val self = f->self;
@@ -2402,7 +2598,8 @@ static struct val call(struct R *r, struct scope *s, struct val fn, struct args 
         if (a->n == 1) {
             struct val src = a->pos[0];
             if (src.t == V_DICT) {
-                for (size_t i = 0; i < src.u.o->n; i++) dict_set(r, ns.u.o, src.u.o->k[i], src.u.o->v[i]);
+                for (size_t i = 0; i < src.u.o->n; i++)
+                    dict_set(r, ns.u.o, src.u.o->k[i], src.u.o->v[i]);
             } else if (src.t == V_LIST) {
                 for (size_t i = 0; i < src.u.l->n; i++) {
                     struct val pr = src.u.l->v[i];
@@ -2414,7 +2611,8 @@ static struct val call(struct R *r, struct scope *s, struct val fn, struct args 
                 rerr(r, "namespace(): a %s is not iterable", k_vt_name[src.t]);
             }
         }
-        for (size_t i = 0; i < a->kw.n; i++) dict_set(r, ns.u.o, a->kw.k[i], a->kw.v[i]);
+        for (size_t i = 0; i < a->kw.n; i++)
+            dict_set(r, ns.u.o, a->kw.k[i], a->kw.v[i]);
         return ns;
     }
     case G_RANGE: {
@@ -2472,7 +2670,8 @@ static struct val call(struct R *r, struct scope *s, struct val fn, struct args 
     case M_VALUES: return dict_items(r, self.u.o, 2);
     case M_DICTSORT: {
         struct val cs = need_bool(r, arg(r, a, 0, "case_sensitive"), 0, "case_sensitive");
-        struct val by = arg(r, a, 1, "by"), rev = need_bool(r, arg(r, a, 2, "reverse"), 0, "reverse");
+        struct val by = arg(r, a, 1, "by"),
+                   rev = need_bool(r, arg(r, a, 2, "reverse"), 0, "reverse");
         if (by.t == V_UNDEF) by = mklit(r, "key");
         if (by.t != V_STR || (strcmp(by.u.s->s, "key") && strcmp(by.u.s->s, "value")))
             rerr(r, "dictsort(): by must be 'key' or 'value'");
@@ -2491,20 +2690,22 @@ static struct val call(struct R *r, struct scope *s, struct val fn, struct args 
 static const struct {
     const char *name;
     enum fid id;
-} k_str_methods[] = {{"upper", M_UPPER},       {"lower", M_LOWER},
-                     {"strip", M_STRIP},       {"title", M_TITLE},
-                     {"capitalize", M_CAPITALIZE}, {"rstrip", M_RSTRIP},
-                     {"lstrip", M_LSTRIP},     {"startswith", M_STARTSWITH},
-                     {"endswith", M_ENDSWITH}, {"split", M_SPLIT},
-                     {"replace", M_REPLACE}},
-  k_dict_methods[] = {{"get", M_GET},       {"items", M_ITEMS},       {"keys", M_KEYS},
-                      {"values", M_VALUES}, {"dictsort", M_DICTSORT}};
+} k_str_methods[] = {{"upper", M_UPPER},   {"lower", M_LOWER},           {"strip", M_STRIP},
+                     {"title", M_TITLE},   {"capitalize", M_CAPITALIZE}, {"rstrip", M_RSTRIP},
+                     {"lstrip", M_LSTRIP}, {"startswith", M_STARTSWITH}, {"endswith", M_ENDSWITH},
+                     {"split", M_SPLIT},   {"replace", M_REPLACE}},
+  k_dict_methods[] = {{"get", M_GET},
+                      {"items", M_ITEMS},
+                      {"keys", M_KEYS},
+                      {"values", M_VALUES},
+                      {"dictsort", M_DICTSORT}};
 
 /* Code point i (negative: from the end) of s, or NULL. */
 static struct jstr *char_at(struct R *r, const struct jstr *s, double idx)
 {
     size_t n = 0, len;
-    for (size_t i = 0; i < s->n; i += len, n++) utf8_next(s->s + i, s->n - i, &len);
+    for (size_t i = 0; i < s->n; i += len, n++)
+        utf8_next(s->s + i, s->n - i, &len);
     if (idx < 0) idx += (double)n;
     if (idx < 0 || idx >= (double)n) return NULL;
     size_t want = (size_t)idx, i = 0;
@@ -2519,7 +2720,9 @@ static struct jstr *char_at(struct R *r, const struct jstr *s, double idx)
 static struct val member(struct R *r, struct val obj, struct val prop)
 {
     if (obj.t == V_DICT || obj.t == V_NS) {
-        if (prop.t != V_STR) rerr(r, "a %s key must be a string, not %s", k_vt_name[obj.t], k_vt_name[prop.t]);
+        if (prop.t != V_STR)
+            rerr(r, "a %s key must be a string, not a value of type %s", k_vt_name[obj.t],
+                 k_vt_name[prop.t]);
         struct val *v = dict_find(r, obj.u.o, prop.u.s->s, prop.u.s->n);
         if (v) return *v;
         if (obj.t == V_DICT)
@@ -2538,7 +2741,8 @@ static struct val member(struct R *r, struct val obj, struct val prop)
             if (i < 0 || i >= (double)obj.u.l->n) return k_undef;
             return obj.u.l->v[(size_t)i];
         }
-        if (prop.t != V_STR) rerr(r, "cannot index a %s with a %s", k_vt_name[obj.t], k_vt_name[prop.t]);
+        if (prop.t != V_STR)
+            rerr(r, "cannot index a %s with a %s", k_vt_name[obj.t], k_vt_name[prop.t]);
         if (!strcmp(prop.u.s->s, "length"))
             return mkn(V_INT, (double)(obj.t == V_STR ? utf16_len(obj.u.s) : obj.u.l->n));
         if (obj.t == V_STR)
@@ -2547,13 +2751,15 @@ static struct val member(struct R *r, struct val obj, struct val prop)
                     return mkf(r, F_METHOD, k_str_methods[i].id, obj);
         return k_undef;
     }
-    if (prop.t != V_STR) rerr(r, "cannot index a %s with a %s", k_vt_name[obj.t], k_vt_name[prop.t]);
+    if (prop.t != V_STR)
+        rerr(r, "cannot index a %s with a %s", k_vt_name[obj.t], k_vt_name[prop.t]);
     return k_undef;
 }
 
 static struct val slice(struct R *r, struct scope *s, struct val obj, const struct node *sl)
 {
-    if (obj.t != V_LIST && obj.t != V_STR) rerr(r, "only a list or a string can be sliced, not a %s", k_vt_name[obj.t]);
+    if (obj.t != V_LIST && obj.t != V_STR)
+        rerr(r, "only a list or a string can be sliced, not a %s", k_vt_name[obj.t]);
     struct val part[3];
     const struct node *pn[3] = {sl->a, sl->b, sl->c};
     for (int i = 0; i < 3; i++) {
@@ -2588,7 +2794,8 @@ static struct val slice(struct R *r, struct scope *s, struct val obj, const stru
     }
     size_t cnt = 0;
     if (dir != 0)
-        for (double i = start; dir * i < dir * stop; i += step) cnt++;
+        for (double i = start; dir * i < dir * stop; i += step)
+            cnt++;
     charge(r, cnt);
     if (obj.t == V_LIST) {
         struct val l = mkl(r, cnt);
@@ -2615,7 +2822,8 @@ static struct val json_filter(struct R *r, struct val v, struct args *a)
     if (a) {
         struct val ind = kwarg(r, a, "indent"), asc = kwarg(r, a, "ensure_ascii"),
                    srt = kwarg(r, a, "sort_keys"), sep = kwarg(r, a, "separators");
-        if (ind.t != V_UNDEF && ind.t != V_NONE && ind.t != V_INT) rerr(r, "tojson: indent must be a number");
+        if (ind.t != V_UNDEF && ind.t != V_NONE && ind.t != V_INT)
+            rerr(r, "tojson: indent must be a number");
         if (ind.t == V_INT) {
             if (ind.u.d > 64) rerr(r, "tojson: indent above 64");
             o.indent = ind.u.d > 0 ? (int)ind.u.d : 0;
@@ -2656,9 +2864,11 @@ static struct val indent_str(struct R *r, const struct jstr *s, int width, int f
     if (width > 4096) rerr(r, "indent: width above 4096");
     for (;;) {
         size_t e = i;
-        while (e < s->n && s->s[e] != '\n') e++;
+        while (e < s->n && s->s[e] != '\n')
+            e++;
         if (!((!first && line == 0) || (!blank && e == i)))
-            for (int k = 0; k < width; k++) bput(r, &b, " ", NULL, 0, 1);
+            for (int k = 0; k < width; k++)
+                bput(r, &b, " ", NULL, 0, 1);
         bput(r, &b, s->s + i, s->m ? s->m + i : NULL, 0, e - i);
         if (e >= s->n) break;
         bput(r, &b, "\n", s->m ? s->m + e : NULL, 0, 1);
@@ -2714,7 +2924,8 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
             if (!strcmp(name, "length")) return mkn(V_INT, (double)l->n);
             if (!strcmp(name, "reverse")) {
                 struct val o = mkl(r, l->n);
-                for (size_t i = 0; i < l->n; i++) o.u.l->v[i] = l->v[l->n - 1 - i];
+                for (size_t i = 0; i < l->n; i++)
+                    o.u.l->v[i] = l->v[l->n - 1 - i];
                 charge(r, l->n);
                 return o;
             }
@@ -2739,7 +2950,8 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
                     int seen = 0;
                     for (size_t j = 0; j < k && !seen; j++)
                         seen = strict_eq(o.u.l->v[j], l->v[i]) ||
-                               (is_num(l->v[i]) && is_num(o.u.l->v[j]) && isnan(l->v[i].u.d) && isnan(o.u.l->v[j].u.d));
+                               (is_num(l->v[i]) && is_num(o.u.l->v[j]) && isnan(l->v[i].u.d) &&
+                                isnan(o.u.l->v[j].u.d));
                     charge(r, k);
                     if (!seen) o.u.l->v[k++] = l->v[i];
                 }
@@ -2761,7 +2973,8 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
             if (!strcmp(name, "int")) {
                 char *end;
                 const char *p = str->s;
-                while (*p == ' ' || (*p >= 9 && *p <= 13)) p++;
+                while (*p == ' ' || (*p >= 9 && *p <= 13))
+                    p++;
                 long long x = strtoll(p, &end, 10);
                 return mkn(V_INT, end == p ? 0 : (double)x);
             }
@@ -2825,7 +3038,8 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
             if (is_int) {
                 char *end;
                 const char *p = v.u.s->s;
-                while (*p == ' ' || (*p >= 9 && *p <= 13)) p++;
+                while (*p == ' ' || (*p >= 9 && *p <= 13))
+                    p++;
                 long long x = strtoll(p, &end, 10);
                 return end == p ? dflt : mkn(V_INT, (double)x);
             }
@@ -2846,7 +3060,8 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
         const struct jlist *l = v.u.l;
         if (!strcmp(name, "sort")) {
             struct val rev = need_bool(r, arg(r, &a, 0, "reverse"), 0, "sort: reverse");
-            struct val cs = need_bool(r, arg(r, &a, 1, "case_sensitive"), 0, "sort: case_sensitive");
+            struct val cs =
+                need_bool(r, arg(r, &a, 1, "case_sensitive"), 0, "sort: case_sensitive");
             struct val at = arg(r, &a, 2, "attribute");
             struct val o = list_copy(r, l);
             struct val *tmp = aalloc(&r->ar, (l->n + 1) * sizeof *tmp);
@@ -2868,7 +3083,8 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
         if (!strcmp(name, "selectattr") || !strcmp(name, "rejectattr")) {
             int sel = name[0] == 's';
             for (size_t i = 0; i < l->n; i++)
-                if (l->v[i].t != V_DICT && l->v[i].t != V_NS) rerr(r, "%s: the list holds a %s", name, k_vt_name[l->v[i].t]);
+                if (l->v[i].t != V_DICT && l->v[i].t != V_NS)
+                    rerr(r, "%s: the list holds a %s", name, k_vt_name[l->v[i].t]);
             for (int i = 0; i < f->nv; i++)
                 if (f->v[i]->k != E_STR) rerr(r, "%s: the arguments must be string literals", name);
             if (a.n < 1) rerr(r, "%s: name an attribute", name);
@@ -2877,8 +3093,9 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
             for (size_t i = 0; i < l->n; i++) {
                 struct val *at = dict_find(r, l->v[i].u.o, a.pos[0].u.s->s, a.pos[0].u.s->n);
                 int res = 0;
-                if (at) res = a.n > 1 ? run_test(r, a.pos[1].u.s->s, *at, arg(r, &a, 2, NULL), a.n > 2)
-                                      : truthy(*at);
+                if (at)
+                    res = a.n > 1 ? run_test(r, a.pos[1].u.s->s, *at, arg(r, &a, 2, NULL), a.n > 2)
+                                  : truthy(*at);
                 if (res == sel) o.u.l->v[k++] = l->v[i];
             }
             o.u.l->n = k;
@@ -2886,12 +3103,15 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
         }
         if (!strcmp(name, "map")) {
             struct val at = kwarg(r, &a, "attribute");
-            if (at.t == V_UNDEF) die(&r->err, NB_ERR_UNSUPPORTED, "chat template: line %d: map() without attribute= is not supported", r->line);
+            if (at.t == V_UNDEF)
+                die(&r->err, NB_ERR_UNSUPPORTED,
+                    "chat template: line %d: map() without attribute= is not supported", r->line);
             if (at.t != V_STR) rerr(r, "map: attribute must be a string");
             struct val dflt = kwarg(r, &a, "default");
             struct val o = mkl(r, l->n);
             for (size_t i = 0; i < l->n; i++) {
-                if (l->v[i].t != V_DICT && l->v[i].t != V_NS) rerr(r, "map: the list holds a %s", k_vt_name[l->v[i].t]);
+                if (l->v[i].t != V_DICT && l->v[i].t != V_NS)
+                    rerr(r, "map: the list holds a %s", k_vt_name[l->v[i].t]);
                 struct val x = attr_path(r, l->v[i], at.u.s);
                 o.u.l->v[i] = x.t == V_UNDEF ? dflt : x;
             }
@@ -2903,7 +3123,8 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
             if (w.t == V_UNDEF) w = mkn(V_INT, 4);
             if (w.t != V_INT) rerr(r, "indent: width must be a number");
             struct val first = arg(r, &a, 1, "first"), blank = arg(r, &a, 2, "blank");
-            return indent_str(r, v.u.s, (int)fmax(fmin(w.u.d, 1e6), -1), truthy(first), truthy(blank));
+            return indent_str(r, v.u.s, (int)fmax(fmin(w.u.d, 1e6), -1), truthy(first),
+                              truthy(blank));
         }
         if (!strcmp(name, "replace")) return str_replace(r, v.u.s, &a);
     } else if (v.t == V_DICT) {
@@ -2971,7 +3192,8 @@ static struct val binop(struct R *r, struct scope *s, const struct node *n)
     } else if (b.t == V_LIST) {
         if (op == OP_IN || op == OP_NOTIN) {
             int hit = 0;
-            for (size_t i = 0; i < b.u.l->n && !hit; i++) hit = strict_eq(b.u.l->v[i], a);
+            for (size_t i = 0; i < b.u.l->n && !hit; i++)
+                hit = strict_eq(b.u.l->v[i], a);
             charge(r, b.u.l->n);
             return mkb(op == OP_IN ? hit : !hit);
         }
@@ -2991,7 +3213,8 @@ static struct val binop(struct R *r, struct scope *s, const struct node *n)
         int hit = dict_find(r, b.u.o, a.u.s->s, a.u.s->n) != NULL;
         return mkb(op == OP_IN ? hit : !hit);
     }
-    rerr(r, "no operator '%s' between a %s and a %s", k_op_name[op], k_vt_name[a.t], k_vt_name[b.t]);
+    rerr(r, "no operator '%s' between a %s and a %s", k_op_name[op], k_vt_name[a.t],
+         k_vt_name[b.t]);
 }
 
 static struct val eval(struct R *r, struct scope *s, const struct node *n)
@@ -3008,7 +3231,8 @@ static struct val eval(struct R *r, struct scope *s, const struct node *n)
     case E_LIST:
     case E_TUPLE:
         v = mkl(r, (size_t)n->nv);
-        for (int i = 0; i < n->nv; i++) v.u.l->v[i] = eval(r, s, n->v[i]);
+        for (int i = 0; i < n->nv; i++)
+            v.u.l->v[i] = eval(r, s, n->v[i]);
         break;
     case E_DICT:
         v = mkd(r, V_DICT);
@@ -3035,9 +3259,12 @@ static struct val eval(struct R *r, struct scope *s, const struct node *n)
             break;
         }
         struct val prop;
-        if (n->op) prop = eval(r, s, n->b);
-        else if (n->b->k == E_INT) prop = mkn(V_INT, n->b->num);
-        else prop = mks(n->b->str);
+        if (n->op)
+            prop = eval(r, s, n->b);
+        else if (n->b->k == E_INT)
+            prop = mkn(V_INT, n->b->num);
+        else
+            prop = mks(n->b->str);
         r->line = n->line;
         v = member(r, obj, prop);
         break;
@@ -3095,7 +3322,8 @@ static void assign(struct R *r, struct scope *s, const struct node *target, stru
     } else if (target->k == E_MEMBER) {
         struct val obj = eval(r, s, target->a);
         r->line = target->line;
-        if (obj.t != V_NS) rerr(r, "cannot set an attribute of a %s (only of a namespace)", k_vt_name[obj.t]);
+        if (obj.t != V_NS)
+            rerr(r, "cannot set an attribute of a %s (only of a namespace)", k_vt_name[obj.t]);
         if (target->op || target->b->k != E_IDENT) rerr(r, "set: expected a name after '.'");
         dict_set(r, obj.u.o, target->b->str, v);
     } else {
@@ -3130,7 +3358,8 @@ static int exec_for(struct R *r, struct scope *outer, const struct node *n, stru
     static const char *const keys[] = {"index", "index0", "revindex", "revindex0", "first",
                                        "last",  "length", "previtem", "nextitem"};
     struct jstr *kstr[9];
-    for (int k = 0; k < 9; k++) kstr[k] = str_make(&r->ar, keys[k], strlen(keys[k]), NULL, 0);
+    for (int k = 0; k < 9; k++)
+        kstr[k] = str_make(&r->ar, keys[k], strlen(keys[k]), NULL, 0);
     int ran = 0;
     for (size_t i = 0; i < ni; i++) {
         charge(r, 1);
@@ -3139,10 +3368,15 @@ static int exec_for(struct R *r, struct scope *outer, const struct node *n, stru
         d->cap = 9;
         d->k = aalloc(&r->ar, 9 * sizeof *d->k);
         d->v = aalloc(&r->ar, 9 * sizeof *d->v);
-        struct val vals[9] = {mkn(V_INT, (double)i + 1), mkn(V_INT, (double)i),
-                              mkn(V_INT, (double)(ni - i)), mkn(V_INT, (double)(ni - i - 1)),
-                              mkb(i == 0), mkb(i == ni - 1), mkn(V_INT, (double)ni),
-                              i > 0 ? items[i - 1] : k_undef, i + 1 < ni ? items[i + 1] : k_undef};
+        struct val vals[9] = {mkn(V_INT, (double)i + 1),
+                              mkn(V_INT, (double)i),
+                              mkn(V_INT, (double)(ni - i)),
+                              mkn(V_INT, (double)(ni - i - 1)),
+                              mkb(i == 0),
+                              mkb(i == ni - 1),
+                              mkn(V_INT, (double)ni),
+                              i > 0 ? items[i - 1] : k_undef,
+                              i + 1 < ni ? items[i + 1] : k_undef};
         for (int k = 0; k < 9; k++) {
             d->k[k] = kstr[k];
             d->v[k] = vals[k];
@@ -3174,8 +3408,10 @@ static int exec_stmt(struct R *r, struct scope *s, const struct node *n, struct 
     case S_TEXT: bstr(r, out, n->str); break;
     case S_OUT: print_val(r, out, eval(r, s, n->a)); break;
     case S_IF:
-        if (truthy(eval(r, s, n->a))) c = exec_body(r, s, n->v, n->nv, out);
-        else c = exec_body(r, s, n->w, n->nw, out);
+        if (truthy(eval(r, s, n->a)))
+            c = exec_body(r, s, n->v, n->nv, out);
+        else
+            c = exec_body(r, s, n->w, n->nw, out);
         break;
     case S_FOR: c = exec_for(r, s, n, out); break;
     case S_SET: {
@@ -3261,13 +3497,18 @@ enum nb_status nb_jinja_render(const struct nb_jinja *t, const cJSON *ctx, char 
         const char *name;
         int kind; /* 0 bool false, 1 bool true, 2 none, 3.. function */
         enum fid id;
-    } globals[] = {{"false", 0, 0},          {"true", 1, 0},
-                   {"none", 2, 0},           {"False", 0, 0},
-                   {"True", 1, 0},           {"None", 2, 0},
-                   {"namespace", 3, G_NAMESPACE}, {"range", 3, G_RANGE},
-                   {"raise_exception", 3, G_RAISE}, {"strftime_now", 3, G_STRFTIME}};
+    } globals[] = {{"false", 0, 0},
+                   {"true", 1, 0},
+                   {"none", 2, 0},
+                   {"False", 0, 0},
+                   {"True", 1, 0},
+                   {"None", 2, 0},
+                   {"namespace", 3, G_NAMESPACE},
+                   {"range", 3, G_RANGE},
+                   {"raise_exception", 3, G_RAISE},
+                   {"strftime_now", 3, G_STRFTIME}};
     for (size_t i = 0; i < sizeof globals / sizeof globals[0]; i++) {
-        struct val v = globals[i].kind == 2   ? k_none
+        struct val v = globals[i].kind == 2  ? k_none
                        : globals[i].kind < 2 ? mkb(globals[i].kind)
                                              : mkf(r, F_GLOBAL, globals[i].id, k_undef);
         set_var(r, g, str_make(&r->ar, globals[i].name, strlen(globals[i].name), NULL, 0), v);
@@ -3290,8 +3531,10 @@ enum nb_status nb_jinja_render(const struct nb_jinja *t, const cJSON *ctx, char 
     text[b.n] = '\0';
     *out = text;
     *out_len = b.n;
-    if (marks) *marks = m;
-    else free(m);
+    if (marks)
+        *marks = m;
+    else
+        free(m);
     arena_free(&r->ar);
     free(r);
     return NB_OK;
