@@ -738,6 +738,8 @@ struct jinja_parser {
     struct tok *t;
     size_t pos, nt;
     int depth, blocks;
+    const char *open_name[NB_JINJA_MAX_DEPTH + 2]; /* the statements open, innermost last */
+    int open_line[NB_JINJA_MAX_DEPTH + 2];
     int saw_kwargs, saw_varargs; /* inside the macro being parsed */
 };
 
@@ -1257,8 +1259,9 @@ static void parse_body(P *p, struct nvec *v, const char *open, const char *a, co
 {
     while (!is_stmt(p, a, b, c)) {
         if (is(p, T_END)) {
-            char what[96];
-            snprintf(what, sizeof what, "expected {%% %s %%} to close the {%% %s %%}", a, open);
+            char what[128];
+            snprintf(what, sizeof what, "expected {%% %s %%} to close the {%% %s %%} of line %d", a,
+                     open, p->open_line[p->blocks]);
             perr(p, what);
         }
         nv_push(p, v, parse_any(p));
@@ -1305,6 +1308,8 @@ static struct node *parse_stmt(P *p)
     if (++p->blocks > NB_JINJA_MAX_DEPTH)
         die(p->err, NB_ERR_RANGE, "chat template: line %d: blocks nested deeper than %d", line,
             NB_JINJA_MAX_DEPTH);
+    p->open_name[p->blocks] = s;
+    p->open_line[p->blocks] = line;
     if (!strcmp(s, "set")) {
         n = mk(p, S_SET, line);
         n->a = parse_seq(p, 0);
@@ -1411,6 +1416,15 @@ static struct node *parse_stmt(P *p)
                !strcmp(s, "with") || !strcmp(s, "raw")) {
         die(p->err, NB_ERR_UNSUPPORTED, "chat template: line %d: {%% %s %%} is not supported", line,
             s);
+    } else if (p->blocks > 1 &&
+               (!strncmp(s, "end", 3) || !strcmp(s, "elif") || !strcmp(s, "else"))) {
+        die(p->err, NB_ERR_FORMAT,
+            "chat template: line %d: {%% %.40s %%} inside the {%% %s %%} of line %d (expected "
+            "its {%% end%s %%})",
+            line, s, p->open_name[p->blocks - 1], p->open_line[p->blocks - 1],
+            p->open_name[p->blocks - 1]);
+    } else if (!strncmp(s, "end", 3) || !strcmp(s, "elif") || !strcmp(s, "else")) {
+        die(p->err, NB_ERR_FORMAT, "chat template: line %d: {%% %.40s %%} closes nothing", line, s);
     } else {
         die(p->err, NB_ERR_FORMAT, "chat template: line %d: unknown statement '%.40s'", line, s);
     }
