@@ -1538,6 +1538,7 @@ struct val {
 struct jlist {
     size_t n;
     struct val *v;
+    int tuple; /* (a, b): as a list, except that @huggingface/jinja has no JSON for it */
 };
 
 struct jdict {
@@ -1642,6 +1643,7 @@ static struct val mkl(struct R *r, size_t n)
     struct val v = {V_LIST, 0, {0}};
     v.u.l = aalloc(&r->ar, sizeof *v.u.l);
     v.u.l->n = n;
+    v.u.l->tuple = 0;
     if (n > MEM_LIMIT / sizeof(struct val))
         die(&r->err, NB_ERR_RANGE, "chat template: a list of %zu items is too long", n);
     v.u.l->v = n ? aalloc(&r->ar, n * sizeof(struct val)) : NULL;
@@ -1860,6 +1862,9 @@ static void tojson(struct R *r, struct buf *b, struct val v, const struct json_o
         return;
     case V_STR: json_string(r, b, v.u.s, o->ascii); return;
     case V_FUNC: rerr(r, "tojson: a function has no JSON form");
+    case V_LIST:
+        if (v.u.l->tuple) rerr(r, "a tuple has no JSON form");
+        break;
     default: break;
     }
     uint8_t m = v.m;
@@ -2907,7 +2912,7 @@ static int run_test(struct R *r, const char *name, struct val v, struct val arg2
     if (!strcmp(name, "string")) return v.t == V_STR;
     if (!strcmp(name, "number")) return is_num(v);
     if (!strcmp(name, "integer")) return v.t == V_INT;
-    if (!strcmp(name, "iterable")) return v.t == V_LIST || v.t == V_STR;
+    if (!strcmp(name, "iterable")) return (v.t == V_LIST && !v.u.l->tuple) || v.t == V_STR;
     if (!strcmp(name, "mapping")) return v.t == V_DICT;
     if (!strcmp(name, "sequence")) return v.t == V_LIST || v.t == V_DICT || v.t == V_STR;
     if (!strcmp(name, "lower") || !strcmp(name, "upper")) {
@@ -3247,6 +3252,7 @@ static struct val eval(struct R *r, struct scope *s, const struct node *n)
         v = mkl(r, (size_t)n->nv);
         for (int i = 0; i < n->nv; i++)
             v.u.l->v[i] = eval(r, s, n->v[i]);
+        v.u.l->tuple = n->k == E_TUPLE;
         break;
     case E_DICT:
         v = mkd(r, V_DICT);
