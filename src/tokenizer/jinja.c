@@ -41,6 +41,7 @@ struct jerr {
     char msg[512];
 };
 
+/* Record the error (status and message) and jump back to the public entry that set e->jb. */
 static _Noreturn void die(struct jerr *e, enum nb_status st, const char *fmt, ...) NB_PRINTF(3, 4);
 static _Noreturn void die(struct jerr *e, enum nb_status st, const char *fmt, ...)
 {
@@ -64,6 +65,7 @@ struct arena {
     struct jerr *err;
 };
 
+/* Every block of the arena; it can be used again (empty). */
 static void arena_free(struct arena *a)
 {
     struct ablock *b = a->head;
@@ -127,6 +129,7 @@ static uint8_t mark_at(const struct jstr *s, size_t i)
     return s->m ? s->m[i] : 0;
 }
 
+/* A string of n bytes copied from s, each marked m[i] (m NULL: all marked m0). */
 static struct jstr *str_make(struct arena *a, const char *s, size_t n, const uint8_t *m, uint8_t m0)
 {
     struct jstr *r = aalloc(a, sizeof *r);
@@ -381,6 +384,8 @@ static struct tok *push_tok(struct lexer *L, enum tk t, const char *s, size_t n,
     return k;
 }
 
+/* {%- / {{- / {#-: the whitespace at the end of the text token before, and that token if
+ * nothing is left. */
 static void strip_trailing(struct lexer *L)
 {
     if (!L->nt || L->v[L->nt - 1].t != T_TEXT) return;
@@ -467,6 +472,9 @@ static void lex_string(struct lexer *L, char q, int line)
     free(b);
 }
 
+/* Tokens of L->src, as @huggingface/jinja cuts them: text between tags; inside a tag
+ * names, numbers ("-1" is one token after an operator or an opening bracket), strings,
+ * operators; "}}" does not close an expression while a "{" of a dict literal is open. */
 static void lex(struct lexer *L)
 {
     static const struct {
@@ -830,6 +838,16 @@ static struct node *parse_expr(P *p);
 static struct node *parse_primary(P *p);
 static struct node *parse_any(P *p);
 
+/* The grammar, loosest first (as @huggingface/jinja's parser):
+ *   expr    := or ("if" or ("else" expr)?)?        (no else: undefined when false)
+ *   or      := and ("or" and)*          and := not ("and" not)*
+ *   not     := "not" not | cmp          cmp := add (("==" ... | "in" | "not in") add)*
+ *   add     := mul (("+" | "-" | "~") mul)*        mul := pow (("*" | "/" | "//" | "%") pow)*
+ *   pow     := test ("**" test)*        test := filter ("is" "not"? NAME)*
+ *   filter  := unary ("|" NAME ("(" args ")")?)*   unary := ("-" | "+") unary | member
+ *   member  := primary ("." NAME | "[" expr-or-slice "]" | "(" args ")")*
+ * A filter binds tighter than "+": 'a' + x | trim is 'a' + (x | trim).
+ * enter(): one more level of nesting, refused past PARSE_DEPTH (NB_ERR_RANGE). */
 static void enter(P *p)
 {
     if (++p->depth > PARSE_DEPTH)
@@ -1298,6 +1316,7 @@ static struct node *parse_if(P *p, int line)
     return n;
 }
 
+/* {% NAME ... %} and, for a block, its body up to the closing tag. */
 static struct node *parse_stmt(P *p)
 {
     int line = cur(p)->line;
@@ -1600,6 +1619,7 @@ struct R {
 static const struct val k_undef = {V_UNDEF, 0, {0}};
 static const struct val k_none = {V_NONE, 0, {0}};
 
+/* A run-time error of the template (NB_ERR_INVALID_ARG), naming the line being evaluated. */
 static _Noreturn void rerr(struct R *r, const char *fmt, ...) NB_PRINTF(2, 3);
 static _Noreturn void rerr(struct R *r, const char *fmt, ...)
 {
@@ -1611,6 +1631,7 @@ static _Noreturn void rerr(struct R *r, const char *fmt, ...)
     die(&r->err, NB_ERR_INVALID_ARG, "chat template: line %d: %s", r->line, m);
 }
 
+/* Count `units` evaluation steps; past NB_JINJA_MAX_STEPS: NB_ERR_RANGE. */
 static void charge(struct R *r, size_t units)
 {
     r->steps += (long long)units;
@@ -1669,6 +1690,7 @@ static struct val mklit(struct R *r, const char *s)
     return mks(str_make(&r->ar, s, strlen(s), NULL, 0));
 }
 
+/* The value under key k[0..n) of d, or NULL (a linear search, charged as steps). */
 static struct val *dict_find(struct R *r, const struct jdict *d, const char *k, size_t n)
 {
     charge(r, 1 + d->n / 8);
@@ -1677,6 +1699,7 @@ static struct val *dict_find(struct R *r, const struct jdict *d, const char *k, 
     return NULL;
 }
 
+/* Set key k of d (in its place when there, else at the end: insertion order). */
 static void dict_set(struct R *r, struct jdict *d, struct jstr *k, struct val v)
 {
     struct val *old = dict_find(r, d, k->s, k->n);
@@ -1700,6 +1723,8 @@ static void dict_set(struct R *r, struct jdict *d, struct jstr *k, struct val v)
     d->v[d->n++] = v;
 }
 
+/* Jinja truth (@huggingface/jinja's __bool__): empty strings, lists and dicts are false;
+ * a namespace is always true. */
 static int truthy(struct val v)
 {
     switch (v.t) {
@@ -1717,6 +1742,7 @@ static int truthy(struct val v)
 
 /* ---------------------------------------------------------------- output buffers */
 
+/* Append n bytes of s to b, marked m[i] (m NULL: m0); past NB_JINJA_MAX_OUT: NB_ERR_RANGE. */
 static void bput(struct R *r, struct buf *b, const char *s, const uint8_t *m, uint8_t m0, size_t n)
 {
     if (!n) return;
@@ -1756,6 +1782,7 @@ static void bcstr(struct R *r, struct buf *b, const char *s, uint8_t m)
     bput(r, b, s, NULL, m, strlen(s));
 }
 
+/* The bytes of b as a string. */
 static struct jstr *bdone(struct R *r, struct buf *b)
 {
     return str_make(&r->ar, b->s ? b->s : "", b->n, b->m, 0);
@@ -1786,6 +1813,7 @@ struct json_opts {
     int undef_null;
 };
 
+/* s as JSON.stringify writes it (then, with ascii, every code unit >= 0x7F as \\uXXXX). */
 static void json_string(struct R *r, struct buf *b, const struct jstr *s, int ascii)
 {
     uint8_t q = (uint8_t)s->any;
@@ -1841,6 +1869,9 @@ static int key_cmp(const void *a, const void *b)
     return c ? c : (x->n > y->n) - (x->n < y->n);
 }
 
+/* v as @huggingface/jinja's toJSON: ", " and ": " between items and keys (or the
+ * separators given), with indent: one item per line, "," then newline; keys in their
+ * order (sorted with sort_keys); undefined as null (undef_null) or "undefined". */
 static void tojson(struct R *r, struct buf *b, struct val v, const struct json_opts *o, int depth)
 {
     char num[40];
@@ -2003,6 +2034,9 @@ static int ikey_cmp(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* A JSON value of the context as a template value, every string and every container
+ * marked m. Object keys in JavaScript's order (integer-like keys first, ascending): the
+ * order the reference sees after JSON.parse. */
 static struct val from_json(struct R *r, const cJSON *j, uint8_t m, int depth)
 {
     if (depth > JSON_DEPTH)
@@ -2059,6 +2093,7 @@ static struct val from_json(struct R *r, const cJSON *j, uint8_t m, int depth)
 
 /* ---------------------------------------------------------------- scopes */
 
+/* A variable: the innermost scope that has it, else undefined. */
 static struct val lookup(struct R *r, struct scope *s, const struct jstr *name)
 {
     for (; s; s = s->up) {
@@ -2091,6 +2126,7 @@ struct args {
     struct jdict kw;
 };
 
+/* A call's arguments: positional ones in order, then name=value ones (each name once). */
 static void eval_args(struct R *r, struct scope *s, struct node *const *v, int nv, struct args *a)
 {
     memset(a, 0, sizeof *a);
@@ -2517,6 +2553,9 @@ static struct jstr *str_title(struct R *r, const struct jstr *s, int only_first)
 
 /* ------------------------------------------- calls */
 
+/* Call macro m: a scope under the caller's (macros see the caller's variables, as in
+ * @huggingface/jinja), parameters bound from positional then keyword arguments, defaults
+ * evaluated last; the body's output is the value. */
 static struct val call_macro(struct R *r, struct scope *caller, const struct node *m,
                              struct args *a)
 {
@@ -2736,6 +2775,8 @@ static struct jstr *char_at(struct R *r, const struct jstr *s, double idx)
     return substr(r, s, i, i + len);
 }
 
+/* obj.prop / obj[prop]: a dict's or namespace's member (else a dict method), a list's or
+ * string's item (negative: from the end), a string method, .length; else undefined. */
 static struct val member(struct R *r, struct val obj, struct val prop)
 {
     if (obj.t == V_DICT || obj.t == V_NS) {
@@ -2775,6 +2816,7 @@ static struct val member(struct R *r, struct val obj, struct val prop)
     return k_undef;
 }
 
+/* obj[a:b:c] of a list or a string (by code points), as Python's slices. */
 static struct val slice(struct R *r, struct scope *s, struct val obj, const struct node *sl)
 {
     if (obj.t != V_LIST && obj.t != V_STR)
@@ -2926,6 +2968,8 @@ static int run_test(struct R *r, const char *name, struct val v, struct val arg2
     rerr(r, "unknown test '%s'", name);
 }
 
+/* Apply filter f (a name, or a name with arguments) to v, as @huggingface/jinja's
+ * applyFilter dispatches on the value's type. */
 static struct val filter(struct R *r, struct scope *s, struct val v, const struct node *f)
 {
     const char *name = f->str->s;
@@ -3156,6 +3200,8 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
 
 /* ------------------------------------------- operators */
 
+/* A binary operator with @huggingface/jinja's rules (and / or short-circuit and return
+ * an operand; == / != compare as JavaScript's ==; + joins strings, lists or numbers). */
 static struct val binop(struct R *r, struct scope *s, const struct node *n)
 {
     struct val a = eval(r, s, n->a);
@@ -3236,6 +3282,7 @@ static struct val binop(struct R *r, struct scope *s, const struct node *n)
          k_vt_name[b.t]);
 }
 
+/* The value of an expression node. */
 static struct val eval(struct R *r, struct scope *s, const struct node *n)
 {
     charge(r, 1);
@@ -3353,6 +3400,9 @@ static void assign(struct R *r, struct scope *s, const struct node *target, stru
 
 enum { C_NONE, C_BREAK, C_CONTINUE };
 
+/* {% for %}: the items (a dict loops over its keys; the `if` filter picks them first),
+ * then the body once per item with `loop` set, in a scope of its own; else when no
+ * iteration completed. */
 static int exec_for(struct R *r, struct scope *outer, const struct node *n, struct buf *out)
 {
     struct scope *s = new_scope(r, outer);
@@ -3417,6 +3467,7 @@ static int exec_for(struct R *r, struct scope *outer, const struct node *n, stru
     return C_NONE;
 }
 
+/* Run a statement, writing to out: C_NONE, or C_BREAK / C_CONTINUE for the loop around. */
 static int exec_stmt(struct R *r, struct scope *s, const struct node *n, struct buf *out)
 {
     charge(r, 1);
