@@ -2418,12 +2418,12 @@ static int ends(const struct jstr *s, const struct jstr *p)
     return p->n <= s->n && !memcmp(s->s + s->n - p->n, p->s, p->n);
 }
 
+/* The first p in s at or after `from`, or NULL (memmem: linear time, whatever the bytes). */
 static const char *find(const struct jstr *s, size_t from, const struct jstr *p)
 {
     if (p->n == 0) return s->s + from;
-    for (size_t i = from; i + p->n <= s->n; i++)
-        if (s->s[i] == p->s[0] && !memcmp(s->s + i, p->s, p->n)) return s->s + i;
-    return NULL;
+    if (from > s->n) return NULL;
+    return memmem(s->s + from, s->n - from, p->s, p->n);
 }
 
 static struct val affix_test(struct R *r, const struct jstr *s, struct args *a, int end,
