@@ -2761,6 +2761,7 @@ static const struct {
 /* Code point i (negative: from the end) of s, or NULL. */
 static struct jstr *char_at(struct R *r, const struct jstr *s, double idx)
 {
+    charge(r, s->n / 64);
     size_t n = 0, len;
     for (size_t i = 0; i < s->n; i += len, n++)
         utf8_next(s->s + i, s->n - i, &len);
@@ -2803,8 +2804,10 @@ static struct val member(struct R *r, struct val obj, struct val prop)
         }
         if (prop.t != V_STR)
             rerr(r, "cannot index a %s with a %s", k_vt_name[obj.t], k_vt_name[prop.t]);
-        if (!strcmp(prop.u.s->s, "length"))
+        if (!strcmp(prop.u.s->s, "length")) {
+            if (obj.t == V_STR) charge(r, obj.u.s->n / 64);
             return mkn(V_INT, (double)(obj.t == V_STR ? utf16_len(obj.u.s) : obj.u.l->n));
+        }
         if (obj.t == V_STR)
             for (size_t i = 0; i < sizeof k_str_methods / sizeof k_str_methods[0]; i++)
                 if (!strcmp(prop.u.s->s, k_str_methods[i].name))
@@ -3025,7 +3028,10 @@ static struct val filter(struct R *r, struct scope *s, struct val v, const struc
         }
         case V_STR: {
             const struct jstr *str = v.u.s;
-            if (!strcmp(name, "length")) return mkn(V_INT, (double)utf16_len(str));
+            if (!strcmp(name, "length")) {
+                charge(r, str->n / 64);
+                return mkn(V_INT, (double)utf16_len(str));
+            }
             if (!strcmp(name, "upper") || !strcmp(name, "lower"))
                 return mks(str_lower_ascii(r, str, name[0] == 'u'));
             if (!strcmp(name, "title")) return mks(str_title(r, str, 0));
@@ -3210,6 +3216,7 @@ static struct val binop(struct R *r, struct scope *s, const struct node *n)
     if (op == OP_OR) return truthy(a) ? a : eval(r, s, n->b);
     struct val b = eval(r, s, n->b);
     r->line = n->line;
+    if (a.t == V_STR && b.t == V_STR) charge(r, a.u.s->n / 64);
     if (op == OP_EQ) return mkb(loose_eq(a, b));
     if (op == OP_NE) return mkb(!loose_eq(a, b));
     if (a.t == V_UNDEF || b.t == V_UNDEF) {
@@ -3259,6 +3266,7 @@ static struct val binop(struct R *r, struct scope *s, const struct node *n)
             int hit = 0;
             for (size_t i = 0; i < b.u.l->n && !hit; i++)
                 hit = strict_eq(b.u.l->v[i], a);
+            if (a.t == V_STR) charge(r, b.u.l->n * (a.u.s->n / 64));
             charge(r, b.u.l->n);
             return mkb(op == OP_IN ? hit : !hit);
         }
