@@ -353,11 +353,12 @@ struct tok {
 struct lexer {
     struct jerr *err;
     struct arena *ar; /* the template's: token texts live as long as the nodes */
-    const char *src;  /* preprocessed */
-    const int *line;  /* line in the original source of each byte of src */
+    char *src;        /* preprocessed (malloc'd) */
+    int *line;        /* line in the original source of each byte of src (malloc'd) */
     size_t n, pos;
     struct tok *v;
     size_t nt, cap;
+    char *tmp; /* a string literal being unescaped (freed on an error) */
 };
 
 static int lex_line(const struct lexer *L, size_t pos)
@@ -414,22 +415,18 @@ static int at(const struct lexer *L, const char *s)
 static void lex_string(struct lexer *L, char q, int line)
 {
     size_t cap = 64, n = 0;
-    char *b = malloc(cap);
+    char *b = L->tmp = malloc(cap);
     if (!b) die(L->err, NB_ERR_NOMEM, "chat template: out of memory");
     for (;;) {
         if (L->pos >= L->n) {
-            free(b);
             die(L->err, NB_ERR_FORMAT, "chat template: line %d: a string is not closed", line);
         }
         char c = L->src[L->pos];
         if (c == q) break;
         if (n + 8 > cap) {
             char *nb = realloc(b, cap *= 2);
-            if (!nb) {
-                free(b);
-                die(L->err, NB_ERR_NOMEM, "chat template: out of memory");
-            }
-            b = nb;
+            if (!nb) die(L->err, NB_ERR_NOMEM, "chat template: out of memory");
+            b = L->tmp = nb;
         }
         if (c != '\\') {
             b[n++] = c;
@@ -453,7 +450,6 @@ static void lex_string(struct lexer *L, char q, int line)
                         : (h | 32) >= 'a' && (h | 32) <= 'f' ? (h | 32) - 'a' + 10
                                                              : -1;
                 if (d < 0) {
-                    free(b);
                     die(L->err, NB_ERR_FORMAT,
                         "chat template: line %d: invalid \\%c escape in a string", line, e);
                 }
@@ -462,7 +458,6 @@ static void lex_string(struct lexer *L, char q, int line)
             L->pos += len;
             n += utf8_put(v, b + n);
         } else {
-            free(b);
             die(L->err, NB_ERR_FORMAT, "chat template: line %d: unknown escape \\%c in a string",
                 line, e);
         }
@@ -470,6 +465,7 @@ static void lex_string(struct lexer *L, char q, int line)
     L->pos++; /* the closing quote */
     push_tok(L, T_STR, b, n, line);
     free(b);
+    L->tmp = NULL;
 }
 
 /* Tokens of L->src, as @huggingface/jinja cuts them: text between tags; inside a tag
@@ -1479,45 +1475,45 @@ static struct node *parse_any(P *p)
 
 enum nb_status nb_jinja_parse(const char *src, size_t len, struct nb_jinja **out)
 {
+    /* what the error path frees lives on the heap, not in locals (which longjmp may
+     * leave indeterminate) */
     struct nb_jinja *t = calloc(1, sizeof *t);
-    char *pre = NULL;
-    int *lines = NULL;
-    struct lexer L = {0};
+    struct lexer *L = calloc(1, sizeof *L);
     *out = NULL;
-    if (!t) return nb_set_error(NB_ERR_NOMEM, "chat template: out of memory");
-    if (!src && len) {
+    if (!t || !L || (!src && len)) {
         free(t);
-        return nb_set_error(NB_ERR_INVALID_ARG, "chat template: no source");
+        free(L);
+        return nb_set_error(t && L ? NB_ERR_INVALID_ARG : NB_ERR_NOMEM, "chat template: %s",
+                            t && L ? "no source" : "out of memory");
     }
     t->ar.limit = MEM_LIMIT;
     t->ar.err = &t->err;
     if (setjmp(t->err.jb)) {
-        free(pre);
-        free(lines);
-        free(L.v);
+        free(L->src);
+        free(L->line);
+        free(L->v);
+        free(L->tmp);
+        free(L);
         arena_free(&t->ar);
         enum nb_status st = t->err.st;
         nb_set_error(st, "%s", t->err.msg);
         free(t);
         return st;
     }
-    size_t n = 0;
-    preprocess(&t->err, src ? src : "", len, &pre, &lines, &n);
-    L.err = &t->err;
-    L.ar = &t->ar;
-    L.src = pre;
-    L.line = lines;
-    L.n = n;
-    lex(&L);
-    P p = {.err = &t->err, .ar = &t->ar, .t = L.v, .nt = L.nt};
+    L->err = &t->err;
+    L->ar = &t->ar;
+    preprocess(&t->err, src ? src : "", len, &L->src, &L->line, &L->n);
+    lex(L);
+    P p = {.err = &t->err, .ar = &t->ar, .t = L->v, .nt = L->nt};
     struct nvec body = {0};
     while (!is(&p, T_END))
         nv_push(&p, &body, parse_any(&p));
     t->body = body.v;
     t->n = body.n;
-    free(pre);
-    free(lines);
-    free(L.v);
+    free(L->src);
+    free(L->line);
+    free(L->v);
+    free(L);
     *out = t;
     return NB_OK;
 }
@@ -2069,7 +2065,7 @@ static struct val from_json(struct R *r, const cJSON *j, uint8_t m, int depth)
             double d;
             if (c->string && index_key(c->string, &d)) ik[ni++] = (struct ikey){d, c};
         }
-        qsort(ik, ni, sizeof *ik, ikey_cmp);
+        if (ni) qsort(ik, ni, sizeof *ik, ikey_cmp);
         for (size_t i = 0; i < ni; i++) {
             const char *k = ik[i].item->string;
             dict_set(r, v.u.o, str_make(&r->ar, k, strlen(k), NULL, m),
@@ -3549,8 +3545,6 @@ enum nb_status nb_jinja_render(const struct nb_jinja *t, const cJSON *ctx, char 
                                size_t *out_len, uint8_t **marks)
 {
     struct R *r = calloc(1, sizeof *r);
-    char *text = NULL;
-    uint8_t *m = NULL;
     *out = NULL;
     *out_len = 0;
     if (marks) *marks = NULL;
@@ -3562,10 +3556,8 @@ enum nb_status nb_jinja_render(const struct nb_jinja *t, const cJSON *ctx, char 
     }
     r->ar.limit = MEM_LIMIT;
     r->ar.err = &r->err;
-    if (setjmp(r->err.jb)) {
+    if (setjmp(r->err.jb)) { /* everything made since lives in the arena */
         enum nb_status st = r->err.st;
-        free(text);
-        free(m);
         arena_free(&r->ar);
         nb_set_error(st, "%s", r->err.msg);
         free(r);
@@ -3600,9 +3592,15 @@ enum nb_status nb_jinja_render(const struct nb_jinja *t, const cJSON *ctx, char 
         }
     struct buf b = {0};
     exec_body(r, g, t->body, t->n, &b);
-    text = malloc(b.n + 1);
-    m = malloc(b.n + 1);
-    if (!text || !m) die(&r->err, NB_ERR_NOMEM, "chat template: out of memory");
+    char *text = malloc(b.n + 1);
+    uint8_t *m = malloc(b.n + 1);
+    if (!text || !m) {
+        free(text);
+        free(m);
+        arena_free(&r->ar);
+        free(r);
+        return nb_set_error(NB_ERR_NOMEM, "chat template: out of memory");
+    }
     if (b.n) {
         memcpy(text, b.s, b.n);
         memcpy(m, b.m, b.n);
