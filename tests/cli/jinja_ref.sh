@@ -103,6 +103,17 @@ gguf="$models/kjv-7m/kjv-7m-f32.gguf"
 if [ -f "$gguf" ]; then
   check "bos/eos from the model" '[<s>|</s>|true|user:hi <|im_end|>;]' "$bin" template -m "$gguf" --template-file "$tmp/t.jinja" --context "$tmp/c.json"
   check_error "a model without a template" "no chat template" "$bin" template -m "$gguf" --context "$tmp/c.json"
+  # nibble serve --chat-template-file: refused when it does not parse, used when it does
+  check_error "serve: a template file that does not parse" "line 3" timeout 120 "$bin" serve -m "$gguf" --path source --port 0 -t 1 --chat-template-file "$tmp/bad.jinja"
+  "$bin" serve -m "$gguf" --path source --port 0 -t 1 --chat-template-file "$tmp/t.jinja" 2>"$tmp/serve.log" &
+  spid=$!
+  for _ in $(seq 1 300); do grep -q "listening on" "$tmp/serve.log" && break; kill -0 $spid 2>/dev/null || break; sleep 0.1; done
+  kill -TERM $spid 2>/dev/null; wait $spid; src=$?
+  if [ $src -ne 0 ] || ! grep -q "chat template $tmp/t.jinja (Jinja)" "$tmp/serve.log"; then
+    echo "FAIL serve --chat-template-file: exit $src"; sed 's/^/  /' "$tmp/serve.log"; fails=$((fails + 1))
+  else
+    echo "ok   serve --chat-template-file"
+  fi
 else
   echo "SKIP (model part): no $gguf"
 fi
