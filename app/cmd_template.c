@@ -19,21 +19,20 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f,
-            "usage: nibble template (-m MODEL | --tokenizer PATH | --template-file F)\n"
-            "                       [--context CTX.json]\n"
-            "\n"
-            "Renders a chat template (the model's own Jinja source, or F's) over a JSON\n"
-            "context and prints the prompt exactly as the model would see it as text.\n"
-            "\n"
-            "  -m, --model PATH         the model whose template and bos/eos tokens to use\n"
-            "                           (default: $NIBBLE_MODEL)\n"
-            "      --tokenizer PATH     a tokenizer file or directory instead of a model\n"
-            "      --template-file F    the template's Jinja source from F (\"-\": stdin)\n"
-            "  -c, --context CTX.json   a JSON object: messages, tools, add_generation_prompt,\n"
-            "                           ... (\"-\": stdin; default: {\"messages\": []});\n"
-            "                           bos_token / eos_token default to the model's,\n"
-            "                           add_generation_prompt to true\n");
+    fprintf(f, "usage: nibble template (-m MODEL | --tokenizer PATH | --template-file F)\n"
+               "                       [--context CTX.json]\n"
+               "\n"
+               "Renders a chat template (the model's own Jinja source, or F's) over a JSON\n"
+               "context and prints the prompt exactly as the model would see it as text.\n"
+               "\n"
+               "  -m, --model PATH         the model whose template and bos/eos tokens to use\n"
+               "                           (default: $NIBBLE_MODEL)\n"
+               "      --tokenizer PATH     a tokenizer file or directory instead of a model\n"
+               "      --template-file F    the template's Jinja source from F (\"-\": stdin)\n"
+               "  -c, --context CTX.json   a JSON object: messages, tools, add_generation_prompt,\n"
+               "                           ... (\"-\": stdin; default: {\"messages\": []});\n"
+               "                           bos_token / eos_token default to the model's,\n"
+               "                           add_generation_prompt to true\n");
 }
 
 int cmd_template(int argc, char **argv)
@@ -43,11 +42,12 @@ int cmd_template(int argc, char **argv)
     size_t n = 0, len = 0;
     struct nb_tokenizer *tok = NULL;
     int rc = 1;
-    const struct arg_opt opts[] = {OPT_STR("-m|--model", &model),
-                                   OPT_STR("--tokenizer", &tokpath),
-                                   OPT_STR("--template-file", &tfile),
-                                   OPT_STR("-c|--context", &cfile),
-                                   OPT_END};
+    const struct arg_opt opts[] = {
+        OPT_STR("-m|--model", &model),
+        OPT_STR("--tokenizer", &tokpath),
+        OPT_STR("--template-file", &tfile),
+        OPT_STR("-c|--context", &cfile),
+        OPT_END};
     for (int i = 1; i < argc; i++) {
         int r = arg_table(cmd, opts, argc, argv, &i);
         if (r < 0) return 2;
@@ -70,8 +70,7 @@ int cmd_template(int argc, char **argv)
         return 2;
     }
     if (tfile && cfile && !strcmp(tfile, "-") && !strcmp(cfile, "-")) {
-        fprintf(stderr, "nibble %s: only one of --template-file and --context can be stdin\n",
-                cmd);
+        fprintf(stderr, "nibble %s: only one of --template-file and --context can be stdin\n", cmd);
         return 2;
     }
     if (tfile && !app_read_all(cmd, "--template-file", tfile, (size_t)16 << 20, &tsrc, &n))

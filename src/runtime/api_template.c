@@ -42,8 +42,10 @@ enum nb_status nb_chat_template_render_json(const struct nb_tokenizer *tok, cons
     }
     const char *bos = token_text(tok, tok ? nb_tokenizer_bos(tok) : -1);
     const char *eos = token_text(tok, tok ? nb_tokenizer_eos(tok) : -1);
-    if ((!cJSON_GetObjectItemCaseSensitive(ctx, "bos_token") && !cJSON_AddStringToObject(ctx, "bos_token", bos)) ||
-        (!cJSON_GetObjectItemCaseSensitive(ctx, "eos_token") && !cJSON_AddStringToObject(ctx, "eos_token", eos)) ||
+    if ((!cJSON_GetObjectItemCaseSensitive(ctx, "bos_token") &&
+         !cJSON_AddStringToObject(ctx, "bos_token", bos)) ||
+        (!cJSON_GetObjectItemCaseSensitive(ctx, "eos_token") &&
+         !cJSON_AddStringToObject(ctx, "eos_token", eos)) ||
         (!cJSON_GetObjectItemCaseSensitive(ctx, "add_generation_prompt") &&
          !cJSON_AddTrueToObject(ctx, "add_generation_prompt"))) {
         st = nb_set_error(NB_ERR_NOMEM, "chat template: out of memory");

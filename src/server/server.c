@@ -46,8 +46,9 @@ static enum nb_status pick_template(struct nb_server *s)
     if (name) return nb_chat_template_by_name(name, &s->m.tpl);
     const char *jinja = nb_tokenizer_chat_template(s->m.tok);
     if (jinja && nb_chat_template_detect(jinja, &s->m.tpl) == NB_OK) return NB_OK;
-    NB_LOGW("serve: %s: chat requests use ChatML (name another with --chat-template)",
-            jinja ? nb_last_error() : "the model has no chat template");
+    if (!s->m.jinja) /* (with the model's Jinja template running, ChatML is only a fallback) */
+        NB_LOGW("serve: %s: chat requests use ChatML (name another with --chat-template)",
+                jinja ? nb_last_error() : "the model has no chat template");
     return nb_chat_template_by_name("chatml", &s->m.tpl);
 }
 
@@ -68,8 +69,8 @@ static enum nb_status pick_jinja(struct nb_server *s)
     if (!own) return NB_OK;
     if (nb_jinja_parse(own, strlen(own), &s->m.jinja) != NB_OK) {
         NB_LOGW("serve: the model's chat template does not run here (%s): chat requests use "
-                "the built-in %s template",
-                nb_last_error(), nb_chat_kind_name(s->m.tpl.kind));
+                "a built-in template",
+                nb_last_error());
         s->m.jinja = NULL;
         return NB_OK;
     }
@@ -137,8 +138,8 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
     struct nb_model_info info;
     nb_model_get_info(p->model, &info);
     s->m.tok = p->tok;
-    if ((st = pick_template(s))) goto fail;
     if ((st = pick_jinja(s))) goto fail;
+    if ((st = pick_template(s))) goto fail;
     int bos = nb_tokenizer_bos(p->tok), eos = nb_tokenizer_eos(p->tok);
     s->m.bos_text = bos >= 0 ? nb_token_piece(p->tok, bos) : "";
     s->m.eos_text = eos >= 0 ? nb_token_piece(p->tok, eos) : "";
