@@ -12,6 +12,7 @@
 #include "app/commands.h"
 #include "app/env.h"
 #include "app/memory.h"
+#include "app/text.h"
 #include "nibble.h"
 
 static void usage(FILE *f)
@@ -41,6 +42,9 @@ static void usage(FILE *f)
             "                          nibble run (default greedy)\n"
             "      --chat-template NAME  chatml, qwen3, llama3, llama2, gemma (default: the\n"
             "                          model's own, else chatml)\n"
+            "      --chat-template-file F  render chat requests with the Jinja template in F\n"
+            "                          (default: the model's own when it parses; see\n"
+            "                          docs/chat-templates.md)\n"
             "      --alias NAME        the model id /v1/models shows (default: the file's name)\n"
             "      --api-key KEY       require 'Authorization: Bearer KEY' (default:\n"
             "                          $NIBBLE_API_KEY; none when neither is set)\n"
@@ -86,7 +90,8 @@ int cmd_serve(int argc, char **argv)
     const char *cmd = "serve", *model_path = getenv("NIBBLE_MODEL");
     const char *path_name = NULL, *priority = NULL, *alias = NULL;
     const char *api_key = app_env_api_key();
-    const char *max_body_arg = NULL;
+    const char *max_body_arg = NULL, *template_file = NULL;
+    char *template_src = NULL;
     char loaded[4096], name_buf[4096];
     int no_cache = 0, rc = 1;
     struct nb_server_params sp = nb_server_default_params();
@@ -106,6 +111,7 @@ int cmd_serve(int argc, char **argv)
         OPT_INT("--port", &sp.port, 0, 65535),
         OPT_INT("-np|--parallel", &sp.n_slots, 1, 256),
         OPT_STR("--chat-template", &sp.chat_template),
+        OPT_STR("--chat-template-file", &template_file),
         OPT_STR("-a|--alias", &alias),
         OPT_STR("--api-key", &api_key),
         OPT_STR("--max-body", &max_body_arg),
@@ -144,6 +150,14 @@ int cmd_serve(int argc, char **argv)
         return 1;
     }
 
+    if (template_file) {
+        size_t n = 0;
+        if (!app_read_all(cmd, "--chat-template-file", template_file, (size_t)16 << 20,
+                          &template_src, &n))
+            return 1;
+        sp.chat_template_source = template_src;
+    }
+
     if (!app_open_model(cmd, model_path, path_name, priority, sp.ctx.n_threads, !no_cache, &model,
                         loaded, sizeof loaded))
         goto done;
@@ -177,8 +191,9 @@ int cmd_serve(int argc, char **argv)
     signal(SIGPIPE, SIG_IGN);
     const char *kind = NULL;
     if (nb_chat_template_resolve(tok, sp.chat_template, &kind) != NB_OK) kind = "chatml";
-    fprintf(stderr, "nibble serve: %s: %s, %d slots of %d tokens, chat template %s%s\n",
-            sp.model_name, info.arch, sp.n_slots, cp.n_ctx, kind,
+    fprintf(stderr, "nibble serve: %s: %s, %d slots of %d tokens, chat template %s%s%s\n",
+            sp.model_name, info.arch, sp.n_slots, cp.n_ctx, template_file ? template_file : kind,
+            template_file ? " (Jinja)" : "",
             api_key && *api_key ? ", API key required" : "");
     /* the line scripts wait for (the port is the one bound when --port 0) */
     fprintf(stderr, "nibble serve: listening on http://%s:%d\n", sp.host, nb_server_port(srv));
@@ -194,5 +209,6 @@ done:
     nb_server_free(srv);
     nb_tokenizer_free(tok);
     nb_model_free(model);
+    free(template_src);
     return rc;
 }

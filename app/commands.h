@@ -23,5 +23,6 @@ int cmd_cache(int argc, char **argv);
 int cmd_kvbudget(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_template(int argc, char **argv);
 
 #endif

@@ -19,6 +19,7 @@ static const struct nb_command k_commands[] = {
     {"eval", "fidelity of a test build against a reference build", cmd_eval},
     {"tokenize", "text -> token ids (debugging, scripts)", cmd_tokenize},
     {"detokenize", "token ids -> text", cmd_detokenize},
+    {"template", "render a chat template (the model's Jinja source) over a JSON context", cmd_template},
     {"synth", "write a random-weight model at a real shape as GGUF", cmd_synth},
     {"cache", "list or clear the warm-start cache of quantized models", cmd_cache},
     {"kv-budget", "what a context costs in memory (KV, scratch), predicted or measured", cmd_kvbudget},

@@ -368,6 +368,19 @@ NB_API enum nb_status nb_chat_template_resolve(const struct nb_tokenizer *tok, c
 NB_API enum nb_status nb_chat_apply(const struct nb_tokenizer *tok, const char *name,
                                     const struct nb_chat_msg *msgs, int n_msgs,
                                     int add_assistant, char *buf, size_t size, size_t *len);
+/* Render a chat template's own Jinja source (docs/chat-templates.md): `source`, or the
+ * tokenizer's template when source is NULL (NB_ERR_NOT_FOUND if it has none), over
+ * `context_json`, a JSON object whose members are the template's variables (messages,
+ * tools, add_generation_prompt, ...; NULL: {}). Members it leaves out: bos_token and
+ * eos_token are the tokenizer's (tok may be NULL: then ""), add_generation_prompt is
+ * true. The text goes to buf[0..size) with the contract of nb_detokenize_text
+ * (NB_ERR_RANGE: *len is the size needed). A template that does not parse is
+ * NB_ERR_FORMAT / NB_ERR_UNSUPPORTED (the message names the line), bad context JSON
+ * NB_ERR_INVALID_ARG, raise_exception() in the template NB_ERR_INVALID_ARG with its
+ * message, a render past the step, depth or size limits NB_ERR_RANGE. */
+NB_API enum nb_status nb_chat_template_render_json(const struct nb_tokenizer *tok,
+                                                   const char *source, const char *context_json,
+                                                   char *buf, size_t size, size_t *len);
 
 /* ---------------------------------------------------------------- probe and selector
  * Which weight path runs best here: the CPU probe, the priority and the measurement
@@ -813,6 +826,11 @@ struct nb_server_params {
     int prefix_cache;                  /* a prompt that starts like a cached sequence (a
                                           finished request's, or a running one's) reuses its
                                           KV instead of prefilling it again (1; 0: off) */
+    const char *chat_template_source;  /* a chat template's Jinja source (--chat-template-
+                                          file): chat requests render it; NB_ERR_FORMAT /
+                                          NB_ERR_UNSUPPORTED if it does not parse. NULL: the
+                                          model's own when it parses and no chat_template is
+                                          named, else the built-in family */
 };
 NB_API struct nb_server_params nb_server_default_params(void);
 

@@ -49,9 +49,36 @@ static enum nb_status pick_template(struct nb_server *s)
     if (name) return nb_chat_template_by_name(name, &s->m.tpl);
     const char *jinja = nb_tokenizer_chat_template(s->m.tok);
     if (jinja && nb_chat_template_detect(jinja, &s->m.tpl) == NB_OK) return NB_OK;
-    NB_LOGW("serve: %s: chat requests use ChatML (name another with --chat-template)",
-            jinja ? nb_last_error() : "the model has no chat template");
+    if (!s->m.jinja) /* (with the model's Jinja template running, ChatML is only a fallback) */
+        NB_LOGW("serve: %s: chat requests use ChatML (name another with --chat-template)",
+                jinja ? nb_last_error() : "the model has no chat template");
     return nb_chat_template_by_name("chatml", &s->m.tpl);
+}
+
+/* The Jinja template chat requests render through (s->m.jinja): the source given
+ * (--chat-template-file; an error if it does not parse), else the model's own unless a
+ * built-in family was named; one that does not parse leaves the built-in family. */
+static enum nb_status pick_jinja(struct nb_server *s)
+{
+    const char *src = s->p.chat_template_source;
+    if (src) {
+        enum nb_status st = nb_jinja_parse(src, strlen(src), &s->m.jinja);
+        if (st) return nb_wrap_error(st, "serve: the chat template file: ");
+        NB_LOGI("serve: chat requests render the template file given");
+        return NB_OK;
+    }
+    if (s->p.chat_template) return NB_OK;
+    const char *own = nb_tokenizer_chat_template(s->m.tok);
+    if (!own) return NB_OK;
+    if (nb_jinja_parse(own, strlen(own), &s->m.jinja) != NB_OK) {
+        NB_LOGW("serve: the model's chat template does not run here (%s): chat requests use "
+                "a built-in template",
+                nb_last_error());
+        s->m.jinja = NULL;
+        return NB_OK;
+    }
+    NB_LOGI("serve: chat requests render the model's own chat template");
+    return NB_OK;
 }
 
 static void copy_str(char *dst, size_t size, const char *src)
@@ -116,6 +143,7 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
     struct nb_model_info info;
     nb_model_get_info(p->model, &info);
     s->m.tok = p->tok;
+    if ((st = pick_jinja(s))) goto fail;
     if ((st = pick_template(s))) goto fail;
     int bos = nb_tokenizer_bos(p->tok), eos = nb_tokenizer_eos(p->tok);
     s->m.bos_text = bos >= 0 ? nb_token_piece(p->tok, bos) : "";
@@ -244,6 +272,7 @@ void nb_server_free(struct nb_server *s)
     nb_ctx_free(s->ctx);
     srv_vocab_bytes_free(&s->vb);
     free(s->slots);
+    nb_jinja_free(s->m.jinja);
     if (s->stop_pipe[0] >= 0) close(s->stop_pipe[0]);
     if (s->stop_pipe[1] >= 0) close(s->stop_pipe[1]);
     pthread_cond_destroy(&s->engine_cv);
