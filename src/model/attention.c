@@ -59,6 +59,19 @@ static void rope_worker(void *arg, int ith, int nth)
     int l = j->layer;
     long t0, t1;
     nb_split_range(j->n, ith, nth, 1, &t0, &t1);
+    int64_t hb = nb_kv_head_bytes(&c->kv, cfg->n_kv_heads);
+    int64_t row = NB_KV_ROW_BYTES(c->kv.type, hd);
+    /* the cache rows written below are cold (a new position): ask for them for writing
+     * now, so their misses overlap the norms and rotations instead of stalling the
+     * stores one row at a time */
+    for (long t = t0; t < t1; t++)
+        for (int h = 0; h < cfg->n_kv_heads; h++) {
+            int64_t at = nb_kv_at(&c->kv, l, j->seq[t], j->pos[t], h, hb);
+            for (int64_t o = 0; o < row; o += 64) {
+                __builtin_prefetch((char *)c->kv.k[l] + at + o, 1, 3);
+                __builtin_prefetch((char *)c->kv.v[l] + at + o, 1, 3);
+            }
+        }
     for (long t = t0; t < t1; t++) {
         const float *cs = c->rope_cs + t * hd;
         for (int64_t h = 0; h < H; h++) {
@@ -71,7 +84,6 @@ static void rope_worker(void *arg, int ith, int nth)
             if (L->k_norm) c->kern->rmsnorm(kh, kh, L->k_norm, hd, cfg->norm_eps);
             rope_apply(kh, cs, (int)hd, cfg->rope_pairing);
         }
-        int64_t hb = nb_kv_head_bytes(&c->kv, cfg->n_kv_heads);
         for (int h = 0; h < cfg->n_kv_heads; h++) {
             int64_t at = nb_kv_at(&c->kv, l, j->seq[t], j->pos[t], h, hb);
             c->kern->kv_row_store(c->kv.type, c->k + t * kv_dim + h * hd, (char *)c->kv.k[l] + at, hd);
@@ -85,7 +97,9 @@ void nb_rope_store_kv(struct nb_ctx *c, int layer, int n, const int32_t *pos, co
     const struct nb_config *cfg = &c->model->cfg;
     int64_t dims = (int64_t)(cfg->n_heads + cfg->n_kv_heads) * cfg->head_dim;
     struct rope_job j = {c, layer, n, pos, seq};
-    nb_run_op(c, NB_OP_ROPE_KV, rope_worker, &j, nb_rows_threads(c, n, dims));
+    /* all threads from 4 tokens on: the stores of new cache rows are bound by misses,
+     * which the threads take in parallel */
+    nb_run_op(c, NB_OP_ROPE_KV, rope_worker, &j, n >= 4 ? c->n_threads : nb_rows_threads(c, n, dims));
 }
 
 /* The view the kernels read KV head h of seq in layer through (kernels.h). */
