@@ -4,20 +4,7 @@
 # that add up to the plain answer, every error with its status and OpenAI error object,
 # the API key, a full queue, a client that hangs up, and SIGTERM (exit 0).
 # Every curl has --max-time; the servers are killed on every way out (trap).
-set -u
-bin="${NIBBLE_BIN:?}"
-models="${NIBBLE_MODELS_DIR:-}"
-py="${NIBBLE_PYTHON:-python3}"
-fail=0; pass=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL $*"; fail=$((fail+1)); }
-tmp=$(mktemp -d)
-pids=""
-cleanup() {
-  for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/../helpers/serve_common.sh"
 
 # ---------------------------------------------------------------- options (no model needed)
 "$bin" serve --bogus 2>"$tmp/err"; rc=$?
@@ -38,28 +25,6 @@ if [ ! -f "$gguf" ]; then
 fi
 run() { "$bin" run -m "$gguf" --path source -t 2 "$@" 2>/dev/null; }
 
-# start_server NAME ARGS...: a server on a free port; its URL in $url, its pid in $pid
-start_server() {
-  local name="$1"; shift
-  "$bin" serve -m "$gguf" --path source --port 0 -t 2 "$@" 2>"$tmp/$name.log" &
-  pid=$!
-  pids="$pids $pid"
-  port=""
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9][0-9]*\).*/\1/p' "$tmp/$name.log")
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$port" ]; then echo "FAIL $name: the server did not start:"; cat "$tmp/$name.log"; exit 1; fi
-  url="http://127.0.0.1:$port"
-}
-# stop_server: SIGTERM, then its exit status in $rc (at most 40 s: then SIGKILL, rc 124)
-stop_server() {
-  kill -TERM "$pid"
-  for _ in $(seq 1 400); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; rc=124; else wait "$pid"; rc=$?; fi
-}
 # call METHOD PATH [JSON] [curl args...]: $code and $tmp/body
 call() {
   local m="$1" p="$2" d="${3:-}"; shift 3 2>/dev/null || shift $#

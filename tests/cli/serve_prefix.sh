@@ -7,44 +7,12 @@
 # nibble_prompt_tokens_cached_total; four concurrent requests hold fewer KV blocks at their
 # peak (nibble_kv_blocks_peak) than with --no-prefix-cache. And --kv-tokens below slots x
 # context: requests that outgrow the pool end with "length", none fails.
-set -u
-bin="${NIBBLE_BIN:?}"
-models="${NIBBLE_MODELS_DIR:-}"
-py="${NIBBLE_PYTHON:-python3}"
-fail=0; pass=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL $*"; fail=$((fail+1)); }
-tmp=$(mktemp -d)
-pids=""
-cleanup() {
-  for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/../helpers/serve_common.sh"
 
 gguf="$models/kjv-7m/kjv-7m-f32.gguf"
 if [ ! -f "$gguf" ]; then echo "SKIP (no $gguf)"; exit 0; fi
 ctx=512
-start_server() {
-  local name="$1"; shift
-  "$bin" serve -m "$gguf" --path source --port 0 -t 2 -c $ctx --parallel 4 "$@" 2>"$tmp/$name.log" &
-  pid=$!
-  pids="$pids $pid"
-  port=""
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9][0-9]*\).*/\1/p' "$tmp/$name.log")
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$port" ]; then echo "FAIL $name: the server did not start:"; cat "$tmp/$name.log"; exit 1; fi
-  url="http://127.0.0.1:$port"
-}
-stop_server() {
-  kill -TERM "$pid"
-  for _ in $(seq 1 400); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; rc=124; else wait "$pid"; rc=$?; fi
-}
+SERVE_ARGS=(-c "$ctx" --parallel 4)
 metric() { curl -s --max-time 10 "$url/metrics" | sed -n "s/^$1 //p"; }
 
 # the shared passage (Genesis 1, King James), then one question each
@@ -179,6 +147,7 @@ for i in 0 1 2 3; do
   "$bin" run -m "$gguf" --path source -t 2 -c 256 -p "${kq[$i]}" -n 100 2>/dev/null >"$tmp/kv$i.txt"
 done
 ctx=256
+SERVE_ARGS=(-c "$ctx" --parallel 4)
 start_server short --kv-tokens 256
 timeout 300 "$py" - "$port" "$tmp/kv" "${kq[@]}" >"$tmp/short.out" 2>&1 <<'EOF'
 import http.client, json, sys, threading, time

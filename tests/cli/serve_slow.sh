@@ -7,20 +7,7 @@
 # the deadline; the server stays up and exits 0 on SIGTERM. Then --max-conn-per-ip: the
 # connection past the limit is refused, and one more is taken once another closed.
 # Python sockets; every wait is bounded; the servers are killed on every way out (trap).
-set -u
-bin="${NIBBLE_BIN:?}"
-models="${NIBBLE_MODELS_DIR:-}"
-py="${NIBBLE_PYTHON:-python3}"
-fail=0; pass=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL $*"; fail=$((fail+1)); }
-tmp=$(mktemp -d)
-pids=""
-cleanup() {
-  for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/../helpers/serve_common.sh"
 
 "$bin" serve -m x --read-timeout -1 2>"$tmp/err"; rc=$?
 [ "$rc" = 1 ] && ok || bad "bad --read-timeout: rc $rc: $(cat "$tmp/err")"
@@ -33,26 +20,6 @@ if [ ! -f "$gguf" ]; then
   [ $fail = 0 ]; exit
 fi
 
-# start_server NAME ARGS...: a server on a free port; its port in $port, its pid in $pid
-start_server() {
-  local name="$1"; shift
-  "$bin" serve -m "$gguf" --path source --port 0 -t 2 "$@" 2>"$tmp/$name.log" &
-  pid=$!
-  pids="$pids $pid"
-  port=""
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9][0-9]*\).*/\1/p' "$tmp/$name.log")
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$port" ]; then echo "FAIL $name: the server did not start:"; cat "$tmp/$name.log"; exit 1; fi
-}
-stop_server() {
-  kill -TERM "$pid"
-  for _ in $(seq 1 400); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; rc=124; else wait "$pid"; rc=$?; fi
-}
 
 "$bin" run -m "$gguf" --path source -t 2 -p "In the beginning" -n 8 2>/dev/null >"$tmp/want.txt"
 

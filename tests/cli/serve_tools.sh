@@ -5,45 +5,12 @@
 # add up to the plain answers; auto / none leave text; tool and assistant-call messages
 # are taken; bad tools get 400 with the param. Both tool formats (ChatML/Hermes, Llama 3).
 # kjv-7m knows nothing of tools: every call it makes is the constraint's doing.
-set -u
-bin="${NIBBLE_BIN:?}"
-models="${NIBBLE_MODELS_DIR:-}"
-py="${NIBBLE_PYTHON:-python3}"
-fail=0; pass=0
-ok() { pass=$((pass+1)); }
-bad() { echo "FAIL $*"; fail=$((fail+1)); }
-tmp=$(mktemp -d)
-pids=""
-cleanup() {
-  for p in $pids; do kill -KILL "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
+. "$(dirname "$0")/../helpers/serve_common.sh"
 
 gguf="$models/kjv-7m/kjv-7m-f32.gguf"
 if [ ! -f "$gguf" ]; then echo "SKIP (no $gguf)"; exit 0; fi
 
-# start_server NAME ARGS...: a server on a free port; its URL in $url, its pid in $pid
-start_server() {
-  local name="$1"; shift
-  "$bin" serve -m "$gguf" --path source --port 0 -t 2 -c 1024 --parallel 2 "$@" 2>"$tmp/$name.log" &
-  pid=$!
-  pids="$pids $pid"
-  port=""
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9][0-9]*\).*/\1/p' "$tmp/$name.log")
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if [ -z "$port" ]; then echo "FAIL $name: the server did not start:"; cat "$tmp/$name.log"; exit 1; fi
-  url="http://127.0.0.1:$port"
-}
-stop_server() {
-  kill -TERM "$pid"
-  for _ in $(seq 1 400); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-  if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; rc=124; else wait "$pid"; rc=$?; fi
-}
+SERVE_ARGS=(-c 1024 --parallel 2)
 # post JSON [OUT]: POST /v1/chat/completions; $code, the body in OUT (default $tmp/body)
 post() {
   local out="${2:-$tmp/body}"
