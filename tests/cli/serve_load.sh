@@ -6,9 +6,7 @@
 # judged under AddressSanitizer, whose quarantine grows by design), exit 0 on SIGTERM.
 # Needs node and `npm ci` in tests/npm; without them the test is skipped, except under
 # CI=true where that is a failure.
-set -u
-bin="${NIBBLE_BIN:?}"
-models="${NIBBLE_MODELS_DIR:-}"
+. "$(dirname "$0")/../helpers/serve_common.sh"
 npm_dir="${NIBBLE_SOURCE_DIR:?}/tests/npm"
 gguf="$models/kjv-7m/kjv-7m-f32.gguf"
 if ! command -v node >/dev/null || [ ! -d "$npm_dir/node_modules/autocannon" ]; then
@@ -16,27 +14,11 @@ if ! command -v node >/dev/null || [ ! -d "$npm_dir/node_modules/autocannon" ]; 
   echo "SKIP: node or tests/npm/node_modules/autocannon missing (run npm ci in tests/npm)"; exit 0
 fi
 if [ ! -f "$gguf" ]; then echo "SKIP: no $gguf"; exit 0; fi
-tmp=$(mktemp -d)
-pid=""
-cleanup() { [ -n "$pid" ] && kill -KILL "$pid" 2>/dev/null && wait "$pid" 2>/dev/null; rm -rf "$tmp"; }
-trap cleanup EXIT
 slack=8192
 if grep -aq __asan_init "$bin"; then slack=100000000; echo "(AddressSanitizer build: RssAnon reported, not judged)"; fi
-"$bin" serve -m "$gguf" --path source --port 0 -t 2 --parallel 64 --queue 256 2>"$tmp/log" &
-pid=$!
-port=""
-for _ in $(seq 1 300); do
-  port=$(sed -n 's/.*listening on http:\/\/[^:]*:\([0-9][0-9]*\).*/\1/p' "$tmp/log")
-  [ -n "$port" ] && break
-  kill -0 "$pid" 2>/dev/null || break
-  sleep 0.1
-done
-if [ -z "$port" ]; then echo "FAIL: the server did not start:"; cat "$tmp/log"; exit 1; fi
-timeout 200 node "$npm_dir/serve_load.js" "http://127.0.0.1:$port" "$pid" --seconds 20 --load 56 \
-  --measure 8 --max-tokens 32 --warmup 8 --rss-slack-kib $slack; rc=$?
-kill -TERM "$pid"
-for _ in $(seq 1 400); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-if kill -0 "$pid" 2>/dev/null; then kill -KILL "$pid"; wait "$pid" 2>/dev/null; src=124; else wait "$pid"; src=$?; fi
-pid=""
-if [ "$src" != 0 ]; then echo "FAIL: the server exited $src after SIGTERM"; tail -20 "$tmp/log"; exit 1; fi
-exit $rc
+start_server main --parallel 64 --queue 256
+timeout 200 node "$npm_dir/serve_load.js" "$url" "$pid" --seconds 20 --load 56 \
+  --measure 8 --max-tokens 32 --warmup 8 --rss-slack-kib $slack; nrc=$?
+stop_server
+if [ "$rc" != 0 ]; then echo "FAIL: the server exited $rc after SIGTERM"; tail -20 "$tmp/main.log"; exit 1; fi
+exit $nrc
