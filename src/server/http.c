@@ -152,14 +152,7 @@ static int wait_job(struct nb_server *s, struct conn *k, int (*ready)(const stru
 {
     struct srv_job *j = k->job;
     while (j->state != JOB_DONE && !(ready && ready(k))) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 200 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&j->cv, &s->mu, &ts);
+        srv_wait_ms(&j->cv, &s->mu, 200);
         if (j->state != JOB_DONE && peer_gone(k->fd)) {
             j->cancel = 1;
             pthread_cond_signal(&s->engine_cv);
@@ -558,14 +551,7 @@ static void *deadlines(void *arg)
                 w->cut = 1;
                 shutdown(w->fd, SHUT_RDWR);
             }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 100 * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
-        }
-        pthread_cond_timedwait(&h->cv, &h->mu, &ts);
+        srv_wait_ms(&h->cv, &h->mu, 100);
     }
     pthread_mutex_unlock(&h->mu);
     return NULL;

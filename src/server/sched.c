@@ -595,10 +595,7 @@ enum nb_status srv_engine_run(struct nb_server *s)
         if (s->stopping && s->n_running == 0) break;
         if (s->n_running == 0) {
             /* idle: wake for a job, a cancel or stop, and at least every second (timeouts) */
-            struct timespec ts;
-            clock_gettime(CLOCK_REALTIME, &ts);
-            ts.tv_sec += 1;
-            pthread_cond_timedwait(&s->engine_cv, &s->mu, &ts);
+            srv_wait_ms(&s->engine_cv, &s->mu, 1000);
             continue;
         }
         struct srv_job *run[256];

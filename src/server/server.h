@@ -18,11 +18,26 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "nibble.h"
 #include "server/constrain.h"
 #include "tokenizer/jinja.h"
 #include "tokenizer/tokenizer.h"
+
+/* Wait on cv (mu held) for at most ms milliseconds; a signal may end it sooner. */
+static inline void srv_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_sec += ms / 1000;
+    ts.tv_nsec += (ms % 1000) * 1000000L;
+    if (ts.tv_nsec >= 1000000000L) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000L;
+    }
+    pthread_cond_timedwait(cv, mu, &ts);
+}
 
 /* ---------------------------------------------------------------- requests */
 
