@@ -216,6 +216,9 @@ static void test_errors(void **state)
     check_err("{{ raise_exception('Roles must alternate user/assistant') }}", NULL,
               NB_ERR_INVALID_ARG, NULL);
     assert_string_equal(nb_last_error(), "Roles must alternate user/assistant");
+    /* an empty message (or one starting with NUL) still leaves an error that says something */
+    check_err("\n{{ raise_exception('') }}", NULL, NB_ERR_INVALID_ARG, "line 2: raise_exception() with an empty");
+    check_err("{{ raise_exception() }}", NULL, NB_ERR_INVALID_ARG, "empty message");
     /* run-time type errors name the line */
     check_err("\n{{ 1 + none }}", NULL, NB_ERR_INVALID_ARG, "line 2");
     check_err("{{ x | nosuchfilter }}", "{\"x\": 1}", NB_ERR_INVALID_ARG, "nosuchfilter");

@@ -2692,6 +2692,9 @@ static struct val call(struct R *r, struct scope *s, struct val fn, struct args 
     }
     case G_RAISE: {
         struct jstr *msg = a->n ? to_text(r, a->pos[0]) : str_make(&r->ar, "", 0, NULL, 0);
+        if (!msg->n || !msg->s[0]) /* the error must still say something (fuzz_jinja) */
+            die(&r->err, NB_ERR_INVALID_ARG, "chat template: line %d: raise_exception() with an empty message",
+                r->line);
         die(&r->err, NB_ERR_INVALID_ARG, "%.*s", (int)(msg->n < 480 ? msg->n : 480), msg->s);
     }
     case G_STRFTIME: {
