@@ -52,6 +52,10 @@ static void usage(FILE *f)
             "      --stop STR          stop when the output contains STR (repeatable)\n"
             "      --no-special        treat special-token text in the prompt as plain text\n"
             "      --print-ids         stdout: only the generated ids, separated by spaces\n"
+            "      --lookup N          prompt-lookup speculative decoding: up to N draft tokens\n"
+            "                          a step copied from the text so far, verified in one\n"
+            "                          batched step; the same output (default 0: off; with\n"
+            "                          it the context does not shift: a full context stops)\n"
             "Every --option VALUE may also be written --option=VALUE.\n");
 }
 
@@ -116,7 +120,7 @@ int cmd_run(int argc, char **argv)
     struct nb_ctx *ctx = NULL;
     struct nb_sampler *sampler = NULL;
 
-    int no_special = 0, no_cache = 0;
+    int no_special = 0, no_cache = 0, lookup = 0;
     const struct arg_opt opts[] = {
         OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
         OPT_STR("-p|--prompt", &prompt_text),
@@ -128,6 +132,7 @@ int cmd_run(int argc, char **argv)
         OPT_FLAG("--no-special", &no_special),
         OPT_FLAG("--ignore-eos", &ignore_eos),
         OPT_FLAG("--print-ids", &out.print_ids),
+        OPT_INT("--lookup", &lookup, 0, 64),
         OPT_END};
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = NULL;
@@ -225,8 +230,14 @@ int cmd_run(int argc, char **argv)
     double t_ready = app_time_s();
     struct app_gen_stats ags;
     const struct nb_gen_stats *gs = &ags.gen;
-    if (app_generate(&seq, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out, &ags) !=
-        NB_OK) {
+    if (lookup > 0) { /* speculative: no context shift, a full context stops */
+        ags = (struct app_gen_stats){0};
+        if (nb_generate_lookup(ctx, 0, sampler, ids, n_ids, n_predict, !ignore_eos, lookup,
+                               on_token, &out, &ags.gen) != NB_OK)
+            goto fail;
+        ags.ctx_full = ags.gen.stopped_by == 3;
+    } else if (app_generate(&seq, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out,
+                            &ags) != NB_OK) {
         fprintf(stderr, "nibble run: %s\n", app_seq_error(&seq));
         goto done;
     }
@@ -253,6 +264,10 @@ int cmd_run(int argc, char **argv)
             gs->stopped_by == 1 || out.stopped == 1 ? ", stopped at end-of-generation token"
             : out.stopped == 2                     ? ", stopped at a stop string"
                                                    : "");
+    if (lookup > 0)
+        fprintf(stderr, "nibble run: prompt lookup: %d draft tokens verified, %d accepted (%.1f "
+                        "tokens a decode step)\n", gs->n_drafted, gs->n_accepted,
+                gs->n_decode > 0 ? (double)gs->n_gen / (gs->n_decode + 1) : 0.0);
     if (ags.n_shifts)
         fprintf(stderr, "nibble run: the context of %d tokens was full %d times: kept the first "
                         "%d, dropped %d tokens in all, ran %d again in %.3f s\n", cp.n_ctx,

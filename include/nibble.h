@@ -132,6 +132,13 @@ struct nb_batch {
 /* Run the model over a batch. `logits` receives n_out * n_vocab floats where n_out
  * is the number of tokens that asked for logits. */
 NB_API enum nb_status nb_decode(struct nb_ctx *ctx, const struct nb_batch *batch, float *logits);
+/* nb_decode for speculative verification: each token's attention runs as it would in a
+ * one-token decode step (flash-decoding over its sequence's cache, never the prefill
+ * tiles), so a token's logits are those it would get run alone wherever the GEMM kernel
+ * gives every row the same sums for any number of rows (w4a8: bit-identical by design;
+ * docs/speculative.md lists the paths checked). */
+NB_API enum nb_status nb_decode_verify(struct nb_ctx *ctx, const struct nb_batch *batch,
+                                       float *logits);
 /* Forget sequence `seq` (its next position is 0 again). */
 NB_API void nb_ctx_clear_seq(struct nb_ctx *ctx, int seq);
 /* Keep only the first n tokens of sequence `seq` (a chat turn re-using its cache).
@@ -214,6 +221,8 @@ struct nb_gen_stats {
     double t_gen_s;    /* wall time of sampling and the n_decode steps */
     int stopped_by;    /* 0: length, 1: end-of-sequence token, 2: callback, 3: the context
                           is full (the last token passed to cb is not in it) */
+    int n_drafted;     /* nb_generate_lookup: draft tokens verified, and those accepted */
+    int n_accepted;
 };
 
 /* Called for each generated token; return non-zero to stop. */
@@ -247,6 +256,25 @@ NB_API enum nb_status nb_generate_with(struct nb_ctx *ctx, int seq,
                                 const int32_t *prompt, int n_prompt, int n_predict,
                                 int stop_on_eos, nb_token_cb cb, void *user,
                                 struct nb_gen_stats *stats);
+
+/* Prompt lookup: the longest suffix of hist[0, n) of ngram_max down to ngram_min tokens
+ * that also occurs earlier in hist; the tokens that followed its latest earlier
+ * occurrence, up to max_draft, are written to draft. Returns how many (0: no match). */
+NB_API int nb_lookup_draft(const int32_t *hist, int n, int ngram_min, int ngram_max,
+                           int max_draft, int32_t *draft);
+
+/* nb_generate with prompt-lookup speculative decoding: each step runs the last token
+ * and up to max_draft tokens nb_lookup_draft copies from the text so far (prompt and
+ * output, n-grams of 4 down to 2), verified in one batched step (nb_decode_verify); the
+ * sampler draws at each position in turn and the drafts after its first disagreement
+ * are dropped from the cache. A draw consumes the sampler exactly as nb_generate's
+ * would, so with logits that do not depend on the batch (nb_decode_verify) the output
+ * is nb_generate's, greedy or sampled. max_draft 0: nb_generate. The sequence holds
+ * what nb_generate would leave in it. */
+NB_API enum nb_status nb_generate_lookup(struct nb_ctx *ctx, int seq, struct nb_sampler *sampler,
+                                         const int32_t *prompt, int n_prompt, int n_predict,
+                                         int stop_on_eos, int max_draft, nb_token_cb cb,
+                                         void *user, struct nb_gen_stats *stats);
 
 /* ---------------------------------------------------------------- versioned structs
  * The structs below start with `size`: a params struct comes from its *_default_params()

@@ -204,9 +204,17 @@ static void attn_split(const struct attn_job *j, int ith, int nth, float *scratc
         const float *q = c->q + t * q_dim + (int64_t)kvh * group * hd;
         for (int64_t i = 0; i < (int64_t)group * hd; i++) qs[i] = q[i] * scale;
         struct nb_kv_view view = kv_view(c, j->layer, j->seq[t], kvh);
-        c->kern->attn_decode(qs, group, hd, &view, a, b,
-                             j->sp->part + (((int64_t)t * KV + kvh) * R + run) * group * stride,
-                             stride, scratch + (int64_t)group * hd);
+        float *part = j->sp->part + (((int64_t)t * KV + kvh) * R + run) * group * stride;
+        c->kern->attn_decode(qs, group, hd, &view, a, b, part, stride,
+                             scratch + (int64_t)group * hd);
+        if (R > 1) continue;
+        /* one run: the job holds its heads' whole sums, so it finishes them here, while
+         * they are in cache, and attn_merge is not run */
+        for (int g = 0; g < group; g++) {
+            const float *pg = part + g * stride;
+            float *out = c->att + t * (int64_t)cfg->n_heads * hd + ((int64_t)kvh * group + g) * hd;
+            for (int d = 0; d < hd; d++) out[d] = pg[2 + d] / pg[1]; /* as attn_merge */
+        }
     }
 }
 
@@ -256,7 +264,7 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
     /* tiles when a sequence has several tokens here (prefill) and the group fits one */
     int prefill = 0;
     for (int t = 1; t < n && !prefill; t++) prefill = seq[t] == seq[t - 1];
-    if (prefill && group <= NB_ATTN_ROWS) {
+    if (prefill && !c->attn_per_token && group <= NB_ATTN_ROWS) {
         nb_run_op(c, NB_OP_ATTN, attn_worker, &j, c->n_threads);
         return;
     }
@@ -283,5 +291,6 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
     struct split sp = {runs, c->attn_part};
     j.sp = &sp;
     nb_run_op(c, NB_OP_ATTN, attn_worker, &j, c->n_threads);
-    nb_run_op(c, NB_OP_ATTN, attn_merge, &j, nb_rows_threads(c, n, (int64_t)cfg->n_heads * hd));
+    if (runs > 1)
+        nb_run_op(c, NB_OP_ATTN, attn_merge, &j, nb_rows_threads(c, n, (int64_t)cfg->n_heads * hd));
 }

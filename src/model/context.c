@@ -398,3 +398,11 @@ enum nb_status nb_decode(struct nb_ctx *c, const struct nb_batch *b, float *logi
     free(last);
     return st;
 }
+
+enum nb_status nb_decode_verify(struct nb_ctx *c, const struct nb_batch *b, float *logits)
+{
+    c->attn_per_token = 1;
+    enum nb_status st = nb_decode(c, b, logits);
+    c->attn_per_token = 0;
+    return st;
+}

@@ -64,6 +64,8 @@ struct nb_ctx {
     nb_observer_fn observe; /* calibration, or NULL */
     void *observe_user;
 
+    int attn_per_token; /* every token's attention as a decode step's (nb_decode_verify) */
+
     int profiling;
     struct nb_prof_slot prof[NB_OP_COUNT];
     int64_t prof_tokens; /* tokens run while profiling */

@@ -52,6 +52,9 @@
 #ifndef PF_RB
 #define PF_RB 3
 #endif
+#ifndef PF_NEXT /* prefill: prefetch the next row blocks into L2 during the first tile */
+#define PF_NEXT 1
+#endif
 #define PF_MAXT 8
 #define PF_MAXB 4
 #define INLINE static inline __attribute__((always_inline))
@@ -133,7 +136,7 @@ INLINE void tile1(float *y, const int8_t *xq, const float *xd, const int32_t *xs
  * register file to the accumulators: NT * RB + 2 RB + 3 <= 32. */
 INLINE void tilen(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
                   int64_t ldxq, int64_t ldxg, const uint8_t *qs, const uint16_t *ds, int64_t n_in,
-                  int group, int64_t blk, const int NT, const int RB)
+                  int group, int64_t blk, const int NT, const int RB, int64_t pf)
 {
     const int64_t ng = n_in / group, cpg = group / 8, bstride = 8 * n_in;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
@@ -150,6 +153,7 @@ INLINE void tilen(float *y, int64_t ldy, const int8_t *xq, const float *xd, cons
 #pragma GCC unroll 4
             for (int b = 0; b < RB; b++) {
                 __m512i w = _mm512_loadu_si512((const void *)(wp + b * bstride + c * 64));
+                if (pf) _mm_prefetch((const char *)(wp + b * bstride + c * 64 + pf), _MM_HINT_T1);
                 lo[b] = _mm512_and_si512(w, m4);
                 hi[b] = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
             }
@@ -189,9 +193,11 @@ INLINE void tokens(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
                    int group, int64_t blk, int nt, const int RB)
 {
     int t = 0;
+    /* the first tile asks for the next row blocks' chunks (RB row blocks on: where this
+     * thread goes next) while the tiles of these blocks compute from L1/L2 */
 #define TILE(NT)                                                                                   \
     tilen(y + t * ldy, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg, qs, ds,     \
-          n_in, group, blk, NT, RB)
+          n_in, group, blk, NT, RB, t == 0 && PF_NEXT ? RB * 8 * n_in : 0)
     for (; t + PF_NT <= nt; t += PF_NT)
         TILE(PF_NT);
     for (; t + 4 <= nt; t += 4)
