@@ -388,13 +388,32 @@ static void test_parse_errors(void **state)
                  "task 'x': listed twice");
 }
 
+/* A task of four clauses in four apps: the correct policy does them in turn. */
+static void test_multi_clause(void **state)
+{
+    const char *json =
+        "{\"tasks\":[{\"id\":\"multi\",\"app\":\"settings\",\"instructions\":[\"All of it.\"],"
+        "\"start\":{\"favorites\":[\"Iris\"],\"alarms\":[{\"time\":\"23:59\",\"on\":false}],\"wifi\":true},"
+        "\"success\":[{\"favorite\":\"Iris\",\"is\":false},{\"alarm\":\"23:59\",\"on\":true},"
+        "{\"sent_to\":\"Hugo\",\"text\":\" Hi \"},{\"toggle\":\"wifi\",\"is\":false}],\"max_steps\":100}]}";
+    struct nb_agent_tasks *t = NULL;
+    if (nb_agent_tasks_parse(&t, json, strlen(json), "multi") != NB_OK) fail_msg("%s", nb_last_error());
+    for (uint64_t seed = 0; seed < 20; seed++) {
+        int steps = 0;
+        assert_int_equal(run_policy(t, 0, seed, NB_AGENT_POLICY_CORRECT, &steps), NB_AGENT_DONE);
+        assert_true(steps == 19 || steps == 20); /* 19, and one scroll when Iris is on page 2 */
+        assert_int_equal(run_policy(t, 0, seed, NB_AGENT_POLICY_REVERSE, NULL), NB_AGENT_DONE_REVERSED);
+    }
+    nb_agent_tasks_free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_task_file),   cmocka_unit_test(test_policies_file),
         cmocka_unit_test(test_generated),   cmocka_unit_test(test_outcomes_by_hand),
         cmocka_unit_test(test_screens),     cmocka_unit_test(test_phone),
-        cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_errors), cmocka_unit_test(test_multi_clause),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
