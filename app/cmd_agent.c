@@ -24,6 +24,7 @@ static void usage(FILE *f)
             "                    [--format json_object|tools] [--screen text|json]\n"
             "                    [--max-tokens N] [--api-key KEY] [--timeout S]\n"
             "       nibble agent --dump-trajectories N [--seed S] [--out FILE.jsonl]\n"
+            "       nibble agent --dump-tasks N [--seed S] [--out FILE.json]\n"
             "\n"
             "Runs every build on every task of FILE, N runs each, interleaved (run, task, build),\n"
             "and prints per build: bytes, decode tok/s, success rate and the outcome classes\n"
@@ -50,7 +51,9 @@ static void usage(FILE *f)
             "  --timeout S         per request (default 300)\n"
             "  --dump-trajectories N  write the scripted correct policy's steps on N generated\n"
             "                      task variants (seed S) as chat-format JSON lines\n"
-            "  --out FILE          where trajectories go (default: standard output)\n",
+            "  --dump-tasks N      write N generated task variants (seed S) as a task file\n"
+            "                      (held-out sets: another seed than the training data's)\n"
+            "  --out FILE          where trajectories or tasks go (default: standard output)\n",
             MAX_BUILDS);
 }
 
@@ -447,6 +450,29 @@ fail:
     return rc;
 }
 
+/* n generated variants (seed) as a task file. */
+static int write_tasks(int n, uint64_t seed, const char *out_path)
+{
+    struct nb_agent_tasks *tasks = NULL;
+    char *json = NULL;
+    int rc = 1;
+    FILE *f = stdout;
+    if (nb_agent_tasks_generate(&tasks, n, seed) != NB_OK || nb_agent_tasks_json(tasks, &json) != NB_OK) {
+        fprintf(stderr, "nibble agent: %s\n", nb_last_error());
+        goto fail;
+    }
+    if (out_path && !(f = fopen(out_path, "w"))) {
+        fprintf(stderr, "nibble agent: --out: %s: cannot write\n", out_path);
+        goto fail;
+    }
+    fprintf(f, "%s\n", json);
+    rc = f != stdout && fclose(f) ? 1 : 0;
+fail:
+    nb_free(json);
+    nb_agent_tasks_free(tasks);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- the command */
 
 int cmd_agent(int argc, char **argv)
@@ -455,7 +481,7 @@ int cmd_agent(int argc, char **argv)
     const char *output = "text", *format = "json_object", *screen = "text";
     struct opts o = {.timeout_s = 300, .max_tokens = 64};
     struct build builds[MAX_BUILDS] = {0};
-    int n_builds = 0, runs = 1, dump = 0, rc = 1;
+    int n_builds = 0, runs = 1, dump = 0, dump_tasks = 0, rc = 1;
     uint64_t seed = 1;
     float timeout = 300;
     const struct arg_opt opts[] = {
@@ -471,6 +497,7 @@ int cmd_agent(int argc, char **argv)
         OPT_STR("--api-key", &o.api_key),
         OPT_FLOAT("--timeout", &timeout, 0.1, 86400),
         OPT_INT("--dump-trajectories", &dump, 1, 100000),
+        OPT_INT("--dump-tasks", &dump_tasks, 1, 100000),
         OPT_STR("--out", &out),
         OPT_END};
     for (int i = 1; i < argc; i++) {
@@ -501,6 +528,7 @@ int cmd_agent(int argc, char **argv)
     o.tools = !strcmp(format, "tools");
     o.screen_json = !strcmp(screen, "json");
     if (dump) return dump_trajectories(dump, seed, out, o.screen_json);
+    if (dump_tasks) return write_tasks(dump_tasks, seed, out);
     if (!tasks_path || (!n_builds && !policy) || (n_builds && policy)) {
         fprintf(stderr, "nibble agent: give --tasks and either --server URL... or --policy NAME\n");
         usage(stderr);

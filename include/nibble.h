@@ -882,6 +882,9 @@ NB_API enum nb_status nb_agent_tasks_parse(struct nb_agent_tasks **out, const ch
  * from seed): training data and held-out sets are told apart by their seeds. */
 NB_API enum nb_status nb_agent_tasks_generate(struct nb_agent_tasks **out, int n, uint64_t seed);
 NB_API void nb_agent_tasks_free(struct nb_agent_tasks *t);
+/* The tasks as a task file (JSON, indented) that nb_agent_tasks_parse reads back to the
+ * same tasks: generated variants become a file to run or hold out. Freed with nb_free. */
+NB_API enum nb_status nb_agent_tasks_json(const struct nb_agent_tasks *t, char **json_out);
 NB_API int nb_agent_tasks_count(const struct nb_agent_tasks *t);
 /* The task's id (NULL out of range). */
 NB_API const char *nb_agent_task_id(const struct nb_agent_tasks *t, int i);

@@ -133,6 +133,27 @@ static void test_generated(void **state)
         assert_int_equal(run_policy(a, i, (uint64_t)i, NB_AGENT_POLICY_LOOP, NULL), NB_AGENT_LOOPING);
         assert_int_equal(run_policy(a, i, (uint64_t)i, NB_AGENT_POLICY_WANDER, NULL), NB_AGENT_STEP_LIMIT);
     }
+    /* as a file and back: the same tasks (the same text again) */
+    char *j1 = NULL, *j2 = NULL;
+    struct nb_agent_tasks *r = NULL;
+    assert_int_equal(nb_agent_tasks_json(a, &j1), NB_OK);
+    if (nb_agent_tasks_parse(&r, j1, strlen(j1), "gen.json") != NB_OK) fail_msg("%s", nb_last_error());
+    assert_int_equal(nb_agent_tasks_json(r, &j2), NB_OK);
+    assert_string_equal(j1, j2);
+    assert_int_equal(nb_agent_tasks_count(r), 300);
+    for (int i = 0; i < 300; i += 7) {
+        struct nb_agent_episode *e1 = NULL, *e2 = NULL;
+        assert_int_equal(nb_agent_episode_init(&e1, a, i, 9), NB_OK);
+        assert_int_equal(nb_agent_episode_init(&e2, r, i, 9), NB_OK);
+        assert_string_equal(nb_agent_episode_instruction(e1), nb_agent_episode_instruction(e2));
+        assert_string_equal(nb_agent_episode_screen(e1, 1), nb_agent_episode_screen(e2, 1));
+        nb_agent_episode_free(e1);
+        nb_agent_episode_free(e2);
+    }
+    nb_free(j1);
+    nb_free(j2);
+    nb_agent_tasks_free(r);
+    nb_agent_tasks_free(c);
     assert_int_equal(nb_agent_tasks_generate(&c, 0, 1), NB_ERR_INVALID_ARG);
     assert_null(c);
     nb_agent_tasks_free(a);

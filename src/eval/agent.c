@@ -374,6 +374,74 @@ const char *nb_agent_task_id(const struct nb_agent_tasks *t, int i)
     return t && i >= 0 && i < t->n ? t->tasks[i].id : NULL;
 }
 
+static void add_time(cJSON *o, const char *key, int h, int m)
+{
+    char s[8];
+    snprintf(s, sizeof s, "%d:%02d", h, m);
+    cJSON_AddStringToObject(o, key, s);
+}
+
+/* One task as the file has it (the inverse of parse_task). */
+static cJSON *task_json(const struct task *t)
+{
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddStringToObject(o, "id", t->id);
+    cJSON_AddStringToObject(o, "app", ph_app_name[t->app]);
+    cJSON *ins = cJSON_AddArrayToObject(o, "instructions");
+    for (int i = 0; i < t->n_instr; i++) cJSON_AddItemToArray(ins, cJSON_CreateString(t->instr[i]));
+    cJSON *st = cJSON_AddObjectToObject(o, "start");
+    for (int k = 0; k < PH_N_TOGGLES; k++) cJSON_AddBoolToObject(st, ph_toggle_name[k], t->start.toggle[k]);
+    cJSON *al = cJSON_AddArrayToObject(st, "alarms");
+    for (int i = 0; i < t->start.n_alarms; i++) {
+        cJSON *a = cJSON_CreateObject();
+        add_time(a, "time", t->start.alarms[i].hour, t->start.alarms[i].minute);
+        cJSON_AddBoolToObject(a, "on", t->start.alarms[i].on);
+        cJSON_AddItemToArray(al, a);
+    }
+    cJSON *fav = cJSON_AddArrayToObject(st, "favorites");
+    for (int k = 0; k < PH_N_CONTACTS; k++)
+        if (t->start.favorite[k]) cJSON_AddItemToArray(fav, cJSON_CreateString(ph_contact_name[k]));
+    cJSON *suc = cJSON_AddArrayToObject(o, "success");
+    for (int i = 0; i < t->n_cond; i++) {
+        const struct cond *c = &t->cond[i];
+        cJSON *e = cJSON_CreateObject();
+        switch (c->kind) {
+        case C_TOGGLE:
+            cJSON_AddStringToObject(e, "toggle", ph_toggle_name[c->index]);
+            cJSON_AddBoolToObject(e, "is", c->is);
+            break;
+        case C_FAVORITE:
+            cJSON_AddStringToObject(e, "favorite", ph_contact_name[c->index]);
+            cJSON_AddBoolToObject(e, "is", c->is);
+            break;
+        case C_ALARM:
+            add_time(e, "alarm", c->hour, c->minute);
+            cJSON_AddBoolToObject(e, "on", c->is);
+            break;
+        case C_SENT:
+            cJSON_AddStringToObject(e, "sent_to", ph_contact_name[c->index]);
+            cJSON_AddStringToObject(e, "text", c->text);
+            break;
+        }
+        cJSON_AddItemToArray(suc, e);
+    }
+    cJSON_AddNumberToObject(o, "max_steps", t->max_steps);
+    return o;
+}
+
+enum nb_status nb_agent_tasks_json(const struct nb_agent_tasks *t, char **json_out)
+{
+    *json_out = NULL;
+    if (!t) return nb_set_error(NB_ERR_INVALID_ARG, "tasks_json: no tasks");
+    cJSON *root = cJSON_CreateObject();
+    cJSON_AddNumberToObject(root, "version", 1);
+    cJSON *arr = cJSON_AddArrayToObject(root, "tasks");
+    for (int i = 0; i < t->n; i++) cJSON_AddItemToArray(arr, task_json(&t->tasks[i]));
+    *json_out = cJSON_Print(root);
+    cJSON_Delete(root);
+    return *json_out ? NB_OK : nb_set_error(NB_ERR_NOMEM, "tasks_json: %d tasks", t->n);
+}
+
 /* ---------------------------------------------------------------- generated variants */
 
 static const char *const k_toggle_words[PH_N_TOGGLES] = {"Wi-Fi",      "Bluetooth",      "airplane mode",
@@ -400,6 +468,19 @@ static const char *const k_texts[] = {"on my way", "running late", "see you at n
 
 static int pick(uint64_t *rng, int n) { return (int)(ph_rand(rng) % (uint64_t)n); }
 
+/* Three different indices below n (n >= 3): the paraphrases of a variant. */
+static void pick3(uint64_t *rng, int n, int out[3])
+{
+    int idx[8];
+    for (int i = 0; i < n; i++) idx[i] = i;
+    for (int i = 0; i < 3; i++) {
+        int j = i + pick(rng, n - i), t = idx[i];
+        idx[i] = idx[j];
+        idx[j] = t;
+        out[i] = idx[i];
+    }
+}
+
 /* Variant i of the generator: kind i % 10, everything else drawn from rng. */
 static void gen_task(struct task *t, int i, uint64_t *rng)
 {
@@ -410,7 +491,7 @@ static void gen_task(struct task *t, int i, uint64_t *rng)
     for (int k = 0; k < n_al; k++)
         t->start.alarms[t->start.n_alarms++] = (struct ph_alarm){pick(rng, 24), 5 * pick(rng, 12), pick(rng, 2)};
     t->max_steps = 20;
-    int kind = i % 10;
+    int kind = i % 10, ix[3];
     static const int tog_of_kind[10] = {PH_WIFI, PH_BLUETOOTH, -1, PH_AIRPLANE, PH_DARK, PH_DND,
                                         PH_LOCATION, -1, -1, -1};
     struct cond *c = &t->cond[t->n_cond++];
@@ -420,9 +501,9 @@ static void gen_task(struct task *t, int i, uint64_t *rng)
         *c = (struct cond){.kind = C_TOGGLE, .index = tg, .is = want};
         t->app = PH_APP_SETTINGS;
         snprintf(t->id, sizeof t->id, "gen%d_%s_%s", i, ph_toggle_name[tg], want ? "on" : "off");
+        pick3(rng, NELEM(k_on_fmt), ix);
         for (int k = 0; k < 3; k++)
-            snprintf(t->instr[t->n_instr++], AG_MAX_INSTR_LEN,
-                     want ? k_on_fmt[pick(rng, NELEM(k_on_fmt))] : k_off_fmt[pick(rng, NELEM(k_off_fmt))],
+            snprintf(t->instr[t->n_instr++], AG_MAX_INSTR_LEN, want ? k_on_fmt[ix[k]] : k_off_fmt[ix[k]],
                      k_toggle_words[tg]);
     } else if (kind == 2 || kind == 9) {
         int h = pick(rng, 24), m = pick(rng, 60), want = kind == 2;
@@ -432,11 +513,10 @@ static void gen_task(struct task *t, int i, uint64_t *rng)
         *c = (struct cond){.kind = C_ALARM, .is = want, .hour = h, .minute = m};
         t->app = PH_APP_CLOCK;
         snprintf(t->id, sizeof t->id, "gen%d_alarm_%s_%02d%02d", i, want ? "set" : "off", h, m);
+        pick3(rng, want ? NELEM(k_alarm_fmt) : NELEM(k_alarm_off_fmt), ix);
         for (int k = 0; k < 3; k++)
             snprintf(t->instr[t->n_instr++], AG_MAX_INSTR_LEN,
-                     want ? k_alarm_fmt[pick(rng, NELEM(k_alarm_fmt))]
-                          : k_alarm_off_fmt[pick(rng, NELEM(k_alarm_off_fmt))],
-                     h, m);
+                     want ? k_alarm_fmt[ix[k]] : k_alarm_off_fmt[ix[k]], h, m);
     } else if (kind == 7) {
         int who = pick(rng, PH_N_CONTACTS);
         const char *text = k_texts[pick(rng, NELEM(k_texts))];
@@ -444,9 +524,9 @@ static void gen_task(struct task *t, int i, uint64_t *rng)
         snprintf(c->text, sizeof c->text, "%s", text);
         t->app = PH_APP_MESSAGES;
         snprintf(t->id, sizeof t->id, "gen%d_message_%s", i, ph_contact_name[who]);
+        pick3(rng, NELEM(k_msg_fmt), ix);
         for (int k = 0; k < 3; k++)
-            snprintf(t->instr[t->n_instr++], AG_MAX_INSTR_LEN, k_msg_fmt[pick(rng, NELEM(k_msg_fmt))],
-                     ph_contact_name[who], text);
+            snprintf(t->instr[t->n_instr++], AG_MAX_INSTR_LEN, k_msg_fmt[ix[k]], ph_contact_name[who], text);
     } else { /* 8: favourite */
         int who = pick(rng, PH_N_CONTACTS), want = pick(rng, 2);
         t->start.favorite[who] = !want;
@@ -454,9 +534,9 @@ static void gen_task(struct task *t, int i, uint64_t *rng)
         t->app = PH_APP_CONTACTS;
         snprintf(t->id, sizeof t->id, "gen%d_%s_%s", i, want ? "favorite" : "unfavorite",
                  ph_contact_name[who]);
+        pick3(rng, NELEM(k_fav_fmt), ix);
         for (int k = 0; k < 3; k++)
-            snprintf(t->instr[t->n_instr++], AG_MAX_INSTR_LEN,
-                     want ? k_fav_fmt[pick(rng, NELEM(k_fav_fmt))] : k_unfav_fmt[pick(rng, NELEM(k_unfav_fmt))],
+            snprintf(t->instr[t->n_instr++], AG_MAX_INSTR_LEN, want ? k_fav_fmt[ix[k]] : k_unfav_fmt[ix[k]],
                      ph_contact_name[who]);
     }
 }

@@ -76,6 +76,17 @@ assert ends == 30, ends
 assert len({l["task"] for l in lines}) == 30
 print("ok")'
 
+# generated variants as a task file (a held-out set): the scripted policies keep their classes
+"$bin" agent --dump-tasks 20 --seed 3 --out "$tmp/gen.json" 2>/dev/null
+"$bin" agent --tasks "$tmp/gen.json" --policy scripted-correct -o json >"$tmp/gen-c.json" 2>/dev/null
+"$bin" agent --tasks "$tmp/gen.json" --policy scripted-reverse -o json >"$tmp/gen-r.json" 2>/dev/null
+pycheck "generated tasks" "$tmp/gen-c.json" "
+assert j[0]['episodes'] == 20 and j[0]['success_rate'] == 1.0, j[0]
+print('ok')"
+pycheck "generated tasks reversed" "$tmp/gen-r.json" "
+assert j[0]['outcomes']['done_then_reversed'] == 20, j[0]['outcomes']
+print('ok')"
+
 # ---------------------------------------------------------------- errors
 "$bin" agent --tasks "$tasks" --policy scripted-nothing 2>"$tmp/err"; rc=$?
 if [ $rc -eq 2 ] && grep -q "unknown 'scripted-nothing'" "$tmp/err"; then ok; else bad "unknown policy: $rc $(cat "$tmp/err")"; fi
