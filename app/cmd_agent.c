@@ -3,9 +3,16 @@
  * with the study's table, JSON lines traces, and chat-format trajectories of the scripted
  * correct policy for training. */
 #include <cjson/cJSON.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "app/args.h"
 #include "app/commands.h"
@@ -13,13 +20,16 @@
 #include "app/text.h"
 #include "nibble.h"
 
+extern char **environ;
+
 #define MAX_BUILDS  16
 #define MAX_HISTORY 10 /* previous actions shown in a prompt */
 
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: nibble agent --tasks FILE (--server [NAME=]URL ... | --policy NAME)\n"
+            "usage: nibble agent --tasks FILE (--server [NAME=]URL ... | -m [NAME=]MODEL[@PATH] ...\n"
+            "                    | --policy NAME)\n"
             "                    [--runs N] [--seed S] [-o text|json] [--trace FILE.jsonl]\n"
             "                    [--format json_object|tools] [--screen text|json]\n"
             "                    [--max-tokens N] [--api-key KEY] [--timeout S]\n"
@@ -35,6 +45,11 @@ static void usage(FILE *f)
             "\n"
             "  --tasks FILE        tasks (data/agent/tasks.json)\n"
             "  --server [NAME=]URL a build (repeatable, up to %d); NAME defaults to its model id\n"
+            "  -m [NAME=]MODEL[@PATH]  a build served here: `nibble serve -m MODEL [--path PATH]\n"
+            "                      --port 0 --parallel 1 [-t N]`, started before and stopped after;\n"
+            "                      NAME defaults to MODEL[@PATH]; bytes: MODEL's file size\n"
+            "                      when no PATH (or @source) is named\n"
+            "  -t N                threads of the servers -m starts\n"
             "  --policy NAME       a scripted policy instead of servers: scripted-correct,\n"
             "                      scripted-reverse, scripted-loop, scripted-invalid-json,\n"
             "                      scripted-wrong-app, scripted-wander\n"
@@ -136,6 +151,10 @@ static cJSON *tools_json(void)
 struct build {
     char name[128];
     const char *url;      /* NULL: a scripted policy */
+    const char *model;    /* -m: the model this command serves (NULL: --server) */
+    pid_t pid;            /* -m: the server's process (0: none) */
+    char url_buf[96];     /* -m: its URL */
+    char log[64];         /* -m: its stderr, a temporary file */
     int policy;
     long long bytes;      /* -1: unknown */
     double gen_tokens, gen_s; /* decode tokens and their seconds */
@@ -165,7 +184,7 @@ static int probe_build(struct build *b, const struct opts *o)
     const char *id = cJSON_GetStringValue(cJSON_GetObjectItem(m, "id"));
     const cJSON *size = cJSON_GetObjectItem(cJSON_GetObjectItem(m, "meta"), "size");
     if (!b->name[0]) snprintf(b->name, sizeof b->name, "%s", id ? id : b->url);
-    b->bytes = cJSON_IsNumber(size) ? (long long)size->valuedouble : -1;
+    if (cJSON_IsNumber(size)) b->bytes = (long long)size->valuedouble;
     int ok = a.status == 200;
     if (!ok) fprintf(stderr, "nibble agent: %s/v1/models: HTTP %d\n", b->url, a.status);
     cJSON_Delete(j);
@@ -240,6 +259,97 @@ static int ask(struct build *b, const struct opts *o, const char *user, char **r
     }
     cJSON_Delete(j);
     return *reply ? 0 : -1;
+}
+
+/* -m: start `nibble serve` (this very program) for b->model on a free port and wait (at
+ * most 600 s: first use may quantize) for the port in its log. 1, or 0 after printing why. */
+static int start_server(struct build *b, const char *threads)
+{
+    char self[4096], model[4096], path[64] = "";
+    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (n <= 0) {
+        fprintf(stderr, "nibble agent: -m: cannot find this program (/proc/self/exe)\n");
+        return 0;
+    }
+    self[n] = '\0';
+    snprintf(model, sizeof model, "%s", b->model);
+    char *at = strrchr(model, '@');
+    if (at && !strchr(at, '/')) {
+        snprintf(path, sizeof path, "%s", at + 1);
+        *at = '\0';
+    }
+    struct stat stt;
+    if (stat(model, &stt)) {
+        fprintf(stderr, "nibble agent: -m: %s: no such model\n", model);
+        return 0;
+    }
+    b->bytes = S_ISREG(stt.st_mode) && (!path[0] || !strcmp(path, "source")) ? (long long)stt.st_size : -1;
+    if (!b->name[0]) snprintf(b->name, sizeof b->name, "%s", b->model);
+    snprintf(b->log, sizeof b->log, "/tmp/nibble-agent-serve-XXXXXX");
+    int fd = mkstemp(b->log);
+    if (fd < 0) {
+        fprintf(stderr, "nibble agent: -m: cannot make a log file in /tmp\n");
+        b->log[0] = '\0';
+        return 0;
+    }
+    char *argv[16];
+    int k = 0;
+    argv[k++] = self;
+    argv[k++] = "serve";
+    argv[k++] = "-m";
+    argv[k++] = model;
+    argv[k++] = "--port";
+    argv[k++] = "0";
+    argv[k++] = "--parallel";
+    argv[k++] = "1";
+    if (path[0]) argv[k++] = "--path", argv[k++] = path;
+    if (threads) argv[k++] = "-t", argv[k++] = (char *)threads;
+    argv[k] = NULL;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fd, 2);
+    posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+    int rc = posix_spawn(&b->pid, self, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
+    close(fd);
+    if (rc) {
+        fprintf(stderr, "nibble agent: -m %s: cannot start nibble serve\n", b->model);
+        b->pid = 0;
+        return 0;
+    }
+    for (int i = 0; i < 6000; i++) { /* 600 s */
+        char buf[8192] = "";
+        FILE *f = fopen(b->log, "r");
+        size_t got = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        if (f) fclose(f);
+        buf[got] = '\0';
+        const char *l = strstr(buf, "listening on http://");
+        const char *nl = l ? strchr(l, '\n') : NULL;
+        if (nl) {
+            snprintf(b->url_buf, sizeof b->url_buf, "%.*s", (int)(nl - l - 13), l + 13);
+            b->url = b->url_buf;
+            return 1;
+        }
+        if (waitpid(b->pid, NULL, WNOHANG) == b->pid) {
+            b->pid = 0;
+            fprintf(stderr, "nibble agent: -m %s: nibble serve exited:\n%s", b->model, buf);
+            return 0;
+        }
+        nanosleep(&(struct timespec){0, 100000000}, NULL);
+    }
+    fprintf(stderr, "nibble agent: -m %s: nibble serve did not start in 600 s\n", b->model);
+    return 0;
+}
+
+static void stop_server(struct build *b)
+{
+    if (b->pid > 0) {
+        kill(b->pid, SIGTERM);
+        waitpid(b->pid, NULL, 0);
+        b->pid = 0;
+    }
+    if (b->log[0]) unlink(b->log);
+    b->log[0] = '\0';
 }
 
 /* ---------------------------------------------------------------- episodes */
@@ -478,7 +588,7 @@ fail:
 int cmd_agent(int argc, char **argv)
 {
     const char *cmd = "agent", *tasks_path = NULL, *policy = NULL, *trace_path = NULL, *out = NULL;
-    const char *output = "text", *format = "json_object", *screen = "text";
+    const char *output = "text", *format = "json_object", *screen = "text", *threads = NULL;
     struct opts o = {.timeout_s = 300, .max_tokens = 64};
     struct build builds[MAX_BUILDS] = {0};
     int n_builds = 0, runs = 1, dump = 0, dump_tasks = 0, rc = 1;
@@ -499,6 +609,7 @@ int cmd_agent(int argc, char **argv)
         OPT_INT("--dump-trajectories", &dump, 1, 100000),
         OPT_INT("--dump-tasks", &dump_tasks, 1, 100000),
         OPT_STR("--out", &out),
+        OPT_STR("-t|--threads", &threads),
         OPT_END};
     for (int i = 1; i < argc; i++) {
         if (arg_is_help(argv[i])) {
@@ -508,17 +619,20 @@ int cmd_agent(int argc, char **argv)
         int r = arg_table(cmd, opts, argc, argv, &i);
         if (r < 0) return 2;
         if (r > 0) continue;
-        if (!strcmp(argv[i], "--server")) {
+        if (!strcmp(argv[i], "--server") || !strcmp(argv[i], "-m") || !strcmp(argv[i], "--model")) {
+            int serve = argv[i][1] != '-' || !strcmp(argv[i], "--model");
             const char *v = arg_value(cmd, argc, argv, &i);
             if (!v) return 2;
             if (n_builds == MAX_BUILDS) {
-                fprintf(stderr, "nibble agent: --server: at most %d builds\n", MAX_BUILDS);
+                fprintf(stderr, "nibble agent: at most %d builds\n", MAX_BUILDS);
                 return 2;
             }
-            const char *eq = strstr(v, "=http");
+            const char *eq = serve ? strchr(v, '=') : strstr(v, "=http");
             struct build *b = &builds[n_builds++];
+            b->bytes = -1;
             if (eq) snprintf(b->name, sizeof b->name, "%.*s", (int)(eq - v), v);
-            b->url = eq ? eq + 1 : v;
+            if (serve) b->model = eq ? eq + 1 : v;
+            else b->url = eq ? eq + 1 : v;
             continue;
         }
         arg_unknown(cmd, argv[i]);
@@ -530,7 +644,7 @@ int cmd_agent(int argc, char **argv)
     if (dump) return dump_trajectories(dump, seed, out, o.screen_json);
     if (dump_tasks) return write_tasks(dump_tasks, seed, out);
     if (!tasks_path || (!n_builds && !policy) || (n_builds && policy)) {
-        fprintf(stderr, "nibble agent: give --tasks and either --server URL... or --policy NAME\n");
+        fprintf(stderr, "nibble agent: give --tasks and builds (--server URL..., -m MODEL...) or --policy NAME\n");
         usage(stderr);
         return 2;
     }
@@ -553,6 +667,7 @@ int cmd_agent(int argc, char **argv)
     }
     int n_tasks = nb_agent_tasks_count(tasks);
     for (int i = 0; i < n_builds; i++) {
+        if (builds[i].model && !start_server(&builds[i], threads)) goto fail;
         if (builds[i].url && !probe_build(&builds[i], &o)) goto fail;
         if (!(builds[i].task_outcomes = calloc((size_t)n_tasks * NB_AGENT_N_OUTCOMES, sizeof(int)))) goto fail;
     }
@@ -577,7 +692,10 @@ int cmd_agent(int argc, char **argv)
     rc = 0;
 fail:
     if (trace && fclose(trace)) rc = 1;
-    for (int i = 0; i < n_builds; i++) free(builds[i].task_outcomes);
+    for (int i = 0; i < n_builds; i++) {
+        stop_server(&builds[i]);
+        free(builds[i].task_outcomes);
+    }
     nb_agent_tasks_free(tasks);
     return rc;
 }

@@ -356,6 +356,17 @@ static void test_phone(void **state)
     ph_view(&p, &v);
     assert_int_equal(v.n_nodes, 1 + PH_PAGE + 1); /* title, five, "more above" */
     assert_string_equal(v.nodes[6].text, "More above: scroll up");
+    /* a full outbox: every message and its delete button are on the screen */
+    struct ph_state full = {0};
+    full.n_sent = PH_MAX_SENT;
+    for (int i = 0; i < PH_MAX_SENT; i++) full.sent[i] = (struct ph_sent){.contact = i, .text = "hi"};
+    struct nb_phone q;
+    ph_init(&q, &full, 1);
+    apply_ok(&q, PH_ACT_TAP, "app_messages");
+    ph_view(&q, &v);
+    assert_int_equal(v.n_nodes, 2 + 2 * PH_MAX_SENT);
+    apply_ok(&q, PH_ACT_TAP, "delete_7");
+    assert_int_equal(q.st.n_sent, 7);
     /* invalid actions leave the phone as it was */
     struct nb_phone before = p;
     struct ph_action a = {.kind = PH_ACT_TAP};

@@ -60,7 +60,7 @@ struct nb_agent_episode {
     uint64_t keys[AG_MAX_STEPS]; /* (screen, action) of each step, for loops */
     char action[PH_TEXT + 48];
     char note[256];
-    char screen[4096];
+    char screen[8192];
 };
 
 /* ---------------------------------------------------------------- names */

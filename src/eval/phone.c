@@ -144,7 +144,7 @@ static void lower_id(char *dst, size_t cap, const char *prefix, const char *name
 /* The body nodes of a screen (after the title), in their unshuffled order. */
 static void body(const struct nb_phone *p, struct ph_screen_view *v)
 {
-    char id[PH_ID], text[PH_TEXT + 32];
+    char id[PH_ID], text[160];
     const struct ph_state *st = &p->st;
     switch (p->screen) {
     case PH_SCR_HOME:
@@ -407,7 +407,7 @@ static enum nb_status tap(struct nb_phone *p, const char *id)
             trim_copy(to, sizeof to, p->field[PH_F_A]);
             trim_copy(text, sizeof text, p->field[PH_F_B]);
             int c = ph_contact_find(to);
-            if (c < 0) snprintf(p->status, sizeof p->status, "No contact named '%.32s'", to);
+            if (c < 0) snprintf(p->status, sizeof p->status, "No contact named '%s'", to); /* whole: UTF-8 */
             else if (!text[0]) snprintf(p->status, sizeof p->status, "Type a message first");
             else if (st->n_sent == PH_MAX_SENT) snprintf(p->status, sizeof p->status, "Outbox full");
             else {

@@ -59,7 +59,7 @@ enum ph_action_kind { PH_ACT_TAP, PH_ACT_TYPE, PH_ACT_BACK, PH_ACT_HOME, PH_ACT_
 #define PH_MAX_SENT    8
 #define PH_TEXT        64 /* bytes of a field or a message, NUL included */
 #define PH_ID          32
-#define PH_MAX_NODES   16
+#define PH_MAX_NODES   24 /* Messages: title, New, 8 x (message, delete), status */
 #define PH_BACK_DEPTH  8
 
 struct ph_action {
@@ -88,7 +88,7 @@ struct ph_state {
 struct ph_node {
     char id[PH_ID];
     const char *cls; /* "TextView", "Button", "Switch", "EditText" */
-    char text[PH_TEXT + 32];
+    char text[160];  /* a status line quotes a typed field whole */
     int clickable;
     int checkable, checked;
 };
@@ -109,7 +109,7 @@ struct nb_phone {
     int contact;                        /* the contact page shown (-1 none) */
     int focus;                          /* the focused field (PH_F_*), -1 none */
     char field[3][PH_TEXT];             /* alarm hour, alarm minute / to, message */
-    char status[PH_TEXT];               /* a one-line notice shown on the screen ("") */
+    char status[128];                   /* a one-line notice shown on the screen ("") */
     uint8_t order[PH_N_SCREENS][PH_MAX_NODES]; /* node permutation per screen */
     uint8_t contact_order[PH_N_CONTACTS];      /* the Contacts list's order */
 };

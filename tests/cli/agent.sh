@@ -153,6 +153,17 @@ print("ok")'
 else bad "tools: exit $?: $(cat "$tmp/err")"; fi
 stop_server
 if [ "$rc" -eq 0 ]; then ok; else bad "server exit $rc"; fi
+# -m: the command starts (and stops) a server of its own per build
+size=$(stat -c %s "$gguf")
+if "$bin" agent --tasks "$tasks" -m "kjv=$gguf@source" -t 1 --max-tokens 8 -o json >"$tmp/m.json" 2>"$tmp/err"; then
+  pycheck "-m" "$tmp/m.json" "
+assert [b['build'] for b in j] == ['kjv'] and j[0]['bytes'] == $size and j[0]['episodes'] == 10, j
+assert j[0]['url'].startswith('http://127.0.0.1:'), j[0]['url']
+print('ok')"
+  if pgrep -f "serve -m $gguf --port 0 --parallel 1" >/dev/null; then bad "-m: its server still runs"; else ok; fi
+else bad "-m: exit $?: $(cat "$tmp/err")"; fi
+"$bin" agent --tasks "$tasks" -m "$tmp/none.gguf" 2>"$tmp/err"; rc=$?
+if [ $rc -eq 1 ] && grep -q "none.gguf: no such model" "$tmp/err"; then ok; else bad "-m missing: $rc $(cat "$tmp/err")"; fi
 
 echo "agent: $pass passed, $fail failed"
 [ $fail -eq 0 ]
