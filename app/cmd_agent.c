@@ -49,7 +49,8 @@ static void usage(FILE *f)
             "                      --port 0 --parallel 1 [-t N]`, started before and stopped after;\n"
             "                      NAME defaults to MODEL[@PATH]; bytes: MODEL's file size\n"
             "                      when no PATH (or @source) is named\n"
-            "  -t N                threads of the servers -m starts\n"
+            "  -t N, -c N          threads and context of the servers -m starts (a prompt is\n"
+            "                      ~500 tokens: a model of a shorter context needs -c)\n"
             "  --policy NAME       a scripted policy instead of servers: scripted-correct,\n"
             "                      scripted-reverse, scripted-loop, scripted-invalid-json,\n"
             "                      scripted-wrong-app, scripted-wander\n"
@@ -261,9 +262,10 @@ static int ask(struct build *b, const struct opts *o, const char *user, char **r
     return *reply ? 0 : -1;
 }
 
-/* -m: start `nibble serve` (this very program) for b->model on a free port and wait (at
+/* -m: start `nibble serve` (this very program) for b->model on a free port (threads and
+ * context as given, NULL: serve's defaults) and wait (at
  * most 600 s: first use may quantize) for the port in its log. 1, or 0 after printing why. */
-static int start_server(struct build *b, const char *threads)
+static int start_server(struct build *b, const char *threads, const char *ctx)
 {
     char self[4096], model[4096], path[64] = "";
     ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
@@ -304,6 +306,7 @@ static int start_server(struct build *b, const char *threads)
     argv[k++] = "1";
     if (path[0]) argv[k++] = "--path", argv[k++] = path;
     if (threads) argv[k++] = "-t", argv[k++] = (char *)threads;
+    if (ctx) argv[k++] = "-c", argv[k++] = (char *)ctx;
     argv[k] = NULL;
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
@@ -588,7 +591,7 @@ fail:
 int cmd_agent(int argc, char **argv)
 {
     const char *cmd = "agent", *tasks_path = NULL, *policy = NULL, *trace_path = NULL, *out = NULL;
-    const char *output = "text", *format = "json_object", *screen = "text", *threads = NULL;
+    const char *output = "text", *format = "json_object", *screen = "text", *threads = NULL, *ctx = NULL;
     struct opts o = {.timeout_s = 300, .max_tokens = 64};
     struct build builds[MAX_BUILDS] = {0};
     int n_builds = 0, runs = 1, dump = 0, dump_tasks = 0, rc = 1;
@@ -610,6 +613,7 @@ int cmd_agent(int argc, char **argv)
         OPT_INT("--dump-tasks", &dump_tasks, 1, 100000),
         OPT_STR("--out", &out),
         OPT_STR("-t|--threads", &threads),
+        OPT_STR("-c|--ctx-size", &ctx),
         OPT_END};
     for (int i = 1; i < argc; i++) {
         if (arg_is_help(argv[i])) {
@@ -667,7 +671,7 @@ int cmd_agent(int argc, char **argv)
     }
     int n_tasks = nb_agent_tasks_count(tasks);
     for (int i = 0; i < n_builds; i++) {
-        if (builds[i].model && !start_server(&builds[i], threads)) goto fail;
+        if (builds[i].model && !start_server(&builds[i], threads, ctx)) goto fail;
         if (builds[i].url && !probe_build(&builds[i], &o)) goto fail;
         if (!(builds[i].task_outcomes = calloc((size_t)n_tasks * NB_AGENT_N_OUTCOMES, sizeof(int)))) goto fail;
     }

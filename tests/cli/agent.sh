@@ -140,7 +140,7 @@ assert j[0]['tasks'] == j[1]['tasks'] and j[0]['outcomes'] == j[1]['outcomes'], 
 print('ok')"
 else bad "two builds: exit $?: $(cat "$tmp/err")"; fi
 # tool calls: every reply is one of the six functions, turned into an action object
-if "$bin" agent --tasks "$tasks" --server "$url" --format tools --max-tokens 24 -o json --trace "$tmp/tools.jsonl" \
+if "$bin" agent --tasks "$tasks" --server "$url" --format tools --max-tokens 64 -o json --trace "$tmp/tools.jsonl" \
      >"$tmp/tools.json" 2>"$tmp/err"; then
   pycheck "tools" "$tmp/tools.json" "
 assert sum(j[0]['outcomes'].values()) == 10, j[0]['outcomes']
@@ -155,7 +155,7 @@ stop_server
 if [ "$rc" -eq 0 ]; then ok; else bad "server exit $rc"; fi
 # -m: the command starts (and stops) a server of its own per build
 size=$(stat -c %s "$gguf")
-if "$bin" agent --tasks "$tasks" -m "kjv=$gguf@source" -t 1 --max-tokens 8 -o json >"$tmp/m.json" 2>"$tmp/err"; then
+if "$bin" agent --tasks "$tasks" -m "kjv=$gguf@source" -t 1 -c 2048 --max-tokens 8 -o json >"$tmp/m.json" 2>"$tmp/err"; then
   pycheck "-m" "$tmp/m.json" "
 assert [b['build'] for b in j] == ['kjv'] and j[0]['bytes'] == $size and j[0]['episodes'] == 10, j
 assert j[0]['url'].startswith('http://127.0.0.1:'), j[0]['url']
