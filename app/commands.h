@@ -24,5 +24,6 @@ int cmd_kvbudget(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
 int cmd_template(int argc, char **argv);
+int cmd_agent(int argc, char **argv);
 
 #endif

@@ -17,6 +17,7 @@ static const struct nb_command k_commands[] = {
     {"bench", "measure prompt and generation speed (llama-bench compatible)", cmd_bench},
     {"probe", "CPU features, OS permissions, caches, bandwidth and the chosen weight path", cmd_probe},
     {"eval", "fidelity of a test build against a reference build", cmd_eval},
+    {"agent", "task outcomes on a simulated phone, per build (OpenAI-compatible servers)", cmd_agent},
     {"tokenize", "text -> token ids (debugging, scripts)", cmd_tokenize},
     {"detokenize", "token ids -> text", cmd_detokenize},
     {"template", "render a chat template (the model's Jinja source) over a JSON context", cmd_template},

@@ -876,6 +876,98 @@ NB_API void nb_server_stop(struct nb_server *s);
 /* Stop serving (if not yet) and free. NULL is fine. */
 NB_API void nb_server_free(struct nb_server *s);
 
+/* ---------------------------------------------------------------- agent tasks
+ * A simulated phone and tasks on it (issue 18, docs/agent.md): a policy (a model behind
+ * an OpenAI-compatible server, or a scripted one) sees an instruction and the screen as
+ * text, answers one JSON action per step ({"action": "tap", "id": ...}, "type" with
+ * "text", "back", "home", "scroll" with "direction", "task_complete"), and the episode
+ * ends with one outcome class. Everything is deterministic given the task and the seed
+ * (paraphrase, screen orders); nothing here prints or reads the clock. */
+
+enum nb_agent_outcome {
+    NB_AGENT_RUNNING = 0,
+    NB_AGENT_DONE,           /* the task's success predicate holds at the end */
+    NB_AGENT_DONE_REVERSED,  /* it held after some step, and no longer at the end */
+    NB_AGENT_WRONG_APP,      /* task_complete in another app than the task's, never done */
+    NB_AGENT_LOOPING,        /* the same action on the same screen a third time */
+    NB_AGENT_STEP_LIMIT,     /* the task's step limit reached */
+    NB_AGENT_INVALID_ACTION, /* a reply that is not one valid action on this screen */
+    NB_AGENT_INCOMPLETE,     /* task_complete in the task's app, never done */
+    NB_AGENT_N_OUTCOMES
+};
+/* "done", "done_then_reversed", "wrong_app", "looping", "step_limit", "invalid_action",
+ * "incomplete" ("running" for NB_AGENT_RUNNING, "?" out of range). */
+NB_API const char *nb_agent_outcome_name(int outcome);
+
+struct nb_agent_tasks;
+/* A task file (JSON, docs/agent.md). NB_ERR_FORMAT names the task and the key that is
+ * wrong; NB_ERR_IO when it cannot be read. */
+NB_API enum nb_status nb_agent_tasks_load(struct nb_agent_tasks **out, const char *path);
+/* The same from a buffer of len bytes; `name` for errors. */
+NB_API enum nb_status nb_agent_tasks_parse(struct nb_agent_tasks **out, const char *buf, size_t len,
+                                           const char *name);
+/* n generated task variants (1..100000; kinds in turn, parameters and start states drawn
+ * from seed): training data and held-out sets are told apart by their seeds. */
+NB_API enum nb_status nb_agent_tasks_generate(struct nb_agent_tasks **out, int n, uint64_t seed);
+NB_API void nb_agent_tasks_free(struct nb_agent_tasks *t);
+/* The tasks as a task file (JSON, indented) that nb_agent_tasks_parse reads back to the
+ * same tasks: generated variants become a file to run or hold out. Freed with nb_free. */
+NB_API enum nb_status nb_agent_tasks_json(const struct nb_agent_tasks *t, char **json_out);
+NB_API int nb_agent_tasks_count(const struct nb_agent_tasks *t);
+/* The task's id (NULL out of range). */
+NB_API const char *nb_agent_task_id(const struct nb_agent_tasks *t, int i);
+
+/* Scripted policies (no model): correct; correct, then undoes its last change and says
+ * task_complete; opens the task's app and goes back, again and again; answers prose, not
+ * JSON; opens Camera and says task_complete; visits every app in turn until the limit. */
+enum nb_agent_policy {
+    NB_AGENT_POLICY_CORRECT = 0,
+    NB_AGENT_POLICY_REVERSE,
+    NB_AGENT_POLICY_LOOP,
+    NB_AGENT_POLICY_INVALID_JSON,
+    NB_AGENT_POLICY_WRONG_APP,
+    NB_AGENT_POLICY_WANDER,
+    NB_AGENT_N_POLICIES
+};
+/* "scripted-correct", "scripted-reverse", "scripted-loop", "scripted-invalid-json",
+ * "scripted-wrong-app", "scripted-wander"; find: the index, -1 if unknown. */
+NB_API const char *nb_agent_policy_name(int policy);
+NB_API int nb_agent_policy_find(const char *name);
+
+struct nb_agent_episode;
+/* Task `task` of t (t must outlive the episode), its paraphrase and screen orders drawn
+ * from seed; the phone starts on the home screen. */
+NB_API enum nb_status nb_agent_episode_init(struct nb_agent_episode **out,
+                                            const struct nb_agent_tasks *t, int task,
+                                            uint64_t seed);
+NB_API void nb_agent_episode_free(struct nb_agent_episode *e);
+NB_API const char *nb_agent_episode_instruction(const struct nb_agent_episode *e);
+/* The task's app ("settings", "clock", ...). */
+NB_API const char *nb_agent_episode_app(const struct nb_agent_episode *e);
+/* The current screen: compact text (json 0: a header line "[app > screen]", then one line
+ * per node `id Class "text" [on|off] [*]`, * marking what can be tapped) or JSON (json 1:
+ * {app, screen, nodes: [{id, class, text, clickable, checked?}]}). Valid until the next
+ * call on e. */
+NB_API const char *nb_agent_episode_screen(struct nb_agent_episode *e, int json);
+/* Take one reply: a JSON object (whitespace and a ``` fence around it are allowed).
+ * Every reply is a step; one that is not a valid action here ends the episode
+ * (invalid_action). NB_OK whenever the reply was taken; NB_ERR_INVALID_ARG if the
+ * episode had already ended. */
+NB_API enum nb_status nb_agent_episode_step(struct nb_agent_episode *e, const char *reply,
+                                            size_t len);
+/* The last step's action as canonical JSON ("" if the reply was not an action), and a
+ * note on it ("" or why it was refused, or what ended the episode). */
+NB_API const char *nb_agent_episode_action(const struct nb_agent_episode *e);
+NB_API const char *nb_agent_episode_note(const struct nb_agent_episode *e);
+/* NB_AGENT_RUNNING until the episode ends, then its outcome. */
+NB_API int nb_agent_episode_outcome(const struct nb_agent_episode *e);
+NB_API int nb_agent_episode_steps(const struct nb_agent_episode *e);
+NB_API int nb_agent_episode_max_steps(const struct nb_agent_episode *e);
+/* The reply a scripted policy gives now (NUL-terminated, cut to cap). NB_ERR_INVALID_ARG
+ * for an unknown policy or an episode that has ended. */
+NB_API enum nb_status nb_agent_policy_reply(struct nb_agent_episode *e, int policy, char *buf,
+                                            size_t cap);
+
 /* ---------------------------------------------------------------- inspect
  * A view of model files, not of a loaded model (`nibble inspect`, like gguf-dump). */
 
