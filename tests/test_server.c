@@ -202,7 +202,27 @@ static void test_parse(void **state)
         {SRV_CHAT,
          U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
            "\"x\", \"schema\": {}, \"strict\": true}}}",
-         400, "response_format.json_schema.strict", "unsupported_value"},
+         0, "", NULL},
+        /* strict: a keyword outside the subset is a 400 that names it; not strict, JSON */
+        {SRV_CHAT,
+         U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
+           "\"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"a\": "
+           "{\"type\": \"string\", \"pattern\": \"^a\"}}}, \"strict\": true}}}",
+         400, "response_format.json_schema.schema", "unsupported_value"},
+        {SRV_CHAT,
+         U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
+           "\"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"a\": "
+           "{\"type\": \"string\", \"pattern\": \"^a\"}}}}}}",
+         0, "", NULL},
+        {SRV_CHAT,
+         U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
+           "\"x\", \"schema\": {\"type\": \"string\"}, \"strict\": true}}}",
+         400, "response_format.json_schema.schema", "unsupported_value"},
+        {SRV_CHAT,
+         U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+           "\"strict\": true, \"parameters\": {\"type\": \"object\", \"properties\": "
+           "{\"n\": {\"type\": \"integer\", \"minimum\": 0}}}}}]}",
+         400, "tools[0].function.parameters", "unsupported_value"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_object\"}}", 0,
          "", NULL},
         /* tools */
@@ -360,6 +380,10 @@ static void test_parse(void **state)
         {U "\"tools\": [" TOOL "], \"tool_choice\": \"none\"}", SRV_TC_NONE, 1, 0, 0},
         {U "\"tools\": [" TOOL "], \"tool_choice\": \"required\"}", SRV_TC_REQUIRED, 1, 5, 0},
         {U "\"response_format\": {\"type\": \"json_object\"}}", SRV_TC_NONE, 0, 1, 1},
+        {U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", "
+           "\"strict\": true, \"schema\": {\"type\": \"object\", \"properties\": {\"a\": "
+           "{\"enum\": [1, 2]}}, \"required\": [\"a\"]}}}}",
+         SRV_TC_NONE, 0, 1, 1},
         {U "\"tools\": [" TOOL ", {\"type\": \"function\", \"function\": {\"name\": \"g\"}}], "
            "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}",
          SRV_TC_NAMED, 2, 5, 0},
@@ -372,6 +396,12 @@ static void test_parse(void **state)
         assert_int_equal(r.json_format, g_cases[i].json);
         assert_int_equal(r.grammar ? r.grammar->n : 0, g_cases[i].grammar_elems);
         assert_int_equal(r.tool_format, SRV_FMT_HERMES);
+        /* a json_schema's schema is enforced: the grammar's object keeps to it */
+        assert_int_equal(r.schema != NULL, strstr(g_cases[i].body, "\"enum\"") != NULL);
+        if (r.schema) {
+            assert_int_equal(r.grammar->el[0].n_schemas, 1);
+            assert_ptr_equal(r.grammar->el[0].schemas[0], r.schema);
+        }
         if (r.tool_choice == SRV_TC_NAMED) { /* only the named function */
             assert_string_equal(r.tools[0], "g");
             assert_int_equal(r.grammar->el[1].n_alts, 1);

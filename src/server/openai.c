@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/log.h"
 #include "server/server.h"
 
 int srv_fail(struct srv_error *e, int status, const char *param, const char *code, const char *fmt,
@@ -35,8 +36,12 @@ void srv_request_free(struct srv_request *r)
     for (int i = 0; i < r->n_tools; i++)
         free(r->tools[i]);
     free(r->tools);
-    srv_grammar_free(r->grammar);
+    srv_grammar_free(r->grammar); /* before the schemas it borrows */
     free(r->grammar);
+    srv_schema_free(r->schema);
+    for (int i = 0; r->tool_schemas && i < r->n_tools; i++)
+        srv_schema_free(r->tool_schemas[i]);
+    free(r->tool_schemas);
     memset(r, 0, sizeof *r);
 }
 
@@ -185,8 +190,25 @@ static int parse_logprobs(const cJSON *o, struct srv_request *r, struct srv_erro
     return 0;
 }
 
+/* A schema enforced (param names it): *out compiled, or NULL when it is outside the
+ * subset (constrain.h) and not strict — then the output is only JSON, which the log says;
+ * strict, that is a 400 naming what is outside. */
+static int compile_schema(const cJSON *schema, int strict, const char *param,
+                          struct srv_schema **out, struct srv_error *e)
+{
+    *out = NULL;
+    enum nb_status st = srv_schema_compile(schema, out);
+    if (st == NB_OK) return 0;
+    if (st == NB_ERR_NOMEM) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    if (strict)
+        return srv_fail(e, 400, param, "unsupported_value",
+                        "'%s' cannot be enforced with 'strict': true: %s", param, nb_last_error());
+    NB_LOGW("serve: '%s' is not enforced, only JSON syntax is (%s)", param, nb_last_error());
+    return 0;
+}
+
 /* response_format: text, json_object, or json_schema (the output constrained to a JSON
- * object; the schema itself is not enforced, so "strict": true is refused). */
+ * object that keeps to the schema when it is inside the subset of constrain.h). */
 static int parse_response_format(const cJSON *o, struct srv_request *r, struct srv_error *e)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "response_format");
@@ -217,12 +239,10 @@ static int parse_response_format(const cJSON *o, struct srv_request *r, struct s
     if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
         return srv_fail(e, 400, "response_format.json_schema.strict", "invalid_type",
                         "'response_format.json_schema.strict' must be true or false");
-    if (cJSON_IsTrue(st))
-        return srv_fail(e, 400, "response_format.json_schema.strict", "unsupported_value",
-                        "nibble serve constrains a json_schema answer to a JSON object but does "
-                        "not enforce the schema: 'strict': true is not supported");
     r->json_format = 1;
-    return 0;
+    if (!cJSON_IsObject(sc)) return 0;
+    return compile_schema(sc, cJSON_IsTrue(st), "response_format.json_schema.schema", &r->schema,
+                          e);
 }
 
 /* A function name as OpenAI allows it: [A-Za-z0-9_-]{1,64}. */
@@ -254,7 +274,8 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
         if (n > SRV_MAX_TOOLS)
             return srv_fail(e, 400, "tools", "invalid_value", "'tools' has more than %d entries",
                             SRV_MAX_TOOLS);
-        if (n && !(r->tools = calloc((size_t)n, sizeof *r->tools)))
+        if (n && (!(r->tools = calloc((size_t)n, sizeof *r->tools)) ||
+                  !(r->tool_schemas = calloc((size_t)n, sizeof *r->tool_schemas))))
             return srv_fail(e, 500, NULL, NULL, "out of memory");
         const cJSON *t;
         int i = 0;
@@ -299,6 +320,10 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
             if (!(r->tools[i] = strdup(name->valuestring)))
                 return srv_fail(e, 500, NULL, NULL, "out of memory");
             r->n_tools = ++i;
+            snprintf(param, sizeof param, "tools[%d].function.parameters", i - 1);
+            if (cJSON_IsObject(pa) &&
+                compile_schema(pa, cJSON_IsTrue(st), param, &r->tool_schemas[i - 1], e))
+                return -1;
         }
     }
     r->tool_choice = r->n_tools ? SRV_TC_AUTO : SRV_TC_NONE;
@@ -347,6 +372,9 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
             char *keep = r->tools[k];
             r->tools[k] = r->tools[0];
             r->tools[0] = keep;
+            struct srv_schema *keep_s = r->tool_schemas[k];
+            r->tool_schemas[k] = r->tool_schemas[0];
+            r->tool_schemas[0] = keep_s;
         }
     }
     if (r->tool_choice != SRV_TC_NONE) *rendered = tools;
@@ -745,7 +773,8 @@ static int completion_prompt(const struct srv_model *m, const cJSON *o, struct s
 }
 
 /* The output's constraint: one call for tool_choice required or named (the named
- * function is tools[0]), else a JSON object for response_format json_object/json_schema. */
+ * function is tools[0]; its arguments kept to the function's schema), else a JSON object
+ * for response_format json_object/json_schema (kept to the schema). */
 static int make_grammar(const struct srv_model *m, struct srv_request *r, struct srv_error *e)
 {
     r->tool_format = srv_tool_format_of(m);
@@ -753,9 +782,11 @@ static int make_grammar(const struct srv_model *m, struct srv_request *r, struct
     if (!call && !r->json_format) return 0;
     if (!(r->grammar = calloc(1, sizeof *r->grammar)))
         return srv_fail(e, 500, NULL, NULL, "out of memory");
-    int rc = call ? srv_tool_grammar(r->grammar, r->tool_format, r->tools,
-                                     r->tool_choice == SRV_TC_NAMED ? 1 : r->n_tools)
-                  : srv_grammar_object(r->grammar);
+    const struct srv_schema *const *schemas = (const struct srv_schema *const *)r->tool_schemas;
+    int rc = call ? srv_tool_grammar_schema(r->grammar, r->tool_format, r->tools, schemas,
+                                            r->tool_choice == SRV_TC_NAMED ? 1 : r->n_tools)
+             : r->schema ? srv_grammar_schema(r->grammar, (const struct srv_schema *const *)&r->schema, 1)
+                         : srv_grammar_object(r->grammar);
     if (rc) return srv_fail(e, 500, NULL, NULL, "out of memory");
     return 0;
 }

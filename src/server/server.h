@@ -87,6 +87,10 @@ struct srv_request {
     enum srv_tool_format tool_format;
     int json_format;             /* response_format json_object / json_schema */
     struct srv_grammar *grammar; /* the output's constraint, or NULL */
+    /* the schemas enforced (constrain.h): json_schema's, each tool's parameters' [n_tools]
+     * (NULL: none given, or outside the subset and not strict: any object) */
+    struct srv_schema *schema;
+    struct srv_schema **tool_schemas;
 };
 void srv_request_free(struct srv_request *r);
 /* Is the answer parsed for tool calls (chat, tools offered, tool_choice not "none")? Its
@@ -119,6 +123,10 @@ enum srv_tool_format srv_tool_format_of(const struct srv_model *m);
 /* The grammar of one call to one of names[0..n) in format f (constrain.h). 0, or -1 when
  * out of memory. */
 int srv_tool_grammar(struct srv_grammar *g, enum srv_tool_format f, char *const *names, int n);
+/* The same with each function's arguments kept to schemas[i] (NULL entries, or schemas
+ * NULL: any object); the schemas are borrowed (they outlive the grammar). */
+int srv_tool_grammar_schema(struct srv_grammar *g, enum srv_tool_format f, char *const *names,
+                            const struct srv_schema *const *schemas, int n);
 
 struct srv_tool_call {
     char *name;
