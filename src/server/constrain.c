@@ -623,8 +623,10 @@ static int node_open(const struct srv_schema *S, unsigned n)
  * their cheapest values, and one more optional member or element the next token may open. */
 static int json_cost(const struct srv_schema *S, const struct srv_json *j)
 {
-    int cost = 32 + j->depth; /* a pending escape or character, a free level's key and value */
-    if (!S) return cost;
+    if (!S) return 32 + j->depth; /* a pending escape or character, a key and a value */
+    /* a string's escape and surrogate pair and its quote (13), in a level of any JSON the
+     * key's colon and the dearest value (6), a bracket per level */
+    int cost = 19 + j->depth;
     if (j->mode == J_TOP) return add_cost(cost, node_open(S, 0));
     if (j->mode == J_VALUE || j->mode == J_COLON || j->mode == J_ARR_FIRST)
         cost = add_cost(cost, node_open(S, child_node(S, j)));
