@@ -716,6 +716,13 @@ static int chat_prompt(const struct srv_model *m, const cJSON *o, const cJSON *t
         srv_fail(e, 400, "messages", "invalid_value", "%s", nb_last_error());
         goto done;
     }
+    /* a template that opens the answer's reasoning itself (DeepSeek-R1's, Qwen3's with
+     * thinking forced): the answer begins inside <think> */
+    size_t end = len;
+    while (end && (text[end - 1] == '\n' || text[end - 1] == ' ' || text[end - 1] == '\r'))
+        end--;
+    r->think_open = m->reasoning && end >= 7 && !memcmp(text + end - 7, "<think>", 7);
+    r->reasoning = m->reasoning;
     rc = 0;
 done:
     for (int i = 0; i < n; i++) {
@@ -1034,10 +1041,26 @@ static cJSON *calls_json(const struct srv_job *j, const struct srv_tool_call *ca
 }
 
 /* The job's calls and content (parses_tools). 0, or -1 out of memory. */
+/* The reasoning and content of a job's text so far (all content without reasoning). */
+static void think_of(const struct srv_job *j, struct srv_think *t)
+{
+    if (j->req.reasoning) {
+        srv_think_split(j->text ? j->text : "", j->text_len, j->req.think_open,
+                        j->state == JOB_DONE, t);
+        return;
+    }
+    memset(t, 0, sizeof *t);
+    t->safe = j->text_len;
+}
+
+/* The calls in the job's content (after its reasoning). */
 static int job_calls(const struct srv_job *j, struct srv_tool_call **calls, int *n, char **content)
 {
-    return srv_tool_calls_parse(j->text ? j->text : "", j->text_len, j->req.tool_format,
-                                j->req.tools, j->req.n_tools, calls, n, content);
+    struct srv_think t;
+    think_of(j, &t);
+    return srv_tool_calls_parse(j->text ? j->text + t.c_from : "", j->text_len - t.c_from,
+                                j->req.tool_format, j->req.tools, j->req.n_tools, calls, n,
+                                content);
 }
 
 /* "tool_calls" when the generation ended by itself with calls in it. */
@@ -1067,8 +1090,14 @@ char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
         struct srv_tool_call *calls = NULL;
         char *content = NULL;
         int n = 0;
+        struct srv_think t;
+        think_of(j, &t);
+        if (t.found)
+            cJSON_AddItemToObject(msg, "reasoning_content",
+                                  text_json(j->text + t.r_from, t.r_to - t.r_from));
         if (!parses_tools(j)) {
-            cJSON_AddItemToObject(msg, "content", text_json(j->text ? j->text : "", j->text_len));
+            cJSON_AddItemToObject(msg, "content", text_json(j->text ? j->text + t.c_from : "",
+                                                            j->text_len - t.c_from));
         } else if (job_calls(j, &calls, &n, &content)) {
             cJSON_Delete(o);
             return NULL;
@@ -1093,8 +1122,12 @@ char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
 
 size_t srv_stream_sendable(const struct srv_job *j)
 {
-    if (!parses_tools(j)) return j->text_len;
-    return srv_tool_text_safe(j->text ? j->text : "", j->text_len, j->req.tool_format);
+    struct srv_think t;
+    think_of(j, &t);
+    if (!parses_tools(j) || t.safe < j->text_len || t.c_from == j->text_len) return t.safe;
+    /* the content: up to what may begin a call */
+    return t.c_from + srv_tool_text_safe(j->text + t.c_from, j->text_len - t.c_from,
+                                         j->req.tool_format);
 }
 
 int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, size_t sent,
@@ -1107,6 +1140,9 @@ int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, siz
     *n_events = 0;
     if (!parses_tools(j)) return 0;
     if (job_calls(j, &calls, &n, &content)) return -1;
+    struct srv_think t;
+    think_of(j, &t);
+    sent = sent > t.c_from ? sent - t.c_from : 0; /* of the content */
     char **ev = calloc((size_t)(2 * n + 1), sizeof *ev);
     if (!ev) goto fail;
     size_t nc = content ? strlen(content) : 0;
@@ -1212,6 +1248,32 @@ static cJSON *model_json(const struct nb_server *s)
     cJSON_AddNumberToObject(meta, "n_vocab", s->m.n_vocab);
     cJSON_AddStringToObject(meta, "chat_template", nb_chat_kind_name(s->m.tpl.kind));
     return m;
+}
+
+char *srv_json_text_chunk(const struct nb_server *s, const struct srv_job *j, size_t from,
+                          size_t to, int lp_from, int lp_to)
+{
+    struct srv_think t;
+    think_of(j, &t);
+    if (!t.found || j->req.kind != SRV_CHAT)
+        return srv_json_chunk(s, j, j->text + from, to - from, 0, NULL, 0, lp_from, lp_to);
+    /* the parts of [from, to) in the reasoning and in the content */
+    size_t r0 = from > t.r_from ? from : t.r_from, r1 = to < t.r_to ? to : t.r_to;
+    size_t c0 = from > t.c_from ? from : t.c_from;
+    cJSON *o = head(s, j, "chat.completion.chunk");
+    cJSON *c = cJSON_CreateObject(), *d;
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    d = cJSON_AddObjectToObject(c, "delta");
+    if (r1 > r0) cJSON_AddItemToObject(d, "reasoning_content", text_json(j->text + r0, r1 - r0));
+    if (to > c0) cJSON_AddItemToObject(d, "content", text_json(j->text + c0, to - c0));
+    if (lp_to > lp_from)
+        cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, j, lp_from, lp_to));
+    else
+        cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    if (j->req.include_usage) cJSON_AddNullToObject(o, "usage");
+    return print_free(o);
 }
 
 char *srv_json_models(const struct nb_server *s)
