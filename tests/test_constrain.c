@@ -229,8 +229,8 @@ static void test_schema_accepts(void **state)
     schema_grammar(&g, s);
     static const char *const good[] = {
         "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null}",
-        "{\"name\": \"x\", \"age\": -12, \"tags\": [\"bc\", \"d\", \"a\"], \"kind\": {\"x\": "
-        "1.5e3, \"next\": {\"x\": 0, \"next\": null}}, \"ok\": true, \"n\": 12}",
+        ("{\"name\": \"x\", \"age\": -12, \"tags\": [\"bc\", \"d\", \"a\"], \"kind\": {\"x\": "
+         "1.5e3, \"next\": {\"x\": 0, \"next\": null}}, \"ok\": true, \"n\": 12}"),
         "{\"name\":\"\\u00e9\",\"tags\":[\"d\"],\"kind\":null,\"n\":-3.5,\"any\":[{\"z\":1}]}",
         "{\"name\":\"\",\"tags\":[\"d\"],\"kind\":null,\"n\":1}",
         "{ \"name\" : \"x\" , \"tags\" : [ \"a\" ] , \"kind\" : null , \"ok\" : false }",

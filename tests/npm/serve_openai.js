@@ -176,7 +176,7 @@ async function main() {
   };
   const validate = ajv.compile(schema);
   let valid = 0, lengths = 0, runs = 0;
-  for (let seed = 1; seed <= 12; seed++) {
+  for (let seed = 1; seed <= 8; seed++) {
     const max_tokens = 40 + 12 * seed;
     const r = await client.chat.completions.create({
       model: ids[0], messages: [{ role: "user", content: "Who was Moses? Answer in JSON." }],
@@ -195,12 +195,12 @@ async function main() {
   }
   console.log(`# json_schema strict: ${valid} of ${runs} answers parse and keep to the schema (ajv), ` +
               `${lengths} said finish_reason "length"`);
-  check("json_schema: most answers finish", valid >= 10, `${valid} of ${runs}`);
+  check("json_schema: most answers finish", valid >= 7, `${valid} of ${runs}`);
   // streamed: the chunks add up to an answer that keeps to the schema
   const ss = await client.chat.completions.create({
     model: ids[0], messages: [{ role: "user", content: "JSON" }],
     response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } },
-    temperature: 1, seed: 99, max_tokens: 160, stream: true,
+    temperature: 1, seed: 99, max_tokens: 100, stream: true,
   });
   let stext = "";
   for await (const c of ss) if (c.choices.length) stext += c.choices[0].delta.content || "";
