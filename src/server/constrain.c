@@ -354,6 +354,17 @@ static int close_container(const struct srv_schema *S, struct srv_json *j, unsig
     return value_end(j);
 }
 
+/* Is a key left that object node f may take from property `from` on (closing: a
+ * required one)? Not one whose schema has no finite value. */
+static int key_left(const struct srv_schema *S, const struct srv_snode *f, int from, int closing)
+{
+    if (closing) return next_required(f, from) < f->n_props;
+    for (int i = from; i < f->n_props; i++)
+        if (f->pnode[i] == SRV_SCHEMA_FREE || S->nodes[f->pnode[i]].close < SRV_SCHEMA_INF)
+            return 1;
+    return 0;
+}
+
 /* A key begins ('"' read) in the top level, an object: its listed keys when it has a
  * schema (those up to the next required one; closing, that one only). */
 static int key_start(const struct srv_schema *S, struct srv_json *j, int closing)
@@ -366,8 +377,11 @@ static int key_start(const struct srv_schema *S, struct srv_json *j, int closing
     }
     int from = j->cnt[j->depth - 1], req = next_required(f, from);
     uint64_t cand = 0;
+    /* not a property whose schema no finite value keeps to (an optional one: a required
+     * one would make this object's schema refused) */
     for (int i = closing ? req : from; i <= req && i < f->n_props; i++)
-        cand |= 1ull << i;
+        if (f->pnode[i] == SRV_SCHEMA_FREE || S->nodes[f->pnode[i]].close < SRV_SCHEMA_INF)
+            cand |= 1ull << i;
     if (!cand) return 0;
     j->mode = J_KEY;
     j->cand = cand;
@@ -508,8 +522,7 @@ static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c,
                 if (closing) return 0;
             } else if (obj) {
                 /* a key left to write (closing: a required one) */
-                if (at >= f->n_props || (closing && next_required(f, at) >= f->n_props))
-                    return 0;
+                if (!key_left(S, f, at, closing)) return 0;
             } else if ((f->max_items >= 0 && at >= f->max_items) ||
                        (closing && at >= f->min_items)) {
                 return 0;
@@ -651,7 +664,7 @@ static int json_cost(const struct srv_schema *S, const struct srv_json *j)
                 int m = add_cost((int)strlen(f->keys[i]) + 2, node_close(S, f->pnode[i]));
                 if (f->req[i])
                     cost = add_cost(cost, m);
-                else if (m > opt)
+                else if (m > opt && m < SRV_SCHEMA_INF) /* never opened: key_start */
                     opt = m;
             }
             cost = add_cost(cost, opt);
