@@ -790,10 +790,11 @@ static int make_grammar(const struct srv_model *m, struct srv_request *r, struct
     if (!(r->grammar = calloc(1, sizeof *r->grammar)))
         return srv_fail(e, 500, NULL, NULL, "out of memory");
     const struct srv_schema *const *schemas = (const struct srv_schema *const *)r->tool_schemas;
+    const struct srv_schema *one = r->schema;
     int rc = call ? srv_tool_grammar_schema(r->grammar, r->tool_format, r->tools, schemas,
                                             r->tool_choice == SRV_TC_NAMED ? 1 : r->n_tools)
-             : r->schema ? srv_grammar_schema(r->grammar, (const struct srv_schema *const *)&r->schema, 1)
-                         : srv_grammar_object(r->grammar);
+             : one ? srv_grammar_schema(r->grammar, &one, 1)
+                   : srv_grammar_object(r->grammar);
     if (rc) return srv_fail(e, 500, NULL, NULL, "out of memory");
     return 0;
 }
@@ -1040,7 +1041,6 @@ static cJSON *calls_json(const struct srv_job *j, const struct srv_tool_call *ca
     return a;
 }
 
-/* The job's calls and content (parses_tools). 0, or -1 out of memory. */
 /* The reasoning and content of a job's text so far (all content without reasoning). */
 static void think_of(const struct srv_job *j, struct srv_think *t)
 {
@@ -1053,7 +1053,8 @@ static void think_of(const struct srv_job *j, struct srv_think *t)
     t->safe = j->text_len;
 }
 
-/* The calls in the job's content (after its reasoning). */
+/* The job's calls and content (parses_tools), read after its reasoning. 0, or -1 out of
+ * memory. */
 static int job_calls(const struct srv_job *j, struct srv_tool_call **calls, int *n, char **content)
 {
     struct srv_think t;

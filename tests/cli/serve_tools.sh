@@ -132,6 +132,14 @@ assert 1 <= len(o["words"]) <= 2 and all(type(w) is str for w in o["words"]), o
 assert o.get("note", None) is None or type(o["note"]) is str, o
 print("ok")'
 done
+# a budget too short for any object that keeps to the schema (its shortest is 42 bytes):
+# finish_reason "length", said, not a wrong object
+post "{\"messages\": [{\"role\": \"user\", \"content\": \"Which verse?\"}], \"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"v\", \"strict\": true, \"schema\": $SCHEMA}}, \"max_tokens\": 12, \"temperature\": 1, \"seed\": 1}"
+check "json_schema strict, too short a budget" '
+c = j["choices"][0]
+assert c["finish_reason"] == "length" and j["usage"]["completion_tokens"] == 12, c
+assert c["message"]["content"].startswith("{\"book\":"), c
+print("ok")'
 code=$(curl -s --max-time 60 -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' \
        --data-binary '{"prompt": "In the beginning", "response_format": {"type": "json_object"}, "max_tokens": 40, "temperature": 0.7, "seed": 5}' "$url/v1/completions")
 check "completions json_object" 'assert isinstance(json.loads(j["choices"][0]["text"]), dict); print("ok")'
