@@ -37,6 +37,13 @@ static void test_json(void **state)
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         if (!accepts(&g, good[i], 1)) fail_msg("refused: %s", good[i]);
+    /* no prefix that no bytes complete (fuzz_schema found \ude0 taken, then nothing) */
+    assert_int_equal(accepts(&g, "{\"a\":\"\\ud", 0), 1);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\udc", 0), 0);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\uDF", 0), 0);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\u0", 0), 0);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\ud8", 0), 0);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\udE", 0), 1);
     /* prefixes of a good one are taken but not complete */
     assert_int_equal(accepts(&g, "{\"a\": [1, 2", 0), 1);
     assert_int_equal(accepts(&g, "{\"a\": [1, 2", 1), 0);

@@ -570,7 +570,13 @@ static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c,
         int d = hex_digit(c);
         if (d < 0) return 0;
         j->hex = (uint16_t)(j->hex << 4 | d);
-        if (++j->sub < 4) return 1;
+        ++j->sub;
+        /* refuse a prefix no digits complete (a dead end): \uDC.. to \uDF.. is a lone low
+         * surrogate, and a low half must be one */
+        if (j->mode == J_HEX && j->sub == 2 && j->hex >= 0xdc && j->hex <= 0xdf) return 0;
+        if (j->mode == J_LOW_HEX && ((j->sub == 1 && j->hex != 0xd) || (j->sub == 2 && j->hex < 0xdc)))
+            return 0;
+        if (j->sub < 4) return 1;
         unsigned h = j->hex;
         if (j->mode == J_LOW_HEX) {
             if (h < 0xdc00 || h > 0xdfff) return 0;
