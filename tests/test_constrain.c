@@ -44,6 +44,19 @@ static void test_json(void **state)
     assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\u0", 0), 0);
     assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\ud8", 0), 0);
     assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\udE", 0), 1);
+    {   /* a number at its limit of 64 bytes takes no 'e' it could not finish */
+        char n62[128] = "{\"a\":", buf[160];
+        for (int i = 0; i < 62; i++)
+            strcat(n62, "8");
+        snprintf(buf, sizeof buf, "%se5}", n62); /* 64 bytes */
+        assert_int_equal(accepts(&g, buf, 1), 1);
+        snprintf(buf, sizeof buf, "%s8e", n62); /* the 64th byte an 'e': no room for a digit */
+        assert_int_equal(accepts(&g, buf, 0), 0);
+        snprintf(buf, sizeof buf, "%s88}", n62); /* 64 digits */
+        assert_int_equal(accepts(&g, buf, 1), 1);
+        snprintf(buf, sizeof buf, "%s888", n62); /* 65 */
+        assert_int_equal(accepts(&g, buf, 0), 0);
+    }
     /* prefixes of a good one are taken but not complete */
     assert_int_equal(accepts(&g, "{\"a\": [1, 2", 0), 1);
     assert_int_equal(accepts(&g, "{\"a\": [1, 2", 1), 0);

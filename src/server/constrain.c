@@ -428,7 +428,10 @@ static int num_step(const struct srv_schema *S, struct srv_json *j, unsigned c, 
     int must = j->sub == N_MINUS || j->sub == N_DOT || j->sub == N_E || j->sub == N_ESIGN;
     if (next >= 0 && closing && (!must || !digit)) next = -1;
     if (next >= 0) {
-        if (j->num >= SRV_JSON_MAX_NUM) return 0;
+        /* within SRV_JSON_MAX_NUM bytes, and with room for the digit a '-', '.', 'e' or
+         * exponent sign needs (else a dead end at the limit) */
+        int needs = next == N_MINUS || next == N_DOT || next == N_E || next == N_ESIGN;
+        if (j->num >= SRV_JSON_MAX_NUM || (needs && j->num + 1 >= SRV_JSON_MAX_NUM)) return 0;
         j->num++;
         j->sub = (uint8_t)next;
         return 1;
