@@ -44,7 +44,7 @@ static void test_json(void **state)
     assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\u0", 0), 0);
     assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\ud8", 0), 0);
     assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\udE", 0), 1);
-    {   /* a number at its limit of 64 bytes takes no 'e' it could not finish */
+    { /* a number at its limit of 64 bytes takes no 'e' it could not finish */
         char n62[128] = "{\"a\":", buf[160];
         for (int i = 0; i < 62; i++)
             strcat(n62, "8");
@@ -225,8 +225,9 @@ static int valid_k_schema(const char *text)
         int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
         ok = n >= 1 && n <= 3;
         for (const cJSON *t = ok ? v->child : NULL; t && ok; t = t->next)
-            ok = cJSON_IsString(t) && (!strcmp(t->valuestring, "a") ||
-                                       !strcmp(t->valuestring, "bc") || !strcmp(t->valuestring, "d"));
+            ok = cJSON_IsString(t) &&
+                 (!strcmp(t->valuestring, "a") || !strcmp(t->valuestring, "bc") ||
+                  !strcmp(t->valuestring, "d"));
     }
     if (ok) {
         v = cJSON_GetObjectItemCaseSensitive(o, "kind");
@@ -261,24 +262,24 @@ static void test_schema_accepts(void **state)
     }
     /* each refused at its last byte: the prefix before it is taken */
     static const char *const bad[] = {
-        "{\"t",                                           /* name comes first (required) */
-        "{}",                                             /* ... */
-        "{\"name\":1",                                    /* a string */
-        "{\"name\":\"x\",\"age\":1.",                     /* an integer */
-        "{\"name\":\"x\",\"age\":1e",                     /* ... */
-        "{\"name\":\"x\",\"age\":1,\"n",                  /* properties in order: name is past */
-        "{\"name\":\"x\",\"e",                            /* no other keys */
-        "{\"name\":\"x\",\"tags\":[]",                    /* minItems 1 */
-        "{\"name\":\"x\",\"tags\":[\"a\",\"a\",\"a\",",   /* maxItems 3 */
-        "{\"name\":\"x\",\"tags\":[\"e",                  /* not in the enum */
-        "{\"name\":\"x\",\"tags\":[\"b\"",                /* a prefix of one is not one */
-        "{\"name\":\"x\",\"tags\":[\"a\"]}",              /* kind is required */
-        "{\"name\":\"x\",\"tags\":[\"a\"],\"o",           /* ... before ok */
-        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":\"",   /* neither null nor an object */
-        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":{\"x\":1}", /* next is required */
-        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":{\"x\":t", /* a number */
-        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":2",   /* 1, 12 or -3.5 */
-        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":123", /* ... */
+        "{\"t",                                         /* name comes first (required) */
+        "{}",                                           /* ... */
+        "{\"name\":1",                                  /* a string */
+        "{\"name\":\"x\",\"age\":1.",                   /* an integer */
+        "{\"name\":\"x\",\"age\":1e",                   /* ... */
+        "{\"name\":\"x\",\"age\":1,\"n",                /* properties in order: name is past */
+        "{\"name\":\"x\",\"e",                          /* no other keys */
+        "{\"name\":\"x\",\"tags\":[]",                  /* minItems 1 */
+        "{\"name\":\"x\",\"tags\":[\"a\",\"a\",\"a\",", /* maxItems 3 */
+        "{\"name\":\"x\",\"tags\":[\"e",                /* not in the enum */
+        "{\"name\":\"x\",\"tags\":[\"b\"",              /* a prefix of one is not one */
+        "{\"name\":\"x\",\"tags\":[\"a\"]}",            /* kind is required */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"o",         /* ... before ok */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":\"", /* neither null nor an object */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":{\"x\":1}",       /* next is required */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":{\"x\":t",        /* a number */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":2",    /* 1, 12 or -3.5 */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":123",  /* ... */
         "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":-3.4", /* ... */
         "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"ok\":n",   /* a boolean */
     };
@@ -291,8 +292,10 @@ static void test_schema_accepts(void **state)
         if (accepts(&g, bad[i], 0)) fail_msg("taken: %s", bad[i]);
     }
     /* -3.5 then the object's end; 12 then a comma; 1 then '}' */
-    assert_int_equal(accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":-3.5}", 1), 1);
-    assert_int_equal(accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":12,\"any\":{}}", 1), 1);
+    assert_int_equal(accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":-3.5}", 1),
+                     1);
+    assert_int_equal(
+        accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":12,\"any\":{}}", 1), 1);
     assert_int_equal(accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":1}", 1), 1);
     srv_grammar_free(&g);
     srv_schema_free(s);
@@ -308,7 +311,8 @@ static void test_schema_accepts(void **state)
     assert_int_equal(srv_tool_grammar_schema(&g, SRV_FMT_HERMES, names, ss, 3), 0);
     const char *pre = "<tool_call>\n{\"name\": \"";
     char buf[256];
-    snprintf(buf, sizeof buf, "%sweather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>", pre);
+    snprintf(buf, sizeof buf, "%sweather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+             pre);
     assert_int_equal(accepts(&g, buf, 1), 1);
     snprintf(buf, sizeof buf, "%scount\", \"arguments\": {\"n\": 3}}\n</tool_call>", pre);
     assert_int_equal(accepts(&g, buf, 1), 1);
@@ -346,7 +350,8 @@ static void test_schema_refused(void **state)
          "'$ref' 'http://x/s.json' is not"},
         {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#/$defs/b\"}}}",
          "'$ref' '#/$defs/b' is not"},
-        {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#\"}}, \"required\": [\"a\"]}",
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#\"}}, \"required\": "
+         "[\"a\"]}",
          "no finite object"},
         {"{\"type\": \"object\", \"properties\": {}, \"required\": [\"a\"]}",
          "'required' names 'a', which 'properties' does not list"},
@@ -354,8 +359,7 @@ static void test_schema_refused(void **state)
          "'enum' of arrays or objects"},
         {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"date\"}}}",
          "'type' 'date' is not a JSON Schema type"},
-        {"{\"type\": \"object\", \"properties\": {\"a\": {\"items\": [{}]}}}",
-         "'items' as a list"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"items\": [{}]}}}", "'items' as a list"},
         {"{\"type\": \"object\", \"properties\": {\"a\": {\"minItems\": 100}}}",
          "'minItems' over 64"},
         {"{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/a\"}}, \"type\": \"object\", \"properties\": "
@@ -368,16 +372,16 @@ static void test_schema_refused(void **state)
         struct srv_schema *s = NULL;
         enum nb_status st = srv_schema_compile(o, &s);
         cJSON_Delete(o);
-        if (st != NB_ERR_UNSUPPORTED || s)
-            fail_msg("case %zu compiled: %s", i, cases[i].schema);
+        if (st != NB_ERR_UNSUPPORTED || s) fail_msg("case %zu compiled: %s", i, cases[i].schema);
         if (!strstr(nb_last_error(), cases[i].says))
             fail_msg("case %zu says '%s', not '%s'", i, nb_last_error(), cases[i].says);
     }
     /* what is inside: an empty schema (any object), annotations, a recursive $ref */
     srv_schema_free(schema_of("{}"));
     srv_schema_free(schema_of("{\"title\": \"t\", \"type\": \"object\", \"description\": \"d\"}"));
-    srv_schema_free(schema_of("{\"type\": \"object\", \"properties\": {\"kids\": {\"type\": "
-                              "\"array\", \"items\": {\"$ref\": \"#\"}}}, \"required\": [\"kids\"]}"));
+    srv_schema_free(
+        schema_of("{\"type\": \"object\", \"properties\": {\"kids\": {\"type\": "
+                  "\"array\", \"items\": {\"$ref\": \"#\"}}}, \"required\": [\"kids\"]}"));
 }
 
 /* A vocabulary written out by hand: bytes and kinds. */
@@ -639,9 +643,9 @@ static void test_forced_kjv(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json),         cmocka_unit_test(test_sequence),
-        cmocka_unit_test(test_classify),     cmocka_unit_test(test_mask),
-        cmocka_unit_test(test_forced_small), cmocka_unit_test(test_forced_kjv),
+        cmocka_unit_test(test_json),           cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_classify),       cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_forced_small),   cmocka_unit_test(test_forced_kjv),
         cmocka_unit_test(test_schema_accepts), cmocka_unit_test(test_schema_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

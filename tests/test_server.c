@@ -959,8 +959,9 @@ static void test_reasoning_answer(void **state)
     snprintf(j.id, sizeof j.id, "chatcmpl-x");
     j.req.kind = SRV_CHAT;
     j.req.reasoning = 1;
-    static const char *const toks[] = {"<think>", "\n", "Okay", ", the", " user", " asks", ".\n", "</",
-                                       "think", ">\n\n", "Hello", " there", "!"};
+    static const char *const toks[] = {"<think>", "\n",     "Okay", ", the", " user",
+                                       " asks",   ".\n",    "</",   "think", ">\n\n",
+                                       "Hello",   " there", "!"};
     static char text[256];
     char reasoning[256] = "", content[256] = "";
     size_t sent = 0;
@@ -1018,8 +1019,9 @@ static void test_reasoning_answer(void **state)
     j.req.tools = names;
     j.req.n_tools = 1;
     j.req.tool_choice = SRV_TC_AUTO;
-    snprintf(text, sizeof text, "<think>call f</think>\n\n<tool_call>\n{\"name\": \"f\", "
-                                "\"arguments\": {}}\n</tool_call>");
+    snprintf(text, sizeof text,
+             "<think>call f</think>\n\n<tool_call>\n{\"name\": \"f\", "
+             "\"arguments\": {}}\n</tool_call>");
     j.text_len = strlen(text);
     res = srv_json_result(&s, &j);
     o = cJSON_Parse(res);

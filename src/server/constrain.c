@@ -457,8 +457,10 @@ static int match_step(const struct srv_schema *S, struct srv_json *j, unsigned c
     for (int i = 0; i < n; i++) {
         if (!(j->cand >> i & 1)) continue;
         unsigned char at = (unsigned char)texts[i][j->epos];
-        if (!at) whole = i;
-        else if (at == c) next |= 1ull << i;
+        if (!at)
+            whole = i;
+        else if (at == c)
+            next |= 1ull << i;
     }
     if (!next) {
         if (j->mode != J_ENUM || whole < 0) return 0;
@@ -510,8 +512,7 @@ static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c,
             if (c == '}') return close_container(S, j, c);
             if (closing && !top_node(S, j)) return 0;
             /* fall through */
-        case J_OBJ_KEY:
-            return c == '"' ? key_start(S, j, closing) : 0;
+        case J_OBJ_KEY: return c == '"' ? key_start(S, j, closing) : 0;
         case J_COLON:
             if (c != ':') return 0;
             j->mode = J_VALUE;
@@ -577,7 +578,8 @@ static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c,
         /* refuse a prefix no digits complete (a dead end): \uDC.. to \uDF.. is a lone low
          * surrogate, and a low half must be one */
         if (j->mode == J_HEX && j->sub == 2 && j->hex >= 0xdc && j->hex <= 0xdf) return 0;
-        if (j->mode == J_LOW_HEX && ((j->sub == 1 && j->hex != 0xd) || (j->sub == 2 && j->hex < 0xdc)))
+        if (j->mode == J_LOW_HEX &&
+            ((j->sub == 1 && j->hex != 0xd) || (j->sub == 2 && j->hex < 0xdc)))
             return 0;
         if (j->sub < 4) return 1;
         unsigned h = j->hex;

@@ -46,14 +46,22 @@
 /* ---------------------------------------------------------------- schemas */
 
 #define SRV_SCHEMA_MAX_NODES 256
-#define SRV_SCHEMA_MAX_PROPS 64 /* properties of one object; enum values of one node */
+#define SRV_SCHEMA_MAX_PROPS 64     /* properties of one object; enum values of one node */
 #define SRV_SCHEMA_FREE      0x7fff /* a node id: any JSON value */
 #define SRV_SCHEMA_NONE      0xffff /* a node id: no value (a class the schema refuses) */
 #define SRV_SCHEMA_INF       (1 << 24)
 
 /* A JSON value's class, known from its first byte. */
-enum srv_jclass { SRV_JC_OBJ, SRV_JC_ARR, SRV_JC_STR, SRV_JC_NUM, SRV_JC_TRUE, SRV_JC_FALSE,
-                  SRV_JC_NULL, SRV_JC_N };
+enum srv_jclass {
+    SRV_JC_OBJ,
+    SRV_JC_ARR,
+    SRV_JC_STR,
+    SRV_JC_NUM,
+    SRV_JC_TRUE,
+    SRV_JC_FALSE,
+    SRV_JC_NULL,
+    SRV_JC_N
+};
 
 /* One schema node. A value starts in a node; its first byte's class picks the node that
  * reads it (target: the node itself, an anyOf alternative, SRV_SCHEMA_FREE or
@@ -65,10 +73,10 @@ struct srv_snode {
     int close;          /* the fewest over the classes of target: SRV_SCHEMA_INF if none */
     uint8_t int_only, obj, arr;
     int n_props;
-    char **keys;     /* [n_props] each key as JSON text with its quotes */
-    uint16_t *pnode; /* [n_props] each property's node */
-    uint8_t *req;    /* [n_props] required */
-    uint16_t items;  /* arr: the elements' node */
+    char **keys;              /* [n_props] each key as JSON text with its quotes */
+    uint16_t *pnode;          /* [n_props] each property's node */
+    uint8_t *req;             /* [n_props] required */
+    uint16_t items;           /* arr: the elements' node */
     int min_items, max_items; /* max -1: any */
     int n_enum;
     char **enums; /* [n_enum] each value as JSON text */

@@ -791,7 +791,7 @@ static int make_grammar(const struct srv_model *m, struct srv_request *r, struct
         return srv_fail(e, 500, NULL, NULL, "out of memory");
     const struct srv_schema *const *schemas = (const struct srv_schema *const *)r->tool_schemas;
     const struct srv_schema *one = r->schema;
-    int rc = call ? srv_tool_grammar_schema(r->grammar, r->tool_format, r->tools, schemas,
+    int rc = call  ? srv_tool_grammar_schema(r->grammar, r->tool_format, r->tools, schemas,
                                             r->tool_choice == SRV_TC_NAMED ? 1 : r->n_tools)
              : one ? srv_grammar_schema(r->grammar, &one, 1)
                    : srv_grammar_object(r->grammar);
@@ -1097,8 +1097,9 @@ char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
             cJSON_AddItemToObject(msg, "reasoning_content",
                                   text_json(j->text + t.r_from, t.r_to - t.r_from));
         if (!parses_tools(j)) {
-            cJSON_AddItemToObject(msg, "content", text_json(j->text ? j->text + t.c_from : "",
-                                                            j->text_len - t.c_from));
+            cJSON_AddItemToObject(
+                msg, "content",
+                text_json(j->text ? j->text + t.c_from : "", j->text_len - t.c_from));
         } else if (job_calls(j, &calls, &n, &content)) {
             cJSON_Delete(o);
             return NULL;
@@ -1127,8 +1128,8 @@ size_t srv_stream_sendable(const struct srv_job *j)
     think_of(j, &t);
     if (!parses_tools(j) || t.safe < j->text_len || t.c_from == j->text_len) return t.safe;
     /* the content: up to what may begin a call */
-    return t.c_from + srv_tool_text_safe(j->text + t.c_from, j->text_len - t.c_from,
-                                         j->req.tool_format);
+    return t.c_from +
+           srv_tool_text_safe(j->text + t.c_from, j->text_len - t.c_from, j->req.tool_format);
 }
 
 int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, size_t sent,

@@ -11,16 +11,18 @@
 
 /* Keywords that say nothing about which values are valid. */
 static const char *const k_annotations[] = {
-    "title", "description", "default", "examples", "$schema", "$id", "$comment",
-    "deprecated", "readOnly", "writeOnly", "$defs", "definitions", NULL,
+    "title",      "description", "default",   "examples", "$schema",     "$id", "$comment",
+    "deprecated", "readOnly",    "writeOnly", "$defs",    "definitions", NULL,
 };
 /* Keywords compiled. */
 static const char *const k_known[] = {
-    "type", "properties", "required", "additionalProperties", "items", "minItems",
-    "maxItems", "enum", "const", "anyOf", "oneOf", "$ref", NULL,
+    "type",  "properties", "required", "additionalProperties",
+    "items", "minItems",   "maxItems", "enum",
+    "const", "anyOf",      "oneOf",    "$ref",
+    NULL,
 };
-static const char *const k_class_names[SRV_JC_N] = {"object", "array",   "string", "number",
-                                                    "true",   "false",   "null"};
+static const char *const k_class_names[SRV_JC_N] = {"object", "array", "string", "number",
+                                                    "true",   "false", "null"};
 /* Bytes that finish a value of each class, closing, when nothing more is required of it. */
 static const int k_base_cost[SRV_JC_N] = {2, 2, 2, 2, 4, 5, 4};
 #define FREE_CLOSE 5 /* any value: the dearest class ("false"), as constrain.c counts it */
@@ -62,7 +64,8 @@ static enum nb_status new_node(struct compiler *C, const cJSON *src, int *out)
         if (src2) C->src = src2;
         uint8_t *done = realloc(C->done, (size_t)cap);
         if (done) C->done = done;
-        if (!nodes || !src2 || !done) return nb_set_error(NB_ERR_NOMEM, "json schema: out of memory");
+        if (!nodes || !src2 || !done)
+            return nb_set_error(NB_ERR_NOMEM, "json schema: out of memory");
         C->cap = cap;
     }
     int n = s->n++;
@@ -127,13 +130,20 @@ static unsigned type_mask(const cJSON *type, int *int_only, enum nb_status *st)
     }
     for (; t; t = list ? t->next : NULL) {
         const char *n = cJSON_IsString(t) ? t->valuestring : "";
-        if (!strcmp(n, "object")) mask |= 1u << SRV_JC_OBJ;
-        else if (!strcmp(n, "array")) mask |= 1u << SRV_JC_ARR;
-        else if (!strcmp(n, "string")) mask |= 1u << SRV_JC_STR;
-        else if (!strcmp(n, "number")) mask |= 1u << SRV_JC_NUM, number = 1;
-        else if (!strcmp(n, "integer")) mask |= 1u << SRV_JC_NUM, integer = 1;
-        else if (!strcmp(n, "boolean")) mask |= 1u << SRV_JC_TRUE | 1u << SRV_JC_FALSE;
-        else if (!strcmp(n, "null")) mask |= 1u << SRV_JC_NULL;
+        if (!strcmp(n, "object"))
+            mask |= 1u << SRV_JC_OBJ;
+        else if (!strcmp(n, "array"))
+            mask |= 1u << SRV_JC_ARR;
+        else if (!strcmp(n, "string"))
+            mask |= 1u << SRV_JC_STR;
+        else if (!strcmp(n, "number"))
+            mask |= 1u << SRV_JC_NUM, number = 1;
+        else if (!strcmp(n, "integer"))
+            mask |= 1u << SRV_JC_NUM, integer = 1;
+        else if (!strcmp(n, "boolean"))
+            mask |= 1u << SRV_JC_TRUE | 1u << SRV_JC_FALSE;
+        else if (!strcmp(n, "null"))
+            mask |= 1u << SRV_JC_NULL;
         else {
             char msg[128];
             snprintf(msg, sizeof msg, "'type' '%.40s' is not a JSON Schema type", n);
@@ -171,8 +181,7 @@ static enum nb_status compile_object(struct compiler *C, int n, const cJSON *sch
     if (C->s->nodes[n].target[SRV_JC_OBJ] == SRV_SCHEMA_FREE) {
         /* no listed keys and any others allowed: any object (a required key would have to
          * be written without a schema of its own) */
-        if (req && cJSON_GetArraySize(req))
-            return unsupported("'required' without 'properties'");
+        if (req && cJSON_GetArraySize(req)) return unsupported("'required' without 'properties'");
         return NB_OK;
     }
     /* only the listed keys are written: that keeps to additionalProperties whatever it says
@@ -228,7 +237,8 @@ static enum nb_status compile_array(struct compiler *C, int n, const cJSON *sch,
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(sch, "minItems");
     const cJSON *mx = cJSON_GetObjectItemCaseSensitive(sch, "maxItems");
     if (items && cJSON_IsArray(items)) return unsupported("'items' as a list (tuples)");
-    if ((mn && (!cJSON_IsNumber(mn) || mn->valuedouble < 0 || mn->valuedouble != (int)mn->valuedouble)) ||
+    if ((mn &&
+         (!cJSON_IsNumber(mn) || mn->valuedouble < 0 || mn->valuedouble != (int)mn->valuedouble)) ||
         (mx && (!cJSON_IsNumber(mx) || mx->valuedouble < 0 || mx->valuedouble > 65535 ||
                 mx->valuedouble != (int)mx->valuedouble)))
         return unsupported("'minItems' and 'maxItems' must be counts (maxItems up to 65535)");
@@ -249,8 +259,8 @@ static enum nb_status compile_array(struct compiler *C, int n, const cJSON *sch,
 
 /* anyOf / oneOf: the alternatives' readers merged by class (no two of one class: told
  * apart by the first byte, a oneOf is then an anyOf). */
-static enum nb_status compile_union(struct compiler *C, int n, const cJSON *alts,
-                                    const char *kw, int depth)
+static enum nb_status compile_union(struct compiler *C, int n, const cJSON *alts, const char *kw,
+                                    int depth)
 {
     char msg[160];
     if (!cJSON_IsArray(alts) || !cJSON_GetArraySize(alts)) {
@@ -270,8 +280,8 @@ static enum nb_status compile_union(struct compiler *C, int n, const cJSON *alts
             if (r == SRV_SCHEMA_NONE) continue;
             if (C->s->nodes[n].target[k] != SRV_SCHEMA_NONE) {
                 snprintf(msg, sizeof msg,
-                         "'%s': two alternatives take a%s %s value (they must differ in type)",
-                         kw, k == SRV_JC_OBJ || k == SRV_JC_ARR ? "n" : "", k_class_names[k]);
+                         "'%s': two alternatives take a%s %s value (they must differ in type)", kw,
+                         k == SRV_JC_OBJ || k == SRV_JC_ARR ? "n" : "", k_class_names[k]);
                 return unsupported(msg);
             }
             C->s->nodes[n].target[k] = (uint16_t)r;
@@ -500,7 +510,8 @@ enum nb_status srv_schema_compile(const cJSON *schema, struct srv_schema **out)
     unsigned root;
     *out = NULL;
     C.root = schema;
-    if (!(C.s = calloc(1, sizeof *C.s))) return nb_set_error(NB_ERR_NOMEM, "json schema: out of memory");
+    if (!(C.s = calloc(1, sizeof *C.s)))
+        return nb_set_error(NB_ERR_NOMEM, "json schema: out of memory");
     if ((st = compile(&C, schema, 0, &root)) != NB_OK) goto fail;
     if (root == SRV_SCHEMA_FREE || C.s->nodes[root].target[SRV_JC_OBJ] == SRV_SCHEMA_FREE) {
         /* any object: kept as a node so that the grammar's root is node 0 */
