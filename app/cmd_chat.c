@@ -1,7 +1,10 @@
 /* nibble chat — interactive multi-turn chat. The conversation is rendered with the
- * model's chat template each turn; only the tokens that differ from what the KV cache
- * already holds are run, so earlier turns are not recomputed. When the context fills, it
- * shifts as nibble run's does (app/ctxshift.h), keeping the conversation's start. */
+ * model's chat template each turn (its own Jinja source when nibble's interpreter runs
+ * it, as nibble serve does; else the built-in family it is recognised as); only the tokens
+ * that differ from what the KV cache already holds are run, so earlier turns are not
+ * recomputed. When the context fills, it shifts as nibble run's does (app/ctxshift.h),
+ * keeping the conversation's start. */
+#include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,9 +22,12 @@
 
 static void usage(FILE *f)
 {
-    fprintf(f, "usage: nibble chat -m MODEL [--system TEXT] [--chat-template NAME] [-n N]\n"
+    fprintf(f, "usage: nibble chat -m MODEL [--system TEXT] [--chat-template NAME]\n"
+               "                   [--chat-template-file F] [-n N]\n"
                "                   [model, context and sampler options of nibble run]\n"
                "\n"
+               "  --chat-template NAME                 a built-in template instead of the model's\n"
+               "  --chat-template-file F               the Jinja template in F instead of the model's\n"
                "  -n N                                 tokens per answer at most (default 256;\n"
                "                                       -1: until the end of the turn)\n"
                "  --path P, --priority P, --no-cache   the weight path, as for nibble run\n"
@@ -33,6 +39,9 @@ static void usage(FILE *f)
                "\n"
                "Reads one user message per line from standard input; /reset starts over,\n"
                "/exit (or end of input) quits. NAME: chatml, qwen3, llama3, llama2, gemma.\n"
+               "The model's own template (GGUF tokenizer.chat_template, tokenizer_config.json's\n"
+               "chat_template) is rendered as it is written when nibble's Jinja interpreter\n"
+               "runs it, else as the built-in family it is recognised as.\n"
                "\n"
                "When a turn or an answer does not fit the context, the oldest half of the\n"
                "conversation after its start is dropped and the chat goes on. The start kept\n"
@@ -72,17 +81,116 @@ static int on_token(int32_t id, void *user)
     return 0;
 }
 
+/* How conversations are rendered: a Jinja template (the model's own when source is NULL,
+ * else source) or a built-in family by name (NULL: the one the model's is recognised as). */
+struct chat_tpl {
+    int jinja;
+    const char *source;
+    const char *name;
+};
+
+/* A conversation rendered with a Jinja template: the context {messages,
+ * add_generation_prompt} as JSON, rendered into a malloc'd string. */
+static enum nb_status render_jinja(const struct chat_tpl *t, const struct nb_tokenizer *tok,
+                                   const struct nb_chat_msg *msgs, int n_msgs, char **text)
+{
+    enum nb_status st = NB_ERR_NOMEM;
+    char *json = NULL, *buf = NULL;
+    cJSON *ctx = cJSON_CreateObject(), *list = cJSON_AddArrayToObject(ctx, "messages");
+    *text = NULL;
+    for (int i = 0; list && i < n_msgs; i++) {
+        cJSON *m = cJSON_CreateObject();
+        if (!m || !cJSON_AddItemToArray(list, m) || !cJSON_AddStringToObject(m, "role", msgs[i].role) ||
+            !cJSON_AddStringToObject(m, "content", msgs[i].content))
+            goto done;
+    }
+    if (!list || !cJSON_AddBoolToObject(ctx, "add_generation_prompt", 1) ||
+        !(json = cJSON_PrintUnformatted(ctx)))
+        goto done;
+    size_t size = 4096, len = 0;
+    for (;;) {
+        char *nb = realloc(buf, size);
+        if (!nb) goto done;
+        buf = nb;
+        st = nb_chat_template_render_json(tok, t->source, json, buf, size, &len);
+        if (st != NB_ERR_RANGE || len + 1 <= size) break;
+        size = len + 1;
+    }
+    if (st == NB_OK) {
+        *text = buf;
+        buf = NULL;
+    }
+done:
+    if (st == NB_ERR_NOMEM) fprintf(stderr, "nibble chat: out of memory\n");
+    free(buf);
+    free(json);
+    cJSON_Delete(ctx);
+    return st;
+}
+
 /* The ids of a conversation rendered with the template, assistant header appended. */
-static enum nb_status render_ids(const char *tpl, const struct nb_chat_msg *msgs, int n_msgs,
-                                 const struct nb_tokenizer *tok, int32_t **ids, int *n_ids)
+static enum nb_status render_ids(const struct chat_tpl *tpl, const struct nb_chat_msg *msgs,
+                                 int n_msgs, const struct nb_tokenizer *tok, int32_t **ids,
+                                 int *n_ids)
 {
     char *text = NULL;
     *ids = NULL;
     *n_ids = 0;
-    enum nb_status st = app_chat_apply(tok, tpl, msgs, n_msgs, 1, &text);
+    enum nb_status st = tpl->jinja ? render_jinja(tpl, tok, msgs, n_msgs, &text)
+                                   : app_chat_apply(tok, tpl->name, msgs, n_msgs, 1, &text);
     if (st == NB_OK) st = app_tokenize(tok, text, strlen(text), 0, 1, ids, n_ids);
     free(text);
     return st;
+}
+
+/* Which template renders the chat: --chat-template NAME (a built-in family),
+ * --chat-template-file F (its Jinja source, which must run), else the model's own Jinja
+ * template when it runs here, else the built-in family the model's is recognised as.
+ * *kind: what to tell the user. 0 after printing why not. */
+static int choose_template(const struct nb_tokenizer *tok, const char *model_path,
+                           const char *name, const char *file, const char *file_src,
+                           struct chat_tpl *t, const char **kind)
+{
+    static const struct nb_chat_msg probe[] = {{"user", "u"}};
+    char *text = NULL;
+    memset(t, 0, sizeof *t);
+    if (name && file) {
+        fprintf(stderr, "nibble chat: give --chat-template or --chat-template-file, not both\n");
+        return 0;
+    }
+    if (!name) {
+        t->jinja = 1;
+        t->source = file_src;
+        enum nb_status st = render_jinja(t, tok, probe, 1, &text);
+        free(text);
+        if (st == NB_OK) {
+            *kind = file ? file : "the model's own (Jinja)";
+            return 1;
+        }
+        if (file) {
+            fprintf(stderr, "nibble chat: --chat-template-file %s: %s\n", file, nb_last_error());
+            return 0;
+        }
+        memset(t, 0, sizeof *t);
+        if (st != NB_ERR_NOT_FOUND)
+            fprintf(stderr,
+                    "nibble chat: the model's chat template does not run here (%s): the "
+                    "built-in family it is recognised as renders the chat\n",
+                    nb_last_error());
+    }
+    t->name = name;
+    enum nb_status st = nb_chat_template_resolve(tok, name, kind);
+    if (st == NB_ERR_NOT_FOUND) {
+        fprintf(stderr, "nibble chat: %s has no chat template; choose one with --chat-template "
+                        "NAME (chatml, qwen3, llama3, llama2, gemma) or --chat-template-file F\n",
+                model_path);
+        return 0;
+    }
+    if (st != NB_OK) {
+        fprintf(stderr, "nibble chat: %s\n", nb_last_error());
+        return 0;
+    }
+    return 1;
 }
 
 static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb)
@@ -96,7 +204,7 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb)
  * with --keep -1): the ids two one-message conversations share, so it works for every
  * template, however it places the system turn (its own turn, or inside the first user
  * message) and whether the template adds one of its own. */
-static enum nb_status conversation_start(const char *tpl, const char *system,
+static enum nb_status conversation_start(const struct chat_tpl *tpl, const char *system,
                                          const struct nb_tokenizer *tok, int32_t **ids,
                                          int *n_start)
 {
@@ -121,7 +229,9 @@ static enum nb_status conversation_start(const char *tpl, const char *system,
 int cmd_chat(int argc, char **argv)
 {
     const char *cmd = "chat", *model_path = getenv("NIBBLE_MODEL"), *system = NULL;
-    const char *tpl_name = NULL, *path_name = NULL, *priority = NULL;
+    const char *tpl_name = NULL, *tpl_file = NULL, *path_name = NULL, *priority = NULL;
+    char *tpl_src = NULL;
+    struct chat_tpl tpl = {0};
     int n_predict = 256, rc = 1, no_cache = 0;
     char loaded[4096];
     struct nb_ctx_params cp = nb_ctx_default_params();
@@ -141,6 +251,7 @@ int cmd_chat(int argc, char **argv)
         OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
         OPT_STR("--system", &system),
         OPT_STR("--chat-template", &tpl_name),
+        OPT_STR("--chat-template-file", &tpl_file),
         OPT_INT("-n|--predict|--n-predict", &n_predict, -1, 1 << 20),
         OPTS_CONTEXT(&cp, 16),
         OPTS_SHIFT(&so),
@@ -153,19 +264,17 @@ int cmd_chat(int argc, char **argv)
         return 1;
     }
     const char *tpl_kind = NULL;
+    size_t tpl_len = 0;
+    if (tpl_file && !app_read_all(cmd, "--chat-template-file", tpl_file, (size_t)16 << 20,
+                                  &tpl_src, &tpl_len))
+        return 1;
     /* the same road as run: --path auto by default, quantized once into the cache */
     if (!app_open_model(cmd, model_path, path_name, priority, cp.n_threads, !no_cache, &model,
                         loaded, sizeof loaded))
         goto done;
     if (nb_tokenizer_load(&tok, model_path) != NB_OK) goto fail;
-    enum nb_status tst = nb_chat_template_resolve(tok, tpl_name, &tpl_kind);
-    if (tst == NB_ERR_NOT_FOUND) {
-        fprintf(stderr, "nibble chat: %s has no chat template; choose one with --chat-template "
-                        "NAME (chatml, qwen3, llama3, llama2, gemma)\n", model_path);
+    if (!choose_template(tok, model_path, tpl_name, tpl_file, tpl_src, &tpl, &tpl_kind))
         goto done;
-    } else if (tst != NB_OK) {
-        goto fail;
-    }
     struct nb_model_info info;
     nb_model_get_info(model, &info);
     /* The context is fixed here (the library's default when -c is not given) so that
@@ -175,7 +284,7 @@ int cmd_chat(int argc, char **argv)
     {
         int32_t *start = NULL;
         int n_start = 0, n_keep = 0;
-        if (conversation_start(tpl_name, system, tok, &start, &n_start) != NB_OK) goto fail;
+        if (conversation_start(&tpl, system, tok, &start, &n_start) != NB_OK) goto fail;
         int ok = app_keep_resolve(cmd, &so, "the conversation's start", start, n_start,
                                   info.bos_id, cp.n_ctx, &n_keep);
         free(start);
@@ -210,7 +319,7 @@ int cmd_chat(int argc, char **argv)
         int n_alone = 0;
         if (base_msgs) alone[n_alone++] = msgs[0];
         alone[n_alone++] = msgs[n_msgs];
-        if ((st = render_ids(tpl_name, alone, n_alone, tok, &ids, &n_ids))) goto fail;
+        if ((st = render_ids(&tpl, alone, n_alone, tok, &ids, &n_ids))) goto fail;
         free(ids);
         ids = NULL;
         if (n_ids >= cp.n_ctx) {
@@ -226,7 +335,7 @@ int cmd_chat(int argc, char **argv)
         }
         msgs[n_msgs] = (struct nb_chat_msg){"user", owned[n_msgs]};
         n_msgs++;
-        if ((st = render_ids(tpl_name, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
+        if ((st = render_ids(&tpl, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
         /* Keep the longest prefix of what this conversation has run (at least one token
          * is run, for the logits); run the rest. After a shift the cache holds the
          * conversation's start and its newest part; the new tokens go after that. */
@@ -252,7 +361,7 @@ int cmd_chat(int argc, char **argv)
                     "[the conversation outgrew the context of %d tokens: earlier turns "
                     "dropped]\n",
                     cp.n_ctx);
-            if ((st = render_ids(tpl_name, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
+            if ((st = render_ids(&tpl, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
             same = common_prefix(seq.ids, seq.n, ids, n_ids - 1); /* the start, still cached */
         }
         app_seq_rewind(&seq, same);
@@ -295,6 +404,7 @@ fail:
     rc = 1;
 done:
     for (int i = 0; i < MAX_TURNS; i++) free(owned[i]);
+    free(tpl_src);
     app_seq_free(&seq);
     free(line);
     nb_sampler_free(sampler);

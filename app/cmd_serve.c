@@ -45,6 +45,9 @@ static void usage(FILE *f)
             "      --chat-template-file F  render chat requests with the Jinja template in F\n"
             "                          (default: the model's own when it parses; see\n"
             "                          docs/chat-templates.md)\n"
+            "      --reasoning-format F  deepseek (default; auto is the same): a thinking\n"
+            "                          template's <think>...</think> goes to the message's\n"
+            "                          reasoning_content; none: it stays in the content\n"
             "      --alias NAME        the model id /v1/models shows (default: the file's name)\n"
             "      --api-key KEY       require 'Authorization: Bearer KEY' (default:\n"
             "                          $NIBBLE_API_KEY; none when neither is set)\n"
@@ -101,6 +104,7 @@ int cmd_serve(int argc, char **argv)
     float timeout = (float)sp.timeout_s, drain = (float)sp.drain_s;
     float read_timeout = (float)sp.read_timeout_s;
     int no_prefix_cache = 0, kv_tokens = 0;
+    const char *reasoning = "deepseek";
 
     const struct arg_opt opts[] = {
         OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
@@ -112,6 +116,7 @@ int cmd_serve(int argc, char **argv)
         OPT_INT("-np|--parallel", &sp.n_slots, 1, 256),
         OPT_STR("--chat-template", &sp.chat_template),
         OPT_STR("--chat-template-file", &template_file),
+        OPT_CHOICE("--reasoning-format", &reasoning, "deepseek|auto|none"),
         OPT_STR("-a|--alias", &alias),
         OPT_STR("--api-key", &api_key),
         OPT_STR("--max-body", &max_body_arg),
@@ -136,6 +141,7 @@ int cmd_serve(int argc, char **argv)
         sp.max_body = (int64_t)v;
     }
     sp.timeout_s = timeout;
+    sp.reasoning_inline = !strcmp(reasoning, "none");
     sp.drain_s = drain;
     sp.read_timeout_s = read_timeout;
     sp.prefix_cache = !no_prefix_cache;

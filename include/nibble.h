@@ -859,6 +859,10 @@ struct nb_server_params {
                                           NB_ERR_UNSUPPORTED if it does not parse. NULL: the
                                           model's own when it parses and no chat_template is
                                           named, else the built-in family */
+    int reasoning_inline;              /* 0: a chat answer's <think>...</think> (a template
+                                          that thinks so: Qwen3's, DeepSeek-R1's) goes to
+                                          message.reasoning_content; 1: it stays in the
+                                          content (--reasoning-format none) */
 };
 NB_API struct nb_server_params nb_server_default_params(void);
 

@@ -37,6 +37,26 @@ static void test_json(void **state)
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++)
         if (!accepts(&g, good[i], 1)) fail_msg("refused: %s", good[i]);
+    /* no prefix that no bytes complete (fuzz_schema found \ude0 taken, then nothing) */
+    assert_int_equal(accepts(&g, "{\"a\":\"\\ud", 0), 1);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\udc", 0), 0);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\uDF", 0), 0);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\u0", 0), 0);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\ud8", 0), 0);
+    assert_int_equal(accepts(&g, "{\"a\":\"\\ud83d\\udE", 0), 1);
+    { /* a number at its limit of 64 bytes takes no 'e' it could not finish */
+        char n62[128] = "{\"a\":", buf[160];
+        for (int i = 0; i < 62; i++)
+            strcat(n62, "8");
+        snprintf(buf, sizeof buf, "%se5}", n62); /* 64 bytes */
+        assert_int_equal(accepts(&g, buf, 1), 1);
+        snprintf(buf, sizeof buf, "%s8e", n62); /* the 64th byte an 'e': no room for a digit */
+        assert_int_equal(accepts(&g, buf, 0), 0);
+        snprintf(buf, sizeof buf, "%s88}", n62); /* 64 digits */
+        assert_int_equal(accepts(&g, buf, 1), 1);
+        snprintf(buf, sizeof buf, "%s888", n62); /* 65 */
+        assert_int_equal(accepts(&g, buf, 0), 0);
+    }
     /* prefixes of a good one are taken but not complete */
     assert_int_equal(accepts(&g, "{\"a\": [1, 2", 0), 1);
     assert_int_equal(accepts(&g, "{\"a\": [1, 2", 1), 0);
@@ -138,6 +158,230 @@ static void test_sequence(void **state)
     const char *empty[] = {""};
     assert_int_equal(srv_grammar_literal(&g, empty[0]), -1);
     assert_int_equal(g.n, 0);
+}
+
+/* ---------------------------------------------------------------- schemas */
+
+/* The schema the tests below hold outputs to: every keyword of the subset. */
+static const char k_schema[] =
+    "{\"type\": \"object\", \"properties\": {"
+    "\"name\": {\"type\": \"string\"},"
+    "\"age\": {\"type\": \"integer\"},"
+    "\"tags\": {\"type\": \"array\", \"items\": {\"enum\": [\"a\", \"bc\", \"d\"]}, "
+    "\"minItems\": 1, \"maxItems\": 3},"
+    "\"kind\": {\"anyOf\": [{\"type\": \"null\"}, {\"$ref\": \"#/$defs/pt\"}]},"
+    "\"ok\": {\"type\": \"boolean\"},"
+    "\"n\": {\"enum\": [1, 12, -3.5]},"
+    "\"any\": {\"description\": \"anything\"}},"
+    "\"required\": [\"name\", \"tags\", \"kind\"], \"additionalProperties\": false,"
+    "\"$defs\": {\"pt\": {\"type\": \"object\", \"properties\": {\"x\": {\"type\": \"number\"}, "
+    "\"next\": {\"anyOf\": [{\"$ref\": \"#/$defs/pt\"}, {\"type\": \"null\"}]}}, "
+    "\"required\": [\"x\", \"next\"]}}}";
+
+static struct srv_schema *schema_of(const char *text)
+{
+    cJSON *o = cJSON_Parse(text);
+    assert_non_null(o);
+    struct srv_schema *s = NULL;
+    enum nb_status st = srv_schema_compile(o, &s);
+    cJSON_Delete(o);
+    if (st != NB_OK) fail_msg("schema refused: %s: %s", nb_last_error(), text);
+    return s;
+}
+
+static void schema_grammar(struct srv_grammar *g, const struct srv_schema *s)
+{
+    memset(g, 0, sizeof *g);
+    assert_int_equal(srv_grammar_schema(g, &s, 1), 0);
+}
+
+/* Does a pt ({x: number, next: pt or null}, nothing else) hold? */
+static int valid_pt(const cJSON *o)
+{
+    if (!cJSON_IsObject(o) || cJSON_GetArraySize(o) != 2) return 0;
+    const cJSON *x = cJSON_GetObjectItemCaseSensitive(o, "x");
+    const cJSON *next = cJSON_GetObjectItemCaseSensitive(o, "next");
+    return cJSON_IsNumber(x) && next && (cJSON_IsNull(next) || valid_pt(next));
+}
+
+/* An independent check of k_schema over cJSON's parse (the npm test uses ajv). */
+static int valid_k_schema(const char *text)
+{
+    cJSON *o = cJSON_Parse(text);
+    int ok = cJSON_IsObject(o);
+    static const char *const keys[] = {"name", "age", "tags", "kind", "ok", "n", "any", NULL};
+    for (const cJSON *m = ok ? o->child : NULL; m && ok; m = m->next) {
+        int known = 0;
+        for (int i = 0; keys[i]; i++)
+            known |= !strcmp(m->string, keys[i]);
+        ok = known;
+    }
+    const cJSON *v;
+    if (ok) ok = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(o, "name"));
+    if (ok && (v = cJSON_GetObjectItemCaseSensitive(o, "age")))
+        ok = cJSON_IsNumber(v) && v->valuedouble == floor(v->valuedouble);
+    if (ok) {
+        v = cJSON_GetObjectItemCaseSensitive(o, "tags");
+        int n = cJSON_IsArray(v) ? cJSON_GetArraySize(v) : 0;
+        ok = n >= 1 && n <= 3;
+        for (const cJSON *t = ok ? v->child : NULL; t && ok; t = t->next)
+            ok = cJSON_IsString(t) &&
+                 (!strcmp(t->valuestring, "a") || !strcmp(t->valuestring, "bc") ||
+                  !strcmp(t->valuestring, "d"));
+    }
+    if (ok) {
+        v = cJSON_GetObjectItemCaseSensitive(o, "kind");
+        ok = v && (cJSON_IsNull(v) || valid_pt(v));
+    }
+    if (ok && (v = cJSON_GetObjectItemCaseSensitive(o, "ok"))) ok = cJSON_IsBool(v);
+    if (ok && (v = cJSON_GetObjectItemCaseSensitive(o, "n")))
+        ok = cJSON_IsNumber(v) &&
+             (v->valuedouble == 1 || v->valuedouble == 12 || v->valuedouble == -3.5);
+    cJSON_Delete(o);
+    return ok;
+}
+
+/* The schema-guided recogniser on byte strings: what k_schema takes and where it refuses. */
+static void test_schema_accepts(void **state)
+{
+    (void)state;
+    struct srv_schema *s = schema_of(k_schema);
+    struct srv_grammar g;
+    schema_grammar(&g, s);
+    static const char *const good[] = {
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null}",
+        ("{\"name\": \"x\", \"age\": -12, \"tags\": [\"bc\", \"d\", \"a\"], \"kind\": {\"x\": "
+         "1.5e3, \"next\": {\"x\": 0, \"next\": null}}, \"ok\": true, \"n\": 12}"),
+        "{\"name\":\"\\u00e9\",\"tags\":[\"d\"],\"kind\":null,\"n\":-3.5,\"any\":[{\"z\":1}]}",
+        "{\"name\":\"\",\"tags\":[\"d\"],\"kind\":null,\"n\":1}",
+        "{ \"name\" : \"x\" , \"tags\" : [ \"a\" ] , \"kind\" : null , \"ok\" : false }",
+    };
+    for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+        if (!accepts(&g, good[i], 1)) fail_msg("refused: %s", good[i]);
+        assert_true(valid_k_schema(good[i]));
+    }
+    /* each refused at its last byte: the prefix before it is taken */
+    static const char *const bad[] = {
+        "{\"t",                                         /* name comes first (required) */
+        "{}",                                           /* ... */
+        "{\"name\":1",                                  /* a string */
+        "{\"name\":\"x\",\"age\":1.",                   /* an integer */
+        "{\"name\":\"x\",\"age\":1e",                   /* ... */
+        "{\"name\":\"x\",\"age\":1,\"n",                /* properties in order: name is past */
+        "{\"name\":\"x\",\"e",                          /* no other keys */
+        "{\"name\":\"x\",\"tags\":[]",                  /* minItems 1 */
+        "{\"name\":\"x\",\"tags\":[\"a\",\"a\",\"a\",", /* maxItems 3 */
+        "{\"name\":\"x\",\"tags\":[\"e",                /* not in the enum */
+        "{\"name\":\"x\",\"tags\":[\"b\"",              /* a prefix of one is not one */
+        "{\"name\":\"x\",\"tags\":[\"a\"]}",            /* kind is required */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"o",         /* ... before ok */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":\"", /* neither null nor an object */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":{\"x\":1}",       /* next is required */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":{\"x\":t",        /* a number */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":2",    /* 1, 12 or -3.5 */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":123",  /* ... */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":-3.4", /* ... */
+        "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"ok\":n",   /* a boolean */
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char pre[256];
+        size_t n = strlen(bad[i]);
+        memcpy(pre, bad[i], n - 1);
+        pre[n - 1] = '\0';
+        if (!accepts(&g, pre, 0)) fail_msg("prefix refused: %s", pre);
+        if (accepts(&g, bad[i], 0)) fail_msg("taken: %s", bad[i]);
+    }
+    /* -3.5 then the object's end; 12 then a comma; 1 then '}' */
+    assert_int_equal(accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":-3.5}", 1),
+                     1);
+    assert_int_equal(
+        accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":12,\"any\":{}}", 1), 1);
+    assert_int_equal(accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":1}", 1), 1);
+    srv_grammar_free(&g);
+    srv_schema_free(s);
+
+    /* a tool call: each function's arguments kept to its own schema */
+    struct srv_schema *sa = schema_of("{\"type\": \"object\", \"properties\": {\"city\": "
+                                      "{\"type\": \"string\"}}, \"required\": [\"city\"]}");
+    struct srv_schema *sb = schema_of("{\"properties\": {\"n\": {\"type\": \"integer\"}}, "
+                                      "\"required\": [\"n\"]}");
+    char *names[] = {"weather", "count", "free"};
+    const struct srv_schema *ss[] = {sa, sb, NULL};
+    memset(&g, 0, sizeof g);
+    assert_int_equal(srv_tool_grammar_schema(&g, SRV_FMT_HERMES, names, ss, 3), 0);
+    const char *pre = "<tool_call>\n{\"name\": \"";
+    char buf[256];
+    snprintf(buf, sizeof buf, "%sweather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>",
+             pre);
+    assert_int_equal(accepts(&g, buf, 1), 1);
+    snprintf(buf, sizeof buf, "%scount\", \"arguments\": {\"n\": 3}}\n</tool_call>", pre);
+    assert_int_equal(accepts(&g, buf, 1), 1);
+    snprintf(buf, sizeof buf, "%sfree\", \"arguments\": {\"q\": [1]}}\n</tool_call>", pre);
+    assert_int_equal(accepts(&g, buf, 1), 1);
+    snprintf(buf, sizeof buf, "%scount\", \"arguments\": {\"c", pre);
+    assert_int_equal(accepts(&g, buf, 0), 0);
+    snprintf(buf, sizeof buf, "%sweather\", \"arguments\": {\"n", pre);
+    assert_int_equal(accepts(&g, buf, 0), 0);
+    snprintf(buf, sizeof buf, "%sweather\", \"arguments\": {}", pre);
+    assert_int_equal(accepts(&g, buf, 0), 0);
+    srv_grammar_free(&g);
+    srv_schema_free(sa);
+    srv_schema_free(sb);
+}
+
+/* Schemas outside the subset are refused with a message that names what is outside. */
+static void test_schema_refused(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *schema, *says;
+    } cases[] = {
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"string\", \"pattern\": "
+         "\"x\"}}}",
+         "'pattern' is not supported"},
+        {"{\"type\": \"object\", \"minProperties\": 1}", "'minProperties' is not supported"},
+        {"{\"type\": \"string\"}", "the top level must be an object"},
+        {"{\"anyOf\": [{\"type\": \"object\"}, {\"type\": \"object\", \"properties\": {}}]}",
+         "'anyOf': two alternatives take an object value"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"oneOf\": [{\"type\": \"integer\"}, "
+         "{\"type\": \"number\"}]}}}",
+         "'oneOf': two alternatives take a number value"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"http://x/s.json\"}}}",
+         "'$ref' 'http://x/s.json' is not"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#/$defs/b\"}}}",
+         "'$ref' '#/$defs/b' is not"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"$ref\": \"#\"}}, \"required\": "
+         "[\"a\"]}",
+         "no finite object"},
+        {"{\"type\": \"object\", \"properties\": {}, \"required\": [\"a\"]}",
+         "'required' names 'a', which 'properties' does not list"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"enum\": [[1]]}}}",
+         "'enum' of arrays or objects"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"type\": \"date\"}}}",
+         "'type' 'date' is not a JSON Schema type"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"items\": [{}]}}}", "'items' as a list"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"minItems\": 100}}}",
+         "'minItems' over 64"},
+        {"{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/a\"}}, \"type\": \"object\", \"properties\": "
+         "{\"x\": {\"$ref\": \"#/$defs/a\"}}}",
+         "$ref loop"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        cJSON *o = cJSON_Parse(cases[i].schema);
+        assert_non_null(o);
+        struct srv_schema *s = NULL;
+        enum nb_status st = srv_schema_compile(o, &s);
+        cJSON_Delete(o);
+        if (st != NB_ERR_UNSUPPORTED || s) fail_msg("case %zu compiled: %s", i, cases[i].schema);
+        if (!strstr(nb_last_error(), cases[i].says))
+            fail_msg("case %zu says '%s', not '%s'", i, nb_last_error(), cases[i].says);
+    }
+    /* what is inside: an empty schema (any object), annotations, a recursive $ref */
+    srv_schema_free(schema_of("{}"));
+    srv_schema_free(schema_of("{\"title\": \"t\", \"type\": \"object\", \"description\": \"d\"}"));
+    srv_schema_free(
+        schema_of("{\"type\": \"object\", \"properties\": {\"kids\": {\"type\": "
+                  "\"array\", \"items\": {\"$ref\": \"#\"}}}, \"required\": [\"kids\"]}"));
 }
 
 /* A vocabulary written out by hand: bytes and kinds. */
@@ -334,6 +578,30 @@ static struct nb_tokenizer *kjv_tok(void)
     return t;
 }
 
+/* Forced decodes of k_schema through kjv-7m's vocabulary from random logits, within
+ * budgets of 80 to 400 tokens: every output ends, parses and keeps to the schema. */
+static void check_schema_forced(const struct srv_vocab_bytes *v, int runs)
+{
+    struct srv_schema *s = schema_of(k_schema);
+    struct srv_grammar g;
+    schema_grammar(&g, s);
+    static char out[1 << 16];
+    int valid = 0, with_kind = 0;
+    for (int r = 0; r < runs; r++) {
+        uint64_t rng = 0x5eed + (uint64_t)r;
+        int budget = 80 + (r * 53) % 321;
+        if (forced_decode(&g, v, &rng, out, sizeof out, budget) < 0)
+            fail_msg("run %d: no end within %d tokens: %s", r, budget, out);
+        if (!valid_k_schema(out)) fail_msg("run %d: does not keep to the schema: %s", r, out);
+        valid++;
+        with_kind += strstr(out, "\"x\"") != NULL;
+    }
+    printf("# k_schema: %d of %d forced decodes valid (%d with a kind object)\n", valid, runs,
+           with_kind);
+    srv_grammar_free(&g);
+    srv_schema_free(s);
+}
+
 static void test_forced_kjv(void **state)
 {
     (void)state;
@@ -344,6 +612,7 @@ static void test_forced_kjv(void **state)
     assert_int_equal(v.kind[2], SRV_TOK_EOG);
     assert_int_equal(v.kind[4096 + 3], SRV_TOK_EMPTY);
     check_forced(&v, 40, "kjv-7m vocabulary");
+    check_schema_forced(&v, 60);
     /* a forced tool call through the real vocabulary parses back into one call */
     struct srv_grammar g = {0};
     char *names[] = {"lookup_verse", "count_words"};
@@ -374,9 +643,10 @@ static void test_forced_kjv(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json),         cmocka_unit_test(test_sequence),
-        cmocka_unit_test(test_classify),     cmocka_unit_test(test_mask),
-        cmocka_unit_test(test_forced_small), cmocka_unit_test(test_forced_kjv),
+        cmocka_unit_test(test_json),           cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_classify),       cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_forced_small),   cmocka_unit_test(test_forced_kjv),
+        cmocka_unit_test(test_schema_accepts), cmocka_unit_test(test_schema_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -202,7 +202,27 @@ static void test_parse(void **state)
         {SRV_CHAT,
          U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
            "\"x\", \"schema\": {}, \"strict\": true}}}",
-         400, "response_format.json_schema.strict", "unsupported_value"},
+         0, "", NULL},
+        /* strict: a keyword outside the subset is a 400 that names it; not strict, JSON */
+        {SRV_CHAT,
+         U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
+           "\"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"a\": "
+           "{\"type\": \"string\", \"pattern\": \"^a\"}}}, \"strict\": true}}}",
+         400, "response_format.json_schema.schema", "unsupported_value"},
+        {SRV_CHAT,
+         U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
+           "\"x\", \"schema\": {\"type\": \"object\", \"properties\": {\"a\": "
+           "{\"type\": \"string\", \"pattern\": \"^a\"}}}}}}",
+         0, "", NULL},
+        {SRV_CHAT,
+         U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": "
+           "\"x\", \"schema\": {\"type\": \"string\"}, \"strict\": true}}}",
+         400, "response_format.json_schema.schema", "unsupported_value"},
+        {SRV_CHAT,
+         U "\"tools\": [{\"type\": \"function\", \"function\": {\"name\": \"f\", "
+           "\"strict\": true, \"parameters\": {\"type\": \"object\", \"properties\": "
+           "{\"n\": {\"type\": \"integer\", \"minimum\": 0}}}}}]}",
+         400, "tools[0].function.parameters", "unsupported_value"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"response_format\": {\"type\": \"json_object\"}}", 0,
          "", NULL},
         /* tools */
@@ -360,6 +380,10 @@ static void test_parse(void **state)
         {U "\"tools\": [" TOOL "], \"tool_choice\": \"none\"}", SRV_TC_NONE, 1, 0, 0},
         {U "\"tools\": [" TOOL "], \"tool_choice\": \"required\"}", SRV_TC_REQUIRED, 1, 5, 0},
         {U "\"response_format\": {\"type\": \"json_object\"}}", SRV_TC_NONE, 0, 1, 1},
+        {U "\"response_format\": {\"type\": \"json_schema\", \"json_schema\": {\"name\": \"x\", "
+           "\"strict\": true, \"schema\": {\"type\": \"object\", \"properties\": {\"a\": "
+           "{\"enum\": [1, 2]}}, \"required\": [\"a\"]}}}}",
+         SRV_TC_NONE, 0, 1, 1},
         {U "\"tools\": [" TOOL ", {\"type\": \"function\", \"function\": {\"name\": \"g\"}}], "
            "\"tool_choice\": {\"type\": \"function\", \"function\": {\"name\": \"g\"}}}",
          SRV_TC_NAMED, 2, 5, 0},
@@ -372,6 +396,12 @@ static void test_parse(void **state)
         assert_int_equal(r.json_format, g_cases[i].json);
         assert_int_equal(r.grammar ? r.grammar->n : 0, g_cases[i].grammar_elems);
         assert_int_equal(r.tool_format, SRV_FMT_HERMES);
+        /* a json_schema's schema is enforced: the grammar's object keeps to it */
+        assert_int_equal(r.schema != NULL, strstr(g_cases[i].body, "\"enum\"") != NULL);
+        if (r.schema) {
+            assert_int_equal(r.grammar->el[0].n_schemas, 1);
+            assert_ptr_equal(r.grammar->el[0].schemas[0], r.schema);
+        }
         if (r.tool_choice == SRV_TC_NAMED) { /* only the named function */
             assert_string_equal(r.tools[0], "g");
             assert_int_equal(r.grammar->el[1].n_alts, 1);
@@ -879,6 +909,136 @@ static void test_logprob_of(void **state)
     assert_int_equal(l.top_tok[5], 4);
 }
 
+/* The <think> split: where the reasoning and the content are, for whole answers and for
+ * a stream's text so far (what is settled). */
+static void test_think_split(void **state)
+{
+    (void)state;
+    struct srv_think t;
+    const char *a = "<think>\nLet me see.\n</think>\n\nThe answer.";
+    srv_think_split(a, strlen(a), 0, 1, &t);
+    assert_int_equal(t.found, 1);
+    assert_int_equal(t.r_from, 7);
+    assert_int_equal(t.r_to, 20); /* "\nLet me see.\n" */
+    assert_int_equal(t.c_from, 30);
+    assert_string_equal(a + t.c_from, "The answer.");
+    /* leading whitespace, then the tag */
+    srv_think_split("\n <think>x</think>y", 19, 0, 1, &t);
+    assert_true(t.found && t.r_from == 9 && t.r_to == 10 && t.c_from == 18);
+    /* no tag: all content, at once */
+    srv_think_split("Hello <think>", 13, 0, 0, &t);
+    assert_true(!t.found && t.c_from == 0 && t.safe == 13);
+    /* a stream: the start of "<think>" is not settled, nor whitespace before it */
+    srv_think_split("  <th", 5, 0, 0, &t);
+    assert_true(!t.found && t.safe == 0);
+    srv_think_split("  <th", 5, 0, 1, &t); /* done: it was content */
+    assert_true(!t.found && t.safe == 5 && t.c_from == 0);
+    /* inside the reasoning: the start of "</think>" held back */
+    srv_think_split("<think>abc</th", 14, 0, 0, &t);
+    assert_true(t.found && t.r_from == 7 && t.r_to == 10 && t.safe == 10 && t.c_from == 14);
+    srv_think_split("<think>abc<", 11, 0, 0, &t);
+    assert_true(t.r_to == 10 && t.safe == 10);
+    srv_think_split("<think>abc<", 11, 0, 1, &t); /* cut by length: all reasoning */
+    assert_true(t.r_to == 11 && t.c_from == 11);
+    /* the prompt ended with <think>: reasoning from the first byte */
+    srv_think_split("plan</think>\n\nok", 16, 1, 1, &t);
+    assert_true(t.found && t.r_from == 0 && t.r_to == 4 && t.c_from == 14);
+    srv_think_split("plan", 4, 1, 0, &t);
+    assert_true(t.found && t.r_to == 4 && t.safe == 4);
+}
+
+/* A thinking answer served: message.reasoning_content and content, and a stream whose
+ * deltas, fed a token at a time (Qwen3's pieces), add up to the same two texts. */
+static void test_reasoning_answer(void **state)
+{
+    (void)state;
+    static struct nb_server s;
+    static struct srv_job j;
+    memset(&j, 0, sizeof j);
+    snprintf(s.model_name, sizeof s.model_name, "m");
+    snprintf(j.id, sizeof j.id, "chatcmpl-x");
+    j.req.kind = SRV_CHAT;
+    j.req.reasoning = 1;
+    static const char *const toks[] = {"<think>", "\n",     "Okay", ", the", " user",
+                                       " asks",   ".\n",    "</",   "think", ">\n\n",
+                                       "Hello",   " there", "!"};
+    static char text[256];
+    char reasoning[256] = "", content[256] = "";
+    size_t sent = 0;
+    j.text = text;
+    j.state = JOB_RUNNING;
+    for (size_t i = 0; i <= sizeof toks / sizeof toks[0]; i++) {
+        if (i < sizeof toks / sizeof toks[0]) {
+            strcat(text, toks[i]);
+        } else {
+            j.state = JOB_DONE;
+        }
+        j.text_len = strlen(text);
+        size_t upto = srv_stream_sendable(&j);
+        assert_true(upto >= sent && upto <= j.text_len);
+        if (upto == sent) continue;
+        char *chunk = srv_json_text_chunk(&s, &j, sent, upto, 0, 0);
+        cJSON *o = cJSON_Parse(chunk);
+        const cJSON *d = cJSON_GetObjectItemCaseSensitive(
+            cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0), "delta");
+        const cJSON *r = cJSON_GetObjectItemCaseSensitive(d, "reasoning_content");
+        const cJSON *c = cJSON_GetObjectItemCaseSensitive(d, "content");
+        if (r) strcat(reasoning, r->valuestring);
+        if (c) strcat(content, c->valuestring);
+        /* "</" and "think" are held until they turn out to be the tag */
+        if (i == 7 || i == 8) fail_msg("token %zu sent while it may begin </think>", i);
+        cJSON_Delete(o);
+        free(chunk);
+        sent = upto;
+    }
+    assert_string_equal(reasoning, "\nOkay, the user asks.\n");
+    assert_string_equal(content, "Hello there!");
+    j.finish = "stop";
+    char *res = srv_json_result(&s, &j);
+    cJSON *o = cJSON_Parse(res);
+    const cJSON *m = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0), "message");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(m, "reasoning_content")->valuestring,
+                        reasoning);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring, content);
+    cJSON_Delete(o);
+    free(res);
+    /* --reasoning-format none (reasoning off): the text as written, no reasoning_content */
+    j.req.reasoning = 0;
+    res = srv_json_result(&s, &j);
+    o = cJSON_Parse(res);
+    m = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0), "message");
+    assert_null(cJSON_GetObjectItemCaseSensitive(m, "reasoning_content"));
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(m, "content")->valuestring, text);
+    cJSON_Delete(o);
+    free(res);
+    /* a Hermes call after the reasoning: parsed from the content */
+    char *names[] = {"f"};
+    j.req.reasoning = 1;
+    j.req.tools = names;
+    j.req.n_tools = 1;
+    j.req.tool_choice = SRV_TC_AUTO;
+    snprintf(text, sizeof text,
+             "<think>call f</think>\n\n<tool_call>\n{\"name\": \"f\", "
+             "\"arguments\": {}}\n</tool_call>");
+    j.text_len = strlen(text);
+    res = srv_json_result(&s, &j);
+    o = cJSON_Parse(res);
+    const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0);
+    m = cJSON_GetObjectItemCaseSensitive(ch, "message");
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(m, "reasoning_content")->valuestring,
+                        "call f");
+    assert_true(cJSON_IsNull(cJSON_GetObjectItemCaseSensitive(m, "content")));
+    assert_int_equal(cJSON_GetArraySize(cJSON_GetObjectItemCaseSensitive(m, "tool_calls")), 1);
+    assert_string_equal(cJSON_GetObjectItemCaseSensitive(ch, "finish_reason")->valuestring,
+                        "tool_calls");
+    cJSON_Delete(o);
+    free(res);
+    j.req.tools = NULL;
+    j.req.n_tools = 0;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -886,6 +1046,7 @@ int main(void)
         cmocka_unit_test(test_render_marks), cmocka_unit_test(test_parse),
         cmocka_unit_test(test_logprob_of),   cmocka_unit_test(test_render_tools),
         cmocka_unit_test(test_tool_calls),   cmocka_unit_test(test_jinja_context),
+        cmocka_unit_test(test_think_split),  cmocka_unit_test(test_reasoning_answer),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

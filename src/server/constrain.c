@@ -100,34 +100,49 @@ void srv_vocab_bytes_free(struct srv_vocab_bytes *v)
 
 /* ---------------------------------------------------------------- grammars */
 
-static int cmp_str(const void *a, const void *b)
+struct alt {
+    const char *text;
+    int orig;
+};
+
+static int cmp_alt(const void *a, const void *b)
 {
-    return strcmp(*(char *const *)a, *(char *const *)b);
+    return strcmp(((const struct alt *)a)->text, ((const struct alt *)b)->text);
 }
 
 static int add_elem(struct srv_grammar *g, enum srv_elem_kind kind, const char *const *alts, int n)
 {
     if (g->n == SRV_GRAMMAR_MAX || n < 0 || (kind != SRV_EL_OBJECT && n < 1)) return -1;
     struct srv_elem *e = &g->el[g->n];
+    struct alt *sorted = NULL;
     memset(e, 0, sizeof *e);
     e->kind = kind;
     if (n) {
-        if (!(e->alts = calloc((size_t)n, sizeof *e->alts))) return -1;
+        if (!(e->alts = calloc((size_t)n, sizeof *e->alts)) ||
+            !(e->orig = calloc((size_t)n, sizeof *e->orig)) ||
+            !(sorted = calloc((size_t)n, sizeof *sorted)))
+            goto fail;
+        for (int i = 0; i < n; i++)
+            sorted[i] = (struct alt){alts[i], i};
+        qsort(sorted, (size_t)n, sizeof *sorted, cmp_alt);
         for (int i = 0; i < n; i++) {
-            if (!alts[i][0] || !(e->alts[i] = strdup(alts[i]))) goto fail;
+            if (!sorted[i].text[0] || !(e->alts[i] = strdup(sorted[i].text))) goto fail;
+            e->orig[i] = sorted[i].orig;
             e->n_alts++;
         }
-        qsort(e->alts, (size_t)n, sizeof *e->alts, cmp_str);
         /* sorted: a prefix of another sits right before one it prefixes (or equals it) */
         for (int i = 0; i + 1 < n; i++)
             if (!strncmp(e->alts[i], e->alts[i + 1], strlen(e->alts[i]))) goto fail;
     }
+    free(sorted);
     g->n++;
     return 0;
 fail:
+    free(sorted);
     for (int i = 0; i < e->n_alts; i++)
         free(e->alts[i]);
     free(e->alts);
+    free(e->orig);
     memset(e, 0, sizeof *e);
     return -1;
 }
@@ -147,6 +162,20 @@ int srv_grammar_object(struct srv_grammar *g)
     return add_elem(g, SRV_EL_OBJECT, NULL, 0);
 }
 
+int srv_grammar_schema(struct srv_grammar *g, const struct srv_schema *const *schemas, int n)
+{
+    if (n < 1) return -1;
+    const struct srv_schema **copy = calloc((size_t)n, sizeof *copy);
+    if (!copy || add_elem(g, SRV_EL_OBJECT, NULL, 0)) {
+        free(copy);
+        return -1;
+    }
+    memcpy(copy, schemas, sizeof *copy * (size_t)n);
+    g->el[g->n - 1].schemas = copy;
+    g->el[g->n - 1].n_schemas = n;
+    return 0;
+}
+
 void srv_grammar_free(struct srv_grammar *g)
 {
     if (!g) return;
@@ -154,6 +183,8 @@ void srv_grammar_free(struct srv_grammar *g)
         for (int i = 0; i < g->el[k].n_alts; i++)
             free(g->el[k].alts[i]);
         free(g->el[k].alts);
+        free(g->el[k].orig);
+        free(g->el[k].schemas);
     }
     memset(g, 0, sizeof *g);
 }
@@ -177,6 +208,8 @@ enum {
     J_UTF8,      /* continuation bytes of a character (sub: left, pos: the first's range) */
     J_NUM,       /* a number (sub: its part) */
     J_LIT,       /* true / false / null (sub: which, pos: bytes matched) */
+    J_KEY,       /* a listed key of a schema's object (cand, epos) */
+    J_ENUM,      /* one of an enum's values (cur, cand, epos) */
     J_DONE,      /* the object is closed */
 };
 enum { N_MINUS, N_ZERO, N_INT, N_DOT, N_FRAC, N_E, N_ESIGN, N_EXP };
@@ -196,6 +229,46 @@ static int hex_digit(unsigned c)
     return -1;
 }
 
+/* The class of a value that starts with byte c, or -1. */
+static int class_of(unsigned c)
+{
+    switch (c) {
+    case '{': return SRV_JC_OBJ;
+    case '[': return SRV_JC_ARR;
+    case '"': return SRV_JC_STR;
+    case 't': return SRV_JC_TRUE;
+    case 'f': return SRV_JC_FALSE;
+    case 'n': return SRV_JC_NULL;
+    default: return c == '-' || (c >= '0' && c <= '9') ? SRV_JC_NUM : -1;
+    }
+}
+
+/* The top level's schema node, or NULL (no schema, or a level of any JSON). */
+static const struct srv_snode *top_node(const struct srv_schema *S, const struct srv_json *j)
+{
+    if (!S || !j->depth) return NULL;
+    unsigned n = j->node[j->depth - 1];
+    return n < (unsigned)S->n ? &S->nodes[n] : NULL;
+}
+
+/* The node of the value that starts next: the root's, a property's, an element's. */
+static unsigned child_node(const struct srv_schema *S, const struct srv_json *j)
+{
+    if (!S) return SRV_SCHEMA_FREE;
+    if (!j->depth) return 0;
+    const struct srv_snode *f = top_node(S, j);
+    if (!f) return SRV_SCHEMA_FREE;
+    return j->stack[j->depth - 1] == '{' ? f->pnode[j->prop] : f->items;
+}
+
+/* The first required property of object node f from index `from` on (f->n_props: none). */
+static int next_required(const struct srv_snode *f, int from)
+{
+    while (from < f->n_props && !f->req[from])
+        from++;
+    return from;
+}
+
 static int value_end(struct srv_json *j)
 {
     j->mode = j->depth ? J_AFTER : J_DONE;
@@ -203,13 +276,45 @@ static int value_end(struct srv_json *j)
     return 1;
 }
 
-static int value_start(struct srv_json *j, unsigned c)
+static int value_start(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
 {
+    int k = class_of(c);
+    if (k < 0) return 0;
+    unsigned n = child_node(S, j), t = SRV_SCHEMA_FREE;
+    if (n != SRV_SCHEMA_FREE) {
+        const struct srv_snode *N = &S->nodes[n];
+        t = N->target[k];
+        if (t == SRV_SCHEMA_NONE) return 0;
+        /* a reader with no finite value never; closing, only the cheapest class */
+        int ck = t == SRV_SCHEMA_FREE ? 0 : S->nodes[t].cost[k];
+        if (ck >= SRV_SCHEMA_INF || (closing && j->depth && t != SRV_SCHEMA_FREE && ck > N->close))
+            return 0;
+    }
+    if ((c == '{' || c == '[') && j->depth == SRV_JSON_MAX_DEPTH) return 0;
+    const struct srv_snode *f = top_node(S, j);
+    if (f && j->stack[j->depth - 1] == '[') { /* an element begins */
+        if (f->max_items >= 0 && j->cnt[j->depth - 1] >= f->max_items) return 0;
+        j->cnt[j->depth - 1]++;
+    }
+    const struct srv_snode *T = t == SRV_SCHEMA_FREE ? NULL : &S->nodes[t];
+    if (T && T->n_enum) {
+        uint64_t cand = 0;
+        for (int i = 0; i < T->n_enum; i++)
+            if ((unsigned char)T->enums[i][0] == c) cand |= 1ull << i;
+        if (!cand) return 0;
+        j->mode = J_ENUM;
+        j->cur = (uint16_t)t;
+        j->cand = cand;
+        j->epos = 1;
+        return 1;
+    }
     switch (c) {
     case '{':
     case '[':
-        if (j->depth == SRV_JSON_MAX_DEPTH) return 0;
-        j->stack[j->depth++] = (char)c;
+        j->stack[j->depth] = (char)c;
+        j->node[j->depth] = (uint16_t)((T && (T->obj || T->arr)) ? t : SRV_SCHEMA_FREE);
+        j->cnt[j->depth] = 0;
+        j->depth++;
         j->mode = c == '{' ? J_OBJ_FIRST : J_ARR_FIRST;
         return 1;
     case '"':
@@ -227,21 +332,61 @@ static int value_start(struct srv_json *j, unsigned c)
         j->mode = J_NUM;
         j->sub = N_MINUS;
         j->num = 1;
+        j->int_only = (uint8_t)(T && T->int_only);
         return 1;
     default:
-        if (c < '0' || c > '9') return 0;
         j->mode = J_NUM;
         j->sub = c == '0' ? N_ZERO : N_INT;
         j->num = 1;
+        j->int_only = (uint8_t)(T && T->int_only);
         return 1;
     }
 }
 
-static int close_container(struct srv_json *j, unsigned c)
+/* '}' or ']' closing the top level, when its schema lets it close here. */
+static int close_container(const struct srv_schema *S, struct srv_json *j, unsigned c)
 {
     if (!j->depth || j->stack[j->depth - 1] != (c == '}' ? '{' : '[')) return 0;
+    const struct srv_snode *f = top_node(S, j);
+    if (f && c == '}' && next_required(f, j->cnt[j->depth - 1]) < f->n_props) return 0;
+    if (f && c == ']' && j->cnt[j->depth - 1] < f->min_items) return 0;
     j->depth--;
     return value_end(j);
+}
+
+/* Is a key left that object node f may take from property `from` on (closing: a
+ * required one)? Not one whose schema has no finite value. */
+static int key_left(const struct srv_schema *S, const struct srv_snode *f, int from, int closing)
+{
+    if (closing) return next_required(f, from) < f->n_props;
+    for (int i = from; i < f->n_props; i++)
+        if (f->pnode[i] == SRV_SCHEMA_FREE || S->nodes[f->pnode[i]].close < SRV_SCHEMA_INF)
+            return 1;
+    return 0;
+}
+
+/* A key begins ('"' read) in the top level, an object: its listed keys when it has a
+ * schema (those up to the next required one; closing, that one only). */
+static int key_start(const struct srv_schema *S, struct srv_json *j, int closing)
+{
+    const struct srv_snode *f = top_node(S, j);
+    if (!f) {
+        j->mode = J_STR;
+        j->key = 1;
+        return 1;
+    }
+    int from = j->cnt[j->depth - 1], req = next_required(f, from);
+    uint64_t cand = 0;
+    /* not a property whose schema no finite value keeps to (an optional one: a required
+     * one would make this object's schema refused) */
+    for (int i = closing ? req : from; i <= req && i < f->n_props; i++)
+        if (f->pnode[i] == SRV_SCHEMA_FREE || S->nodes[f->pnode[i]].close < SRV_SCHEMA_INF)
+            cand |= 1ull << i;
+    if (!cand) return 0;
+    j->mode = J_KEY;
+    j->cand = cand;
+    j->epos = 1;
+    return 1;
 }
 
 /* A string's byte >= 0x80 that starts a character: how many continuation bytes follow and
@@ -264,15 +409,16 @@ static int utf8_lead(struct srv_json *j, unsigned c)
     return 1;
 }
 
-static int json_step(struct srv_json *j, unsigned c, int closing);
+static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing);
 
-static int num_step(struct srv_json *j, unsigned c, int closing)
+static int num_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
 {
-    int digit = c >= '0' && c <= '9', e = c == 'e' || c == 'E', next = -1;
+    int digit = c >= '0' && c <= '9', e = (c == 'e' || c == 'E') && !j->int_only, next = -1;
+    int dot = c == '.' && !j->int_only;
     switch (j->sub) {
     case N_MINUS: next = digit ? (c == '0' ? N_ZERO : N_INT) : -1; break;
-    case N_ZERO: next = c == '.' ? N_DOT : e ? N_E : -1; break;
-    case N_INT: next = digit ? N_INT : c == '.' ? N_DOT : e ? N_E : -1; break;
+    case N_ZERO: next = dot ? N_DOT : e ? N_E : -1; break;
+    case N_INT: next = digit ? N_INT : dot ? N_DOT : e ? N_E : -1; break;
     case N_DOT: next = digit ? N_FRAC : -1; break;
     case N_FRAC: next = digit ? N_FRAC : e ? N_E : -1; break;
     case N_E: next = digit ? N_EXP : (c == '+' || c == '-') ? N_ESIGN : -1; break;
@@ -282,7 +428,10 @@ static int num_step(struct srv_json *j, unsigned c, int closing)
     int must = j->sub == N_MINUS || j->sub == N_DOT || j->sub == N_E || j->sub == N_ESIGN;
     if (next >= 0 && closing && (!must || !digit)) next = -1;
     if (next >= 0) {
-        if (j->num >= SRV_JSON_MAX_NUM) return 0;
+        /* within SRV_JSON_MAX_NUM bytes, and with room for the digit a '-', '.', 'e' or
+         * exponent sign needs (else a dead end at the limit) */
+        int needs = next == N_MINUS || next == N_DOT || next == N_E || next == N_ESIGN;
+        if (j->num >= SRV_JSON_MAX_NUM || (needs && j->num + 1 >= SRV_JSON_MAX_NUM)) return 0;
         j->num++;
         j->sub = (uint8_t)next;
         return 1;
@@ -291,11 +440,50 @@ static int num_step(struct srv_json *j, unsigned c, int closing)
      * the top value, so there is one) */
     if (j->sub != N_ZERO && j->sub != N_INT && j->sub != N_FRAC && j->sub != N_EXP) return 0;
     value_end(j);
-    return json_step(j, c, closing);
+    return json_step(S, j, c, closing);
+}
+
+/* The next byte of a listed key (J_KEY) or an enum value (J_ENUM): the candidates whose
+ * text has it next. A key is written when its closing quote is; an enum string too; an
+ * enum number or literal ends where no candidate goes on and one is whole (the byte is
+ * then the container's). */
+static int match_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
+{
+    const struct srv_snode *f = j->mode == J_KEY ? top_node(S, j) : &S->nodes[j->cur];
+    char *const *texts = j->mode == J_KEY ? f->keys : f->enums;
+    int n = j->mode == J_KEY ? f->n_props : f->n_enum;
+    uint64_t next = 0;
+    int whole = -1;
+    for (int i = 0; i < n; i++) {
+        if (!(j->cand >> i & 1)) continue;
+        unsigned char at = (unsigned char)texts[i][j->epos];
+        if (!at)
+            whole = i;
+        else if (at == c)
+            next |= 1ull << i;
+    }
+    if (!next) {
+        if (j->mode != J_ENUM || whole < 0) return 0;
+        value_end(j);
+        return json_step(S, j, c, closing);
+    }
+    j->cand = next;
+    j->epos++;
+    for (int i = 0; i < n; i++) {
+        if (!(next >> i & 1) || texts[i][j->epos] || texts[i][0] != '"') continue;
+        /* a string whole (its closing quote: no other candidate goes on) */
+        if (j->mode == J_ENUM) return value_end(j);
+        j->prop = (uint8_t)i;
+        j->cnt[j->depth - 1] = (uint16_t)(i + 1);
+        j->mode = J_COLON;
+        j->ws = 0;
+        return 1;
+    }
+    return 1;
 }
 
 /* One byte: 1 taken, 0 refused (closing: srv_cons_cost). */
-static int json_step(struct srv_json *j, unsigned c, int closing)
+static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
 {
     switch (j->mode) {
     case J_TOP:
@@ -312,30 +500,40 @@ static int json_step(struct srv_json *j, unsigned c, int closing)
         }
         j->ws = 0;
         switch (j->mode) {
-        case J_TOP: return c == '{' ? value_start(j, c) : 0;
-        case J_VALUE: return value_start(j, c);
-        case J_ARR_FIRST:
-            if (c == ']') return close_container(j, c);
-            return closing ? 0 : value_start(j, c);
+        case J_TOP: return c == '{' ? value_start(S, j, c, closing) : 0;
+        case J_VALUE: return value_start(S, j, c, closing);
+        case J_ARR_FIRST: {
+            if (c == ']') return close_container(S, j, c);
+            const struct srv_snode *f = top_node(S, j);
+            if (closing && (!f || j->cnt[j->depth - 1] >= f->min_items)) return 0;
+            return value_start(S, j, c, closing);
+        }
         case J_OBJ_FIRST:
-            if (c == '}') return close_container(j, c);
-            if (closing) return 0;
+            if (c == '}') return close_container(S, j, c);
+            if (closing && !top_node(S, j)) return 0;
             /* fall through */
-        case J_OBJ_KEY:
-            if (c != '"') return 0;
-            j->mode = J_STR;
-            j->key = 1;
-            return 1;
+        case J_OBJ_KEY: return c == '"' ? key_start(S, j, closing) : 0;
         case J_COLON:
             if (c != ':') return 0;
             j->mode = J_VALUE;
             return 1;
-        default: /* J_AFTER */
-            if (c == ',' && !closing) {
-                j->mode = j->stack[j->depth - 1] == '{' ? J_OBJ_KEY : J_VALUE;
-                return 1;
+        default: { /* J_AFTER */
+            if (c == '}' || c == ']') return close_container(S, j, c);
+            if (c != ',') return 0;
+            const struct srv_snode *f = top_node(S, j);
+            int obj = j->stack[j->depth - 1] == '{', at = j->cnt[j->depth - 1];
+            if (!f) {
+                if (closing) return 0;
+            } else if (obj) {
+                /* a key left to write (closing: a required one) */
+                if (!key_left(S, f, at, closing)) return 0;
+            } else if ((f->max_items >= 0 && at >= f->max_items) ||
+                       (closing && at >= f->min_items)) {
+                return 0;
             }
-            return (c == '}' || c == ']') ? close_container(j, c) : 0;
+            j->mode = obj ? J_OBJ_KEY : J_VALUE;
+            return 1;
+        }
         }
     case J_STR:
         if (c == '"') {
@@ -376,7 +574,14 @@ static int json_step(struct srv_json *j, unsigned c, int closing)
         int d = hex_digit(c);
         if (d < 0) return 0;
         j->hex = (uint16_t)(j->hex << 4 | d);
-        if (++j->sub < 4) return 1;
+        ++j->sub;
+        /* refuse a prefix no digits complete (a dead end): \uDC.. to \uDF.. is a lone low
+         * surrogate, and a low half must be one */
+        if (j->mode == J_HEX && j->sub == 2 && j->hex >= 0xdc && j->hex <= 0xdf) return 0;
+        if (j->mode == J_LOW_HEX &&
+            ((j->sub == 1 && j->hex != 0xd) || (j->sub == 2 && j->hex < 0xdc)))
+            return 0;
+        if (j->sub < 4) return 1;
         unsigned h = j->hex;
         if (j->mode == J_LOW_HEX) {
             if (h < 0xdc00 || h > 0xdfff) return 0;
@@ -398,22 +603,100 @@ static int json_step(struct srv_json *j, unsigned c, int closing)
         j->sub = 0;
         j->hex = 0;
         return 1;
-    case J_NUM: return num_step(j, c, closing);
+    case J_NUM: return num_step(S, j, c, closing);
     case J_LIT:
         if (c != (unsigned char)k_lits[j->sub][j->pos]) return 0;
         if (!k_lits[j->sub][++j->pos]) return value_end(j);
         return 1;
+    case J_KEY:
+    case J_ENUM: return match_step(S, j, c, closing);
     default: return 0; /* J_DONE */
     }
+}
+
+/* ---------------------------------------------------------------- costs */
+
+static int add_cost(int a, int b)
+{
+    return a + b >= SRV_SCHEMA_INF ? SRV_SCHEMA_INF : a + b;
+}
+
+/* Bytes to finish a value of node n once closing (any JSON: 2, "" or a digit or {}). */
+static int node_close(const struct srv_schema *S, unsigned n)
+{
+    return n == SRV_SCHEMA_FREE ? 5 : S->nodes[n].close;
+}
+
+/* The most a value of node n may cost to finish when it starts before closing is set: the
+ * dearest class it may take. */
+static int node_open(const struct srv_schema *S, unsigned n)
+{
+    if (n == SRV_SCHEMA_FREE) return 5;
+    const struct srv_snode *N = &S->nodes[n];
+    int most = 0;
+    for (int k = 0; k < SRV_JC_N; k++) {
+        unsigned t = N->target[k];
+        int ck = t == SRV_SCHEMA_NONE ? 0 : t == SRV_SCHEMA_FREE ? 5 : S->nodes[t].cost[k];
+        if (ck < SRV_SCHEMA_INF && ck > most) most = ck;
+    }
+    return most;
+}
+
+/* Bytes that finish the object from state j at most (see srv_cons_cost): the value or
+ * key in progress, then per open level its closing bracket, the required keys left with
+ * their cheapest values, and one more optional member or element the next token may open. */
+static int json_cost(const struct srv_schema *S, const struct srv_json *j)
+{
+    if (!S) return 32 + j->depth; /* a pending escape or character, a key and a value */
+    /* a string's escape and surrogate pair and its quote (13), in a level of any JSON the
+     * key's colon and the dearest value (6), a bracket per level */
+    int cost = 19 + j->depth;
+    if (j->mode == J_TOP) return add_cost(cost, node_open(S, 0));
+    if (j->mode == J_VALUE || j->mode == J_COLON || j->mode == J_ARR_FIRST)
+        cost = add_cost(cost, node_open(S, child_node(S, j)));
+    if (j->mode == J_ENUM || j->mode == J_KEY) {
+        const struct srv_snode *f = j->mode == J_KEY ? top_node(S, j) : &S->nodes[j->cur];
+        int most = 0;
+        for (int i = 0; i < SRV_SCHEMA_MAX_PROPS; i++) {
+            if (!(j->cand >> i & 1)) continue;
+            int k = (int)strlen(j->mode == J_KEY ? f->keys[i] : f->enums[i]);
+            if (j->mode == J_KEY) k = add_cost(k + 1, node_open(S, f->pnode[i]));
+            most = k > most ? k : most;
+        }
+        cost = add_cost(cost, most);
+    }
+    for (int d = j->depth - 1; d >= 0; d--) {
+        unsigned n = j->node[d];
+        if (n == SRV_SCHEMA_FREE) continue;
+        const struct srv_snode *f = &S->nodes[n];
+        if (j->stack[d] == '{') {
+            int opt = 0;
+            for (int i = j->cnt[d]; i < f->n_props; i++) {
+                int m = add_cost((int)strlen(f->keys[i]) + 2, node_close(S, f->pnode[i]));
+                if (f->req[i])
+                    cost = add_cost(cost, m);
+                else if (m > opt && m < SRV_SCHEMA_INF) /* never opened: key_start */
+                    opt = m;
+            }
+            cost = add_cost(cost, opt);
+        } else {
+            int m = node_close(S, f->items) + 1, left = f->min_items - j->cnt[d];
+            for (int i = 0; i < left; i++)
+                cost = add_cost(cost, m);
+            cost = add_cost(cost, node_open(S, f->items) + 1);
+        }
+    }
+    return cost;
 }
 
 /* ---------------------------------------------------------------- sequences */
 
 static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
 {
-    int closing = c->closing;
+    int closing = c->closing, choice = c->choice;
     memset(c, 0, sizeof *c);
     c->closing = closing;
+    c->choice = choice;
     c->elem = e;
     c->hi = e < g->n ? g->el[e].n_alts : 0;
     c->js.mode = J_TOP;
@@ -422,7 +705,15 @@ static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
 void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c)
 {
     c->closing = 0;
+    c->choice = 0;
     enter(g, c, 0);
+}
+
+/* The schema an object element keeps to in state c (NULL: any object). */
+static const struct srv_schema *elem_schema(const struct srv_elem *el, const struct srv_cons *c)
+{
+    if (el->n_schemas == 1) return el->schemas[0];
+    return c->choice < el->n_schemas ? el->schemas[c->choice] : NULL;
 }
 
 int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c)
@@ -433,8 +724,17 @@ int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c)
         if (el->kind == SRV_EL_OBJECT) {
             /* an escape and a surrogate pair (12), the closing quote of a key, ':', the
              * longest closing value ("false"), a key begun after ',' (2 + ':' + value),
-             * and a bracket per level */
-            cost += e == c->elem ? 32 + c->js.depth : 2;
+             * and a bracket per level; with a schema, what it still requires */
+            if (e == c->elem) {
+                cost = add_cost(cost, json_cost(elem_schema(el, c), &c->js));
+                continue;
+            }
+            int most = 2; /* the choice may not be made yet: the dearest schema */
+            for (int i = 0; i < el->n_schemas; i++) {
+                int k = el->schemas[i] ? node_open(el->schemas[i], 0) : 2;
+                most = k > most ? k : most;
+            }
+            cost = add_cost(cost, most + 32);
             continue;
         }
         int longest = 0;
@@ -442,7 +742,7 @@ int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c)
             int k = (int)strlen(el->alts[i]);
             longest = k > longest ? k : longest;
         }
-        cost += longest - (e == c->elem ? c->pos : 0);
+        cost = add_cost(cost, longest - (e == c->elem ? c->pos : 0));
     }
     return cost;
 }
@@ -457,7 +757,7 @@ static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned c
     if (c->elem >= g->n) return 0;
     const struct srv_elem *el = &g->el[c->elem];
     if (el->kind == SRV_EL_OBJECT) {
-        if (!json_step(&c->js, ch, c->closing)) return 0;
+        if (!json_step(elem_schema(el, c), &c->js, ch, c->closing)) return 0;
         if (c->js.mode == J_DONE) enter(g, c, c->elem + 1);
         return 1;
     }
@@ -473,7 +773,10 @@ static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned c
     c->lo = lo;
     c->hi = h;
     c->pos++;
-    if (h - lo == 1 && !el->alts[lo][c->pos]) enter(g, c, c->elem + 1);
+    if (h - lo == 1 && !el->alts[lo][c->pos]) {
+        if (el->kind == SRV_EL_CHOICE) c->choice = el->orig[lo];
+        enter(g, c, c->elem + 1);
+    }
     return 1;
 }
 

@@ -9,7 +9,19 @@
  *             UTF-8, numbers, true/false/null), at most SRV_JSON_MAX_DEPTH containers
  *             deep, at most SRV_JSON_MAX_WS whitespace bytes in a row, numbers of at most
  *             SRV_JSON_MAX_NUM bytes (the model cannot pad or nest forever)
+ *   schema    one JSON object that also keeps to a JSON Schema (struct srv_schema, the
+ *             subset below); per alternative of the choice before it, or one for all
  * After the last element only an end-of-generation token is allowed.
+ *
+ * The schema subset (server/schema.c compiles it): `type` (a name or a list), `properties`
+ * (written in the schema's order: a required one must come, an optional one may, so the
+ * keys an object may take next are the ones up to its next required key),
+ * `required`, `additionalProperties` (only the listed keys are ever written, so false and
+ * true give the same outputs), `items`, `minItems`, `maxItems`, `enum` / `const` of scalars,
+ * `anyOf` / `oneOf` whose alternatives differ in their JSON type (told apart by a value's
+ * first byte), `$ref` to `#`, `#/$defs/NAME` or `#/definitions/NAME` (recursion allowed), and
+ * annotations (title, description, ...). A value of a schema without constraints, and an
+ * object without `properties`, are any JSON.
  *
  * The recogniser is a pushdown automaton over bytes whose whole state is a small struct
  * (struct srv_cons): a token is allowed when all of its bytes advance a copy of it. Tokens
@@ -30,6 +42,56 @@
 #define SRV_JSON_MAX_WS    48
 #define SRV_JSON_MAX_NUM   64
 #define SRV_GRAMMAR_MAX    8
+
+/* ---------------------------------------------------------------- schemas */
+
+#define SRV_SCHEMA_MAX_NODES 256
+#define SRV_SCHEMA_MAX_PROPS 64     /* properties of one object; enum values of one node */
+#define SRV_SCHEMA_FREE      0x7fff /* a node id: any JSON value */
+#define SRV_SCHEMA_NONE      0xffff /* a node id: no value (a class the schema refuses) */
+#define SRV_SCHEMA_INF       (1 << 24)
+
+/* A JSON value's class, known from its first byte. */
+enum srv_jclass {
+    SRV_JC_OBJ,
+    SRV_JC_ARR,
+    SRV_JC_STR,
+    SRV_JC_NUM,
+    SRV_JC_TRUE,
+    SRV_JC_FALSE,
+    SRV_JC_NULL,
+    SRV_JC_N
+};
+
+/* One schema node. A value starts in a node; its first byte's class picks the node that
+ * reads it (target: the node itself, an anyOf alternative, SRV_SCHEMA_FREE or
+ * SRV_SCHEMA_NONE). The reader is an enum (the value is one of enums), an object with
+ * listed keys (obj), an array (arr), an integer (int_only) or any value of its class. */
+struct srv_snode {
+    uint16_t target[SRV_JC_N];
+    int cost[SRV_JC_N]; /* bytes that finish a value of this reader and class, closing */
+    int close;          /* the fewest over the classes of target: SRV_SCHEMA_INF if none */
+    uint8_t int_only, obj, arr;
+    int n_props;
+    char **keys;              /* [n_props] each key as JSON text with its quotes */
+    uint16_t *pnode;          /* [n_props] each property's node */
+    uint8_t *req;             /* [n_props] required */
+    uint16_t items;           /* arr: the elements' node */
+    int min_items, max_items; /* max -1: any */
+    int n_enum;
+    char **enums; /* [n_enum] each value as JSON text */
+};
+
+struct srv_schema {
+    int n;
+    struct srv_snode *nodes; /* [n], the root first */
+};
+/* Compile a JSON Schema (a cJSON object). NB_OK and *out; NB_ERR_UNSUPPORTED with a
+ * message that names the keyword outside the subset (or the construct: anyOf alternatives
+ * of one type, a $ref that is not local, a schema with no finite value); NB_ERR_NOMEM. */
+struct cJSON;
+enum nb_status srv_schema_compile(const struct cJSON *schema, struct srv_schema **out);
+void srv_schema_free(struct srv_schema *s);
 
 /* ---------------------------------------------------------------- the vocabulary */
 
@@ -60,7 +122,12 @@ enum srv_elem_kind { SRV_EL_LITERAL, SRV_EL_CHOICE, SRV_EL_OBJECT };
 struct srv_elem {
     enum srv_elem_kind kind;
     char **alts; /* literal: one; choice: n_alts, sorted; object: none (owned) */
+    int *orig;   /* choice: each sorted alternative's index as given (owned) */
     int n_alts;
+    /* object: the schemas (borrowed; NULL entries: any object): none, one for all, or one
+     * per alternative of the last choice before it, in the order given (owned array) */
+    const struct srv_schema **schemas;
+    int n_schemas;
 };
 
 struct srv_grammar {
@@ -73,6 +140,10 @@ struct srv_grammar {
 int srv_grammar_literal(struct srv_grammar *g, const char *text);
 int srv_grammar_choice(struct srv_grammar *g, const char *const *alts, int n);
 int srv_grammar_object(struct srv_grammar *g);
+/* An object that keeps to schemas[0] (n 1) or to schemas[k] when the last choice before it
+ * took its k-th alternative as given (n > 1). The schemas are borrowed: they must outlive
+ * the grammar. */
+int srv_grammar_schema(struct srv_grammar *g, const struct srv_schema *const *schemas, int n);
 void srv_grammar_free(struct srv_grammar *g);
 
 /* ---------------------------------------------------------------- the state */
@@ -88,6 +159,14 @@ struct srv_json {
     uint16_t num;                   /* bytes of the number so far */
     uint16_t hex;                   /* the \u value so far */
     char stack[SRV_JSON_MAX_DEPTH]; /* '{' or '[' per level */
+    /* with a schema */
+    uint16_t node[SRV_JSON_MAX_DEPTH]; /* each level's node (SRV_SCHEMA_FREE: any JSON) */
+    uint16_t cnt[SRV_JSON_MAX_DEPTH];  /* object: its next property; array: elements begun */
+    uint16_t cur;                      /* the enum being matched */
+    uint16_t epos;                     /* bytes of the key or enum value matched */
+    uint8_t prop;                      /* the property whose key was written */
+    uint8_t int_only;                  /* the number is an integer */
+    uint64_t cand;                     /* keys or enum values still possible */
 };
 
 struct srv_cons {
@@ -95,6 +174,7 @@ struct srv_cons {
     int pos;     /* bytes of the literal or choice matched */
     int lo, hi;  /* choice: alternatives [lo, hi) still possible */
     int closing; /* finish as soon as possible (srv_cons_cost) */
+    int choice;  /* the last choice's alternative taken, as given */
     struct srv_json js;
 };
 

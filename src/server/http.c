@@ -219,8 +219,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
         if (rc == 0 && has_text(k)) {
             size_t upto = srv_stream_sendable(j);
-            rc = event(k, srv_json_chunk(s, j, j->text + k->sent, upto - k->sent, 0, NULL, 0,
-                                         k->lps_sent, j->n_lps));
+            rc = event(k, srv_json_text_chunk(s, j, k->sent, upto, k->lps_sent, j->n_lps));
             k->sent = upto;
             k->lps_sent = j->n_lps;
         }

@@ -10,6 +10,7 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/log.h"
 #include "server/server.h"
 
 int srv_fail(struct srv_error *e, int status, const char *param, const char *code, const char *fmt,
@@ -35,8 +36,12 @@ void srv_request_free(struct srv_request *r)
     for (int i = 0; i < r->n_tools; i++)
         free(r->tools[i]);
     free(r->tools);
-    srv_grammar_free(r->grammar);
+    srv_grammar_free(r->grammar); /* before the schemas it borrows */
     free(r->grammar);
+    srv_schema_free(r->schema);
+    for (int i = 0; r->tool_schemas && i < r->n_tools; i++)
+        srv_schema_free(r->tool_schemas[i]);
+    free(r->tool_schemas);
     memset(r, 0, sizeof *r);
 }
 
@@ -185,8 +190,25 @@ static int parse_logprobs(const cJSON *o, struct srv_request *r, struct srv_erro
     return 0;
 }
 
+/* A schema enforced (param names it): *out compiled, or NULL when it is outside the
+ * subset (constrain.h) and not strict — then the output is only JSON, which the log says;
+ * strict, that is a 400 naming what is outside. */
+static int compile_schema(const cJSON *schema, int strict, const char *param,
+                          struct srv_schema **out, struct srv_error *e)
+{
+    *out = NULL;
+    enum nb_status st = srv_schema_compile(schema, out);
+    if (st == NB_OK) return 0;
+    if (st == NB_ERR_NOMEM) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    if (strict)
+        return srv_fail(e, 400, param, "unsupported_value",
+                        "'%s' cannot be enforced with 'strict': true: %s", param, nb_last_error());
+    NB_LOGW("serve: '%s' is not enforced, only JSON syntax is (%s)", param, nb_last_error());
+    return 0;
+}
+
 /* response_format: text, json_object, or json_schema (the output constrained to a JSON
- * object; the schema itself is not enforced, so "strict": true is refused). */
+ * object that keeps to the schema when it is inside the subset of constrain.h). */
 static int parse_response_format(const cJSON *o, struct srv_request *r, struct srv_error *e)
 {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "response_format");
@@ -217,12 +239,10 @@ static int parse_response_format(const cJSON *o, struct srv_request *r, struct s
     if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
         return srv_fail(e, 400, "response_format.json_schema.strict", "invalid_type",
                         "'response_format.json_schema.strict' must be true or false");
-    if (cJSON_IsTrue(st))
-        return srv_fail(e, 400, "response_format.json_schema.strict", "unsupported_value",
-                        "nibble serve constrains a json_schema answer to a JSON object but does "
-                        "not enforce the schema: 'strict': true is not supported");
     r->json_format = 1;
-    return 0;
+    if (!cJSON_IsObject(sc)) return 0;
+    return compile_schema(sc, cJSON_IsTrue(st), "response_format.json_schema.schema", &r->schema,
+                          e);
 }
 
 /* A function name as OpenAI allows it: [A-Za-z0-9_-]{1,64}. */
@@ -254,7 +274,8 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
         if (n > SRV_MAX_TOOLS)
             return srv_fail(e, 400, "tools", "invalid_value", "'tools' has more than %d entries",
                             SRV_MAX_TOOLS);
-        if (n && !(r->tools = calloc((size_t)n, sizeof *r->tools)))
+        if (n && (!(r->tools = calloc((size_t)n, sizeof *r->tools)) ||
+                  !(r->tool_schemas = calloc((size_t)n, sizeof *r->tool_schemas))))
             return srv_fail(e, 500, NULL, NULL, "out of memory");
         const cJSON *t;
         int i = 0;
@@ -299,6 +320,10 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
             if (!(r->tools[i] = strdup(name->valuestring)))
                 return srv_fail(e, 500, NULL, NULL, "out of memory");
             r->n_tools = ++i;
+            snprintf(param, sizeof param, "tools[%d].function.parameters", i - 1);
+            if (cJSON_IsObject(pa) &&
+                compile_schema(pa, cJSON_IsTrue(st), param, &r->tool_schemas[i - 1], e))
+                return -1;
         }
     }
     r->tool_choice = r->n_tools ? SRV_TC_AUTO : SRV_TC_NONE;
@@ -347,6 +372,9 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
             char *keep = r->tools[k];
             r->tools[k] = r->tools[0];
             r->tools[0] = keep;
+            struct srv_schema *keep_s = r->tool_schemas[k];
+            r->tool_schemas[k] = r->tool_schemas[0];
+            r->tool_schemas[0] = keep_s;
         }
     }
     if (r->tool_choice != SRV_TC_NONE) *rendered = tools;
@@ -688,6 +716,13 @@ static int chat_prompt(const struct srv_model *m, const cJSON *o, const cJSON *t
         srv_fail(e, 400, "messages", "invalid_value", "%s", nb_last_error());
         goto done;
     }
+    /* a template that opens the answer's reasoning itself (DeepSeek-R1's, Qwen3's with
+     * thinking forced): the answer begins inside <think> */
+    size_t end = len;
+    while (end && (text[end - 1] == '\n' || text[end - 1] == ' ' || text[end - 1] == '\r'))
+        end--;
+    r->think_open = m->reasoning && end >= 7 && !memcmp(text + end - 7, "<think>", 7);
+    r->reasoning = m->reasoning;
     rc = 0;
 done:
     for (int i = 0; i < n; i++) {
@@ -745,7 +780,8 @@ static int completion_prompt(const struct srv_model *m, const cJSON *o, struct s
 }
 
 /* The output's constraint: one call for tool_choice required or named (the named
- * function is tools[0]), else a JSON object for response_format json_object/json_schema. */
+ * function is tools[0]; its arguments kept to the function's schema), else a JSON object
+ * for response_format json_object/json_schema (kept to the schema). */
 static int make_grammar(const struct srv_model *m, struct srv_request *r, struct srv_error *e)
 {
     r->tool_format = srv_tool_format_of(m);
@@ -753,9 +789,12 @@ static int make_grammar(const struct srv_model *m, struct srv_request *r, struct
     if (!call && !r->json_format) return 0;
     if (!(r->grammar = calloc(1, sizeof *r->grammar)))
         return srv_fail(e, 500, NULL, NULL, "out of memory");
-    int rc = call ? srv_tool_grammar(r->grammar, r->tool_format, r->tools,
-                                     r->tool_choice == SRV_TC_NAMED ? 1 : r->n_tools)
-                  : srv_grammar_object(r->grammar);
+    const struct srv_schema *const *schemas = (const struct srv_schema *const *)r->tool_schemas;
+    const struct srv_schema *one = r->schema;
+    int rc = call  ? srv_tool_grammar_schema(r->grammar, r->tool_format, r->tools, schemas,
+                                            r->tool_choice == SRV_TC_NAMED ? 1 : r->n_tools)
+             : one ? srv_grammar_schema(r->grammar, &one, 1)
+                   : srv_grammar_object(r->grammar);
     if (rc) return srv_fail(e, 500, NULL, NULL, "out of memory");
     return 0;
 }
@@ -1002,11 +1041,27 @@ static cJSON *calls_json(const struct srv_job *j, const struct srv_tool_call *ca
     return a;
 }
 
-/* The job's calls and content (parses_tools). 0, or -1 out of memory. */
+/* The reasoning and content of a job's text so far (all content without reasoning). */
+static void think_of(const struct srv_job *j, struct srv_think *t)
+{
+    if (j->req.reasoning) {
+        srv_think_split(j->text ? j->text : "", j->text_len, j->req.think_open,
+                        j->state == JOB_DONE, t);
+        return;
+    }
+    memset(t, 0, sizeof *t);
+    t->safe = j->text_len;
+}
+
+/* The job's calls and content (parses_tools), read after its reasoning. 0, or -1 out of
+ * memory. */
 static int job_calls(const struct srv_job *j, struct srv_tool_call **calls, int *n, char **content)
 {
-    return srv_tool_calls_parse(j->text ? j->text : "", j->text_len, j->req.tool_format,
-                                j->req.tools, j->req.n_tools, calls, n, content);
+    struct srv_think t;
+    think_of(j, &t);
+    return srv_tool_calls_parse(j->text ? j->text + t.c_from : "", j->text_len - t.c_from,
+                                j->req.tool_format, j->req.tools, j->req.n_tools, calls, n,
+                                content);
 }
 
 /* "tool_calls" when the generation ended by itself with calls in it. */
@@ -1036,8 +1091,15 @@ char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
         struct srv_tool_call *calls = NULL;
         char *content = NULL;
         int n = 0;
+        struct srv_think t;
+        think_of(j, &t);
+        if (t.found)
+            cJSON_AddItemToObject(msg, "reasoning_content",
+                                  text_json(j->text + t.r_from, t.r_to - t.r_from));
         if (!parses_tools(j)) {
-            cJSON_AddItemToObject(msg, "content", text_json(j->text ? j->text : "", j->text_len));
+            cJSON_AddItemToObject(
+                msg, "content",
+                text_json(j->text ? j->text + t.c_from : "", j->text_len - t.c_from));
         } else if (job_calls(j, &calls, &n, &content)) {
             cJSON_Delete(o);
             return NULL;
@@ -1062,8 +1124,12 @@ char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
 
 size_t srv_stream_sendable(const struct srv_job *j)
 {
-    if (!parses_tools(j)) return j->text_len;
-    return srv_tool_text_safe(j->text ? j->text : "", j->text_len, j->req.tool_format);
+    struct srv_think t;
+    think_of(j, &t);
+    if (!parses_tools(j) || t.safe < j->text_len || t.c_from == j->text_len) return t.safe;
+    /* the content: up to what may begin a call */
+    return t.c_from +
+           srv_tool_text_safe(j->text + t.c_from, j->text_len - t.c_from, j->req.tool_format);
 }
 
 int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, size_t sent,
@@ -1076,6 +1142,9 @@ int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, siz
     *n_events = 0;
     if (!parses_tools(j)) return 0;
     if (job_calls(j, &calls, &n, &content)) return -1;
+    struct srv_think t;
+    think_of(j, &t);
+    sent = sent > t.c_from ? sent - t.c_from : 0; /* of the content */
     char **ev = calloc((size_t)(2 * n + 1), sizeof *ev);
     if (!ev) goto fail;
     size_t nc = content ? strlen(content) : 0;
@@ -1181,6 +1250,32 @@ static cJSON *model_json(const struct nb_server *s)
     cJSON_AddNumberToObject(meta, "n_vocab", s->m.n_vocab);
     cJSON_AddStringToObject(meta, "chat_template", nb_chat_kind_name(s->m.tpl.kind));
     return m;
+}
+
+char *srv_json_text_chunk(const struct nb_server *s, const struct srv_job *j, size_t from,
+                          size_t to, int lp_from, int lp_to)
+{
+    struct srv_think t;
+    think_of(j, &t);
+    if (!t.found || j->req.kind != SRV_CHAT)
+        return srv_json_chunk(s, j, j->text + from, to - from, 0, NULL, 0, lp_from, lp_to);
+    /* the parts of [from, to) in the reasoning and in the content */
+    size_t r0 = from > t.r_from ? from : t.r_from, r1 = to < t.r_to ? to : t.r_to;
+    size_t c0 = from > t.c_from ? from : t.c_from;
+    cJSON *o = head(s, j, "chat.completion.chunk");
+    cJSON *c = cJSON_CreateObject(), *d;
+    cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
+    cJSON_AddNumberToObject(c, "index", 0);
+    d = cJSON_AddObjectToObject(c, "delta");
+    if (r1 > r0) cJSON_AddItemToObject(d, "reasoning_content", text_json(j->text + r0, r1 - r0));
+    if (to > c0) cJSON_AddItemToObject(d, "content", text_json(j->text + c0, to - c0));
+    if (lp_to > lp_from)
+        cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, j, lp_from, lp_to));
+    else
+        cJSON_AddNullToObject(c, "logprobs");
+    cJSON_AddNullToObject(c, "finish_reason");
+    if (j->req.include_usage) cJSON_AddNullToObject(o, "usage");
+    return print_free(o);
 }
 
 char *srv_json_models(const struct nb_server *s)

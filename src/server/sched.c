@@ -66,7 +66,9 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
     if (j->req.grammar) srv_cons_start(j->req.grammar, &j->cons);
     if (!j->req.grammar && j->req.tool_choice == SRV_TC_AUTO && srv_request_parses_tools(&j->req)) {
         if (!(j->auto_g = calloc(1, sizeof *j->auto_g)) ||
-            srv_tool_grammar(j->auto_g, j->req.tool_format, j->req.tools, j->req.n_tools)) {
+            srv_tool_grammar_schema(j->auto_g, j->req.tool_format, j->req.tools,
+                                    (const struct srv_schema *const *)j->req.tool_schemas,
+                                    j->req.n_tools)) {
             srv_job_release(s, j);
             return NULL;
         }

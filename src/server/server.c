@@ -145,6 +145,14 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
     s->m.tok = p->tok;
     if ((st = pick_jinja(s))) goto fail;
     if ((st = pick_template(s))) goto fail;
+    {
+        /* a template that thinks in <think>: its answers' reasoning split off */
+        const char *src = !s->m.jinja                 ? NULL
+                          : s->p.chat_template_source ? s->p.chat_template_source
+                                                      : nb_tokenizer_chat_template(s->m.tok);
+        s->m.reasoning = !s->p.reasoning_inline &&
+                         (src ? strstr(src, "<think>") != NULL : s->m.tpl.kind == NB_CHAT_QWEN3);
+    }
     int bos = nb_tokenizer_bos(p->tok), eos = nb_tokenizer_eos(p->tok);
     s->m.bos_text = bos >= 0 ? nb_token_piece(p->tok, bos) : "";
     s->m.eos_text = eos >= 0 ? nb_token_piece(p->tok, eos) : "";

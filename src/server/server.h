@@ -87,6 +87,13 @@ struct srv_request {
     enum srv_tool_format tool_format;
     int json_format;             /* response_format json_object / json_schema */
     struct srv_grammar *grammar; /* the output's constraint, or NULL */
+    /* the schemas enforced (constrain.h): json_schema's, each tool's parameters' [n_tools]
+     * (NULL: none given, or outside the subset and not strict: any object) */
+    struct srv_schema *schema;
+    struct srv_schema **tool_schemas;
+    /* a chat answer's <think>...</think> goes to reasoning_content (reasoning.c);
+     * think_open: the prompt itself ends with <think> (the answer starts inside it) */
+    int reasoning, think_open;
 };
 void srv_request_free(struct srv_request *r);
 /* Is the answer parsed for tool calls (chat, tools offered, tool_choice not "none")? Its
@@ -102,6 +109,7 @@ struct srv_model {
     int n_vocab, n_ctx;
     struct nb_sampler_params sp;      /* the server's defaults */
     const struct srv_vocab_bytes *vb; /* each token's bytes, for constrained decoding */
+    int reasoning; /* the template thinks in <think> and --reasoning-format is not none */
 };
 
 /* Check that body[0..len) is valid UTF-8 (no overlong forms, surrogates or code points
@@ -112,6 +120,22 @@ int srv_utf8_valid(const char *s, size_t len);
 int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
                       struct srv_request *r, struct srv_error *e);
 
+/* ---------------------------------------------------------------- reasoning */
+
+/* Where the reasoning of a chat answer text[0..len) is. An answer that opens with
+ * <think> (after whitespace), or any answer when `open` (the prompt ended with <think>),
+ * reasons up to </think> (or its end); the content follows, less the whitespace after
+ * </think>. Without <think> the whole is content. `done`: the answer is complete; else a
+ * stream's text so far, and `safe` says how much of it is settled (not a part of a tag
+ * that may be completed by what comes). */
+struct srv_think {
+    int found;           /* there is reasoning */
+    size_t r_from, r_to; /* the reasoning: text[r_from..r_to) */
+    size_t c_from;       /* the content: text[c_from..len) */
+    size_t safe;         /* a stream may send text[0..safe) */
+};
+void srv_think_split(const char *text, size_t len, int open, int done, struct srv_think *t);
+
 /* ---------------------------------------------------------------- tool calls */
 
 /* The tool-call format of the model's template (its Jinja source, else the family). */
@@ -119,6 +143,10 @@ enum srv_tool_format srv_tool_format_of(const struct srv_model *m);
 /* The grammar of one call to one of names[0..n) in format f (constrain.h). 0, or -1 when
  * out of memory. */
 int srv_tool_grammar(struct srv_grammar *g, enum srv_tool_format f, char *const *names, int n);
+/* The same with each function's arguments kept to schemas[i] (NULL entries, or schemas
+ * NULL: any object); the schemas are borrowed (they outlive the grammar). */
+int srv_tool_grammar_schema(struct srv_grammar *g, enum srv_tool_format f, char *const *names,
+                            const struct srv_schema *const *schemas, int n);
 
 struct srv_tool_call {
     char *name;
@@ -295,6 +323,10 @@ int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, siz
 char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const char *delta,
                      size_t n_delta, int first, const char *finish, int usage, int lp_from,
                      int lp_to);
+/* The chunk of the text j->text[from..to) (to: srv_stream_sendable): a content delta, or
+ * with reasoning the parts of it that are reasoning_content and content. */
+char *srv_json_text_chunk(const struct nb_server *s, const struct srv_job *j, size_t from,
+                          size_t to, int lp_from, int lp_to);
 char *srv_json_models(const struct nb_server *s);
 /* The one model's object (GET /v1/models/ID). */
 char *srv_json_model(const struct nb_server *s);

@@ -12,7 +12,7 @@ fi
 if [ ! -f "$gguf" ]; then echo "SKIP: no $gguf"; exit 0; fi
 # a context of 1024: the tools' system block does not fit kjv-7m's 256
 start_server main -c 1024
-timeout 120 node "$npm_dir/serve_openai.js" "$url"; nrc=$?
+timeout 300 node "$npm_dir/serve_openai.js" "$url"; nrc=$?
 stop_server
 if [ "$rc" != 0 ]; then echo "FAIL: the server exited $rc after SIGTERM"; cat "$tmp/main.log"; exit 1; fi
 exit $nrc

@@ -2,11 +2,14 @@
 // package.json): chat, a streamed chat whose chunks add up to the plain answer, a
 // completion, the model list, tool calls (plain, streamed through the client's own
 // ChatCompletionStream, and a conversation with a call and its result), json_object
-// answers, and errors the client raises as APIError with their status.
+// answers, json_schema answers and call arguments that keep to their schemas (checked by
+// ajv, pinned in package.json, as an independent validator), and errors the client raises
+// as APIError with their status.
 //   node serve_openai.js http://127.0.0.1:PORT
 // Prints one line per check; exits 1 on the first failure.
 "use strict";
 const OpenAI = require("openai");
+const Ajv2020 = require("ajv/dist/2020");
 
 const base = process.argv[2];
 if (!base) {
@@ -80,15 +83,22 @@ async function main() {
   // tools: tool_choice "required" makes even kjv-7m call one of them
   const tools = [
     { type: "function", function: { name: "get_weather", description: "The weather in a city",
-      parameters: { type: "object", properties: { city: { type: "string" } }, required: ["city"] } } },
+      parameters: { type: "object", properties: { city: { type: "string" },
+        unit: { enum: ["celsius", "fahrenheit"] }, days: { type: "integer" } },
+      required: ["city", "unit"], additionalProperties: false } } },
     { type: "function", function: { name: "find_verse", description: "Find a verse",
-      parameters: { type: "object", properties: { book: { type: "string" } } } } },
+      parameters: { type: "object", properties: { book: { type: "string" },
+        chapter: { type: "integer" }, verses: { type: "array", items: { type: "integer" }, maxItems: 3 } },
+      required: ["book", "chapter"], additionalProperties: false } } },
   ];
   const names = tools.map((t) => t.function.name);
+  const ajv = new Ajv2020({ strict: true });
+  const argsValid = Object.fromEntries(tools.map((t) => [t.function.name, ajv.compile(t.function.parameters)]));
   const ask = [{ role: "user", content: "What is the weather in Jerusalem?" }];
+  // a call: its id, a listed name, and arguments that keep to that function's schema
   const isCall = (c) => c.type === "function" && /^call_[0-9A-Za-z]{24}$/.test(c.id) &&
     names.includes(c.function.name) && typeof JSON.parse(c.function.arguments) === "object" &&
-    !Array.isArray(JSON.parse(c.function.arguments));
+    !Array.isArray(JSON.parse(c.function.arguments)) && argsValid[c.function.name](JSON.parse(c.function.arguments));
   let calls = 0;
   for (let seed = 1; seed <= 6; seed++) {
     const r = await client.chat.completions.create({
@@ -145,6 +155,71 @@ async function main() {
   try { jobj = JSON.parse(jtext); } catch (e) { jobj = null; }
   check("json_object stream", jobj !== null && typeof jobj === "object", JSON.stringify(jtext));
   console.log(`# ${calls} of 6 forced tool calls and 6 of 6 json_object answers parsed`);
+
+  // json_schema, strict: every answer parses and keeps to the schema (ajv), at temperature 1,
+  // with budgets from about the least the schema needs up; a budget too short for any valid
+  // object is said as finish_reason "length"
+  const schema = {
+    type: "object",
+    properties: {
+      name: { type: "string" },
+      age: { type: "integer" },
+      tags: { type: "array", items: { enum: ["law", "prophets", "psalms"] }, minItems: 1, maxItems: 3 },
+      place: { anyOf: [{ type: "null" }, { $ref: "#/$defs/place" }] },
+      alive: { type: "boolean" },
+      score: { type: ["number", "null"] },
+    },
+    required: ["name", "tags", "place"],
+    additionalProperties: false,
+    $defs: { place: { type: "object", properties: { city: { type: "string" }, near: { anyOf: [{ $ref: "#/$defs/place" }, { type: "null" }] } },
+      required: ["city", "near"], additionalProperties: false } },
+  };
+  const validate = ajv.compile(schema);
+  let valid = 0, lengths = 0, runs = 0;
+  for (let seed = 1; seed <= 8; seed++) {
+    const max_tokens = 40 + 12 * seed;
+    const r = await client.chat.completions.create({
+      model: ids[0], messages: [{ role: "user", content: "Who was Moses? Answer in JSON." }],
+      response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } },
+      temperature: 1, seed, max_tokens,
+    });
+    runs++;
+    const ch = r.choices[0];
+    let obj = null;
+    try { obj = JSON.parse(ch.message.content); } catch (e) { obj = null; }
+    const ok = obj !== null && validate(obj);
+    if (ch.finish_reason === "length") { lengths++; continue; }
+    check(`json_schema (seed ${seed}, max_tokens ${max_tokens})`, ch.finish_reason === "stop" && ok,
+          JSON.stringify(ch) + " " + JSON.stringify(validate.errors));
+    valid++;
+  }
+  console.log(`# json_schema strict: ${valid} of ${runs} answers parse and keep to the schema (ajv), ` +
+              `${lengths} said finish_reason "length"`);
+  check("json_schema: most answers finish", valid >= 7, `${valid} of ${runs}`);
+  // streamed: the chunks add up to an answer that keeps to the schema
+  const ss = await client.chat.completions.create({
+    model: ids[0], messages: [{ role: "user", content: "JSON" }],
+    response_format: { type: "json_schema", json_schema: { name: "person", schema, strict: true } },
+    temperature: 1, seed: 99, max_tokens: 100, stream: true,
+  });
+  let stext = "";
+  for await (const c of ss) if (c.choices.length) stext += c.choices[0].delta.content || "";
+  let sobj = null;
+  try { sobj = JSON.parse(stext); } catch (e) { sobj = null; }
+  check("json_schema stream", sobj !== null && validate(sobj), JSON.stringify(stext));
+  // strict with a keyword outside the subset: 400 naming it
+  try {
+    await client.chat.completions.create({
+      model: ids[0], messages: [{ role: "user", content: "JSON" }], max_tokens: 8,
+      response_format: { type: "json_schema", json_schema: { name: "p", strict: true,
+        schema: { type: "object", properties: { a: { type: "string", format: "email" } } } } },
+    });
+    check("json_schema strict refused", false, "no error");
+  } catch (e) {
+    check("json_schema strict refused", e instanceof OpenAI.BadRequestError &&
+          e.param === "response_format.json_schema.schema" && /'format' is not supported/.test(e.message),
+          `${e.status} ${e.param} ${e.message}`);
+  }
 
   // errors: APIError with the status and the error object's fields
   try {
