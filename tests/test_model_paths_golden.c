@@ -1,6 +1,7 @@
-/* test_model_paths_golden — kjv-7m quantized to each weight path (w4a8, w4a16, w8a16,
+/* test_model_paths_golden — kjv-7m written to each weight path (f32, w4a8, w4a16, w8a16,
  * bf16; round-to-nearest with the scale search, no GPTQ: the bytes do not depend on the
- * CPU) must give the greedy ids recorded on x86-64 (tests/golden/kjv-7m-paths.json, from
+ * CPU) must give the greedy ids recorded on x86-64 (f32: those test_model_kjv checks
+ * against llama.cpp and PyTorch) (tests/golden/kjv-7m-paths.json, from
  * the release build at its best kernel level), on every architecture and kernel level:
  * the Arm leg runs it under qemu-aarch64 (-cpu max: the dotprod / i8mm kernels,
  * -cpu cortex-a53: plain NEON), x86 at its levels. An id that differs where the two
@@ -25,7 +26,8 @@
 static const struct {
     enum nb_wpath path;
     const char *name;
-} k_paths[] = {{NB_WPATH_W4A8, "w4a8"},
+} k_paths[] = {{NB_WPATH_F32, "f32"},
+               {NB_WPATH_W4A8, "w4a8"},
                {NB_WPATH_W4A16, "w4a16"},
                {NB_WPATH_W8A16, "w8a16"},
                {NB_WPATH_BF16, "bf16"}};
