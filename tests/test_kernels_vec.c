@@ -64,6 +64,9 @@ static int attn_impls(struct attn_impl *out)
     if (have_avx2())
         out[n++] = (struct attn_impl){"avx2", nb_attn_tile_avx2, nb_attn_decode_avx2,
                                       nb_kv_row_load_avx2, nb_kv_row_store_avx2};
+#elif defined(NB_HAVE_ARM)
+    out[n++] = (struct attn_impl){"neon", nb_attn_tile_neon, nb_attn_decode_neon,
+                                  nb_kv_row_load_neon, nb_kv_row_store_neon};
 #else
     (void)out;
 #endif
