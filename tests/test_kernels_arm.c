@@ -66,7 +66,8 @@ static void test_fill_arm(void **state)
         {&mm, NB_LEVEL_NEON, "neon+dotprod+i8mm", "neon-i8mm", "neon", "neon"},
         {&mm_nodot, NB_LEVEL_NEON, "neon", "neon", "neon", "neon"},
         {&mm, NB_LEVEL_REF, "ref", "ref", "ref", "ref"},
-        {&mm, NB_LEVEL_AVX512, "neon+dotprod+i8mm", "neon-i8mm", "neon", "neon"}, /* not Arm: best */
+        {&mm, NB_LEVEL_AVX512, "neon+dotprod+i8mm", "neon-i8mm", "neon",
+         "neon"}, /* not Arm: best */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         nb_kernels_fill(&k, cases[i].cpu, cases[i].level, 1);
@@ -86,8 +87,14 @@ static void test_fill_arm(void **state)
     assert_true(k.attn_tile == nb_attn_tile_neon && k.attn_decode == nb_attn_decode_neon &&
                 k.kv_row_load == nb_kv_row_load_neon && k.kv_row_store == nb_kv_row_store_neon);
     /* an x86 CPU read on an Arm build: nothing of it runs here */
-    struct nb_cpu avx512 = {.avx2 = 1, .fma = 1, .f16c = 1, .avx512f = 1, .avx512bw = 1,
-                            .avx512vl = 1, .avx512dq = 1, .avx512_vnni = 1};
+    struct nb_cpu avx512 = {.avx2 = 1,
+                            .fma = 1,
+                            .f16c = 1,
+                            .avx512f = 1,
+                            .avx512bw = 1,
+                            .avx512vl = 1,
+                            .avx512dq = 1,
+                            .avx512_vnni = 1};
     assert_int_equal(nb_kernels_best_level(&avx512), NB_LEVEL_REF);
     nb_kernels_fill(&k, &avx512, NB_LEVEL_AVX512, 1);
     assert_string_equal(k.isa, "ref");
@@ -219,8 +226,9 @@ static double compare(const float *y, const float *yr, const double *mag, int n_
         for (int64_t r = 0; r < n_out; r++) {
             float v = y[t * ldy + r];
             if (r < r0 || r >= r1) {
-                if (!isnan(v)) fail_msg("%s: row %lld outside [%lld, %lld) written", what,
-                                        (long long)r, (long long)r0, (long long)r1);
+                if (!isnan(v))
+                    fail_msg("%s: row %lld outside [%lld, %lld) written", what, (long long)r,
+                             (long long)r0, (long long)r1);
                 continue;
             }
             double err = fabs((double)v - yr[t * ldy + r]), m = mag[t * n_out + r];
@@ -291,7 +299,7 @@ static void test_act_quant_neon(void **state)
         for (int64_t i = 0; i < n; i++)
             x[i] = scale * tu_rand_gauss(&g_rng);
         if (it % 5 == 0) memset(x, 0, sizeof(float) * group); /* an all-zero group */
-        if (it % 7 == 0) { /* exact halves: ties to even */
+        if (it % 7 == 0) {                                    /* exact halves: ties to even */
             for (int i = 0; i < group; i++)
                 x[i] = (float)((i % 17) - 8) + 0.5f;
             x[0] = 127.0f;
@@ -341,9 +349,9 @@ static void test_w4a8_x16_neon(void **state)
             /* bit-identical, and NaN (untouched) outside [r0, r1) on both sides */
             if (memcmp(y, yr, sizeof(float) * (size_t)(g->n_tok * ldy)))
                 fail_msg("w4a8 x16 %s differs from the reference: n_out %lld n_in %lld group %d "
-                         "n_tok %d rows [%lld, %lld)", names[f], (long long)g->n_out,
-                         (long long)g->n_in, g->group, g->n_tok, (long long)g->r0,
-                         (long long)g->r1);
+                         "n_tok %d rows [%lld, %lld)",
+                         names[f], (long long)g->n_out, (long long)g->n_in, g->group, g->n_tok,
+                         (long long)g->r0, (long long)g->r1);
             runs++;
             free(y);
         }
@@ -429,8 +437,8 @@ static void test_w8a16_neon(void **state)
                           scratch);
         nb_gemm_w8a16_neon(y, ldy, a.x, a.ldx, blob, g->n_out, g->n_in, g->n_tok, g->r0, g->r1,
                            scratch);
-        double wr = compare(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W8A16,
-                            "w8a16 neon");
+        double wr =
+            compare(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W8A16, "w8a16 neon");
         if (wr > worst) worst = wr;
         free(y), free(yr), free(mag), free(blob), free(scratch);
         acts_free(&a);
@@ -499,7 +507,9 @@ static void test_glu_norm_neon(void **state)
     for (int it = 0; it < 4; it++) {
         for (int i = 0; i < N; i++) { /* [-90, 90] on the first pass, then N(0, s) */
             g[i] = it == 0 ? -90.0f + 180.0f * (float)i / (N - 1)
-                           : tu_rand_gauss(&g_rng) * (it == 1 ? 1.0f : it == 2 ? 4.0f : 20.0f);
+                           : tu_rand_gauss(&g_rng) * (it == 1   ? 1.0f
+                                                      : it == 2 ? 4.0f
+                                                                : 20.0f);
             u[i] = tu_rand_gauss(&g_rng);
         }
         for (int act = NB_GLU_SILU; act <= NB_GLU_GELU_TANH; act++) {
@@ -507,7 +517,8 @@ static void test_glu_norm_neon(void **state)
                 nb_glu_ref(o1, g, u, n, (enum nb_glu_act)act);
                 nb_glu_neon(o2, g, u, n, (enum nb_glu_act)act);
                 for (int i = 0; i < n; i++) {
-                    double tol = TOL_GLU * fabs(o1[i]) + 0x1p-23 * fabs((double)g[i] * u[i]) + 1e-37;
+                    double tol =
+                        TOL_GLU * fabs(o1[i]) + 0x1p-23 * fabs((double)g[i] * u[i]) + 1e-37;
                     double err = fabs((double)o1[i] - o2[i]);
                     if (!(err <= tol))
                         fail_msg("glu act %d g %.9g: %.9g vs %.9g", act, (double)g[i],

@@ -7,8 +7,7 @@
 
 #include "kernels/kernels.h"
 
-void nb_act_quant_q8_neon(const float *x, int64_t n, int group, int8_t *q, float *d,
-                          int32_t *gsum)
+void nb_act_quant_q8_neon(const float *x, int64_t n, int group, int8_t *q, float *d, int32_t *gsum)
 {
     if (group % 16) {
         nb_act_quant_q8_ref(x, n, group, q, d, gsum);

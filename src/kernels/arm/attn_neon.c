@@ -34,10 +34,12 @@ void nb_kv_row_load_neon(int type, const void *src, float *dst, int64_t n)
             uint16x4_t v = vld1_u16(h + i);
             float32x4_t f = vcvt_f32_f16(vreinterpret_f16_u16(v));
             /* a NaN keeps core/fp.h's bits (fcvtl would quiet a signalling one) */
-            uint32x4_t nan = vmovl_u16(vcgt_u16(vand_u16(v, vdup_n_u16(0x7fff)), vdup_n_u16(0x7c00)));
-            uint32x4_t raw = vorrq_u32(vshlq_n_u32(vmovl_u16(vand_u16(v, vdup_n_u16(0x8000))), 16),
-                                       vorrq_u32(vdupq_n_u32(0x7f800000u),
-                                                 vshlq_n_u32(vmovl_u16(vand_u16(v, vdup_n_u16(0x3ff))), 13)));
+            uint32x4_t nan =
+                vmovl_u16(vcgt_u16(vand_u16(v, vdup_n_u16(0x7fff)), vdup_n_u16(0x7c00)));
+            uint32x4_t raw =
+                vorrq_u32(vshlq_n_u32(vmovl_u16(vand_u16(v, vdup_n_u16(0x8000))), 16),
+                          vorrq_u32(vdupq_n_u32(0x7f800000u),
+                                    vshlq_n_u32(vmovl_u16(vand_u16(v, vdup_n_u16(0x3ff))), 13)));
             vst1q_f32(dst + i, vbslq_f32(nan, vreinterpretq_f32_u32(raw), f));
         }
         for (; i < n; i++)
@@ -61,7 +63,8 @@ void nb_kv_row_load_neon(int type, const void *src, float *dst, int64_t n)
             for (int j = 0; j < 32; j += 8) {
                 int16x8_t q = vmovl_s8(vld1_s8((const int8_t *)b + 2 + j));
                 vst1q_f32(dst + g + j, vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vget_low_s16(q)))));
-                vst1q_f32(dst + g + j + 4, vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vget_high_s16(q)))));
+                vst1q_f32(dst + g + j + 4,
+                          vmulq_f32(d, vcvtq_f32_s32(vmovl_s16(vget_high_s16(q)))));
             }
         }
         break;
@@ -97,8 +100,8 @@ void nb_kv_row_store_neon(int type, const float *src, void *dst, int64_t n)
         uint16_t *h = dst;
         for (; i + 4 <= n; i += 4) {
             uint32x4_t u = vreinterpretq_u32_f32(vld1q_f32(src + i));
-            uint32x4_t nan = vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffffu)),
-                                       vdupq_n_u32(0x7f800000u));
+            uint32x4_t nan =
+                vcgtq_u32(vandq_u32(u, vdupq_n_u32(0x7fffffffu)), vdupq_n_u32(0x7f800000u));
             uint32x4_t odd = vandq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(1));
             uint32x4_t r = vshrq_n_u32(vaddq_u32(u, vaddq_u32(vdupq_n_u32(0x7fffu), odd)), 16);
             uint32x4_t qn = vorrq_u32(vshrq_n_u32(u, 16), vdupq_n_u32(0x40));
@@ -182,8 +185,7 @@ static inline void online_step(float *m, float *l, float *o, float s, const floa
     }
 }
 
-static const float *kv_row(const struct nb_kv_view *kv, const void *base, int i, int hd,
-                           float *buf)
+static const float *kv_row(const struct nb_kv_view *kv, const void *base, int i, int hd, float *buf)
 {
     if (kv->type == NB_KVE_F32) return (const float *)((const char *)base + NB_KV_AT(kv, i));
     nb_kv_row_load_neon(kv->type, (const char *)base + NB_KV_AT(kv, i), buf, hd);

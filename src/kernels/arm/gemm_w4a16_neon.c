@@ -30,11 +30,9 @@ static inline float32x4_t bf16x4(const uint16_t *p)
 }
 
 /* NT tokens x one row block. */
-static inline __attribute__((always_inline)) void tile(float *y, int64_t ldy, const float *x,
-                                                       int64_t ldx, const float *xs,
-                                                       const uint8_t *wp, const uint16_t *ds,
-                                                       const uint16_t *ms, int64_t ng, int group,
-                                                       const int NT)
+static inline __attribute__((always_inline)) void
+tile(float *y, int64_t ldy, const float *x, int64_t ldx, const float *xs, const uint8_t *wp,
+     const uint16_t *ds, const uint16_t *ms, int64_t ng, int group, const int NT)
 {
     /* byte j of each dword -> the dword's low byte, zeros above (index >= 16 reads 0) */
     static const uint8_t ctrl_bytes[4][16] = {
@@ -62,10 +60,10 @@ static inline __attribute__((always_inline)) void tile(float *y, int64_t ldy, co
                 const uint8x16_t lo = vandq_u8(w, m4), hi = vshrq_n_u8(w, 4);
 #define STEP(J)                                                                                    \
     do {                                                                                           \
-        float32x4_t q = vcvtq_f32_u32(vreinterpretq_u32_u8(vqtbl1q_u8((J) < 4 ? lo : hi,           \
-                                                                      ctrl[(J) & 3])));            \
+        float32x4_t q =                                                                            \
+            vcvtq_f32_u32(vreinterpretq_u32_u8(vqtbl1q_u8((J) < 4 ? lo : hi, ctrl[(J)&3])));       \
         for (int t = 0; t < NT; t++)                                                               \
-            acc[t][i] = vfmaq_laneq_f32(acc[t][i], q, xv[t][(J) >> 2], (J) & 3);                   \
+            acc[t][i] = vfmaq_laneq_f32(acc[t][i], q, xv[t][(J) >> 2], (J)&3);                     \
     } while (0)
                 STEP(0);
                 STEP(1);
@@ -91,9 +89,9 @@ static inline __attribute__((always_inline)) void tile(float *y, int64_t ldy, co
     }
 }
 
-void nb_gemm_w4a16_x16_neon(float *y, int64_t ldy, const float *x, int64_t ldx,
-                            const void *w_blob, int64_t n_out, int64_t n_in, int group, int n_tok,
-                            int64_t r0, int64_t r1, float *scratch)
+void nb_gemm_w4a16_x16_neon(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w_blob,
+                            int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                            int64_t r1, float *scratch)
 {
     struct nb_layout_planes pl;
     if (!nb_layout_planes_x(NB_WPATH_W4A16, NB_LAYOUT_X16, group, n_out, n_in, &pl)) return;

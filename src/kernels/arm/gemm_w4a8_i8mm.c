@@ -28,11 +28,9 @@
 #define TOK_BLOCK 64
 #define NP_MAX    2 /* token pairs per tile */
 
-static inline __attribute__((always_inline)) void tile(float *y, int64_t ldy, const int8_t *xq,
-                                                       const float *xd, const int32_t *xsum,
-                                                       int64_t ldxq, int64_t ldxg,
-                                                       const uint8_t *wp, const uint16_t *ds,
-                                                       int64_t ng, int group, const int NP)
+static inline __attribute__((always_inline)) void
+tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum, int64_t ldxq,
+     int64_t ldxg, const uint8_t *wp, const uint16_t *ds, int64_t ng, int group, const int NP)
 {
     const int64_t cpg = group / 8;
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
@@ -97,7 +95,7 @@ void nb_gemm_w4a8_x16_i8mm(float *y, int64_t ldy, const int8_t *xq, const float 
                      ldxq, ldxg, wp, db, ng, group, 1);
         }
         if (tp < t1) /* the odd token: sdot */
-            nb_w4a8_x16_dotprod_tok(y + tp * ldy, xq + tp * ldxq, xd + tp * ldxg,
-                                    xsum + tp * ldxg, qs, ds, n_in, group, b0, b1);
+            nb_w4a8_x16_dotprod_tok(y + tp * ldy, xq + tp * ldxq, xd + tp * ldxg, xsum + tp * ldxg,
+                                    qs, ds, n_in, group, b0, b1);
     }
 }

@@ -30,11 +30,9 @@
 #define NT_MAX    2
 
 /* NT tokens x one row block (16 rows), one group at a time. */
-static inline __attribute__((always_inline)) void tile(float *y, int64_t ldy, const int8_t *xq,
-                                                       const float *xd, const int32_t *xsum,
-                                                       int64_t ldxq, int64_t ldxg,
-                                                       const uint8_t *wp, const uint16_t *ds,
-                                                       int64_t ng, int group, int NT)
+static inline __attribute__((always_inline)) void
+tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum, int64_t ldxq,
+     int64_t ldxg, const uint8_t *wp, const uint16_t *ds, int64_t ng, int group, int NT)
 {
     const int64_t cpg = group / 8;
     const uint8x16_t m4 = vdupq_n_u8(0x0F);
