@@ -13,22 +13,26 @@
  * verifies it or the lack of one, a missing --priority, an environment override). */
 static void print_choice(const char *cmd, const struct nb_selection *c)
 {
-    fprintf(stderr, "nibble %s: --path auto: %s, recipe %s%s (kernel %s, %s) for %s\n", cmd,
+    int host = !strcmp(c->target, "host");
+    fprintf(stderr, "nibble %s: --path auto: %s, recipe %s%s (kernel %s, %s) for %s%s%s\n", cmd,
             c->weight_path, c->recipe, c->gptq ? " + GPTQ" : "", c->kernel,
-            c->verified ? "verified" : "unverified", c->priority);
+            c->verified ? "verified" : "unverified", c->priority, host ? "" : ", target ",
+            host ? "" : c->target);
     for (int i = 0; i < c->n_reasons; i++)
         if (!strncmp(c->reasons[i], "verified", 8) || !strncmp(c->reasons[i], "unverified", 10) ||
+            !strncmp(c->reasons[i], "target", 6) ||
             !strncmp(c->reasons[i], "no --priority", 13) || !strncmp(c->reasons[i], "NIBBLE_", 7))
             fprintf(stderr, "nibble %s:   %s\n", cmd, c->reasons[i]);
 }
 
-int app_weight_path(const char *cmd, const char *name, const char *priority, const char **path,
-                    int *head_bits)
+int app_weight_path(const char *cmd, const char *name, const char *priority, const char *target,
+                    const char **path, int *head_bits)
 {
     static struct nb_selection c;
     static char chosen[sizeof c.weight_path];
     struct nb_select_params sp = nb_select_default_params();
     sp.priority = priority;
+    sp.target = target;
     app_env_select(&sp);
     if (strcmp(name, "auto") != 0) {
         /* a fixed path: only the names are checked (the selector is not asked) */

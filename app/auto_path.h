@@ -9,12 +9,13 @@
 #include "nibble.h"
 
 /* name: "auto" or a weight path; priority: "speed" | "fidelity" | "memory" or NULL (not
- * given: speed, with the agentic-use warning on stderr). For auto, the selector decides
+ * given: speed, with the agentic-use warning on stderr); target: "host" | "phone" | "arm"
+ * or NULL (host): whom auto chooses for. For auto, the selector decides
  * and the choice, "verified"/"unverified" and its record go to stderr; *head_bits (may
  * be NULL) is set when it is still 0. *path receives the weight path's name (static
  * storage). Prints "nibble CMD: ..." and returns 0 on a bad value, 1 on success. */
-int app_weight_path(const char *cmd, const char *name, const char *priority, const char **path,
-                    int *head_bits);
+int app_weight_path(const char *cmd, const char *name, const char *priority, const char *target,
+                    const char **path, int *head_bits);
 
 /* Load `model` as weight path `path_name` ("auto" when NULL; "source": the weights as
  * stored) through nb_model_open, with the environment's cache folder, selector records

@@ -21,7 +21,8 @@ static void usage(FILE *f)
                "  --explain       print the reasons of the decision (each cites its record)\n"
                "  --priority P    balanced | speed | fidelity | memory (default balanced;\n"
                "                  agents: fidelity)\n"
-               "  --target T      host | phone (default host)\n"
+               "  --target T      host | arm | phone (default host; arm: an Arm CPU, this\n"
+               "                  one when it is, else one with dotprod: docs/arm.md)\n"
                "  --no-bw         skip the ~1 s read-bandwidth measurement\n"
                "\n"
                "Records: docs/measurements/*.json compiled in, plus $NIBBLE_MEASUREMENTS/*.json.\n"
@@ -130,7 +131,7 @@ int cmd_probe(int argc, char **argv)
         OPT_FLAG("--explain", &explain),
         OPT_FLAG("--no-bw", &no_bw),
         OPT_CHOICE("--priority", &sp.priority, "balanced|speed|fidelity|memory"),
-        OPT_CHOICE("--target", &sp.target, "host|phone"),
+        OPT_CHOICE("--target", &sp.target, "host|arm|phone"),
         OPT_END};
     int parsed = arg_parse(cmd, opts, argc, argv, usage);
     if (parsed <= 0) return parsed < 0 ? 1 : 0;

@@ -14,7 +14,7 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: nibble quantize -m MODEL --path P [--group N] [--recipe R | --bpw B]\n"
+            "usage: nibble quantize -m MODEL --path P [--target T] [--group N] [--recipe R | --bpw B]\n"
             "                       [--head 4|8|16] [--embd 4|8|16] [--calib FILE\n"
             "                       [--calib-tokens N] [--gptq [--act-order] [--damp X]]]\n"
             "                       [--absmax] [-t N] [-q] -o OUT.nib\n"
@@ -22,6 +22,8 @@ static void usage(FILE *f)
             "  --path P      w4a8 | w4a16 | w8a16 | bf16 | f32 | auto (the selector's choice\n"
             "                for this CPU; --priority balanced|speed|fidelity|memory,\n"
             "                default balanced; quantize takes only the path from it)\n"
+            "  --target T    whom auto chooses for: host (default), arm (an Arm CPU: this one\n"
+            "                when it is, else one with dotprod; docs/arm.md) or phone (w8a16)\n"
             "  --group N     int4 group size along K: 32, 64 or 128 (default 128)\n"
             "  --recipe R    bits per matrix on the int4 paths: speed (every matrix 4-bit,\n"
             "                head and embeddings too), balanced (all 4-bit, the head in\n"
@@ -67,7 +69,7 @@ static void on_report(const char *name, const char *kind, int64_t n_out, int64_t
 int cmd_quantize(int argc, char **argv)
 {
     const char *cmd = "quantize", *model = NULL, *out = NULL, *path_name = NULL;
-    const char *priority = NULL;
+    const char *priority = NULL, *target = NULL;
     struct nb_quantize_params o = nb_quantize_default_params();
     struct qui ui = {0};
     app_progress_init(&ui.bar, cmd, NULL);
@@ -81,6 +83,7 @@ int cmd_quantize(int argc, char **argv)
         OPT_STR("-o|--output", &out),
         OPT_STR("--path", &path_name),
         OPT_STR("--priority", &priority),
+        OPT_CHOICE("--target", &target, "host|arm|phone"),
         OPT_CHOICE("--group", &group, "32|64|128"),
         OPT_CHOICE("--head", &head, "4|8|16"),
         OPT_CHOICE("--embd", &embd, "4|8|16"),
@@ -110,7 +113,7 @@ int cmd_quantize(int argc, char **argv)
     }
     /* auto: the selector's head width, unless a recipe or budget chooses it */
     int *sel_head = o.recipe || o.bpw > 0 ? NULL : &o.head_bits;
-    if (!app_weight_path(cmd, path_name, priority, &o.path, sel_head)) return 1;
+    if (!app_weight_path(cmd, path_name, priority, target, &o.path, sel_head)) return 1;
     o.progress = app_progress_cb;
     o.report = on_report;
     o.user = &ui;

@@ -3,13 +3,18 @@
  * streamed) and prefill (512 tokens: GOP/s, 1 MAC = 2 ops), on 1 and 2 threads
  * (rows split in 16-row blocks, as the forward pass does), next to a measured read
  * bandwidth and the measured vpdpbusd peak.
+ * On aarch64 it checks and times the NEON kernels the CPU runs (neon, neon-dotprod,
+ * neon-i8mm, w4a16 neon) with no instruction peak; under qemu-aarch64 its times are
+ * emulation times, not speed (docs/arm.md).
  *
  * The machine is shared and noisy: every configuration is measured in PASSES
  * interleaved passes; the best and the spread (worst / best - 1) are printed.
  * Decode rotates over enough copies of each matrix to exceed the L3 cache.
  * Usage: bench_kernels [passes]   (env NIBBLE_BENCH_QUICK=1: fewer, smaller runs)
  */
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,6 +56,7 @@ static float gauss(void)
  * was kept on the stack by the compiler: every step then waited on a store and a
  * reload, and the "peak" came out at half the real one). Distinct starting values and
  * every chain in an asm barrier: identical chains would be merged by the compiler. */
+#if defined(__x86_64__)
 #define PEAK_ITERS  4000000
 #define PEAK_CHAINS 16
 #define PEAK_BODY(T, INIT, STEP, REDUCE)                                                       \
@@ -71,8 +77,11 @@ static float gauss(void)
     ((double *)arg)[ith] = sum; /* a sink, so the chains are not optimized away */
 #define PEAK_INIT_PS(i) _mm512_set1_ps((float)(i))
 
+#endif
+
 enum peak_kind { PEAK_VNNI, PEAK_BF16, PEAK_FMA, PEAK_COUNT };
 static const char *const k_peak_names[PEAK_COUNT] = {"vpdpbusd", "vdpbf16ps", "vfmadd231ps"};
+#if defined(__x86_64__)
 static const int k_peak_macs[PEAK_COUNT] = {64, 32, 16}; /* per zmm instruction */
 
 __attribute__((target("avx512f,avx512vnni"))) static void peak_vnni(void *arg, int ith, int nth)
@@ -103,11 +112,17 @@ __attribute__((target("avx512f,fma"))) static void peak_fma(void *arg, int ith, 
     PEAK_BODY(__m512, PEAK_INIT_PS, STEP, _mm512_reduce_add_ps)
 #undef STEP
 }
+#endif
 
 /* GOP/s (1 MAC = 2 ops) of one instruction on 1 and 2 threads, best of 3; 0 if the CPU
- * lacks it. */
+ * lacks it (every one off x86-64). */
 static void measure_peak(struct nb_pool *pool, enum peak_kind k, double out[3])
 {
+#if !defined(__x86_64__)
+    (void)pool, (void)k;
+    out[0] = out[1] = out[2] = 0;
+    return;
+#else
     const struct nb_cpu *cpu = nb_cpu_get();
     static const nb_pool_fn fns[PEAK_COUNT] = {peak_vnni, peak_bf16, peak_fma};
     int have = k == PEAK_VNNI ? cpu->avx512_vnni : k == PEAK_BF16 ? cpu->avx512_bf16 : cpu->avx512f;
@@ -124,6 +139,7 @@ static void measure_peak(struct nb_pool *pool, enum peak_kind k, double out[3])
         }
     printf("%s zmm peak: 1 thread %.0f GOP/s, 2 threads %.0f GOP/s (1 MAC = 2 ops)\n",
            k_peak_names[k], out[1], out[2]);
+#endif
 }
 
 /* ---------------------------------------------------------------- GEMM jobs */
@@ -310,6 +326,16 @@ int main(int argc, char **argv)
     struct kern kerns[8];
     int nk = 0;
     kerns[nk++] = (struct kern){"w4a8 ref", K_W4A8, nb_gemm_w4a8_x16_ref, NULL, PEAK_VNNI};
+#ifdef NB_HAVE_ARM
+    kerns[nk++] = (struct kern){"w4a8 neon", K_W4A8, nb_gemm_w4a8_x16_neon, NULL, PEAK_VNNI};
+    if (cpu->asimddp)
+        kerns[nk++] =
+            (struct kern){"w4a8 neon-dotprod", K_W4A8, nb_gemm_w4a8_x16_dotprod, NULL, PEAK_VNNI};
+    if (cpu->asimddp && cpu->i8mm)
+        kerns[nk++] = (struct kern){"w4a8 neon-i8mm", K_W4A8, nb_gemm_w4a8_x16_i8mm, NULL, PEAK_VNNI};
+    kerns[nk++] = (struct kern){"w4a16 neon", K_W4A16, NULL, nb_gemm_w4a16_x16_neon, PEAK_FMA};
+#endif
+#ifdef NB_HAVE_X86
     if (cpu->avx512_vnni)
         kerns[nk++] = (struct kern){"w4a8 avx512vnni", K_W4A8, nb_gemm_w4a8_x16_avx512vnni, NULL,
                                     PEAK_VNNI};
@@ -323,6 +349,7 @@ int main(int argc, char **argv)
         kerns[nk++] =
             (struct kern){"w4a16 avx512bf16", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512bf16,
                           PEAK_BF16};
+#endif
 
     static const struct shape shapes[] = {{"q/o 2048x2048", 2048, 2048},
                                           {"kv 1024x2048", 1024, 2048},

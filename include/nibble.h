@@ -419,7 +419,7 @@ struct nb_select_params {
     size_t size;
     const char *priority;   /* "balanced" | "speed" | "fidelity" | "memory"; NULL:
                                balanced, not given */
-    const char *target;     /* "host" | "phone"; NULL: host */
+    const char *target;     /* "host" | "phone" | "arm" (an Arm CPU: docs/arm.md); NULL: host */
     const char *path;       /* a weight-path name that replaces the choice (NULL, "auto":
                                none; the CLI's NIBBLE_WEIGHT_PATH) */
     const char *path_from;  /* who named `path`, quoted in reasons and errors */
@@ -463,7 +463,7 @@ struct nb_selection {
     char verified_by[128];  /* that record's file ("" when unverified) */
     char priority[16];      /* "speed", ... as used */
     int priority_given;
-    char target[16];        /* "host" | "phone" */
+    char target[16];        /* "host" | "phone" | "arm" */
     int n_records;          /* measurement records read */
     int n_reasons;          /* each cites its record */
     char reasons[NB_SELECTION_MAX_REASONS][400];

@@ -24,6 +24,12 @@
 #else
 #define X86K(k) "ref"
 #endif
+/* ... and when it has no Arm kernels: the name the CPU wants, and that it runs ref. */
+#ifdef NB_HAVE_ARM
+#define ARMK(k) k
+#else
+#define ARMK(k) k " (not built: scalar ref)"
+#endif
 
 /* ---------------------------------------------------------------- recorded probes */
 
@@ -95,6 +101,7 @@ static void probe_vnni_vm_207(struct nb_probe *p)
     p->x86_cpuid = p->x86;
 }
 
+#ifdef NB_HAVE_X86 /* (the committed x86 records' tests only) */
 /* Another family-6 model with AVX-512 VNNI and no AMX (Ice Lake-SP). */
 static void probe_icelake(struct nb_probe *p)
 {
@@ -103,6 +110,7 @@ static void probe_icelake(struct nb_probe *p)
     p->x86.avx512_bf16 = 0;
     p->x86_cpuid = p->x86;
 }
+#endif
 
 static void probe_avx2(struct nb_probe *p)
 {
@@ -133,6 +141,12 @@ static void probe_arm_dot(struct nb_probe *p)
 static void probe_arm_nodot(struct nb_probe *p)
 {
     arm_base(p, "0xd08", "Cortex-A72");
+}
+
+static void probe_arm_i8mm(struct nb_probe *p)
+{
+    arm_base(p, "0xd40", "Neoverse-V1");
+    p->arm.asimddp = p->arm.i8mm = p->arm.bf16 = p->arm.sve = 1;
 }
 
 /* ---------------------------------------------------------------- records */
@@ -362,7 +376,9 @@ static struct row *rows(int *n)
                           1,
                           1,
                           "default w4a8"};
-    /* Arm: dot product -> w4a8 (NEON unbuilt: scalar ref), none -> w4a16. */
+    /* Arm: dot product -> w4a8 (sdot; smmla with i8mm), none -> w4a16; the NEON kernel
+     * on an aarch64 build, else the name and "scalar ref"; never verified (no record
+     * from Arm hardware). */
     r[i++] = (struct row){"arm dotprod",
                           probe_arm_dot,
                           NB_PRIORITY_SPEED,
@@ -370,11 +386,74 @@ static struct row *rows(int *n)
                           NB_TARGET_HOST,
                           {0},
                           "w4a8",
-                          "neon-dotprod (not built: scalar ref)",
+                          ARMK("neon-dotprod"),
                           4,
                           0,
                           1,
-                          "correct but slow"};
+                          "unverified on Arm: no NEON kernel has been measured on Arm hardware"};
+    r[i++] = (struct row){"arm i8mm",
+                          probe_arm_i8mm,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a8",
+                          ARMK("neon-i8mm"),
+                          4,
+                          0,
+                          1,
+                          "the Arm dot-product instructions (asimddp, i8mm)"};
+    r[i++] = (struct row){"arm i8mm fidelity",
+                          probe_arm_i8mm,
+                          NB_PRIORITY_FIDELITY,
+                          1,
+                          NB_TARGET_HOST,
+                          {0},
+                          "w4a16",
+                          ARMK("neon"),
+                          8,
+                          0,
+                          1,
+                          "unverified: no measurement record with key arm:0x41:0xd40/w4a16/"};
+    /* --target arm: on an Arm host its own choice; elsewhere a generic dotprod core,
+     * the aarch64 build's kernel named, nothing run or verified here. */
+    r[i++] = (struct row){"target arm on arm",
+                          probe_arm_nodot,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_ARM,
+                          {0},
+                          "w4a16",
+                          ARMK("neon"),
+                          4,
+                          0,
+                          1,
+                          "target arm: this host is an Arm CPU: its own choice"};
+    r[i++] = (struct row){"target arm from x86",
+                          probe_zen5,
+                          NB_PRIORITY_SPEED,
+                          1,
+                          NB_TARGET_ARM,
+                          {zen5_a8},
+                          "w4a8",
+                          "neon-dotprod (aarch64 build)",
+                          4,
+                          0,
+                          0,
+                          "target arm from this x86_64 host: chosen for a generic armv8.2-a "
+                          "CPU with dotprod"};
+    r[i++] = (struct row){"target arm from x86 fidelity",
+                          probe_zen5,
+                          NB_PRIORITY_FIDELITY,
+                          1,
+                          NB_TARGET_ARM,
+                          {0},
+                          "w4a16",
+                          "neon (aarch64 build)",
+                          8,
+                          0,
+                          0,
+                          "unverified on Arm"};
     r[i++] = (struct row){"arm no dotprod",
                           probe_arm_nodot,
                           NB_PRIORITY_SPEED,
@@ -382,7 +461,7 @@ static struct row *rows(int *n)
                           NB_TARGET_HOST,
                           {0},
                           "w4a16",
-                          "neon (not built: scalar ref)",
+                          ARMK("neon"),
                           4,
                           0,
                           1,
@@ -775,6 +854,19 @@ static void test_record_key_format(void **state)
     assert_false(nb_record_key(&p, NB_WPATH_W4A8, "neon-i8mm", NB_LEVEL_REF, k, sizeof k, &why));
     assert_non_null(strstr(why, "i8mm"));
     assert_string_equal(k, "");
+    probe_arm_i8mm(&p);
+    assert_true(nb_record_key(&p, NB_WPATH_W4A8, "neon-i8mm", NB_LEVEL_NEON, k, sizeof k, NULL));
+    assert_string_equal(k, "arm:0x41:0xd40/w4a8/neon-i8mm/asimd+asimddp+i8mm");
+    /* the w4a16 NEON kernel is FMA: bf16 on the CPU is not a feature it uses */
+    assert_true(nb_record_key(&p, NB_WPATH_W4A16, "neon", NB_LEVEL_NEON, k, sizeof k, NULL));
+    assert_string_equal(k, "arm:0x41:0xd40/w4a16/neon/asimd");
+    /* the probe's own keys, as this build would run there */
+    assert_true(nb_select_record_key(&p, NB_WPATH_W4A8, k, sizeof k, NULL));
+#ifdef NB_HAVE_ARM
+    assert_string_equal(k, "arm:0x41:0xd40/w4a8/neon-i8mm/asimd+asimddp+i8mm");
+#else
+    assert_string_equal(k, "arm:0x41:0xd40/w4a8/ref/none");
+#endif
 
     /* what cannot be keyed: a kernel the flags or the OS do not allow, no CPU identity */
     probe_amx_207(&p);
@@ -867,6 +959,7 @@ static void test_builtin_records_keyed(void **state)
     assert_true(n_with_key >= 4); /* the AMX Xeon's */
 }
 
+#ifdef NB_HAVE_X86 /* (the tests of the x86 records below) */
 /* Select with the committed records; the verifying record's file name ("" if none). */
 static const char *select_builtin(void (*probe)(struct nb_probe *), enum nb_priority prio,
                                   struct nb_choice *c)
@@ -891,6 +984,7 @@ static void dump_choice(const char *what, const struct nb_choice *c)
     for (int i = 0; i < c->n_reasons; i++)
         print_message("  - %s\n", c->reasons[i]);
 }
+#endif
 
 /* The AMD Zen 5 records vouch for a hand-written probe of this development machine
  * (and for the host itself, when it is that machine): keyed from their cpu fields. */
@@ -1077,6 +1171,8 @@ static void test_names(void **state)
     assert_false(nb_priority_from_name("fast", &p));
     assert_false(nb_priority_from_name(NULL, &p));
     assert_true(nb_target_from_name("phone", &t) && t == NB_TARGET_PHONE);
+    assert_true(nb_target_from_name("arm", &t) && t == NB_TARGET_ARM);
+    assert_string_equal(nb_target_name(NB_TARGET_ARM), "arm");
     assert_false(nb_target_from_name("watch", &t));
 }
 

@@ -1,4 +1,4 @@
-/* core/cpu.c — CPUID / XGETBV probe. */
+/* core/cpu.c — CPUID / XGETBV probe (x86-64), HWCAP probe (aarch64). */
 #include "core/cpu.h"
 
 #include <pthread.h>
@@ -56,11 +56,36 @@ static void probe_x86(struct nb_cpu *c)
 }
 #endif
 
+#ifdef __aarch64__
+#include <sys/auxv.h>
+
+/* The bits of <asm/hwcap.h>, spelled here so older headers build too. */
+#define HWCAP_ASIMD_BIT   (1ul << 1)
+#define HWCAP_ASIMDDP_BIT (1ul << 20)
+#define HWCAP_SVE_BIT     (1ul << 22)
+#define HWCAP2_I8MM_BIT   (1ul << 13)
+#define HWCAP2_BF16_BIT   (1ul << 14)
+
+static void probe_arm(struct nb_cpu *c)
+{
+    unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+    c->asimd = (hw & HWCAP_ASIMD_BIT) != 0;
+    /* the kernels using these also need asimd: never report one without it */
+    c->asimddp = c->asimd && (hw & HWCAP_ASIMDDP_BIT) != 0;
+    c->i8mm = c->asimd && (hw2 & HWCAP2_I8MM_BIT) != 0;
+    c->bf16 = c->asimd && (hw2 & HWCAP2_BF16_BIT) != 0;
+    c->sve = (hw & HWCAP_SVE_BIT) != 0;
+}
+#endif
+
 static void probe(void)
 {
     memset(&g_cpu, 0, sizeof g_cpu);
 #if defined(__x86_64__) || defined(__i386__)
     probe_x86(&g_cpu);
+#endif
+#ifdef __aarch64__
+    probe_arm(&g_cpu);
 #endif
     const struct {
         const char *name;
@@ -77,7 +102,12 @@ static void probe(void)
              {"avx_vnni", g_cpu.avx_vnni},
              {"amx_tile", g_cpu.amx_tile},
              {"amx_int8", g_cpu.amx_int8},
-             {"amx_bf16", g_cpu.amx_bf16}};
+             {"amx_bf16", g_cpu.amx_bf16},
+             {"asimd", g_cpu.asimd},
+             {"asimddp", g_cpu.asimddp},
+             {"i8mm", g_cpu.i8mm},
+             {"bf16", g_cpu.bf16},
+             {"sve", g_cpu.sve}};
     g_str[0] = 0;
     for (size_t i = 0; i < sizeof f / sizeof f[0]; i++)
         if (f[i].on) {

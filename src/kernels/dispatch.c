@@ -1,7 +1,8 @@
 /* kernels/dispatch.c — probe the CPU once, fill the process's kernel table.
  *
  * Levels: "ref" (scalar everywhere), "avx2" (256-bit kernels; AVX-VNNI when present),
- * "avx512" (AVX-512 F/BW/VL/DQ; VNNI for w4a8). The best level the CPU supports is
+ * "avx512" (AVX-512 F/BW/VL/DQ; VNNI for w4a8), and on aarch64 "neon" (dotprod / i8mm
+ * variants when the HWCAPs say so). The best level the CPU supports is
  * used unless nb_kernels_configure (the CLI's NIBBLE_ISA) asks for a lower one (a level
  * the CPU lacks falls back, with a warning). Which kernel each weight format gets at a
  * level is decided in one place, nb_kernels_fill (kernels/table.c); this file decides
@@ -26,6 +27,9 @@
 
 static struct nb_kernels g_table;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+/* nb_kernels_configure: the cap on the level (-1: none) and AMX allowed; read once by
+ * the probe, so they must be set before the first nb_kernels_get */
+static int g_cap = -1, g_allow_amx = 1, g_probed;
 
 #ifdef NB_HAVE_X86
 static uint64_t xorshift(uint64_t *s)
@@ -89,9 +93,6 @@ out:
 
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
-/* nb_kernels_configure: the cap on the level (-1: none) and AMX allowed; read once by
- * the probe, so they must be set before the first nb_kernels_get */
-static int g_cap = -1, g_allow_amx = 1, g_probed;
 
 static void amx_probe(void)
 {
@@ -129,7 +130,7 @@ static int amx_usable(void)
 static int use_amx(enum nb_isa_level lvl)
 {
 #ifdef NB_HAVE_X86
-    return lvl >= NB_LEVEL_AVX512 && nb_cpu_get()->avx512_vnni && amx_usable();
+    return lvl == NB_LEVEL_AVX512 && nb_cpu_get()->avx512_vnni && amx_usable();
 #else
     (void)lvl;
     return 0;
@@ -141,7 +142,7 @@ static void probe(void)
     const struct nb_cpu *cpu = nb_cpu_get();
     enum nb_isa_level lvl = nb_kernels_best_level(cpu);
     if (g_cap >= 0) {
-        if ((enum nb_isa_level)g_cap > lvl)
+        if (!nb_isa_level_within((enum nb_isa_level)g_cap, lvl))
             NB_LOGW("kernels: this CPU lacks the level asked for, using the best it has");
         else
             lvl = (enum nb_isa_level)g_cap;
@@ -159,7 +160,7 @@ enum nb_status nb_kernels_configure(const char *isa, int allow_amx)
     int auto_level = !isa || !*isa || !strcmp(isa, "auto");
     if (!auto_level && !nb_isa_level_from_name(isa, &lvl))
         return nb_set_error(NB_ERR_INVALID_ARG, "kernels: unknown ISA level '%s' (auto, ref, "
-                            "avx2, avx512)", isa);
+                            "avx2, avx512, neon)", isa);
     g_cap = auto_level ? -1 : (int)lvl;
     g_allow_amx = allow_amx != 0;
     return NB_OK;
@@ -175,7 +176,8 @@ int nb_kernels_for_isa(const char *isa, struct nb_kernels *out)
 {
     enum nb_isa_level want;
     const struct nb_cpu *cpu = nb_cpu_get();
-    if (!nb_isa_level_from_name(isa, &want) || want > nb_kernels_best_level(cpu)) return 0;
+    if (!nb_isa_level_from_name(isa, &want) || !nb_isa_level_within(want, nb_kernels_best_level(cpu)))
+        return 0;
     nb_kernels_fill(out, cpu, want, use_amx(want));
     return 1;
 }

@@ -142,8 +142,11 @@ struct nb_gemm_kernel {
     const char *name; /* the kernel as measurement records name it: "avx512vnni", "ref", ... */
 };
 
-/* ISA levels: what a table may use. */
-enum nb_isa_level { NB_LEVEL_REF = 0, NB_LEVEL_AVX2, NB_LEVEL_AVX512 };
+/* ISA levels: what a table may use. The x86 levels are ordered (avx512 includes avx2);
+ * neon is the one Arm level (dotprod / i8mm pick variants within it, as AVX-VNNI does
+ * within avx2) and is neither above nor below an x86 level: compare levels with
+ * nb_isa_level_within, never with < or >. */
+enum nb_isa_level { NB_LEVEL_REF = 0, NB_LEVEL_AVX2, NB_LEVEL_AVX512, NB_LEVEL_NEON };
 
 struct nb_kernels {
     const char *isa; /* "ref", "avx2", "avx512", "avx512+amx (unverified)" */
@@ -173,10 +176,13 @@ enum nb_isa_level nb_kernels_best_level(const struct nb_cpu *cpu);
 /* The best level these features allow, whatever this build has: the rule itself, for
  * reading another machine's flags (a measurement record's). */
 enum nb_isa_level nb_cpu_isa_level(const struct nb_cpu *cpu);
-/* "ref", "avx2", "avx512" -> 1 and *out; 0 for another name. */
+/* "ref", "avx2", "avx512", "neon" -> 1 and *out; 0 for another name. */
 int nb_isa_level_from_name(const char *name, enum nb_isa_level *out);
+/* 1 when a CPU whose best level is `best` runs `level`: ref, or the same architecture's
+ * level at or below best. */
+int nb_isa_level_within(enum nb_isa_level level, enum nb_isa_level best);
 
-/* Before the first nb_kernels_get: cap the level ("ref", "avx2", "avx512"; NULL or
+/* Before the first nb_kernels_get: cap the level ("ref", "avx2", "avx512", "neon"; NULL or
  * "auto": the best this CPU has) and allow or forbid the AMX kernel. The library reads
  * no environment: the CLI passes NIBBLE_ISA and NIBBLE_AMX here. NB_ERR_INVALID_ARG
  * for an unknown name or a call after the table was filled. */
@@ -185,7 +191,7 @@ enum nb_status nb_kernels_configure(const char *isa, int allow_amx);
 const struct nb_kernels *nb_kernels_get(void);
 /* The reference table: every kernel's scalar twin. */
 const struct nb_kernels *nb_kernels_ref(void);
-/* The table of one level ("ref", "avx2", "avx512") if this CPU runs it: 1, else 0. */
+/* The table of one level ("ref", "avx2", "avx512", "neon") if this CPU runs it: 1, else 0. */
 int nb_kernels_for_isa(const char *isa, struct nb_kernels *out);
 
 /* ---- reference kernels ---- */
@@ -319,6 +325,56 @@ void nb_gemm_q4_k_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, con
                          int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_q6_k_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                          int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+
+/* ---- Arm kernels (kernels/arm/; present on aarch64 builds). Plain NEON (armv8.0, every
+ * aarch64 CPU) unless the name says otherwise: _dotprod needs asimddp (FEAT_DotProd),
+ * _i8mm asimddp and i8mm (FEAT_I8MM); the functions carry their own target attributes,
+ * so one binary runs on a cortex-a53 and picks variants at run time. X16 kernels need
+ * r0, r1 multiples of 16. ---- */
+#if defined(__aarch64__)
+#define NB_HAVE_ARM 1
+void nb_gemm_w4a8_x16_neon(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                           const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                           int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                           int64_t r1);
+void nb_gemm_w4a8_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                              int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                              int64_t r1);
+void nb_gemm_w4a8_x16_i8mm(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                           const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                           int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                           int64_t r1);
+void nb_gemm_w4a16_x16_neon(float *y, int64_t ldy, const float *x, int64_t ldx,
+                            const void *w_blob, int64_t n_out, int64_t n_in, int group, int n_tok,
+                            int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_w8a16_neon(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w_blob,
+                        int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1,
+                        float *scratch);
+void nb_act_quant_q8_neon(const float *x, int64_t n, int group, int8_t *q, float *d,
+                          int32_t *gsum);
+/* kernels/arm/vec_neon.c: bit-identical to their _ref twins (the same operations). */
+float nb_dot_f32_neon(const float *a, const float *b, int64_t n);
+void nb_axpy_f32_neon(float *y, float a, const float *x, int64_t n);
+void nb_gemm_f32_neon(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_f16_neon(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_bf16_neon(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+/* kernels/arm/attn_neon.c: KV rows bit-identical to nb_kv_row_load / _store; attention
+ * with an online softmax (one pass over the keys). */
+void nb_kv_row_load_neon(int type, const void *src, float *dst, int64_t n);
+void nb_kv_row_store_neon(int type, const float *src, void *dst, int64_t n);
+void nb_attn_decode_neon(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
+                         int b, float *out, int64_t ldo, float *scratch);
+void nb_attn_tile_neon(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
+                       int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
+                       float scale, float *scratch);
+/* kernels/arm/pointwise_neon.c */
+void nb_glu_neon(float *out, const float *gate, const float *up, int64_t n, enum nb_glu_act act);
+void nb_rmsnorm_neon(float *y, const float *x, const float *w, int64_t n, float eps);
+#endif
 
 /* Small element-wise ops (scalar; not worth dispatching yet). */
 void nb_softmax(float *x, int64_t n);

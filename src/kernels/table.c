@@ -16,6 +16,23 @@
  *   attention   ref     avx2                       avx512   (attn_tile, attn_decode,
  *                                                            kv_row_load, kv_row_store)
  *
+ * On aarch64 there is one level, neon (every aarch64 CPU has NEON); the CPU's dotprod
+ * (HWCAP asimddp) and i8mm (HWCAP2 i8mm) pick the w4a8 variant within it:
+ *
+ *   format        neon (armv8.0)   + dotprod          + dotprod + i8mm
+ *   f32/f16/bf16  neon             neon               neon     (bit-identical to ref)
+ *   q4_k/q6_k     ref              ref                ref
+ *   w8a16         neon             neon               neon
+ *   w4a16         ref              ref                ref      (ROWS layout)
+ *   w4a16-x16     neon             neon               neon
+ *   w4a8          ref              ref                ref      (ROWS layout)
+ *   w4a8-x16      neon             neon-dotprod       neon-i8mm (smmla prefill,
+ *                                                                sdot decode)
+ *   act quant, dot / axpy, glu, rmsnorm, attention (attn_tile, attn_decode, kv_row_load,
+ *   kv_row_store): neon
+ *   isa           "neon"           "neon+dotprod"     "neon+dotprod+i8mm"
+ * Unverified: no NEON kernel has been measured on Arm hardware (tests under qemu only).
+ *
  * Each kernel function keeps the arguments its maths needs; the adapters below put
  * them behind the table's one signature (nb_gemm_op).
  */
@@ -75,6 +92,23 @@ GEMM_W4A16(nb_gemm_w4a16_x16_avx512)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512bf16)
 #endif
 
+#ifdef NB_HAVE_ARM
+GEMM_PLAIN(nb_gemm_f32_neon)
+GEMM_PLAIN(nb_gemm_f16_neon)
+GEMM_PLAIN(nb_gemm_bf16_neon)
+GEMM_Q8(nb_gemm_w4a8_x16_neon)
+GEMM_Q8(nb_gemm_w4a8_x16_dotprod)
+GEMM_Q8(nb_gemm_w4a8_x16_i8mm)
+GEMM_W4A16(nb_gemm_w4a16_x16_neon)
+
+static void nb_gemm_w8a16_neon_op(const struct nb_gemm_args *a, int64_t r0, int64_t r1,
+                                  float *scratch)
+{
+    nb_gemm_w8a16_neon(a->y, a->ldy, a->x, a->ldx, a->w, a->n_out, a->n_in, a->n_tok, r0, r1,
+                       scratch);
+}
+#endif
+
 /* ---------------------------------------------------------------- the tables */
 
 #define K(fn, name) {fn##_op, name}
@@ -116,23 +150,33 @@ enum nb_isa_level nb_cpu_isa_level(const struct nb_cpu *c)
     if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->avx2 && c->fma && c->f16c)
         return NB_LEVEL_AVX512;
     if (c->avx2 && c->fma && c->f16c) return NB_LEVEL_AVX2;
+    if (c->asimd) return NB_LEVEL_NEON;
     return NB_LEVEL_REF;
 }
 
 enum nb_isa_level nb_kernels_best_level(const struct nb_cpu *c)
 {
-#ifdef NB_HAVE_X86
-    return nb_cpu_isa_level(c);
+    enum nb_isa_level l = nb_cpu_isa_level(c);
+#if defined(NB_HAVE_X86)
+    return l == NB_LEVEL_NEON ? NB_LEVEL_REF : l;
+#elif defined(NB_HAVE_ARM)
+    return l == NB_LEVEL_NEON ? l : NB_LEVEL_REF;
 #else
-    (void)c;
+    (void)l;
     return NB_LEVEL_REF;
 #endif
 }
 
+int nb_isa_level_within(enum nb_isa_level level, enum nb_isa_level best)
+{
+    if (level == NB_LEVEL_REF || level == best) return 1;
+    return level == NB_LEVEL_AVX2 && best == NB_LEVEL_AVX512;
+}
+
 int nb_isa_level_from_name(const char *name, enum nb_isa_level *out)
 {
-    static const char *const names[] = {"ref", "avx2", "avx512"};
-    for (int i = 0; i < 3; i++)
+    static const char *const names[] = {"ref", "avx2", "avx512", "neon"};
+    for (int i = 0; i < 4; i++)
         if (!strcmp(name, names[i])) {
             *out = (enum nb_isa_level)i;
             return 1;
@@ -145,7 +189,7 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
 {
     *k = k_ref;
     enum nb_isa_level best = nb_kernels_best_level(c);
-    if (lvl > best) lvl = best;
+    if (!nb_isa_level_within(lvl, best)) lvl = best;
     k->level = lvl;
 #ifdef NB_HAVE_X86
     if (lvl >= NB_LEVEL_AVX2) {
@@ -190,5 +234,28 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
     }
 #else
     (void)use_amx;
+#endif
+#ifdef NB_HAVE_ARM
+    if (lvl == NB_LEVEL_NEON) {
+        k->isa = c->asimddp ? c->i8mm ? "neon+dotprod+i8mm" : "neon+dotprod" : "neon";
+        k->gemm[NB_WF_W4A8_X16] =
+            c->asimddp && c->i8mm ? (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_i8mm, "neon-i8mm")
+            : c->asimddp ? (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_dotprod, "neon-dotprod")
+                         : (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_neon, "neon");
+        k->gemm[NB_WF_W4A16_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_neon, "neon");
+        k->gemm[NB_WF_W8A16] = (struct nb_gemm_kernel)K(nb_gemm_w8a16_neon, "neon");
+        k->gemm[NB_WF_F32] = (struct nb_gemm_kernel)K(nb_gemm_f32_neon, "neon");
+        k->gemm[NB_WF_F16] = (struct nb_gemm_kernel)K(nb_gemm_f16_neon, "neon");
+        k->gemm[NB_WF_BF16] = (struct nb_gemm_kernel)K(nb_gemm_bf16_neon, "neon");
+        k->act_quant_q8 = nb_act_quant_q8_neon;
+        k->dot_f32 = nb_dot_f32_neon;
+        k->axpy_f32 = nb_axpy_f32_neon;
+        k->glu = nb_glu_neon;
+        k->rmsnorm = nb_rmsnorm_neon;
+        k->attn_tile = nb_attn_tile_neon;
+        k->attn_decode = nb_attn_decode_neon;
+        k->kv_row_load = nb_kv_row_load_neon;
+        k->kv_row_store = nb_kv_row_store_neon;
+    }
 #endif
 }

@@ -28,7 +28,7 @@ enum nb_status nb_api_target(const char *name, enum nb_target *out)
 {
     *out = NB_TARGET_HOST;
     if (!name || nb_target_from_name(name, out)) return NB_OK;
-    return nb_set_error(NB_ERR_INVALID_ARG, "target '%s' is not one of host, phone", name);
+    return nb_set_error(NB_ERR_INVALID_ARG, "target '%s' is not one of host, phone, arm", name);
 }
 
 struct nb_select_params nb_select_default_params(void)

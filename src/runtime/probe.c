@@ -482,7 +482,7 @@ int nb_record_key(const struct nb_probe *p, enum nb_wpath path, const char *kern
         if (neon) f[n++] = "asimd";
         if (dot || mm) f[n++] = "asimddp";
         if (mm) f[n++] = "i8mm";
-        if (neon && path == NB_WPATH_W4A16 && a->bf16) f[n++] = "bf16";
+        if (kernel_is(kernel, "neon-bf16")) f[n++] = "bf16"; /* none yet: w4a16 neon is FMA */
     }
     size_t used = 0;
     for (int i = 0; i < n; i++)

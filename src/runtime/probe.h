@@ -19,7 +19,7 @@
  *             "arm:<implementer>:<part>"       hex: "arm:0x41:0xd0b"
  *   kernel    the path's GEMM kernel: the first word of its dispatch name ("amx" for
  *             "amx (unverified)"): amx, avx512vnni, avxvnni, avx2, avx512, ref (Arm
- *             NEON kernels, once built: neon, neon-dotprod, neon-i8mm)
+ *             NEON kernels: neon, neon-dotprod, neon-i8mm)
  *   features  the CPU features that run uses, '+'-joined in this order ("none": none):
  *             avx512       the AVX-512 level ran (AVX2, FMA, F16C, AVX-512 F/BW/VL/DQ:
  *                          the forward pass's other ops use them, whatever the GEMM)
@@ -29,7 +29,8 @@
  *             avx512_bf16  kernel avx512 for w4a16 on an AVX512-BF16 CPU: its bf16
  *                          variant, which keeps the name "avx512"
  *             amx_int8     kernel amx (AMX-TILE + AMX-INT8, tile data granted by the OS)
- *             asimd, asimddp, i8mm, bf16   the Arm features a NEON kernel uses
+ *             asimd, asimddp, i8mm   the Arm features a NEON kernel uses (bf16: only
+ *                                    a kernel named neon-bf16, none yet)
  *   e.g. "x86:GenuineIntel:6:207/w4a8/amx/avx512+avx512_vnni+amx_int8",
  *        "x86:AuthenticAMD:26:2/w4a16/avx512/avx512+avx512_bf16",
  *        "x86:AuthenticAMD:23:113/w4a16/ref/none".

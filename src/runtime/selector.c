@@ -42,7 +42,7 @@ int nb_priority_from_name(const char *name, enum nb_priority *out)
 
 const char *nb_target_name(enum nb_target t)
 {
-    return t == NB_TARGET_PHONE ? "phone" : "host";
+    return t == NB_TARGET_PHONE ? "phone" : t == NB_TARGET_ARM ? "arm" : "host";
 }
 
 int nb_target_from_name(const char *name, enum nb_target *out)
@@ -51,6 +51,8 @@ int nb_target_from_name(const char *name, enum nb_target *out)
         *out = NB_TARGET_HOST;
     else if (name && !strcmp(name, "phone"))
         *out = NB_TARGET_PHONE;
+    else if (name && !strcmp(name, "arm"))
+        *out = NB_TARGET_ARM;
     else
         return 0;
     return 1;
@@ -357,14 +359,31 @@ static enum nb_wformat path_format(enum nb_wpath path)
     return f;
 }
 
+/* The probe's usable features as the kernel table reads them (core/cpu.h): the x86
+ * flags, or the Arm HWCAP flags; none for another architecture. */
+static struct nb_cpu probe_cpu(const struct nb_probe *p)
+{
+    struct nb_cpu c = {0};
+    if (is_x86(p)) {
+        c = p->x86;
+    } else if (is_arm(p)) {
+        c.asimd = p->arm.asimd;
+        c.asimddp = p->arm.asimd && p->arm.asimddp;
+        c.i8mm = p->arm.asimd && p->arm.i8mm;
+        c.bf16 = p->arm.asimd && p->arm.bf16;
+        c.sve = p->arm.sve;
+    }
+    return c;
+}
+
 /* The table the dispatcher would fill on the probed CPU (kernels/table.c decides for
- * both), with the AMX kernel when amx and the OS granted tile data. */
+ * both: a CPU of the other architecture than this build's gets the ref table), with the
+ * AMX kernel when amx and the OS granted tile data. */
 static const struct nb_kernels *table_for(const struct nb_probe *p, int amx, struct nb_kernels *k)
 {
-    static const struct nb_cpu none;
-    const struct nb_cpu *cpu = is_x86(p) ? &p->x86 : &none;
-    int use_amx = amx && is_x86(p) && p->amx_permitted == 1 && cpu->amx_tile && cpu->amx_int8;
-    nb_kernels_fill(k, cpu, nb_kernels_best_level(cpu), use_amx);
+    const struct nb_cpu cpu = probe_cpu(p);
+    int use_amx = amx && is_x86(p) && p->amx_permitted == 1 && cpu.amx_tile && cpu.amx_int8;
+    nb_kernels_fill(k, &cpu, nb_kernels_best_level(&cpu), use_amx);
     return k;
 }
 
@@ -500,7 +519,8 @@ static enum nb_wpath speed_default(const struct nb_probe *p, int had_pair, struc
         return NB_WPATH_W4A16;
     }
     const char *k8 = nb_select_kernel_for(p, NB_WPATH_W4A8);
-    if (strcmp(k8, "ref") != 0 || !is_x86(p)) {
+    /* an AVX2 CPU has a w4a8 kernel, if not in this build (an aarch64 one): ref here */
+    if (strcmp(k8, "ref") != 0 || !is_x86(p) || nb_cpu_isa_level(&p->x86) != NB_LEVEL_REF) {
         reason(c,
                "speed: %s w4a8/w4a16 record pair for %s: default w4a8 (int8 dot products, "
                "kernel %s here); not a measurement — run nibble bench --record with both "
@@ -592,6 +612,46 @@ static void fill_kernel(const struct nb_probe *p, struct nb_choice *c)
     }
 }
 
+/* Every Arm choice: why it cannot be verified yet. */
+static void arm_unverified(struct nb_choice *c)
+{
+    reason(c, "unverified on Arm: no NEON kernel has been measured on Arm hardware (no "
+              "record from one exists); they were tested for correctness under "
+              "qemu-aarch64 only, whose times are not speed (docs/arm.md)");
+}
+
+/* The probe `--target arm` chooses for on a host that is not an Arm CPU: a generic
+ * armv8.2-a core with dotprod (no implementer or part: no cpu key). */
+static void generic_arm_probe(struct nb_probe *q)
+{
+    memset(q, 0, sizeof *q);
+    snprintf(q->arch, sizeof q->arch, "aarch64");
+    snprintf(q->model_name, sizeof q->model_name, "a generic armv8.2-a CPU with dotprod");
+    q->family = -1;
+    q->amx_permitted = -1;
+    q->arm.asimd = q->arm.asimddp = 1;
+}
+
+/* `--target arm` from another host: the kernel the aarch64 build runs for the path on
+ * such a CPU, and why; nothing runs or is measured here. */
+static void explain_arm_elsewhere(const struct nb_probe *host, const struct nb_probe *q,
+                                  struct nb_choice *c)
+{
+    const char *k = wanted_kernel(q, c->path);
+    snprintf(c->kernel, sizeof c->kernel, "%s (aarch64 build)", k[0] ? k : "neon");
+    snprintf(c->kernel_run, sizeof c->kernel_run, "none");
+    c->runs_locally = 0;
+    c->verified = 0;
+    reason(c,
+           "target arm from this %s host: chosen for %s (armv8.2-a and later: Cortex-A55, "
+           "A76, X1, Neoverse, Apple M); the aarch64 build runs it with kernel %s, "
+           "neon-i8mm for w4a8 where i8mm is present (the same file); an armv8.0 core "
+           "without dotprod (Cortex-A53, A72) runs w4a8 with the plain NEON kernel, and "
+           "its speed choice would be w4a16 (--path w4a16)",
+           host->arch[0] ? host->arch : "non-Arm", q->model_name, k[0] ? k : "neon");
+    arm_unverified(c);
+}
+
 static void explain_kernel(const struct nb_probe *p, struct nb_choice *c)
 {
     if (is_x86(p) && c->path == NB_WPATH_W4A8 && p->x86.amx_tile && p->x86.amx_int8) {
@@ -614,6 +674,7 @@ static void explain_kernel(const struct nb_probe *p, struct nb_choice *c)
     if (!strcmp(c->kernel_run, "ref"))
         reason(c, "kernel: %s — the scalar reference kernel runs here, correct but slow",
                c->kernel);
+    if (is_arm(p)) arm_unverified(c);
 }
 
 static void explain_verified(const struct nb_probe *p, const struct nb_record *r, int n,
@@ -729,7 +790,14 @@ enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, in
     const char *by = ov && ov->path_source ? ov->path_source : "the caller";
     enum nb_wpath forced = NB_WPATH_W4A8;
     int is_forced = env && *env && strcmp(env, "auto") != 0;
+    const struct nb_probe *host = p;
+    struct nb_probe arm_probe;
+    int arm_elsewhere = target == NB_TARGET_ARM && !is_arm(p);
     memset(c, 0, sizeof *c);
+    if (arm_elsewhere) {
+        generic_arm_probe(&arm_probe);
+        p = &arm_probe;
+    }
     nb_probe_cpu_key(p, c->cpu_key, sizeof c->cpu_key, NULL);
     if (is_forced && !nb_wpath_from_name(env, &forced)) {
         st = nb_set_error(NB_ERR_INVALID_ARG,
@@ -738,6 +806,8 @@ enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, in
     }
     c->head_bits = priority == NB_PRIORITY_FIDELITY ? 8 : 4;
     set_recipe(c, priority);
+    if (target == NB_TARGET_ARM && !arm_elsewhere)
+        reason(c, "target arm: this host is an Arm CPU: its own choice");
     if (is_forced) {
         c->path = forced;
         reason(c, "%s=%s overrides the selector", by, env);
@@ -769,6 +839,8 @@ enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, in
         snprintf(c->kernel_run, sizeof c->kernel_run, "none");
         c->runs_locally = 0;
         c->verified = 0;
+    } else if (arm_elsewhere) {
+        explain_arm_elsewhere(host, p, c);
     } else {
         fill_kernel(p, c);
         c->runs_locally = 1;

@@ -3,6 +3,9 @@
  *
  * Rules (docs/selector.md has the reasoning):
  *   target phone            w8a16 export; nibble does not run there; never verified.
+ *   target arm              the choice for an Arm CPU: this host's when it is one, else
+ *                           a generic armv8.2-a CPU with dotprod (the reasons say what
+ *                           an armv8.0 core without it would run); never verified.
  *   NIBBLE_WEIGHT_PATH=P     P, whatever the rules below say (the reasons say so).
  *   priority fidelity       w4a16 with an 8-bit head.
  *   priority memory         the int4 path with the fewest bits per weight, 4-bit head.
@@ -10,6 +13,8 @@
  *                           record keys of this CPU (same model shape and threads);
  *                           without such a pair: w4a8 where it has a dot-product kernel
  *                           (VNNI, AVX2, AMX, Arm asimddp), else w4a16.
+ * No NEON kernel has been measured on Arm hardware: every Arm choice says "unverified"
+ * until a record with its key exists (tests ran under qemu-aarch64 only).
  * "Verified" means a record exists with the record key (runtime/probe.h: vendor, family,
  * model, path, kernel and the features it uses) of the run the selector predicts here.
  * Every reason that uses a record cites its file. A record that cannot be keyed is
@@ -29,9 +34,10 @@
 
 enum nb_priority { NB_PRIORITY_SPEED = 0, NB_PRIORITY_FIDELITY, NB_PRIORITY_MEMORY,
                    NB_PRIORITY_BALANCED };
-enum nb_target { NB_TARGET_HOST = 0, NB_TARGET_PHONE };
+enum nb_target { NB_TARGET_HOST = 0, NB_TARGET_PHONE, NB_TARGET_ARM };
 
-/* "speed" | "fidelity" | "memory"; "host" | "phone". from_name: 1 and *out on a match. */
+/* "speed" | "fidelity" | "memory"; "host" | "phone" | "arm". from_name: 1 and *out on a
+ * match. */
 const char *nb_priority_name(enum nb_priority p);
 int nb_priority_from_name(const char *name, enum nb_priority *out);
 const char *nb_target_name(enum nb_target t);

@@ -1,0 +1,161 @@
+/* test_model_paths_golden — kjv-7m written to each weight path (f32, w4a8, w4a16, w8a16,
+ * bf16; round-to-nearest with the scale search, no GPTQ: the bytes do not depend on the
+ * CPU) must give the greedy ids recorded on x86-64 (f32: those test_model_kjv checks
+ * against llama.cpp and PyTorch) (tests/golden/kjv-7m-paths.json, from
+ * the release build at its best kernel level), on every architecture and kernel level:
+ * the Arm leg runs it under qemu-aarch64 (-cpu max: the dotprod / i8mm kernels,
+ * -cpu cortex-a53: plain NEON), x86 at its levels. An id that differs where the two
+ * candidates' logits are within TIE_TOL is a tie (kernels of another summation order
+ * round differently), not a failure; that case's comparison ends there.
+ * NIBBLE_GOLDEN_WRITE=FILE writes the golden file from this build instead. */
+#include "helpers/testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nibble.h"
+#include "runtime/quantize.h"
+
+#define N_CASES 4
+#define N_GEN   24
+/* As in test_model_kjv: the rounding differences between kernels move kjv-7m's logits
+ * by about 4e-5; the int4 paths' kernels differ by their summation order only. */
+#define TIE_TOL 1e-4
+
+static const struct {
+    enum nb_wpath path;
+    const char *name;
+} k_paths[] = {{NB_WPATH_F32, "f32"},
+               {NB_WPATH_W4A8, "w4a8"},
+               {NB_WPATH_W4A16, "w4a16"},
+               {NB_WPATH_W8A16, "w8a16"},
+               {NB_WPATH_BF16, "bf16"}};
+
+static void quantize(const char *src, enum nb_wpath p, const char *out)
+{
+    struct nb_quantize_opts o;
+    nb_quantize_default_opts(&o);
+    o.path = p;
+    o.gptq = 0;
+    o.n_threads = 2;
+    struct nb_quantize_result r;
+    if (nb_quantize_file(src, &o, out, &r) != NB_OK) fail_msg("%s", nb_last_error());
+}
+
+/* logits[a] - logits[b] after the prompt and ids[0..n) (one prefill). */
+static double logit_gap(struct nb_ctx *ctx, const int32_t *prompt, int n_prompt,
+                        const int32_t *ids, int n, int a, int b, float *logits)
+{
+    int32_t tok[64], pos[64];
+    assert_true(n_prompt + n <= 64);
+    for (int i = 0; i < n_prompt; i++) tok[i] = prompt[i];
+    for (int i = 0; i < n; i++) tok[n_prompt + i] = ids[i];
+    for (int i = 0; i < n_prompt + n; i++) pos[i] = i;
+    nb_ctx_clear_seq(ctx, 0);
+    struct nb_batch bt = {.n_tokens = n_prompt + n, .token = tok, .pos = pos};
+    assert_int_equal(nb_decode(ctx, &bt, logits), NB_OK);
+    return (double)logits[a] - logits[b];
+}
+
+static void test_paths(void **state)
+{
+    char gpath[4096], gguf[4096], nib[4200];
+    const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf"); /* (a static buffer) */
+    if (!src) skip();
+    snprintf(gguf, sizeof gguf, "%s", src);
+    const char *refp = tu_model_path("kjv-7m/reference.json");
+    if (!refp) skip();
+    const char *write = getenv("NIBBLE_GOLDEN_WRITE");
+    snprintf(gpath, sizeof gpath, "%s/tests/golden/kjv-7m-paths.json",
+             getenv("NIBBLE_SOURCE_DIR") ? getenv("NIBBLE_SOURCE_DIR") : ".");
+    cJSON *ref = tu_load_json(refp);
+    cJSON *golden = write ? cJSON_CreateObject() : tu_load_json(gpath);
+    cJSON *gcases = write ? cJSON_AddArrayToObject(golden, "cases")
+                          : cJSON_GetObjectItem(golden, "cases");
+    if (write) cJSON_AddNumberToObject(golden, "n_gen", N_GEN);
+    assert_non_null(gcases);
+    float *logits = malloc(sizeof(float) * 4096);
+
+    for (size_t p = 0; p < sizeof k_paths / sizeof k_paths[0]; p++) {
+        snprintf(nib, sizeof nib, "%s/kjv-%s.nib", tu_dir, k_paths[p].name);
+        quantize(gguf, k_paths[p].path, nib);
+        struct nb_model *m = NULL;
+        if (nb_model_load(&m, nib) != NB_OK) fail_msg("%s", nb_last_error());
+        struct nb_ctx_params cp = nb_ctx_default_params();
+        cp.n_threads = 2;
+        struct nb_ctx *ctx = NULL;
+        assert_int_equal(nb_ctx_init(&ctx, m, &cp), NB_OK);
+        struct nb_sampler_params sp = nb_sampler_default_params();
+        int exact = 0, ties = 0;
+        for (int c = 0; c < N_CASES; c++) {
+            int n_prompt;
+            const cJSON *rc = cJSON_GetArrayItem(cJSON_GetObjectItem(ref, "cases"), c);
+            int32_t *prompt = tu_json_ids(cJSON_GetObjectItem(rc, "prompt"), &n_prompt);
+            nb_ctx_clear_seq(ctx, 0);
+            struct nb_sampler *s = NULL;
+            assert_int_equal(nb_sampler_init(&s, &sp, 4096), NB_OK);
+            struct tu_collect got = {.n = 0};
+            assert_int_equal(
+                nb_generate(ctx, 0, s, prompt, n_prompt, N_GEN, 0, tu_collect_cb, &got, NULL),
+                NB_OK);
+            nb_sampler_free(s);
+            assert_int_equal(got.n, N_GEN);
+            if (write) {
+                cJSON *gc = p == 0 ? cJSON_CreateObject() : cJSON_GetArrayItem(gcases, c);
+                if (p == 0) {
+                    cJSON_AddItemToObject(gc, "prompt", cJSON_CreateIntArray(prompt, n_prompt));
+                    cJSON_AddItemToArray(gcases, gc);
+                }
+                cJSON_AddItemToObject(gc, k_paths[p].name, cJSON_CreateIntArray(got.ids, N_GEN));
+                free(prompt);
+                continue;
+            }
+            int n_want;
+            const cJSON *gc = cJSON_GetArrayItem(gcases, c);
+            int32_t *want = tu_json_ids(cJSON_GetObjectItem(gc, k_paths[p].name), &n_want);
+            assert_int_equal(n_want, N_GEN);
+            int d = 0;
+            while (d < N_GEN && got.ids[d] == want[d]) d++;
+            if (d == N_GEN) {
+                exact++;
+            } else {
+                double gap = logit_gap(ctx, prompt, n_prompt, got.ids, d, got.ids[d], want[d],
+                                       logits);
+                printf("# %s case %d: id %d is %d, x86 %d, logit gap %.2e\n", k_paths[p].name, c,
+                       d, got.ids[d], want[d], gap);
+                if (gap > TIE_TOL)
+                    fail_msg("%s, case %d: greedy id %d is %d where x86 has %d, %.2e apart "
+                             "(> the tie tolerance %g)",
+                             k_paths[p].name, c, d, got.ids[d], want[d], gap, TIE_TOL);
+                ties++;
+            }
+            free(want);
+            free(prompt);
+        }
+        if (!write)
+            printf("# %-6s kernel %s: %d/%d cases identical to x86 over %d ids, %d near-ties\n",
+                   k_paths[p].name, nb_isa(), exact, N_CASES, N_GEN, ties);
+        nb_ctx_free(ctx);
+        nb_model_free(m);
+    }
+    if (write) {
+        char *text = cJSON_Print(golden);
+        FILE *f = fopen(write, "w");
+        assert_non_null(f);
+        fprintf(f, "%s\n", text);
+        fclose(f);
+        free(text);
+        printf("# wrote %s\n", write);
+    }
+    free(logits);
+    cJSON_Delete(golden);
+    cJSON_Delete(ref);
+}
+
+int main(void)
+{
+    if (tu_isa_from_env()) return 1;
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_paths)};
+    return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
+}
