@@ -83,7 +83,8 @@ static void test_fill_arm(void **state)
     nb_kernels_fill(&k, &a53, NB_LEVEL_NEON, 0);
     assert_true(k.act_quant_q8 == nb_act_quant_q8_neon && k.dot_f32 == nb_dot_f32_neon &&
                 k.rmsnorm == nb_rmsnorm_neon && k.glu == nb_glu_neon);
-    assert_true(k.attn_tile == nb_attn_tile_ref && k.attn_decode == nb_attn_decode_ref);
+    assert_true(k.attn_tile == nb_attn_tile_neon && k.attn_decode == nb_attn_decode_neon &&
+                k.kv_row_load == nb_kv_row_load_neon && k.kv_row_store == nb_kv_row_store_neon);
     /* an x86 CPU read on an Arm build: nothing of it runs here */
     struct nb_cpu avx512 = {.avx2 = 1, .fma = 1, .f16c = 1, .avx512f = 1, .avx512bw = 1,
                             .avx512vl = 1, .avx512dq = 1, .avx512_vnni = 1};

@@ -39,7 +39,7 @@ static int have_avx512(void)
     return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq && c->f16c;
 }
 
-static int have_avx2(void)
+static __attribute__((unused)) int have_avx2(void) /* used by the x86 builds only */
 {
     const struct nb_cpu *c = nb_cpu_get();
     return c->avx2 && c->fma && c->f16c;
@@ -64,6 +64,9 @@ static int attn_impls(struct attn_impl *out)
     if (have_avx2())
         out[n++] = (struct attn_impl){"avx2", nb_attn_tile_avx2, nb_attn_decode_avx2,
                                       nb_kv_row_load_avx2, nb_kv_row_store_avx2};
+#elif defined(NB_HAVE_ARM)
+    out[n++] = (struct attn_impl){"neon", nb_attn_tile_neon, nb_attn_decode_neon,
+                                  nb_kv_row_load_neon, nb_kv_row_store_neon};
 #else
     (void)out;
 #endif
@@ -72,6 +75,9 @@ static int attn_impls(struct attn_impl *out)
 
 static void test_dot_axpy(void **state)
 {
+#ifndef NB_HAVE_X86
+    skip(); /* the NEON twins: test_kernels_arm (bit-identical) */
+#else
     if (!have_avx512()) skip();
     uint64_t s = 1;
     for (int n = 1; n < 300; n += 7) {
@@ -95,10 +101,14 @@ static void test_dot_axpy(void **state)
         free(y1);
         free(y2);
     }
+#endif
 }
 
 static void test_gemm_float(void **state)
 {
+#ifndef NB_HAVE_X86
+    skip(); /* the NEON twins: test_kernels_arm (bit-identical) */
+#else
     if (!have_avx512()) skip();
     uint64_t s = 7;
     enum { N_OUT = 37, N_IN = 200, N_TOK = 5 };
@@ -122,12 +132,14 @@ static void test_gemm_float(void **state)
             for (int r = 3; r < N_OUT; r++)
                 assert_true(fabsf(y1[t * N_OUT + r] - y2[t * N_OUT + r]) <= TOL_REL * N_IN);
     }
+#endif
 }
 
 /* GGUF Q4_K / Q6_K rows run as stored: the AVX-512 row decode is bit-identical to the
  * reference (random blocks: every code, scale and min bit pattern, finite f16 d / dmin of
  * both signs), and the GEMMs agree as the float GEMMs do (the dot's summation order). */
-static void random_kblocks(uint8_t *b, int64_t n_blocks, int bytes, int d_at, uint64_t *s)
+static __attribute__((unused)) void random_kblocks(uint8_t *b, int64_t n_blocks, int bytes,
+                                                   int d_at, uint64_t *s) /* x86 builds only */
 {
     for (int64_t i = 0; i < n_blocks * bytes; i++) b[i] = (uint8_t)(frand(s) * 127.0f + 128.0f);
     for (int64_t i = 0; i < n_blocks; i++) {

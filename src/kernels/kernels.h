@@ -362,6 +362,15 @@ void nb_gemm_f16_neon(float *y, int64_t ldy, const float *x, int64_t ldx, const 
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_bf16_neon(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                        int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+/* kernels/arm/attn_neon.c: KV rows bit-identical to nb_kv_row_load / _store; attention
+ * with an online softmax (one pass over the keys). */
+void nb_kv_row_load_neon(int type, const void *src, float *dst, int64_t n);
+void nb_kv_row_store_neon(int type, const float *src, void *dst, int64_t n);
+void nb_attn_decode_neon(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
+                         int b, float *out, int64_t ldo, float *scratch);
+void nb_attn_tile_neon(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
+                       int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
+                       float scale, float *scratch);
 /* kernels/arm/pointwise_neon.c */
 void nb_glu_neon(float *out, const float *gate, const float *up, int64_t n, enum nb_glu_act act);
 void nb_rmsnorm_neon(float *y, const float *x, const float *w, int64_t n, float eps);

@@ -28,7 +28,8 @@
  *   w4a8          ref              ref                ref      (ROWS layout)
  *   w4a8-x16      neon             neon-dotprod       neon-i8mm (smmla prefill,
  *                                                                sdot decode)
- *   act quant, dot / axpy, glu, rmsnorm: neon; attention: ref
+ *   act quant, dot / axpy, glu, rmsnorm, attention (attn_tile, attn_decode, kv_row_load,
+ *   kv_row_store): neon
  *   isa           "neon"           "neon+dotprod"     "neon+dotprod+i8mm"
  * Unverified: no NEON kernel has been measured on Arm hardware (tests under qemu only).
  *
@@ -251,6 +252,10 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         k->axpy_f32 = nb_axpy_f32_neon;
         k->glu = nb_glu_neon;
         k->rmsnorm = nb_rmsnorm_neon;
+        k->attn_tile = nb_attn_tile_neon;
+        k->attn_decode = nb_attn_decode_neon;
+        k->kv_row_load = nb_kv_row_load_neon;
+        k->kv_row_store = nb_kv_row_store_neon;
     }
 #endif
 }
