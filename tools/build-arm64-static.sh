@@ -26,10 +26,18 @@ if [ -f "$prefix/lib/libcjson.a" ] && [ -f "$prefix/lib/libmicrohttpd.a" ] &&
 fi
 
 # apt-get source needs the deb-src lines of the same archive
+# (deb822 debian.sources as on Debian 12 images, else the one-line sources.list)
 if ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-  src_list=/etc/apt/sources.list.d/debian.sources
-  [ -f "$src_list" ] || { echo "build-arm64-static: no deb-src lines and no $src_list to copy them from" >&2; exit 1; }
-  sed -e 's/^Types:.*/Types: deb-src/' "$src_list" | $SUDO tee /etc/apt/sources.list.d/nibble-deb-src.sources >/dev/null
+  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
+    sed -e 's/^Types:.*/Types: deb-src/' /etc/apt/sources.list.d/debian.sources |
+      $SUDO tee /etc/apt/sources.list.d/nibble-deb-src.sources >/dev/null
+  elif grep -qs '^deb ' /etc/apt/sources.list; then
+    sed -n 's/^deb /deb-src /p' /etc/apt/sources.list |
+      $SUDO tee /etc/apt/sources.list.d/nibble-deb-src.list >/dev/null
+  else
+    echo "build-arm64-static: no deb-src lines, and no Debian sources to copy them from" >&2
+    exit 1
+  fi
   $SUDO apt-get update -qq
 fi
 

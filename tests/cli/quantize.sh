@@ -15,6 +15,8 @@ ok grep -q "required" "$tmp/err"
 "$bin" quantize -m x --path w4a8 --group 48 -o y 2>"$tmp/err"; ok test $? -eq 1
 "$bin" verify /nonexistent.nib 2>"$tmp/err"; ok test $? -eq 1
 ok grep -q "/nonexistent.nib" "$tmp/err"
+"$bin" quantize -m x --target watch -o y 2>"$tmp/err"; ok test $? -eq 1
+ok grep -q "not one of host, arm or phone" "$tmp/err"
 
 if [ -f "$gguf" ]; then
   "$bin" quantize -m "$gguf" --path w4a8 --head 4 -o "$tmp/k.nib" >"$tmp/out" 2>"$tmp/table"; ok test $? -eq 0
@@ -24,6 +26,18 @@ if [ -f "$gguf" ]; then
   ok grep -q '"weight_path" *"w4a8"\|weight_path *"w4a8"' "$tmp/insp"
   ok grep -q "output.weight *w4a8" "$tmp/insp"
   "$bin" verify "$tmp/k.nib" >/dev/null; ok test $? -eq 0
+  # --target: whom --path auto chooses for (arm: this host if it is one, else a generic
+  # dotprod core: w4a8, speed: no GPTQ; phone: the w8a16 export)
+  "$bin" quantize -m "$gguf" --target arm --priority speed -q -o "$tmp/arm.nib" >"$tmp/out" 2>"$tmp/err"
+  ok test $? -eq 0
+  ok grep -q "target arm" "$tmp/err"
+  if [ "$(uname -m)" != aarch64 ]; then
+    ok grep -q -- "--path auto: w4a8, recipe speed (kernel neon-dotprod (aarch64 build), unverified)" "$tmp/err"
+    ok grep -q "w4a8, 4.125 bits per weight in linear layers" "$tmp/out"
+  fi
+  "$bin" quantize -m "$gguf" --target phone --priority speed -q -o "$tmp/ph.nib" >"$tmp/out" 2>"$tmp/err"
+  ok test $? -eq 0
+  ok grep -q "w8a16, " "$tmp/out"
   ok grep -q "attn_q.weight *w4a8 .* x16" "$tmp/insp"
   # the fast kernels and the scalar reference give the same greedy ids, for both int4
   # paths, and the X16 and rows layouts agree; blocked and whole-matrix repacks match
