@@ -340,6 +340,45 @@ ALWAYS_INLINE void score_block(int R, const float *q, int hd, const struct nb_kv
     }
 }
 
+/* P.V of one block of nk keys for R rows (o rows ldo apart, weights pr rows 16 apart) and C
+ * column chunks of 16 from chunk d: R*C accumulators in registers, each V vector loaded
+ * once for the R rows, and R*C independent FMA chains (one chain of 16 dependent FMAs per
+ * chunk left the FMA units waiting on latency). Each element still adds its keys in
+ * order j = 0..nk-1, so results do not change. */
+ALWAYS_INLINE void pv_block(int R, int C, float *o, int64_t ldo, const float *pr,
+                            const float *const *vrow, int nk, int d)
+{
+    __m512 acc[2][4];
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) acc[r][c] = _mm512_loadu_ps(o + r * ldo + 16 * (d + c));
+    for (int j = 0; j < nk; j++) {
+        __m512 v[4];
+        for (int c = 0; c < C; c++) v[c] = _mm512_loadu_ps(vrow[j] + 16 * (d + c));
+        for (int r = 0; r < R; r++) {
+            __m512 p = _mm512_set1_ps(pr[r * 16 + j]);
+            for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(p, v[c], acc[r][c]);
+        }
+    }
+    for (int r = 0; r < R; r++)
+        for (int c = 0; c < C; c++) _mm512_storeu_ps(o + r * ldo + 16 * (d + c), acc[r][c]);
+}
+
+/* Asks for the K and V rows of keys kb .. min(kb + 16, b) - 1. The cache is paged: a
+ * block of 16 keys of one head is one 4 KiB page apart from the next, where the hardware
+ * prefetcher stops, so in a batched decode step (each run of keys cold, ~70 keys a
+ * stream) every block started with a row of misses. */
+ALWAYS_INLINE void prefetch_rows(const struct nb_kv_view *kv, int kb, int b, int64_t row)
+{
+    int ke = kb + 16 < b ? kb + 16 : b;
+    for (int p = kb; p < ke; p++) {
+        int64_t at = NB_KV_AT(kv, p);
+        for (int64_t o = 0; o < row; o += 64) {
+            _mm_prefetch((const char *)kv->k + at + o, _MM_HINT_T0);
+            _mm_prefetch((const char *)kv->v + at + o, _MM_HINT_T0);
+        }
+    }
+}
+
 /* Decode over a run of keys (contract in kernels.h): blocks of 16 keys; each K row is
  * read (and converted) once for all n_rep query rows, its scores reduced per row into
  * lanes of a block vector, the block's softmax update done on 16 lanes at once, and each
@@ -368,8 +407,11 @@ void nb_attn_decode_avx512(const float *q, int n_rep, int hd, const struct nb_kv
         memset(out + r * ldo + 2, 0, sizeof(float) * (size_t)hd);
     }
     int nd = hd / 16;
+    int64_t row = NB_KV_ROW_BYTES(kv_type, hd);
+    prefetch_rows(kv, a, b, row);
     for (int kb = a; kb < b; kb += 16) {
         int nk = b - kb < 16 ? b - kb : 16;
+        prefetch_rows(kv, kb + 16, b, row);
         switch (n_rep) { /* a constant row count: the accumulators stay in registers */
         case 1: score_block(1, q, hd, kv, kb, nk, sc); break;
         case 2: score_block(2, q, hd, kv, kb, nk, sc); break;
@@ -414,17 +456,21 @@ void nb_attn_decode_avx512(const float *q, int n_rep, int hd, const struct nb_kv
                 vrow[j] = vbuf + (int64_t)j * hd;
             }
         }
-        for (int r = 0; r < n_rep; r++) {
-            float *o = out + r * ldo + 2;
-            const float *pr = sc + r * 16;
-            for (int d = 0; d < nd; d++) {
-                __m512 acc = _mm512_loadu_ps(o + 16 * d);
-                for (int j = 0; j < nk; j++)
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(pr[j]), _mm512_loadu_ps(vrow[j] + 16 * d),
-                                          acc);
-                _mm512_storeu_ps(o + 16 * d, acc);
+        int r = 0;
+        for (; r + 2 <= n_rep; r += 2)
+            for (int d = 0; d < nd; d += 4) {
+                if (nd - d >= 4)
+                    pv_block(2, 4, out + r * ldo + 2, ldo, sc + r * 16, vrow, nk, d);
+                else
+                    pv_block(2, 2, out + r * ldo + 2, ldo, sc + r * 16, vrow, nk, d);
             }
-        }
+        for (; r < n_rep; r++)
+            for (int d = 0; d < nd; d += 4) {
+                if (nd - d >= 4)
+                    pv_block(1, 4, out + r * ldo + 2, ldo, sc + r * 16, vrow, nk, d);
+                else
+                    pv_block(1, 2, out + r * ldo + 2, ldo, sc + r * 16, vrow, nk, d);
+            }
     }
     for (int r = 0; r < n_rep; r++) {
         out[r * ldo] = m[r];
