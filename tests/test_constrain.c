@@ -636,6 +636,32 @@ static void test_forced_kjv(void **state)
         srv_tool_calls_free(calls, n);
     }
     srv_grammar_free(&g);
+    /* a budget that holds the cheapest call but not the dearest (scroll's required enum
+     * argument): closing takes the cheapest function, so every call still completes (a call
+     * cut inside its </tool_call> at 64 tokens, before) */
+    struct srv_schema *sc[2] = {
+        schema_of("{\"type\": \"object\", \"properties\": {\"direction\": {\"enum\": "
+                  "[\"up\", \"down\"]}}, \"required\": [\"direction\"]}"),
+        schema_of("{\"type\": \"object\", \"properties\": {}}")};
+    char *tools[] = {"scroll", "back"};
+    assert_int_equal(srv_tool_grammar_schema(&g, SRV_FMT_HERMES, tools,
+                                             (const struct srv_schema *const *)sc, 2),
+                     0);
+    const char *least = "<tool_call>\n{\"name\": \"back\", \"arguments\": {}}\n</tool_call>";
+    assert_int_equal(accepts(&g, least, 1), 1);
+    int budget = (int)strlen(least) + 1, backs = 0;
+    for (int r = 0; r < 20; r++) {
+        uint64_t rng = 7 + (uint64_t)r;
+        if (forced_decode(&g, &v, &rng, out, sizeof out, budget) < 0)
+            fail_msg("tight call run %d: cut at %d tokens: %s", r, budget, out);
+        assert_int_equal(accepts(&g, out, 1), 1);
+        backs += strstr(out, "\"back\"") != NULL;
+    }
+    printf("# tight tool-call budget (%d tokens): 20 of 20 calls complete, %d of them back\n",
+           budget, backs);
+    srv_grammar_free(&g);
+    srv_schema_free(sc[0]);
+    srv_schema_free(sc[1]);
     srv_vocab_bytes_free(&v);
     nb_tokenizer_free(t);
 }

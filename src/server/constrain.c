@@ -752,6 +752,47 @@ int srv_cons_complete(const struct srv_grammar *g, const struct srv_cons *c)
     return c->elem >= g->n;
 }
 
+/* Bytes that finish the output in closing mode from the start of element e on, when the
+ * last choice before it took alternative `choice` (as given): literals as they are, a
+ * choice by its shortest alternative, an object by the fewest bytes its schema allows. */
+static int rest_cost(const struct srv_grammar *g, int e, int choice)
+{
+    int cost = 0;
+    for (; e < g->n; e++) {
+        const struct srv_elem *el = &g->el[e];
+        if (el->kind == SRV_EL_OBJECT) {
+            const struct srv_schema *S =
+                el->n_schemas == 1 ? el->schemas[0]
+                                   : choice < el->n_schemas ? el->schemas[choice] : NULL;
+            cost = add_cost(cost, S ? node_close(S, 0) : 2);
+            continue;
+        }
+        int least = SRV_SCHEMA_INF;
+        for (int i = 0; i < el->n_alts; i++) {
+            int k = (int)strlen(el->alts[i]);
+            least = k < least ? k : least;
+        }
+        cost = add_cost(cost, least);
+    }
+    return cost;
+}
+
+/* Closing at the start of choice e: only the alternatives that finish the output in the
+ * fewest bytes stay in [*lo, *hi), so a budget that cannot hold the call the model began
+ * (a tool whose required arguments are long) still ends in a complete one: of equals the
+ * first in sorted order. */
+static void cheapest_run(const struct srv_grammar *g, int e, int *lo, int *hi)
+{
+    const struct srv_elem *el = &g->el[e];
+    int best = SRV_SCHEMA_INF, at = *lo;
+    for (int i = *lo; i < *hi; i++) {
+        int k = add_cost((int)strlen(el->alts[i]), rest_cost(g, e + 1, el->orig[i]));
+        if (k < best) best = k, at = i;
+    }
+    *lo = at;
+    *hi = at + 1;
+}
+
 static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned ch)
 {
     if (c->elem >= g->n) return 0;
@@ -764,6 +805,8 @@ static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned c
     /* the alternatives still possible share their first pos bytes and are sorted: those
      * with ch next are a run of them */
     int lo = c->lo, hi = c->hi;
+    if (c->closing && el->kind == SRV_EL_CHOICE && c->pos == 0)
+        cheapest_run(g, c->elem, &lo, &hi);
     while (lo < hi && (unsigned char)el->alts[lo][c->pos] != ch)
         lo++;
     int h = lo;
