@@ -152,6 +152,28 @@ static void test_sequence(void **state)
     assert_int_equal(accepts(&g, "{\"name\": \"get_weather\", \"parameters\": {\"a\": 1}}", 1), 1);
     assert_int_equal(accepts(&g, "{\"name\": \"get\"", 0), 0); /* only the first name */
     srv_grammar_free(&g);
+    /* tool_choice "required" with parallel calls: the sequence again after a '\n', up to
+     * `rounds` calls; once closing, or at the last round, only the end */
+    assert_int_equal(srv_tool_grammar(&g, SRV_FMT_HERMES, names, 3), 0);
+    const char *two = "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>\n"
+                      "<tool_call>\n{\"name\": \"search\", \"arguments\": {\"q\": 1}}\n</tool_call>";
+    assert_int_equal(accepts(&g, two, 0), 0); /* rounds 0: one call */
+    g.rounds = 2;
+    assert_int_equal(accepts(&g, two, 1), 1);
+    assert_int_equal(accepts(&g, "<tool_call>\n{\"name\": \"get\", \"arguments\": {}}\n</tool_call>\n", 1),
+                     0); /* a '\n' begins a call that must come */
+    snprintf(more, sizeof more, "%s\n<", two);
+    assert_int_equal(accepts(&g, more, 0), 0); /* no third round */
+    struct srv_cons c;
+    srv_cons_start(&g, &c);
+    int fresh = srv_cons_cost(&g, &c);
+    assert_int_equal(srv_cons_feed(&g, &c, ok, strlen(ok)), 1);
+    assert_true(srv_cons_complete(&g, &c));
+    assert_int_equal(srv_cons_cost(&g, &c), fresh + 1); /* the next token may open another */
+    c.closing = 1;
+    assert_int_equal(srv_cons_cost(&g, &c), 0);
+    assert_int_equal(srv_cons_feed(&g, &c, "\n", 1), 0);
+    srv_grammar_free(&g);
     /* a choice refuses alternatives that are prefixes of others, and empty texts */
     const char *pre[] = {"ab", "abc"};
     assert_int_equal(srv_grammar_choice(&g, pre, 2), -1);

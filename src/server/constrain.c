@@ -693,10 +693,11 @@ static int json_cost(const struct srv_schema *S, const struct srv_json *j)
 
 static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
 {
-    int closing = c->closing, choice = c->choice;
+    int closing = c->closing, choice = c->choice, round = c->round;
     memset(c, 0, sizeof *c);
     c->closing = closing;
     c->choice = choice;
+    c->round = round;
     c->elem = e;
     c->hi = e < g->n ? g->el[e].n_alts : 0;
     c->js.mode = J_TOP;
@@ -706,7 +707,14 @@ void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c)
 {
     c->closing = 0;
     c->choice = 0;
+    c->round = 0;
     enter(g, c, 0);
+}
+
+/* Complete, and the sequence may begin again (a '\n' next). */
+static int another_round(const struct srv_grammar *g, const struct srv_cons *c)
+{
+    return c->elem >= g->n && !c->closing && c->round + 1 < g->rounds;
 }
 
 /* The schema an object element keeps to in state c (NULL: any object). */
@@ -718,6 +726,11 @@ static const struct srv_schema *elem_schema(const struct srv_elem *el, const str
 
 int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c)
 {
+    if (another_round(g, c)) { /* the next token may open another round: '\n' and all of it */
+        struct srv_cons fresh;
+        srv_cons_start(g, &fresh);
+        return add_cost(1, srv_cons_cost(g, &fresh));
+    }
     int cost = 0;
     for (int e = c->elem; e < g->n; e++) {
         const struct srv_elem *el = &g->el[e];
@@ -795,7 +808,13 @@ static void cheapest_run(const struct srv_grammar *g, int e, int *lo, int *hi)
 
 static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned ch)
 {
-    if (c->elem >= g->n) return 0;
+    if (c->elem >= g->n) {
+        if (ch != '\n' || !another_round(g, c)) return 0;
+        c->round++;
+        c->choice = 0;
+        enter(g, c, 0);
+        return 1;
+    }
     const struct srv_elem *el = &g->el[c->elem];
     if (el->kind == SRV_EL_OBJECT) {
         if (!json_step(elem_schema(el, c), &c->js, ch, c->closing)) return 0;
@@ -850,7 +869,7 @@ static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v
         break;
     default: break;
     }
-    if (complete) return 0;
+    if (complete && !another_round(g, c)) return 0;
     if (v->plain && v->plain[tok] && in_plain_string(g, c)) return 1;
     struct srv_cons t = *c;
     return srv_cons_feed(g, &t, v->bytes + v->off[tok], v->off[tok + 1] - v->off[tok]);
@@ -870,7 +889,7 @@ int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
     uint8_t first[256];
     for (int b = 0; b < 256; b++) {
         struct srv_cons t = *c;
-        first[b] = (uint8_t)(!complete && feed_byte(g, &t, (unsigned)b));
+        first[b] = (uint8_t)feed_byte(g, &t, (unsigned)b);
     }
     for (int i = 0; i < v->n_vocab; i++) {
         int ok;

@@ -133,6 +133,9 @@ struct srv_elem {
 struct srv_grammar {
     struct srv_elem el[SRV_GRAMMAR_MAX];
     int n;
+    /* the whole sequence may come again, after a '\n', until `rounds` in all (0 or 1:
+     * once): tool_choice "required" with parallel calls */
+    int rounds;
 };
 
 /* Append an element (texts copied). -1 when full, out of memory, an empty text, or (a
@@ -175,6 +178,7 @@ struct srv_cons {
     int lo, hi;  /* choice: alternatives [lo, hi) still possible */
     int closing; /* finish as soon as possible (srv_cons_cost) */
     int choice;  /* the last choice's alternative taken, as given */
+    int round;   /* rounds of the sequence begun before this one (srv_grammar.rounds) */
     struct srv_json js;
 };
 
@@ -182,7 +186,8 @@ struct srv_cons {
 void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c);
 /* Advance by n bytes: 1, or 0 when a byte is refused (*c is then undefined: feed a copy). */
 int srv_cons_feed(const struct srv_grammar *g, struct srv_cons *c, const char *b, size_t n);
-/* Every element matched: only the end of generation may follow. */
+/* Every element matched: the end of generation may follow (or, with rounds left and not
+ * closing, a '\n' and the sequence again). */
 int srv_cons_complete(const struct srv_grammar *g, const struct srv_cons *c);
 /* Bytes that finish the output from here at most, once `closing` is set: in closing mode
  * the JSON takes no more whitespace, no ',' (no new member or element), no string byte but

@@ -266,6 +266,7 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
     int parallel = 1;
     *rendered = NULL;
     if (get_bool(o, "parallel_tool_calls", &parallel, e)) return -1;
+    r->parallel_calls = parallel;
     const cJSON *tools = cJSON_GetObjectItemCaseSensitive(o, "tools");
     if (tools && !cJSON_IsNull(tools)) {
         if (!cJSON_IsArray(tools))
@@ -779,9 +780,11 @@ static int completion_prompt(const struct srv_model *m, const cJSON *o, struct s
     return 0;
 }
 
-/* The output's constraint: one call for tool_choice required or named (the named
- * function is tools[0]; its arguments kept to the function's schema), else a JSON object
- * for response_format json_object/json_schema (kept to the schema). */
+/* The output's constraint: a call for tool_choice required or named (the named function
+ * is tools[0]; its arguments kept to the function's schema) — "required" with
+ * parallel_tool_calls (the default) in the Hermes format one call or more (SRV_MAX_CALLS),
+ * each on a line of its own — else a JSON object for response_format
+ * json_object/json_schema (kept to the schema). */
 static int make_grammar(const struct srv_model *m, struct srv_request *r, struct srv_error *e)
 {
     r->tool_format = srv_tool_format_of(m);
@@ -796,6 +799,8 @@ static int make_grammar(const struct srv_model *m, struct srv_request *r, struct
              : one ? srv_grammar_schema(r->grammar, &one, 1)
                    : srv_grammar_object(r->grammar);
     if (rc) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    if (r->tool_choice == SRV_TC_REQUIRED && r->parallel_calls && r->tool_format == SRV_FMT_HERMES)
+        r->grammar->rounds = SRV_MAX_CALLS;
     return 0;
 }
 

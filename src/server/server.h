@@ -59,6 +59,7 @@ int srv_fail(struct srv_error *e, int status, const char *param, const char *cod
 #define SRV_MAX_STOPS        16
 #define SRV_MAX_TOP_LOGPROBS 20
 #define SRV_MAX_TOOLS        128
+#define SRV_MAX_CALLS        8 /* tool calls in one answer to tool_choice "required" */
 
 /* tool_choice: none (no tools rendered or parsed), auto (calls parsed from free text),
  * required / a named function (the output constrained to one call). */
@@ -84,6 +85,7 @@ struct srv_request {
     char **tools; /* the function names offered [n_tools] */
     int n_tools;
     enum srv_tool_choice tool_choice;
+    int parallel_calls; /* parallel_tool_calls (default true): "required" may make several */
     enum srv_tool_format tool_format;
     int json_format;             /* response_format json_object / json_schema */
     struct srv_grammar *grammar; /* the output's constraint, or NULL */

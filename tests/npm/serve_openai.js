@@ -109,6 +109,23 @@ async function main() {
           m.tool_calls.length === 1 && isCall(m.tool_calls[0]), JSON.stringify(r.choices[0]));
     calls++;
   }
+  // "required" with parallel calls (the default) and room for more than one: one call or
+  // more, each valid, distinct ids; parallel_tool_calls false: exactly one
+  let several = 0;
+  for (let seed = 1; seed <= 6; seed++) {
+    for (const parallel of [true, false]) {
+      const r = await client.chat.completions.create({
+        model: ids[0], messages: ask, tools, tool_choice: "required", temperature: 1, seed, max_tokens: 400,
+        parallel_tool_calls: parallel,
+      });
+      const tc = r.choices[0].message.tool_calls || [];
+      const ok = r.choices[0].finish_reason === "tool_calls" && tc.length >= 1 && tc.every(isCall) &&
+        new Set(tc.map((c) => c.id)).size === tc.length && (parallel || tc.length === 1);
+      check(`tool calls (seed ${seed}, parallel ${parallel})`, ok, JSON.stringify(r.choices[0]));
+      if (tc.length > 1) several++;
+    }
+  }
+  console.log(`# required, 400 tokens: ${several} of 6 parallel answers made more than one call`);
   const greedy = await client.chat.completions.create({
     model: ids[0], messages: ask, tools, tool_choice: { type: "function", function: { name: "get_weather" } },
     temperature: 0, max_tokens: 96,
