@@ -2,6 +2,7 @@
 #include "helpers/testutil.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "nibble.h"
@@ -140,6 +141,58 @@ static void test_top_k_select(void **state)
     nb_sampler_free(s);
 }
 
+/* A vocabulary of 151,936 (Qwen's): top-k through the chunk maxima must keep exactly the
+ * k best, ties by id, and greedy must give the first index of the maximum. */
+static int desc_then_id(const void *a, const void *b)
+{
+    const float *x = *(const float *const *)a, *y = *(const float *const *)b;
+    if (*x != *y) return *x < *y ? 1 : -1;
+    return x < y ? -1 : x > y;
+}
+
+static void test_large_vocab(void **state)
+{
+    enum { N = 151936, K = 40 };
+    float *base = malloc(sizeof *base * N), *l = malloc(sizeof *l * N);
+    const float **ord = malloc(sizeof *ord * N);
+    assert_non_null(base);
+    assert_non_null(l);
+    assert_non_null(ord);
+    uint64_t rng = 11;
+    for (int round = 0; round < 3; round++) {
+        for (int i = 0; i < N; i++) /* round 1: many ties; round 2: few distinct values */
+            base[i] = round == 0   ? (float)tu_rand_unit(&rng) * 20 - 10
+                      : round == 1 ? (float)((i * 7919) % 13) * 0.25f
+                                   : (float)((i * 31) % 3);
+        for (int i = 0; i < N; i++) ord[i] = &base[i];
+        qsort(ord, N, sizeof *ord, desc_then_id);
+        struct nb_sampler *s = make(1.0f, K, 1.0f, 0, 1, 5 + (uint64_t)round, N);
+        int seen[K] = {0}, hits = 0;
+        for (int step = 0; step < 400; step++) {
+            memcpy(l, base, sizeof *l * N);
+            int32_t t = nb_sampler_sample(s, l);
+            int rank = -1;
+            for (int r = 0; r < K; r++)
+                if (ord[r] == &base[t]) rank = r;
+            if (rank < 0) fail_msg("round %d: token %d is not among the %d best", round, t, K);
+            hits += !seen[rank]++;
+        }
+        if (round > 0) assert_true(hits > K / 2); /* the tied best drawn alike */
+        nb_sampler_free(s);
+        /* greedy: the first index of the maximum */
+        s = make(0, K, 1.0f, 0, 1, 1, N);
+        memcpy(l, base, sizeof *l * N);
+        assert_int_equal(nb_sampler_sample(s, l), (int32_t)(ord[0] - base));
+        memcpy(l, base, sizeof *l * N);
+        l[0] = NAN; /* a running comparison never leaves a NaN first element */
+        assert_int_equal(nb_sampler_sample(s, l), 0);
+        nb_sampler_free(s);
+    }
+    free(base);
+    free(l);
+    free(ord);
+}
+
 static void test_bad_params(void **state)
 {
     struct nb_sampler_params p = nb_sampler_default_params();
@@ -161,6 +214,7 @@ int main(void)
         cmocka_unit_test(test_distribution), cmocka_unit_test(test_filters),
         cmocka_unit_test(test_repeat_penalty), cmocka_unit_test(test_bad_params),
         cmocka_unit_test(test_top_k_select),
+        cmocka_unit_test(test_large_vocab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,6 +11,8 @@
 #include "core/error.h"
 #include "nibble.h"
 
+#define SAMPLER_CHUNK 128 /* logits per chunk of top_k_select */
+
 struct nb_sampler {
     struct nb_sampler_params p;
     int n_vocab;
@@ -20,7 +22,8 @@ struct nb_sampler {
     struct cand {
         float logit;
         int32_t id;
-    } *cand; /* [n_vocab] */
+    } *cand;          /* [n_vocab] */
+    float *chunk_max; /* [n_vocab / SAMPLER_CHUNK + 1] (top_k_select) */
 };
 
 struct nb_sampler_params nb_sampler_default_params(void)
@@ -61,8 +64,9 @@ enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_
     s->n_vocab = n_vocab;
     s->rng = p->seed;
     s->cand = malloc(sizeof *s->cand * (size_t)n_vocab);
+    s->chunk_max = malloc(sizeof *s->chunk_max * (size_t)(n_vocab / SAMPLER_CHUNK + 1));
     s->history = malloc(sizeof *s->history * (size_t)(p->repeat_last_n ? p->repeat_last_n : 1));
-    if (!s->cand || !s->history) {
+    if (!s->cand || !s->history || !s->chunk_max) {
         nb_sampler_free(s);
         return nb_set_error(NB_ERR_NOMEM, "sampler: out of memory");
     }
@@ -74,6 +78,7 @@ void nb_sampler_free(struct nb_sampler *s)
 {
     if (!s) return;
     free(s->cand);
+    free(s->chunk_max);
     free(s->history);
     free(s);
 }
@@ -111,18 +116,61 @@ static void heap_down(struct cand *h, int k, int i)
     }
 }
 
-static void top_k_select(struct cand *c, const float *logits, int n, int k)
+/* The k best of c[0..n) into c[0..k), sorted (c[k..n) is left in any order). */
+static void heap_select(struct cand *c, int n, int k)
 {
-    for (int i = 0; i < k; i++) c[i] = (struct cand){logits[i], i};
     for (int i = k / 2 - 1; i >= 0; i--) heap_down(c, k, i);
-    for (int i = k; i < n; i++) {
-        struct cand x = {logits[i], i};
-        if (cand_desc(&x, &c[0]) < 0) { /* x ranks before the worst kept */
-            c[0] = x;
+    for (int i = k; i < n; i++)
+        if (cand_desc(&c[i], &c[0]) < 0) { /* c[i] ranks before the worst kept */
+            c[0] = c[i];
             heap_down(c, k, 0);
         }
-    }
     qsort(c, (size_t)k, sizeof *c, cand_desc);
+}
+
+/* The largest of x[0..n) (NaN skipped; -inf when none): 16 running maxima the compiler
+ * keeps in vector registers. */
+static float max_of(const float *x, int n)
+{
+    float m[16];
+    for (int j = 0; j < 16; j++) m[j] = -INFINITY;
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        for (int j = 0; j < 16; j++) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+    for (; i < n; i++) m[0] = x[i] > m[0] ? x[i] : m[0];
+    float r = m[0];
+    for (int j = 1; j < 16; j++) r = m[j] > r ? m[j] : r;
+    return r;
+}
+
+/* The k best of logits[0..n) into c[0..k), sorted. The k largest of the maxima of chunks
+ * of SAMPLER_CHUNK are k tokens at or above the k-th of those maxima, t, so every token of
+ * the k best is >= t: only those are kept for the heap (a few hundred of a 151k vocabulary
+ * instead of a heap test per token; the same k tokens, ties included). */
+static void top_k_select(struct cand *c, float *chunk_max, const float *logits, int n, int k)
+{
+    int n_chunks = n / SAMPLER_CHUNK, m = 0;
+    float t = -INFINITY;
+    if (n_chunks >= 4 * k) {
+        for (int b = 0; b < n_chunks; b++) {
+            int len = b == n_chunks - 1 ? n - b * SAMPLER_CHUNK : SAMPLER_CHUNK;
+            chunk_max[b] = max_of(logits + (int64_t)b * SAMPLER_CHUNK, len);
+            c[b] = (struct cand){chunk_max[b], b};
+        }
+        heap_select(c, n_chunks, k);
+        t = c[k - 1].logit;
+        for (int b = 0; b < n_chunks; b++) {
+            if (!(chunk_max[b] >= t)) continue;
+            int end = b == n_chunks - 1 ? n : (b + 1) * SAMPLER_CHUNK;
+            for (int i = b * SAMPLER_CHUNK; i < end; i++)
+                if (logits[i] >= t) c[m++] = (struct cand){logits[i], i};
+        }
+    }
+    if (m < k) { /* few chunks, or NaN logits: every token */
+        for (int i = 0; i < n; i++) c[i] = (struct cand){logits[i], i};
+        m = n;
+    }
+    heap_select(c, m, k);
 }
 
 /* CTRL-style penalty: a positive logit is divided, a negative one multiplied, once
@@ -145,15 +193,17 @@ int32_t nb_sampler_sample(struct nb_sampler *s, float *logits)
 {
     apply_penalty(s, logits);
     int n = s->n_vocab;
-    if (s->p.temperature <= 0) { /* greedy: first index of the maximum */
-        int32_t best = 0;
-        for (int i = 1; i < n; i++)
-            if (logits[i] > logits[best]) best = i;
+    if (s->p.temperature <= 0) { /* greedy: first index of the maximum (0 when logits[0]
+                                    * is NaN, as a running comparison gives) */
+        float mx = n > 1 ? max_of(logits + 1, n - 1) : -INFINITY;
+        if (!(mx > logits[0])) return 0;
+        int32_t best = 1;
+        while (logits[best] != mx) best++;
         return best;
     }
     int k = s->p.top_k > 0 && s->p.top_k < n ? s->p.top_k : n;
     if (k < n) {
-        top_k_select(s->cand, logits, n, k); /* cand[0..k) in cand_desc order */
+        top_k_select(s->cand, s->chunk_max, logits, n, k); /* cand[0..k), cand_desc order */
     } else {
         for (int i = 0; i < n; i++) {
             s->cand[i].logit = logits[i];
