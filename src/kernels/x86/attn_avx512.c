@@ -342,18 +342,19 @@ ALWAYS_INLINE void score_block(int R, const float *q, int hd, const struct nb_kv
 
 /* P.V of one block of nk keys for R rows (o rows ldo apart, weights pr rows 16 apart) and C
  * column chunks of 16 from chunk d: R*C accumulators in registers, each V vector loaded
- * once for the R rows, and R*C independent FMA chains (one chain of 16 dependent FMAs per
- * chunk left the FMA units waiting on latency). Each element still adds its keys in
- * order j = 0..nk-1, so results do not change. */
-ALWAYS_INLINE void pv_block(int R, int C, float *o, int64_t ldo, const float *pr,
-                            const float *const *vrow, int nk, int d)
+ * (and converted: ld16, the same values nb_kv_row_load_avx512 gives) once for the R rows,
+ * and R*C independent FMA chains (one chain of 16 dependent FMAs per chunk left the FMA
+ * units waiting on latency). Each element still adds its keys in order j = 0..nk-1, so
+ * results do not change. */
+ALWAYS_INLINE void pv_block(int R, int C, float *o, int64_t ldo, const float *pr, int type,
+                            const char *const *vrow, int nk, int d)
 {
     __m512 acc[2][4];
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) acc[r][c] = _mm512_loadu_ps(o + r * ldo + 16 * (d + c));
     for (int j = 0; j < nk; j++) {
         __m512 v[4];
-        for (int c = 0; c < C; c++) v[c] = _mm512_loadu_ps(vrow[j] + 16 * (d + c));
+        for (int c = 0; c < C; c++) v[c] = ld16(type, vrow[j], 16 * (d + c));
         for (int r = 0; r < R; r++) {
             __m512 p = _mm512_set1_ps(pr[r * 16 + j]);
             for (int c = 0; c < C; c++) acc[r][c] = _mm512_fmadd_ps(p, v[c], acc[r][c]);
@@ -361,6 +362,27 @@ ALWAYS_INLINE void pv_block(int R, int C, float *o, int64_t ldo, const float *pr
     }
     for (int r = 0; r < R; r++)
         for (int c = 0; c < C; c++) _mm512_storeu_ps(o + r * ldo + 16 * (d + c), acc[r][c]);
+}
+
+/* The rows [r0, r1) of a block's P.V (see pv_block), V rows of `type`. */
+ALWAYS_INLINE void pv_rows(int r0, int r1, int nd, float *out, int64_t ldo, const float *sc,
+                           int type, const char *const *vrow, int nk)
+{
+    int r = r0;
+    for (; r + 2 <= r1; r += 2)
+        for (int d = 0; d < nd; d += 4) {
+            if (nd - d >= 4)
+                pv_block(2, 4, out + r * ldo + 2, ldo, sc + r * 16, type, vrow, nk, d);
+            else
+                pv_block(2, 2, out + r * ldo + 2, ldo, sc + r * 16, type, vrow, nk, d);
+        }
+    for (; r < r1; r++)
+        for (int d = 0; d < nd; d += 4) {
+            if (nd - d >= 4)
+                pv_block(1, 4, out + r * ldo + 2, ldo, sc + r * 16, type, vrow, nk, d);
+            else
+                pv_block(1, 2, out + r * ldo + 2, ldo, sc + r * 16, type, vrow, nk, d);
+        }
 }
 
 /* Asks for the K and V rows of keys kb .. min(kb + 16, b) - 1. The cache is paged: a
@@ -444,33 +466,25 @@ void nb_attn_decode_avx512(const float *q, int n_rep, int hd, const struct nb_kv
                     _mm512_storeu_ps(o + 16 * d, _mm512_mul_ps(al, _mm512_loadu_ps(o + 16 * d)));
             }
         }
-        /* P.V: the block's V rows as f32 (converted once), then per 16 columns each row's
-         * accumulator in a register across the 16 keys (one load and store a block) */
-        const float *vrow[16];
-        for (int j = 0; j < nk; j++) {
-            const char *vr = (const char *)kv->v + NB_KV_AT(kv, kb + j);
-            if (kv_type == NB_KVE_F32) {
-                vrow[j] = (const float *)vr;
-            } else {
-                nb_kv_row_load_avx512(kv_type, vr, vbuf + (int64_t)j * hd, hd);
-                vrow[j] = vbuf + (int64_t)j * hd;
+        /* P.V: up to 2 rows (one GQA pair) convert each V vector as it is used; more rows
+         * convert the block's V rows once into vbuf first */
+        const char *vrow[16];
+        for (int j = 0; j < nk; j++)
+            vrow[j] = (const char *)kv->v + NB_KV_AT(kv, kb + j);
+        if (n_rep <= 2 || kv_type == NB_KVE_F32) {
+            switch (kv_type) { /* a constant type: ld16's branches fold */
+            case NB_KVE_F16: pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_F16, vrow, nk); break;
+            case NB_KVE_BF16: pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_BF16, vrow, nk); break;
+            case NB_KVE_Q8_0: pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_Q8_0, vrow, nk); break;
+            default: pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_F32, vrow, nk); break;
             }
+        } else {
+            for (int j = 0; j < nk; j++) {
+                nb_kv_row_load_avx512(kv_type, vrow[j], vbuf + (int64_t)j * hd, hd);
+                vrow[j] = (const char *)(vbuf + (int64_t)j * hd);
+            }
+            pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_F32, vrow, nk);
         }
-        int r = 0;
-        for (; r + 2 <= n_rep; r += 2)
-            for (int d = 0; d < nd; d += 4) {
-                if (nd - d >= 4)
-                    pv_block(2, 4, out + r * ldo + 2, ldo, sc + r * 16, vrow, nk, d);
-                else
-                    pv_block(2, 2, out + r * ldo + 2, ldo, sc + r * 16, vrow, nk, d);
-            }
-        for (; r < n_rep; r++)
-            for (int d = 0; d < nd; d += 4) {
-                if (nd - d >= 4)
-                    pv_block(1, 4, out + r * ldo + 2, ldo, sc + r * 16, vrow, nk, d);
-                else
-                    pv_block(1, 2, out + r * ldo + 2, ldo, sc + r * 16, vrow, nk, d);
-            }
     }
     for (int r = 0; r < n_rep; r++) {
         out[r * ldo] = m[r];
