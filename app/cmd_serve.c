@@ -64,6 +64,10 @@ static void usage(FILE *f)
             "                          128; 0: no limit)\n"
             "      --no-prefix-cache   prefill every prompt whole (default: a prompt that starts\n"
             "                          like a cached sequence reuses its KV)\n"
+            "      --lookup N          prompt-lookup speculative decoding: up to N draft\n"
+            "                          tokens a step copied from a request's own prompt and\n"
+            "                          output, verified in the batched step (0..16; default 0:\n"
+            "                          off); the same tokens as without (docs/speculative.md)\n"
             "      --kv-tokens N       tokens the KV pool holds for all slots together (default\n"
             "                          0: slots x context); fewer: prompts wait for blocks, and a\n"
             "                          request that finds none mid-generation ends ('length')\n"
@@ -127,6 +131,7 @@ int cmd_serve(int argc, char **argv)
         OPT_INT("--max-conn-per-ip", &sp.max_conn_per_ip, 0, 1 << 20),
         OPT_FLAG("--no-prefix-cache", &no_prefix_cache),
         OPT_INT("--kv-tokens", &kv_tokens, 0, 1 << 30),
+        OPT_INT("--lookup", &sp.lookup, 0, 16),
         OPT_END};
     int r = arg_parse(cmd, opts, argc, argv, usage);
     if (r <= 0) return r < 0 ? 1 : 0;

@@ -863,6 +863,10 @@ struct nb_server_params {
                                           that thinks so: Qwen3's, DeepSeek-R1's) goes to
                                           message.reasoning_content; 1: it stays in the
                                           content (--reasoning-format none) */
+    int lookup;                        /* prompt-lookup speculative decoding: up to this many
+                                          draft tokens a step, copied from a request's own
+                                          prompt and output, verified in the batched step
+                                          (0: off; at most 16; docs/speculative.md) */
 };
 NB_API struct nb_server_params nb_server_default_params(void);
 

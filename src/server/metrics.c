@@ -111,6 +111,11 @@ char *srv_metrics_text(const struct srv_metrics *m, int queued, int running, int
            (long long)m->steps);
     scalar(&o, "nibble_step_tokens_total", "counter",
            "Tokens run by those steps (prompt and decode).", (long long)m->step_tokens);
+    scalar(&o, "nibble_lookup_drafted_total", "counter",
+           "Draft tokens prompt lookup (--lookup) put into steps.", (long long)m->lookup_drafted);
+    scalar(&o, "nibble_lookup_accepted_total", "counter",
+           "Of those, the drafts the sampler confirmed (tokens gained).",
+           (long long)m->lookup_accepted);
     scalar(&o, "nibble_queue_depth", "gauge", "Requests waiting for a slot.", queued);
     scalar(&o, "nibble_slots_running", "gauge", "Slots running a request.", running);
     scalar(&o, "nibble_slots_total", "gauge", "Slots (sequences decoded together).", n_slots);

@@ -890,6 +890,17 @@ static void add_usage(cJSON *o, const struct srv_job *j)
     /* as OpenAI's: the prompt tokens whose KV was reused (prefix sharing) */
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
     cJSON_AddNumberToObject(d, "cached_tokens", j->n_cached);
+    /* llama-server's timings (a client such as nibble agent reads decode speed from them):
+     * the prompt from submission (queueing included) to the first token; the tokens after
+     * the first over the decode steps that made them */
+    cJSON *t = cJSON_AddObjectToObject(o, "timings");
+    int decoded = j->n_gen > 1 ? j->n_gen - 1 : 0;
+    double gen_ms = decoded && j->t_first > 0 ? (j->t_prev - j->t_first) * 1e3 : 0;
+    cJSON_AddNumberToObject(t, "prompt_n", j->req.n_prompt - j->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_ms", j->t_first > 0 ? (j->t_first - j->t_submit) * 1e3 : 0);
+    cJSON_AddNumberToObject(t, "predicted_n", decoded);
+    cJSON_AddNumberToObject(t, "predicted_ms", gen_ms);
+    if (gen_ms > 0) cJSON_AddNumberToObject(t, "predicted_per_second", decoded / gen_ms * 1e3);
 }
 
 static cJSON *head(const struct nb_server *s, const struct srv_job *j, const char *object)

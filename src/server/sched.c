@@ -382,10 +382,19 @@ static void make_room(struct nb_server *s, struct cache *c, struct srv_job *cons
 struct step {
     int32_t *tok, *pos, *seq; /* [cap] */
     uint8_t *want;
-    struct srv_job **out_job; /* [n_slots]: the job of each logits row */
-    int cap;
-    float *logits; /* [n_slots * n_vocab] */
+    struct srv_job **out_job; /* [rows]: the job of each logits row */
+    int *draft_i;             /* [rows]: 0 the job's own token, i its i-th draft (--lookup) */
+    uint8_t *taken;           /* [rows]: a token was drawn from the row */
+    int cap, rows;            /* rows: n_slots + the drafts a step may hold */
+    float *logits;            /* [rows * n_vocab] */
 };
+
+/* --lookup: may job j draft this step? Plain sampling only (no grammar, no tool calls
+ * watched for, no logprobs: each of those looks at one row a token). */
+static int lookup_ok(const struct srv_job *j)
+{
+    return !j->req.grammar && !j->auto_g && !j->req.logprobs;
+}
 
 /* Drop cancelled and expired jobs, fail the queue when stopping, admit into free slots. */
 static void admit(struct nb_server *s, struct cache *c, double now, int draining,
@@ -553,21 +562,25 @@ enum nb_status srv_engine_run(struct nb_server *s)
     int n_slots = s->p.n_slots, n_vocab = s->m.n_vocab;
     int n_batch = s->p.ctx.n_batch > 0 ? s->p.ctx.n_batch : 512;
     enum nb_status st = NB_OK;
-    b.cap = n_batch + n_slots;
+    int max_draft = s->p.lookup;
+    b.rows = n_slots + max_draft;
+    b.cap = n_batch + b.rows;
     b.tok = malloc(sizeof *b.tok * (size_t)b.cap);
     b.pos = malloc(sizeof *b.pos * (size_t)b.cap);
     b.seq = malloc(sizeof *b.seq * (size_t)b.cap);
     b.want = malloc((size_t)b.cap);
-    b.out_job = malloc(sizeof *b.out_job * (size_t)n_slots);
-    b.logits = malloc(sizeof *b.logits * (size_t)n_slots * (size_t)n_vocab);
+    b.out_job = malloc(sizeof *b.out_job * (size_t)b.rows);
+    b.draft_i = malloc(sizeof *b.draft_i * (size_t)b.rows);
+    b.taken = malloc((size_t)b.rows);
+    b.logits = malloc(sizeof *b.logits * (size_t)b.rows * (size_t)n_vocab);
     /* the text of each output row of a step: a token is at most a few hundred bytes, the
      * held-back text of the stop matcher at most its longest string */
     size_t text_cap = 4096;
-    char *texts = malloc(text_cap * (size_t)n_slots);
-    size_t *text_n = malloc(sizeof *text_n * (size_t)n_slots);
-    const char **finish = malloc(sizeof *finish * (size_t)n_slots);
-    int *gained = malloc(sizeof *gained * (size_t)n_slots); /* a token counted (not EOG) */
-    struct srv_logprob *row_lp = malloc(sizeof *row_lp * (size_t)n_slots);
+    char *texts = malloc(text_cap * (size_t)b.rows);
+    size_t *text_n = malloc(sizeof *text_n * (size_t)b.rows);
+    const char **finish = malloc(sizeof *finish * (size_t)b.rows);
+    int *gained = malloc(sizeof *gained * (size_t)b.rows); /* a token counted (not EOG) */
+    struct srv_logprob *row_lp = malloc(sizeof *row_lp * (size_t)b.rows);
     float *raw = malloc(sizeof *raw * (size_t)n_vocab);   /* a row before the sampler's changes */
     float *work = malloc(sizeof *work * (size_t)n_vocab); /* constrained sampling's copy */
     struct cache cache = {.n_ctx = s->n_ctx};
@@ -577,7 +590,8 @@ enum nb_status srv_engine_run(struct nb_server *s)
     cache.tok = malloc(sizeof *cache.tok * (size_t)n_slots * (size_t)s->n_ctx);
     cache.used = calloc((size_t)n_slots, sizeof *cache.used);
     cache.started = calloc((size_t)n_slots, 1);
-    if (!b.tok || !b.pos || !b.seq || !b.want || !b.out_job || !b.logits || !texts || !text_n ||
+    if (!b.tok || !b.pos || !b.seq || !b.want || !b.out_job || !b.draft_i || !b.taken ||
+        !b.logits || !texts || !text_n ||
         !finish || !gained || !row_lp || !raw || !work || !cache.tok || !cache.used ||
         !cache.started) {
         st = nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
@@ -606,18 +620,45 @@ enum nb_status srv_engine_run(struct nb_server *s)
             if (s->slots[i]) run[n_run++] = s->slots[i];
         pthread_mutex_unlock(&s->mu);
 
-        /* the batch: decoders first (one token each), then prefill chunks */
-        int n = 0, n_out = 0;
+        /* the batch: decoders first (one token each, and with --lookup the drafts copied
+         * from their own text after it), then prefill chunks. Drafts only in a step without
+         * prefill and with a pool that holds every slot's context: the step is then
+         * verified (nb_decode_verify: each token's logits as a decode step alone gives) */
+        int n = 0, n_out = 0, drafts_left = max_draft, n_drafted = 0;
+        for (int k = 0; k < n_run && drafts_left > 0; k++)
+            if (run[k]->n_past < run[k]->req.n_prompt || short_pool) drafts_left = 0;
         for (int k = 0; k < n_run; k++) {
             struct srv_job *j = run[k];
             if (j->n_past < j->req.n_prompt) continue;
+            int32_t *hist = cache.tok + (size_t)j->slot * (size_t)s->n_ctx;
+            int p = nb_ctx_seq_len(s->ctx, j->slot);
             b.tok[n] = j->last;
-            b.pos[n] = nb_ctx_seq_len(s->ctx, j->slot);
+            b.pos[n] = p;
             b.seq[n] = j->slot;
             b.want[n] = 1;
-            cache.tok[(size_t)j->slot * (size_t)s->n_ctx + (size_t)b.pos[n]] = j->last;
+            hist[p] = j->last;
+            b.draft_i[n_out] = 0;
             b.out_job[n_out++] = j;
             n++;
+            j->n_draft = 0;
+            j->draft_pos = p;
+            int room = j->max_tokens - j->n_gen - 1; /* tokens it may still take after this */
+            if (room > s->n_ctx - 1 - p) room = s->n_ctx - 1 - p;
+            if (room > drafts_left) room = drafts_left;
+            if (room <= 0 || !lookup_ok(j)) continue;
+            j->n_draft = nb_lookup_draft(hist, p + 1, 2, 4, room, j->draft);
+            for (int i = 0; i < j->n_draft; i++) {
+                b.tok[n] = j->draft[i];
+                b.pos[n] = p + 1 + i;
+                b.seq[n] = j->slot;
+                b.want[n] = 1;
+                hist[p + 1 + i] = j->draft[i];
+                b.draft_i[n_out] = i + 1;
+                b.out_job[n_out++] = j;
+                n++;
+            }
+            drafts_left -= j->n_draft;
+            n_drafted += j->n_draft;
         }
         int n_dec = n;
         int budget = n_batch - n;
@@ -651,6 +692,8 @@ enum nb_status srv_engine_run(struct nb_server *s)
             budget -= take;
             if (j->n_past == j->req.n_prompt) {
                 b.want[n - 1] = 1;
+                b.draft_i[n_out] = 0;
+                j->n_draft = 0;
                 b.out_job[n_out++] = j;
             }
         }
@@ -662,7 +705,8 @@ enum nb_status srv_engine_run(struct nb_server *s)
         }
         struct nb_batch batch = {
             .n_tokens = n, .token = b.tok, .pos = b.pos, .seq = b.seq, .want_logits = b.want};
-        enum nb_status ds = nb_decode(s->ctx, &batch, b.logits);
+        enum nb_status ds = n_drafted ? nb_decode_verify(s->ctx, &batch, b.logits)
+                                      : nb_decode(s->ctx, &batch, b.logits);
         if (ds == NB_ERR_RANGE && short_pool) { /* no blocks for the step: it ran nothing */
             NB_LOGI("serve: %s", nb_last_error());
             pthread_mutex_lock(&s->mu);
@@ -677,6 +721,17 @@ enum nb_status srv_engine_run(struct nb_server *s)
             struct srv_job *j = b.out_job[k];
             float *row = b.logits + (size_t)k * (size_t)n_vocab;
             text_n[k] = 0;
+            finish[k] = NULL;
+            gained[k] = 0;
+            b.taken[k] = 0;
+            int di = b.draft_i[k];
+            /* a draft's row holds the next token's logits only if the token drawn from the
+             * row before it was that draft (and the job goes on): else it and the job's
+             * later rows are dropped, as plain decoding would never have fed them */
+            if (di > 0 && (!b.taken[k - 1] || finish[k - 1] || j->err.status ||
+                           j->last != j->draft[di - 1]))
+                continue;
+            b.taken[k] = 1;
             if (j->req.logprobs) memcpy(raw, row, sizeof *raw * (size_t)n_vocab);
             int32_t tok = job_grammar(j) ? sample_constrained(s, j, row, work)
                                          : nb_sampler_sample(j->sampler, row);
@@ -685,6 +740,21 @@ enum nb_status srv_engine_run(struct nb_server *s)
             int n_gen = j->n_gen;
             finish[k] = take_token(s, j, tok, texts + (size_t)k * text_cap, &text_n[k], text_cap);
             gained[k] = j->n_gen > n_gen;
+        }
+        /* a job that drafted keeps in its cache what was fed and turned out right: its
+         * token and the drafts confirmed (one per draft row a token was drawn from) */
+        uint64_t drafted = 0, accepted = 0;
+        for (int k = 0; k < n_out && ds == NB_OK; k++) {
+            struct srv_job *j = b.out_job[k];
+            if (b.draft_i[k] != 0 || j->n_draft == 0) continue;
+            int right = 0;
+            for (int r = k + 1; r < n_out && b.draft_i[r] > 0; r++) right += b.taken[r];
+            if (right < j->n_draft &&
+                nb_ctx_truncate_seq(s->ctx, j->slot, j->draft_pos + 1 + right) != NB_OK &&
+                !j->err.status)
+                srv_fail(&j->err, 500, NULL, NULL, "lookup: %s", nb_last_error());
+            drafted += (uint64_t)j->n_draft;
+            accepted += (uint64_t)right;
         }
 
         pthread_mutex_lock(&s->mu);
@@ -698,14 +768,18 @@ enum nb_status srv_engine_run(struct nb_server *s)
             continue;
         }
         s->met.steps++;
+        s->met.lookup_drafted += drafted;
+        s->met.lookup_accepted += accepted;
         s->met.step_tokens += (uint64_t)n;
         for (int k = 0; k < n_out; k++) {
             struct srv_job *j = b.out_job[k];
+            if (!b.taken[k]) continue; /* a draft not confirmed */
             if (j->t_prev == 0) {
+                j->t_first = t_step;
                 srv_hist_add(&s->met.ttft, t_step - j->t_submit);
                 s->met.prompt_tokens += (uint64_t)j->req.n_prompt;
                 s->met.prompt_tokens_cached += (uint64_t)j->n_cached;
-            } else {
+            } else if (b.draft_i[k] == 0) { /* a confirmed draft's token came with it */
                 srv_hist_add(&s->met.itl, t_step - j->t_prev);
             }
             j->t_prev = t_step;
@@ -714,7 +788,9 @@ enum nb_status srv_engine_run(struct nb_server *s)
             s->met.gen_tokens += (uint64_t)(j->n_gen - j->n_gen_counted);
             j->n_gen_counted = j->n_gen;
             pthread_cond_broadcast(&j->cv);
-            if (finish[k] || j->err.status) job_done(s, j, finish[k]);
+            /* done after the job's last row this step (its taken rows come together) */
+            int last_row = k + 1 == n_out || b.out_job[k + 1] != j || !b.taken[k + 1];
+            if (last_row && (finish[k] || j->err.status)) job_done(s, j, finish[k]);
         }
         nb_ctx_kv_usage(s->ctx, &s->met.kv);
         if (s->met.kv.blocks_used > s->met.kv_blocks_peak)
@@ -728,6 +804,8 @@ done:
     free(b.seq);
     free(b.want);
     free(b.out_job);
+    free(b.draft_i);
+    free(b.taken);
     free(b.logits);
     free(texts);
     free(text_n);

@@ -128,6 +128,11 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
                           p->n_slots, p->port);
         goto fail;
     }
+    if (p->lookup < 0 || p->lookup > SRV_MAX_DRAFT) {
+        st = nb_set_error(NB_ERR_INVALID_ARG, "serve: lookup is %d: it must be 0..%d", p->lookup,
+                          SRV_MAX_DRAFT);
+        goto fail;
+    }
     if (p->api_key && strlen(p->api_key) >= sizeof s->api_key) {
         st = nb_set_error(NB_ERR_INVALID_ARG, "serve: the API key is longer than %zu bytes",
                           sizeof s->api_key - 1);

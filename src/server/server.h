@@ -60,6 +60,7 @@ int srv_fail(struct srv_error *e, int status, const char *param, const char *cod
 #define SRV_MAX_TOP_LOGPROBS 20
 #define SRV_MAX_TOOLS        128
 #define SRV_MAX_CALLS        8 /* tool calls in one answer to tool_choice "required" */
+#define SRV_MAX_DRAFT        16 /* --lookup: draft tokens a step at most */
 
 /* tool_choice: none (no tools rendered or parsed), auto (calls parsed from free text),
  * required / a named function (the output constrained to one call). */
@@ -215,6 +216,9 @@ struct srv_job {
     int tail_n;
     int any_text;      /* Llama 3: something but whitespace generated (a call comes first) */
     double t_prev;     /* the previous token, for the inter-token histogram */
+    double t_first;    /* the first token (the prompt done): the response's timings */
+    int32_t draft[SRV_MAX_DRAFT]; /* --lookup: this step's draft tokens, fed after `last` */
+    int n_draft, draft_pos;       /* how many, and the position `last` was fed at */
     int n_gen_counted; /* of n_gen, in the metrics already */
 
     /* shared, under srv->mu */
@@ -247,6 +251,7 @@ void srv_hist_add(struct srv_hist *h, double v);
 struct srv_metrics {
     uint64_t requests[SRV_N_STATUS]; /* by srv_status_index */
     uint64_t prompt_tokens, gen_tokens, steps, step_tokens;
+    uint64_t lookup_drafted, lookup_accepted; /* --lookup: draft tokens verified, confirmed */
     struct srv_hist ttft, itl;
     struct nb_kv_usage kv; /* the engine's snapshot after each step */
     int64_t kv_blocks_peak; /* the most blocks_used of those snapshots */

@@ -116,7 +116,7 @@ b = j[0]
 assert b['build'] == 'kjv-7m-f32.gguf', b['build']
 assert 0 <= b['success_rate'] <= 1 and b['episodes'] == 10, b
 assert sorted(b['outcomes']) == sorted(CLASSES) and sum(b['outcomes'].values()) == 10, b['outcomes']
-assert b['decode_tok_s'] > 0 and b['decode_tok_s_from'] == 'request wall time', b
+assert b['decode_tok_s'] > 0 and b['decode_tok_s_from'] == 'server timings', b
 print('ok')"
   pylines "trace" "$tmp/trace.jsonl" '
 ended = [l for l in lines if l["outcome"] is not None]
