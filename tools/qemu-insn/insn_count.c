@@ -21,7 +21,7 @@
 /* ---- the qemu plugin API (user-visible declarations, version 1) ---- */
 #define PLUGIN_EXPORT __attribute__((visibility("default")))
 typedef uint64_t qemu_plugin_id_t;
-struct qemu_plugin_tb; /* opaque: a translation block being translated */
+struct qemu_plugin_tb;                  /* opaque: a translation block being translated */
 typedef struct qemu_info_t qemu_info_t; /* opaque here: never read */
 enum qemu_plugin_cb_flags { QEMU_PLUGIN_CB_NO_REGS = 0 };
 typedef void (*qemu_plugin_vcpu_tb_trans_cb_t)(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
@@ -54,7 +54,8 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
     (void)id;
     size_t n = qemu_plugin_tb_n_insns(tb);
-    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS, (void *)(uintptr_t)n);
+    qemu_plugin_register_vcpu_tb_exec_cb(tb, on_tb_exec, QEMU_PLUGIN_CB_NO_REGS,
+                                         (void *)(uintptr_t)n);
 }
 
 /* Runs when the guest exits: writes the total to out= or qemu's log. */
