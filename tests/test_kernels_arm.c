@@ -228,7 +228,8 @@ static void test_w4a8_x16_neon(void **state)
     for (int si = 0; si < ns; si++) {
         const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
         uint8_t *x16 = tu_to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
         struct tu_acts a;
         tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 4, 32, 1);
@@ -271,7 +272,8 @@ static void test_w4a16_x16_neon(void **state)
     for (int si = 0; si < ns; si++) {
         const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = tu_random_rows_blob(&g_rng, NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
         uint8_t *x16 = tu_to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in, 0);
         struct tu_acts a;
         tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 4, 32, 1);
@@ -293,7 +295,7 @@ static void test_w4a16_x16_neon(void **state)
         nb_gemm_w4a16_x16_neon(y, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
                                g->r0, g->r1, scratch);
         double wr = tu_compare_y(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_X16,
-                            "w4a16 x16 neon");
+                                 "w4a16 x16 neon");
         if (wr > worst) worst = wr;
         free(y), free(yr), free(mag), free(rows), free(x16), free(scratch);
         tu_acts_free(&a);
@@ -308,8 +310,8 @@ static void test_w8a16_neon(void **state)
 {
 #ifdef NB_HAVE_ARM
     static const struct tu_gshape shapes[] = {{17, 100, 0, 17, 0, 1},  {33, 64, 5, 30, 0, 3},
-                                           {64, 1024, 0, 64, 0, 1}, {48, 500, 16, 47, 0, 7},
-                                           {8, 2048, 0, 8, 0, 2},   {96, 18, 0, 96, 0, 5}};
+                                              {64, 1024, 0, 64, 0, 1}, {48, 500, 16, 47, 0, 7},
+                                              {8, 2048, 0, 8, 0, 2},   {96, 18, 0, 96, 0, 5}};
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const struct tu_gshape *g = &shapes[si];
@@ -332,8 +334,8 @@ static void test_w8a16_neon(void **state)
                           scratch);
         nb_gemm_w8a16_neon(y, ldy, a.x, a.ldx, blob, g->n_out, g->n_in, g->n_tok, g->r0, g->r1,
                            scratch);
-        double wr =
-            tu_compare_y(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W8A16, "w8a16 neon");
+        double wr = tu_compare_y(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W8A16,
+                                 "w8a16 neon");
         if (wr > worst) worst = wr;
         free(y), free(yr), free(mag), free(blob), free(scratch);
         tu_acts_free(&a);

@@ -161,7 +161,8 @@ static void test_w4a8_x16(void **state)
     for (int si = 0; si < ns; si++) {
         const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
         uint8_t *x16 = tu_to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
         struct tu_acts a;
         tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
@@ -187,8 +188,8 @@ static void test_w4a8_x16(void **state)
                 float *y = tu_nan_y(g->n_tok, ldy);
                 fns[f](y, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
                        g->n_tok, g->r0, g->r1);
-                double wr = tu_compare_y(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A8_X16,
-                                    names[f]);
+                double wr = tu_compare_y(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1,
+                                         TOL_W4A8_X16, names[f]);
                 if (wr > worst) worst = wr;
                 free(y);
             }
@@ -210,7 +211,8 @@ static void test_w4a16_x16(void **state)
     for (int si = 0; si < ns; si++) {
         const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = tu_random_rows_blob(&g_rng, NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
         uint8_t *x16 = tu_to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in, 0);
         struct tu_acts a;
         tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
@@ -237,8 +239,8 @@ static void test_w4a16_x16(void **state)
             float *y = tu_nan_y(g->n_tok, ldy);
             nb_gemm_w4a16_x16_avx512(y, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
                                      g->r0, g->r1, scratch);
-            double wr = tu_compare_y(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_X16,
-                                "w4a16 avx512");
+            double wr = tu_compare_y(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1,
+                                     TOL_W4A16_X16, "w4a16 avx512");
             if (wr > worst) worst = wr;
             if (nb_cpu_get()->avx512_bf16) {
                 for (int nt = 1; nt <= 5; nt++) { /* decode sizes, then the tiled prefill */
@@ -247,7 +249,7 @@ static void test_w4a16_x16(void **state)
                     nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in,
                                                  g->group, ntk, g->r0, g->r1, scratch);
                     double wb = tu_compare_y(yb, yx, mag, ntk, ldy, g->n_out, g->r0, g->r1,
-                                        TOL_W4A16_BF16, "w4a16 avx512bf16");
+                                             TOL_W4A16_BF16, "w4a16 avx512bf16");
                     if (wb > worst_bf16) worst_bf16 = wb;
                     free(yb);
                 }
@@ -255,7 +257,7 @@ static void test_w4a16_x16(void **state)
                 nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group,
                                              g->n_tok, g->r0, g->r1, scratch);
                 tu_compare_y(yb, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_BF16,
-                        "w4a16 avx512bf16");
+                             "w4a16 avx512bf16");
                 free(yb);
             }
             free(y), free(mag);
@@ -319,7 +321,8 @@ static void test_w4a8_x16_amx(void **state)
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
         uint8_t *x16 = tu_to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
         struct tu_acts a;
         tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
