@@ -6,7 +6,8 @@
 #   max         dotprod, i8mm, bf16 (the fast variants)
 #   cortex-a53  plain NEON, armv8.0 (the fallback paths)
 # Usage: tools/arm-leg.sh [CPU ...]   (default: max cortex-a53). Needs tools/install-deps.sh
-# (with NIBBLE_ARM=1). Each test has a time limit (CMakeLists.txt: the Arm leg), so a test
+# (with NIBBLE_ARM=1); NIBBLE_MODELS_DIR (default ../shared/models) names the test models
+# for a checkout elsewhere. Each test has a time limit (CMakeLists.txt: the Arm leg), so a test
 # that hangs under emulation fails instead of stopping CI. Exit status: 0 only when every
 # run passed.
 set -euo pipefail
@@ -20,8 +21,10 @@ done
 [ -e /lib/ld-linux-aarch64.so.1 ] ||
   { echo "arm-leg: no arm64 loader (libc6:arm64): run NIBBLE_ARM=1 tools/install-deps.sh" >&2; exit 1; }
 jobs="${NIBBLE_ARM_JOBS:-$(nproc)}"
+models=()
+[ -z "${NIBBLE_MODELS_DIR:-}" ] || models=(-DNIBBLE_MODELS_DIR="$NIBBLE_MODELS_DIR")
 leg_start=$SECONDS
-cmake --preset release-aarch64 -DNIBBLE_QEMU_CPU="${cpus[0]}" >/dev/null
+cmake --preset release-aarch64 "${models[@]}" -DNIBBLE_QEMU_CPU="${cpus[0]}" >/dev/null
 cmake --build --preset release-aarch64 -j "$jobs"
 echo "arm-leg: build took $((SECONDS - leg_start)) s"
 # The CI build is dynamic: it loads Debian's arm64 libraries (libc6:arm64 and the -dev
