@@ -32,10 +32,15 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 paths=(f32 w8a16 w4a16 w4a8)
 prompt="In the beginning"
-# One thread everywhere (OpenBLAS's idle workers would poll): the counts are exact and
-# repeatable, so one run of each suffices.
+# One thread everywhere (OpenBLAS's idle workers would poll) and no address randomization
+# (setarch -R: where the heap and the mappings land changes a few hundred thousand
+# instructions of a run): then a run's count repeats to within a few thousand, so one
+# run of each suffices.
 export OPENBLAS_NUM_THREADS=1
-qemu() { qemu-aarch64 -L / "$@"; } # the multiarch loader (cmake/toolchain-aarch64.cmake)
+norand=()
+setarch "$(uname -m)" -R true 2>/dev/null && norand=(setarch "$(uname -m)" -R)
+# the multiarch loader: -L / (cmake/toolchain-aarch64.cmake)
+qemu() { "${norand[@]}" qemu-aarch64 -L / "$@"; }
 
 for p in "${paths[@]}"; do
   [ -s "$work/kjv-7m-$p.nib" ] && continue

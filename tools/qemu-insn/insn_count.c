@@ -3,7 +3,7 @@
  * docs/arm.md). Host-side code: built with the host compiler, loaded by qemu-aarch64:
  *   qemu-aarch64 -cpu max -plugin build/qemu-insn/libinsn_count.so,out=FILE prog args
  * At exit it writes "insns N" (a decimal count) to FILE, or through qemu_plugin_outs
- * (qemu's log, shown with -d plugin) when no out= is given.
+ * (qemu's log, shown with -d plugin) when no out= is given. Errors go to stderr.
  *
  * Debian's qemu-user 7.2 exports the plugin API but ships no qemu-plugin.h, so the few
  * calls used here are declared below from qemu's documented plugin API (docs/devel/
@@ -58,7 +58,7 @@ static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
                                          (void *)(uintptr_t)n);
 }
 
-/* Runs when the guest exits: writes the total to out= or qemu's log. */
+/* Runs when the guest exits: writes the total to out= (stderr when it cannot) or qemu's log. */
 static void on_guest_exit(qemu_plugin_id_t id, void *userdata)
 {
     (void)id;
@@ -72,7 +72,8 @@ static void on_guest_exit(qemu_plugin_id_t id, void *userdata)
             fputs(line, f);
             if (fclose(f) == 0) return;
         }
-        qemu_plugin_outs("insn_count: cannot write out= file; the count follows\n");
+        fprintf(stderr, "insn_count: cannot write %s: %s", g_out, line);
+        return;
     }
     qemu_plugin_outs(line);
 }
@@ -87,7 +88,7 @@ PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id, const qemu_info_t *in
         if (!strncmp(argv[i], "out=", 4) && strlen(argv[i] + 4) < sizeof g_out) {
             strcpy(g_out, argv[i] + 4);
         } else {
-            qemu_plugin_outs("insn_count: unknown option (only out=FILE)\n");
+            fprintf(stderr, "insn_count: unknown option '%s' (only out=FILE)\n", argv[i]);
             return -1;
         }
     }
