@@ -17,6 +17,7 @@
  *   TOL_NORM       squares summed in two f64 lanes vs one: relative to |y|.
  * The worst ratios measured are printed with NIBBLE_TEST_VERBOSE=1. */
 #include "helpers/testutil.h"
+#include "helpers/kernel_fixture.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -138,124 +139,17 @@ static void test_dispatch_arm(void **state)
 #ifdef NB_HAVE_ARM
 /* ---------------------------------------------------------------- helpers */
 
-/* A random ROWS blob: random codes, bf16 scales ~ N(0, 0.02), mins ~ -8 d + noise. */
-static void *random_rows_blob(enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
-                              struct nb_layout_planes *pl)
-{
-    assert_true(nb_layout_planes(p, group, n_out, n_in, pl));
-    uint8_t *b = aligned_alloc(64, (size_t)pl->total);
-    assert_non_null(b);
-    memset(b, 0, (size_t)pl->total);
-    for (int64_t i = 0; i < pl->size[0]; i++)
-        b[pl->offset[0] + i] = (uint8_t)tu_rand_u64(&g_rng);
-    if (p == NB_WPATH_W8A16) {
-        for (int64_t i = 0; i < pl->size[0]; i++) /* codes -127..127 as the quantizer writes */
-            b[pl->offset[0] + i] = (uint8_t)(int8_t)((int)(tu_rand_u64(&g_rng) % 255) - 127);
-        for (int64_t r = 0; r < n_out; r++) {
-            float d = 0.001f * (1.0f + (float)tu_rand_unit(&g_rng));
-            memcpy(b + pl->offset[1] + 4 * r, &d, 4);
-        }
-        return b;
-    }
-    int64_t ns = pl->size[1] / 2;
-    for (int64_t i = 0; i < ns; i++) {
-        float d = 0.02f * tu_rand_gauss(&g_rng);
-        nb_q_store_u16(b + pl->offset[1] + 2 * i, nb_f32_to_bf16(d));
-        if (p == NB_WPATH_W4A16)
-            nb_q_store_u16(b + pl->offset[2] + 2 * i,
-                           nb_f32_to_bf16(-8.0f * fabsf(d) + 0.01f * tu_rand_gauss(&g_rng)));
-    }
-    return b;
-}
-
-static void *to_x16(enum nb_wpath p, int group, const void *rows, int64_t n_out, int64_t n_in)
-{
-    struct nb_layout_planes px;
-    assert_true(nb_layout_planes_x(p, NB_LAYOUT_X16, group, n_out, n_in, &px));
-    void *x = aligned_alloc(64, (size_t)px.total);
-    assert_non_null(x);
-    if (nb_repack_x16(p, group, rows, x, n_out, n_in, 0)) fail_msg("%s", nb_last_error());
-    return x;
-}
-
-/* Activations: f32 rows (ldx apart) and their int8 groups (nb_act_quant_q8_ref). */
-struct acts {
-    int64_t ldx, ldq, ldg;
-    float *x;
-    int8_t *q;
-    float *d;
-    int32_t *s;
-};
-
-static void acts_init(struct acts *a, int n_tok, int64_t n_in, int group)
-{
-    a->ldx = n_in + 4;
-    a->ldq = n_in + 32;
-    a->ldg = a->ldq / 32;
-    a->x = malloc(sizeof(float) * (size_t)(n_tok * a->ldx));
-    /* the last token's codes end the buffer: a kernel reading past a row is caught by ASan */
-    a->q = malloc((size_t)((n_tok - 1) * a->ldq + n_in));
-    a->d = malloc(sizeof(float) * (size_t)(n_tok * a->ldg));
-    a->s = malloc(sizeof(int32_t) * (size_t)(n_tok * a->ldg));
-    for (int64_t i = 0; i < n_tok * a->ldx; i++)
-        a->x[i] = tu_rand_gauss(&g_rng);
-    for (int t = 0; t < n_tok; t++)
-        nb_act_quant_q8_ref(a->x + t * a->ldx, n_in, group, a->q + t * a->ldq, a->d + t * a->ldg,
-                            a->s + t * a->ldg);
-}
-
-static void acts_free(struct acts *a)
-{
-    free(a->x), free(a->q), free(a->d), free(a->s);
-}
-
-static float *nan_y(int n_tok, int64_t ldy)
-{
-    float *y = malloc(sizeof(float) * (size_t)(n_tok * ldy));
-    for (int64_t i = 0; i < n_tok * ldy; i++)
-        y[i] = NAN;
-    return y;
-}
-
-/* |y - yr| <= tol * mag in rows [r0, r1), NaN (untouched) outside; the worst ratio. */
-static double compare(const float *y, const float *yr, const double *mag, int n_tok, int64_t ldy,
-                      int64_t n_out, int64_t r0, int64_t r1, double tol, const char *what)
-{
-    double worst = 0;
-    for (int t = 0; t < n_tok; t++)
-        for (int64_t r = 0; r < n_out; r++) {
-            float v = y[t * ldy + r];
-            if (r < r0 || r >= r1) {
-                if (!isnan(v))
-                    fail_msg("%s: row %lld outside [%lld, %lld) written", what, (long long)r,
-                             (long long)r0, (long long)r1);
-                continue;
-            }
-            double err = fabs((double)v - yr[t * ldy + r]), m = mag[t * n_out + r];
-            if (!(err <= tol * m))
-                fail_msg("%s: n_out %lld tok %d row %lld: %.9g vs %.9g (mag %g)", what,
-                         (long long)n_out, t, (long long)r, (double)v, (double)yr[t * ldy + r], m);
-            if (m > 0 && err / m > worst) worst = err / m;
-        }
-    return worst;
-}
-
-struct gshape {
-    int64_t n_out, n_in, r0, r1;
-    int group, n_tok;
-};
-
 /* Random shapes (multiples of 16 rows, 16-aligned sub-ranges; token counts at and
  * around every tile: 1 decode, 2..5 the prefill tiles and their remainders, 64 / 67 /
  * 131 across the 64-token cache blocks), then two model shapes (a thread's share of
  * rows). Kept small: this runs under qemu. */
-static int make_shapes(struct gshape *s, int max)
+static int make_shapes(struct tu_gshape *s, int max)
 {
     static const int toks[] = {1, 2, 3, 4, 5, 7, 8, 17, 64, 67, 131, 1};
     static const int groups[] = {32, 64, 128};
     int n = 0;
     for (int i = 0; i < 24 && n < max; i++) {
-        struct gshape *g = &s[n++];
+        struct tu_gshape *g = &s[n++];
         g->group = groups[i % 3];
         g->n_in = g->group * (int64_t)(1 + tu_rand_u64(&g_rng) % (512 / g->group));
         g->n_out = 16 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 6));
@@ -266,8 +160,8 @@ static int make_shapes(struct gshape *s, int max)
         g->r0 = 16 * b0, g->r1 = 16 * b1;
         g->n_tok = toks[i % 12];
     }
-    static const struct gshape real[] = {{512, 1024, 128, 256 + 16, 64, 1},
-                                         {256, 1024, 0, 256, 128, 9}};
+    static const struct tu_gshape real[] = {{512, 1024, 128, 256 + 16, 64, 1},
+                                            {256, 1024, 0, 256, 128, 9}};
     for (int i = 0; i < 2 && n < max; i++)
         s[n++] = real[i];
     return n;
@@ -328,22 +222,23 @@ static void test_w4a8_x16_neon(void **state)
     const char *names[3];
     nb_gemm_w4a8_fn fns[3];
     int nf = arm_w4a8(names, fns);
-    struct gshape shapes[32];
+    struct tu_gshape shapes[32];
     int ns = make_shapes(shapes, 32);
     int runs = 0;
     for (int si = 0; si < ns; si++) {
-        const struct gshape *g = &shapes[si];
+        const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = random_rows_blob(NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
-        uint8_t *x16 = to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in);
-        struct acts a;
-        acts_init(&a, g->n_tok, g->n_in, g->group);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
+        struct tu_acts a;
+        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 4, 32, 1);
         int64_t ldy = g->n_out + 16;
-        float *yr = nan_y(g->n_tok, ldy);
+        float *yr = tu_nan_y(g->n_tok, ldy);
         nb_gemm_w4a8_x16_ref(yr, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
                              g->n_tok, g->r0, g->r1);
         for (int f = 0; f < nf; f++) {
-            float *y = nan_y(g->n_tok, ldy);
+            float *y = tu_nan_y(g->n_tok, ldy);
             fns[f](y, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group, g->n_tok,
                    g->r0, g->r1);
             /* bit-identical, and NaN (untouched) outside [r0, r1) on both sides */
@@ -356,7 +251,7 @@ static void test_w4a8_x16_neon(void **state)
             free(y);
         }
         free(yr), free(rows), free(x16);
-        acts_free(&a);
+        tu_acts_free(&a);
     }
     if (getenv("NIBBLE_TEST_VERBOSE"))
         fprintf(stderr, "w4a8 x16: %d kernels (%s), %d runs bit-identical\n", nf, names[nf - 1],
@@ -371,19 +266,20 @@ static void test_w4a8_x16_neon(void **state)
 static void test_w4a16_x16_neon(void **state)
 {
 #ifdef NB_HAVE_ARM
-    struct gshape shapes[32];
+    struct tu_gshape shapes[32];
     int ns = make_shapes(shapes, 32);
     double worst = 0;
     for (int si = 0; si < ns; si++) {
-        const struct gshape *g = &shapes[si];
+        const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = random_rows_blob(NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
-        uint8_t *x16 = to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in);
-        struct acts a;
-        acts_init(&a, g->n_tok, g->n_in, g->group);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in, 0);
+        struct tu_acts a;
+        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 4, 32, 1);
         int64_t ldy = g->n_out + 16, ng = g->n_in / g->group;
         float *scratch = malloc(sizeof(float) * g->n_in);
-        float *yr = nan_y(g->n_tok, ldy), *y = nan_y(g->n_tok, ldy);
+        float *yr = tu_nan_y(g->n_tok, ldy), *y = tu_nan_y(g->n_tok, ldy);
         nb_gemm_w4a16_x16_ref(yr, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
                               g->r0, g->r1, scratch);
         double *mag = calloc((size_t)(g->n_tok * g->n_out), sizeof(double));
@@ -398,11 +294,11 @@ static void test_w4a16_x16_neon(void **state)
             }
         nb_gemm_w4a16_x16_neon(y, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
                                g->r0, g->r1, scratch);
-        double wr = compare(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_X16,
-                            "w4a16 x16 neon");
+        double wr = tu_compare_y(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_X16,
+                                 "w4a16 x16 neon");
         if (wr > worst) worst = wr;
         free(y), free(yr), free(mag), free(rows), free(x16), free(scratch);
-        acts_free(&a);
+        tu_acts_free(&a);
     }
     if (getenv("NIBBLE_TEST_VERBOSE")) fprintf(stderr, "w4a16 x16 neon worst ratio %.3g\n", worst);
 #else
@@ -413,19 +309,20 @@ static void test_w4a16_x16_neon(void **state)
 static void test_w8a16_neon(void **state)
 {
 #ifdef NB_HAVE_ARM
-    static const struct gshape shapes[] = {{17, 100, 0, 17, 0, 1},  {33, 64, 5, 30, 0, 3},
-                                           {64, 1024, 0, 64, 0, 1}, {48, 500, 16, 47, 0, 7},
-                                           {8, 2048, 0, 8, 0, 2},   {96, 18, 0, 96, 0, 5}};
+    static const struct tu_gshape shapes[] = {{17, 100, 0, 17, 0, 1},  {33, 64, 5, 30, 0, 3},
+                                              {64, 1024, 0, 64, 0, 1}, {48, 500, 16, 47, 0, 7},
+                                              {8, 2048, 0, 8, 0, 2},   {96, 18, 0, 96, 0, 5}};
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-        const struct gshape *g = &shapes[si];
+        const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *blob = random_rows_blob(NB_WPATH_W8A16, 0, g->n_out, g->n_in, &pl);
-        struct acts a;
-        acts_init(&a, g->n_tok, g->n_in, (int)g->n_in); /* only the f32 rows are used */
+        uint8_t *blob = tu_random_rows_blob(&g_rng, NB_WPATH_W8A16, 0, g->n_out, g->n_in, &pl);
+        struct tu_acts a;
+        /* only the f32 rows are used */
+        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, (int)g->n_in, 4, 32, 1);
         int64_t ldy = g->n_out + 3;
         float *scratch = malloc(sizeof(float) * g->n_in);
-        float *yr = nan_y(g->n_tok, ldy), *y = nan_y(g->n_tok, ldy);
+        float *yr = tu_nan_y(g->n_tok, ldy), *y = tu_nan_y(g->n_tok, ldy);
         double *mag = calloc((size_t)(g->n_tok * g->n_out), sizeof(double));
         for (int64_t r = g->r0; r < g->r1; r++) {
             nb_unpack_row_ref(NB_WPATH_W8A16, 0, blob, &pl, g->n_in, r, scratch);
@@ -437,11 +334,11 @@ static void test_w8a16_neon(void **state)
                           scratch);
         nb_gemm_w8a16_neon(y, ldy, a.x, a.ldx, blob, g->n_out, g->n_in, g->n_tok, g->r0, g->r1,
                            scratch);
-        double wr =
-            compare(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W8A16, "w8a16 neon");
+        double wr = tu_compare_y(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W8A16,
+                                 "w8a16 neon");
         if (wr > worst) worst = wr;
         free(y), free(yr), free(mag), free(blob), free(scratch);
-        acts_free(&a);
+        tu_acts_free(&a);
     }
     if (getenv("NIBBLE_TEST_VERBOSE")) fprintf(stderr, "w8a16 neon worst ratio %.3g\n", worst);
 #else

@@ -1,6 +1,7 @@
 /* test_kernels_x86 — the X16 layout, the ROWS -> X16 repack, and every fast kernel
  * against its _ref twin (skipped when the CPU lacks the ISA). */
 #include "helpers/testutil.h"
+#include "helpers/kernel_fixture.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -28,39 +29,6 @@
 #define TOL_W4A16_BF16 0x1p-8
 
 static uint64_t g_rng = 12345;
-
-/* A random ROWS blob: random codes, bf16 scales ~ N(0, 0.02), mins ~ -8 d + noise. */
-static void *random_rows_blob(enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
-                              struct nb_layout_planes *pl)
-{
-    assert_true(nb_layout_planes(p, group, n_out, n_in, pl));
-    uint8_t *b = aligned_alloc(64, (size_t)pl->total);
-    assert_non_null(b);
-    memset(b, 0, (size_t)pl->total);
-    for (int64_t i = 0; i < pl->size[0]; i++)
-        b[pl->offset[0] + i] = (uint8_t)tu_rand_u64(&g_rng);
-    int64_t ns = pl->size[1] / 2;
-    for (int64_t i = 0; i < ns; i++) {
-        float d = 0.02f * tu_rand_gauss(&g_rng);
-        nb_q_store_u16(b + pl->offset[1] + 2 * i, nb_f32_to_bf16(d));
-        if (p == NB_WPATH_W4A16)
-            nb_q_store_u16(b + pl->offset[2] + 2 * i,
-                           nb_f32_to_bf16(-8.0f * fabsf(d) + 0.01f * tu_rand_gauss(&g_rng)));
-    }
-    return b;
-}
-
-static void *to_x16(enum nb_wpath p, int group, const void *rows, int64_t n_out, int64_t n_in,
-                    int64_t step)
-{
-    struct nb_layout_planes px;
-    assert_true(nb_layout_planes_x(p, NB_LAYOUT_X16, group, n_out, n_in, &px));
-    void *x = aligned_alloc(64, (size_t)px.total);
-    assert_non_null(x);
-    memset(x, 0xA5, (size_t)px.total); /* the repack must define every byte */
-    if (nb_repack_x16(p, group, rows, x, n_out, n_in, step)) fail_msg("%s", nb_last_error());
-    return x;
-}
 
 /* ---------------------------------------------------------------- layout, repack */
 
@@ -93,7 +61,7 @@ static void test_repack(void **state)
                 int group = groups[gi];
                 if (n_in % group) continue;
                 struct nb_layout_planes pl;
-                uint8_t *rows = random_rows_blob(p, group, n_out, n_in, &pl);
+                uint8_t *rows = tu_random_rows_blob(&g_rng, p, group, n_out, n_in, &pl);
                 /* direct scalar construction from the layout definition */
                 uint8_t *want = calloc(1, (size_t)pl.total);
                 int64_t ng = n_in / group;
@@ -112,12 +80,12 @@ static void test_repack(void **state)
                 }
                 static const int64_t steps[] = {0, 16, 48, 5};
                 for (int s = 0; s < 4; s++) {
-                    uint8_t *x = to_x16(p, group, rows, n_out, n_in, steps[s]);
+                    uint8_t *x = tu_to_x16(p, group, rows, n_out, n_in, steps[s]);
                     assert_memory_equal(x, want, (size_t)pl.total);
                     free(x);
                 }
                 /* the X16 decoder reads back the ROWS values */
-                uint8_t *x = to_x16(p, group, rows, n_out, n_in, 0);
+                uint8_t *x = tu_to_x16(p, group, rows, n_out, n_in, 0);
                 float *a = malloc(sizeof(float) * n_in), *b = malloc(sizeof(float) * n_in);
                 for (int64_t r = 0; r < n_out; r++) {
                     nb_unpack_row_ref(p, group, rows, &pl, n_in, r, a);
@@ -129,69 +97,6 @@ static void test_repack(void **state)
 }
 
 /* ---------------------------------------------------------------- GEMMs */
-
-struct acts {
-    int n_tok;
-    int64_t n_in, ldx, ldq, ldg;
-    float *x;
-    int8_t *q;
-    float *d;
-    int32_t *s;
-};
-
-static void acts_init(struct acts *a, int n_tok, int64_t n_in, int group)
-{
-    a->n_tok = n_tok;
-    a->n_in = n_in;
-    a->ldx = n_in + 16;
-    a->ldq = n_in + 64;
-    a->ldg = a->ldq / 32;
-    a->x = malloc(sizeof(float) * (size_t)(n_tok * a->ldx));
-    a->q = malloc((size_t)(n_tok * a->ldq));
-    a->d = malloc(sizeof(float) * (size_t)(n_tok * a->ldg));
-    a->s = malloc(sizeof(int32_t) * (size_t)(n_tok * a->ldg));
-    for (int64_t i = 0; i < n_tok * a->ldx; i++)
-        a->x[i] = tu_rand_gauss(&g_rng);
-    for (int t = 0; t < n_tok; t++)
-        nb_act_quant_q8_ref(a->x + t * a->ldx, n_in, group, a->q + t * a->ldq, a->d + t * a->ldg,
-                            a->s + t * a->ldg);
-}
-
-static void acts_free(struct acts *a)
-{
-    free(a->x), free(a->q), free(a->d), free(a->s);
-}
-
-static float *nan_y(int n_tok, int64_t ldy)
-{
-    float *y = malloc(sizeof(float) * (size_t)(n_tok * ldy));
-    for (int64_t i = 0; i < n_tok * ldy; i++)
-        y[i] = NAN;
-    return y;
-}
-
-/* Compare y against yref in rows [r0, r1) (outside: untouched), bound tol * mag. */
-static double compare(const float *y, const float *yr, const double *mag, int n_tok, int64_t ldy,
-                      int64_t n_out, int64_t r0, int64_t r1, double tol, const char *what)
-{
-    double worst = 0;
-    for (int t = 0; t < n_tok; t++)
-        for (int64_t r = 0; r < n_out; r++) {
-            float v = y[t * ldy + r];
-            if (r < r0 || r >= r1) {
-                if (!isnan(v))
-                    fail_msg("%s: row %lld outside [%lld, %lld) written", what, (long long)r,
-                             (long long)r0, (long long)r1);
-                continue;
-            }
-            double err = fabs((double)v - yr[t * ldy + r]), m = mag[t * n_out + r];
-            if (!(err <= tol * m))
-                fail_msg("%s: n_out %lld tok %d row %lld: %.9g vs %.9g (mag %g)", what,
-                         (long long)n_out, t, (long long)r, (double)v, (double)yr[t * ldy + r], m);
-            if (m > 0 && err / m > worst) worst = err / m;
-        }
-    return worst;
-}
 
 /* The fast w4a8 X16 kernels this CPU runs. */
 static int fast_w4a8(const char **names, nb_gemm_w4a8_fn *fns)
@@ -215,13 +120,8 @@ static int have_avx512(void)
     return c->avx512f && c->avx512bw && c->avx512vl && c->avx512dq;
 }
 
-struct gshape {
-    int64_t n_out, n_in, r0, r1;
-    int group, n_tok;
-};
-
 /* Shapes: random (multiples of 16 rows, 16-aligned sub-ranges), then the model's. */
-static int make_shapes(struct gshape *s, int max)
+static int make_shapes(struct tu_gshape *s, int max)
 {
     /* 70 and 131: more than one 64-token cache block, and every remainder of the
      * 4-token prefill tile */
@@ -229,7 +129,7 @@ static int make_shapes(struct gshape *s, int max)
     static const int groups[] = {32, 64, 128};
     int n = 0;
     for (int i = 0; i < 20 && n < max; i++) {
-        struct gshape *g = &s[n++];
+        struct tu_gshape *g = &s[n++];
         g->group = groups[tu_rand_u64(&g_rng) % 3];
         g->n_in = g->group * (int64_t)(1 + tu_rand_u64(&g_rng) % (1024 / g->group));
         g->n_out = 16 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 9));
@@ -242,7 +142,7 @@ static int make_shapes(struct gshape *s, int max)
     }
     static const int64_t real[][2] = {{2048, 2048}, {1024, 2048}, {6144, 2048}, {2048, 6144}};
     for (int i = 0; i < 4 && n < max; i++) {
-        struct gshape *g = &s[n++];
+        struct tu_gshape *g = &s[n++];
         g->n_out = real[i][0], g->n_in = real[i][1], g->group = 64;
         g->r0 = i == 2 ? 1024 : 0, g->r1 = i == 2 ? 2048 + 16 : g->n_out; /* a thread's share */
         g->n_tok = i == 0 ? 3 : i == 1 ? 67 : 1;
@@ -255,18 +155,19 @@ static void test_w4a8_x16(void **state)
     const char *names[3];
     nb_gemm_w4a8_fn fns[3];
     int nf = fast_w4a8(names, fns);
-    struct gshape shapes[32];
+    struct tu_gshape shapes[32];
     int ns = make_shapes(shapes, 32);
     double worst = 0;
     for (int si = 0; si < ns; si++) {
-        const struct gshape *g = &shapes[si];
+        const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = random_rows_blob(NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
-        uint8_t *x16 = to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
-        struct acts a;
-        acts_init(&a, g->n_tok, g->n_in, g->group);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
+        struct tu_acts a;
+        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
         int64_t ldy = g->n_out + 16;
-        float *yr = nan_y(g->n_tok, ldy), *yx = nan_y(g->n_tok, ldy);
+        float *yr = tu_nan_y(g->n_tok, ldy), *yx = tu_nan_y(g->n_tok, ldy);
         /* ROWS ref and X16 ref: bit-identical */
         nb_gemm_w4a8_ref(yr, ldy, a.q, a.d, a.s, a.ldq, a.ldg, rows, g->n_out, g->n_in, g->group,
                          g->n_tok, g->r0, g->r1);
@@ -284,18 +185,18 @@ static void test_w4a8_x16(void **state)
                             fabs((double)w[k] * a.d[t * a.ldg + k / g->group] * a.q[t * a.ldq + k]);
             }
             for (int f = 0; f < nf; f++) {
-                float *y = nan_y(g->n_tok, ldy);
+                float *y = tu_nan_y(g->n_tok, ldy);
                 fns[f](y, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
                        g->n_tok, g->r0, g->r1);
-                double wr = compare(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A8_X16,
-                                    names[f]);
+                double wr = tu_compare_y(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1,
+                                         TOL_W4A8_X16, names[f]);
                 if (wr > worst) worst = wr;
                 free(y);
             }
             free(mag), free(w);
         }
         free(yr), free(yx), free(rows), free(x16);
-        acts_free(&a);
+        tu_acts_free(&a);
     }
     if (getenv("NIBBLE_TEST_VERBOSE")) fprintf(stderr, "w4a8 x16 worst ratio %.3g\n", worst);
     if (!nf) skip();
@@ -304,19 +205,20 @@ static void test_w4a8_x16(void **state)
 static void test_w4a16_x16(void **state)
 {
 #ifdef NB_HAVE_X86
-    struct gshape shapes[32];
+    struct tu_gshape shapes[32];
     int ns = make_shapes(shapes, 32);
     double worst = 0, worst_bf16 = 0;
     for (int si = 0; si < ns; si++) {
-        const struct gshape *g = &shapes[si];
+        const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = random_rows_blob(NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
-        uint8_t *x16 = to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in, 0);
-        struct acts a;
-        acts_init(&a, g->n_tok, g->n_in, g->group);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in, 0);
+        struct tu_acts a;
+        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
         int64_t ldy = g->n_out + 16;
         float *scratch = malloc(sizeof(float) * g->n_in);
-        float *yr = nan_y(g->n_tok, ldy), *yx = nan_y(g->n_tok, ldy);
+        float *yr = tu_nan_y(g->n_tok, ldy), *yx = tu_nan_y(g->n_tok, ldy);
         nb_gemm_w4a16_ref(yr, ldy, a.x, a.ldx, rows, g->n_out, g->n_in, g->group, g->n_tok, g->r0,
                           g->r1, scratch);
         nb_gemm_w4a16_x16_ref(yx, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
@@ -334,34 +236,34 @@ static void test_w4a16_x16(void **state)
                     for (int t = 0; t < g->n_tok; t++)
                         mag[t * g->n_out + r] += (fabs(d * q) + fabs(m)) * fabs(a.x[t * a.ldx + k]);
                 }
-            float *y = nan_y(g->n_tok, ldy);
+            float *y = tu_nan_y(g->n_tok, ldy);
             nb_gemm_w4a16_x16_avx512(y, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
                                      g->r0, g->r1, scratch);
-            double wr = compare(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_X16,
-                                "w4a16 avx512");
+            double wr = tu_compare_y(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1,
+                                     TOL_W4A16_X16, "w4a16 avx512");
             if (wr > worst) worst = wr;
             if (nb_cpu_get()->avx512_bf16) {
                 for (int nt = 1; nt <= 5; nt++) { /* decode sizes, then the tiled prefill */
                     int ntk = g->n_tok < nt ? g->n_tok : nt;
-                    float *yb = nan_y(g->n_tok, ldy);
+                    float *yb = tu_nan_y(g->n_tok, ldy);
                     nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in,
                                                  g->group, ntk, g->r0, g->r1, scratch);
-                    double wb = compare(yb, yx, mag, ntk, ldy, g->n_out, g->r0, g->r1,
-                                        TOL_W4A16_BF16, "w4a16 avx512bf16");
+                    double wb = tu_compare_y(yb, yx, mag, ntk, ldy, g->n_out, g->r0, g->r1,
+                                             TOL_W4A16_BF16, "w4a16 avx512bf16");
                     if (wb > worst_bf16) worst_bf16 = wb;
                     free(yb);
                 }
-                float *yb = nan_y(g->n_tok, ldy); /* all tokens (n_tok > 4: tiled prefill) */
+                float *yb = tu_nan_y(g->n_tok, ldy); /* all tokens (n_tok > 4: tiled prefill) */
                 nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group,
                                              g->n_tok, g->r0, g->r1, scratch);
-                compare(yb, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_BF16,
-                        "w4a16 avx512bf16");
+                tu_compare_y(yb, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_BF16,
+                             "w4a16 avx512bf16");
                 free(yb);
             }
             free(y), free(mag);
         }
         free(yr), free(yx), free(rows), free(x16), free(scratch);
-        acts_free(&a);
+        tu_acts_free(&a);
     }
     if (getenv("NIBBLE_TEST_VERBOSE"))
         fprintf(stderr, "w4a16 x16 worst ratio %.3g, bf16 %.3g\n", worst, worst_bf16);
@@ -411,20 +313,21 @@ static void test_w4a8_x16_amx(void **state)
     const struct nb_cpu *c = nb_cpu_get();
     if (!(have_avx512() && c->avx512_vnni && c->amx_tile && c->amx_int8) || !nb_amx_request_perm())
         skip();
-    static const struct gshape shapes[] = {
+    static const struct tu_gshape shapes[] = {
         {48, 256, 0, 48, 128, 35},      {32, 192, 0, 32, 64, 16},  {64, 96, 16, 48, 32, 49},
         {16, 128, 0, 16, 128, 5},       {80, 512, 16, 80, 64, 64}, {2048, 2048, 1024, 1552, 64, 33},
         {1024, 6144, 0, 1024, 128, 96}, {96, 1024, 0, 96, 32, 17},
     };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
-        const struct gshape *g = &shapes[si];
+        const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
-        uint8_t *rows = random_rows_blob(NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
-        uint8_t *x16 = to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
-        struct acts a;
-        acts_init(&a, g->n_tok, g->n_in, g->group);
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
+        struct tu_acts a;
+        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
         int64_t ldy = g->n_out + 16;
-        float *yr = nan_y(g->n_tok, ldy), *y = nan_y(g->n_tok, ldy);
+        float *yr = tu_nan_y(g->n_tok, ldy), *y = tu_nan_y(g->n_tok, ldy);
         nb_gemm_w4a8_x16_ref(yr, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
                              g->n_tok, g->r0, g->r1);
         nb_gemm_w4a8_x16_amx(y, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
@@ -432,7 +335,7 @@ static void test_w4a8_x16_amx(void **state)
         /* bit-identical by construction, NaN outside [r0, r1) on both sides */
         assert_memory_equal(y, yr, sizeof(float) * (size_t)(g->n_tok * ldy));
         free(yr), free(y), free(rows), free(x16);
-        acts_free(&a);
+        tu_acts_free(&a);
     }
 #else
     skip();

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs nibble's build and test dependencies from Debian's packages (as root).
 # With NIBBLE_ARM=1 also the Arm leg's (tools/debian-packages-arm64.txt: the cross
-# compiler, qemu-user and the arm64 multiarch libraries; docs/arm.md says what the static
-# link still lacks).
+# compiler, qemu-user and the arm64 multiarch libraries the dynamically linked aarch64
+# build loads under qemu; docs/arm.md says what a static link still lacks).
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 export DEBIAN_FRONTEND=noninteractive

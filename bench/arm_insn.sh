@@ -1,0 +1,93 @@
+#!/usr/bin/env bash
+# bench/arm_insn.sh — instructions per token of kjv-7m decode on aarch64, counted under
+# emulation (issue 17; docs/arm.md "Instructions per token"): for each weight path (f32,
+# w8a16, w4a16, w4a8) and each emulated CPU (qemu-aarch64 -cpu max: dotprod, i8mm;
+# -cpu cortex-a53: armv8.0), `nibble run` generates N and then 2N greedy tokens after the
+# same prompt on one thread, under the counting plugin (tools/qemu-insn/insn_count.c);
+# (count(2N) - count(N)) / N is the instructions of one decode step, start-up, loading and
+# the prompt cancelling out (the average over positions N+1..2N of the prompt + context).
+# Guest instructions, not speed: qemu's time says nothing about an Arm core's.
+# Usage: bench/arm_insn.sh [N=16] [CPU ...]   after cmake --build --preset release-aarch64
+#   (which builds the plugin with the host compiler). NIBBLE_ARM_BUILD: the build folder
+#   (build/aarch64); NIBBLE_MODELS_DIR: the test models (../shared/models).
+# The .nib files are written once, by the aarch64 nibble under qemu, into BUILD/arm-insn/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+n=${1:-16}
+shift || true
+cpus=("$@")
+[ ${#cpus[@]} -gt 0 ] || cpus=(max cortex-a53)
+build=${NIBBLE_ARM_BUILD:-build/aarch64}
+models=${NIBBLE_MODELS_DIR:-../shared/models}
+model=$models/kjv-7m/kjv-7m-f32.gguf
+plugin=$build/qemu-insn/libinsn_count.so
+nibble=$build/nibble
+for f in "$nibble" "$plugin" "$model"; do
+  [ -e "$f" ] || { echo "arm_insn: $f not found (cmake --build --preset release-aarch64?)" >&2; exit 1; }
+done
+command -v qemu-aarch64 >/dev/null || { echo "arm_insn: qemu-aarch64 not found" >&2; exit 1; }
+work=$build/arm-insn
+mkdir -p "$work"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+paths=(f32 w8a16 w4a16 w4a8)
+prompt="In the beginning"
+# One thread everywhere (OpenBLAS's idle workers would poll) and no address randomization
+# (setarch -R: where the heap and the mappings land changes a few hundred thousand
+# instructions of a run). A run's count then repeats to within a few thousand, but now
+# and then one executes ~0.22 M more (about 1 run in 4, whatever the token count), so
+# each count is the least of NIBBLE_INSN_RUNS runs (3).
+export OPENBLAS_NUM_THREADS=1
+norand=()
+setarch "$(uname -m)" -R true 2>/dev/null && norand=(setarch "$(uname -m)" -R)
+# the multiarch loader: -L / (cmake/toolchain-aarch64.cmake)
+qemu() { "${norand[@]}" qemu-aarch64 -L / "$@"; }
+
+for p in "${paths[@]}"; do
+  [ -s "$work/kjv-7m-$p.nib" ] && continue
+  qemu -cpu max "$nibble" quantize -m "$model" --path "$p" -q -t 1 -o "$work/kjv-7m-$p.nib" \
+    >/dev/null
+done
+
+runs=${NIBBLE_INSN_RUNS:-3}
+# count CPU PATH TOKENS: the guest instructions of a nibble run, the least of $runs runs
+count() {
+  local out=$tmp/count best="" c i
+  for ((i = 0; i < runs; i++)); do
+    rm -f "$out"
+    qemu -cpu "$1" -plugin "$plugin,out=$out" "$nibble" run -m "$work/kjv-7m-$2.nib" \
+      -p "$prompt" -n "$3" --ignore-eos -t 1 >"$tmp/run.out" 2>"$tmp/run.err" ||
+      { echo "arm_insn: nibble run failed (-cpu $1, $2):" >&2; cat "$tmp/run.err" >&2; exit 1; }
+    c=$(awk '$1 == "insns" { print $2 }' "$out")
+    [ -n "$best" ] && [ "$best" -le "$c" ] || best=$c
+  done
+  echo "$best"
+}
+
+declare -A per
+for cpu in "${cpus[@]}"; do
+  for p in "${paths[@]}"; do
+    c1=$(count "$cpu" "$p" "$n")
+    c2=$(count "$cpu" "$p" $((2 * n)))
+    per[$cpu/$p]=$(((c2 - c1) / n))
+    echo "arm_insn: -cpu $cpu $p: $c1 insns for $n tokens, $c2 for $((2 * n)): $((per[$cpu/$p])) per token" >&2
+  done
+done
+
+echo "kjv-7m decode, guest instructions per token, millions (qemu-aarch64 user mode, 1 thread,"
+echo "tokens $((n + 1))..$((2 * n)) after \"$prompt\"; emulation counts, not speed;"
+echo "max runs the neon+dotprod+i8mm table, cortex-a53 plain neon):"
+echo
+header="| path |"
+rule="|---|"
+for cpu in "${cpus[@]}"; do
+  header+=" -cpu $cpu |"
+  rule+="---:|"
+done
+echo "$header"
+echo "$rule"
+for p in "${paths[@]}"; do
+  row="| $p |"
+  for cpu in "${cpus[@]}"; do row+=" $(awk -v n="${per[$cpu/$p]}" 'BEGIN { printf "%.3f M", n / 1e6 }') |"; done
+  echo "$row"
+done

@@ -1,0 +1,110 @@
+/* tests/helpers/kernel_fixture.c — the GEMM kernel tests' shared data (kernel_fixture.h). */
+#include "helpers/kernel_fixture.h"
+
+#include "helpers/testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fp.h"
+#include "kernels/kernels.h"
+#include "kernels/qblock.h"
+#include "quant/repack.h"
+
+void *tu_random_rows_blob(uint64_t *rng, enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
+                          struct nb_layout_planes *pl)
+{
+    assert_true(nb_layout_planes(p, group, n_out, n_in, pl));
+    uint8_t *b = aligned_alloc(64, (size_t)pl->total);
+    assert_non_null(b);
+    memset(b, 0, (size_t)pl->total);
+    for (int64_t i = 0; i < pl->size[0]; i++)
+        b[pl->offset[0] + i] = (uint8_t)tu_rand_u64(rng);
+    if (p == NB_WPATH_W8A16) {
+        for (int64_t i = 0; i < pl->size[0]; i++) /* codes -127..127 as the quantizer writes */
+            b[pl->offset[0] + i] = (uint8_t)(int8_t)((int)(tu_rand_u64(rng) % 255) - 127);
+        for (int64_t r = 0; r < n_out; r++) {
+            float d = 0.001f * (1.0f + (float)tu_rand_unit(rng));
+            memcpy(b + pl->offset[1] + 4 * r, &d, 4);
+        }
+        return b;
+    }
+    int64_t ns = pl->size[1] / 2;
+    for (int64_t i = 0; i < ns; i++) {
+        float d = 0.02f * tu_rand_gauss(rng);
+        nb_q_store_u16(b + pl->offset[1] + 2 * i, nb_f32_to_bf16(d));
+        if (p == NB_WPATH_W4A16)
+            nb_q_store_u16(b + pl->offset[2] + 2 * i,
+                           nb_f32_to_bf16(-8.0f * fabsf(d) + 0.01f * tu_rand_gauss(rng)));
+    }
+    return b;
+}
+
+void *tu_to_x16(enum nb_wpath p, int group, const void *rows, int64_t n_out, int64_t n_in,
+                int64_t step)
+{
+    struct nb_layout_planes px;
+    assert_true(nb_layout_planes_x(p, NB_LAYOUT_X16, group, n_out, n_in, &px));
+    void *x = aligned_alloc(64, (size_t)px.total);
+    assert_non_null(x);
+    memset(x, 0xA5, (size_t)px.total);
+    if (nb_repack_x16(p, group, rows, x, n_out, n_in, step)) fail_msg("%s", nb_last_error());
+    return x;
+}
+
+void tu_acts_init(struct tu_acts *a, uint64_t *rng, int n_tok, int64_t n_in, int group,
+                  int64_t pad_x, int64_t pad_q, int tight)
+{
+    a->n_tok = n_tok;
+    a->n_in = n_in;
+    a->ldx = n_in + pad_x;
+    a->ldq = n_in + pad_q;
+    a->ldg = a->ldq / 32;
+    a->x = malloc(sizeof(float) * (size_t)(n_tok * a->ldx));
+    a->q = malloc((size_t)(tight ? (n_tok - 1) * a->ldq + n_in : n_tok * a->ldq));
+    a->d = malloc(sizeof(float) * (size_t)(n_tok * a->ldg));
+    a->s = malloc(sizeof(int32_t) * (size_t)(n_tok * a->ldg));
+    assert_true(a->x && a->q && a->d && a->s);
+    for (int64_t i = 0; i < n_tok * a->ldx; i++)
+        a->x[i] = tu_rand_gauss(rng);
+    for (int t = 0; t < n_tok; t++)
+        nb_act_quant_q8_ref(a->x + t * a->ldx, n_in, group, a->q + t * a->ldq, a->d + t * a->ldg,
+                            a->s + t * a->ldg);
+}
+
+void tu_acts_free(struct tu_acts *a)
+{
+    free(a->x), free(a->q), free(a->d), free(a->s);
+}
+
+float *tu_nan_y(int n_tok, int64_t ldy)
+{
+    float *y = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+    assert_non_null(y);
+    for (int64_t i = 0; i < n_tok * ldy; i++)
+        y[i] = NAN;
+    return y;
+}
+
+double tu_compare_y(const float *y, const float *yr, const double *mag, int n_tok, int64_t ldy,
+                    int64_t n_out, int64_t r0, int64_t r1, double tol, const char *what)
+{
+    double worst = 0;
+    for (int t = 0; t < n_tok; t++)
+        for (int64_t r = 0; r < n_out; r++) {
+            float v = y[t * ldy + r];
+            if (r < r0 || r >= r1) {
+                if (!isnan(v))
+                    fail_msg("%s: row %lld outside [%lld, %lld) written", what, (long long)r,
+                             (long long)r0, (long long)r1);
+                continue;
+            }
+            double err = fabs((double)v - yr[t * ldy + r]), m = mag[t * n_out + r];
+            if (!(err <= tol * m))
+                fail_msg("%s: n_out %lld tok %d row %lld: %.9g vs %.9g (mag %g)", what,
+                         (long long)n_out, t, (long long)r, (double)v, (double)yr[t * ldy + r], m);
+            if (m > 0 && err / m > worst) worst = err / m;
+        }
+    return worst;
+}
