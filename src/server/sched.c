@@ -389,12 +389,6 @@ struct step {
     float *logits;            /* [rows * n_vocab] */
 };
 
-/* --lookup: may job j draft this step? Plain sampling only (no grammar, no tool calls
- * watched for, no logprobs: each of those looks at one row a token). */
-static int lookup_ok(const struct srv_job *j)
-{
-    return !j->req.grammar && !j->auto_g && !j->req.logprobs;
-}
 
 /* Drop cancelled and expired jobs, fail the queue when stopping, admit into free slots. */
 static void admit(struct nb_server *s, struct cache *c, double now, int draining,
@@ -645,7 +639,10 @@ enum nb_status srv_engine_run(struct nb_server *s)
             int room = j->max_tokens - j->n_gen - 1; /* tokens it may still take after this */
             if (room > s->n_ctx - 1 - p) room = s->n_ctx - 1 - p;
             if (room > drafts_left) room = drafts_left;
-            if (room <= 0 || !lookup_ok(j)) continue;
+            /* any request drafts: its rows are drawn from in order after the step, each
+             * with the grammar, tool-call watch and logprobs state the tokens before it
+             * left, as plain decoding would */
+            if (room <= 0) continue;
             j->n_draft = nb_lookup_draft(hist, p + 1, 2, 4, room, j->draft);
             for (int i = 0; i < j->n_draft; i++) {
                 b.tok[n] = j->draft[i];

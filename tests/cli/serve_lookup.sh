@@ -50,11 +50,15 @@ for path in source w4a8; do
   start_server plain-$path --path "$path" --parallel 4; url_a=$url; pid_a=$pid
   start_server lookup-$path --path "$path" --parallel 4 --lookup 8; url_b=$url; pid_b=$pid
   check "$path: the same tokens" "$url_a" "$url_b" <<'PY'
-import sys; from lib import complete, stream, metric, together
+import json, sys; from lib import complete, stream, metric, together
 a, b = sys.argv[2], sys.argv[3]
-for kw in ({}, {"temperature": 0.8, "seed": 7}, {"max_tokens": 5}, {"stop": ["darkness"]}):
+for kw in ({}, {"temperature": 0.8, "seed": 7}, {"max_tokens": 5}, {"stop": ["darkness"]},
+           {"logprobs": 2}, {"response_format": {"type": "json_object"}, "max_tokens": 48}):
     x, y = complete(a, **kw), complete(b, **kw)
-    assert (x["text"], x["finish_reason"]) == (y["text"], y["finish_reason"]), (kw, x, y)
+    assert (x["text"], x["finish_reason"], x["logprobs"]) == \
+           (y["text"], y["finish_reason"], y["logprobs"]), (kw, x, y)
+    if "response_format" in kw: json.loads(x["text"])
+    if "logprobs" in kw: assert x["logprobs"], x
 assert stream(b) == complete(a)["text"]
 bodies = [{"temperature": 0.8, "seed": s, "max_tokens": 40 + 8 * s} for s in range(4)]
 assert [c["text"] for c in together(a, bodies)] == [c["text"] for c in together(b, bodies)]
