@@ -289,21 +289,26 @@ def encode_steps(tok, steps, tools_share, seed):
     return out
 
 
-def batches(rows, batch_tokens, rng):
-    """Batches of rows of one form and similar length (sorted, then cut), shuffled."""
+def batches(rows, batch_tokens, rng, chunk=4):
+    """Batches of rows of one form, shuffled. Rows are drawn at random in chunks of about
+    `chunk` batches, and a chunk is sorted by length before it is cut, so a batch pads little
+    yet mixes tasks and steps (sorting the whole set made batches of one kind of screen)."""
     out = []
     for form in (0, 1):
         idx = [i for i, r in enumerate(rows) if r[0] == form]
         rng.shuffle(idx)
-        idx.sort(key=lambda i: len(rows[i][1]))
-        cur = []
-        for i in idx:
-            if cur and (len(cur) + 1) * len(rows[i][1]) > batch_tokens:
+        mean = sum(len(rows[i][1]) for i in idx) / max(len(idx), 1)
+        per = max(1, int(chunk * batch_tokens / max(mean, 1)))
+        for c0 in range(0, len(idx), per):
+            part = sorted(idx[c0:c0 + per], key=lambda i: len(rows[i][1]))
+            cur = []
+            for i in part:
+                if cur and (len(cur) + 1) * len(rows[i][1]) > batch_tokens:
+                    out.append(cur)
+                    cur = []
+                cur.append(i)
+            if cur:
                 out.append(cur)
-                cur = []
-            cur.append(i)
-        if cur:
-            out.append(cur)
     rng.shuffle(out)
     return out
 
@@ -504,7 +509,8 @@ def main():
     ap.add_argument("--bf16", type=int, default=1,
                     help="1: matrix products in bfloat16 (CPU autocast; float32 weights), 0: float32")
     ap.add_argument("--max-minutes", type=float, default=0,
-                    help="stop early after this much training time (0: no limit)")
+                    help="stop after this much training time (0: no limit); the learning rate "
+                         "then decays by the clock when that comes before the last step")
     ap.add_argument("--stats-only", action="store_true", help="data and tokenizer, then stop")
     ap.add_argument("--init", default="",
                     help="start from these weights (a checkpoint.pt) instead of random ones")
@@ -518,10 +524,12 @@ def main():
 
     train_path = os.path.join(a.work, "train.jsonl")
     held_path = os.path.join(a.work, "heldout.jsonl")
-    subprocess.run([a.nibble, "agent", "--dump-trajectories", str(a.episodes), "--seed", str(a.seed),
-                    "--out", train_path], check=True)
-    subprocess.run([a.nibble, "agent", "--dump-trajectories", "100", "--seed", "2",
-                    "--out", held_path], check=True)
+    # a work folder of an earlier run (--init, --export-only) keeps its data and tokenizer
+    if not os.path.exists(train_path):
+        subprocess.run([a.nibble, "agent", "--dump-trajectories", str(a.episodes), "--seed",
+                        str(a.seed), "--out", train_path], check=True)
+        subprocess.run([a.nibble, "agent", "--dump-trajectories", "100", "--seed", "2",
+                        "--out", held_path], check=True)
     steps, held = load_steps(train_path), load_steps(held_path)
     systems = {s[0] for s in steps}
     assert len(systems) == 1, "one system message expected"
@@ -530,7 +538,9 @@ def main():
     texts = [system_prefix(system, 1).replace(IM_START, "").replace(IM_END, "")]
     for s in steps:
         texts += [s[1], reply_text(s[2], 0), reply_text(s[2], 1)]
-    sp_path = train_tokenizer(texts, os.path.join(a.work, "tok"), a.vocab, a.seed)
+    sp_path = os.path.join(a.work, "tok.model")
+    if not os.path.exists(sp_path):
+        sp_path = train_tokenizer(texts, os.path.join(a.work, "tok"), a.vocab, a.seed)
     tok = Tok(sp_path)
     prefixes = [torch.tensor(tok.encode(system_prefix(system, f))) for f in (0, 1)]
     rows = encode_steps(tok, steps, a.tools_share, a.seed)
@@ -574,8 +584,12 @@ def main():
         if not plan:
             plan = batches(rows, a.batch_tokens, rng)
         idx = plan.pop()
+        # the cosine follows the steps, or the clock when --max-minutes ends the run first
+        frac = step / total
+        if a.max_minutes:
+            frac = max(frac, (time.time() - t_train) / (a.max_minutes * 60))
         lr = a.lr * min(1.0, (step + 1) / max(warm, 1)) * \
-            (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, step / total))))
+            (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
         for g in opt.param_groups:
             g["lr"] = lr
         ids, tgt = tensors(rows, idx)
@@ -590,7 +604,7 @@ def main():
         el = time.time() - t_train
         if step % 20 == 0 or step == total:
             print("step %d/%d loss %.4f lr %.2e %.0fs" % (step, total, loss.item(), lr, el), flush=True)
-        if step % 250 == 0:
+        if step % 250 == 0 and step < total:
             ex, hl = evaluate(model, prefixes, hrows, hb)
             print("  held-out (seed 2) steps: %.1f%% replies exact, loss %.4f" % (100 * ex, hl),
                   flush=True)
