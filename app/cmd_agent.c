@@ -31,7 +31,7 @@ static void usage(FILE *f)
             "usage: nibble agent --tasks FILE (--server [NAME=]URL ... | -m [NAME=]MODEL[@PATH] ...\n"
             "                    | --policy NAME)\n"
             "                    [--runs N] [--seed S] [-o text|json] [--trace FILE.jsonl]\n"
-            "                    [--format json_object|tools] [--screen text|json]\n"
+            "                    [--format json_object|tools|tools-auto] [--screen text|json]\n"
             "                    [--max-tokens N] [--api-key KEY] [--timeout S]\n"
             "       nibble agent --dump-trajectories N [--seed S] [--out FILE.jsonl]\n"
             "       nibble agent --dump-tasks N [--seed S] [--out FILE.json]\n"
@@ -60,7 +60,9 @@ static void usage(FILE *f)
             "  --trace FILE        one JSON line per step (prompt, reply, action, outcome)\n"
             "  --format F          json_object (default): response_format forces a JSON object;\n"
             "                      tools: one call of the tools tap/type/back/home/scroll/\n"
-            "                      task_complete (tool_choice required)\n"
+            "                      task_complete (tool_choice required); tools-auto: the same\n"
+            "                      tools with tool_choice auto (a reply that calls none is\n"
+            "                      read as JSON text)\n"
             "  --screen text|json  the screen as compact text (default) or JSON\n"
             "  --max-tokens N      per reply (default 64)\n"
             "  --api-key KEY       Authorization: Bearer KEY\n"
@@ -167,7 +169,7 @@ struct build {
 struct opts {
     const char *api_key;
     double timeout_s;
-    int tools, screen_json, max_tokens;
+    int tools, screen_json, max_tokens; /* tools: 1 required, 2 auto */
 };
 
 /* GET /v1/models: the model's id (if the build has no name) and its bytes (llama-server's
@@ -205,7 +207,7 @@ static int ask(struct build *b, const struct opts *o, const char *user, char **r
     cJSON_AddNumberToObject(req, "max_tokens", o->max_tokens);
     if (o->tools) {
         cJSON_AddItemToObject(req, "tools", tools_json());
-        cJSON_AddStringToObject(req, "tool_choice", "required");
+        cJSON_AddStringToObject(req, "tool_choice", o->tools == 2 ? "auto" : "required");
     } else {
         cJSON_AddStringToObject(cJSON_AddObjectToObject(req, "response_format"), "type", "json_object");
     }
@@ -604,7 +606,7 @@ int cmd_agent(int argc, char **argv)
         OPT_U64("--seed", &seed),
         OPT_CHOICE("-o|--output-format", &output, "text|json"),
         OPT_STR("--trace", &trace_path),
-        OPT_CHOICE("--format", &format, "json_object|tools"),
+        OPT_CHOICE("--format", &format, "json_object|tools|tools-auto"),
         OPT_CHOICE("--screen", &screen, "text|json"),
         OPT_INT("--max-tokens", &o.max_tokens, 1, 4096),
         OPT_STR("--api-key", &o.api_key),
@@ -643,7 +645,7 @@ int cmd_agent(int argc, char **argv)
         return 2;
     }
     o.timeout_s = timeout;
-    o.tools = !strcmp(format, "tools");
+    o.tools = !strcmp(format, "tools") ? 1 : !strcmp(format, "tools-auto") ? 2 : 0;
     o.screen_json = !strcmp(screen, "json");
     if (dump) return dump_trajectories(dump, seed, out, o.screen_json);
     if (dump_tasks) return write_tasks(dump_tasks, seed, out);
