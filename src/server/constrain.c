@@ -229,8 +229,7 @@ static int hex_digit(unsigned c)
     return -1;
 }
 
-/* The class of a value that starts with byte c, or -1. */
-static int class_of(unsigned c)
+int srv_json_class(unsigned c)
 {
     switch (c) {
     case '{': return SRV_JC_OBJ;
@@ -278,7 +277,7 @@ static int value_end(struct srv_json *j)
 
 static int value_start(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
 {
-    int k = class_of(c);
+    int k = srv_json_class(c);
     if (k < 0) return 0;
     unsigned n = child_node(S, j), t = SRV_SCHEMA_FREE;
     if (n != SRV_SCHEMA_FREE) {

@@ -182,6 +182,9 @@ struct srv_cons {
     struct srv_json js;
 };
 
+/* The class (SRV_JC_*) of a JSON value that starts with byte c, or -1. */
+int srv_json_class(unsigned c);
+
 /* The state before any output. */
 void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c);
 /* Advance by n bytes: 1, or 0 when a byte is refused (*c is then undefined: feed a copy). */

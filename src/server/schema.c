@@ -104,15 +104,8 @@ static char *json_text(const cJSON *v)
 
 static int class_of_text(const char *t)
 {
-    switch (t[0]) {
-    case '{': return SRV_JC_OBJ;
-    case '[': return SRV_JC_ARR;
-    case '"': return SRV_JC_STR;
-    case 't': return SRV_JC_TRUE;
-    case 'f': return SRV_JC_FALSE;
-    case 'n': return SRV_JC_NULL;
-    default: return SRV_JC_NUM;
-    }
+    int k = srv_json_class((unsigned char)t[0]);
+    return k < 0 ? SRV_JC_NUM : k;
 }
 
 /* The classes a `type` allows (a bit per class), *int_only for "integer" without

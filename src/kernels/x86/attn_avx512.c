@@ -364,11 +364,11 @@ ALWAYS_INLINE void pv_block(int R, int C, float *o, int64_t ldo, const float *pr
         for (int c = 0; c < C; c++) _mm512_storeu_ps(o + r * ldo + 16 * (d + c), acc[r][c]);
 }
 
-/* The rows [r0, r1) of a block's P.V (see pv_block), V rows of `type`. */
-ALWAYS_INLINE void pv_rows(int r0, int r1, int nd, float *out, int64_t ldo, const float *sc,
+/* The rows [0, r1) of a block's P.V (see pv_block), V rows of `type`. */
+ALWAYS_INLINE void pv_rows(int r1, int nd, float *out, int64_t ldo, const float *sc,
                            int type, const char *const *vrow, int nk)
 {
-    int r = r0;
+    int r = 0;
     for (; r + 2 <= r1; r += 2)
         for (int d = 0; d < nd; d += 4) {
             if (nd - d >= 4)
@@ -473,17 +473,17 @@ void nb_attn_decode_avx512(const float *q, int n_rep, int hd, const struct nb_kv
             vrow[j] = (const char *)kv->v + NB_KV_AT(kv, kb + j);
         if (n_rep <= 2 || kv_type == NB_KVE_F32) {
             switch (kv_type) { /* a constant type: ld16's branches fold */
-            case NB_KVE_F16: pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_F16, vrow, nk); break;
-            case NB_KVE_BF16: pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_BF16, vrow, nk); break;
-            case NB_KVE_Q8_0: pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_Q8_0, vrow, nk); break;
-            default: pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_F32, vrow, nk); break;
+            case NB_KVE_F16: pv_rows(n_rep, nd, out, ldo, sc, NB_KVE_F16, vrow, nk); break;
+            case NB_KVE_BF16: pv_rows(n_rep, nd, out, ldo, sc, NB_KVE_BF16, vrow, nk); break;
+            case NB_KVE_Q8_0: pv_rows(n_rep, nd, out, ldo, sc, NB_KVE_Q8_0, vrow, nk); break;
+            default: pv_rows(n_rep, nd, out, ldo, sc, NB_KVE_F32, vrow, nk); break;
             }
         } else {
             for (int j = 0; j < nk; j++) {
                 nb_kv_row_load_avx512(kv_type, vrow[j], vbuf + (int64_t)j * hd, hd);
                 vrow[j] = (const char *)(vbuf + (int64_t)j * hd);
             }
-            pv_rows(0, n_rep, nd, out, ldo, sc, NB_KVE_F32, vrow, nk);
+            pv_rows(n_rep, nd, out, ldo, sc, NB_KVE_F32, vrow, nk);
         }
     }
     for (int r = 0; r < n_rep; r++) {
