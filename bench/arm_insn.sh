@@ -11,6 +11,10 @@
 #   (which builds the plugin with the host compiler). NIBBLE_ARM_BUILD: the build folder
 #   (build/aarch64); NIBBLE_MODELS_DIR: the test models (../shared/models).
 # The .nib files are written once, by the aarch64 nibble under qemu, into BUILD/arm-insn/.
+# Then the kernel lab's own count per kernel (bench_kernels --insn NAME N_TOK REPS: one
+# 2048 x 2048 X16 matrix, group 64, one thread): REPS and 2 REPS calls, the difference per
+# call, for decode (1 token) and a 16-token prefill tile; per 1000 multiply-adds too.
+# NIBBLE_INSN_KERNELS=0 skips that table.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-16}
@@ -22,7 +26,8 @@ models=${NIBBLE_MODELS_DIR:-../shared/models}
 model=$models/kjv-7m/kjv-7m-f32.gguf
 plugin=$build/qemu-insn/libinsn_count.so
 nibble=$build/nibble
-for f in "$nibble" "$plugin" "$model"; do
+lab=$build/bench_kernels
+for f in "$nibble" "$plugin" "$model" "$lab"; do
   [ -e "$f" ] || { echo "arm_insn: $f not found (cmake --build --preset release-aarch64?)" >&2; exit 1; }
 done
 command -v qemu-aarch64 >/dev/null || { echo "arm_insn: qemu-aarch64 not found" >&2; exit 1; }
@@ -89,5 +94,59 @@ echo "$rule"
 for p in "${paths[@]}"; do
   row="| $p |"
   for cpu in "${cpus[@]}"; do row+=" $(awk -v n="${per[$cpu/$p]}" 'BEGIN { printf "%.3f M", n / 1e6 }') |"; done
+  echo "$row"
+done
+
+[ "${NIBBLE_INSN_KERNELS:-1}" = 1 ] || exit 0
+# count_lab CPU KERNEL N_TOK REPS: the guest instructions of a kernel-lab run (least of $runs)
+count_lab() {
+  local out=$tmp/count best="" c i
+  for ((i = 0; i < runs; i++)); do
+    rm -f "$out"
+    qemu -cpu "$1" -plugin "$plugin,out=$out" "$lab" --insn "$2" "$3" "$4" >"$tmp/run.out" \
+      2>"$tmp/run.err" ||
+      { echo "arm_insn: bench_kernels --insn failed (-cpu $1, $2):" >&2; cat "$tmp/run.err" >&2; exit 1; }
+    c=$(awk '$1 == "insns" { print $2 }' "$out")
+    [ -n "$best" ] && [ "$best" -le "$c" ] || best=$c
+  done
+  echo "$best"
+}
+kernels=("w4a8 neon" "w4a8 neon-dotprod" "w4a8 neon-i8mm" "w4a16 neon" "w4a16 neon-bf16")
+reps=${NIBBLE_INSN_REPS:-4}
+declare -A kin
+for cpu in "${cpus[@]}"; do
+  for k in "${kernels[@]}"; do
+    for nt in 1 16; do
+      # a kernel this CPU lacks: --insn refuses it (exit 2), the cell stays empty
+      qemu -cpu "$cpu" "$lab" --insn "$k" 1 1 >/dev/null 2>&1 || continue
+      c1=$(count_lab "$cpu" "$k" "$nt" "$reps")
+      c2=$(count_lab "$cpu" "$k" "$nt" $((2 * reps)))
+      kin[$cpu/$k/$nt]=$(((c2 - c1) / reps))
+      echo "arm_insn: -cpu $cpu $k n_tok $nt: $((kin[$cpu/$k/$nt])) per call" >&2
+    done
+  done
+done
+echo
+echo "kernel lab: guest instructions per call on one 2048 x 2048 X16 matrix (group 64), and"
+echo "per 1000 multiply-adds; decode = 1 token, prefill = 16 tokens (w4a8: activations already"
+echo "quantized; emulation counts, not speed):"
+echo
+header="| kernel |"
+rule="|---|"
+for cpu in "${cpus[@]}"; do
+  header+=" -cpu $cpu decode | prefill 16 |"
+  rule+="---:|---:|"
+done
+echo "$header"
+echo "$rule"
+for k in "${kernels[@]}"; do
+  row="| $k |"
+  for cpu in "${cpus[@]}"; do
+    for nt in 1 16; do
+      v=${kin[$cpu/$k/$nt]:-}
+      if [ -z "$v" ]; then row+=" - |"; continue; fi
+      row+=" $(awk -v v="$v" -v nt="$nt" 'BEGIN { printf "%.2f M (%.1f)", v / 1e6, v / (2048 * 2048 * nt / 1000) }') |"
+    done
+  done
   echo "$row"
 done

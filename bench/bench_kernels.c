@@ -4,13 +4,15 @@
  * (rows split in 16-row blocks, as the forward pass does), next to a measured read
  * bandwidth and the measured vpdpbusd peak.
  * On aarch64 it checks and times the NEON kernels the CPU runs (neon, neon-dotprod,
- * neon-i8mm, w4a16 neon) with no instruction peak; under qemu-aarch64 its times are
+ * neon-i8mm, w4a16 neon, neon-bf16) with no instruction peak; under qemu-aarch64 its times are
  * emulation times, not speed (docs/arm.md).
  *
  * The machine is shared and noisy: every configuration is measured in PASSES
  * interleaved passes; the best and the spread (worst / best - 1) are printed.
  * Decode rotates over enough copies of each matrix to exceed the L3 cache.
  * Usage: bench_kernels [passes]   (env NIBBLE_BENCH_QUICK=1: fewer, smaller runs)
+ *        bench_kernels --insn NAME N_TOK REPS   (one kernel, for instruction counts under
+ *        emulation: bench/arm_insn.sh)
  */
 #if defined(__x86_64__)
 #include <immintrin.h>
@@ -304,26 +306,9 @@ static double run_pass(struct nb_pool *pool, int nth, const struct kern *k, cons
     return (double)(nb_time_ns() - t0) * 1e-9;
 }
 
-
-int main(int argc, char **argv)
+/* The X16 kernels this CPU runs (at most 8), the reference first. */
+static int list_kernels(struct kern *kerns, const struct nb_cpu *cpu)
 {
-    int passes = argc > 1 ? atoi(argv[1]) : 5;
-    int quick = getenv("NIBBLE_BENCH_QUICK") != NULL;
-    const struct nb_cpu *cpu = nb_cpu_get();
-    printf("cpu flags: %s\n", nb_cpu_flags_str());
-    struct nb_pool *pool;
-    if (nb_pool_init(&pool, 2, 0)) return 1;
-
-    /* read bandwidth: the same test as `nibble bench` (core/membw.c), 1 and 2 threads */
-    double bw[3] = {0, 0, 0};
-    for (int nth = 1; nth <= 2; nth++)
-        bw[nth] = nb_measure_read_bw(nth, (size_t)(quick ? 256 : 1024) << 20, 5);
-    printf("read bandwidth (best of 5 plain and 5 prefetched passes): 1 thread %.1f GB/s, "
-           "2 threads %.1f GB/s\n", bw[1], bw[2]);
-    double peak[PEAK_COUNT][3];
-    for (int k = 0; k < PEAK_COUNT; k++) measure_peak(pool, (enum peak_kind)k, peak[k]);
-
-    struct kern kerns[8];
     int nk = 0;
     kerns[nk++] = (struct kern){"w4a8 ref", K_W4A8, nb_gemm_w4a8_x16_ref, NULL, PEAK_VNNI};
 #ifdef NB_HAVE_ARM
@@ -334,6 +319,9 @@ int main(int argc, char **argv)
     if (cpu->asimddp && cpu->i8mm)
         kerns[nk++] = (struct kern){"w4a8 neon-i8mm", K_W4A8, nb_gemm_w4a8_x16_i8mm, NULL, PEAK_VNNI};
     kerns[nk++] = (struct kern){"w4a16 neon", K_W4A16, NULL, nb_gemm_w4a16_x16_neon, PEAK_FMA};
+    if (cpu->bf16)
+        kerns[nk++] =
+            (struct kern){"w4a16 neon-bf16", K_W4A16, NULL, nb_gemm_w4a16_x16_neon_bf16, PEAK_BF16};
 #endif
 #ifdef NB_HAVE_X86
     if (cpu->avx512_vnni)
@@ -350,6 +338,62 @@ int main(int argc, char **argv)
             (struct kern){"w4a16 avx512bf16", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512bf16,
                           PEAK_BF16};
 #endif
+    (void)cpu;
+    return nk;
+}
+
+/* --insn NAME N_TOK REPS: only kernel NAME on the q/o shape (2048 x 2048), N_TOK tokens,
+ * REPS calls on one thread, nothing else timed or printed but one line. Under qemu's
+ * counting plugin (bench/arm_insn.sh) the difference between REPS and 2 REPS calls,
+ * divided by REPS, is the kernel's instructions per call: set-up cancels out. */
+static int insn_mode(const struct kern *kerns, int nk, const char *name, int n_tok, int reps)
+{
+    const struct kern *k = NULL;
+    for (int i = 0; i < nk; i++)
+        if (!strcmp(kerns[i].name, name)) k = &kerns[i];
+    if (!k || n_tok < 1 || n_tok > PREFILL_TOK || reps < 1) {
+        fprintf(stderr, "bench_kernels: --insn: no kernel '%s' on this CPU, or a bad count\n",
+                name);
+        return 2;
+    }
+    const struct shape s = {"q/o 2048x2048", 2048, 2048};
+    struct mat m;
+    make_mat(&m, k->kind, &s, 0);
+    struct acts a;
+    make_acts(&a, n_tok, s.n_in);
+    float *y = malloc(sizeof(float) * (size_t)(s.n_out * n_tok));
+    float *scr = malloc(sizeof(float) * (size_t)s.n_in);
+    struct gemm_job j = {k, m.blobs, s.n_out, s.n_in, n_tok, y, a.x, a.q, a.d, a.s, s.n_in, a.ldg,
+                         {scr, scr}};
+    for (int r = 0; r < reps; r++)
+        gemm_worker(&j, 0, 1);
+    printf("insn %s n_tok %d reps %d y0 %g\n", name, n_tok, reps, (double)y[0]);
+    free(y), free(scr), free(m.blobs);
+    free_acts(&a);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    const struct nb_cpu *cpu = nb_cpu_get();
+    struct kern kerns[8];
+    int nk = list_kernels(kerns, cpu);
+    if (argc == 5 && !strcmp(argv[1], "--insn"))
+        return insn_mode(kerns, nk, argv[2], atoi(argv[3]), atoi(argv[4]));
+    int passes = argc > 1 ? atoi(argv[1]) : 5;
+    int quick = getenv("NIBBLE_BENCH_QUICK") != NULL;
+    printf("cpu flags: %s\n", nb_cpu_flags_str());
+    struct nb_pool *pool;
+    if (nb_pool_init(&pool, 2, 0)) return 1;
+
+    /* read bandwidth: the same test as `nibble bench` (core/membw.c), 1 and 2 threads */
+    double bw[3] = {0, 0, 0};
+    for (int nth = 1; nth <= 2; nth++)
+        bw[nth] = nb_measure_read_bw(nth, (size_t)(quick ? 256 : 1024) << 20, 5);
+    printf("read bandwidth (best of 5 plain and 5 prefetched passes): 1 thread %.1f GB/s, "
+           "2 threads %.1f GB/s\n", bw[1], bw[2]);
+    double peak[PEAK_COUNT][3];
+    for (int k = 0; k < PEAK_COUNT; k++) measure_peak(pool, (enum peak_kind)k, peak[k]);
 
     static const struct shape shapes[] = {{"q/o 2048x2048", 2048, 2048},
                                           {"kv 1024x2048", 1024, 2048},

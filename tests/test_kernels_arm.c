@@ -9,6 +9,9 @@
  *     order as the reference); asserted with memcmp, NaN outside [r0, r1) both sides.
  *   TOL_W4A16_X16  d * sum q x + m * sum x with FMA vs the reference's w = d q + m first:
  *                  another summation order; mag = sum_k (|d q_k| + |m|) |x_k|.
+ *   TOL_W4A16_BF16 the bfmmla variant (CPUs with bf16): activations rounded to bf16
+ *                  (relative 2^-9 each), exact bf16 products, f32 sums: 2^-8 of the same
+ *                  mag (the x86 AVX512-BF16 twin's bound).
  *   TOL_W8A16      d * sum q x (FMA, 16 lanes) vs sum (d q) x (8 lanes, no FMA);
  *                  mag = sum_k |d q_k x_k|.
  *   TOL_GLU        vector exp (Taylor to r^7) and a division vs expf / tanhf:
@@ -30,7 +33,8 @@
 #include "kernels/qblock.h"
 #include "quant/repack.h"
 
-#define TOL_W4A16_X16 1e-6
+#define TOL_W4A16_X16  1e-6
+#define TOL_W4A16_BF16 0x1p-8
 #define TOL_W8A16     1e-6
 #define TOL_GLU       1e-6
 #define TOL_NORM      1e-6
@@ -45,6 +49,7 @@ static void test_fill_arm(void **state)
     struct nb_cpu a53 = {.asimd = 1}, dot = {.asimd = 1, .asimddp = 1};
     struct nb_cpu mm = {.asimd = 1, .asimddp = 1, .i8mm = 1, .bf16 = 1};
     struct nb_cpu mm_nodot = {.asimd = 1, .i8mm = 1}; /* i8mm alone: plain NEON */
+    struct nb_cpu bf = {.asimd = 1, .bf16 = 1};        /* bf16 alone: w4a16 only */
     enum nb_isa_level l;
     assert_true(nb_isa_level_from_name("neon", &l));
     assert_int_equal(l, NB_LEVEL_NEON);
@@ -64,10 +69,11 @@ static void test_fill_arm(void **state)
     } cases[] = {
         {&a53, NB_LEVEL_NEON, "neon", "neon", "neon", "neon"},
         {&dot, NB_LEVEL_NEON, "neon+dotprod", "neon-dotprod", "neon", "neon"},
-        {&mm, NB_LEVEL_NEON, "neon+dotprod+i8mm", "neon-i8mm", "neon", "neon"},
+        {&mm, NB_LEVEL_NEON, "neon+dotprod+i8mm", "neon-i8mm", "neon-bf16", "neon"},
         {&mm_nodot, NB_LEVEL_NEON, "neon", "neon", "neon", "neon"},
+        {&bf, NB_LEVEL_NEON, "neon", "neon", "neon-bf16", "neon"},
         {&mm, NB_LEVEL_REF, "ref", "ref", "ref", "ref"},
-        {&mm, NB_LEVEL_AVX512, "neon+dotprod+i8mm", "neon-i8mm", "neon",
+        {&mm, NB_LEVEL_AVX512, "neon+dotprod+i8mm", "neon-i8mm", "neon-bf16",
          "neon"}, /* not Arm: best */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -105,7 +111,7 @@ static void test_fill_arm(void **state)
     nb_kernels_fill(&k, &mm, NB_LEVEL_NEON, 0);
     assert_string_equal(k.isa, "ref");
     assert_string_equal(k.gemm[NB_WF_W4A8_X16].name, "ref");
-    (void)dot, (void)mm_nodot;
+    (void)dot, (void)mm_nodot, (void)bf;
 #endif
 }
 
@@ -268,7 +274,8 @@ static void test_w4a16_x16_neon(void **state)
 #ifdef NB_HAVE_ARM
     struct tu_gshape shapes[32];
     int ns = make_shapes(shapes, 32);
-    double worst = 0;
+    double worst = 0, worst_bf16 = 0;
+    int n_bf16 = 0;
     for (int si = 0; si < ns; si++) {
         const struct tu_gshape *g = &shapes[si];
         struct nb_layout_planes pl;
@@ -297,10 +304,22 @@ static void test_w4a16_x16_neon(void **state)
         double wr = tu_compare_y(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_X16,
                                  "w4a16 x16 neon");
         if (wr > worst) worst = wr;
+        if (nb_cpu_get()->bf16) {
+            float *yb = tu_nan_y(g->n_tok, ldy);
+            nb_gemm_w4a16_x16_neon_bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group,
+                                        g->n_tok, g->r0, g->r1, scratch);
+            double wb = tu_compare_y(yb, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1,
+                                     TOL_W4A16_BF16, "w4a16 x16 neon-bf16");
+            if (wb > worst_bf16) worst_bf16 = wb;
+            n_bf16++;
+            free(yb);
+        }
         free(y), free(yr), free(mag), free(rows), free(x16), free(scratch);
         tu_acts_free(&a);
     }
-    if (getenv("NIBBLE_TEST_VERBOSE")) fprintf(stderr, "w4a16 x16 neon worst ratio %.3g\n", worst);
+    if (getenv("NIBBLE_TEST_VERBOSE"))
+        fprintf(stderr, "w4a16 x16 neon worst ratio %.3g; neon-bf16 %d shapes, worst %.3g\n",
+                worst, n_bf16, worst_bf16);
 #else
     skip();
 #endif

@@ -328,7 +328,7 @@ void nb_gemm_q6_k_avx512(float *y, int64_t ldy, const float *x, int64_t ldx, con
 
 /* ---- Arm kernels (kernels/arm/; present on aarch64 builds). Plain NEON (armv8.0, every
  * aarch64 CPU) unless the name says otherwise: _dotprod needs asimddp (FEAT_DotProd),
- * _i8mm asimddp and i8mm (FEAT_I8MM); the functions carry their own target attributes,
+ * _i8mm asimddp and i8mm (FEAT_I8MM), _bf16 bf16 (FEAT_BF16); the functions carry their own target attributes,
  * so one binary runs on a cortex-a53 and picks variants at run time. X16 kernels need
  * r0, r1 multiples of 16. ---- */
 #if defined(__aarch64__)
@@ -348,6 +348,10 @@ void nb_gemm_w4a8_x16_i8mm(float *y, int64_t ldy, const int8_t *xq, const float 
 void nb_gemm_w4a16_x16_neon(float *y, int64_t ldy, const float *x, int64_t ldx,
                             const void *w_blob, int64_t n_out, int64_t n_in, int group, int n_tok,
                             int64_t r0, int64_t r1, float *scratch);
+/* bf16 activations, bfmmla (kernels/arm/gemm_w4a16_bf16.c): within 2^-9 of the products */
+void nb_gemm_w4a16_x16_neon_bf16(float *y, int64_t ldy, const float *x, int64_t ldx,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int group,
+                                 int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_w8a16_neon(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w_blob,
                         int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1,
                         float *scratch);

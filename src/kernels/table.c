@@ -24,7 +24,9 @@
  *   q4_k/q6_k     ref              ref                ref
  *   w8a16         neon             neon               neon
  *   w4a16         ref              ref                ref      (ROWS layout)
- *   w4a16-x16     neon             neon               neon
+ *   w4a16-x16     neon             neon               neon     (neon-bf16: bfmmla, bf16
+ *                                                                activations, when the CPU
+ *                                                                has bf16, any column)
  *   w4a8          ref              ref                ref      (ROWS layout)
  *   w4a8-x16      neon             neon-dotprod       neon-i8mm (smmla prefill,
  *                                                                sdot decode)
@@ -100,6 +102,7 @@ GEMM_Q8(nb_gemm_w4a8_x16_neon)
 GEMM_Q8(nb_gemm_w4a8_x16_dotprod)
 GEMM_Q8(nb_gemm_w4a8_x16_i8mm)
 GEMM_W4A16(nb_gemm_w4a16_x16_neon)
+GEMM_W4A16(nb_gemm_w4a16_x16_neon_bf16)
 
 static void nb_gemm_w8a16_neon_op(const struct nb_gemm_args *a, int64_t r0, int64_t r1,
                                   float *scratch)
@@ -242,7 +245,9 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             c->asimddp && c->i8mm ? (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_i8mm, "neon-i8mm")
             : c->asimddp ? (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_dotprod, "neon-dotprod")
                          : (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_neon, "neon");
-        k->gemm[NB_WF_W4A16_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_neon, "neon");
+        k->gemm[NB_WF_W4A16_X16] =
+            c->bf16 ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_neon_bf16, "neon-bf16")
+                    : (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_neon, "neon");
         k->gemm[NB_WF_W8A16] = (struct nb_gemm_kernel)K(nb_gemm_w8a16_neon, "neon");
         k->gemm[NB_WF_F32] = (struct nb_gemm_kernel)K(nb_gemm_f32_neon, "neon");
         k->gemm[NB_WF_F16] = (struct nb_gemm_kernel)K(nb_gemm_f16_neon, "neon");
