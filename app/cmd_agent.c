@@ -264,18 +264,25 @@ static int ask(struct build *b, const struct opts *o, const char *user, char **r
     return *reply ? 0 : -1;
 }
 
-/* -m: start `nibble serve` (this very program) for b->model on a free port (threads and
- * context as given, NULL: serve's defaults) and wait (at
- * most 600 s: first use may quantize) for the port in its log. 1, or 0 after printing why. */
+/* -m: start `nibble serve` (this very program: NIBBLE_SELF when set, as the aarch64
+ * bundle's launcher sets it, whose /proc/self/exe is the loader; else /proc/self/exe) for
+ * b->model on a free port (threads and context as given, NULL: serve's defaults) and wait
+ * (at most 600 s: first use may quantize) for the port in its log. 1, or 0 after printing
+ * why. */
 static int start_server(struct build *b, const char *threads, const char *ctx)
 {
     char self[4096], model[4096], path[64] = "";
-    ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
-    if (n <= 0) {
-        fprintf(stderr, "nibble agent: -m: cannot find this program (/proc/self/exe)\n");
-        return 0;
+    const char *env = getenv("NIBBLE_SELF");
+    if (env && *env) {
+        snprintf(self, sizeof self, "%s", env);
+    } else {
+        ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+        if (n <= 0) {
+            fprintf(stderr, "nibble agent: -m: cannot find this program (/proc/self/exe)\n");
+            return 0;
+        }
+        self[n] = '\0';
     }
-    self[n] = '\0';
     snprintf(model, sizeof model, "%s", b->model);
     char *at = strrchr(model, '@');
     if (at && !strchr(at, '/')) {
