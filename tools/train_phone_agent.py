@@ -325,11 +325,23 @@ def tensors(rows, idx):
     return ids, tgt
 
 
-def evaluate(model, prefixes, rows, idx_batches):
-    """Teacher-forced: the share of replies whose every token is the argmax, and the loss."""
+KINDS = ("wifi", "bluetooth", "airplane", "dark_theme", "dnd", "location", "alarm_set",
+         "alarm_off", "message", "unfavorite", "favorite")
+
+
+def step_kind(task):
+    """The generator's task kind of a variant id (gen12_alarm_set_2350 -> alarm_set)."""
+    k = task.split("_", 1)[1] if task.startswith("gen") else task
+    return next((x for x in KINDS if k.startswith(x)), k)
+
+
+def evaluate(model, prefixes, rows, idx_batches, kinds=None):
+    """Teacher-forced: the share of replies whose every token is the argmax, and the loss;
+    with `kinds` (one per row) also the exact share per kind."""
     model.eval()
     exact = n = 0
     loss_sum = tok_n = 0.0
+    per = {}
     with torch.no_grad():
         for idx in idx_batches:
             ids, tgt = tensors(rows, idx)
@@ -337,11 +349,22 @@ def evaluate(model, prefixes, rows, idx_batches):
             mask = tgt != -100
             loss_sum += F.cross_entropy(logits[mask], tgt[mask], reduction="sum").item()
             tok_n += mask.sum().item()
-            ok = (logits.argmax(-1) == tgt) | ~mask
-            exact += ok.all(1).sum().item()
+            ok = ((logits.argmax(-1) == tgt) | ~mask).all(1)
+            exact += ok.sum().item()
             n += len(idx)
+            for i, o in zip(idx, ok.tolist()):
+                if kinds:
+                    e = per.setdefault(kinds[i], [0, 0])
+                    e[0] += o
+                    e[1] += 1
     model.train()
+    if kinds:
+        return exact / max(n, 1), loss_sum / max(tok_n, 1), per
     return exact / max(n, 1), loss_sum / max(tok_n, 1)
+
+
+def kind_line(per):
+    return " ".join("%s %d/%d" % (k, per[k][0], per[k][1]) for k in KINDS if k in per)
 
 
 # ---------------------------------------------------------------- export
@@ -506,6 +529,8 @@ def main():
     ap.add_argument("--batch-tokens", type=int, default=4096)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--eval-every", type=int, default=500,
+                    help="teacher-forced held-out check every N steps (0: at the end only)")
     ap.add_argument("--bf16", type=int, default=1,
                     help="1: matrix products in bfloat16 (CPU autocast; float32 weights), 0: float32")
     ap.add_argument("--max-minutes", type=float, default=0,
@@ -545,6 +570,7 @@ def main():
     prefixes = [torch.tensor(tok.encode(system_prefix(system, f))) for f in (0, 1)]
     rows = encode_steps(tok, steps, a.tools_share, a.seed)
     hrows = encode_steps(tok, held, 0.5, a.seed + 1)
+    hkinds = [step_kind(h[3]) for h in held]
     lens = [len(r[1]) for r in rows]
     print("data: %d steps (%d tool-call form), prefix %d / %d tokens, rows %.1f tokens on average "
           "(%d at most), %d reply tokens; held-out %d steps" %
@@ -604,18 +630,19 @@ def main():
         el = time.time() - t_train
         if step % 20 == 0 or step == total:
             print("step %d/%d loss %.4f lr %.2e %.0fs" % (step, total, loss.item(), lr, el), flush=True)
-        if step % 250 == 0 and step < total:
-            ex, hl = evaluate(model, prefixes, hrows, hb)
-            print("  held-out (seed 2) steps: %.1f%% replies exact, loss %.4f" % (100 * ex, hl),
-                  flush=True)
+        if a.eval_every and step % a.eval_every == 0 and step < total:
+            ex, hl, per = evaluate(model, prefixes, hrows, hb, hkinds)
+            print("  held-out (seed 2) steps: %.1f%% replies exact, loss %.4f; %s" %
+                  (100 * ex, hl, kind_line(per)), flush=True)
         if a.max_minutes and el > a.max_minutes * 60:
             print("stopped at %.0f s (--max-minutes)" % el, flush=True)
             stopped = True
     train_s = time.time() - t_train
     if not a.export_only:
         torch.save(model.state_dict(), ckpt)
-    ex, hl = evaluate(model, prefixes, hrows, hb)
-    print("held-out (seed 2) steps: %.1f%% replies exact, loss %.4f" % (100 * ex, hl), flush=True)
+    ex, hl, per = evaluate(model, prefixes, hrows, hb, hkinds)
+    print("held-out (seed 2) steps: %.1f%% replies exact, loss %.4f; %s" % (100 * ex, hl, kind_line(per)),
+          flush=True)
 
     os.makedirs(a.out, exist_ok=True)
     hf = model.hf_tensors()
