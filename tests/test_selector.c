@@ -410,7 +410,7 @@ static struct row *rows(int *n)
                           NB_TARGET_HOST,
                           {0},
                           "w4a16",
-                          ARMK("neon"),
+                          ARMK("neon-bf16"),
                           8,
                           0,
                           1,
@@ -857,9 +857,16 @@ static void test_record_key_format(void **state)
     probe_arm_i8mm(&p);
     assert_true(nb_record_key(&p, NB_WPATH_W4A8, "neon-i8mm", NB_LEVEL_NEON, k, sizeof k, NULL));
     assert_string_equal(k, "arm:0x41:0xd40/w4a8/neon-i8mm/asimd+asimddp+i8mm");
-    /* the w4a16 NEON kernel is FMA: bf16 on the CPU is not a feature it uses */
+    /* the w4a16 NEON kernel is FMA: bf16 on the CPU is not a feature it uses; its bfmmla
+     * variant is another kernel (neon-bf16), keyed with bf16, refused without it */
     assert_true(nb_record_key(&p, NB_WPATH_W4A16, "neon", NB_LEVEL_NEON, k, sizeof k, NULL));
     assert_string_equal(k, "arm:0x41:0xd40/w4a16/neon/asimd");
+    assert_true(nb_record_key(&p, NB_WPATH_W4A16, "neon-bf16", NB_LEVEL_NEON, k, sizeof k, NULL));
+    assert_string_equal(k, "arm:0x41:0xd40/w4a16/neon-bf16/asimd+bf16");
+    p.arm.bf16 = 0;
+    assert_false(nb_record_key(&p, NB_WPATH_W4A16, "neon-bf16", NB_LEVEL_NEON, k, sizeof k, &why));
+    assert_non_null(strstr(why, "bf16"));
+    p.arm.bf16 = 1;
     /* the probe's own keys, as this build would run there */
     assert_true(nb_select_record_key(&p, NB_WPATH_W4A8, k, sizeof k, NULL));
 #ifdef NB_HAVE_ARM

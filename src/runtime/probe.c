@@ -478,11 +478,13 @@ int nb_record_key(const struct nb_probe *p, enum nb_wpath path, const char *kern
             bad = "the kernel needs asimddp, which the CPU flags lack";
         else if (mm && !a->i8mm)
             bad = "kernel neon-i8mm needs i8mm, which the CPU flags lack";
+        else if (kernel_is(kernel, "neon-bf16") && !a->bf16)
+            bad = "kernel neon-bf16 needs bf16, which the CPU flags lack";
         if (bad) goto fail;
         if (neon) f[n++] = "asimd";
         if (dot || mm) f[n++] = "asimddp";
         if (mm) f[n++] = "i8mm";
-        if (kernel_is(kernel, "neon-bf16")) f[n++] = "bf16"; /* none yet: w4a16 neon is FMA */
+        if (kernel_is(kernel, "neon-bf16")) f[n++] = "bf16"; /* w4a16 bfmmla; neon is FMA */
     }
     size_t used = 0;
     for (int i = 0; i < n; i++)

@@ -418,7 +418,8 @@ static const char *wanted_kernel(const struct nb_probe *p, enum nb_wpath path)
         if (p->arm.asimddp) return "neon-dotprod";
         if (p->arm.asimd) return "neon";
     }
-    if (is_arm(p) && path == NB_WPATH_W4A16 && p->arm.asimd) return "neon";
+    if (is_arm(p) && path == NB_WPATH_W4A16 && p->arm.asimd)
+        return p->arm.bf16 ? "neon-bf16" : "neon";
     return "";
 }
 
