@@ -157,7 +157,7 @@ def train_tokenizer(texts, prefix, vocab, seed):
         sentence_iterator=iter(lines), model_prefix=prefix, model_type="bpe", vocab_size=vocab,
         byte_fallback=True, character_coverage=1.0, add_dummy_prefix=False,
         remove_extra_whitespaces=False, normalization_rule_name="identity", split_digits=True,
-        split_by_whitespace=False, allow_whitespace_only_pieces=True, control_symbols=[IM_START, IM_END],
+        split_by_whitespace=True, allow_whitespace_only_pieces=True, control_symbols=[IM_START, IM_END],
         unk_id=0, bos_id=1, eos_id=2, pad_id=-1, num_threads=2, max_sentence_length=8192,
         minloglevel=2)
     return prefix + ".model"
@@ -327,6 +327,9 @@ def tensors(rows, idx):
 
 KINDS = ("wifi", "bluetooth", "airplane", "dark_theme", "dnd", "location", "alarm_set",
          "alarm_off", "message", "unfavorite", "favorite")
+
+
+COPY_KINDS = ("alarm_set", "message", "favorite", "unfavorite")
 
 
 def step_kind(task):
@@ -529,6 +532,8 @@ def main():
     ap.add_argument("--batch-tokens", type=int, default=4096)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--copy-repeat", type=int, default=1,
+                    help="steps of the kinds that copy from the instruction, N times an epoch")
     ap.add_argument("--eval-every", type=int, default=500,
                     help="teacher-forced held-out check every N steps (0: at the end only)")
     ap.add_argument("--bf16", type=int, default=1,
@@ -569,6 +574,13 @@ def main():
     tok = Tok(sp_path)
     prefixes = [torch.tensor(tok.encode(system_prefix(system, f))) for f in (0, 1)]
     rows = encode_steps(tok, steps, a.tools_share, a.seed)
+    if a.copy_repeat > 1:
+        # the kinds whose replies copy words or digits from the instruction (a time, a
+        # contact, a message) are the last learnt: their steps appear copy_repeat times
+        copy = [r for s, r in zip(steps, rows) if step_kind(s[3]) in COPY_KINDS]
+        rows += copy * (a.copy_repeat - 1)
+        print("copy kinds (%s): %d steps x %d" % (", ".join(COPY_KINDS), len(copy), a.copy_repeat),
+              flush=True)
     hrows = encode_steps(tok, held, 0.5, a.seed + 1)
     hkinds = [step_kind(h[3]) for h in held]
     lens = [len(r[1]) for r in rows]

@@ -2,10 +2,11 @@
 # phone-agent-tiny (models/phone-agent-tiny, trained by tools/train_phone_agent.py) on the
 # simulated phone through `nibble agent -m`: its f32 GGUF and its Hugging Face folder give
 # the same reply at every step (the two exports, tokenizer and chat template agree end to
-# end), and it acts: some episodes end done. The committed weights are under-trained (50%
-# of held-out variants, 32% of data/agent/tasks.json; issue 18 asks for 90%: see
-# models/phone-agent-tiny/README.md), so the bar here is the one they pass; raise it with
-# better weights. With tools offered and tool_choice auto the model writes the Hermes
+# end), and it acts: at least PHONE_AGENT_MIN (0.4) of its episodes end done. The committed
+# weights solve 72% of held-out variants and 56% of data/agent/tasks.json (issue 18 asks
+# for 90%: see models/phone-agent-tiny/README.md): every toggle task, not yet the ones that
+# copy a time or a name from the instruction; the bar is below what they pass here (0.55)
+# so that another CPU's float rounding does not fail it. With tools offered and tool_choice auto the model writes the Hermes
 # wrapper on its own and the server returns the call as tool_calls (printed).
 . "$(dirname "$0")/../helpers/serve_common.sh"
 
@@ -36,7 +37,7 @@ PYEOF
   if [ "$got" = ok ]; then ok; else bad "$1: $got"; fi
 }
 
-PHONE_AGENT_MIN=${PHONE_AGENT_MIN:-0.05}
+PHONE_AGENT_MIN=${PHONE_AGENT_MIN:-0.4}
 if "$bin" agent --tasks "$tasks" -m "f32=$gguf@source" -m "hf=$dir/hf@source" -t 2 -c 2048 \
      --runs 2 -o json --trace "$tmp/both.jsonl" >"$tmp/both.json" 2>"$tmp/err"; then
   got=$("$py" - "$tmp/both.json" "$tmp/both.jsonl" "$PHONE_AGENT_MIN" <<'PYEOF' 2>&1
