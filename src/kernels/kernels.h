@@ -251,6 +251,23 @@ void nb_gemm_w4a8_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *
 void nb_gemm_w4a16_x16_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w_blob,
                            int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
                            int64_t r1, float *scratch);
+/* The planes of a w4a16 X16 blob: codes, bf16 scales d and bf16 minimums m (16 per row
+ * block and group). 0 when the shape has no X16 layout (nothing to compute). */
+struct nb_w4a16_x16_planes {
+    const uint8_t *qs;
+    const uint16_t *ds, *ms;
+};
+static inline int nb_w4a16_x16_planes(const void *w_blob, int group, int64_t n_out, int64_t n_in,
+                                      struct nb_w4a16_x16_planes *p)
+{
+    struct nb_layout_planes pl;
+    if (!nb_layout_planes_x(NB_WPATH_W4A16, NB_LAYOUT_X16, group, n_out, n_in, &pl)) return 0;
+    const uint8_t *b = (const uint8_t *)w_blob;
+    p->qs = b + pl.offset[0];
+    p->ds = (const uint16_t *)(b + pl.offset[1]);
+    p->ms = (const uint16_t *)(b + pl.offset[2]);
+    return 1;
+}
 /* Decode row r of an X16 int4 blob; `pl` is nb_layout_planes_x(path, NB_LAYOUT_X16, ...). */
 void nb_unpack_row_x16_ref(enum nb_wpath path, int group, const void *w_blob,
                            const struct nb_layout_planes *pl, int64_t n_in, int64_t r, float *out);

@@ -128,11 +128,10 @@ void nb_gemm_w4a16_x16_neon_bf16(float *y, int64_t ldy, const float *x, int64_t 
                                scratch);
         return;
     }
-    struct nb_layout_planes pl;
-    if (!nb_layout_planes_x(NB_WPATH_W4A16, NB_LAYOUT_X16, group, n_out, n_in, &pl)) return;
-    const uint8_t *qs = (const uint8_t *)w_blob + pl.offset[0];
-    const uint16_t *ds = (const uint16_t *)((const uint8_t *)w_blob + pl.offset[1]);
-    const uint16_t *ms = (const uint16_t *)((const uint8_t *)w_blob + pl.offset[2]);
+    struct nb_w4a16_x16_planes wpl;
+    if (!nb_w4a16_x16_planes(w_blob, group, n_out, n_in, &wpl)) return;
+    const uint8_t *qs = wpl.qs;
+    const uint16_t *ds = wpl.ds, *ms = wpl.ms;
     const int64_t ng = n_in / group, bstride = 8 * n_in, pstride = 2 * n_in;
     uint16_t xb[XB_MAX] __attribute__((aligned(16)));
     for (int t0 = 0; t0 < n_tok; t0 += (int)per) {

@@ -121,11 +121,10 @@ void nb_gemm_w4a16_x16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx
                               const void *w_blob, int64_t n_out, int64_t n_in, int group, int n_tok,
                               int64_t r0, int64_t r1, float *scratch)
 {
-    struct nb_layout_planes pl;
-    if (!nb_layout_planes_x(NB_WPATH_W4A16, NB_LAYOUT_X16, group, n_out, n_in, &pl)) return;
-    const uint8_t *qs = (const uint8_t *)w_blob + pl.offset[0];
-    const uint16_t *ds = (const uint16_t *)((const uint8_t *)w_blob + pl.offset[1]);
-    const uint16_t *ms = (const uint16_t *)((const uint8_t *)w_blob + pl.offset[2]);
+    struct nb_w4a16_x16_planes wpl;
+    if (!nb_w4a16_x16_planes(w_blob, group, n_out, n_in, &wpl)) return;
+    const uint8_t *qs = wpl.qs;
+    const uint16_t *ds = wpl.ds, *ms = wpl.ms;
     int64_t ng = n_in / group, b0 = r0 / 16, b1 = r1 / 16;
     for (int t0 = 0; t0 < n_tok; t0 += TOK_BLOCK) {
         int nt = n_tok - t0 < TOK_BLOCK ? n_tok - t0 : TOK_BLOCK;
