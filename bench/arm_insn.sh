@@ -55,18 +55,24 @@ for p in "${paths[@]}"; do
 done
 
 runs=${NIBBLE_INSN_RUNS:-3}
-# count CPU PATH TOKENS: the guest instructions of a nibble run, the least of $runs runs
-count() {
-  local out=$tmp/count best="" c i
+# least CPU WHAT PROGRAM ARGS...: the guest instructions of a run of PROGRAM under -cpu CPU,
+# the least of $runs runs (WHAT names it in an error)
+least() {
+  local cpu=$1 what=$2 out=$tmp/count best="" c i
+  shift 2
   for ((i = 0; i < runs; i++)); do
     rm -f "$out"
-    qemu -cpu "$1" -plugin "$plugin,out=$out" "$nibble" run -m "$work/kjv-7m-$2.nib" \
-      -p "$prompt" -n "$3" --ignore-eos -t 1 >"$tmp/run.out" 2>"$tmp/run.err" ||
-      { echo "arm_insn: nibble run failed (-cpu $1, $2):" >&2; cat "$tmp/run.err" >&2; exit 1; }
+    qemu -cpu "$cpu" -plugin "$plugin,out=$out" "$@" >"$tmp/run.out" 2>"$tmp/run.err" ||
+      { echo "arm_insn: $what failed (-cpu $cpu):" >&2; cat "$tmp/run.err" >&2; exit 1; }
     c=$(awk '$1 == "insns" { print $2 }' "$out")
     [ -n "$best" ] && [ "$best" -le "$c" ] || best=$c
   done
   echo "$best"
+}
+# count CPU PATH TOKENS: a nibble run of TOKENS greedy tokens on the PATH build
+count() {
+  least "$1" "nibble run ($2)" "$nibble" run -m "$work/kjv-7m-$2.nib" -p "$prompt" -n "$3" \
+    --ignore-eos -t 1
 }
 
 declare -A per
@@ -98,19 +104,8 @@ for p in "${paths[@]}"; do
 done
 
 [ "${NIBBLE_INSN_KERNELS:-1}" = 1 ] || exit 0
-# count_lab CPU KERNEL N_TOK REPS: the guest instructions of a kernel-lab run (least of $runs)
-count_lab() {
-  local out=$tmp/count best="" c i
-  for ((i = 0; i < runs; i++)); do
-    rm -f "$out"
-    qemu -cpu "$1" -plugin "$plugin,out=$out" "$lab" --insn "$2" "$3" "$4" >"$tmp/run.out" \
-      2>"$tmp/run.err" ||
-      { echo "arm_insn: bench_kernels --insn failed (-cpu $1, $2):" >&2; cat "$tmp/run.err" >&2; exit 1; }
-    c=$(awk '$1 == "insns" { print $2 }' "$out")
-    [ -n "$best" ] && [ "$best" -le "$c" ] || best=$c
-  done
-  echo "$best"
-}
+# count_lab CPU KERNEL N_TOK REPS: a kernel-lab run of REPS calls
+count_lab() { least "$1" "bench_kernels --insn $2" "$lab" --insn "$2" "$3" "$4"; }
 kernels=("w4a8 neon" "w4a8 neon-dotprod" "w4a8 neon-i8mm" "w4a16 neon" "w4a16 neon-bf16")
 reps=${NIBBLE_INSN_REPS:-4}
 declare -A kin

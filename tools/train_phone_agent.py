@@ -338,9 +338,9 @@ def step_kind(task):
     return next((x for x in KINDS if k.startswith(x)), k)
 
 
-def evaluate(model, prefixes, rows, idx_batches, kinds=None):
-    """Teacher-forced: the share of replies whose every token is the argmax, and the loss;
-    with `kinds` (one per row) also the exact share per kind."""
+def evaluate(model, prefixes, rows, idx_batches, kinds):
+    """Teacher-forced: the share of replies whose every token is the argmax, the loss, and
+    per kind (`kinds`: one per row) [exact, rows]."""
     model.eval()
     exact = n = 0
     loss_sum = tok_n = 0.0
@@ -352,18 +352,15 @@ def evaluate(model, prefixes, rows, idx_batches, kinds=None):
             mask = tgt != -100
             loss_sum += F.cross_entropy(logits[mask], tgt[mask], reduction="sum").item()
             tok_n += mask.sum().item()
-            ok = ((logits.argmax(-1) == tgt) | ~mask).all(1)
-            exact += ok.sum().item()
+            ok = ((logits.argmax(-1) == tgt) | ~mask).all(1).tolist()
+            exact += sum(ok)
             n += len(idx)
-            for i, o in zip(idx, ok.tolist()):
-                if kinds:
-                    e = per.setdefault(kinds[i], [0, 0])
-                    e[0] += o
-                    e[1] += 1
+            for i, o in zip(idx, ok):
+                e = per.setdefault(kinds[i], [0, 0])
+                e[0] += o
+                e[1] += 1
     model.train()
-    if kinds:
-        return exact / max(n, 1), loss_sum / max(tok_n, 1), per
-    return exact / max(n, 1), loss_sum / max(tok_n, 1)
+    return exact / max(n, 1), loss_sum / max(tok_n, 1), per
 
 
 def kind_line(per):
