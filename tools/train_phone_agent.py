@@ -338,6 +338,14 @@ def step_kind(task):
     return next((x for x in KINDS if k.startswith(x)), k)
 
 
+def is_copy_step(step):
+    """A step whose reply copies from the instruction: typing a time, a name or a text, or
+    finding the named contact (tap it, or scroll to it)."""
+    action = json.loads(step[2])
+    return step_kind(step[3]) in COPY_KINDS and (
+        action["action"] in ("type", "scroll") or action.get("id", "").startswith("contact_"))
+
+
 def evaluate(model, prefixes, rows, idx_batches, kinds):
     """Teacher-forced: the share of replies whose every token is the argmax, the loss, and
     per kind (`kinds`: one per row) [exact, rows]."""
@@ -531,6 +539,9 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--copy-repeat", type=int, default=1,
                     help="steps of the kinds that copy from the instruction, N times an epoch")
+    ap.add_argument("--copy-episodes", type=int, default=0,
+                    help="extra variants (seed 3) of which only the copying steps are trained on: "
+                    "a typed time, name or text, a contact to tap or to scroll to")
     ap.add_argument("--eval-every", type=int, default=500,
                     help="teacher-forced held-out check every N steps (0: at the end only)")
     ap.add_argument("--bf16", type=int, default=1,
@@ -577,6 +588,17 @@ def main():
         copy = [r for s, r in zip(steps, rows) if step_kind(s[3]) in COPY_KINDS]
         rows += copy * (a.copy_repeat - 1)
         print("copy kinds (%s): %d steps x %d" % (", ".join(COPY_KINDS), len(copy), a.copy_repeat),
+              flush=True)
+    if a.copy_episodes:
+        # a model that copies by a learnt lookup needs many copies to see: the steps whose
+        # reply depends on a word or digit of the instruction, from variants of another seed
+        copy_path = os.path.join(a.work, "copy.jsonl")
+        if not os.path.exists(copy_path):
+            subprocess.run([a.nibble, "agent", "--dump-trajectories", str(a.copy_episodes), "--seed",
+                            "3", "--out", copy_path], check=True)
+        extra = [s for s in load_steps(copy_path) if is_copy_step(s)]
+        rows += encode_steps(tok, extra, a.tools_share, a.seed + 2)
+        print("copying steps of %d more variants (seed 3): %d" % (a.copy_episodes, len(extra)),
               flush=True)
     hrows = encode_steps(tok, held, 0.5, a.seed + 1)
     hkinds = [step_kind(h[3]) for h in held]
