@@ -266,6 +266,12 @@ class Model(torch.nn.Module):
 
 # ---------------------------------------------------------------- data
 
+def dump_trajectories(nibble, episodes, seed, path):
+    """The scripted correct policy's steps on `episodes` variants of `seed`, as chat lines."""
+    subprocess.run([nibble, "agent", "--dump-trajectories", str(episodes), "--seed", str(seed),
+                    "--out", path], check=True)
+
+
 def load_steps(path):
     steps = []
     for line in open(path, encoding="utf-8"):
@@ -564,10 +570,8 @@ def main():
     held_path = os.path.join(a.work, "heldout.jsonl")
     # a work folder of an earlier run (--init, --export-only) keeps its data and tokenizer
     if not os.path.exists(train_path):
-        subprocess.run([a.nibble, "agent", "--dump-trajectories", str(a.episodes), "--seed",
-                        str(a.seed), "--out", train_path], check=True)
-        subprocess.run([a.nibble, "agent", "--dump-trajectories", "100", "--seed", "2",
-                        "--out", held_path], check=True)
+        dump_trajectories(a.nibble, a.episodes, a.seed, train_path)
+        dump_trajectories(a.nibble, 100, 2, held_path)
     steps, held = load_steps(train_path), load_steps(held_path)
     systems = {s[0] for s in steps}
     assert len(systems) == 1, "one system message expected"
@@ -592,10 +596,10 @@ def main():
     if a.copy_episodes:
         # a model that copies by a learnt lookup needs many copies to see: the steps whose
         # reply depends on a word or digit of the instruction, from variants of another seed
-        copy_path = os.path.join(a.work, "copy.jsonl")
+        # (named by N: another N in the same work folder is another file, not a stale one)
+        copy_path = os.path.join(a.work, "copy-%d.jsonl" % a.copy_episodes)
         if not os.path.exists(copy_path):
-            subprocess.run([a.nibble, "agent", "--dump-trajectories", str(a.copy_episodes), "--seed",
-                            "3", "--out", copy_path], check=True)
+            dump_trajectories(a.nibble, a.copy_episodes, 3, copy_path)
         extra = [s for s in load_steps(copy_path) if is_copy_step(s)]
         rows += encode_steps(tok, extra, a.tools_share, a.seed + 2)
         print("copying steps of %d more variants (seed 3): %d" % (a.copy_episodes, len(extra)),

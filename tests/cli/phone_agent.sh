@@ -6,8 +6,9 @@
 # weights solve 72% of held-out variants and 56% of data/agent/tasks.json (issue 18 asks
 # for 90%: see models/phone-agent-tiny/README.md): every toggle task, not yet the ones that
 # copy a time or a name from the instruction; the bar is below what they pass here (0.55)
-# so that another CPU's float rounding does not fail it. With tools offered and tool_choice auto the model writes the Hermes
-# wrapper on its own and the server returns the call as tool_calls (printed).
+# so that another CPU's float rounding does not fail it. With tools offered and tool_choice
+# auto the model writes the Hermes wrapper on its own and the server returns the call as
+# tool_calls (printed).
 . "$(dirname "$0")/../helpers/serve_common.sh"
 
 src="${NIBBLE_SOURCE_DIR:?}"
