@@ -319,16 +319,23 @@ def batches(rows, batch_tokens, rng, chunk=4):
     return out
 
 
-def tensors(rows, idx):
+def tensors(rows, idx, prompt_weight=0.0):
+    """ids, targets (the reply's tokens; -100 elsewhere) and per-position loss weights:
+    1 on the reply, `prompt_weight` on the user turn's own tokens (0: reply only)."""
     t = max(len(rows[i][1]) for i in idx)
     ids = torch.zeros(len(idx), t, dtype=torch.long)
     tgt = torch.full((len(idx), t), -100, dtype=torch.long)
+    w = torch.zeros(len(idx), t)
     for r, i in enumerate(idx):
         seq, n_prompt = rows[i][1], rows[i][2]
         ids[r, :len(seq)] = torch.tensor(seq)
         # position j predicts token j + 1: the reply's tokens are the targets
         tgt[r, n_prompt - 1:len(seq) - 1] = torch.tensor(seq[n_prompt:])
-    return ids, tgt
+        w[r, n_prompt - 1:len(seq) - 1] = 1.0
+        if prompt_weight:
+            tgt[r, :n_prompt - 1] = torch.tensor(seq[1:n_prompt])
+            w[r, :n_prompt - 1] = prompt_weight
+    return ids, tgt, w
 
 
 KINDS = ("wifi", "bluetooth", "airplane", "dark_theme", "dnd", "location", "alarm_set",
@@ -354,14 +361,14 @@ def is_copy_step(step):
 
 def evaluate(model, prefixes, rows, idx_batches, kinds):
     """Teacher-forced: the share of replies whose every token is the argmax, the loss, and
-    per kind (`kinds`: one per row) [exact, rows]."""
+    per kind (`kinds`: a tuple of kinds per row) [exact, rows]."""
     model.eval()
     exact = n = 0
     loss_sum = tok_n = 0.0
     per = {}
     with torch.no_grad():
         for idx in idx_batches:
-            ids, tgt = tensors(rows, idx)
+            ids, tgt, _ = tensors(rows, idx)
             logits = model(prefixes[rows[idx[0]][0]], ids)
             mask = tgt != -100
             loss_sum += F.cross_entropy(logits[mask], tgt[mask], reduction="sum").item()
@@ -370,15 +377,16 @@ def evaluate(model, prefixes, rows, idx_batches, kinds):
             exact += sum(ok)
             n += len(idx)
             for i, o in zip(idx, ok):
-                e = per.setdefault(kinds[i], [0, 0])
-                e[0] += o
-                e[1] += 1
+                for k in kinds[i]:
+                    e = per.setdefault(k, [0, 0])
+                    e[0] += o
+                    e[1] += 1
     model.train()
     return exact / max(n, 1), loss_sum / max(tok_n, 1), per
 
 
 def kind_line(per):
-    return " ".join("%s %d/%d" % (k, per[k][0], per[k][1]) for k in KINDS if k in per)
+    return " ".join("%s %d/%d" % (k, per[k][0], per[k][1]) for k in KINDS + ("copying",) if k in per)
 
 
 # ---------------------------------------------------------------- export
@@ -548,6 +556,9 @@ def main():
     ap.add_argument("--copy-episodes", type=int, default=0,
                     help="extra variants (seed 3) of which only the copying steps are trained on: "
                     "a typed time, name or text, a contact to tap or to scroll to")
+    ap.add_argument("--prompt-loss", type=float, default=0.0,
+                    help="weight of a language-model loss on the user turn's tokens (task, "
+                    "screen, previous actions) beside the reply's (0: reply only)")
     ap.add_argument("--eval-every", type=int, default=500,
                     help="teacher-forced held-out check every N steps (0: at the end only)")
     ap.add_argument("--bf16", type=int, default=1,
@@ -605,7 +616,8 @@ def main():
         print("copying steps of %d more variants (seed 3): %d" % (a.copy_episodes, len(extra)),
               flush=True)
     hrows = encode_steps(tok, held, 0.5, a.seed + 1)
-    hkinds = [step_kind(h[3]) for h in held]
+    # per kind, and the copying steps of all kinds together
+    hkinds = [(step_kind(h[3]),) + (("copying",) if is_copy_step(h) else ()) for h in held]
     lens = [len(r[1]) for r in rows]
     print("data: %d steps (%d tool-call form), prefix %d / %d tokens, rows %.1f tokens on average "
           "(%d at most), %d reply tokens; held-out %d steps" %
@@ -653,10 +665,14 @@ def main():
             (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, frac))))
         for g in opt.param_groups:
             g["lr"] = lr
-        ids, tgt = tensors(rows, idx)
+        ids, tgt, w = tensors(rows, idx, a.prompt_loss)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(a.bf16)):
             logits = model(prefixes[rows[idx[0]][0]], ids)
-        loss = F.cross_entropy(logits.float().reshape(-1, a.vocab), tgt.reshape(-1), ignore_index=-100)
+        # the sum over weighted tokens per reply token: the reply's gradient is the same
+        # with and without --prompt-loss, the prompt's is added to it
+        ce = F.cross_entropy(logits.float().reshape(-1, a.vocab), tgt.reshape(-1), ignore_index=-100,
+                             reduction="none")
+        loss = (ce * w.reshape(-1)).sum() / sum(len(rows[i][1]) - rows[i][2] for i in idx)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
