@@ -2,11 +2,13 @@
 # phone-agent-tiny (models/phone-agent-tiny, trained by tools/train_phone_agent.py) on the
 # simulated phone through `nibble agent -m`: its f32 GGUF and its Hugging Face folder give
 # the same reply at every step (the two exports, tokenizer and chat template agree end to
-# end), and it acts: at least PHONE_AGENT_MIN (0.4) of its episodes end done. The committed
-# weights solve 72% of held-out variants and 56% of data/agent/tasks.json (issue 18 asks
-# for 90%: see models/phone-agent-tiny/README.md): every toggle task, not yet the ones that
-# copy a time or a name from the instruction; the bar is below what they pass here (0.55)
-# so that another CPU's float rounding does not fail it. With tools offered and tool_choice
+# end), and it acts: at least PHONE_AGENT_MIN (0.6) of tasks.json's episodes end done, and
+# at least PHONE_AGENT_HELD_MIN (0.88) of 200 held-out variants (`--dump-tasks 200 --seed 2`,
+# never trained on; issue 18 asks for >= 90%). The committed weights solve 90.5% of those
+# held-out variants here (90.4% over 5 runs) and 75% of tasks.json in 2 runs: every toggle,
+# setting and switching off an alarm, messaging; not yet (un)favouriting a contact (see
+# models/phone-agent-tiny/README.md); the bars are a little below what they pass here so
+# that another CPU's float rounding does not fail them. With tools offered and tool_choice
 # auto the model writes the Hermes wrapper on its own and the server returns the call as
 # tool_calls (printed).
 . "$(dirname "$0")/../helpers/serve_common.sh"
@@ -38,7 +40,7 @@ PYEOF
   if [ "$got" = ok ]; then ok; else bad "$1: $got"; fi
 }
 
-PHONE_AGENT_MIN=${PHONE_AGENT_MIN:-0.4}
+PHONE_AGENT_MIN=${PHONE_AGENT_MIN:-0.6}
 if "$bin" agent --tasks "$tasks" -m "f32=$gguf@source" -m "hf=$dir/hf@source" -t 2 -c 2048 \
      --runs 2 -o json --trace "$tmp/both.jsonl" >"$tmp/both.json" 2>"$tmp/err"; then
   got=$("$py" - "$tmp/both.json" "$tmp/both.jsonl" "$PHONE_AGENT_MIN" <<'PYEOF' 2>&1
@@ -61,6 +63,21 @@ PYEOF
 )
   case "$got" in ok*) ok; echo "$got" | sed -n 2p ;; *) bad "f32 vs hf: $got" ;; esac
 else bad "f32 vs hf: exit $?: $(cat "$tmp/err")"; fi
+PHONE_AGENT_HELD_MIN=${PHONE_AGENT_HELD_MIN:-0.88}
+if "$bin" agent --dump-tasks 200 --seed 2 --out "$tmp/held.json" 2>"$tmp/err" &&
+   "$bin" agent --tasks "$tmp/held.json" -m "f32=$gguf@source" -t 2 -c 2048 --runs 1 -o json \
+     >"$tmp/held-out.json" 2>"$tmp/err"; then
+  got=$("$py" - "$tmp/held-out.json" "$PHONE_AGENT_HELD_MIN" <<'PYEOF' 2>&1
+import json, sys
+b = json.load(open(sys.argv[1]))[0]
+assert b["episodes"] == 200 and sum(b["outcomes"].values()) == 200, b
+assert b["success_rate"] >= float(sys.argv[2]), (b["success_rate"], b["outcomes"])
+print("ok")
+print(f"# held-out (seed 2, 200 variants): success {b['success_rate']:.3f} {b['outcomes']}")
+PYEOF
+)
+  case "$got" in ok*) ok; echo "$got" | sed -n 2p ;; *) bad "held-out: $got" ;; esac
+else bad "held-out: exit $?: $(cat "$tmp/err")"; fi
 if "$bin" agent --tasks "$tasks" -m "auto=$gguf@source" -t 2 -c 2048 --runs 1 --format tools-auto \
      --max-tokens 96 -o json --trace "$tmp/auto.jsonl" >"$tmp/auto.json" 2>"$tmp/err"; then
   got=$("$py" - "$tmp/auto.json" "$tmp/auto.jsonl" <<'PYEOF' 2>&1
