@@ -320,8 +320,10 @@ def batches(rows, batch_tokens, rng, chunk=4):
 
 
 def tensors(rows, idx, prompt_weight=0.0):
-    """ids, targets (the reply's tokens; -100 elsewhere) and per-position loss weights:
-    1 on the reply, `prompt_weight` on the user turn's own tokens (0: reply only)."""
+    """ids, targets and per-position loss weights. Targets: the reply's tokens, and with a
+    `prompt_weight` the user turn's own tokens too (-100 elsewhere). Weights: 1 on the reply,
+    `prompt_weight` on the user turn, divided by the batch's reply tokens, so the reply's
+    gradient is the same with and without the prompt's added to it."""
     t = max(len(rows[i][1]) for i in idx)
     ids = torch.zeros(len(idx), t, dtype=torch.long)
     tgt = torch.full((len(idx), t), -100, dtype=torch.long)
@@ -329,13 +331,13 @@ def tensors(rows, idx, prompt_weight=0.0):
     for r, i in enumerate(idx):
         seq, n_prompt = rows[i][1], rows[i][2]
         ids[r, :len(seq)] = torch.tensor(seq)
-        # position j predicts token j + 1: the reply's tokens are the targets
+        # position j predicts token j + 1
         tgt[r, n_prompt - 1:len(seq) - 1] = torch.tensor(seq[n_prompt:])
         w[r, n_prompt - 1:len(seq) - 1] = 1.0
         if prompt_weight:
             tgt[r, :n_prompt - 1] = torch.tensor(seq[1:n_prompt])
             w[r, :n_prompt - 1] = prompt_weight
-    return ids, tgt, w
+    return ids, tgt, w / sum(len(rows[i][1]) - rows[i][2] for i in idx)
 
 
 KINDS = ("wifi", "bluetooth", "airplane", "dark_theme", "dnd", "location", "alarm_set",
@@ -668,11 +670,9 @@ def main():
         ids, tgt, w = tensors(rows, idx, a.prompt_loss)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(a.bf16)):
             logits = model(prefixes[rows[idx[0]][0]], ids)
-        # the sum over weighted tokens per reply token: the reply's gradient is the same
-        # with and without --prompt-loss, the prompt's is added to it
         ce = F.cross_entropy(logits.float().reshape(-1, a.vocab), tgt.reshape(-1), ignore_index=-100,
                              reduction="none")
-        loss = (ce * w.reshape(-1)).sum() / sum(len(rows[i][1]) - rows[i][2] for i in idx)
+        loss = (ce * w.reshape(-1)).sum()
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
