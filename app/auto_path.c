@@ -138,6 +138,10 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
                 r->loaded, rebuilt ? " (rebuilt: " : "", rebuilt ? r->why : "", rebuilt ? ")" : "");
     }
     if (r->quantized) fprintf(stderr, "nibble %s: quantized in %.1f s\n", cmd, r->quantize_s);
+    if (r->route[0]) fprintf(stderr, "nibble %s: %s: %s\n", cmd, model, r->route);
+    if (r->repacked)
+        fprintf(stderr, "nibble %s: k-quant blocks repacked for the integer kernels in %.2f s "
+                "(lossless)\n", cmd, r->repack_s);
     snprintf(loaded, loaded_size, "%s", r->loaded);
     free(r);
     if (st != NB_OK) {

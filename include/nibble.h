@@ -521,6 +521,10 @@ struct nb_open_report {
     int cache_off;         /* no cache was used because use_cache is 0 or cache_dir NULL */
     char why[8192];        /* stale / corrupt / memory / fell_back: why, in a sentence */
     struct nb_selection selection;
+    int repacked;          /* a GGUF file's k-quant blocks were shuffled, losslessly, into the
+                              integer kernels' records (as_stored is 1: the file's weights) */
+    double repack_s;       /* how long that took */
+    char route[256];       /* auto on a quantized GGUF: why it runs as stored, in a sentence */
 };
 
 /* Load `model` as `nibble run` does: resolve the path, quantize a float source once

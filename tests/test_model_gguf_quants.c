@@ -8,7 +8,12 @@
  * close, the two may pick differently and their continuations part. The test takes the
  * prompt's ids up to the first difference; a difference is accepted only as such a tie:
  * llama.cpp's pick must be within TIE_TOL of nibble's best logit there. With
- * $NIBBLE_GGUF_QUANTS_DIR, the files of golden.json not committed are run too. */
+ * $NIBBLE_GGUF_QUANTS_DIR, the files of golden.json not committed are run too.
+ *
+ * Each file runs twice: loaded as stored (f32 activations, nb_model_load) and opened as
+ * `nibble run` opens it (nb_model_open, path "source"), where the Q4_K / Q6_K blocks are
+ * repacked into the integer kernels' records and read int8 activations per 256, as
+ * llama.cpp's Q8_K. The second must agree with llama.cpp at least as often. */
 #include "helpers/testutil.h"
 
 #include <stdio.h>
@@ -25,10 +30,21 @@ struct tally {
     double worst_gap;
 };
 
-static void run_file(const char *path, const cJSON *entry, const cJSON *ref, struct tally *t)
+static void run_file(const char *path, const cJSON *entry, const cJSON *ref, int opened,
+                     struct tally *t)
 {
     struct nb_model *m = NULL;
-    if (nb_model_load(&m, path) != NB_OK) fail_msg("%s", nb_last_error());
+    if (opened) {
+        struct nb_open_params op = nb_open_default_params();
+        struct nb_open_report rep = {.size = sizeof rep};
+        op.path = "source";
+        op.use_cache = 0;
+        op.n_threads = 1;
+        if (nb_model_open(&m, path, &op, &rep) != NB_OK) fail_msg("%s", nb_last_error());
+        assert_true(rep.as_stored);
+    } else if (nb_model_load(&m, path) != NB_OK) {
+        fail_msg("%s", nb_last_error());
+    }
     struct nb_ctx_params cp = nb_ctx_default_params();
     cp.n_threads = 1;
     struct nb_ctx *ctx = NULL;
@@ -75,7 +91,9 @@ static void run_file(const char *path, const cJSON *entry, const cJSON *ref, str
         free(prompt);
         free(want);
     }
-    print_message("%s: %d/%d continuations identical to llama.cpp's\n", path, same_file, k);
+    print_message("%s (%s): %d/%d continuations identical to llama.cpp's\n", path,
+                  opened ? "opened: k-quants repacked, int8 activations" : "loaded as stored",
+                  same_file, k);
     free(logits);
     nb_ctx_free(ctx);
     nb_model_free(m);
@@ -92,7 +110,7 @@ static void test_greedy_vs_llamacpp(void **state)
     snprintf(path, sizeof path, "%s/golden.json", dir);
     cJSON *golden = tu_load_json(path);
     const char *extra = getenv("NIBBLE_GGUF_QUANTS_DIR");
-    struct tally t = {0};
+    struct tally t = {0}, to = {0};
     const cJSON *e;
     cJSON_ArrayForEach(e, cJSON_GetObjectItem(golden, "files"))
     {
@@ -105,12 +123,17 @@ static void test_greedy_vs_llamacpp(void **state)
             if (!f) continue;
             fclose(f);
         }
-        run_file(path, e, ref, &t);
+        run_file(path, e, ref, 0, &t);
+        run_file(path, e, ref, 1, &to);
     }
     print_message("greedy vs llama.cpp: %d/%d continuations identical, %d/%d ids before the "
                   "first tie, widest tie %.4f\n",
                   t.identical, t.prompts, t.ids_same, t.ids_total, t.worst_gap);
+    print_message("opened (k-quants repacked): %d/%d continuations identical, %d/%d ids before "
+                  "the first tie, widest tie %.4f\n",
+                  to.identical, to.prompts, to.ids_same, to.ids_total, to.worst_gap);
     assert_true(t.prompts >= 16);
+    assert_true(to.identical >= t.identical);
     cJSON_Delete(golden);
     cJSON_Delete(ref);
 }

@@ -97,6 +97,9 @@ static const struct nb_wformat_info k_formats[NB_WF_COUNT] = {
      * packed paths (they count as the source's own weights, like f16) */
     [NB_WF_Q4_K] = {"q4_k", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
     [NB_WF_Q6_K] = {"q6_k", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
+    /* the same blocks shuffled into 16-row records at load (lossless): int8 activations */
+    [NB_WF_Q4_K_X16] = {"q4_k-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8K, 0, 16},
+    [NB_WF_Q6_K_X16] = {"q6_k-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8K, 0, 16},
 };
 
 const struct nb_wformat_info *nb_wformat_info(enum nb_wformat f)
@@ -108,7 +111,8 @@ int nb_wformat_of(enum nb_wpath path, enum nb_layout layout, enum nb_wformat *ou
 {
     if (layout == 0) layout = NB_LAYOUT_ROWS;
     for (int f = 0; f < NB_WF_COUNT; f++)
-        if (f != NB_WF_F16 && f != NB_WF_Q4_K && f != NB_WF_Q6_K && k_formats[f].path == path && k_formats[f].layout == layout) {
+        if (f != NB_WF_F16 && !nb_wformat_is_kquant((enum nb_wformat)f) &&
+            k_formats[f].path == path && k_formats[f].layout == layout) {
             *out = (enum nb_wformat)f;
             return 1;
         }
@@ -130,6 +134,16 @@ int nb_wformat_planes(enum nb_wformat f, int group, int64_t n_out, int64_t n_in,
             return 0;
         out->n_planes = 1;
         out->size[0] = out->total = n_out * (n_in / 256) * bb;
+        return 1;
+    }
+    if (f == NB_WF_Q4_K_X16 || f == NB_WF_Q6_K_X16) { /* n_out / 16 x n_in / 256 records */
+        int64_t rb = f == NB_WF_Q4_K_X16 ? NB_Q4_K_X16_BYTES : NB_Q6_K_X16_BYTES;
+        memset(out, 0, sizeof *out);
+        if (n_in <= 0 || n_out <= 0 || n_in % 256 || n_out % 16 ||
+            n_out / 16 > INT64_MAX / (n_in / 256 * rb))
+            return 0;
+        out->n_planes = 1;
+        out->size[0] = out->total = n_out / 16 * (n_in / 256) * rb;
         return 1;
     }
     /* f16 rows have bf16's size */

@@ -115,6 +115,8 @@ enum nb_wformat {
     NB_WF_W4A8_X16,  /* w4a8, X16 */
     NB_WF_Q4_K,      /* GGUF Q4_K rows as stored (a k-quant source run by `--path source`) */
     NB_WF_Q6_K,      /* GGUF Q6_K rows as stored */
+    NB_WF_Q4_K_X16,  /* GGUF Q4_K blocks shuffled into 16-row records, every bit kept */
+    NB_WF_Q6_K_X16,  /* GGUF Q6_K blocks, likewise (kernels/qblock.h: the records) */
     NB_WF_COUNT
 };
 
@@ -122,6 +124,7 @@ enum nb_wformat {
 enum nb_gemm_input {
     NB_INPUT_F32 = 0, /* f32 activations */
     NB_INPUT_Q8,      /* int8 per group of the weight's group size (w4a8) */
+    NB_INPUT_Q8K,     /* int8 per 256 with one f32 scale, code sums per 16 (the k-quants) */
 };
 
 struct nb_wformat_info {
@@ -139,7 +142,16 @@ const struct nb_wformat_info *nb_wformat_info(enum nb_wformat f);
  * *out set, or 0 for a pair that does not exist (X16 w8a16, ...). */
 int nb_wformat_of(enum nb_wpath path, enum nb_layout layout, enum nb_wformat *out);
 /* Plane offsets and sizes of a matrix in format f (see nb_layout_planes; NB_WF_Q4_K /
- * NB_WF_Q6_K: one plane of n_out rows of n_in / 256 blocks, total not padded). */
+ * NB_WF_Q6_K: one plane of n_out rows of n_in / 256 blocks, total not padded;
+ * NB_WF_Q4_K_X16 / NB_WF_Q6_K_X16: one plane of n_out / 16 x n_in / 256 records of
+ * NB_Q4_K_X16_BYTES / NB_Q6_K_X16_BYTES, n_out a multiple of 16). */
+#define NB_Q4_K_X16_BYTES 2368 /* 16 rows x 256 k, kernels/qblock.h */
+#define NB_Q6_K_X16_BYTES 3392
+/* 1 for the formats that hold a GGUF file's blocks (rows as stored, or their X16 records). */
+static inline int nb_wformat_is_kquant(enum nb_wformat f)
+{
+    return f == NB_WF_Q4_K || f == NB_WF_Q6_K || f == NB_WF_Q4_K_X16 || f == NB_WF_Q6_K_X16;
+}
 int nb_wformat_planes(enum nb_wformat f, int group, int64_t n_out, int64_t n_in,
                       struct nb_layout_planes *out);
 

@@ -217,6 +217,27 @@ void nb_gemm_row_decoded(void (*row)(const void *, float *, int64_t), int64_t ro
                          int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_q6_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+/* GGUF k-quant X16 records (kernels/qblock.h; kernels/ref/gemm_kq_ref.c): row r of a
+ * matrix decoded (bit-identical to nb_dequant_row_q4_k_ref / _q6_k_ref on the rows it
+ * came from), and the GEMMs against int8 activations in the NB_INPUT_Q8K form
+ * (nb_gemm_w4a8_fn's arguments: xd one scale per 256, xsum 16 words per 256, the
+ * group unused). */
+void nb_dequant_row_q4_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
+void nb_dequant_row_q6_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
+typedef void (*nb_gemm_kq_fn)(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_q4_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_q6_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+/* The k-quants' activation form: n values (a multiple of 256) to int8 per 256 with `q8`
+ * (a table's act_quant_q8, group 256: codes and scales as it makes them), then the code
+ * sums of each 256-block as 16 int32 words (kernels/qblock.h); sums holds n / 16 words. */
+void nb_act_quant_q8k(nb_act_quant_q8_fn q8, const float *x, int64_t n, int8_t *q, float *d,
+                      int32_t *sums);
 float nb_dot_f32_ref(const float *a, const float *b, int64_t n);
 void nb_axpy_f32_ref(float *y, float a, const float *x, int64_t n);
 void nb_attn_decode_ref(const float *q, int n_rep, int hd, const struct nb_kv_view *kv, int a,
@@ -302,6 +323,16 @@ void nb_gemm_w4a16_x16_avx512(float *y, int64_t ldy, const float *x, int64_t ldx
 void nb_gemm_w4a16_x16_avx512bf16(float *y, int64_t ldy, const float *x, int64_t ldx,
                                   const void *w_blob, int64_t n_out, int64_t n_in, int group,
                                   int n_tok, int64_t r0, int64_t r1, float *scratch);
+/* kernels/x86/gemm_kq_avx512vnni.c: the k-quant X16 GEMMs (within f32 rounding of the
+ * _ref twins: fused multiply-adds); r0, r1 multiples of 16. */
+void nb_gemm_q4_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1);
+void nb_gemm_q6_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1);
 void nb_act_quant_q8_avx512(const float *x, int64_t n, int group, int8_t *q, float *d,
                             int32_t *gsum);
 void nb_glu_avx512(float *out, const float *gate, const float *up, int64_t n,

@@ -144,4 +144,72 @@ static inline void nb_q6_k_block(const uint8_t *b, float *y)
     }
 }
 
+/* ---- GGUF k-quant blocks shuffled into 16-row records (NB_WF_Q4_K_X16 / _Q6_K_X16) ----
+ * A k-quant matrix with n_out % 16 == 0 is repacked at load (quant/kq_repack.h) so the
+ * integer kernels stream it: record (b, i) holds rows 16b..16b+15, k = 256i..256i+255,
+ * and records follow each other along k, then along the row blocks. Every code, scale,
+ * min and f16 super-scale of the file is kept bit for bit; only the byte order changes.
+ *
+ * Q4_K record, NB_Q4_K_X16_BYTES = 2368 (37 x 64) bytes:
+ *   [   0, 2048) qs    32 chunks of 64 bytes, chunk c = k 8c..8c+7 of the record, in the
+ *                      X16 byte order (core/wformat.h): byte 4r+j: low nibble
+ *                      q[r][8c+j], high nibble q[r][8c+4+j]
+ *   [2048, 2176) sc    u8 [4 pairs][16 rows][2]: the 6-bit scales of sub-blocks 2p, 2p+1
+ *   [2176, 2304) mn    u8 [4 pairs][16 rows][2]: the 6-bit mins, likewise
+ *   [2304, 2336) d     f16 [16 rows]
+ *   [2336, 2368) dmin  f16 [16 rows]
+ *   x[r][k] = (d[r] * sc) * q - (dmin[r] * mn), sub-block (k % 256) / 32
+ *
+ * Q6_K record, NB_Q6_K_X16_BYTES = 3392 (53 x 64) bytes:
+ *   [   0, 2048) ql    the low 4 bits of the 6-bit codes, chunks as Q4_K's qs
+ *   [2048, 3072) qh    the high 2 bits, 32 bytes a chunk: byte p = 4r+j of the chunk's ql
+ *                      has its pairs in qh byte p % 32 at bit 4 (p / 32): bits +0..1 for
+ *                      k = 8c+j, +2..3 for k = 8c+4+j
+ *   [3072, 3328) sc    i8 [8 pairs][16 rows][2]: the scales of sub-blocks 2p, 2p+1 (of 16)
+ *   [3328, 3360) d     f16 [16 rows]
+ *   [3360, 3392) zero
+ *   x[r][k] = (d[r] * sc) * (q - 32), q = lo | hi << 4, sub-block (k % 256) / 16
+ *
+ * The int8 activations these kernels read (NB_INPUT_Q8K, nb_act_quant_q8k): per token,
+ * codes xq[n], one f32 scale xd per 256, and per 256 sixteen int32 words of code sums:
+ *   words 0..7   (int16) sum of codes 32p..32p+15 | (int16) sum of 32p+16..32p+31 << 16
+ *   words 8..11  (int16) sum of codes 64p..64p+31 | (int16) sum of 64p+32..64p+63 << 16
+ *   words 12..15 zero
+ * (sums of 16 and of 32 codes, as int16 pairs: one vpdpwssd against a pair of scales). */
+#define NB_Q4_K_X16_QS   0
+#define NB_Q4_K_X16_SC   2048
+#define NB_Q4_K_X16_MN   2176
+#define NB_Q4_K_X16_D    2304
+#define NB_Q4_K_X16_DMIN 2336
+#define NB_Q6_K_X16_QL   0
+#define NB_Q6_K_X16_QH   2048
+#define NB_Q6_K_X16_SC   3072
+#define NB_Q6_K_X16_D    3328
+
+/* The record of row r, super-block i, of an X16 k-quant matrix with n_in columns. */
+static inline const uint8_t *nb_kx16_record(const void *blob, int64_t rec_bytes, int64_t n_in,
+                                            int64_t r, int64_t i)
+{
+    return (const uint8_t *)blob + ((r >> 4) * (n_in / NB_QK_K) + i) * rec_bytes;
+}
+
+/* The 6-bit code (Q6_K: 0..63, before the - 32; Q4_K: 0..15) of row r % 16, element
+ * k % 256 of a record. */
+static inline int nb_q4_k_x16_code(const uint8_t *rec, int r, int k)
+{
+    return nb_q4x16_get(rec, NB_QK_K, r, k);
+}
+static inline int nb_q6_k_x16_code(const uint8_t *rec, int r, int k)
+{
+    int lo = nb_q4x16_get(rec, NB_QK_K, r, k);
+    int p = 4 * r + (k & 3); /* byte of the chunk */
+    int hbits = rec[NB_Q6_K_X16_QH + (k >> 3) * 32 + p % 32] >> (4 * (p / 32));
+    return lo | ((hbits >> (k & 4 ? 2 : 0)) & 3) << 4;
+}
+/* Scale (and Q4_K min) of sub-block s of row r in a record: the pair layout. */
+static inline int nb_kx16_pair_at(int s, int r)
+{
+    return (s >> 1) * 32 + 2 * r + (s & 1);
+}
+
 #endif

@@ -7,6 +7,8 @@
  *   format      ref     avx2                       avx512
  *   f32/f16/bf16 ref    ref                        avx512
  *   q4_k/q6_k   ref     ref                        avx512   (a GGUF source as stored)
+ *   q4_k-x16/q6_k-x16 ref ref                      avx512vnni when VNNI (the same blocks
+ *                                                  as 16-row records: int8 activations)
  *   w8a16       ref     ref                        ref
  *   w4a16       ref     ref                        ref            (ROWS layout)
  *   w4a16-x16   ref     ref                        avx512 (avx512bf16 variant when the
@@ -22,6 +24,7 @@
  *   format        neon (armv8.0)   + dotprod          + dotprod + i8mm
  *   f32/f16/bf16  neon             neon               neon     (bit-identical to ref)
  *   q4_k/q6_k     ref              ref                ref
+ *   q4_k/q6_k-x16 ref              ref                ref
  *   w8a16         neon             neon               neon
  *   w4a16         ref              ref                ref      (ROWS layout)
  *   w4a16-x16     neon             neon               neon     (neon-bf16: bfmmla, bf16
@@ -56,6 +59,13 @@
         fn(a->y, a->ldy, a->xq, a->xd, a->xsum, a->ldxq, a->ldxg, a->w, a->n_out, a->n_in,     \
            a->group, a->n_tok, r0, r1);                                                        \
     }
+#define GEMM_KQ(fn)                                                                            \
+    static void fn##_op(const struct nb_gemm_args *a, int64_t r0, int64_t r1, float *scratch)  \
+    {                                                                                          \
+        (void)scratch;                                                                         \
+        fn(a->y, a->ldy, a->xq, a->xd, a->xsum, a->ldxq, a->ldxg, a->w, a->n_out, a->n_in,     \
+           a->n_tok, r0, r1);                                                                  \
+    }
 #define GEMM_W4A16(fn)                                                                         \
     static void fn##_op(const struct nb_gemm_args *a, int64_t r0, int64_t r1, float *scratch)  \
     {                                                                                          \
@@ -69,6 +79,8 @@ GEMM_PLAIN(nb_gemm_bf16_ref)
 GEMM_PLAIN(nb_gemm_q4_k_ref)
 GEMM_PLAIN(nb_gemm_q6_k_ref)
 GEMM_Q8(nb_gemm_w4a8_ref)
+GEMM_KQ(nb_gemm_q4_k_x16_ref)
+GEMM_KQ(nb_gemm_q6_k_x16_ref)
 GEMM_Q8(nb_gemm_w4a8_x16_ref)
 GEMM_W4A16(nb_gemm_w4a16_ref)
 GEMM_W4A16(nb_gemm_w4a16_x16_ref)
@@ -87,6 +99,8 @@ GEMM_PLAIN(nb_gemm_bf16_avx512)
 GEMM_PLAIN(nb_gemm_q4_k_avx512)
 GEMM_PLAIN(nb_gemm_q6_k_avx512)
 GEMM_Q8(nb_gemm_w4a8_x16_avx2)
+GEMM_KQ(nb_gemm_q4_k_x16_avx512vnni)
+GEMM_KQ(nb_gemm_q6_k_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avxvnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_amx)
@@ -131,6 +145,8 @@ static const struct nb_kernels k_ref = {
             [NB_WF_W4A8_X16] = K(nb_gemm_w4a8_x16_ref, "ref"),
             [NB_WF_Q4_K] = K(nb_gemm_q4_k_ref, "ref"),
             [NB_WF_Q6_K] = K(nb_gemm_q6_k_ref, "ref"),
+            [NB_WF_Q4_K_X16] = K(nb_gemm_q4_k_x16_ref, "ref"),
+            [NB_WF_Q6_K_X16] = K(nb_gemm_q6_k_x16_ref, "ref"),
         },
     .dot_f32 = nb_dot_f32_ref,
     .axpy_f32 = nb_axpy_f32_ref,
@@ -211,6 +227,12 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         if (c->avx512_vnni)
             k->gemm[NB_WF_W4A8_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_avx512vnni,
                                                                 "avx512vnni");
+        if (c->avx512_vnni) {
+            k->gemm[NB_WF_Q4_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_avx512vnni,
+                                                                "avx512vnni");
+            k->gemm[NB_WF_Q6_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_avx512vnni,
+                                                                "avx512vnni");
+        }
         if (c->avx512_vnni && use_amx) {
             k->isa = "avx512+amx (unverified)";
             k->gemm[NB_WF_W4A8_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_amx,

@@ -116,16 +116,17 @@ static void plan_work(const struct nb_config *cfg, const struct nb_ctx_params *p
     if (NB_ATTN_SCRATCH(hd) > need) need = NB_ATTN_SCRATCH(hd);
     w->stride = (need + 15) & ~(int64_t)15;
     w->part = B * cfg->n_heads * (hd + 2); /* one run of keys a head */
-    w->q8_ld = (max_in + 127) & ~(int64_t)127;
+    w->q8_ld = (max_in + 255) & ~(int64_t)255; /* whole k-quant blocks */
     w->bytes = 4 * (w->act_floats + w->stride * p->n_threads + w->part);
-    if (q8) w->bytes += (int64_t)((double)(B * w->q8_ld) * (1 + 4 / 32.0 + 4 / 32.0));
+    if (q8) w->bytes += (int64_t)((double)(B * w->q8_ld) * (1 + 4 / 16.0 + 4 / 16.0));
 }
 
 /* 1 when a matrix of m reads int8 activations (the q8 buffers are then used; they are
  * made either way, untouched otherwise). */
 static int is_q8(const struct nb_weight *w)
 {
-    return w->data && nb_wformat_info(w->format)->input == NB_INPUT_Q8;
+    enum nb_gemm_input in = nb_wformat_info(w->format)->input;
+    return w->data && (in == NB_INPUT_Q8 || in == NB_INPUT_Q8K);
 }
 
 static int reads_q8(const struct nb_model *m)
@@ -165,8 +166,8 @@ static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
     c->attn_part = ctx_alloc(&fail, c->attn_part_cap, sizeof(float));
     c->q8_ld = w.q8_ld;
     c->q8 = ctx_alloc(&fail, (size_t)(B * c->q8_ld), 1);
-    c->q8_d = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 32), sizeof(float));
-    c->q8_sum = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 32), sizeof(int32_t));
+    c->q8_d = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 16), sizeof(float));
+    c->q8_sum = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 16), sizeof(int32_t));
     return !fail;
 }
 

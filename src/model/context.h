@@ -56,9 +56,9 @@ struct nb_ctx {
     /* The int8 form of one GEMM input (struct nb_input), for weights that read int8
      * activations (w4a8): per token, codes, a scale and a code sum per group. */
     int8_t *q8;      /* [n_batch][q8_ld] */
-    float *q8_d;     /* [n_batch][q8_ld / 32] */
-    int32_t *q8_sum; /* [n_batch][q8_ld / 32] */
-    int64_t q8_ld;   /* the widest GEMM input, rounded up */
+    float *q8_d;     /* [n_batch][q8_ld / 16] (a group's scale; up to one per 16) */
+    int32_t *q8_sum; /* [n_batch][q8_ld / 16] (a group's code sum, or the k-quants' words) */
+    int64_t q8_ld;   /* the widest GEMM input, rounded up to 256 */
     unsigned q8_epoch; /* bumped each time the buffers are written */
 
     nb_observer_fn observe; /* calibration, or NULL */

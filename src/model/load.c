@@ -562,6 +562,7 @@ void nb_model_free(struct nb_model *m)
         free(m->src);
     }
     nb_arena_free(&m->arena);
+    free(m->repacked);
     free(m->path);
     free(m);
 }

@@ -100,6 +100,7 @@ struct nb_model {
 
     struct nb_model_source *src;
     struct nb_arena arena; /* converted vectors, copies of misaligned data */
+    void *repacked;        /* the k-quant X16 records (nb_model_repack_kquants), or NULL */
 };
 
 /* Calibration: the forward pass shows each linear layer's input to an observer, at
@@ -121,6 +122,11 @@ void nb_ctx_set_kernels(struct nb_ctx *c, const struct nb_kernels *k);
  * positions 0..n-1 of sequence 0 (cleared first), n <= the context's n_batch. For
  * calibration passes that go layer by layer. */
 enum nb_status nb_ctx_run_layer(struct nb_ctx *c, int layer, float *x, int n);
+/* A GGUF source's Q4_K / Q6_K matrices (rows a multiple of 16) into the X16 records of
+ * kernels/qblock.h, on n_threads threads (<= 0: every core): lossless, the kernels then
+ * read int8 activations. The token embedding stays as stored. *seconds (may be NULL):
+ * the time it took. On failure the model is unchanged. */
+enum nb_status nb_model_repack_kquants(struct nb_model *m, int n_threads, double *seconds);
 /* x[t] = the embedding row of tok[t] (decoded to f32), x [n][n_embd]. */
 void nb_model_embed(const struct nb_model *m, const int32_t *tok, int n, float *x);
 

@@ -71,24 +71,35 @@ struct qact_job {
     int group;
 };
 
+#define Q8K_KEY (-256) /* struct nb_input's q8_group for the k-quants' form */
+
 static void qact_worker(void *arg, int ith, int nth)
 {
     const struct qact_job *j = arg;
     struct nb_ctx *c = j->c;
+    const int64_t ldg = c->q8_ld / 16;
     long t0, t1;
     nb_split_range(j->in->n, ith, nth, 1, &t0, &t1);
-    for (long t = t0; t < t1; t++)
-        c->kern->act_quant_q8(j->in->x + t * j->in->ldx, j->n_in, j->group, c->q8 + t * c->q8_ld,
-                              c->q8_d + t * (c->q8_ld / 32), c->q8_sum + t * (c->q8_ld / 32));
+    for (long t = t0; t < t1; t++) {
+        const float *x = j->in->x + t * j->in->ldx;
+        if (j->group == Q8K_KEY)
+            nb_act_quant_q8k(c->kern->act_quant_q8, x, j->n_in, c->q8 + t * c->q8_ld,
+                             c->q8_d + t * ldg, c->q8_sum + t * ldg);
+        else
+            c->kern->act_quant_q8(x, j->n_in, j->group, c->q8 + t * c->q8_ld, c->q8_d + t * ldg,
+                                  c->q8_sum + t * ldg);
+    }
 }
 
 void nb_input_quantize(struct nb_ctx *c, struct nb_input *in, const struct nb_weight *w)
 {
-    if (nb_wformat_info(w->format)->input != NB_INPUT_Q8) return;
-    if (in->q8_group == w->group && in->epoch == c->q8_epoch) return;
-    struct qact_job j = {c, in, w->n_in, w->group};
+    enum nb_gemm_input kind = nb_wformat_info(w->format)->input;
+    if (kind != NB_INPUT_Q8 && kind != NB_INPUT_Q8K) return;
+    int key = kind == NB_INPUT_Q8K ? Q8K_KEY : w->group;
+    if (in->q8_group == key && in->epoch == c->q8_epoch) return;
+    struct qact_job j = {c, in, w->n_in, key};
     nb_run_op(c, NB_OP_QACT, qact_worker, &j, nb_rows_threads(c, in->n, w->n_in));
-    in->q8_group = w->group;
+    in->q8_group = key;
     in->epoch = ++c->q8_epoch;
 }
 
@@ -119,7 +130,7 @@ void nb_matmul(struct nb_ctx *c, enum nb_op op, float *y, int64_t ldy, struct nb
         .c = c,
         .run = c->kern->gemm[w->format].run,
         .a = {.y = y, .ldy = ldy, .x = in->x, .ldx = in->ldx, .xq = c->q8, .xd = c->q8_d,
-              .xsum = c->q8_sum, .ldxq = c->q8_ld, .ldxg = c->q8_ld / 32, .w = w->data,
+              .xsum = c->q8_sum, .ldxq = c->q8_ld, .ldxg = c->q8_ld / 16, .w = w->data,
               .n_out = w->n_out, .n_in = w->n_in, .group = w->group, .n_tok = in->n},
     };
     nb_run_op(c, op, gemm_worker, &j, w->n_out < 64 ? 1 : c->n_threads);

@@ -80,3 +80,98 @@ enum nb_status nb_q4_k_pack_w4a16(const void *blocks, int64_t n_out, int64_t n_i
     free(back);
     return NB_OK;
 }
+
+/* ---------------------------------------------------------------- X16 records */
+
+static uint32_t ld32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+static void st32(uint8_t *p, uint32_t v)
+{
+    memcpy(p, &v, 4);
+}
+
+/* One Q4_K record from the 16 rows' blocks i (src[r] = row r's block). The codes of k =
+ * 8c..8c+3 (and +4..+7) of a row are 4 consecutive bytes of the block, in the low or
+ * the high nibbles: one 32-bit word each. */
+static void q4_k_record(const uint8_t *const src[16], uint8_t *rec)
+{
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *b = src[r];
+        for (int c = 0; c < 32; c++) {
+            int s = c / 4, l0 = 8 * (c % 4);
+            const uint8_t *q = b + 16 + 32 * (s / 2) + l0;
+            uint32_t lo = ld32(q), hi = ld32(q + 4);
+            if (s & 1) lo >>= 4, hi >>= 4;
+            st32(rec + 64 * c + 4 * r, (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4);
+        }
+        for (int s = 0; s < 8; s++) {
+            int sc, mn;
+            nb_k4_scale_min(b + 4, s, &sc, &mn);
+            rec[NB_Q4_K_X16_SC + nb_kx16_pair_at(s, r)] = (uint8_t)sc;
+            rec[NB_Q4_K_X16_MN + nb_kx16_pair_at(s, r)] = (uint8_t)mn;
+        }
+        memcpy(rec + NB_Q4_K_X16_D + 2 * r, b, 2);
+        memcpy(rec + NB_Q4_K_X16_DMIN + 2 * r, b + 2, 2);
+    }
+}
+
+/* One Q6_K record: element e of a block has its low 4 bits in nibble e % 128 / 64 of
+ * ql[64 (e / 128) + e % 64] and its high 2 at bit 2 (e % 128 / 32) of qh[32 (e / 128) + e % 32]. */
+static void q6_k_record(const uint8_t *const src[16], uint8_t *rec)
+{
+    memset(rec + NB_Q6_K_X16_QH, 0, 1024);
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *ql = src[r], *qh = src[r] + 128;
+        for (int c = 0; c < 32; c++) {
+            int e = 8 * c, h = e / 128, rem = e % 128; /* k 8c..8c+7: one half, one 64-run */
+            const uint8_t *lp = ql + 64 * h + rem % 64;
+            uint32_t lo = ld32(lp), hi = ld32(lp + 4);
+            if (rem / 64) lo >>= 4, hi >>= 4;
+            st32(rec + 64 * c + 4 * r, (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4);
+            for (int j = 0; j < 4; j++) {
+                int sh = 2 * (rem / 32);
+                int h_lo = (qh[32 * h + (rem + j) % 32] >> sh) & 3;
+                int h_hi = (qh[32 * h + (rem + 4 + j) % 32] >> sh) & 3; /* same 32-run */
+                int p = 4 * r + j;
+                rec[NB_Q6_K_X16_QH + 32 * c + p % 32] |= (uint8_t)((h_lo | h_hi << 2) << (4 * (p / 32)));
+            }
+        }
+        for (int s = 0; s < 16; s++) rec[NB_Q6_K_X16_SC + nb_kx16_pair_at(s, r)] = src[r][192 + s];
+        memcpy(rec + NB_Q6_K_X16_D + 2 * r, src[r] + 208, 2);
+    }
+    memset(rec + NB_Q6_K_X16_D + 32, 0, NB_Q6_K_X16_BYTES - NB_Q6_K_X16_D - 32);
+}
+
+enum nb_status nb_kq_repack_x16(enum nb_wformat to, const void *blocks, int64_t n_out,
+                                int64_t n_in, int64_t b0, int64_t b1, void *dst)
+{
+    struct nb_layout_planes pl;
+    if ((to != NB_WF_Q4_K_X16 && to != NB_WF_Q6_K_X16) || !blocks || !dst ||
+        !nb_wformat_planes(to, 0, n_out, n_in, &pl))
+        return nb_set_error(NB_ERR_INVALID_ARG, "k-quant -> X16: format %d, shape [%lld, %lld] "
+                            "(rows a multiple of 16, columns of 256)", (int)to, (long long)n_out,
+                            (long long)n_in);
+    if (b0 < 0 || b1 > n_out / 16 || b0 > b1)
+        return nb_set_error(NB_ERR_INVALID_ARG, "k-quant -> X16: row blocks [%lld, %lld) out of "
+                            "0..%lld", (long long)b0, (long long)b1, (long long)(n_out / 16));
+    int q4 = to == NB_WF_Q4_K_X16;
+    int64_t bb = q4 ? NB_Q4_K_BYTES : NB_Q6_K_BYTES, rb = q4 ? NB_Q4_K_X16_BYTES : NB_Q6_K_X16_BYTES;
+    int64_t nb = n_in / NB_QK_K;
+    for (int64_t b = b0; b < b1; b++)
+        for (int64_t i = 0; i < nb; i++) {
+            const uint8_t *src[16];
+            for (int r = 0; r < 16; r++)
+                src[r] = (const uint8_t *)blocks + ((16 * b + r) * nb + i) * bb;
+            uint8_t *rec = (uint8_t *)dst + (b * nb + i) * rb;
+            if (q4)
+                q4_k_record(src, rec);
+            else
+                q6_k_record(src, rec);
+        }
+    return NB_OK;
+}

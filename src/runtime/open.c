@@ -100,6 +100,41 @@ static const char *codes_want_w4a16(const char *model)
            "grid would round them again)";
 }
 
+/* A GGUF file whose matrices are all in block formats nibble has integer kernels for
+ * (Q4_K, Q6_K): "auto" runs it as stored, its blocks repacked losslessly (the file's
+ * fidelity, exactly, at the kernels' speed; docs/interop.md). Every 2-D tensor of the
+ * layers and the head (the token embedding when there is no output.weight) must be one of
+ * them. Returns the type list for the report ("Q4_K, Q6_K"), or NULL. Reads headers only. */
+static const char *blocks_run_fast(const char *model, char *types, size_t cap)
+{
+    enum nb_file_kind kind;
+    struct nb_gguf *g = NULL;
+    if (nb_sniff_path(model, &kind) != NB_OK || kind != NB_FILE_GGUF) return NULL;
+    if (nb_gguf_open(&g, model) != NB_OK) return NULL;
+    int ok = 1, n_mat = 0, has_output = 0, seen[2] = {0, 0};
+    for (int64_t i = 0; i < nb_gguf_n_tensors(g); i++)
+        has_output |= !strcmp(nb_gguf_tensor(g, i)->name, "output.weight");
+    for (int64_t i = 0; i < nb_gguf_n_tensors(g) && ok; i++) {
+        const struct nb_tensor *t = nb_gguf_tensor(g, i);
+        int is_embd = !strcmp(t->name, "token_embd.weight");
+        if (t->n_dims != 2 || (is_embd && has_output)) continue;
+        if (strncmp(t->name, "blk.", 4) != 0 && strcmp(t->name, "output.weight") != 0 && !is_embd)
+            continue;
+        n_mat++;
+        if (t->dtype == NB_DTYPE_Q4_K)
+            seen[0] = 1;
+        else if (t->dtype == NB_DTYPE_Q6_K)
+            seen[1] = 1;
+        else
+            ok = 0;
+    }
+    nb_gguf_free(g);
+    if (!ok || !n_mat) return NULL;
+    snprintf(types, cap, "%s%s%s", seen[0] ? "Q4_K" : "", seen[0] && seen[1] ? ", " : "",
+             seen[1] ? "Q6_K" : "");
+    return types;
+}
+
 /* The selector's weight path for "auto" (its decision into the report). */
 static enum nb_status choose(struct opening *o, const char *model, const struct nb_open_params *p,
                              struct nb_quantize_opts *qo)
@@ -166,10 +201,27 @@ enum nb_status nb_model_open(struct nb_model **out, const char *model,
                           "w4a8, w4a16, w8a16, bf16, f32", p.path);
         goto done;
     }
-    if (as_stored || is_packed(model)) {
+    char types[64];
+    const char *blocks = is_auto && !is_packed(model) ? blocks_run_fast(model, types, sizeof types)
+                                                      : NULL;
+    if (blocks)
+        snprintf(o->r.route, sizeof o->r.route, "its %s blocks run as stored (the file's own "
+                 "weights, its fidelity exactly) on the integer kernels; --path w4a8 or w4a16 "
+                 "re-quantizes", blocks);
+    if (as_stored || blocks || is_packed(model)) {
         o->r.path_ignored = !as_stored && !is_auto;
         o->r.as_stored = 1;
         st = nb_model_load(out, model);
+        if (st == NB_OK && !p.layout_rows && !is_packed(model)) {
+            /* lossless: the kernels read the same codes and scales in another order */
+            int before = (*out)->repacked != NULL;
+            st = nb_model_repack_kquants(*out, p.n_threads, &o->r.repack_s);
+            o->r.repacked = !before && (*out)->repacked != NULL;
+            if (st) {
+                nb_model_free(*out);
+                *out = NULL;
+            }
+        }
         goto done;
     }
     if (is_auto && (st = choose(o, model, &p, &qo))) goto done;

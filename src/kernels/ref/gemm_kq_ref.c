@@ -1,0 +1,155 @@
+/* kernels/ref/gemm_kq_ref.c — the GGUF k-quant X16 records (kernels/qblock.h) read by
+ * scalar code: a record row decoded to floats (bit-identical to llama.cpp's
+ * dequantization of the block it came from), the int8 activation quantizer of the
+ * k-quants (one scale per 256, code sums per 16 and 32), and the reference GEMMs the
+ * SIMD kernels are tested against.
+ *
+ *   Q4_K, one row, one token, super-block i (sub-blocks s of 32):
+ *     isum_s = sum q * a                          int32, q in 0..15, a the int8 codes
+ *     S      = sum_s float(isum_s) * (d * sc_s)   f32, s ascending
+ *     M      = sum_s mn_s * (sum of a in s)       int32, exact
+ *     y     += xd_i * (S - dmin * float(M))
+ *   Q6_K, sub-blocks of 16, u = the 6-bit code 0..63 (the weight is u - 32):
+ *     S      = sum_s float(sum u * a) * (d * sc_s)
+ *     B      = sum_s sc_s * (sum of a in s)       int32, exact
+ *     y     += xd_i * (S - (32 d) * float(B))
+ */
+#include <math.h>
+
+#include "core/fp.h"
+#include "kernels/kernels.h"
+#include "kernels/qblock.h"
+
+#if defined(__clang__)
+#pragma STDC FP_CONTRACT OFF
+#endif
+
+void nb_dequant_row_q4_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    for (int64_t i = 0; i < n_in / NB_QK_K; i++) {
+        const uint8_t *rec = nb_kx16_record(blob, NB_Q4_K_X16_BYTES, n_in, r, i);
+        int rr = (int)(r & 15);
+        float d = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q4_K_X16_D + 2 * rr));
+        float dmin = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q4_K_X16_DMIN + 2 * rr));
+        for (int s = 0; s < 8; s++) {
+            float d1 = d * (float)rec[NB_Q4_K_X16_SC + nb_kx16_pair_at(s, rr)];
+            float m1 = dmin * (float)rec[NB_Q4_K_X16_MN + nb_kx16_pair_at(s, rr)];
+            for (int l = 0; l < 32; l++) {
+                float t = d1 * (float)nb_q4_k_x16_code(rec, rr, 32 * s + l);
+                y[NB_QK_K * i + 32 * s + l] = t - m1;
+            }
+        }
+    }
+}
+
+void nb_dequant_row_q6_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    for (int64_t i = 0; i < n_in / NB_QK_K; i++) {
+        const uint8_t *rec = nb_kx16_record(blob, NB_Q6_K_X16_BYTES, n_in, r, i);
+        int rr = (int)(r & 15);
+        float d = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q6_K_X16_D + 2 * rr));
+        const int8_t *sc = (const int8_t *)(rec + NB_Q6_K_X16_SC);
+        for (int k = 0; k < NB_QK_K; k++) {
+            float dl = d * (float)sc[nb_kx16_pair_at(k / 16, rr)];
+            y[NB_QK_K * i + k] = dl * (float)(nb_q6_k_x16_code(rec, rr, k) - 32);
+        }
+    }
+}
+
+/* The sums of codes 16 and 32 at a time of one 256-block, as the words of the format. */
+static void q8k_sums(const int8_t *q, int32_t *w)
+{
+    int32_t s16[16];
+    for (int j = 0; j < 16; j++) {
+        s16[j] = 0;
+        for (int l = 0; l < 16; l++) s16[j] += q[16 * j + l];
+    }
+    for (int p = 0; p < 8; p++)
+        w[p] = (int32_t)((uint32_t)(uint16_t)s16[2 * p] | (uint32_t)(uint16_t)s16[2 * p + 1] << 16);
+    for (int p = 0; p < 4; p++) {
+        int32_t a = s16[4 * p] + s16[4 * p + 1], b = s16[4 * p + 2] + s16[4 * p + 3];
+        w[8 + p] = (int32_t)((uint32_t)(uint16_t)a | (uint32_t)(uint16_t)b << 16);
+    }
+    for (int p = 12; p < 16; p++) w[p] = 0;
+}
+
+void nb_act_quant_q8k(nb_act_quant_q8_fn q8, const float *x, int64_t n, int8_t *q, float *d,
+                      int32_t *sums)
+{
+    /* the per-256 sums land in sums[0 .. n/256), read by nobody and overwritten below
+     * in ascending order (block b's words start at 16b >= b) */
+    q8(x, n, NB_QK_K, q, d, sums);
+    for (int64_t b = 0; b < n / NB_QK_K; b++) q8k_sums(q + NB_QK_K * b, sums + 16 * b);
+}
+
+/* The sum of 16 codes of sub-block j (0..15) of a 256-block from its words, and of 32. */
+static int32_t sum16(const int32_t *w, int j)
+{
+    return (int16_t)(uint16_t)((uint32_t)w[j / 2] >> (16 * (j & 1)));
+}
+static int32_t sum32(const int32_t *w, int s)
+{
+    return (int16_t)(uint16_t)((uint32_t)w[8 + s / 2] >> (16 * (s & 1)));
+}
+
+void nb_gemm_q4_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    for (int64_t r = r0; r < r1; r++)
+        for (int t = 0; t < n_tok; t++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < n_in / NB_QK_K; i++) {
+                const uint8_t *rec = nb_kx16_record(w_blob, NB_Q4_K_X16_BYTES, n_in, r, i);
+                const int8_t *a = xq + t * ldxq + NB_QK_K * i;
+                const int32_t *w = xsum + t * ldxg + 16 * i;
+                int rr = (int)(r & 15);
+                float d = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q4_K_X16_D + 2 * rr));
+                float dmin = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q4_K_X16_DMIN + 2 * rr));
+                float S = 0.0f;
+                int32_t M = 0;
+                for (int s = 0; s < 8; s++) {
+                    int32_t isum = 0;
+                    for (int l = 0; l < 32; l++)
+                        isum += nb_q4_k_x16_code(rec, rr, 32 * s + l) * (int32_t)a[32 * s + l];
+                    float dsc = d * (float)rec[NB_Q4_K_X16_SC + nb_kx16_pair_at(s, rr)];
+                    S += (float)isum * dsc;
+                    M += rec[NB_Q4_K_X16_MN + nb_kx16_pair_at(s, rr)] * sum32(w, s);
+                }
+                acc += xd[t * ldxg + i] * (S - dmin * (float)M);
+            }
+            y[t * ldy + r] = acc;
+        }
+}
+
+void nb_gemm_q6_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    for (int64_t r = r0; r < r1; r++)
+        for (int t = 0; t < n_tok; t++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < n_in / NB_QK_K; i++) {
+                const uint8_t *rec = nb_kx16_record(w_blob, NB_Q6_K_X16_BYTES, n_in, r, i);
+                const int8_t *a = xq + t * ldxq + NB_QK_K * i;
+                const int32_t *w = xsum + t * ldxg + 16 * i;
+                const int8_t *sc = (const int8_t *)(rec + NB_Q6_K_X16_SC);
+                int rr = (int)(r & 15);
+                float d = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q6_K_X16_D + 2 * rr));
+                float S = 0.0f;
+                int32_t B = 0;
+                for (int s = 0; s < 16; s++) {
+                    int32_t isum = 0;
+                    for (int l = 0; l < 16; l++)
+                        isum += nb_q6_k_x16_code(rec, rr, 16 * s + l) * (int32_t)a[16 * s + l];
+                    int scs = sc[nb_kx16_pair_at(s, rr)];
+                    S += (float)isum * (d * (float)scs);
+                    B += scs * sum16(w, s);
+                }
+                acc += xd[t * ldxg + i] * (S - (32.0f * d) * (float)B);
+            }
+            y[t * ldy + r] = acc;
+        }
+}

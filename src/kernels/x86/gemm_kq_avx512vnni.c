@@ -1,0 +1,207 @@
+/* kernels/x86/gemm_kq_avx512vnni.c — GGUF Q4_K / Q6_K matrices, as their X16 records
+ * (kernels/qblock.h), against int8 activations with AVX-512 VNNI: no float decode of
+ * the weights. One record is 16 rows x 256 k; a 64-byte chunk of it is 16 rows x 8 k:
+ *
+ *   Q4_K   w  = load 64 B          lo = w & 0x0F, hi = (w >> 4) & 0x0F     (u8 codes)
+ *   Q6_K   w  = load 64 B (ql), h = load 32 B (qh) widened to 64 (byte p: its 4 bits)
+ *          lo = (w & 0x0F) | (h & 3) << 4, hi = ((w >> 4) & 0x0F) | (h & 0xC) << 2
+ *   isum[t] += vpdpbusd(lo, set1(a[t][k0..k3])) + vpdpbusd(hi, set1(a[t][k4..k7]))
+ *
+ * Per sub-block s (32 k for Q4_K, 16 for Q6_K): S[t] += float(isum[t]) * (d * sc_s),
+ * with d * sc_s made once per record for the 16 rows (f16 d widened, the 6- or 8-bit
+ * scale converted: exact, one rounding for the product, as the reference). The zero
+ * terms are integers: Q4_K's mins sum_s mn_s * asum32_s and Q6_K's sum_s sc_s * asum16_s
+ * are vpdpwssd of the record's (scale or min) pairs against the activation's pairs of
+ * code sums. Then y[t] += xd[t][i] * (S[t] - dmin * float(M)) (Q6_K: - 32 d * float(B)).
+ * The same operations as nb_gemm_q4_k_x16_ref / _q6_k_x16_ref except that the sums over
+ * sub-blocks use fused multiply-adds (one rounding fewer per sub-block).
+ *
+ * Tiles: NT tokens share each unpacked chunk (prefill: NT = 4); a decode step (NT = 1)
+ * keeps two accumulator chains (lo, hi) and prefetches PF_DIST bytes ahead.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
+#include "kernels/qblock.h"
+
+#ifndef KQ_NT
+#define KQ_NT 4
+#endif
+#ifndef KQ_TOK_BLOCK
+#define KQ_TOK_BLOCK 64
+#endif
+#ifndef KQ_PF_DIST
+#define KQ_PF_DIST 4096
+#endif
+#define INLINE static inline __attribute__((always_inline))
+
+INLINE __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8)
+{
+    __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
+    return acc;
+}
+
+INLINE __m512i bcast32(const void *p)
+{
+    int32_t v;
+    memcpy(&v, p, 4);
+    return _mm512_set1_epi32(v);
+}
+
+/* 16 f16 -> 16 f32 (exact). */
+INLINE __m512 f16x16(const uint8_t *p)
+{
+    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+}
+
+/* The pair p of a record's (scale or min) pairs: [16 rows][2] 8-bit values widened to
+ * int16 lanes (2r: sub-block 2p, 2r+1: sub-block 2p+1). */
+INLINE __m512i pair16(const uint8_t *p, const int is_signed)
+{
+    __m256i v = _mm256_loadu_si256((const __m256i *)p);
+    return is_signed ? _mm512_cvtepi8_epi16(v) : _mm512_cvtepu8_epi16(v);
+}
+
+/* Sub-block 2p + e of a widened pair, as 16 f32 (one per row). */
+INLINE __m512 pair_f32(__m512i v, int e, const int is_signed)
+{
+    __m512i x = e ? (is_signed ? _mm512_srai_epi32(v, 16) : _mm512_srli_epi32(v, 16))
+                  : _mm512_srai_epi32(_mm512_slli_epi32(v, 16), 16);
+    return _mm512_cvtepi32_ps(x);
+}
+
+/* The codes of chunk c of a record as u8: 16 rows x k 8c..8c+3 (lo), 8c+4..8c+7 (hi). */
+INLINE void chunk(const uint8_t *rec, int c, const int q6, __m512i *lo, __m512i *hi)
+{
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512i w = _mm512_loadu_si512((const void *)(rec + 64 * c));
+    *lo = _mm512_and_si512(w, m4);
+    *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+    if (q6) {
+        __m256i h = _mm256_loadu_si256((const __m256i *)(rec + NB_Q6_K_X16_QH + 32 * c));
+        __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 4), 1);
+        *lo = _mm512_or_si512(*lo, _mm512_slli_epi16(_mm512_and_si512(hz, _mm512_set1_epi8(3)), 4));
+        *hi = _mm512_or_si512(*hi, _mm512_slli_epi16(_mm512_and_si512(hz, _mm512_set1_epi8(12)), 2));
+    }
+}
+
+/* NT tokens x one row block, all records along k: y[t][16 rows] written. */
+INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                 int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nsb, const int q6,
+                 const int NT)
+{
+    const int64_t rb = q6 ? NB_Q6_K_X16_BYTES : NB_Q4_K_X16_BYTES;
+    const int nsub = q6 ? 16 : 8, cps = q6 ? 2 : 4; /* sub-blocks, chunks a sub-block */
+    __m512 yv[KQ_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++)
+        yv[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nsb; i++) {
+        const uint8_t *rec = recs + i * rb;
+        const __m512 d = f16x16(rec + (q6 ? NB_Q6_K_X16_D : NB_Q4_K_X16_D));
+        const uint8_t *scp = rec + (q6 ? NB_Q6_K_X16_SC : NB_Q4_K_X16_SC);
+        __m512 S[KQ_NT];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+            S[t] = _mm512_setzero_ps();
+        for (int s = 0; s < nsub; s++) {
+            __m512i acc[KQ_NT], acc2 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++)
+                acc[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+            for (int cc = 0; cc < cps; cc++) {
+                const int c = s * cps + cc;
+                if (NT == 1 && KQ_PF_DIST)
+                    _mm_prefetch((const char *)(rec + 64 * c + KQ_PF_DIST), _MM_HINT_T0);
+                __m512i lo, hi;
+                chunk(rec, c, q6, &lo, &hi);
+#pragma GCC unroll 8
+                for (int t = 0; t < NT; t++) {
+                    const int8_t *a = xq + t * ldxq + NB_QK_K * i + 8 * c;
+                    acc[t] = dpbusd(acc[t], lo, bcast32(a));
+                    if (NT == 1)
+                        acc2 = dpbusd(acc2, hi, bcast32(a + 4));
+                    else
+                        acc[t] = dpbusd(acc[t], hi, bcast32(a + 4));
+                }
+            }
+            if (NT == 1) acc[0] = _mm512_add_epi32(acc[0], acc2);
+            const __m512 dsc = _mm512_mul_ps(d, pair_f32(pair16(scp + 32 * (s >> 1), q6), s & 1, q6));
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++)
+                S[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), dsc, S[t]);
+        }
+        /* the zero terms: Q4_K sum_s mn_s * asum32_s (4 pairs), Q6_K sum_s sc_s * asum16_s
+         * (8 pairs), exact in int32 */
+        const uint8_t *zp = q6 ? scp : rec + NB_Q4_K_X16_MN;
+        const int npair = q6 ? 8 : 4, woff = q6 ? 0 : 8;
+        const __m512 zs = q6 ? _mm512_mul_ps(_mm512_set1_ps(32.0f), d)
+                             : f16x16(rec + NB_Q4_K_X16_DMIN);
+        __m512i Z[KQ_NT];
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+            Z[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int p = 0; p < npair; p++) {
+            const __m512i zv = pair16(zp + 32 * p, q6);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++)
+                Z[t] = _mm512_dpwssd_epi32(Z[t], zv, bcast32(xsum + t * ldxg + 16 * i + woff + p));
+        }
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++) {
+            __m512 v = _mm512_fnmadd_ps(zs, _mm512_cvtepi32_ps(Z[t]), S[t]);
+            yv[t] = _mm512_fmadd_ps(_mm512_set1_ps(xd[t * ldxg + i]), v, yv[t]);
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++)
+        _mm512_storeu_ps(y + t * ldy, yv[t]);
+}
+
+INLINE void gemm(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                 int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_in, int n_tok,
+                 int64_t r0, int64_t r1, const int q6)
+{
+    const int64_t nsb = n_in / NB_QK_K;
+    const int64_t rb = q6 ? NB_Q6_K_X16_BYTES : NB_Q4_K_X16_BYTES;
+    for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
+        int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
+        for (int64_t blk = r0 / 16; blk < r1 / 16; blk++) {
+            const uint8_t *recs = (const uint8_t *)w_blob + blk * nsb * rb;
+            int t = t0;
+#define TILE(NT)                                                                                   \
+    tile(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg,  \
+         recs, nsb, q6, NT)
+            for (; t + KQ_NT <= t0 + nt; t += KQ_NT)
+                TILE(KQ_NT);
+            switch (t0 + nt - t) {
+            case 3: TILE(3); break;
+            case 2: TILE(2); break;
+            case 1: TILE(1); break;
+            default: break;
+            }
+#undef TILE
+        }
+    }
+}
+
+void nb_gemm_q4_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 0);
+}
+
+void nb_gemm_q6_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 1);
+}
