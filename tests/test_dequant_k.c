@@ -21,6 +21,7 @@
 #include "core/fp.h"
 #include "formats/gguf.h"
 #include "quant/dequant.h"
+#include "kernels/kernels.h"
 #include "quant/kq_repack.h"
 
 #define N_BLOCKS 3 /* blocks per hand test: the block stride is checked too */
@@ -437,6 +438,8 @@ static uint64_t file_xxh64(const char *path, uint64_t *size)
 }
 
 /* Every tensor of `path` against the golden entry `e`; returns the tensors checked. */
+static int n_x16; /* tensors checked through the X16 repack as well */
+
 static int check_file(const char *path, const cJSON *e)
 {
     uint64_t size;
@@ -466,6 +469,28 @@ static int check_file(const char *path, const cJSON *e)
         if (strcmp(hex, want))
             fail_msg("%s: tensor '%s' (%s): XXH64 of the f32 values %s, llama.cpp's %s", path,
                      t->string, type, hex, want);
+        /* a Q4_K / Q6_K matrix shuffled into the integer kernels' X16 records decodes to
+         * llama.cpp's values too: the repack is lossless */
+        enum nb_wformat xf = nt->dtype == NB_DTYPE_Q4_K ? NB_WF_Q4_K_X16 : NB_WF_Q6_K_X16;
+        struct nb_layout_planes pl;
+        if ((nt->dtype == NB_DTYPE_Q4_K || nt->dtype == NB_DTYPE_Q6_K) && nt->n_dims == 2 &&
+            nb_wformat_planes(xf, 0, nt->shape[0], nt->shape[1], &pl)) {
+            void *rec = aligned_alloc(64, (size_t)pl.total);
+            assert_non_null(rec);
+            assert_int_equal(nb_kq_repack_x16(xf, nt->data, nt->shape[0], nt->shape[1], 0,
+                                              nt->shape[0] / 16, rec), NB_OK);
+            for (int64_t r = 0; r < nt->shape[0]; r++)
+                (xf == NB_WF_Q4_K_X16 ? nb_dequant_row_q4_k_x16_ref
+                                      : nb_dequant_row_q6_k_x16_ref)(rec, nt->shape[1], r,
+                                                                     f + r * nt->shape[1]);
+            snprintf(hex, sizeof hex, "%016llx",
+                     (unsigned long long)XXH64(f, sizeof(float) * (size_t)ne, 0));
+            if (strcmp(hex, want))
+                fail_msg("%s: tensor '%s' (%s) repacked to X16 records: XXH64 of the f32 "
+                         "values %s, llama.cpp's %s", path, t->string, type, hex, want);
+            free(rec);
+            n_x16++;
+        }
         free(f);
         n++;
     }
@@ -498,8 +523,9 @@ static void test_llamacpp_golden(void **state)
         n_files++;
     }
     assert_true(n_committed >= 2);
-    print_message("llama.cpp golden dequantization: %d files, %d tensors bit-identical\n",
-                  n_files, n_tensors);
+    print_message("llama.cpp golden dequantization: %d files, %d tensors bit-identical (%d "
+                  "of them also through the X16 repack)\n", n_files, n_tensors, n_x16);
+    assert_true(n_x16 >= 57); /* kjv-7m-Q4_K_M's Q4_K and Q6_K matrices at least */
     cJSON_Delete(golden);
 }
 

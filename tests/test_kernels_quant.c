@@ -9,6 +9,7 @@
 #include "core/fp.h"
 #include "kernels/kernels.h"
 #include "quant/quant.h"
+#include "quant/kq_repack.h"
 #include "quant/repack.h"
 
 /* |y - y_ref| <= TOL * sum_k |w_k x_k| + ABS_FLOOR, y_ref in double over the decoded
@@ -221,19 +222,36 @@ static void *format_blob(enum nb_wformat f, const struct shape *s, const float *
     uint8_t *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)(pl.total + 63) / 64 * 64);
     assert_non_null(blob);
     int64_t n = s->n_out * s->n_in;
-    if (f == NB_WF_Q4_K || f == NB_WF_Q6_K) { /* random blocks, finite f16 scales */
-        int bytes = f == NB_WF_Q4_K ? 144 : 210;
-        for (int64_t i = 0; i < pl.total; i++) blob[i] = (uint8_t)tu_rand_u64(&g_rng);
-        for (int64_t b = 0; b < pl.total / bytes; b++) {
+    int kx16 = f == NB_WF_Q4_K_X16 || f == NB_WF_Q6_K_X16;
+    if (nb_wformat_is_kquant(f)) { /* random blocks, finite f16 scales */
+        int q4 = f == NB_WF_Q4_K || f == NB_WF_Q4_K_X16, bytes = q4 ? 144 : 210;
+        int64_t rows_total = s->n_out * (s->n_in / 256) * bytes;
+        uint8_t *rows = kx16 ? malloc((size_t)rows_total) : blob;
+        assert_non_null(rows);
+        for (int64_t i = 0; i < rows_total; i++) rows[i] = (uint8_t)tu_rand_u64(&g_rng);
+        for (int64_t b = 0; b < rows_total / bytes; b++) {
             uint16_t d = nb_f32_to_f16(0.01f * tu_rand_gauss(&g_rng));
-            memcpy(blob + b * bytes + (f == NB_WF_Q4_K ? 0 : 208), &d, 2);
-            if (f == NB_WF_Q4_K) memcpy(blob + b * bytes + 2, &d, 2);
+            memcpy(rows + b * bytes + (q4 ? 0 : 208), &d, 2);
+            if (q4) memcpy(rows + b * bytes + 2, &d, 2);
         }
-        int64_t row = pl.total / s->n_out;
+        int64_t row = rows_total / s->n_out;
         for (int64_t r = 0; r < s->n_out; r++)
-            (f == NB_WF_Q4_K ? nb_dequant_row_q4_k_ref
-                             : nb_dequant_row_q6_k_ref)(blob + r * row, wd + r * s->n_in, s->n_in);
+            (q4 ? nb_dequant_row_q4_k_ref : nb_dequant_row_q6_k_ref)(rows + r * row,
+                                                                     wd + r * s->n_in, s->n_in);
         (void)w;
+        if (!kx16) return blob;
+        /* the records decode to the file's values, bit for bit (a lossless shuffle) */
+        assert_int_equal(nb_kq_repack_x16(f, rows, s->n_out, s->n_in, 0, s->n_out / 16, blob),
+                         NB_OK);
+        float *back = malloc(sizeof(float) * (size_t)s->n_in);
+        assert_non_null(back);
+        for (int64_t r = 0; r < s->n_out; r++) {
+            (q4 ? nb_dequant_row_q4_k_x16_ref : nb_dequant_row_q6_k_x16_ref)(blob, s->n_in, r,
+                                                                             back);
+            assert_memory_equal(back, wd + r * s->n_in, sizeof(float) * (size_t)s->n_in);
+        }
+        free(back);
+        free(rows);
         return blob;
     }
     if (fi->plain) {
@@ -271,15 +289,15 @@ static void check_table(const struct nb_kernels *k, const char *table)
             assert_non_null(k->gemm[f].run);
             assert_non_null(k->gemm[f].name);
             struct shape s;
-            random_shape(&s, it % 2 ? 5 : 1);
+            random_shape(&s, it == 1 ? 5 : it == 3 ? 7 : 1);
             s.n_out = 16 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 4));
-            if (f == NB_WF_Q4_K || f == NB_WF_Q6_K) /* whole 256-element blocks */
+            if (nb_wformat_is_kquant((enum nb_wformat)f)) /* whole 256-element blocks */
                 s.n_in = 256 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 3));
             s.r0 = it < 2 ? 0 : 16;
             s.r1 = it == 3 ? s.n_out - (s.n_out > 16 ? 16 : 0) : s.n_out;
             if (s.r0 >= s.r1) s.r0 = 0;
             int64_t ng = s.n_in / s.group, ldx = s.n_in + 3, ldy = s.n_out + 5;
-            int64_t ldxq = s.n_in + 32, ldxg = ldxq / 32;
+            int64_t ldxq = s.n_in + 256, ldxg = ldxq / 16; /* Q8K: 16 words per 256 */
             float *w = malloc(sizeof(float) * s.n_out * s.n_in);
             float *wd = malloc(sizeof(float) * s.n_out * s.n_in);
             float *x = malloc(sizeof(float) * s.n_tok * ldx);
@@ -291,11 +309,16 @@ static void check_table(const struct nb_kernels *k, const char *table)
             float *scratch = malloc(sizeof(float) * s.n_in);
             for (int64_t i = 0; i < s.n_out * s.n_in; i++) w[i] = tu_rand_gauss(&g_rng);
             for (int64_t i = 0; i < s.n_tok * ldx; i++) xr[i] = x[i] = tu_rand_gauss(&g_rng);
-            for (int t = 0; t < s.n_tok && fi->input == NB_INPUT_Q8; t++) {
-                nb_act_quant_q8_ref(x + t * ldx, s.n_in, s.group, xq + t * ldxq, xd + t * ldxg,
-                                    xsum + t * ldxg);
+            for (int t = 0; t < s.n_tok && fi->input != NB_INPUT_F32; t++) {
+                int g = fi->input == NB_INPUT_Q8K ? 256 : s.group;
+                if (g == 256)
+                    nb_act_quant_q8k(nb_act_quant_q8_ref, x + t * ldx, s.n_in, xq + t * ldxq,
+                                     xd + t * ldxg, xsum + t * ldxg);
+                else
+                    nb_act_quant_q8_ref(x + t * ldx, s.n_in, s.group, xq + t * ldxq,
+                                        xd + t * ldxg, xsum + t * ldxg);
                 for (int64_t i = 0; i < s.n_in; i++)
-                    xr[t * ldx + i] = xd[t * ldxg + i / s.group] * (float)xq[t * ldxq + i];
+                    xr[t * ldx + i] = xd[t * ldxg + i / g] * (float)xq[t * ldxq + i];
             }
             (void)ng;
             void *blob = format_blob((enum nb_wformat)f, &s, w, wd);
@@ -340,9 +363,9 @@ static void test_wformat(void **state)
             assert_true(fi->plain);
             continue;
         }
-        if (f == NB_WF_Q4_K || f == NB_WF_Q6_K) { /* a GGUF source's rows, no nibble path */
+        if (nb_wformat_is_kquant((enum nb_wformat)f)) { /* a GGUF source's blocks */
             assert_false(fi->plain);
-            assert_int_equal(fi->input, NB_INPUT_F32);
+            assert_int_equal(fi->input, fi->layout == NB_LAYOUT_X16 ? NB_INPUT_Q8K : NB_INPUT_F32);
             continue;
         }
         assert_true(nb_wformat_of(fi->path, fi->layout, &back));
