@@ -9,6 +9,8 @@
 #include "core/fp.h"
 #include "kernels/kernels.h"
 #include "quant/quant.h"
+#include "formats/tensor.h"
+#include "quant/dequant.h"
 #include "quant/kq_repack.h"
 #include "quant/repack.h"
 
@@ -222,32 +224,40 @@ static void *format_blob(enum nb_wformat f, const struct shape *s, const float *
     uint8_t *blob = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)(pl.total + 63) / 64 * 64);
     assert_non_null(blob);
     int64_t n = s->n_out * s->n_in;
-    int kx16 = f == NB_WF_Q4_K_X16 || f == NB_WF_Q6_K_X16;
-    if (nb_wformat_is_kquant(f)) { /* random blocks, finite f16 scales */
-        int q4 = f == NB_WF_Q4_K || f == NB_WF_Q4_K_X16, bytes = q4 ? 144 : 210;
-        int64_t rows_total = s->n_out * (s->n_in / 256) * bytes;
+    struct nb_block_info bi;
+    if (nb_wformat_block(f, &bi)) { /* random blocks, finite f16 scales */
+        int kx16 = f == bi.x16, bytes = bi.bytes;
+        int d_at = f == NB_WF_Q6_K || f == NB_WF_Q6_K_X16 ? 208 : 0; /* the f16 d */
+        int dmin_at = bi.elems == 256 && !d_at ? 2 : -1;               /* Q4_K, Q5_K */
+        int64_t rows_total = s->n_out * (s->n_in / bi.elems) * bytes;
         uint8_t *rows = kx16 ? malloc((size_t)rows_total) : blob;
         assert_non_null(rows);
         for (int64_t i = 0; i < rows_total; i++) rows[i] = (uint8_t)tu_rand_u64(&g_rng);
         for (int64_t b = 0; b < rows_total / bytes; b++) {
             uint16_t d = nb_f32_to_f16(0.01f * tu_rand_gauss(&g_rng));
-            memcpy(rows + b * bytes + (q4 ? 0 : 208), &d, 2);
-            if (q4) memcpy(rows + b * bytes + 2, &d, 2);
+            memcpy(rows + b * bytes + d_at, &d, 2);
+            if (dmin_at >= 0) memcpy(rows + b * bytes + dmin_at, &d, 2);
         }
-        int64_t row = rows_total / s->n_out;
-        for (int64_t r = 0; r < s->n_out; r++)
-            (q4 ? nb_dequant_row_q4_k_ref : nb_dequant_row_q6_k_ref)(rows + r * row,
-                                                                     wd + r * s->n_in, s->n_in);
+        enum nb_dtype dt = NB_DTYPE_F32;
+        for (int k = 0; k < NB_DTYPE_COUNT; k++)
+            if (!strcmp(nb_dtype_name((enum nb_dtype)k), bi.dtype)) dt = (enum nb_dtype)k;
+        assert_int_not_equal(dt, NB_DTYPE_F32);
+        assert_int_equal(nb_dequant(dt, rows, wd, s->n_out * s->n_in), NB_OK);
         (void)w;
         if (!kx16) return blob;
         /* the records decode to the file's values, bit for bit (a lossless shuffle) */
         assert_int_equal(nb_kq_repack_x16(f, rows, s->n_out, s->n_in, 0, s->n_out / 16, blob),
                          NB_OK);
+        void (*dq)(const void *, int64_t, int64_t, float *) =
+            f == NB_WF_Q4_K_X16   ? nb_dequant_row_q4_k_x16_ref
+            : f == NB_WF_Q5_K_X16 ? nb_dequant_row_q5_k_x16_ref
+            : f == NB_WF_Q6_K_X16 ? nb_dequant_row_q6_k_x16_ref
+            : f == NB_WF_Q4_0_X16 ? nb_dequant_row_q4_0_x16_ref
+                                  : nb_dequant_row_q8_0_x16_ref;
         float *back = malloc(sizeof(float) * (size_t)s->n_in);
         assert_non_null(back);
         for (int64_t r = 0; r < s->n_out; r++) {
-            (q4 ? nb_dequant_row_q4_k_x16_ref : nb_dequant_row_q6_k_x16_ref)(blob, s->n_in, r,
-                                                                             back);
+            dq(blob, s->n_in, r, back);
             assert_memory_equal(back, wd + r * s->n_in, sizeof(float) * (size_t)s->n_in);
         }
         free(back);
@@ -291,8 +301,11 @@ static void check_table(const struct nb_kernels *k, const char *table)
             struct shape s;
             random_shape(&s, it == 1 ? 5 : it == 3 ? 7 : 1);
             s.n_out = 16 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 4));
-            if (nb_wformat_is_kquant((enum nb_wformat)f)) /* whole 256-element blocks */
-                s.n_in = 256 * (1 + (int64_t)(tu_rand_u64(&g_rng) % 3));
+            struct nb_block_info bi;
+            if (nb_wformat_block((enum nb_wformat)f, &bi)) { /* whole blocks and records */
+                s.n_in = bi.rec_k * (1 + (int64_t)(tu_rand_u64(&g_rng) % (768 / bi.rec_k)));
+                if (bi.elems == 32) s.group = 32; /* Q4_0 / Q8_0: int8 activations per 32 */
+            }
             s.r0 = it < 2 ? 0 : 16;
             s.r1 = it == 3 ? s.n_out - (s.n_out > 16 ? 16 : 0) : s.n_out;
             if (s.r0 >= s.r1) s.r0 = 0;
@@ -363,9 +376,13 @@ static void test_wformat(void **state)
             assert_true(fi->plain);
             continue;
         }
-        if (nb_wformat_is_kquant((enum nb_wformat)f)) { /* a GGUF source's blocks */
+        struct nb_block_info bi;
+        if (nb_wformat_block((enum nb_wformat)f, &bi)) { /* a GGUF source's blocks */
             assert_false(fi->plain);
-            assert_int_equal(fi->input, fi->layout == NB_LAYOUT_X16 ? NB_INPUT_Q8K : NB_INPUT_F32);
+            assert_int_equal(fi->layout, f == bi.x16 ? NB_LAYOUT_X16 : NB_LAYOUT_ROWS);
+            assert_int_equal(fi->input, f == bi.rows ? NB_INPUT_F32
+                                        : bi.elems == 256 ? NB_INPUT_Q8K
+                                                          : NB_INPUT_Q8);
             continue;
         }
         assert_true(nb_wformat_of(fi->path, fi->layout, &back));

@@ -100,7 +100,32 @@ static const struct nb_wformat_info k_formats[NB_WF_COUNT] = {
     /* the same blocks shuffled into 16-row records at load (lossless): int8 activations */
     [NB_WF_Q4_K_X16] = {"q4_k-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8K, 0, 16},
     [NB_WF_Q6_K_X16] = {"q6_k-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8K, 0, 16},
+    [NB_WF_Q5_K] = {"q5_k", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
+    [NB_WF_Q4_0] = {"q4_0", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
+    [NB_WF_Q8_0] = {"q8_0", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
+    [NB_WF_Q5_K_X16] = {"q5_k-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8K, 0, 16},
+    /* int8 activations per 32, as w4a8 with group 32 */
+    [NB_WF_Q4_0_X16] = {"q4_0-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8, 0, 16},
+    [NB_WF_Q8_0_X16] = {"q8_0-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8, 0, 16},
 };
+
+static const struct nb_block_info k_blocks[] = {
+    {"Q4_K", 256, 144, 256, NB_Q4_K_X16_BYTES, NB_WF_Q4_K, NB_WF_Q4_K_X16},
+    {"Q5_K", 256, 176, 256, NB_Q5_K_X16_BYTES, NB_WF_Q5_K, NB_WF_Q5_K_X16},
+    {"Q6_K", 256, 210, 256, NB_Q6_K_X16_BYTES, NB_WF_Q6_K, NB_WF_Q6_K_X16},
+    {"Q4_0", 32, 18, 64, NB_Q4_0_X16_BYTES, NB_WF_Q4_0, NB_WF_Q4_0_X16},
+    {"Q8_0", 32, 34, 64, NB_Q8_0_X16_BYTES, NB_WF_Q8_0, NB_WF_Q8_0_X16},
+};
+
+int nb_wformat_block(enum nb_wformat f, struct nb_block_info *out)
+{
+    for (size_t i = 0; i < sizeof k_blocks / sizeof *k_blocks; i++)
+        if (k_blocks[i].rows == f || k_blocks[i].x16 == f) {
+            if (out) *out = k_blocks[i];
+            return 1;
+        }
+    return 0;
+}
 
 const struct nb_wformat_info *nb_wformat_info(enum nb_wformat f)
 {
@@ -127,23 +152,17 @@ int nb_wformat_planes(enum nb_wformat f, int group, int64_t n_out, int64_t n_in,
         memset(out, 0, sizeof *out);
         return 0;
     }
-    if (f == NB_WF_Q4_K || f == NB_WF_Q6_K) { /* one plane: n_in / 256 blocks a row */
-        int64_t bb = f == NB_WF_Q4_K ? 144 : 210;
+    struct nb_block_info bi;
+    if (nb_wformat_block(f, &bi)) { /* one plane: rows of blocks, or records */
+        int x16 = f == bi.x16;
+        int64_t unit = x16 ? bi.rec_k : bi.elems, ub = x16 ? bi.rec_bytes : bi.bytes;
+        int64_t rows = x16 ? n_out / 16 : n_out;
         memset(out, 0, sizeof *out);
-        if (n_in <= 0 || n_out <= 0 || n_in % 256 || n_out > INT64_MAX / (n_in / 256 * bb))
+        if (n_in <= 0 || n_out <= 0 || n_in % unit || (x16 && n_out % 16) ||
+            n_in > ((int64_t)1 << 31) || rows > INT64_MAX / (n_in / unit * ub))
             return 0;
         out->n_planes = 1;
-        out->size[0] = out->total = n_out * (n_in / 256) * bb;
-        return 1;
-    }
-    if (f == NB_WF_Q4_K_X16 || f == NB_WF_Q6_K_X16) { /* n_out / 16 x n_in / 256 records */
-        int64_t rb = f == NB_WF_Q4_K_X16 ? NB_Q4_K_X16_BYTES : NB_Q6_K_X16_BYTES;
-        memset(out, 0, sizeof *out);
-        if (n_in <= 0 || n_out <= 0 || n_in % 256 || n_out % 16 ||
-            n_out / 16 > INT64_MAX / (n_in / 256 * rb))
-            return 0;
-        out->n_planes = 1;
-        out->size[0] = out->total = n_out / 16 * (n_in / 256) * rb;
+        out->size[0] = out->total = rows * (n_in / unit) * ub;
         return 1;
     }
     /* f16 rows have bf16's size */

@@ -117,6 +117,12 @@ enum nb_wformat {
     NB_WF_Q6_K,      /* GGUF Q6_K rows as stored */
     NB_WF_Q4_K_X16,  /* GGUF Q4_K blocks shuffled into 16-row records, every bit kept */
     NB_WF_Q6_K_X16,  /* GGUF Q6_K blocks, likewise (kernels/qblock.h: the records) */
+    NB_WF_Q5_K,      /* GGUF Q5_K rows as stored */
+    NB_WF_Q4_0,      /* GGUF Q4_0 rows as stored */
+    NB_WF_Q8_0,      /* GGUF Q8_0 rows as stored */
+    NB_WF_Q5_K_X16,  /* their 16-row records */
+    NB_WF_Q4_0_X16,
+    NB_WF_Q8_0_X16,
     NB_WF_COUNT
 };
 
@@ -147,10 +153,24 @@ int nb_wformat_of(enum nb_wpath path, enum nb_layout layout, enum nb_wformat *ou
  * NB_Q4_K_X16_BYTES / NB_Q6_K_X16_BYTES, n_out a multiple of 16). */
 #define NB_Q4_K_X16_BYTES 2368 /* 16 rows x 256 k, kernels/qblock.h */
 #define NB_Q6_K_X16_BYTES 3392
+#define NB_Q5_K_X16_BYTES 2880
+#define NB_Q4_0_X16_BYTES 576  /* 16 rows x 64 k */
+#define NB_Q8_0_X16_BYTES 1088
+
+/* A GGUF block format nibble runs as stored: its rows (one block: `elems` weights in
+ * `bytes`) and its X16 records (16 rows x rec_k weights in rec_bytes). */
+struct nb_block_info {
+    const char *dtype; /* the GGUF type name: "Q4_K", ... */
+    int elems, bytes;  /* one block of a row */
+    int rec_k, rec_bytes;
+    enum nb_wformat rows, x16; /* the two formats */
+};
+/* 1 and *out for a block format (rows or records), 0 for another. */
+int nb_wformat_block(enum nb_wformat f, struct nb_block_info *out);
 /* 1 for the formats that hold a GGUF file's blocks (rows as stored, or their X16 records). */
 static inline int nb_wformat_is_kquant(enum nb_wformat f)
 {
-    return f == NB_WF_Q4_K || f == NB_WF_Q6_K || f == NB_WF_Q4_K_X16 || f == NB_WF_Q6_K_X16;
+    return nb_wformat_block(f, 0);
 }
 int nb_wformat_planes(enum nb_wformat f, int group, int64_t n_out, int64_t n_in,
                       struct nb_layout_planes *out);

@@ -217,13 +217,26 @@ void nb_gemm_row_decoded(void (*row)(const void *, float *, int64_t), int64_t ro
                          int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_q6_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+/* Q5_K, Q4_0 and Q8_0 rows as stored, likewise (kernels/qblock.h's block decoders). */
+void nb_dequant_row_q5_k_ref(const void *row, float *y, int64_t n);
+void nb_dequant_row_q4_0_ref(const void *row, float *y, int64_t n);
+void nb_dequant_row_q8_0_ref(const void *row, float *y, int64_t n);
+void nb_gemm_q5_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_q4_0_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_q8_0_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 /* GGUF k-quant X16 records (kernels/qblock.h; kernels/ref/gemm_kq_ref.c): row r of a
  * matrix decoded (bit-identical to nb_dequant_row_q4_k_ref / _q6_k_ref on the rows it
  * came from), and the GEMMs against int8 activations in the NB_INPUT_Q8K form
  * (nb_gemm_w4a8_fn's arguments: xd one scale per 256, xsum 16 words per 256, the
  * group unused). */
 void nb_dequant_row_q4_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
+void nb_dequant_row_q5_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
 void nb_dequant_row_q6_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
+void nb_dequant_row_q4_0_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
+void nb_dequant_row_q8_0_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
 typedef void (*nb_gemm_kq_fn)(float *y, int64_t ldy, const int8_t *xq, const float *xd,
                               const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                               int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
@@ -231,6 +244,16 @@ void nb_gemm_q4_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *
                           const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                           int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
 void nb_gemm_q6_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_q5_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+/* Q4_0 / Q8_0 records read the w4a8 activation form with group 32 (xd, xsum per 32). */
+void nb_gemm_q4_0_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_q8_0_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
                           const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                           int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
 /* The k-quants' activation form: n values (a multiple of 256) to int8 per 256 with `q8`
@@ -330,6 +353,19 @@ void nb_gemm_q4_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
                                  const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
                                  int64_t r0, int64_t r1);
 void nb_gemm_q6_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1);
+void nb_gemm_q5_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1);
+/* bit-identical to their _ref twins */
+void nb_gemm_q4_0_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1);
+void nb_gemm_q8_0_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
                                  const int32_t *xsum, int64_t ldxq, int64_t ldxg,
                                  const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
                                  int64_t r0, int64_t r1);

@@ -144,6 +144,48 @@ static inline void nb_q6_k_block(const uint8_t *b, float *y)
     }
 }
 
+#define NB_Q5_K_BYTES 176
+#define NB_Q4_0_BYTES 18 /* 32 elements */
+#define NB_Q8_0_BYTES 34 /* 32 elements */
+
+/* Q5_K (176 bytes): | f16 d | f16 dmin | u8 scales[12] | u8 qh[32] | u8 qs[128] |
+ *   as Q4_K, plus a fifth bit: bit `sub` of qh[l] for element l of sub-block sub
+ *   x = (d * scale) * q - (dmin * min)   (q = 0..31) */
+static inline void nb_q5_k_block(const uint8_t *b, float *y)
+{
+    float d = nb_f16_to_f32(nb_q_load_u16(b)), dmin = nb_f16_to_f32(nb_q_load_u16(b + 2));
+    const uint8_t *sc = b + 4, *qh = b + 16, *qs = b + 48;
+    for (int sub = 0; sub < 8; sub++) {
+        int s, m;
+        nb_k4_scale_min(sc, sub, &s, &m);
+        float d1 = d * (float)s, m1 = dmin * (float)m;
+        const uint8_t *c = qs + 32 * (sub / 2);
+        int shift = 4 * (sub % 2);
+        for (int l = 0; l < 32; l++) {
+            float t = d1 * (float)(((c[l] >> shift) & 0x0f) | ((qh[l] >> sub) & 1) << 4);
+            y[32 * sub + l] = t - m1;
+        }
+    }
+}
+
+/* Q4_0 (18 bytes, 32 elements): | f16 d | u8 qs[16] |  element e < 16: low nibble of qs[e],
+ *   e >= 16: high nibble of qs[e - 16];  x = d * (q - 8) */
+static inline void nb_q4_0_block(const uint8_t *b, float *y)
+{
+    float d = nb_f16_to_f32(nb_q_load_u16(b));
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)((b[2 + j] & 0x0f) - 8);
+        y[j + 16] = d * (float)((b[2 + j] >> 4) - 8);
+    }
+}
+
+/* Q8_0 (34 bytes, 32 elements): | f16 d | i8 qs[32] |  x = d * q */
+static inline void nb_q8_0_block(const uint8_t *b, float *y)
+{
+    float d = nb_f16_to_f32(nb_q_load_u16(b));
+    for (int j = 0; j < 32; j++) y[j] = d * (float)(int8_t)b[2 + j];
+}
+
 /* ---- GGUF k-quant blocks shuffled into 16-row records (NB_WF_Q4_K_X16 / _Q6_K_X16) ----
  * A k-quant matrix with n_out % 16 == 0 is repacked at load (quant/kq_repack.h) so the
  * integer kernels stream it: record (b, i) holds rows 16b..16b+15, k = 256i..256i+255,
@@ -170,7 +212,23 @@ static inline void nb_q6_k_block(const uint8_t *b, float *y)
  *   [3360, 3392) zero
  *   x[r][k] = (d[r] * sc) * (q - 32), q = lo | hi << 4, sub-block (k % 256) / 16
  *
- * The int8 activations these kernels read (NB_INPUT_Q8K, nb_act_quant_q8k): per token,
+ * Q5_K record, NB_Q5_K_X16_BYTES = 2880 (45 x 64) bytes: Q4_K's, with the fifth bits
+ *   [   0, 2048) qs    the low 4 bits, chunks as Q4_K's
+ *   [2048, 2560) qh    16 bytes a chunk: byte p = 4r+j of the chunk's qs has its two fifth
+ *                      bits in qh byte p % 16 at bit 2 (p / 16) (k = 8c+j) and +1 (8c+4+j)
+ *   [2560, 2688) sc, [2688, 2816) mn, [2816, 2848) d, [2848, 2880) dmin: as Q4_K's
+ *
+ * Q4_0 record, NB_Q4_0_X16_BYTES = 576 (9 x 64) bytes, 16 rows x 64 k (two blocks):
+ *   [   0,  512) qs    8 chunks of 64 bytes, the X16 byte order (codes 0..15)
+ *   [ 512,  576) d     f16 [2 blocks][16 rows]           x = d * (q - 8)
+ * Q8_0 record, NB_Q8_0_X16_BYTES = 1088 (17 x 64) bytes, 16 rows x 64 k (two blocks):
+ *   [   0, 1024) qs    16 chunks of 64 bytes, chunk c = k 4c..4c+3: byte 4r+j holds
+ *                      q[r][4c+j] + 128 as u8 (the code's sign bit flipped)
+ *   [1024, 1088) d     f16 [2 blocks][16 rows]           x = d * q
+ * These two read the w4a8 activation form with groups of 32 (NB_INPUT_Q8): per 32, an
+ * f32 scale and the codes' sum (the zero-point term, 8 or 128 times it).
+ *
+ * The int8 activations the k-quant kernels read (NB_INPUT_Q8K, nb_act_quant_q8k): per token,
  * codes xq[n], one f32 scale xd per 256, and per 256 sixteen int32 words of code sums:
  *   words 0..7   (int16) sum of codes 32p..32p+15 | (int16) sum of 32p+16..32p+31 << 16
  *   words 8..11  (int16) sum of codes 64p..64p+31 | (int16) sum of 64p+32..64p+63 << 16
@@ -185,6 +243,13 @@ static inline void nb_q6_k_block(const uint8_t *b, float *y)
 #define NB_Q6_K_X16_QH   2048
 #define NB_Q6_K_X16_SC   3072
 #define NB_Q6_K_X16_D    3328
+#define NB_Q5_K_X16_QH   2048
+#define NB_Q5_K_X16_SC   2560
+#define NB_Q5_K_X16_MN   2688
+#define NB_Q5_K_X16_D    2816
+#define NB_Q5_K_X16_DMIN 2848
+#define NB_Q4_0_X16_D    512
+#define NB_Q8_0_X16_D    1024
 
 /* The record of row r, super-block i, of an X16 k-quant matrix with n_in columns. */
 static inline const uint8_t *nb_kx16_record(const void *blob, int64_t rec_bytes, int64_t n_in,
@@ -205,6 +270,22 @@ static inline int nb_q6_k_x16_code(const uint8_t *rec, int r, int k)
     int p = 4 * r + (k & 3); /* byte of the chunk */
     int hbits = rec[NB_Q6_K_X16_QH + (k >> 3) * 32 + p % 32] >> (4 * (p / 32));
     return lo | ((hbits >> (k & 4 ? 2 : 0)) & 3) << 4;
+}
+static inline int nb_q5_k_x16_code(const uint8_t *rec, int r, int k)
+{
+    int lo = nb_q4x16_get(rec, NB_QK_K, r, k);
+    int p = 4 * r + (k & 3);
+    int hb = rec[NB_Q5_K_X16_QH + (k >> 3) * 16 + p % 16] >> (2 * (p / 16) + (k & 4 ? 1 : 0));
+    return lo | (hb & 1) << 4;
+}
+/* Element k (0..63) of row r % 16 of a Q4_0 record (0..15) / a Q8_0 record (-128..127). */
+static inline int nb_q4_0_x16_code(const uint8_t *rec, int r, int k)
+{
+    return nb_q4x16_get(rec, 64, r, k);
+}
+static inline int nb_q8_0_x16_code(const uint8_t *rec, int r, int k)
+{
+    return (int8_t)(rec[(k >> 2) * 64 + 4 * r + (k & 3)] ^ 0x80);
 }
 /* Scale (and Q4_K min) of sub-block s of row r in a record: the pair layout. */
 static inline int nb_kx16_pair_at(int s, int r)

@@ -7,7 +7,9 @@
  *   format      ref     avx2                       avx512
  *   f32/f16/bf16 ref    ref                        avx512
  *   q4_k/q6_k   ref     ref                        avx512   (a GGUF source as stored)
- *   q4_k-x16/q6_k-x16 ref ref                      avx512vnni when VNNI (the same blocks
+ *   q5_k/q4_0/q8_0 ref  ref                        ref      (a GGUF source as stored)
+ *   q4_k/q5_k/q6_k/q4_0/q8_0-x16
+ *               ref     ref                        avx512vnni when VNNI (the same blocks
  *                                                  as 16-row records: int8 activations)
  *   w8a16       ref     ref                        ref
  *   w4a16       ref     ref                        ref            (ROWS layout)
@@ -24,7 +26,7 @@
  *   format        neon (armv8.0)   + dotprod          + dotprod + i8mm
  *   f32/f16/bf16  neon             neon               neon     (bit-identical to ref)
  *   q4_k/q6_k     ref              ref                ref
- *   q4_k/q6_k-x16 ref              ref                ref
+ *   q5_k/q4_0/q8_0, and every -x16 block format: ref
  *   w8a16         neon             neon               neon
  *   w4a16         ref              ref                ref      (ROWS layout)
  *   w4a16-x16     neon             neon               neon     (neon-bf16: bfmmla, bf16
@@ -78,9 +80,15 @@ GEMM_PLAIN(nb_gemm_f16_ref)
 GEMM_PLAIN(nb_gemm_bf16_ref)
 GEMM_PLAIN(nb_gemm_q4_k_ref)
 GEMM_PLAIN(nb_gemm_q6_k_ref)
+GEMM_PLAIN(nb_gemm_q5_k_ref)
+GEMM_PLAIN(nb_gemm_q4_0_ref)
+GEMM_PLAIN(nb_gemm_q8_0_ref)
 GEMM_Q8(nb_gemm_w4a8_ref)
 GEMM_KQ(nb_gemm_q4_k_x16_ref)
 GEMM_KQ(nb_gemm_q6_k_x16_ref)
+GEMM_KQ(nb_gemm_q5_k_x16_ref)
+GEMM_KQ(nb_gemm_q4_0_x16_ref)
+GEMM_KQ(nb_gemm_q8_0_x16_ref)
 GEMM_Q8(nb_gemm_w4a8_x16_ref)
 GEMM_W4A16(nb_gemm_w4a16_ref)
 GEMM_W4A16(nb_gemm_w4a16_x16_ref)
@@ -101,6 +109,9 @@ GEMM_PLAIN(nb_gemm_q6_k_avx512)
 GEMM_Q8(nb_gemm_w4a8_x16_avx2)
 GEMM_KQ(nb_gemm_q4_k_x16_avx512vnni)
 GEMM_KQ(nb_gemm_q6_k_x16_avx512vnni)
+GEMM_KQ(nb_gemm_q5_k_x16_avx512vnni)
+GEMM_KQ(nb_gemm_q4_0_x16_avx512vnni)
+GEMM_KQ(nb_gemm_q8_0_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avxvnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_amx)
@@ -147,6 +158,12 @@ static const struct nb_kernels k_ref = {
             [NB_WF_Q6_K] = K(nb_gemm_q6_k_ref, "ref"),
             [NB_WF_Q4_K_X16] = K(nb_gemm_q4_k_x16_ref, "ref"),
             [NB_WF_Q6_K_X16] = K(nb_gemm_q6_k_x16_ref, "ref"),
+            [NB_WF_Q5_K] = K(nb_gemm_q5_k_ref, "ref"),
+            [NB_WF_Q4_0] = K(nb_gemm_q4_0_ref, "ref"),
+            [NB_WF_Q8_0] = K(nb_gemm_q8_0_ref, "ref"),
+            [NB_WF_Q5_K_X16] = K(nb_gemm_q5_k_x16_ref, "ref"),
+            [NB_WF_Q4_0_X16] = K(nb_gemm_q4_0_x16_ref, "ref"),
+            [NB_WF_Q8_0_X16] = K(nb_gemm_q8_0_x16_ref, "ref"),
         },
     .dot_f32 = nb_dot_f32_ref,
     .axpy_f32 = nb_axpy_f32_ref,
@@ -231,6 +248,12 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             k->gemm[NB_WF_Q4_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_avx512vnni,
                                                                 "avx512vnni");
             k->gemm[NB_WF_Q6_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_avx512vnni,
+                                                                "avx512vnni");
+            k->gemm[NB_WF_Q5_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_avx512vnni,
+                                                                "avx512vnni");
+            k->gemm[NB_WF_Q4_0_X16] = (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_avx512vnni,
+                                                                "avx512vnni");
+            k->gemm[NB_WF_Q8_0_X16] = (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_avx512vnni,
                                                                 "avx512vnni");
         }
         if (c->avx512_vnni && use_amx) {

@@ -82,11 +82,17 @@ static void embed_row(const struct nb_weight *e, int32_t tok, float *out)
         nb_unpack_row_ref(p, e->group, e->data, &pl, n, tok, out);
         return;
     }
-    if (e->format == NB_WF_Q4_K || e->format == NB_WF_Q6_K) { /* a GGUF source's row */
+    if (nb_wformat_is_kquant(e->format)) { /* a GGUF source's block row (never repacked) */
         struct nb_layout_planes pl;
         nb_wformat_planes(e->format, 0, e->n_out, n, &pl);
         const uint8_t *row = (const uint8_t *)e->data + pl.total / e->n_out * tok;
-        (e->format == NB_WF_Q4_K ? nb_dequant_row_q4_k_ref : nb_dequant_row_q6_k_ref)(row, out, n);
+        void (*dq)(const void *, float *, int64_t) =
+            e->format == NB_WF_Q4_K   ? nb_dequant_row_q4_k_ref
+            : e->format == NB_WF_Q5_K ? nb_dequant_row_q5_k_ref
+            : e->format == NB_WF_Q6_K ? nb_dequant_row_q6_k_ref
+            : e->format == NB_WF_Q4_0 ? nb_dequant_row_q4_0_ref
+                                      : nb_dequant_row_q8_0_ref;
+        dq(row, out, n);
         return;
     }
     const uint16_t *r = (const uint16_t *)e->data + (int64_t)tok * n; /* f16 or bf16 */

@@ -1,4 +1,4 @@
-/* model/repack.c — a GGUF source's k-quant matrices shuffled into the X16 records the
+/* model/repack.c — a GGUF source's block matrices (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0) shuffled into the X16 records the
  * integer kernels read (kernels/qblock.h), once, at load: every code and scale kept, so
  * the model computes with the file's own weights (its fidelity, exactly), without a
  * float decode of the weights at every step. The token embedding stays as stored (a
@@ -21,7 +21,8 @@ struct repack_job {
 
 static enum nb_wformat x16_of(enum nb_wformat f)
 {
-    return f == NB_WF_Q4_K ? NB_WF_Q4_K_X16 : NB_WF_Q6_K_X16;
+    struct nb_block_info bi;
+    return nb_wformat_block(f, &bi) ? bi.x16 : f;
 }
 
 /* Thread ith repacks its share of all row blocks, matrix by matrix. */
@@ -48,8 +49,9 @@ static void repack_worker(void *arg, int ith, int nth)
 static int repackable(const struct nb_weight *w)
 {
     struct nb_layout_planes pl;
-    return w->data && (w->format == NB_WF_Q4_K || w->format == NB_WF_Q6_K) &&
-           nb_wformat_planes(x16_of(w->format), 0, w->n_out, w->n_in, &pl);
+    struct nb_block_info bi;
+    return w->data && nb_wformat_block(w->format, &bi) && w->format == bi.rows &&
+           nb_wformat_planes(bi.x16, 0, w->n_out, w->n_in, &pl);
 }
 
 enum nb_status nb_model_repack_kquants(struct nb_model *m, int n_threads, double *seconds)
@@ -98,6 +100,8 @@ enum nb_status nb_model_repack_kquants(struct nb_model *m, int n_threads, double
     if ((st = j->st)) goto done;
     for (int i = 0; i < j->n; i++) { /* only now: a failure above leaves the model as it was */
         j->w[i]->format = x16_of(j->w[i]->format);
+        if (j->w[i]->format == NB_WF_Q4_0_X16 || j->w[i]->format == NB_WF_Q8_0_X16)
+            j->w[i]->group = 32; /* int8 activations per 32, the blocks' size */
         j->w[i]->data = j->dst[i];
     }
 done:

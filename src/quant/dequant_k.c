@@ -141,25 +141,8 @@ static void dq_q3_k(const unsigned char *b, float *y)
  * them (the on-the-fly kernels of `--path source` decode through the same functions). */
 static void dq_q4_k(const unsigned char *b, float *y) { nb_q4_k_block(b, y); }
 
-/* Q5_K (176 bytes): | f16 d | f16 dmin | u8 scales[12] | u8 qh[32] | u8 qs[128] |
- *   as Q4_K, plus a fifth bit: bit `sub` of qh[l] for element l of sub-block sub
- *   x = (d * scale) * q - (dmin * min)   (q = 0..31) */
-static void dq_q5_k(const unsigned char *b, float *y)
-{
-    float d = f16_at(b), dmin = f16_at(b + 2);
-    const unsigned char *sc = b + 4, *qh = b + 16, *qs = b + 48;
-    for (int sub = 0; sub < 8; sub++) {
-        int s, m;
-        nb_k4_scale_min(sc, sub, &s, &m);
-        float d1 = d * (float)s, m1 = dmin * (float)m;
-        const unsigned char *c = qs + 32 * (sub / 2);
-        int shift = 4 * (sub % 2);
-        for (int l = 0; l < 32; l++) {
-            int q = ((c[l] >> shift) & 0x0f) | ((qh[l] >> sub) & 1) << 4;
-            y[32 * sub + l] = d1 * (float)q - m1;
-        }
-    }
-}
+/* Q5_K (176 bytes): kernels/qblock.h. */
+static void dq_q5_k(const unsigned char *b, float *y) { nb_q5_k_block(b, y); }
 
 /* Q6_K (210 bytes): kernels/qblock.h. */
 static void dq_q6_k(const unsigned char *b, float *y) { nb_q6_k_block(b, y); }

@@ -147,31 +147,94 @@ static void q6_k_record(const uint8_t *const src[16], uint8_t *rec)
     memset(rec + NB_Q6_K_X16_D + 32, 0, NB_Q6_K_X16_BYTES - NB_Q6_K_X16_D - 32);
 }
 
+/* One Q5_K record: Q4_K's codes (qs at byte 48 of a block) and scales, and the fifth bit
+ * of element l of sub-block sub at bit sub of qh[l] (qh at byte 16). */
+static void q5_k_record(const uint8_t *const src[16], uint8_t *rec)
+{
+    memset(rec + NB_Q5_K_X16_QH, 0, 512);
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *b = src[r], *qh = b + 16;
+        for (int c = 0; c < 32; c++) {
+            int s = c / 4, l0 = 8 * (c % 4);
+            const uint8_t *q = b + 48 + 32 * (s / 2) + l0;
+            uint32_t lo = ld32(q), hi = ld32(q + 4);
+            if (s & 1) lo >>= 4, hi >>= 4;
+            st32(rec + 64 * c + 4 * r, (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4);
+            for (int j = 0; j < 4; j++) {
+                int p = 4 * r + j;
+                int b_lo = (qh[l0 + j] >> s) & 1, b_hi = (qh[l0 + 4 + j] >> s) & 1;
+                rec[NB_Q5_K_X16_QH + 16 * c + p % 16] |=
+                    (uint8_t)((b_lo | b_hi << 1) << (2 * (p / 16)));
+            }
+        }
+        for (int s = 0; s < 8; s++) {
+            int sc, mn;
+            nb_k4_scale_min(b + 4, s, &sc, &mn);
+            rec[NB_Q5_K_X16_SC + nb_kx16_pair_at(s, r)] = (uint8_t)sc;
+            rec[NB_Q5_K_X16_MN + nb_kx16_pair_at(s, r)] = (uint8_t)mn;
+        }
+        memcpy(rec + NB_Q5_K_X16_D + 2 * r, b, 2);
+        memcpy(rec + NB_Q5_K_X16_DMIN + 2 * r, b + 2, 2);
+    }
+}
+
+/* One Q4_0 record: two blocks a row (src[r]: the first); element e of a block is the low
+ * nibble of qs[e] (e < 16) or the high nibble of qs[e - 16]. */
+static void q4_0_record(const uint8_t *const src[16], uint8_t *rec)
+{
+    for (int r = 0; r < 16; r++)
+        for (int bi = 0; bi < 2; bi++) {
+            const uint8_t *b = src[r] + NB_Q4_0_BYTES * bi;
+            for (int cc = 0; cc < 4; cc++) { /* e = 8cc..8cc+7 */
+                const uint8_t *q = b + 2 + 8 * (cc % 2);
+                uint32_t lo = ld32(q), hi = ld32(q + 4);
+                if (cc / 2) lo >>= 4, hi >>= 4;
+                st32(rec + 64 * (4 * bi + cc) + 4 * r,
+                     (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4);
+            }
+            memcpy(rec + NB_Q4_0_X16_D + 2 * (16 * bi + r), b, 2);
+        }
+}
+
+/* One Q8_0 record: two blocks a row; the codes with their sign bit flipped (q + 128). */
+static void q8_0_record(const uint8_t *const src[16], uint8_t *rec)
+{
+    for (int r = 0; r < 16; r++)
+        for (int bi = 0; bi < 2; bi++) {
+            const uint8_t *b = src[r] + NB_Q8_0_BYTES * bi;
+            for (int cc = 0; cc < 8; cc++)
+                st32(rec + 64 * (8 * bi + cc) + 4 * r, ld32(b + 2 + 4 * cc) ^ 0x80808080u);
+            memcpy(rec + NB_Q8_0_X16_D + 2 * (16 * bi + r), b, 2);
+        }
+}
+
 enum nb_status nb_kq_repack_x16(enum nb_wformat to, const void *blocks, int64_t n_out,
                                 int64_t n_in, int64_t b0, int64_t b1, void *dst)
 {
     struct nb_layout_planes pl;
-    if ((to != NB_WF_Q4_K_X16 && to != NB_WF_Q6_K_X16) || !blocks || !dst ||
+    struct nb_block_info bi;
+    if (!nb_wformat_block(to, &bi) || to != bi.x16 || !blocks || !dst ||
         !nb_wformat_planes(to, 0, n_out, n_in, &pl))
-        return nb_set_error(NB_ERR_INVALID_ARG, "k-quant -> X16: format %d, shape [%lld, %lld] "
-                            "(rows a multiple of 16, columns of 256)", (int)to, (long long)n_out,
-                            (long long)n_in);
+        return nb_set_error(NB_ERR_INVALID_ARG, "GGUF blocks -> X16: format %d, shape [%lld, "
+                            "%lld] (rows a multiple of 16, columns of the record's %d)", (int)to,
+                            (long long)n_out, (long long)n_in, bi.rec_k);
     if (b0 < 0 || b1 > n_out / 16 || b0 > b1)
-        return nb_set_error(NB_ERR_INVALID_ARG, "k-quant -> X16: row blocks [%lld, %lld) out of "
-                            "0..%lld", (long long)b0, (long long)b1, (long long)(n_out / 16));
-    int q4 = to == NB_WF_Q4_K_X16;
-    int64_t bb = q4 ? NB_Q4_K_BYTES : NB_Q6_K_BYTES, rb = q4 ? NB_Q4_K_X16_BYTES : NB_Q6_K_X16_BYTES;
-    int64_t nb = n_in / NB_QK_K;
+        return nb_set_error(NB_ERR_INVALID_ARG, "GGUF blocks -> X16: row blocks [%lld, %lld) out "
+                            "of 0..%lld", (long long)b0, (long long)b1, (long long)(n_out / 16));
+    void (*record)(const uint8_t *const[16], uint8_t *) =
+        to == NB_WF_Q4_K_X16   ? q4_k_record
+        : to == NB_WF_Q5_K_X16 ? q5_k_record
+        : to == NB_WF_Q6_K_X16 ? q6_k_record
+        : to == NB_WF_Q4_0_X16 ? q4_0_record
+                               : q8_0_record;
+    int64_t row_bytes = n_in / bi.elems * bi.bytes, nrec = n_in / bi.rec_k;
+    int64_t rec_src = (int64_t)bi.rec_k / bi.elems * bi.bytes; /* source bytes a record */
     for (int64_t b = b0; b < b1; b++)
-        for (int64_t i = 0; i < nb; i++) {
+        for (int64_t i = 0; i < nrec; i++) {
             const uint8_t *src[16];
             for (int r = 0; r < 16; r++)
-                src[r] = (const uint8_t *)blocks + ((16 * b + r) * nb + i) * bb;
-            uint8_t *rec = (uint8_t *)dst + (b * nb + i) * rb;
-            if (q4)
-                q4_k_record(src, rec);
-            else
-                q6_k_record(src, rec);
+                src[r] = (const uint8_t *)blocks + (16 * b + r) * row_bytes + i * rec_src;
+            record(src, (uint8_t *)dst + (b * nrec + i) * bi.rec_bytes);
         }
     return NB_OK;
 }

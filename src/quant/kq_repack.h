@@ -28,10 +28,11 @@
 enum nb_status nb_q4_k_pack_w4a16(const void *blocks, int64_t n_out, int64_t n_in, int64_t r0,
                                   int64_t r1, void *blob, struct nb_qstats *stats);
 
-/* Row blocks [b0, b1) (16 rows each) of a GGUF Q4_K or Q6_K matrix [n_out][n_in] (`to`:
- * NB_WF_Q4_K_X16 or NB_WF_Q6_K_X16; n_out a multiple of 16, n_in of 256; `blocks` the
- * file's rows) into the X16 records of kernels/qblock.h at dst (nb_wformat_planes(to,
- * ...).total bytes): every code, scale, min and super-scale kept bit for bit, so the
+/* Row blocks [b0, b1) (16 rows each) of a GGUF Q4_K, Q5_K, Q6_K, Q4_0 or Q8_0 matrix
+ * [n_out][n_in] (`to`: the format's X16 one, nb_wformat_block; n_out a multiple of 16,
+ * n_in of the record's width; `blocks` the file's rows) into the X16 records of
+ * kernels/qblock.h at dst (nb_wformat_planes(to, ...).total bytes): every code, scale,
+ * min and super-scale kept bit for bit, so the
  * matrix decodes to the file's values exactly. Thread-safe over disjoint block ranges.
  * NB_ERR_INVALID_ARG for another format, a shape that does not fit or a bad range. */
 enum nb_status nb_kq_repack_x16(enum nb_wformat to, const void *blocks, int64_t n_out,

@@ -208,9 +208,22 @@ static void symmetrize(double *h, int64_t n)
         for (int64_t j = 0; j < i; j++) h[i * n + j] = h[j * n + i];
 }
 
+/* A GGUF source's block rows as stored (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0): their type. */
 static int is_kquant(const struct nb_weight *w)
 {
-    return w->format == NB_WF_Q4_K || w->format == NB_WF_Q6_K;
+    struct nb_block_info bi;
+    return nb_wformat_block(w->format, &bi) && w->format == bi.rows;
+}
+
+static enum nb_dtype block_dtype(enum nb_wformat f)
+{
+    switch (f) {
+    case NB_WF_Q4_K: return NB_DTYPE_Q4_K;
+    case NB_WF_Q5_K: return NB_DTYPE_Q5_K;
+    case NB_WF_Q6_K: return NB_DTYPE_Q6_K;
+    case NB_WF_Q4_0: return NB_DTYPE_Q4_0;
+    default: return NB_DTYPE_Q8_0;
+    }
 }
 
 static enum nb_status check_plain(const struct nb_weight *w)
@@ -231,11 +244,11 @@ enum nb_status nb_weight_rows_f32(const struct nb_weight *w, int64_t r0, int64_t
         *out = (const float *)w->data + r0 * w->n_in;
         return NB_OK;
     }
-    if (is_kquant(w)) { /* a GGUF source's k-quant rows: llama.cpp's values */
+    if (is_kquant(w)) { /* a GGUF source's block rows: llama.cpp's values */
         struct nb_layout_planes pl;
         nb_wformat_planes(w->format, 0, w->n_out, w->n_in, &pl);
         const uint8_t *src = (const uint8_t *)w->data + pl.total / w->n_out * r0;
-        st = nb_dequant(w->format == NB_WF_Q4_K ? NB_DTYPE_Q4_K : NB_DTYPE_Q6_K, src, buf,
+        st = nb_dequant(block_dtype(w->format), src, buf,
                         (r1 - r0) * w->n_in);
         if (!st) *out = buf;
         return st;

@@ -101,17 +101,21 @@ static const char *codes_want_w4a16(const char *model)
 }
 
 /* A GGUF file whose matrices are all in block formats nibble has integer kernels for
- * (Q4_K, Q6_K): "auto" runs it as stored, its blocks repacked losslessly (the file's
- * fidelity, exactly, at the kernels' speed; docs/interop.md). Every 2-D tensor of the
- * layers and the head (the token embedding when there is no output.weight) must be one of
- * them. Returns the type list for the report ("Q4_K, Q6_K"), or NULL. Reads headers only. */
+ * (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0): "auto" runs it as stored, its blocks repacked
+ * losslessly (the file's fidelity, exactly, at the kernels' speed; docs/interop.md).
+ * Every 2-D tensor of the layers and the head (the token embedding when there is no
+ * output.weight) must be one of them. Returns the type list for the report ("Q4_K,
+ * Q6_K"), or NULL. Reads headers only. */
 static const char *blocks_run_fast(const char *model, char *types, size_t cap)
 {
+    static const enum nb_dtype fast[] = {NB_DTYPE_Q4_K, NB_DTYPE_Q5_K, NB_DTYPE_Q6_K,
+                                         NB_DTYPE_Q4_0, NB_DTYPE_Q8_0};
+    enum { N_FAST = sizeof fast / sizeof *fast };
     enum nb_file_kind kind;
     struct nb_gguf *g = NULL;
     if (nb_sniff_path(model, &kind) != NB_OK || kind != NB_FILE_GGUF) return NULL;
     if (nb_gguf_open(&g, model) != NB_OK) return NULL;
-    int ok = 1, n_mat = 0, has_output = 0, seen[2] = {0, 0};
+    int ok = 1, n_mat = 0, has_output = 0, seen[N_FAST] = {0};
     for (int64_t i = 0; i < nb_gguf_n_tensors(g); i++)
         has_output |= !strcmp(nb_gguf_tensor(g, i)->name, "output.weight");
     for (int64_t i = 0; i < nb_gguf_n_tensors(g) && ok; i++) {
@@ -121,17 +125,19 @@ static const char *blocks_run_fast(const char *model, char *types, size_t cap)
         if (strncmp(t->name, "blk.", 4) != 0 && strcmp(t->name, "output.weight") != 0 && !is_embd)
             continue;
         n_mat++;
-        if (t->dtype == NB_DTYPE_Q4_K)
-            seen[0] = 1;
-        else if (t->dtype == NB_DTYPE_Q6_K)
-            seen[1] = 1;
-        else
-            ok = 0;
+        int k = 0;
+        while (k < N_FAST && fast[k] != t->dtype) k++;
+        if (k == N_FAST) ok = 0;
+        else seen[k] = 1;
     }
     nb_gguf_free(g);
     if (!ok || !n_mat) return NULL;
-    snprintf(types, cap, "%s%s%s", seen[0] ? "Q4_K" : "", seen[0] && seen[1] ? ", " : "",
-             seen[1] ? "Q6_K" : "");
+    size_t len = 0;
+    types[0] = '\0';
+    for (int k = 0; k < N_FAST; k++)
+        if (seen[k] && len < cap)
+            len += (size_t)snprintf(types + len, cap - len, "%s%s", len ? ", " : "",
+                                    nb_dtype_name(fast[k]));
     return types;
 }
 

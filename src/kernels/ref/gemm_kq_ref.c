@@ -13,6 +13,7 @@
  *     S      = sum_s float(sum u * a) * (d * sc_s)
  *     B      = sum_s sc_s * (sum of a in s)       int32, exact
  *     y     += xd_i * (S - (32 d) * float(B))
+ *   Q5_K: as Q4_K with 5-bit codes. Q4_0 / Q8_0: see gemm_b32 below.
  */
 #include <math.h>
 
@@ -24,22 +25,68 @@
 #pragma STDC FP_CONTRACT OFF
 #endif
 
-void nb_dequant_row_q4_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
+/* Q4_K and Q5_K records: where their planes are, and a code's reader. */
+struct k45 {
+    int64_t bytes, sc, mn, d, dmin;
+    int (*code)(const uint8_t *, int, int);
+};
+static const struct k45 k_q4 = {NB_Q4_K_X16_BYTES, NB_Q4_K_X16_SC, NB_Q4_K_X16_MN,
+                                NB_Q4_K_X16_D, NB_Q4_K_X16_DMIN, nb_q4_k_x16_code};
+static const struct k45 k_q5 = {NB_Q5_K_X16_BYTES, NB_Q5_K_X16_SC, NB_Q5_K_X16_MN,
+                                NB_Q5_K_X16_D, NB_Q5_K_X16_DMIN, nb_q5_k_x16_code};
+
+static void dequant_k45(const struct k45 *f, const void *blob, int64_t n_in, int64_t r, float *y)
 {
     for (int64_t i = 0; i < n_in / NB_QK_K; i++) {
-        const uint8_t *rec = nb_kx16_record(blob, NB_Q4_K_X16_BYTES, n_in, r, i);
+        const uint8_t *rec = nb_kx16_record(blob, f->bytes, n_in, r, i);
         int rr = (int)(r & 15);
-        float d = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q4_K_X16_D + 2 * rr));
-        float dmin = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q4_K_X16_DMIN + 2 * rr));
+        float d = nb_f16_to_f32(nb_q_load_u16(rec + f->d + 2 * rr));
+        float dmin = nb_f16_to_f32(nb_q_load_u16(rec + f->dmin + 2 * rr));
         for (int s = 0; s < 8; s++) {
-            float d1 = d * (float)rec[NB_Q4_K_X16_SC + nb_kx16_pair_at(s, rr)];
-            float m1 = dmin * (float)rec[NB_Q4_K_X16_MN + nb_kx16_pair_at(s, rr)];
+            float d1 = d * (float)rec[f->sc + nb_kx16_pair_at(s, rr)];
+            float m1 = dmin * (float)rec[f->mn + nb_kx16_pair_at(s, rr)];
             for (int l = 0; l < 32; l++) {
-                float t = d1 * (float)nb_q4_k_x16_code(rec, rr, 32 * s + l);
+                float t = d1 * (float)f->code(rec, rr, 32 * s + l);
                 y[NB_QK_K * i + 32 * s + l] = t - m1;
             }
         }
     }
+}
+
+void nb_dequant_row_q4_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    dequant_k45(&k_q4, blob, n_in, r, y);
+}
+
+void nb_dequant_row_q5_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    dequant_k45(&k_q5, blob, n_in, r, y);
+}
+
+/* Q4_0 / Q8_0 records: 64 k, two blocks, f16 d per block and row. */
+static void dequant_b32(int q8, const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    int64_t bytes = q8 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
+    for (int64_t i = 0; i < n_in / 64; i++) {
+        const uint8_t *rec = (const uint8_t *)blob + ((r >> 4) * (n_in / 64) + i) * bytes;
+        int rr = (int)(r & 15);
+        for (int k = 0; k < 64; k++) {
+            const uint8_t *dp = rec + (q8 ? NB_Q8_0_X16_D : NB_Q4_0_X16_D) + 2 * (16 * (k / 32) + rr);
+            float d = nb_f16_to_f32(nb_q_load_u16(dp));
+            int q = q8 ? nb_q8_0_x16_code(rec, rr, k) : nb_q4_0_x16_code(rec, rr, k) - 8;
+            y[64 * i + k] = d * (float)q;
+        }
+    }
+}
+
+void nb_dequant_row_q4_0_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    dequant_b32(0, blob, n_in, r, y);
+}
+
+void nb_dequant_row_q8_0_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    dequant_b32(1, blob, n_in, r, y);
 }
 
 void nb_dequant_row_q6_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
@@ -92,35 +139,50 @@ static int32_t sum32(const int32_t *w, int s)
     return (int16_t)(uint16_t)((uint32_t)w[8 + s / 2] >> (16 * (s & 1)));
 }
 
-void nb_gemm_q4_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
-                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+static void gemm_k45(const struct k45 *f, float *y, int64_t ldy, const int8_t *xq,
+                     const float *xd, const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                     const void *w_blob, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
 {
-    (void)n_out;
     for (int64_t r = r0; r < r1; r++)
         for (int t = 0; t < n_tok; t++) {
             float acc = 0.0f;
             for (int64_t i = 0; i < n_in / NB_QK_K; i++) {
-                const uint8_t *rec = nb_kx16_record(w_blob, NB_Q4_K_X16_BYTES, n_in, r, i);
+                const uint8_t *rec = nb_kx16_record(w_blob, f->bytes, n_in, r, i);
                 const int8_t *a = xq + t * ldxq + NB_QK_K * i;
                 const int32_t *w = xsum + t * ldxg + 16 * i;
                 int rr = (int)(r & 15);
-                float d = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q4_K_X16_D + 2 * rr));
-                float dmin = nb_f16_to_f32(nb_q_load_u16(rec + NB_Q4_K_X16_DMIN + 2 * rr));
+                float d = nb_f16_to_f32(nb_q_load_u16(rec + f->d + 2 * rr));
+                float dmin = nb_f16_to_f32(nb_q_load_u16(rec + f->dmin + 2 * rr));
                 float S = 0.0f;
                 int32_t M = 0;
                 for (int s = 0; s < 8; s++) {
                     int32_t isum = 0;
                     for (int l = 0; l < 32; l++)
-                        isum += nb_q4_k_x16_code(rec, rr, 32 * s + l) * (int32_t)a[32 * s + l];
-                    float dsc = d * (float)rec[NB_Q4_K_X16_SC + nb_kx16_pair_at(s, rr)];
+                        isum += f->code(rec, rr, 32 * s + l) * (int32_t)a[32 * s + l];
+                    float dsc = d * (float)rec[f->sc + nb_kx16_pair_at(s, rr)];
                     S += (float)isum * dsc;
-                    M += rec[NB_Q4_K_X16_MN + nb_kx16_pair_at(s, rr)] * sum32(w, s);
+                    M += rec[f->mn + nb_kx16_pair_at(s, rr)] * sum32(w, s);
                 }
                 acc += xd[t * ldxg + i] * (S - dmin * (float)M);
             }
             y[t * ldy + r] = acc;
         }
+}
+
+void nb_gemm_q4_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm_k45(&k_q4, y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1);
+}
+
+void nb_gemm_q5_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm_k45(&k_q5, y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1);
 }
 
 void nb_gemm_q6_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
@@ -152,4 +214,50 @@ void nb_gemm_q6_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *
             }
             y[t * ldy + r] = acc;
         }
+}
+
+/* Q4_0 / Q8_0 records against int8 activations per 32 (w4a8's form, group 32): per block
+ * isum = sum u * a (u the stored unsigned code: Q4_0 0..15, Q8_0 q + 128), and
+ *   y += (d * xd_b) * float(isum - zp * xsum_b),   zp = 8 (Q4_0) or 128 (Q8_0),
+ * the w4a8 reference's operations in its order. */
+static void gemm_b32(int q8, float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                     const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                     int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+{
+    int64_t bytes = q8 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
+    int zp = q8 ? 128 : 8;
+    for (int64_t r = r0; r < r1; r++)
+        for (int t = 0; t < n_tok; t++) {
+            float acc = 0.0f;
+            int rr = (int)(r & 15);
+            for (int64_t g = 0; g < n_in / 32; g++) {
+                const uint8_t *rec = (const uint8_t *)w_blob + ((r >> 4) * (n_in / 64) + g / 2) * bytes;
+                int32_t isum = 0;
+                for (int l = 0; l < 32; l++) {
+                    int k = 32 * (int)(g % 2) + l;
+                    int u = q8 ? nb_q8_0_x16_code(rec, rr, k) + 128 : nb_q4_0_x16_code(rec, rr, k);
+                    isum += u * (int32_t)xq[t * ldxq + 32 * g + l];
+                }
+                const uint8_t *dp = rec + (q8 ? NB_Q8_0_X16_D : NB_Q4_0_X16_D) + 2 * (16 * (g % 2) + rr);
+                float dw = nb_f16_to_f32(nb_q_load_u16(dp));
+                acc += dw * xd[t * ldxg + g] * (float)(isum - zp * xsum[t * ldxg + g]);
+            }
+            y[t * ldy + r] = acc;
+        }
+}
+
+void nb_gemm_q4_0_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm_b32(0, y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1);
+}
+
+void nb_gemm_q8_0_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                          const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                          int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm_b32(1, y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1);
 }

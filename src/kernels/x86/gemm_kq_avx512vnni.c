@@ -1,8 +1,10 @@
-/* kernels/x86/gemm_kq_avx512vnni.c — GGUF Q4_K / Q6_K matrices, as their X16 records
+/* kernels/x86/gemm_kq_avx512vnni.c — GGUF Q4_K / Q5_K / Q6_K (and Q4_0 / Q8_0, at the
+ * end) matrices, as their X16 records
  * (kernels/qblock.h), against int8 activations with AVX-512 VNNI: no float decode of
  * the weights. One record is 16 rows x 256 k; a 64-byte chunk of it is 16 rows x 8 k:
  *
  *   Q4_K   w  = load 64 B          lo = w & 0x0F, hi = (w >> 4) & 0x0F     (u8 codes)
+ *   Q5_K   as Q4_K, | the fifth bits (16 B a chunk, shifted into place: kernels/qblock.h)
  *   Q6_K   w  = load 64 B (ql), h = load 32 B (qh) widened to 64 (byte p: its 4 bits)
  *          lo = (w & 0x0F) | (h & 3) << 4, hi = ((w >> 4) & 0x0F) | (h & 0xC) << 2
  *   isum[t] += vpdpbusd(lo, set1(a[t][k0..k3])) + vpdpbusd(hi, set1(a[t][k4..k7]))
@@ -71,14 +73,25 @@ INLINE __m512 pair_f32(__m512i v, int e, const int is_signed)
     return _mm512_cvtepi32_ps(x);
 }
 
+enum kind { Q4K, Q6K, Q5K };
+
 /* The codes of chunk c of a record as u8: 16 rows x k 8c..8c+3 (lo), 8c+4..8c+7 (hi). */
-INLINE void chunk(const uint8_t *rec, int c, const int q6, __m512i *lo, __m512i *hi)
+INLINE void chunk(const uint8_t *rec, int c, const enum kind kd, __m512i *lo, __m512i *hi)
 {
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512i w = _mm512_loadu_si512((const void *)(rec + 64 * c));
     *lo = _mm512_and_si512(w, m4);
     *hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
-    if (q6) {
+    if (kd == Q5K) { /* 16 bytes of fifth bits: byte p%16 holds p's pair at bit 2 (p / 16) */
+        __m128i h = _mm_loadu_si128((const __m128i *)(rec + NB_Q5_K_X16_QH + 16 * c));
+        const __m512i sh = _mm512_set_epi64(0x0006000600060006, 0x0006000600060006,
+                                            0x0004000400040004, 0x0004000400040004,
+                                            0x0002000200020002, 0x0002000200020002, 0, 0);
+        __m512i hz = _mm512_srlv_epi16(_mm512_broadcast_i32x4(h), sh);
+        *lo = _mm512_or_si512(*lo, _mm512_slli_epi16(_mm512_and_si512(hz, _mm512_set1_epi8(1)), 4));
+        *hi = _mm512_or_si512(*hi, _mm512_slli_epi16(_mm512_and_si512(hz, _mm512_set1_epi8(2)), 3));
+    }
+    if (kd == Q6K) {
         __m256i h = _mm256_loadu_si256((const __m256i *)(rec + NB_Q6_K_X16_QH + 32 * c));
         __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 4), 1);
         *lo = _mm512_or_si512(*lo, _mm512_slli_epi16(_mm512_and_si512(hz, _mm512_set1_epi8(3)), 4));
@@ -88,10 +101,15 @@ INLINE void chunk(const uint8_t *rec, int c, const int q6, __m512i *lo, __m512i 
 
 /* NT tokens x one row block, all records along k: y[t][16 rows] written. */
 INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
-                 int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nsb, const int q6,
+                 int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nsb, const enum kind kd,
                  const int NT)
 {
-    const int64_t rb = q6 ? NB_Q6_K_X16_BYTES : NB_Q4_K_X16_BYTES;
+    const int q6 = kd == Q6K;
+    const int64_t rb = q6 ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES : NB_Q4_K_X16_BYTES;
+    const int64_t o_sc = q6 ? NB_Q6_K_X16_SC : kd == Q5K ? NB_Q5_K_X16_SC : NB_Q4_K_X16_SC;
+    const int64_t o_mn = kd == Q5K ? NB_Q5_K_X16_MN : NB_Q4_K_X16_MN;
+    const int64_t o_d = q6 ? NB_Q6_K_X16_D : kd == Q5K ? NB_Q5_K_X16_D : NB_Q4_K_X16_D;
+    const int64_t o_dmin = kd == Q5K ? NB_Q5_K_X16_DMIN : NB_Q4_K_X16_DMIN;
     const int nsub = q6 ? 16 : 8, cps = q6 ? 2 : 4; /* sub-blocks, chunks a sub-block */
     __m512 yv[KQ_NT];
 #pragma GCC unroll 8
@@ -99,8 +117,8 @@ INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
         yv[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nsb; i++) {
         const uint8_t *rec = recs + i * rb;
-        const __m512 d = f16x16(rec + (q6 ? NB_Q6_K_X16_D : NB_Q4_K_X16_D));
-        const uint8_t *scp = rec + (q6 ? NB_Q6_K_X16_SC : NB_Q4_K_X16_SC);
+        const __m512 d = f16x16(rec + o_d);
+        const uint8_t *scp = rec + o_sc;
         __m512 S[KQ_NT];
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++)
@@ -116,7 +134,7 @@ INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
                 if (NT == 1 && KQ_PF_DIST)
                     _mm_prefetch((const char *)(rec + 64 * c + KQ_PF_DIST), _MM_HINT_T0);
                 __m512i lo, hi;
-                chunk(rec, c, q6, &lo, &hi);
+                chunk(rec, c, kd, &lo, &hi);
 #pragma GCC unroll 8
                 for (int t = 0; t < NT; t++) {
                     const int8_t *a = xq + t * ldxq + NB_QK_K * i + 8 * c;
@@ -135,10 +153,10 @@ INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
         }
         /* the zero terms: Q4_K sum_s mn_s * asum32_s (4 pairs), Q6_K sum_s sc_s * asum16_s
          * (8 pairs), exact in int32 */
-        const uint8_t *zp = q6 ? scp : rec + NB_Q4_K_X16_MN;
+        const uint8_t *zp = q6 ? scp : rec + o_mn;
         const int npair = q6 ? 8 : 4, woff = q6 ? 0 : 8;
         const __m512 zs = q6 ? _mm512_mul_ps(_mm512_set1_ps(32.0f), d)
-                             : f16x16(rec + NB_Q4_K_X16_DMIN);
+                             : f16x16(rec + o_dmin);
         __m512i Z[KQ_NT];
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++)
@@ -163,10 +181,11 @@ INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
 
 INLINE void gemm(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
                  int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_in, int n_tok,
-                 int64_t r0, int64_t r1, const int q6)
+                 int64_t r0, int64_t r1, const enum kind kd)
 {
     const int64_t nsb = n_in / NB_QK_K;
-    const int64_t rb = q6 ? NB_Q6_K_X16_BYTES : NB_Q4_K_X16_BYTES;
+    const int64_t rb = kd == Q6K ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES
+                                                                 : NB_Q4_K_X16_BYTES;
     for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
         int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
         for (int64_t blk = r0 / 16; blk < r1 / 16; blk++) {
@@ -174,7 +193,7 @@ INLINE void gemm(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
             int t = t0;
 #define TILE(NT)                                                                                   \
     tile(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg,  \
-         recs, nsb, q6, NT)
+         recs, nsb, kd, NT)
             for (; t + KQ_NT <= t0 + nt; t += KQ_NT)
                 TILE(KQ_NT);
             switch (t0 + nt - t) {
@@ -194,7 +213,16 @@ void nb_gemm_q4_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
                                  int64_t r0, int64_t r1)
 {
     (void)n_out;
-    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 0);
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, Q4K);
+}
+
+void nb_gemm_q5_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, Q5K);
 }
 
 void nb_gemm_q6_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
@@ -203,5 +231,124 @@ void nb_gemm_q6_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
                                  int64_t r0, int64_t r1)
 {
     (void)n_out;
-    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 1);
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, Q6K);
+}
+
+/* ---------------------------------------------------------------- Q4_0 / Q8_0 records
+ * 16 rows x 64 k, two blocks of 32 with an f16 scale each; the activations in w4a8's form
+ * with groups of 32. Per block and token (u the stored unsigned code):
+ *   isum = sum u * a (Q4_0: 4 nibble chunks, 8 vpdpbusd; Q8_0: 8 byte chunks, 8 vpdpbusd)
+ *   y   += (d * xd_b) * float(isum - zp * xsum_b)      zp = 8 or 128
+ * the reference's operations in its order (bit-identical to nb_gemm_q4_0_x16_ref). */
+INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                   int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nrec, const int q8,
+                   const int NT)
+{
+    const int64_t rb = q8 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
+    const __m512i m4 = _mm512_set1_epi8(0x0F);
+    __m512 yv[KQ_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++)
+        yv[t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < nrec; i++) {
+        const uint8_t *rec = recs + i * rb;
+        if (NT == 1 && KQ_PF_DIST) {
+            for (int64_t o = 0; o < rb; o += 64)
+                _mm_prefetch((const char *)(rec + o + KQ_PF_DIST), _MM_HINT_T0);
+        }
+#pragma GCC unroll 2
+        for (int bl = 0; bl < 2; bl++) {
+            const int64_t g = 2 * i + bl; /* the block's index along the row */
+            __m512i acc[KQ_NT], acc2 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++)
+                acc[t] = _mm512_setzero_si512();
+            if (q8) {
+#pragma GCC unroll 8
+                for (int c = 0; c < 8; c++) { /* k 4c..4c+3 of the block */
+                    __m512i w = _mm512_loadu_si512((const void *)(rec + 64 * (8 * bl + c)));
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++) {
+                        const __m512i a = bcast32(xq + t * ldxq + 32 * g + 4 * c);
+                        if (NT == 1 && (c & 1))
+                            acc2 = dpbusd(acc2, w, a);
+                        else
+                            acc[t] = dpbusd(acc[t], w, a);
+                    }
+                }
+            } else {
+#pragma GCC unroll 4
+                for (int c = 0; c < 4; c++) { /* k 8c..8c+7 of the block */
+                    __m512i w = _mm512_loadu_si512((const void *)(rec + 64 * (4 * bl + c)));
+                    __m512i lo = _mm512_and_si512(w, m4);
+                    __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+#pragma GCC unroll 8
+                    for (int t = 0; t < NT; t++) {
+                        const int8_t *a = xq + t * ldxq + 32 * g + 8 * c;
+                        acc[t] = dpbusd(acc[t], lo, bcast32(a));
+                        if (NT == 1)
+                            acc2 = dpbusd(acc2, hi, bcast32(a + 4));
+                        else
+                            acc[t] = dpbusd(acc[t], hi, bcast32(a + 4));
+                    }
+                }
+            }
+            if (NT == 1) acc[0] = _mm512_add_epi32(acc[0], acc2);
+            const __m512 dw = f16x16(rec + (q8 ? NB_Q8_0_X16_D : NB_Q4_0_X16_D) + 32 * bl);
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const __m512i corr = _mm512_set1_epi32((q8 ? 128 : 8) * xsum[t * ldxg + g]);
+                __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[t], corr));
+                __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xd[t * ldxg + g]));
+                yv[t] = _mm512_add_ps(yv[t], _mm512_mul_ps(s, f));
+            }
+        }
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++)
+        _mm512_storeu_ps(y + t * ldy, yv[t]);
+}
+
+INLINE void gemm32(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                   int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_in, int n_tok,
+                   int64_t r0, int64_t r1, const int q8)
+{
+    const int64_t nrec = n_in / 64, rb = q8 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
+    for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
+        int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
+        for (int64_t blk = r0 / 16; blk < r1 / 16; blk++) {
+            const uint8_t *recs = (const uint8_t *)w_blob + blk * nrec * rb;
+            int t = t0;
+#define TILE(NT)                                                                                   \
+    tile32(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg, \
+           recs, nrec, q8, NT)
+            for (; t + KQ_NT <= t0 + nt; t += KQ_NT)
+                TILE(KQ_NT);
+            switch (t0 + nt - t) {
+            case 3: TILE(3); break;
+            case 2: TILE(2); break;
+            case 1: TILE(1); break;
+            default: break;
+            }
+#undef TILE
+        }
+    }
+}
+
+void nb_gemm_q4_0_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm32(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 0);
+}
+
+void nb_gemm_q8_0_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm32(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 1);
 }
