@@ -20,35 +20,54 @@ llama=${LLAMA_BENCH:-llama-bench}
 name=${MODEL_NAME:-qwen3-1.7b}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
+types=${GGUF_TYPES:-}
 ms=()
-for f in "$dir/$name"-*.nib; do ms+=(-m "$f"); done
+if [ -z "$types" ]; then
+  for f in "$dir/$name"-*.nib; do ms+=(-m "$f"); done
+fi
 for ((p = 1; p <= passes; p++)); do
   for t in ${threads//,/ }; do
+    if [ -n "$types" ]; then
+      for ty in $types; do
+        "$llama" -m "$dir/$name-$ty.gguf" -p 512 -n 128 -t "$t" -r 1 -o jsonl 2>/dev/null \
+          >>"$out/llama.jsonl"
+        "$nibble" bench -m "$dir/$name-$ty.gguf" -p 512 -n 128 -r 1 -t "$t" -o jsonl 2>/dev/null \
+          >>"$out/nibble.jsonl"
+      done
+      continue
+    fi
     "$llama" -m "$dir/$name-q4_k_m.gguf" -p 512 -n 128 -t "$t" -r 1 -o jsonl 2>/dev/null \
       >>"$out/llama.jsonl"
     "$nibble" bench "${ms[@]}" -p 512 -n 128 -r 1 -t "$t" -o jsonl 2>/dev/null \
       >>"$out/nibble.jsonl"
   done
 done
-python3 - "$out/llama.jsonl" "$out/nibble.jsonl" "$out" <<'PY'
+python3 - "$out/llama.jsonl" "$out/nibble.jsonl" "$out" "$types" <<'PY'
 import json, sys
+pairs = bool(sys.argv[4].strip())
 rows = {}  # build -> threads -> test -> [tok/s]
+base_of = {}  # build -> the llama.cpp build its ratios are against
 for i, f in enumerate(sys.argv[1:3]):
     for line in open(f):
         d = json.loads(line)
-        build = "llama.cpp Q4_K_M" if i == 0 else "nibble %s (%s)" % (
-            d["model_filename"].rsplit("/", 1)[-1], d["weight_path"])
+        fname = d["model_filename"].rsplit("/", 1)[-1]
+        if pairs:
+            build = ("llama.cpp %s" if i == 0 else "nibble %s") % fname
+            base_of[build] = "llama.cpp %s" % fname
+        else:
+            build = "llama.cpp Q4_K_M" if i == 0 else "nibble %s (%s)" % (fname, d["weight_path"])
+            base_of[build] = "llama.cpp Q4_K_M"
         test = "pp%d" % d["n_prompt"] if d["n_prompt"] else "tg%d" % d["n_gen"]
         rows.setdefault(build, {}).setdefault(int(d["n_threads"]), {}).setdefault(
             test, []).append(d["avg_ts"])
-base = rows["llama.cpp Q4_K_M"]
-counts = sorted(base)
+counts = sorted(next(iter(rows.values())))
 for t in counts:
     print("\n%d threads\n" % t)
     print("| build | pp512 best (range) | tg128 best (range) | pp vs llama.cpp | tg vs llama.cpp |")
     print("|---|---|---|---|---|")
     for build, bt in rows.items():
         pp, tg = bt[t]["pp512"], bt[t]["tg128"]
+        base = rows[base_of[build]]
         print("| %s | %.1f (%.1f-%.1f) | %.1f (%.1f-%.1f) | %.2f | %.2f |" % (
             build, max(pp), min(pp), max(pp), max(tg), min(tg), max(tg),
             max(pp) / max(base[t]["pp512"]), max(tg) / max(base[t]["tg128"])))

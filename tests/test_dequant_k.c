@@ -469,20 +469,30 @@ static int check_file(const char *path, const cJSON *e)
         if (strcmp(hex, want))
             fail_msg("%s: tensor '%s' (%s): XXH64 of the f32 values %s, llama.cpp's %s", path,
                      t->string, type, hex, want);
-        /* a Q4_K / Q6_K matrix shuffled into the integer kernels' X16 records decodes to
+        /* a Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 matrix shuffled into the integer kernels' X16
+         * records decodes to
          * llama.cpp's values too: the repack is lossless */
-        enum nb_wformat xf = nt->dtype == NB_DTYPE_Q4_K ? NB_WF_Q4_K_X16 : NB_WF_Q6_K_X16;
+        enum nb_wformat xf = nt->dtype == NB_DTYPE_Q4_K   ? NB_WF_Q4_K_X16
+                             : nt->dtype == NB_DTYPE_Q5_K ? NB_WF_Q5_K_X16
+                             : nt->dtype == NB_DTYPE_Q6_K ? NB_WF_Q6_K_X16
+                             : nt->dtype == NB_DTYPE_Q4_0 ? NB_WF_Q4_0_X16
+                             : nt->dtype == NB_DTYPE_Q8_0 ? NB_WF_Q8_0_X16
+                                                          : NB_WF_COUNT;
         struct nb_layout_planes pl;
-        if ((nt->dtype == NB_DTYPE_Q4_K || nt->dtype == NB_DTYPE_Q6_K) && nt->n_dims == 2 &&
+        if (xf != NB_WF_COUNT && nt->n_dims == 2 &&
             nb_wformat_planes(xf, 0, nt->shape[0], nt->shape[1], &pl)) {
             void *rec = aligned_alloc(64, (size_t)pl.total);
             assert_non_null(rec);
             assert_int_equal(nb_kq_repack_x16(xf, nt->data, nt->shape[0], nt->shape[1], 0,
                                               nt->shape[0] / 16, rec), NB_OK);
+            void (*dq)(const void *, int64_t, int64_t, float *) =
+                xf == NB_WF_Q4_K_X16   ? nb_dequant_row_q4_k_x16_ref
+                : xf == NB_WF_Q5_K_X16 ? nb_dequant_row_q5_k_x16_ref
+                : xf == NB_WF_Q6_K_X16 ? nb_dequant_row_q6_k_x16_ref
+                : xf == NB_WF_Q4_0_X16 ? nb_dequant_row_q4_0_x16_ref
+                                       : nb_dequant_row_q8_0_x16_ref;
             for (int64_t r = 0; r < nt->shape[0]; r++)
-                (xf == NB_WF_Q4_K_X16 ? nb_dequant_row_q4_k_x16_ref
-                                      : nb_dequant_row_q6_k_x16_ref)(rec, nt->shape[1], r,
-                                                                     f + r * nt->shape[1]);
+                dq(rec, nt->shape[1], r, f + r * nt->shape[1]);
             snprintf(hex, sizeof hex, "%016llx",
                      (unsigned long long)XXH64(f, sizeof(float) * (size_t)ne, 0));
             if (strcmp(hex, want))

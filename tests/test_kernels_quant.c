@@ -379,8 +379,8 @@ static void test_wformat(void **state)
         struct nb_block_info bi;
         if (nb_wformat_block((enum nb_wformat)f, &bi)) { /* a GGUF source's blocks */
             assert_false(fi->plain);
-            assert_int_equal(fi->layout, f == bi.x16 ? NB_LAYOUT_X16 : NB_LAYOUT_ROWS);
-            assert_int_equal(fi->input, f == bi.rows ? NB_INPUT_F32
+            assert_int_equal(fi->layout, (enum nb_wformat)f == bi.x16 ? NB_LAYOUT_X16 : NB_LAYOUT_ROWS);
+            assert_int_equal(fi->input, (enum nb_wformat)f == bi.rows ? NB_INPUT_F32
                                         : bi.elems == 256 ? NB_INPUT_Q8K
                                                           : NB_INPUT_Q8);
             continue;

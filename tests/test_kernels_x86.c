@@ -12,6 +12,7 @@
 #include "core/fp.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
+#include "quant/kq_repack.h"
 #include "quant/repack.h"
 
 /* Tolerances: |y - y_ref| <= TOL * mag, mag = sum_k |each product term|.
@@ -23,7 +24,11 @@
  * measured worst ratio 8.9e-8 over the shapes below.
  * w4a16 X16 AVX512-BF16 (decode and tiled prefill): activations rounded to bf16 (relative
  * 2^-9 each), exact bf16 products, f32 sums: bound 2^-8 of the same mag.
- * act_quant_q8 SIMD vs ref: bit-identical (same division and rounding). */
+ * act_quant_q8 SIMD vs ref: bit-identical (same division and rounding).
+ * GGUF block X16 kernels (Q4_K, Q5_K, Q6_K) vs their twins: the same int32 sums, the sums
+ * over sub-blocks with fused multiply-adds (the twin rounds each product): within
+ * TOL_KQ_X16 of mag = sum_k |w_k| |xd qa_k|; Q4_0 / Q8_0 are bit-identical. */
+#define TOL_KQ_X16     1e-6
 #define TOL_W4A8_X16   1e-6
 #define TOL_W4A16_X16  1e-6
 #define TOL_W4A16_BF16 0x1p-8
@@ -303,6 +308,104 @@ static void test_act_quant(void **state)
 #endif
 }
 
+/* The GGUF block formats' X16 kernels against their _ref twins: random blocks (finite f16
+ * scales) repacked, 1..4 tokens (every tile), 70 (past a token block of 64), sub-ranges. */
+static void test_kq_x16(void **state)
+{
+#ifdef NB_HAVE_X86
+    const struct nb_cpu *cpu = nb_cpu_get();
+    if (!have_avx512() || !cpu->avx512_vnni) skip();
+    static const struct {
+        enum nb_wformat f;
+        nb_gemm_kq_fn simd, ref;
+        void (*dq)(const void *, int64_t, int64_t, float *);
+        int exact;
+    } fs[] = {
+        {NB_WF_Q4_K_X16, nb_gemm_q4_k_x16_avx512vnni, nb_gemm_q4_k_x16_ref,
+         nb_dequant_row_q4_k_x16_ref, 0},
+        {NB_WF_Q5_K_X16, nb_gemm_q5_k_x16_avx512vnni, nb_gemm_q5_k_x16_ref,
+         nb_dequant_row_q5_k_x16_ref, 0},
+        {NB_WF_Q6_K_X16, nb_gemm_q6_k_x16_avx512vnni, nb_gemm_q6_k_x16_ref,
+         nb_dequant_row_q6_k_x16_ref, 0},
+        {NB_WF_Q4_0_X16, nb_gemm_q4_0_x16_avx512vnni, nb_gemm_q4_0_x16_ref,
+         nb_dequant_row_q4_0_x16_ref, 1},
+        {NB_WF_Q8_0_X16, nb_gemm_q8_0_x16_avx512vnni, nb_gemm_q8_0_x16_ref,
+         nb_dequant_row_q8_0_x16_ref, 1},
+    };
+    static const int toks[] = {1, 2, 3, 4, 70};
+    double worst = 0;
+    for (size_t fi = 0; fi < sizeof fs / sizeof *fs; fi++)
+        for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++) {
+            struct nb_block_info bi;
+            assert_true(nb_wformat_block(fs[fi].f, &bi));
+            int64_t n_out = 48, n_in = bi.rec_k * (int64_t)(1 + ti % 3), n_tok = toks[ti];
+            int64_t rows_bytes = n_out * (n_in / bi.elems) * bi.bytes;
+            int d_at = fs[fi].f == NB_WF_Q6_K_X16 ? 208 : 0, dmin = bi.elems == 256 && !d_at;
+            uint8_t *rows = malloc((size_t)rows_bytes);
+            for (int64_t i = 0; i < rows_bytes; i++) rows[i] = (uint8_t)tu_rand_u64(&g_rng);
+            for (int64_t b = 0; b < rows_bytes / bi.bytes; b++) {
+                uint16_t d = nb_f32_to_f16(0.02f * tu_rand_gauss(&g_rng));
+                memcpy(rows + b * bi.bytes + d_at, &d, 2);
+                if (dmin) memcpy(rows + b * bi.bytes + 2, &d, 2);
+            }
+            struct nb_layout_planes pl;
+            assert_true(nb_wformat_planes(fs[fi].f, 0, n_out, n_in, &pl));
+            uint8_t *rec = aligned_alloc(64, (size_t)pl.total);
+            assert_int_equal(nb_kq_repack_x16(fs[fi].f, rows, n_out, n_in, 0, n_out / 16, rec),
+                             NB_OK);
+            int64_t ldxq = n_in + 64, ldxg = ldxq / 16, ldy = n_out + 3;
+            int8_t *xq = malloc((size_t)(n_tok * ldxq));
+            float *xd = calloc((size_t)(n_tok * ldxg), sizeof(float));
+            int32_t *xs = calloc((size_t)(n_tok * ldxg), sizeof(int32_t));
+            float *x = malloc(sizeof(float) * (size_t)n_in);
+            for (int64_t t = 0; t < n_tok; t++) {
+                for (int64_t i = 0; i < n_in; i++) x[i] = tu_rand_gauss(&g_rng);
+                if (bi.elems == 256)
+                    nb_act_quant_q8k(nb_act_quant_q8_ref, x, n_in, xq + t * ldxq, xd + t * ldxg,
+                                     xs + t * ldxg);
+                else
+                    nb_act_quant_q8_ref(x, n_in, 32, xq + t * ldxq, xd + t * ldxg, xs + t * ldxg);
+            }
+            float *ya = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+            float *yb = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+            for (int64_t i = 0; i < n_tok * ldy; i++) ya[i] = yb[i] = 7.0f;
+            int64_t r0 = ti == 2 ? 16 : 0, r1 = ti == 3 ? 32 : n_out;
+            fs[fi].ref(ya, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, (int)n_tok, r0, r1);
+            fs[fi].simd(yb, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, (int)n_tok, r0, r1);
+            float *w = malloc(sizeof(float) * (size_t)n_in);
+            for (int64_t r = 0; r < n_out; r++) {
+                fs[fi].dq(rec, n_in, r, w);
+                for (int64_t t = 0; t < n_tok; t++) {
+                    float a = ya[t * ldy + r], b = yb[t * ldy + r];
+                    if (r < r0 || r >= r1) { /* rows outside the range are not written */
+                        assert_true(a == 7.0f && b == 7.0f);
+                        continue;
+                    }
+                    if (fs[fi].exact) {
+                        assert_memory_equal(&a, &b, sizeof a);
+                        continue;
+                    }
+                    int g = bi.elems == 256 ? 256 : 32;
+                    double mag = 0;
+                    for (int64_t i = 0; i < n_in; i++)
+                        mag += fabs(w[i]) * fabs(xd[t * ldxg + i / g] * xq[t * ldxq + i]);
+                    double ratio = fabs((double)a - b) / (mag > 0 ? mag : 1);
+                    if (ratio > worst) worst = ratio;
+                    if (ratio > TOL_KQ_X16)
+                        fail_msg("format %s, %lld tokens: row %lld token %lld: %g vs ref %g "
+                                 "(ratio %g)", nb_wformat_info(fs[fi].f)->name, (long long)n_tok,
+                                 (long long)r, (long long)t, b, a, ratio);
+                }
+            }
+            free(rows), free(rec), free(xq), free(xd), free(xs), free(x), free(ya), free(yb);
+            free(w);
+        }
+    if (getenv("NIBBLE_TEST_VERBOSE")) fprintf(stderr, "k-quant X16: worst ratio %.3g\n", worst);
+#else
+    skip();
+#endif
+}
+
 /* AMX w4a8 vs the X16 reference: groups 32 / 64 / 128, token counts below, at and
  * between tiles of 16, odd row blocks and sub-ranges. Skipped without AMX (or without
  * the Linux tile-data permission). */
@@ -432,7 +535,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_x16), cmocka_unit_test(test_repack),
-        cmocka_unit_test(test_act_quant),  cmocka_unit_test(test_w4a8_x16),
+        cmocka_unit_test(test_act_quant),
+        cmocka_unit_test(test_kq_x16),  cmocka_unit_test(test_w4a8_x16),
         cmocka_unit_test(test_w4a16_x16),  cmocka_unit_test(test_w4a8_x16_amx),
         cmocka_unit_test(test_dispatch), cmocka_unit_test(test_fill_pure),
     };
