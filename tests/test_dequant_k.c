@@ -477,6 +477,8 @@ static int check_file(const char *path, const cJSON *e)
                              : nt->dtype == NB_DTYPE_Q6_K ? NB_WF_Q6_K_X16
                              : nt->dtype == NB_DTYPE_Q4_0 ? NB_WF_Q4_0_X16
                              : nt->dtype == NB_DTYPE_Q8_0 ? NB_WF_Q8_0_X16
+                             : nt->dtype == NB_DTYPE_IQ4_NL ? NB_WF_IQ4_NL_X16
+                             : nt->dtype == NB_DTYPE_IQ4_XS ? NB_WF_IQ4_XS_X16
                                                           : NB_WF_COUNT;
         struct nb_layout_planes pl;
         if (xf != NB_WF_COUNT && nt->n_dims == 2 &&
@@ -490,6 +492,8 @@ static int check_file(const char *path, const cJSON *e)
                 : xf == NB_WF_Q5_K_X16 ? nb_dequant_row_q5_k_x16_ref
                 : xf == NB_WF_Q6_K_X16 ? nb_dequant_row_q6_k_x16_ref
                 : xf == NB_WF_Q4_0_X16 ? nb_dequant_row_q4_0_x16_ref
+                : xf == NB_WF_IQ4_NL_X16 ? nb_dequant_row_iq4_nl_x16_ref
+                : xf == NB_WF_IQ4_XS_X16 ? nb_dequant_row_iq4_xs_x16_ref
                                        : nb_dequant_row_q8_0_x16_ref;
             for (int64_t r = 0; r < nt->shape[0]; r++)
                 dq(rec, nt->shape[1], r, f + r * nt->shape[1]);

@@ -253,6 +253,8 @@ static void *format_blob(enum nb_wformat f, const struct shape *s, const float *
             : f == NB_WF_Q5_K_X16 ? nb_dequant_row_q5_k_x16_ref
             : f == NB_WF_Q6_K_X16 ? nb_dequant_row_q6_k_x16_ref
             : f == NB_WF_Q4_0_X16 ? nb_dequant_row_q4_0_x16_ref
+            : f == NB_WF_IQ4_NL_X16 ? nb_dequant_row_iq4_nl_x16_ref
+            : f == NB_WF_IQ4_XS_X16 ? nb_dequant_row_iq4_xs_x16_ref
                                   : nb_dequant_row_q8_0_x16_ref;
         float *back = malloc(sizeof(float) * (size_t)s->n_in);
         assert_non_null(back);

@@ -25,9 +25,9 @@
  * w4a16 X16 AVX512-BF16 (decode and tiled prefill): activations rounded to bf16 (relative
  * 2^-9 each), exact bf16 products, f32 sums: bound 2^-8 of the same mag.
  * act_quant_q8 SIMD vs ref: bit-identical (same division and rounding).
- * GGUF block X16 kernels (Q4_K, Q5_K, Q6_K) vs their twins: the same int32 sums, the sums
+ * GGUF block X16 kernels (Q4_K, Q5_K, Q6_K, IQ4_XS) vs their twins: the same int32 sums, the sums
  * over sub-blocks with fused multiply-adds (the twin rounds each product): within
- * TOL_KQ_X16 of mag = sum_k |w_k| |xd qa_k|; Q4_0 / Q8_0 are bit-identical. */
+ * TOL_KQ_X16 of mag = sum_k |w_k| |xd qa_k|; Q4_0 / Q8_0 / IQ4_NL are bit-identical. */
 #define TOL_KQ_X16     1e-6
 #define TOL_W4A8_X16   1e-6
 #define TOL_W4A16_X16  1e-6
@@ -331,6 +331,10 @@ static void test_kq_x16(void **state)
          nb_dequant_row_q4_0_x16_ref, 1},
         {NB_WF_Q8_0_X16, nb_gemm_q8_0_x16_avx512vnni, nb_gemm_q8_0_x16_ref,
          nb_dequant_row_q8_0_x16_ref, 1},
+        {NB_WF_IQ4_NL_X16, nb_gemm_iq4_nl_x16_avx512vnni, nb_gemm_iq4_nl_x16_ref,
+         nb_dequant_row_iq4_nl_x16_ref, 1},
+        {NB_WF_IQ4_XS_X16, nb_gemm_iq4_xs_x16_avx512vnni, nb_gemm_iq4_xs_x16_ref,
+         nb_dequant_row_iq4_xs_x16_ref, 0},
     };
     static const int toks[] = {1, 2, 3, 4, 70};
     double worst = 0;

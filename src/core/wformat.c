@@ -107,6 +107,10 @@ static const struct nb_wformat_info k_formats[NB_WF_COUNT] = {
     /* int8 activations per 32, as w4a8 with group 32 */
     [NB_WF_Q4_0_X16] = {"q4_0-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8, 0, 16},
     [NB_WF_Q8_0_X16] = {"q8_0-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8, 0, 16},
+    [NB_WF_IQ4_NL] = {"iq4_nl", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
+    [NB_WF_IQ4_XS] = {"iq4_xs", NB_WPATH_F32, NB_LAYOUT_ROWS, NB_INPUT_F32, 0, 1},
+    [NB_WF_IQ4_NL_X16] = {"iq4_nl-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8, 0, 16},
+    [NB_WF_IQ4_XS_X16] = {"iq4_xs-x16", NB_WPATH_F32, NB_LAYOUT_X16, NB_INPUT_Q8K, 0, 16},
 };
 
 static const struct nb_block_info k_blocks[] = {
@@ -115,6 +119,8 @@ static const struct nb_block_info k_blocks[] = {
     {"Q6_K", 256, 210, 256, NB_Q6_K_X16_BYTES, NB_WF_Q6_K, NB_WF_Q6_K_X16},
     {"Q4_0", 32, 18, 64, NB_Q4_0_X16_BYTES, NB_WF_Q4_0, NB_WF_Q4_0_X16},
     {"Q8_0", 32, 34, 64, NB_Q8_0_X16_BYTES, NB_WF_Q8_0, NB_WF_Q8_0_X16},
+    {"IQ4_NL", 32, 18, 64, NB_IQ4_NL_X16_BYTES, NB_WF_IQ4_NL, NB_WF_IQ4_NL_X16},
+    {"IQ4_XS", 256, 136, 256, NB_IQ4_XS_X16_BYTES, NB_WF_IQ4_XS, NB_WF_IQ4_XS_X16},
 };
 
 int nb_wformat_block(enum nb_wformat f, struct nb_block_info *out)

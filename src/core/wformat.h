@@ -123,6 +123,10 @@ enum nb_wformat {
     NB_WF_Q5_K_X16,  /* their 16-row records */
     NB_WF_Q4_0_X16,
     NB_WF_Q8_0_X16,
+    NB_WF_IQ4_NL,    /* GGUF IQ4_NL rows as stored */
+    NB_WF_IQ4_XS,    /* GGUF IQ4_XS rows as stored */
+    NB_WF_IQ4_NL_X16,
+    NB_WF_IQ4_XS_X16,
     NB_WF_COUNT
 };
 
@@ -156,6 +160,8 @@ int nb_wformat_of(enum nb_wpath path, enum nb_layout layout, enum nb_wformat *ou
 #define NB_Q5_K_X16_BYTES 2880
 #define NB_Q4_0_X16_BYTES 576  /* 16 rows x 64 k */
 #define NB_Q8_0_X16_BYTES 1088
+#define NB_IQ4_NL_X16_BYTES 576
+#define NB_IQ4_XS_X16_BYTES 2240
 
 /* A GGUF block format nibble runs as stored: its rows (one block: `elems` weights in
  * `bytes`) and its X16 records (16 rows x rec_k weights in rec_bytes). */

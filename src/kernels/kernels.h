@@ -221,6 +221,12 @@ void nb_gemm_q6_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const 
 void nb_dequant_row_q5_k_ref(const void *row, float *y, int64_t n);
 void nb_dequant_row_q4_0_ref(const void *row, float *y, int64_t n);
 void nb_dequant_row_q8_0_ref(const void *row, float *y, int64_t n);
+void nb_dequant_row_iq4_nl_ref(const void *row, float *y, int64_t n);
+void nb_dequant_row_iq4_xs_ref(const void *row, float *y, int64_t n);
+void nb_gemm_iq4_nl_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                        int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
+void nb_gemm_iq4_xs_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                        int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_q5_k_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
                       int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch);
 void nb_gemm_q4_0_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
@@ -237,6 +243,14 @@ void nb_dequant_row_q5_k_x16_ref(const void *blob, int64_t n_in, int64_t r, floa
 void nb_dequant_row_q6_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
 void nb_dequant_row_q4_0_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
 void nb_dequant_row_q8_0_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
+void nb_dequant_row_iq4_nl_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
+void nb_dequant_row_iq4_xs_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
+void nb_gemm_iq4_nl_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                            const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                            int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_iq4_xs_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                            const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                            int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
 typedef void (*nb_gemm_kq_fn)(float *y, int64_t ldy, const int8_t *xq, const float *xd,
                               const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                               int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
@@ -369,6 +383,15 @@ void nb_gemm_q8_0_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
                                  const int32_t *xsum, int64_t ldxq, int64_t ldxg,
                                  const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
                                  int64_t r0, int64_t r1);
+void nb_gemm_iq4_nl_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                   const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                   const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                   int64_t r0, int64_t r1);
+/* within f32 rounding of its twin, as the k-quants */
+void nb_gemm_iq4_xs_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                   const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                   const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                   int64_t r0, int64_t r1);
 void nb_act_quant_q8_avx512(const float *x, int64_t n, int group, int8_t *q, float *d,
                             int32_t *gsum);
 void nb_glu_avx512(float *out, const float *gate, const float *up, int64_t n,

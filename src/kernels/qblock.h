@@ -186,6 +186,46 @@ static inline void nb_q8_0_block(const uint8_t *b, float *y)
     for (int j = 0; j < 32; j++) y[j] = d * (float)(int8_t)b[2 + j];
 }
 
+#define NB_IQ4_NL_BYTES 18  /* 32 elements */
+#define NB_IQ4_XS_BYTES 136
+
+/* The non-linear 4-bit grid of IQ4_NL and IQ4_XS (ggml's kvalues_iq4nl). */
+static const int8_t nb_iq4nl_grid[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                         1,    13,   25,  38,  53,  69,  89,  113};
+
+/* IQ4_NL (18 bytes, 32 elements): | f16 d | u8 qs[16] |  nibbles as Q4_0's;
+ *   x = d * grid[q] */
+static inline void nb_iq4_nl_block(const uint8_t *b, float *y)
+{
+    float d = nb_f16_to_f32(nb_q_load_u16(b));
+    for (int j = 0; j < 16; j++) {
+        y[j] = d * (float)nb_iq4nl_grid[b[2 + j] & 0x0f];
+        y[j + 16] = d * (float)nb_iq4nl_grid[b[2 + j] >> 4];
+    }
+}
+
+/* IQ4_XS (136 bytes, 256 elements): | f16 d | u16 scales_h | u8 scales_l[4] | u8 qs[128] |
+ *   sub-block s of 32: ls = (scales_l[s/2] >> 4 (s%2)) & 15 | ((scales_h >> 2s) & 3) << 4,
+ *   its qs[16s + j]: low nibble element j, high nibble element j + 16;
+ *   x = (d * (ls - 32)) * grid[q] */
+static inline int nb_iq4_xs_scale(const uint8_t *b, int s)
+{
+    unsigned sh = (unsigned)b[2] | (unsigned)b[3] << 8;
+    return (((b[4 + s / 2] >> (4 * (s % 2))) & 0x0f) | (int)((sh >> (2 * s)) & 3) << 4) - 32;
+}
+static inline void nb_iq4_xs_block(const uint8_t *b, float *y)
+{
+    float d = nb_f16_to_f32(nb_q_load_u16(b));
+    for (int s = 0; s < 8; s++) {
+        float dl = d * (float)nb_iq4_xs_scale(b, s);
+        const uint8_t *q = b + 8 + 16 * s;
+        for (int j = 0; j < 16; j++) {
+            y[32 * s + j] = dl * (float)nb_iq4nl_grid[q[j] & 0x0f];
+            y[32 * s + j + 16] = dl * (float)nb_iq4nl_grid[q[j] >> 4];
+        }
+    }
+}
+
 /* ---- GGUF k-quant blocks shuffled into 16-row records (NB_WF_Q4_K_X16 / _Q6_K_X16) ----
  * A k-quant matrix with n_out % 16 == 0 is repacked at load (quant/kq_repack.h) so the
  * integer kernels stream it: record (b, i) holds rows 16b..16b+15, k = 256i..256i+255,
@@ -225,8 +265,18 @@ static inline void nb_q8_0_block(const uint8_t *b, float *y)
  *   [   0, 1024) qs    16 chunks of 64 bytes, chunk c = k 4c..4c+3: byte 4r+j holds
  *                      q[r][4c+j] + 128 as u8 (the code's sign bit flipped)
  *   [1024, 1088) d     f16 [2 blocks][16 rows]           x = d * q
- * These two read the w4a8 activation form with groups of 32 (NB_INPUT_Q8): per 32, an
- * f32 scale and the codes' sum (the zero-point term, 8 or 128 times it).
+ * IQ4_NL record, NB_IQ4_NL_X16_BYTES = 576: Q4_0's, the codes indexing the grid:
+ *   x = d * grid[q]
+ * These three read the w4a8 activation form with groups of 32 (NB_INPUT_Q8): per 32, an
+ * f32 scale and the codes' sum (the zero-point term, 8 or 128 times it: the kernels
+ * multiply u = q (Q4_0), q + 128 (Q8_0) or grid[q] + 128 (IQ4_NL), all unsigned).
+ *
+ * IQ4_XS record, NB_IQ4_XS_X16_BYTES = 2240 (35 x 64) bytes, 16 rows x 256 k:
+ *   [   0, 2048) qs    the codes, chunks as Q4_K's (element order k, not the file's)
+ *   [2048, 2176) sc    i8 [4 pairs][16 rows][2]: ls - 32 of sub-blocks 2p, 2p+1 (of 32)
+ *   [2176, 2208) d     f16 [16 rows]
+ *   [2208, 2240) zero
+ *   x[r][k] = (d[r] * sc) * grid[q], sub-block (k % 256) / 32
  *
  * The int8 activations the k-quant kernels read (NB_INPUT_Q8K, nb_act_quant_q8k): per token,
  * codes xq[n], one f32 scale xd per 256, and per 256 sixteen int32 words of code sums:
@@ -249,6 +299,8 @@ static inline void nb_q8_0_block(const uint8_t *b, float *y)
 #define NB_Q5_K_X16_D    2816
 #define NB_Q5_K_X16_DMIN 2848
 #define NB_Q4_0_X16_D    512
+#define NB_IQ4_XS_X16_SC 2048
+#define NB_IQ4_XS_X16_D  2176
 #define NB_Q8_0_X16_D    1024
 
 /* The record of row r, super-block i, of an X16 k-quant matrix with n_in columns. */

@@ -7,8 +7,8 @@
  *   format      ref     avx2                       avx512
  *   f32/f16/bf16 ref    ref                        avx512
  *   q4_k/q6_k   ref     ref                        avx512   (a GGUF source as stored)
- *   q5_k/q4_0/q8_0 ref  ref                        ref      (a GGUF source as stored)
- *   q4_k/q5_k/q6_k/q4_0/q8_0-x16
+ *   q5_k/q4_0/q8_0/iq4_nl/iq4_xs ref ref           ref      (a GGUF source as stored)
+ *   q4_k/q5_k/q6_k/q4_0/q8_0/iq4_nl/iq4_xs-x16
  *               ref     ref                        avx512vnni when VNNI (the same blocks
  *                                                  as 16-row records: int8 activations)
  *   w8a16       ref     ref                        ref
@@ -83,12 +83,16 @@ GEMM_PLAIN(nb_gemm_q6_k_ref)
 GEMM_PLAIN(nb_gemm_q5_k_ref)
 GEMM_PLAIN(nb_gemm_q4_0_ref)
 GEMM_PLAIN(nb_gemm_q8_0_ref)
+GEMM_PLAIN(nb_gemm_iq4_nl_ref)
+GEMM_PLAIN(nb_gemm_iq4_xs_ref)
 GEMM_Q8(nb_gemm_w4a8_ref)
 GEMM_KQ(nb_gemm_q4_k_x16_ref)
 GEMM_KQ(nb_gemm_q6_k_x16_ref)
 GEMM_KQ(nb_gemm_q5_k_x16_ref)
 GEMM_KQ(nb_gemm_q4_0_x16_ref)
 GEMM_KQ(nb_gemm_q8_0_x16_ref)
+GEMM_KQ(nb_gemm_iq4_nl_x16_ref)
+GEMM_KQ(nb_gemm_iq4_xs_x16_ref)
 GEMM_Q8(nb_gemm_w4a8_x16_ref)
 GEMM_W4A16(nb_gemm_w4a16_ref)
 GEMM_W4A16(nb_gemm_w4a16_x16_ref)
@@ -112,6 +116,8 @@ GEMM_KQ(nb_gemm_q6_k_x16_avx512vnni)
 GEMM_KQ(nb_gemm_q5_k_x16_avx512vnni)
 GEMM_KQ(nb_gemm_q4_0_x16_avx512vnni)
 GEMM_KQ(nb_gemm_q8_0_x16_avx512vnni)
+GEMM_KQ(nb_gemm_iq4_nl_x16_avx512vnni)
+GEMM_KQ(nb_gemm_iq4_xs_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avxvnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_amx)
@@ -164,6 +170,10 @@ static const struct nb_kernels k_ref = {
             [NB_WF_Q5_K_X16] = K(nb_gemm_q5_k_x16_ref, "ref"),
             [NB_WF_Q4_0_X16] = K(nb_gemm_q4_0_x16_ref, "ref"),
             [NB_WF_Q8_0_X16] = K(nb_gemm_q8_0_x16_ref, "ref"),
+            [NB_WF_IQ4_NL] = K(nb_gemm_iq4_nl_ref, "ref"),
+            [NB_WF_IQ4_XS] = K(nb_gemm_iq4_xs_ref, "ref"),
+            [NB_WF_IQ4_NL_X16] = K(nb_gemm_iq4_nl_x16_ref, "ref"),
+            [NB_WF_IQ4_XS_X16] = K(nb_gemm_iq4_xs_x16_ref, "ref"),
         },
     .dot_f32 = nb_dot_f32_ref,
     .axpy_f32 = nb_axpy_f32_ref,
@@ -255,6 +265,10 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
                                                                 "avx512vnni");
             k->gemm[NB_WF_Q8_0_X16] = (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_avx512vnni,
                                                                 "avx512vnni");
+            k->gemm[NB_WF_IQ4_NL_X16] = (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_avx512vnni,
+                                                                  "avx512vnni");
+            k->gemm[NB_WF_IQ4_XS_X16] = (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_avx512vnni,
+                                                                  "avx512vnni");
         }
         if (c->avx512_vnni && use_amx) {
             k->isa = "avx512+amx (unverified)";

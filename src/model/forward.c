@@ -91,6 +91,8 @@ static void embed_row(const struct nb_weight *e, int32_t tok, float *out)
             : e->format == NB_WF_Q5_K ? nb_dequant_row_q5_k_ref
             : e->format == NB_WF_Q6_K ? nb_dequant_row_q6_k_ref
             : e->format == NB_WF_Q4_0 ? nb_dequant_row_q4_0_ref
+            : e->format == NB_WF_IQ4_NL ? nb_dequant_row_iq4_nl_ref
+            : e->format == NB_WF_IQ4_XS ? nb_dequant_row_iq4_xs_ref
                                       : nb_dequant_row_q8_0_ref;
         dq(row, out, n);
         return;

@@ -2,9 +2,9 @@
  * build its config and bind every weight, checking each shape against the config.
  *
  * Matrices stay in the mapped file when their type is F32/F16/BF16 and their data
- * is element-aligned, or Q4_K/Q5_K/Q6_K/Q4_0/Q8_0 (kernels decode them on the fly, or
- * model/repack.c shuffles them for the integer kernels); other stored types (the GGUF
- * block types Q2_K, Q3_K, Q4_1, Q5_0, Q5_1, IQ4_NL/IQ4_XS; llama2.c int8)
+ * is element-aligned, or Q4_K/Q5_K/Q6_K/Q4_0/Q8_0/IQ4_NL/IQ4_XS (kernels decode them on
+ * the fly, or model/repack.c shuffles them for the integer kernels); other stored types
+ * (the GGUF block types Q2_K, Q3_K, Q4_1, Q5_0, Q5_1; llama2.c int8)
  * and misaligned data are converted to f32 once, into the model's arena. So are the
  * matrices of a GPTQ / AWQ checkpoint (formats/hfquant.h): dequantized exactly, each
  * with a record of its source codes (quant/unpack.h) that quantize re-packs without
@@ -294,6 +294,8 @@ static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int lay
                          : t->dtype == NB_DTYPE_Q6_K ? NB_WF_Q6_K
                          : t->dtype == NB_DTYPE_Q4_0 ? NB_WF_Q4_0
                          : t->dtype == NB_DTYPE_Q8_0 ? NB_WF_Q8_0
+                         : t->dtype == NB_DTYPE_IQ4_NL ? NB_WF_IQ4_NL
+                         : t->dtype == NB_DTYPE_IQ4_XS ? NB_WF_IQ4_XS
                                                      : NB_WF_COUNT;
     if (bf != NB_WF_COUNT) {
         /* block rows stay in the mapped file: their kernels decode them on the fly

@@ -1,4 +1,5 @@
-/* model/repack.c — a GGUF source's block matrices (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0) shuffled into the X16 records the
+/* model/repack.c — a GGUF source's block matrices (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0, IQ4_NL,
+ * IQ4_XS) shuffled into the X16 records the
  * integer kernels read (kernels/qblock.h), once, at load: every code and scale kept, so
  * the model computes with the file's own weights (its fidelity, exactly), without a
  * float decode of the weights at every step. The token embedding stays as stored (a
@@ -100,7 +101,7 @@ enum nb_status nb_model_repack_kquants(struct nb_model *m, int n_threads, double
     if ((st = j->st)) goto done;
     for (int i = 0; i < j->n; i++) { /* only now: a failure above leaves the model as it was */
         j->w[i]->format = x16_of(j->w[i]->format);
-        if (j->w[i]->format == NB_WF_Q4_0_X16 || j->w[i]->format == NB_WF_Q8_0_X16)
+        if (nb_wformat_info(j->w[i]->format)->input == NB_INPUT_Q8)
             j->w[i]->group = 32; /* int8 activations per 32, the blocks' size */
         j->w[i]->data = j->dst[i];
     }

@@ -208,6 +208,26 @@ static void q8_0_record(const uint8_t *const src[16], uint8_t *rec)
         }
 }
 
+/* One IQ4_XS record: sub-block s of a block holds element j (low nibble) and j + 16
+ * (high nibble) in qs[16s + j] (qs at byte 8); the scales ls - 32 as int8 pairs. */
+static void iq4_xs_record(const uint8_t *const src[16], uint8_t *rec)
+{
+    for (int r = 0; r < 16; r++) {
+        const uint8_t *b = src[r];
+        for (int c = 0; c < 32; c++) { /* k 8c..8c+7: sub-block c/4, elements 8(c%4).. */
+            int s = c / 4, e0 = 8 * (c % 4);
+            const uint8_t *q = b + 8 + 16 * s + (e0 % 16);
+            uint32_t lo = ld32(q), hi = ld32(q + 4);
+            if (e0 >= 16) lo >>= 4, hi >>= 4;
+            st32(rec + 64 * c + 4 * r, (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4);
+        }
+        for (int s = 0; s < 8; s++)
+            rec[NB_IQ4_XS_X16_SC + nb_kx16_pair_at(s, r)] = (uint8_t)(int8_t)nb_iq4_xs_scale(b, s);
+        memcpy(rec + NB_IQ4_XS_X16_D + 2 * r, b, 2);
+    }
+    memset(rec + NB_IQ4_XS_X16_D + 32, 0, NB_IQ4_XS_X16_BYTES - NB_IQ4_XS_X16_D - 32);
+}
+
 enum nb_status nb_kq_repack_x16(enum nb_wformat to, const void *blocks, int64_t n_out,
                                 int64_t n_in, int64_t b0, int64_t b1, void *dst)
 {
@@ -225,8 +245,9 @@ enum nb_status nb_kq_repack_x16(enum nb_wformat to, const void *blocks, int64_t 
         to == NB_WF_Q4_K_X16   ? q4_k_record
         : to == NB_WF_Q5_K_X16 ? q5_k_record
         : to == NB_WF_Q6_K_X16 ? q6_k_record
-        : to == NB_WF_Q4_0_X16 ? q4_0_record
-                               : q8_0_record;
+        : to == NB_WF_Q4_0_X16 || to == NB_WF_IQ4_NL_X16 ? q4_0_record /* the same layout */
+        : to == NB_WF_IQ4_XS_X16                         ? iq4_xs_record
+                                                         : q8_0_record;
     int64_t row_bytes = n_in / bi.elems * bi.bytes, nrec = n_in / bi.rec_k;
     int64_t rec_src = (int64_t)bi.rec_k / bi.elems * bi.bytes; /* source bytes a record */
     for (int64_t b = b0; b < b1; b++)

@@ -28,7 +28,7 @@
 enum nb_status nb_q4_k_pack_w4a16(const void *blocks, int64_t n_out, int64_t n_in, int64_t r0,
                                   int64_t r1, void *blob, struct nb_qstats *stats);
 
-/* Row blocks [b0, b1) (16 rows each) of a GGUF Q4_K, Q5_K, Q6_K, Q4_0 or Q8_0 matrix
+/* Row blocks [b0, b1) (16 rows each) of a GGUF Q4_K, Q5_K, Q6_K, Q4_0, Q8_0, IQ4_NL or IQ4_XS matrix
  * [n_out][n_in] (`to`: the format's X16 one, nb_wformat_block; n_out a multiple of 16,
  * n_in of the record's width; `blocks` the file's rows) into the X16 records of
  * kernels/qblock.h at dst (nb_wformat_planes(to, ...).total bytes): every code, scale,

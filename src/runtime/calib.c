@@ -208,7 +208,8 @@ static void symmetrize(double *h, int64_t n)
         for (int64_t j = 0; j < i; j++) h[i * n + j] = h[j * n + i];
 }
 
-/* A GGUF source's block rows as stored (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0): their type. */
+/* A GGUF source's block rows as stored (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0, IQ4_NL, IQ4_XS),
+ * and their type. */
 static int is_kquant(const struct nb_weight *w)
 {
     struct nb_block_info bi;
@@ -222,6 +223,8 @@ static enum nb_dtype block_dtype(enum nb_wformat f)
     case NB_WF_Q5_K: return NB_DTYPE_Q5_K;
     case NB_WF_Q6_K: return NB_DTYPE_Q6_K;
     case NB_WF_Q4_0: return NB_DTYPE_Q4_0;
+    case NB_WF_IQ4_NL: return NB_DTYPE_IQ4_NL;
+    case NB_WF_IQ4_XS: return NB_DTYPE_IQ4_XS;
     default: return NB_DTYPE_Q8_0;
     }
 }

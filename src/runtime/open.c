@@ -101,7 +101,7 @@ static const char *codes_want_w4a16(const char *model)
 }
 
 /* A GGUF file whose matrices are all in block formats nibble has integer kernels for
- * (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0): "auto" runs it as stored, its blocks repacked
+ * (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0, IQ4_NL, IQ4_XS): "auto" runs it as stored, its blocks repacked
  * losslessly (the file's fidelity, exactly, at the kernels' speed; docs/interop.md).
  * Every 2-D tensor of the layers and the head (the token embedding when there is no
  * output.weight) must be one of them. Returns the type list for the report ("Q4_K,
@@ -109,7 +109,8 @@ static const char *codes_want_w4a16(const char *model)
 static const char *blocks_run_fast(const char *model, char *types, size_t cap)
 {
     static const enum nb_dtype fast[] = {NB_DTYPE_Q4_K, NB_DTYPE_Q5_K, NB_DTYPE_Q6_K,
-                                         NB_DTYPE_Q4_0, NB_DTYPE_Q8_0};
+                                         NB_DTYPE_Q4_0, NB_DTYPE_Q8_0, NB_DTYPE_IQ4_NL,
+                                         NB_DTYPE_IQ4_XS};
     enum { N_FAST = sizeof fast / sizeof *fast };
     enum nb_file_kind kind;
     struct nb_gguf *g = NULL;

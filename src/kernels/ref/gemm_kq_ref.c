@@ -63,9 +63,21 @@ void nb_dequant_row_q5_k_x16_ref(const void *blob, int64_t n_in, int64_t r, floa
     dequant_k45(&k_q5, blob, n_in, r, y);
 }
 
-/* Q4_0 / Q8_0 records: 64 k, two blocks, f16 d per block and row. */
-static void dequant_b32(int q8, const void *blob, int64_t n_in, int64_t r, float *y)
+/* Q4_0 / Q8_0 / IQ4_NL records: 64 k, two blocks, f16 d per block and row. */
+enum b32 { B_Q4_0, B_Q8_0, B_IQ4_NL };
+
+/* The stored code of element k of row rr as the kernels multiply it (unsigned), and the
+ * zero point that makes it the weight's integer: u - zp. */
+static int b32_u(enum b32 kd, const uint8_t *rec, int rr, int k)
 {
+    return kd == B_Q8_0 ? nb_q8_0_x16_code(rec, rr, k) + 128
+           : kd == B_Q4_0 ? nb_q4_0_x16_code(rec, rr, k)
+                          : nb_iq4nl_grid[nb_q4_0_x16_code(rec, rr, k)] + 128;
+}
+
+static void dequant_b32(enum b32 kd, const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    int q8 = kd == B_Q8_0;
     int64_t bytes = q8 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
     for (int64_t i = 0; i < n_in / 64; i++) {
         const uint8_t *rec = (const uint8_t *)blob + ((r >> 4) * (n_in / 64) + i) * bytes;
@@ -73,7 +85,7 @@ static void dequant_b32(int q8, const void *blob, int64_t n_in, int64_t r, float
         for (int k = 0; k < 64; k++) {
             const uint8_t *dp = rec + (q8 ? NB_Q8_0_X16_D : NB_Q4_0_X16_D) + 2 * (16 * (k / 32) + rr);
             float d = nb_f16_to_f32(nb_q_load_u16(dp));
-            int q = q8 ? nb_q8_0_x16_code(rec, rr, k) : nb_q4_0_x16_code(rec, rr, k) - 8;
+            int q = b32_u(kd, rec, rr, k) - (kd == B_Q4_0 ? 8 : 128);
             y[64 * i + k] = d * (float)q;
         }
     }
@@ -81,12 +93,17 @@ static void dequant_b32(int q8, const void *blob, int64_t n_in, int64_t r, float
 
 void nb_dequant_row_q4_0_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
 {
-    dequant_b32(0, blob, n_in, r, y);
+    dequant_b32(B_Q4_0, blob, n_in, r, y);
+}
+
+void nb_dequant_row_iq4_nl_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    dequant_b32(B_IQ4_NL, blob, n_in, r, y);
 }
 
 void nb_dequant_row_q8_0_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
 {
-    dequant_b32(1, blob, n_in, r, y);
+    dequant_b32(B_Q8_0, blob, n_in, r, y);
 }
 
 void nb_dequant_row_q6_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
@@ -220,12 +237,13 @@ void nb_gemm_q6_k_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *
  * isum = sum u * a (u the stored unsigned code: Q4_0 0..15, Q8_0 q + 128), and
  *   y += (d * xd_b) * float(isum - zp * xsum_b),   zp = 8 (Q4_0) or 128 (Q8_0),
  * the w4a8 reference's operations in its order. */
-static void gemm_b32(int q8, float *y, int64_t ldy, const int8_t *xq, const float *xd,
+static void gemm_b32(enum b32 kd, float *y, int64_t ldy, const int8_t *xq, const float *xd,
                      const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                      int64_t n_in, int n_tok, int64_t r0, int64_t r1)
 {
+    int q8 = kd == B_Q8_0;
     int64_t bytes = q8 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
-    int zp = q8 ? 128 : 8;
+    int zp = kd == B_Q4_0 ? 8 : 128;
     for (int64_t r = r0; r < r1; r++)
         for (int t = 0; t < n_tok; t++) {
             float acc = 0.0f;
@@ -235,8 +253,7 @@ static void gemm_b32(int q8, float *y, int64_t ldy, const int8_t *xq, const floa
                 int32_t isum = 0;
                 for (int l = 0; l < 32; l++) {
                     int k = 32 * (int)(g % 2) + l;
-                    int u = q8 ? nb_q8_0_x16_code(rec, rr, k) + 128 : nb_q4_0_x16_code(rec, rr, k);
-                    isum += u * (int32_t)xq[t * ldxq + 32 * g + l];
+                    isum += b32_u(kd, rec, rr, k) * (int32_t)xq[t * ldxq + 32 * g + l];
                 }
                 const uint8_t *dp = rec + (q8 ? NB_Q8_0_X16_D : NB_Q4_0_X16_D) + 2 * (16 * (g % 2) + rr);
                 float dw = nb_f16_to_f32(nb_q_load_u16(dp));
@@ -251,7 +268,15 @@ void nb_gemm_q4_0_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *
                           int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
 {
     (void)n_out;
-    gemm_b32(0, y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1);
+    gemm_b32(B_Q4_0, y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1);
+}
+
+void nb_gemm_iq4_nl_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                            const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                            int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm_b32(B_IQ4_NL, y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1);
 }
 
 void nb_gemm_q8_0_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
@@ -259,5 +284,54 @@ void nb_gemm_q8_0_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *
                           int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
 {
     (void)n_out;
-    gemm_b32(1, y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1);
+    gemm_b32(B_Q8_0, y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1);
+}
+
+/* IQ4_XS records: u = grid[q] + 128 (1..241), signed sub-block scales sc = ls - 32:
+ *   S = sum_s float(sum u * a) * (d * sc_s),  Z = sum_s sc_s * (sum of a in s)   (int32)
+ *   y += xd_i * (S - (128 d) * float(Z)) */
+void nb_dequant_row_iq4_xs_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y)
+{
+    for (int64_t i = 0; i < n_in / NB_QK_K; i++) {
+        const uint8_t *rec = nb_kx16_record(blob, NB_IQ4_XS_X16_BYTES, n_in, r, i);
+        int rr = (int)(r & 15);
+        float d = nb_f16_to_f32(nb_q_load_u16(rec + NB_IQ4_XS_X16_D + 2 * rr));
+        for (int s = 0; s < 8; s++) {
+            float dl = d * (float)(int8_t)rec[NB_IQ4_XS_X16_SC + nb_kx16_pair_at(s, rr)];
+            for (int l = 0; l < 32; l++)
+                y[NB_QK_K * i + 32 * s + l] =
+                    dl * (float)nb_iq4nl_grid[nb_q4_k_x16_code(rec, rr, 32 * s + l)];
+        }
+    }
+}
+
+void nb_gemm_iq4_xs_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                            const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                            int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    for (int64_t r = r0; r < r1; r++)
+        for (int t = 0; t < n_tok; t++) {
+            float acc = 0.0f;
+            for (int64_t i = 0; i < n_in / NB_QK_K; i++) {
+                const uint8_t *rec = nb_kx16_record(w_blob, NB_IQ4_XS_X16_BYTES, n_in, r, i);
+                const int8_t *a = xq + t * ldxq + NB_QK_K * i;
+                const int32_t *w = xsum + t * ldxg + 16 * i;
+                int rr = (int)(r & 15);
+                float d = nb_f16_to_f32(nb_q_load_u16(rec + NB_IQ4_XS_X16_D + 2 * rr));
+                float S = 0.0f;
+                int32_t Z = 0;
+                for (int s = 0; s < 8; s++) {
+                    int32_t isum = 0;
+                    for (int l = 0; l < 32; l++)
+                        isum += (nb_iq4nl_grid[nb_q4_k_x16_code(rec, rr, 32 * s + l)] + 128) *
+                                (int32_t)a[32 * s + l];
+                    int sc = (int8_t)rec[NB_IQ4_XS_X16_SC + nb_kx16_pair_at(s, rr)];
+                    S += (float)isum * (d * (float)sc);
+                    Z += sc * sum32(w, s);
+                }
+                acc += xd[t * ldxg + i] * (S - (128.0f * d) * (float)Z);
+            }
+            y[t * ldy + r] = acc;
+        }
 }

@@ -145,3 +145,30 @@ void nb_gemm_q8_0_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const 
     nb_gemm_row_decoded(nb_dequant_row_q8_0_ref, n_in / 32 * NB_Q8_0_BYTES, nb_dot_f32_ref, y,
                         ldy, x, ldx, w, n_in, n_tok, r0, r1, scratch);
 }
+
+void nb_dequant_row_iq4_nl_ref(const void *row, float *y, int64_t n)
+{
+    const uint8_t *b = row;
+    for (int64_t i = 0; i < n / 32; i++) nb_iq4_nl_block(b + i * NB_IQ4_NL_BYTES, y + i * 32);
+}
+
+void nb_dequant_row_iq4_xs_ref(const void *row, float *y, int64_t n)
+{
+    const uint8_t *b = row;
+    for (int64_t i = 0; i < n / NB_QK_K; i++)
+        nb_iq4_xs_block(b + i * NB_IQ4_XS_BYTES, y + i * NB_QK_K);
+}
+
+void nb_gemm_iq4_nl_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                        int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
+{
+    nb_gemm_row_decoded(nb_dequant_row_iq4_nl_ref, n_in / 32 * NB_IQ4_NL_BYTES, nb_dot_f32_ref,
+                        y, ldy, x, ldx, w, n_in, n_tok, r0, r1, scratch);
+}
+
+void nb_gemm_iq4_xs_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                        int64_t n_in, int n_tok, int64_t r0, int64_t r1, float *scratch)
+{
+    nb_gemm_row_decoded(nb_dequant_row_iq4_xs_ref, n_in / NB_QK_K * NB_IQ4_XS_BYTES,
+                        nb_dot_f32_ref, y, ldy, x, ldx, w, n_in, n_tok, r0, r1, scratch);
+}

@@ -73,7 +73,15 @@ INLINE __m512 pair_f32(__m512i v, int e, const int is_signed)
     return _mm512_cvtepi32_ps(x);
 }
 
-enum kind { Q4K, Q6K, Q5K };
+enum kind { Q4K, Q6K, Q5K, IQ4XS };
+
+/* The IQ4 grid + 128 (unsigned) in every 128-bit lane, for vpshufb. */
+INLINE __m512i iq4_table(void)
+{
+    return _mm512_broadcast_i32x4(_mm_setr_epi8(1, 24, 45, 63, 79, 93, 106, 118, (char)129,
+                                                (char)141, (char)153, (char)166, (char)181,
+                                                (char)197, (char)217, (char)241));
+}
 
 /* The codes of chunk c of a record as u8: 16 rows x k 8c..8c+3 (lo), 8c+4..8c+7 (hi). */
 INLINE void chunk(const uint8_t *rec, int c, const enum kind kd, __m512i *lo, __m512i *hi)
@@ -91,6 +99,10 @@ INLINE void chunk(const uint8_t *rec, int c, const enum kind kd, __m512i *lo, __
         *lo = _mm512_or_si512(*lo, _mm512_slli_epi16(_mm512_and_si512(hz, _mm512_set1_epi8(1)), 4));
         *hi = _mm512_or_si512(*hi, _mm512_slli_epi16(_mm512_and_si512(hz, _mm512_set1_epi8(2)), 3));
     }
+    if (kd == IQ4XS) {
+        *lo = _mm512_shuffle_epi8(iq4_table(), *lo);
+        *hi = _mm512_shuffle_epi8(iq4_table(), *hi);
+    }
     if (kd == Q6K) {
         __m256i h = _mm256_loadu_si256((const __m256i *)(rec + NB_Q6_K_X16_QH + 32 * c));
         __m512i hz = _mm512_inserti64x4(_mm512_castsi256_si512(h), _mm256_srli_epi16(h, 4), 1);
@@ -104,11 +116,14 @@ INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
                  int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nsb, const enum kind kd,
                  const int NT)
 {
-    const int q6 = kd == Q6K;
-    const int64_t rb = q6 ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES : NB_Q4_K_X16_BYTES;
-    const int64_t o_sc = q6 ? NB_Q6_K_X16_SC : kd == Q5K ? NB_Q5_K_X16_SC : NB_Q4_K_X16_SC;
+    const int q6 = kd == Q6K, sgn = q6 || kd == IQ4XS; /* signed scales, no mins */
+    const int64_t rb = q6 ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES
+                       : kd == IQ4XS ? NB_IQ4_XS_X16_BYTES : NB_Q4_K_X16_BYTES;
+    const int64_t o_sc = q6 ? NB_Q6_K_X16_SC : kd == Q5K ? NB_Q5_K_X16_SC
+                         : kd == IQ4XS ? NB_IQ4_XS_X16_SC : NB_Q4_K_X16_SC;
     const int64_t o_mn = kd == Q5K ? NB_Q5_K_X16_MN : NB_Q4_K_X16_MN;
-    const int64_t o_d = q6 ? NB_Q6_K_X16_D : kd == Q5K ? NB_Q5_K_X16_D : NB_Q4_K_X16_D;
+    const int64_t o_d = q6 ? NB_Q6_K_X16_D : kd == Q5K ? NB_Q5_K_X16_D
+                        : kd == IQ4XS ? NB_IQ4_XS_X16_D : NB_Q4_K_X16_D;
     const int64_t o_dmin = kd == Q5K ? NB_Q5_K_X16_DMIN : NB_Q4_K_X16_DMIN;
     const int nsub = q6 ? 16 : 8, cps = q6 ? 2 : 4; /* sub-blocks, chunks a sub-block */
     __m512 yv[KQ_NT];
@@ -146,24 +161,25 @@ INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
                 }
             }
             if (NT == 1) acc[0] = _mm512_add_epi32(acc[0], acc2);
-            const __m512 dsc = _mm512_mul_ps(d, pair_f32(pair16(scp + 32 * (s >> 1), q6), s & 1, q6));
+            const __m512 dsc = _mm512_mul_ps(d, pair_f32(pair16(scp + 32 * (s >> 1), sgn), s & 1, sgn));
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++)
                 S[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), dsc, S[t]);
         }
         /* the zero terms: Q4_K sum_s mn_s * asum32_s (4 pairs), Q6_K sum_s sc_s * asum16_s
-         * (8 pairs), exact in int32 */
-        const uint8_t *zp = q6 ? scp : rec + o_mn;
+         * (8 pairs), IQ4_XS sum_s sc_s * asum32_s (4 pairs), exact in int32 */
+        const uint8_t *zp = sgn ? scp : rec + o_mn;
         const int npair = q6 ? 8 : 4, woff = q6 ? 0 : 8;
         const __m512 zs = q6 ? _mm512_mul_ps(_mm512_set1_ps(32.0f), d)
-                             : f16x16(rec + o_dmin);
+                          : kd == IQ4XS ? _mm512_mul_ps(_mm512_set1_ps(128.0f), d)
+                                        : f16x16(rec + o_dmin);
         __m512i Z[KQ_NT];
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++)
             Z[t] = _mm512_setzero_si512();
 #pragma GCC unroll 8
         for (int p = 0; p < npair; p++) {
-            const __m512i zv = pair16(zp + 32 * p, q6);
+            const __m512i zv = pair16(zp + 32 * p, sgn);
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++)
                 Z[t] = _mm512_dpwssd_epi32(Z[t], zv, bcast32(xsum + t * ldxg + 16 * i + woff + p));
@@ -185,7 +201,7 @@ INLINE void gemm(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
 {
     const int64_t nsb = n_in / NB_QK_K;
     const int64_t rb = kd == Q6K ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES
-                                                                 : NB_Q4_K_X16_BYTES;
+                       : kd == IQ4XS ? NB_IQ4_XS_X16_BYTES : NB_Q4_K_X16_BYTES;
     for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
         int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
         for (int64_t blk = r0 / 16; blk < r1 / 16; blk++) {
@@ -241,9 +257,10 @@ void nb_gemm_q6_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
  *   y   += (d * xd_b) * float(isum - zp * xsum_b)      zp = 8 or 128
  * the reference's operations in its order (bit-identical to nb_gemm_q4_0_x16_ref). */
 INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
-                   int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nrec, const int q8,
+                   int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nrec, const int kd32,
                    const int NT)
 {
+    const int q8 = kd32 == 1, nl = kd32 == 2; /* Q8_0, IQ4_NL (else Q4_0) */
     const int64_t rb = q8 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
     const __m512i m4 = _mm512_set1_epi8(0x0F);
     __m512 yv[KQ_NT];
@@ -282,6 +299,10 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
                     __m512i w = _mm512_loadu_si512((const void *)(rec + 64 * (4 * bl + c)));
                     __m512i lo = _mm512_and_si512(w, m4);
                     __m512i hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), m4);
+                    if (nl) {
+                        lo = _mm512_shuffle_epi8(iq4_table(), lo);
+                        hi = _mm512_shuffle_epi8(iq4_table(), hi);
+                    }
 #pragma GCC unroll 8
                     for (int t = 0; t < NT; t++) {
                         const int8_t *a = xq + t * ldxq + 32 * g + 8 * c;
@@ -297,7 +318,7 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
             const __m512 dw = f16x16(rec + (q8 ? NB_Q8_0_X16_D : NB_Q4_0_X16_D) + 32 * bl);
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
-                const __m512i corr = _mm512_set1_epi32((q8 ? 128 : 8) * xsum[t * ldxg + g]);
+                const __m512i corr = _mm512_set1_epi32((q8 || nl ? 128 : 8) * xsum[t * ldxg + g]);
                 __m512 f = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[t], corr));
                 __m512 s = _mm512_mul_ps(dw, _mm512_set1_ps(xd[t * ldxg + g]));
                 yv[t] = _mm512_add_ps(yv[t], _mm512_mul_ps(s, f));
@@ -311,9 +332,9 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
 
 INLINE void gemm32(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
                    int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_in, int n_tok,
-                   int64_t r0, int64_t r1, const int q8)
+                   int64_t r0, int64_t r1, const int kd32)
 {
-    const int64_t nrec = n_in / 64, rb = q8 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
+    const int64_t nrec = n_in / 64, rb = kd32 == 1 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
     for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
         int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
         for (int64_t blk = r0 / 16; blk < r1 / 16; blk++) {
@@ -321,7 +342,7 @@ INLINE void gemm32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
             int t = t0;
 #define TILE(NT)                                                                                   \
     tile32(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg, \
-           recs, nrec, q8, NT)
+           recs, nrec, kd32, NT)
             for (; t + KQ_NT <= t0 + nt; t += KQ_NT)
                 TILE(KQ_NT);
             switch (t0 + nt - t) {
@@ -351,4 +372,22 @@ void nb_gemm_q8_0_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
 {
     (void)n_out;
     gemm32(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 1);
+}
+
+void nb_gemm_iq4_nl_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                   const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                   const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                   int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm32(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 2);
+}
+
+void nb_gemm_iq4_xs_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                   const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                   const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                   int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, IQ4XS);
 }
