@@ -96,11 +96,21 @@ ok grep -Eq '^blk\.0\.ffn_down\.weight +w8a16 ' "$tmp/kqi"
 ok grep -q '^head        "w8a16"' "$tmp/kqi"
 "$bin" run -m "$tmp/kq.nib" -p "In the beginning" -n 8 --temp 0 >"$tmp/kqo" 2>/dev/null
 ok test -s "$tmp/kqo"
-# auto keeps them too (w4a16, the reason in the choice); --priority speed takes w4a8
+# auto runs the file as stored, its blocks repacked for the integer kernels (no cache
+# entry, nothing quantized), whatever the priority; --path w4a16 keeps the Q4_K codes on
+# w4a16 (cached), --path w4a8 re-quantizes
 XDG_CACHE_HOME="$tmp/xdg" "$bin" run -m "$kq" -p "In the beginning" -n 4 --temp 0 >/dev/null 2>"$tmp/kqa"
-ok grep -q "as w4a16" "$tmp/kqa"
+ok grep -q "Q4_K, Q6_K blocks run as stored" "$tmp/kqa"
+ok grep -q "repacked for the integer kernels" "$tmp/kqa"
+ok test ! -e "$tmp/xdg/nibble"
 XDG_CACHE_HOME="$tmp/xdg" "$bin" run -m "$kq" --priority speed -p "In the beginning" -n 4 --temp 0 \
   >/dev/null 2>"$tmp/kqs"
-ok grep -q "as w4a8" "$tmp/kqs"
+ok grep -q "blocks run as stored" "$tmp/kqs"
+XDG_CACHE_HOME="$tmp/xdg" "$bin" run -m "$kq" --path w4a16 -p "In the beginning" -n 4 --temp 0 \
+  >/dev/null 2>"$tmp/kqw"
+ok grep -q "as w4a16" "$tmp/kqw"
+XDG_CACHE_HOME="$tmp/xdg" "$bin" run -m "$kq" --path w4a8 -p "In the beginning" -n 4 --temp 0 \
+  >/dev/null 2>"$tmp/kq8"
+ok grep -q "as w4a8" "$tmp/kq8"
 echo "cli quantize: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -146,7 +146,7 @@ INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
 #pragma GCC unroll 4
             for (int cc = 0; cc < cps; cc++) {
                 const int c = s * cps + cc;
-                if (NT == 1 && KQ_PF_DIST)
+                if (NT == 1 && KQ_PF_DIST > 0)
                     _mm_prefetch((const char *)(rec + 64 * c + KQ_PF_DIST), _MM_HINT_T0);
                 __m512i lo, hi;
                 chunk(rec, c, kd, &lo, &hi);
@@ -269,7 +269,7 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
         yv[t] = _mm512_setzero_ps();
     for (int64_t i = 0; i < nrec; i++) {
         const uint8_t *rec = recs + i * rb;
-        if (NT == 1 && KQ_PF_DIST) {
+        if (NT == 1 && KQ_PF_DIST > 0) {
             for (int64_t o = 0; o < rb; o += 64)
                 _mm_prefetch((const char *)(rec + o + KQ_PF_DIST), _MM_HINT_T0);
         }
