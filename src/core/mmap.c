@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,4 +142,27 @@ enum nb_status nb_file_read_all(const char *path, size_t max_size, char **out, s
     st = nb_stream_read_all(fp, path, max_size, out, out_size);
     fclose(fp);
     return st;
+}
+
+void *nb_huge_alloc(size_t size)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (size == 0 || size > SIZE_MAX - huge) return NULL;
+    /* over-allocate by one huge page and trim, so the buffer starts 2 MiB aligned */
+    size_t len = (size + huge - 1) / huge * huge;
+    char *raw = mmap(NULL, len + huge, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) return NULL;
+    char *p = (char *)(((uintptr_t)raw + huge - 1) & ~(uintptr_t)(huge - 1));
+    if (p > raw) munmap(raw, (size_t)(p - raw));
+    if (raw + len + huge > p + len) munmap(p + len, (size_t)(raw + len + huge - (p + len)));
+#ifdef MADV_HUGEPAGE
+    madvise(p, len, MADV_HUGEPAGE); /* advice only: without it, ordinary pages */
+#endif
+    return p;
+}
+
+void nb_huge_free(void *p, size_t size)
+{
+    const size_t huge = (size_t)2 << 20;
+    if (p) munmap(p, (size + huge - 1) / huge * huge);
 }

@@ -572,7 +572,7 @@ void nb_model_free(struct nb_model *m)
         free(m->src);
     }
     nb_arena_free(&m->arena);
-    free(m->repacked);
+    nb_huge_free(m->repacked, m->repacked_size);
     free(m->path);
     free(m);
 }

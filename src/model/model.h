@@ -101,6 +101,7 @@ struct nb_model {
     struct nb_model_source *src;
     struct nb_arena arena; /* converted vectors, copies of misaligned data */
     void *repacked;        /* the k-quant X16 records (nb_model_repack_kquants), or NULL */
+    size_t repacked_size;  /* its bytes (nb_huge_alloc) */
 };
 
 /* Calibration: the forward pass shows each linear layer's input to an observer, at

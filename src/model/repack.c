@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/mmap.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "model/model.h"
@@ -16,7 +17,7 @@ struct repack_job {
     struct nb_weight **w; /* [n] the matrices */
     uint8_t **dst;        /* [n] their records */
     int n;
-    int64_t blocks;   /* row blocks of all matrices */
+    int64_t bytes;     /* the records of all matrices: the work, split evenly by bytes */
     enum nb_status st; /* the first failure (none expected: shapes were checked) */
 };
 
@@ -26,24 +27,28 @@ static enum nb_wformat x16_of(enum nb_wformat f)
     return nb_wformat_block(f, &bi) ? bi.x16 : f;
 }
 
-/* Thread ith repacks its share of all row blocks, matrix by matrix. */
+/* Thread ith repacks the row blocks that start in its share of the output bytes (a
+ * Q6_K block costs more than a Q4_K one: an even split by blocks left one thread
+ * waiting), matrix by matrix. */
 static void repack_worker(void *arg, int ith, int nth)
 {
     struct repack_job *j = arg;
-    long lo, hi;
-    nb_split_range((long)j->blocks, ith, nth, 1, &lo, &hi);
+    int64_t lo = j->bytes / nth * ith + (ith ? j->bytes % nth : 0);
+    int64_t hi = ith == nth - 1 ? j->bytes : lo + j->bytes / nth + (ith ? 0 : j->bytes % nth);
     int64_t base = 0;
     for (int i = 0; i < j->n && base < hi; i++) {
         const struct nb_weight *w = j->w[i];
-        int64_t nb = w->n_out / 16, b0 = lo - base, b1 = hi - base;
-        if (b0 < 0) b0 = 0;
-        if (b1 > nb) b1 = nb;
+        struct nb_layout_planes pl;
+        nb_wformat_planes(x16_of(w->format), 0, w->n_out, w->n_in, &pl);
+        int64_t nb = w->n_out / 16, bb = pl.total / nb; /* bytes a row block */
+        int64_t b0 = lo <= base ? 0 : (lo - base + bb - 1) / bb;
+        int64_t b1 = hi >= base + pl.total ? nb : (hi - base + bb - 1) / bb;
         if (b0 < b1) {
             enum nb_status st = nb_kq_repack_x16(x16_of(w->format), w->data, w->n_out, w->n_in, b0,
                                                  b1, j->dst[i]);
             if (st) j->st = st;
         }
-        base += nb;
+        base += pl.total;
     }
 }
 
@@ -82,20 +87,21 @@ enum nb_status nb_model_repack_kquants(struct nb_model *m, int n_threads, double
             j->w[j->n] = ws[k];
             j->dst[j->n] = (uint8_t *)(intptr_t)total; /* an offset until the buffer exists */
             j->n++;
-            j->blocks += ws[k]->n_out / 16;
             total += pl.total;
         }
     }
     if (j->n == 0) goto done;
-    uint8_t *buf = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)(total + 63) / 64 * 64);
+    uint8_t *buf = nb_huge_alloc((size_t)total);
     if (!buf) {
         st = nb_set_error(NB_ERR_NOMEM, "%s: no memory for %lld bytes of repacked k-quant "
                           "weights", m->path, (long long)total);
         goto done;
     }
-    free(m->repacked);
+    nb_huge_free(m->repacked, m->repacked_size);
     m->repacked = buf;
+    m->repacked_size = (size_t)total;
     for (int i = 0; i < j->n; i++) j->dst[i] = buf + (intptr_t)j->dst[i];
+    j->bytes = total;
     if ((st = nb_pool_init(&pool, n_threads, 0))) goto done;
     nb_pool_run(pool, repack_worker, j);
     if ((st = j->st)) goto done;

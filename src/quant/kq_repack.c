@@ -133,13 +133,14 @@ static void q6_k_record(const uint8_t *const src[16], uint8_t *rec)
             uint32_t lo = ld32(lp), hi = ld32(lp + 4);
             if (rem / 64) lo >>= 4, hi >>= 4;
             st32(rec + 64 * c + 4 * r, (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4);
-            for (int j = 0; j < 4; j++) {
-                int sh = 2 * (rem / 32);
-                int h_lo = (qh[32 * h + (rem + j) % 32] >> sh) & 3;
-                int h_hi = (qh[32 * h + (rem + 4 + j) % 32] >> sh) & 3; /* same 32-run */
-                int p = 4 * r + j;
-                rec[NB_Q6_K_X16_QH + 32 * c + p % 32] |= (uint8_t)((h_lo | h_hi << 2) << (4 * (p / 32)));
-            }
+            /* the high pairs of k = 8c+j and 8c+4+j (j = 0..3): 4 bytes of one 32-run of qh
+             * each, at the same shift; byte p = 4r+j of the chunk goes to qh byte p % 32,
+             * nibble p / 32 = r / 8 */
+            int sh = 2 * (rem / 32);
+            uint32_t h_lo = (ld32(qh + 32 * h + rem % 32) >> sh) & 0x03030303u;
+            uint32_t h_hi = (ld32(qh + 32 * h + (rem + 4) % 32) >> sh) & 0x03030303u;
+            uint8_t *hp = rec + NB_Q6_K_X16_QH + 32 * c + 4 * (r % 8);
+            st32(hp, ld32(hp) | (h_lo | h_hi << 2) << (4 * (r / 8)));
         }
         for (int s = 0; s < 16; s++) rec[NB_Q6_K_X16_SC + nb_kx16_pair_at(s, r)] = src[r][192 + s];
         memcpy(rec + NB_Q6_K_X16_D + 2 * r, src[r] + 208, 2);
