@@ -128,6 +128,10 @@ enum nb_status nb_ctx_run_layer(struct nb_ctx *c, int layer, float *x, int n);
  * read int8 activations. The token embedding stays as stored. *seconds (may be NULL):
  * the time it took. On failure the model is unchanged. */
 enum nb_status nb_model_repack_kquants(struct nb_model *m, int n_threads, double *seconds);
+/* 1 when this machine's kernel table runs the X16 block format `x16` with a SIMD kernel
+ * (not its reference): only then are such matrices repacked, and "auto" runs a file of
+ * them as stored. */
+int nb_model_block_fast(enum nb_wformat x16);
 /* x[t] = the embedding row of tok[t] (decoded to f32), x [n][n_embd]. */
 void nb_model_embed(const struct nb_model *m, const int32_t *tok, int n, float *x);
 

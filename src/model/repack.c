@@ -9,6 +9,7 @@
 
 #include "core/mmap.h"
 #include "core/threadpool.h"
+#include "kernels/kernels.h"
 #include "core/timer.h"
 #include "model/model.h"
 #include "quant/kq_repack.h"
@@ -52,12 +53,20 @@ static void repack_worker(void *arg, int ith, int nth)
     }
 }
 
+/* A block matrix whose records fit its shape and have a SIMD kernel on this machine (the
+ * records' reference kernel is slower than the rows' float decode: without VNNI the rows
+ * stay). */
 static int repackable(const struct nb_weight *w)
 {
     struct nb_layout_planes pl;
     struct nb_block_info bi;
     return w->data && nb_wformat_block(w->format, &bi) && w->format == bi.rows &&
-           nb_wformat_planes(bi.x16, 0, w->n_out, w->n_in, &pl);
+           nb_wformat_planes(bi.x16, 0, w->n_out, w->n_in, &pl) && nb_model_block_fast(bi.x16);
+}
+
+int nb_model_block_fast(enum nb_wformat x16)
+{
+    return strcmp(nb_kernels_get()->gemm[x16].name, "ref") != 0;
 }
 
 enum nb_status nb_model_repack_kquants(struct nb_model *m, int n_threads, double *seconds)

@@ -104,13 +104,17 @@ static const char *codes_want_w4a16(const char *model)
  * (Q4_K, Q5_K, Q6_K, Q4_0, Q8_0, IQ4_NL, IQ4_XS): "auto" runs it as stored, its blocks repacked
  * losslessly (the file's fidelity, exactly, at the kernels' speed; docs/interop.md).
  * Every 2-D tensor of the layers and the head (the token embedding when there is no
- * output.weight) must be one of them. Returns the type list for the report ("Q4_K,
+ * output.weight) must be one of them, each with a SIMD kernel on this machine (AVX-512
+ * VNNI today: elsewhere the older routes stay, nb_model_block_fast). Returns the type list for the report ("Q4_K,
  * Q6_K"), or NULL. Reads headers only. */
 static const char *blocks_run_fast(const char *model, char *types, size_t cap)
 {
     static const enum nb_dtype fast[] = {NB_DTYPE_Q4_K, NB_DTYPE_Q5_K, NB_DTYPE_Q6_K,
                                          NB_DTYPE_Q4_0, NB_DTYPE_Q8_0, NB_DTYPE_IQ4_NL,
                                          NB_DTYPE_IQ4_XS};
+    static const enum nb_wformat x16[] = {NB_WF_Q4_K_X16, NB_WF_Q5_K_X16, NB_WF_Q6_K_X16,
+                                          NB_WF_Q4_0_X16, NB_WF_Q8_0_X16, NB_WF_IQ4_NL_X16,
+                                          NB_WF_IQ4_XS_X16};
     enum { N_FAST = sizeof fast / sizeof *fast };
     enum nb_file_kind kind;
     struct nb_gguf *g = NULL;
@@ -128,7 +132,7 @@ static const char *blocks_run_fast(const char *model, char *types, size_t cap)
         n_mat++;
         int k = 0;
         while (k < N_FAST && fast[k] != t->dtype) k++;
-        if (k == N_FAST) ok = 0;
+        if (k == N_FAST || !nb_model_block_fast(x16[k])) ok = 0;
         else seen[k] = 1;
     }
     nb_gguf_free(g);
