@@ -336,7 +336,7 @@ static void test_kq_x16(void **state)
         {NB_WF_IQ4_XS_X16, nb_gemm_iq4_xs_x16_avx512vnni, nb_gemm_iq4_xs_x16_ref,
          nb_dequant_row_iq4_xs_x16_ref, 0},
     };
-    static const int toks[] = {1, 2, 3, 4, 70};
+    static const int toks[] = {1, 2, 3, 4, 5, 70};
     double worst = 0;
     for (size_t fi = 0; fi < sizeof fs / sizeof *fs; fi++)
         for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++) {
