@@ -472,14 +472,9 @@ static int check_file(const char *path, const cJSON *e)
         /* a Q4_K / Q5_K / Q6_K / Q4_0 / Q8_0 matrix shuffled into the integer kernels' X16
          * records decodes to
          * llama.cpp's values too: the repack is lossless */
-        enum nb_wformat xf = nt->dtype == NB_DTYPE_Q4_K   ? NB_WF_Q4_K_X16
-                             : nt->dtype == NB_DTYPE_Q5_K ? NB_WF_Q5_K_X16
-                             : nt->dtype == NB_DTYPE_Q6_K ? NB_WF_Q6_K_X16
-                             : nt->dtype == NB_DTYPE_Q4_0 ? NB_WF_Q4_0_X16
-                             : nt->dtype == NB_DTYPE_Q8_0 ? NB_WF_Q8_0_X16
-                             : nt->dtype == NB_DTYPE_IQ4_NL ? NB_WF_IQ4_NL_X16
-                             : nt->dtype == NB_DTYPE_IQ4_XS ? NB_WF_IQ4_XS_X16
-                                                          : NB_WF_COUNT;
+        struct nb_block_info bi;
+        enum nb_wformat xf =
+            nb_wformat_block_named(nb_dtype_name(nt->dtype), &bi) ? bi.x16 : NB_WF_COUNT;
         struct nb_layout_planes pl;
         if (xf != NB_WF_COUNT && nt->n_dims == 2 &&
             nb_wformat_planes(xf, 0, nt->shape[0], nt->shape[1], &pl)) {

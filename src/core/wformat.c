@@ -123,6 +123,16 @@ static const struct nb_block_info k_blocks[] = {
     {"IQ4_XS", 256, 136, 256, NB_IQ4_XS_X16_BYTES, NB_WF_IQ4_XS, NB_WF_IQ4_XS_X16},
 };
 
+int nb_wformat_block_named(const char *dtype, struct nb_block_info *out)
+{
+    for (size_t i = 0; dtype && i < sizeof k_blocks / sizeof *k_blocks; i++)
+        if (!strcmp(k_blocks[i].dtype, dtype)) {
+            if (out) *out = k_blocks[i];
+            return 1;
+        }
+    return 0;
+}
+
 int nb_wformat_block(enum nb_wformat f, struct nb_block_info *out)
 {
     for (size_t i = 0; i < sizeof k_blocks / sizeof *k_blocks; i++)

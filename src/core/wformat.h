@@ -173,6 +173,8 @@ struct nb_block_info {
 };
 /* 1 and *out for a block format (rows or records), 0 for another. */
 int nb_wformat_block(enum nb_wformat f, struct nb_block_info *out);
+/* The same by GGUF type name ("Q4_K", ...): 0 for a type nibble does not run as stored. */
+int nb_wformat_block_named(const char *dtype, struct nb_block_info *out);
 /* 1 for the formats that hold a GGUF file's blocks (rows as stored, or their X16 records). */
 static inline int nb_wformat_is_kquant(enum nb_wformat f)
 {

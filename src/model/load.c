@@ -289,19 +289,12 @@ static enum nb_status bind_matrix(struct nb_model *m, enum tensor_id id, int lay
         w->data = t->data;
         return NB_OK;
     }
-    enum nb_wformat bf = t->dtype == NB_DTYPE_Q4_K   ? NB_WF_Q4_K
-                         : t->dtype == NB_DTYPE_Q5_K ? NB_WF_Q5_K
-                         : t->dtype == NB_DTYPE_Q6_K ? NB_WF_Q6_K
-                         : t->dtype == NB_DTYPE_Q4_0 ? NB_WF_Q4_0
-                         : t->dtype == NB_DTYPE_Q8_0 ? NB_WF_Q8_0
-                         : t->dtype == NB_DTYPE_IQ4_NL ? NB_WF_IQ4_NL
-                         : t->dtype == NB_DTYPE_IQ4_XS ? NB_WF_IQ4_XS
-                                                     : NB_WF_COUNT;
-    if (bf != NB_WF_COUNT) {
+    struct nb_block_info bi;
+    if (nb_wformat_block_named(nb_dtype_name(t->dtype), &bi)) {
         /* block rows stay in the mapped file: their kernels decode them on the fly
          * (kernels/qblock.h) or nb_model_repack_kquants shuffles them into records, and
          * every reader of source rows converts them */
-        w->format = bf;
+        w->format = bi.rows;
         w->data = t->data;
         return NB_OK;
     }

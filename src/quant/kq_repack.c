@@ -95,26 +95,38 @@ static void st32(uint8_t *p, uint32_t v)
     memcpy(p, &v, 4);
 }
 
-/* One Q4_K record from the 16 rows' blocks i (src[r] = row r's block). The codes of k =
- * 8c..8c+3 (and +4..+7) of a row are 4 consecutive bytes of the block, in the low or
- * the high nibbles: one 32-bit word each. */
+/* Row r's 256 codes of a Q4_K / Q5_K block (qs: its 128 bytes; chunk c = sub-block c/4,
+ * its low or high nibbles) into the record's X16 chunks: the codes of k = 8c..8c+3 (and
+ * +4..+7) are 4 consecutive bytes, one 32-bit word each. */
+static void k4_codes(const uint8_t *qs, int r, uint8_t *rec)
+{
+    for (int c = 0; c < 32; c++) {
+        int s = c / 4, l0 = 8 * (c % 4);
+        const uint8_t *q = qs + 32 * (s / 2) + l0;
+        uint32_t lo = ld32(q), hi = ld32(q + 4);
+        if (s & 1) lo >>= 4, hi >>= 4;
+        st32(rec + 64 * c + 4 * r, (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4);
+    }
+}
+
+/* Row r's 6-bit scales and mins (the 12 bytes at sc12) into the record's pairs. */
+static void k4_scales(const uint8_t *sc12, int r, uint8_t *sc, uint8_t *mn)
+{
+    for (int s = 0; s < 8; s++) {
+        int a, m;
+        nb_k4_scale_min(sc12, s, &a, &m);
+        sc[nb_kx16_pair_at(s, r)] = (uint8_t)a;
+        mn[nb_kx16_pair_at(s, r)] = (uint8_t)m;
+    }
+}
+
+/* One Q4_K record from the 16 rows' blocks i (src[r] = row r's block). */
 static void q4_k_record(const uint8_t *const src[16], uint8_t *rec)
 {
     for (int r = 0; r < 16; r++) {
         const uint8_t *b = src[r];
-        for (int c = 0; c < 32; c++) {
-            int s = c / 4, l0 = 8 * (c % 4);
-            const uint8_t *q = b + 16 + 32 * (s / 2) + l0;
-            uint32_t lo = ld32(q), hi = ld32(q + 4);
-            if (s & 1) lo >>= 4, hi >>= 4;
-            st32(rec + 64 * c + 4 * r, (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4);
-        }
-        for (int s = 0; s < 8; s++) {
-            int sc, mn;
-            nb_k4_scale_min(b + 4, s, &sc, &mn);
-            rec[NB_Q4_K_X16_SC + nb_kx16_pair_at(s, r)] = (uint8_t)sc;
-            rec[NB_Q4_K_X16_MN + nb_kx16_pair_at(s, r)] = (uint8_t)mn;
-        }
+        k4_codes(b + 16, r, rec);
+        k4_scales(b + 4, r, rec + NB_Q4_K_X16_SC, rec + NB_Q4_K_X16_MN);
         memcpy(rec + NB_Q4_K_X16_D + 2 * r, b, 2);
         memcpy(rec + NB_Q4_K_X16_DMIN + 2 * r, b + 2, 2);
     }
@@ -155,12 +167,9 @@ static void q5_k_record(const uint8_t *const src[16], uint8_t *rec)
     memset(rec + NB_Q5_K_X16_QH, 0, 512);
     for (int r = 0; r < 16; r++) {
         const uint8_t *b = src[r], *qh = b + 16;
+        k4_codes(b + 48, r, rec);
         for (int c = 0; c < 32; c++) {
             int s = c / 4, l0 = 8 * (c % 4);
-            const uint8_t *q = b + 48 + 32 * (s / 2) + l0;
-            uint32_t lo = ld32(q), hi = ld32(q + 4);
-            if (s & 1) lo >>= 4, hi >>= 4;
-            st32(rec + 64 * c + 4 * r, (lo & 0x0f0f0f0fu) | (hi & 0x0f0f0f0fu) << 4);
             for (int j = 0; j < 4; j++) {
                 int p = 4 * r + j;
                 int b_lo = (qh[l0 + j] >> s) & 1, b_hi = (qh[l0 + 4 + j] >> s) & 1;
@@ -168,12 +177,7 @@ static void q5_k_record(const uint8_t *const src[16], uint8_t *rec)
                     (uint8_t)((b_lo | b_hi << 1) << (2 * (p / 16)));
             }
         }
-        for (int s = 0; s < 8; s++) {
-            int sc, mn;
-            nb_k4_scale_min(b + 4, s, &sc, &mn);
-            rec[NB_Q5_K_X16_SC + nb_kx16_pair_at(s, r)] = (uint8_t)sc;
-            rec[NB_Q5_K_X16_MN + nb_kx16_pair_at(s, r)] = (uint8_t)mn;
-        }
+        k4_scales(b + 4, r, rec + NB_Q5_K_X16_SC, rec + NB_Q5_K_X16_MN);
         memcpy(rec + NB_Q5_K_X16_D + 2 * r, b, 2);
         memcpy(rec + NB_Q5_K_X16_DMIN + 2 * r, b + 2, 2);
     }

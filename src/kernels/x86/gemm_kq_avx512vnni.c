@@ -198,63 +198,6 @@ INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
         _mm512_storeu_ps(y + t * ldy, yv[t]);
 }
 
-INLINE void gemm(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
-                 int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_in, int n_tok,
-                 int64_t r0, int64_t r1, const enum kind kd)
-{
-    const int64_t nsb = n_in / NB_QK_K;
-    const int64_t rb = kd == Q6K ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES
-                       : kd == IQ4XS ? NB_IQ4_XS_X16_BYTES : NB_Q4_K_X16_BYTES;
-    for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
-        int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
-        for (int64_t blk = r0 / 16; blk < r1 / 16; blk++) {
-            const uint8_t *recs = (const uint8_t *)w_blob + blk * nsb * rb;
-            int t = t0;
-#define TILE(NT)                                                                                   \
-    tile(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg,  \
-         recs, nsb, kd, NT)
-            for (; t + KQ_NT <= t0 + nt; t += KQ_NT)
-                TILE(KQ_NT);
-            for (; t + 4 <= t0 + nt; t += 4)
-                TILE(4);
-            switch (t0 + nt - t) {
-            case 3: TILE(3); break;
-            case 2: TILE(2); break;
-            case 1: TILE(1); break;
-            default: break;
-            }
-#undef TILE
-        }
-    }
-}
-
-void nb_gemm_q4_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
-                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
-                                 int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, Q4K);
-}
-
-void nb_gemm_q5_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
-                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
-                                 int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, Q5K);
-}
-
-void nb_gemm_q6_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
-                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
-                                 int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, Q6K);
-}
-
 /* ---------------------------------------------------------------- Q4_0 / Q8_0 records
  * 16 rows x 64 k, two blocks of 32 with an f16 scale each; the activations in w4a8's form
  * with groups of 32. Per block and token (u the stored unsigned code):
@@ -335,19 +278,33 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
         _mm512_storeu_ps(y + t * ldy, yv[t]);
 }
 
-INLINE void gemm32(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
-                   int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_in, int n_tok,
-                   int64_t r0, int64_t r1, const int kd32)
+/* ---------------------------------------------------------------- the driver
+ * Row blocks [r0/16, r1/16), tokens in cache blocks of KQ_TOK_BLOCK, tiles of KQ_NT tokens
+ * then 4, 3, 2, 1. kd: a 256-block kind (tile) or, for the two-block records, 100 + the
+ * tile32 kind. */
+INLINE void gemm(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                 int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_in, int n_tok,
+                 int64_t r0, int64_t r1, const int kd)
 {
-    const int64_t nrec = n_in / 64, rb = kd32 == 1 ? NB_Q8_0_X16_BYTES : NB_Q4_0_X16_BYTES;
+    const int b32 = kd >= 100;
+    const int64_t nrec = b32 ? n_in / 64 : n_in / NB_QK_K;
+    const int64_t rb = kd == 101 ? NB_Q8_0_X16_BYTES : b32 ? NB_Q4_0_X16_BYTES
+                       : kd == Q6K ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES
+                       : kd == IQ4XS ? NB_IQ4_XS_X16_BYTES : NB_Q4_K_X16_BYTES;
     for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
         int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
         for (int64_t blk = r0 / 16; blk < r1 / 16; blk++) {
             const uint8_t *recs = (const uint8_t *)w_blob + blk * nrec * rb;
             int t = t0;
 #define TILE(NT)                                                                                   \
-    tile32(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg, \
-           recs, nrec, kd32, NT)
+    do {                                                                                           \
+        if (b32)                                                                                   \
+            tile32(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg,     \
+                   ldxq, ldxg, recs, nrec, kd - 100, NT);                                          \
+        else                                                                                       \
+            tile(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg,       \
+                 ldxq, ldxg, recs, nrec, (enum kind)kd, NT);                                       \
+    } while (0)
             for (; t + KQ_NT <= t0 + nt; t += KQ_NT)
                 TILE(KQ_NT);
             for (; t + 4 <= t0 + nt; t += 4)
@@ -369,7 +326,7 @@ void nb_gemm_q4_0_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
                                  int64_t r0, int64_t r1)
 {
     (void)n_out;
-    gemm32(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 0);
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 100);
 }
 
 void nb_gemm_q8_0_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
@@ -378,7 +335,7 @@ void nb_gemm_q8_0_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
                                  int64_t r0, int64_t r1)
 {
     (void)n_out;
-    gemm32(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 1);
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 101);
 }
 
 void nb_gemm_iq4_nl_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
@@ -387,7 +344,7 @@ void nb_gemm_iq4_nl_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, cons
                                    int64_t r0, int64_t r1)
 {
     (void)n_out;
-    gemm32(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 2);
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, 102);
 }
 
 void nb_gemm_iq4_xs_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
@@ -397,4 +354,31 @@ void nb_gemm_iq4_xs_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, cons
 {
     (void)n_out;
     gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, IQ4XS);
+}
+
+void nb_gemm_q4_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, Q4K);
+}
+
+void nb_gemm_q5_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, Q5K);
+}
+
+void nb_gemm_q6_k_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                 const int32_t *xsum, int64_t ldxq, int64_t ldxg,
+                                 const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
+                                 int64_t r0, int64_t r1)
+{
+    (void)n_out;
+    gemm(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, n_in, n_tok, r0, r1, Q6K);
 }
