@@ -109,18 +109,11 @@ static const char *codes_want_w4a16(const char *model)
  * Q6_K"), or NULL. Reads headers only. */
 static const char *blocks_run_fast(const char *model, char *types, size_t cap)
 {
-    static const enum nb_dtype fast[] = {NB_DTYPE_Q4_K, NB_DTYPE_Q5_K, NB_DTYPE_Q6_K,
-                                         NB_DTYPE_Q4_0, NB_DTYPE_Q8_0, NB_DTYPE_IQ4_NL,
-                                         NB_DTYPE_IQ4_XS};
-    static const enum nb_wformat x16[] = {NB_WF_Q4_K_X16, NB_WF_Q5_K_X16, NB_WF_Q6_K_X16,
-                                          NB_WF_Q4_0_X16, NB_WF_Q8_0_X16, NB_WF_IQ4_NL_X16,
-                                          NB_WF_IQ4_XS_X16};
-    enum { N_FAST = sizeof fast / sizeof *fast };
     enum nb_file_kind kind;
     struct nb_gguf *g = NULL;
     if (nb_sniff_path(model, &kind) != NB_OK || kind != NB_FILE_GGUF) return NULL;
     if (nb_gguf_open(&g, model) != NB_OK) return NULL;
-    int ok = 1, n_mat = 0, has_output = 0, seen[N_FAST] = {0};
+    int ok = 1, n_mat = 0, has_output = 0, seen[NB_DTYPE_COUNT] = {0};
     for (int64_t i = 0; i < nb_gguf_n_tensors(g); i++)
         has_output |= !strcmp(nb_gguf_tensor(g, i)->name, "output.weight");
     for (int64_t i = 0; i < nb_gguf_n_tensors(g) && ok; i++) {
@@ -130,19 +123,20 @@ static const char *blocks_run_fast(const char *model, char *types, size_t cap)
         if (strncmp(t->name, "blk.", 4) != 0 && strcmp(t->name, "output.weight") != 0 && !is_embd)
             continue;
         n_mat++;
-        int k = 0;
-        while (k < N_FAST && fast[k] != t->dtype) k++;
-        if (k == N_FAST || !nb_model_block_fast(x16[k])) ok = 0;
-        else seen[k] = 1;
+        struct nb_block_info bi; /* the block formats' one table (core/wformat.c) */
+        if (!nb_wformat_block_named(nb_dtype_name(t->dtype), &bi) || !nb_model_block_fast(bi.x16))
+            ok = 0;
+        else
+            seen[t->dtype] = 1;
     }
     nb_gguf_free(g);
     if (!ok || !n_mat) return NULL;
     size_t len = 0;
     types[0] = '\0';
-    for (int k = 0; k < N_FAST; k++)
+    for (int k = 0; k < NB_DTYPE_COUNT; k++)
         if (seen[k] && len < cap)
             len += (size_t)snprintf(types + len, cap - len, "%s%s", len ? ", " : "",
-                                    nb_dtype_name(fast[k]));
+                                    nb_dtype_name((enum nb_dtype)k));
     return types;
 }
 
