@@ -14,14 +14,16 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: nibble quantize -m MODEL --path P [--target T] [--group N] [--recipe R | --bpw B]\n"
+            "usage: nibble quantize -m MODEL [--path P] [--target T] [--group N] [--recipe R | --bpw B]\n"
             "                       [--head 4|8|16] [--embd 4|8|16] [--calib FILE\n"
             "                       [--calib-tokens N] [--gptq [--act-order] [--damp X]]]\n"
             "                       [--absmax] [-t N] [-q] -o OUT.nib\n"
             "\n"
-            "  --path P      w4a8 | w4a16 | w8a16 | bf16 | f32 | auto (the selector's choice\n"
-            "                for this CPU; --priority balanced|speed|fidelity|memory,\n"
-            "                default balanced; quantize takes only the path from it)\n"
+            "  --path P      w4a8 | w4a16 | w8a16 | bf16 | f32 | auto (the default: the\n"
+            "                selector's choice for this CPU, --priority balanced|speed|\n"
+            "                fidelity|memory, default balanced: its path, recipe, head and\n"
+            "                GPTQ on the calibration text installed with nibble, the same\n"
+            "                bytes `nibble run` caches; options given here stay over it)\n"
             "  --target T    whom auto chooses for: host (default), arm (an Arm CPU: this one\n"
             "                when it is, else one with dotprod; docs/arm.md) or phone (w8a16)\n"
             "  --group N     int4 group size along K: 32, 64 or 128 (default 128)\n"
@@ -111,9 +113,17 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "nibble quantize: -m MODEL and -o OUT.nib are required\n");
         return 1;
     }
-    /* auto: the selector's head width, unless a recipe or budget chooses it */
-    int *sel_head = o.recipe || o.bpw > 0 ? NULL : &o.head_bits;
-    if (!app_weight_path(cmd, path_name, priority, target, &o.path, sel_head)) return 1;
+    /* auto: the choice is printed here and made again, the same, by the library (path,
+     * recipe, head, GPTQ on the installed calibration text: nb_model_open's build) */
+    if (!app_weight_path(cmd, path_name, priority, target, &o.path, NULL)) return 1;
+    const int is_auto = !strcmp(path_name, "auto");
+    if (is_auto) {
+        o.path = "auto";
+        o.select.priority = priority;
+        o.select.target = target;
+        app_env_select(&o.select);
+        if (!o.calib_path) o.calib_path = app_env_calib();
+    }
     o.progress = app_progress_cb;
     o.report = on_report;
     o.user = &ui;
@@ -122,9 +132,12 @@ int cmd_quantize(int argc, char **argv)
         fprintf(stderr, "nibble quantize: %s\n", nb_last_error());
         return 1;
     }
+    if (r.selected && r.selection.gptq && !o.calib_path)
+        fprintf(stderr, "nibble %s: no calibration text (NIBBLE_CALIB, share/nibble/calib.txt): "
+                "quantized without GPTQ\n", cmd);
     printf("%s: %s, %.3f bits per weight in linear layers (%lld params, %llu bytes), %.3f over "
            "the whole file (%lld params, %llu bytes), %.1f s\n",
-           out, o.path, r.bpw_linear, (long long)r.linear_params,
+           out, r.weight_path, r.bpw_linear, (long long)r.linear_params,
            (unsigned long long)r.linear_bytes, r.bpw_file, (long long)r.file_params,
            (unsigned long long)r.file_bytes, r.seconds);
     if (r.recipe[0]) printf("recipe %s, bits per matrix:\n%s", r.recipe, r.recipe_table);

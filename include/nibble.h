@@ -538,8 +538,10 @@ NB_API enum nb_status nb_model_open(struct nb_model **out, const char *model,
 
 struct nb_quantize_params {
     size_t size;
-    const char *path;      /* a weight path ("auto" is resolved by the caller through
-                              nb_select_weight_path) */
+    const char *path;      /* a weight path, or "auto" (NULL): the choice nb_model_open
+                              makes for the model (nb_select_weight_path with `select`: path,
+                              recipe, head width, GPTQ on calib_path when it asks for it),
+                              so both calls build the same bytes */
     int group;             /* int4 group along K: 32, 64, 128 (default 128) */
     int head_bits;         /* output head: 4, 8 or 16; 0: default (8) */
     int embd_bits;         /* embeddings: 4, 8 or 16; 0: the recipe's (8 without one) */
@@ -569,6 +571,8 @@ struct nb_quantize_params {
      * embd_bits then). */
     const char *recipe;
     double bpw;
+    struct nb_select_params select; /* for "auto" (measure_bw is ignored); recipe, bpw and
+                                       head_bits given above stay over the choice's */
 };
 NB_API struct nb_quantize_params nb_quantize_default_params(void);
 
@@ -582,6 +586,9 @@ struct nb_quantize_stats {
     double seconds;
     char recipe[32];          /* the recipe's name (int4 paths; else "") */
     char recipe_table[2048];  /* its bits per class, one line each */
+    char weight_path[16];     /* the path quantized to */
+    int selected;             /* "auto" chose it: `selection` holds the decision */
+    struct nb_selection selection;
 };
 
 /* Quantize the float model at `src` into a new .nib at `dst` (written under a temporary

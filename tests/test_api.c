@@ -452,7 +452,21 @@ static void test_quantize(void **state)
     assert_memory_equal(ids, k_ids, sizeof k_ids);
     nb_tokenizer_free(tok);
 
+    /* auto: the selector's choice, its recipe and head (tests/cli/quantize.sh compares the
+     * bytes with nb_model_open's cache entry for the default priority) */
     q.path = "auto";
+    q.head_bits = 0;
+    q.select.priority = "speed";
+    assert_int_equal(nb_model_quantize(src, out, &q, &s), NB_OK);
+    assert_int_equal(s.selected, 1);
+    assert_string_equal(s.weight_path, s.selection.weight_path);
+    assert_string_equal(s.recipe, s.selection.recipe);
+    assert_string_equal(s.selection.priority, "speed");
+    q.select.priority = "fastest";
+    assert_int_equal(nb_model_quantize(src, out, &q, &s), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "fastest"));
+    q.select.priority = NULL;
+    q.path = "w5";
     assert_int_equal(nb_model_quantize(src, out, &q, &s), NB_ERR_INVALID_ARG);
     q.path = "w4a8";
     q.group = 48;

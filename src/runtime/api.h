@@ -60,6 +60,17 @@ struct nb_select_params;
 enum nb_status nb_api_select(const struct nb_select_params *sp, struct nb_probe *p,
                              struct nb_choice *c, struct nb_selection *out);
 
+/* "auto" for a model, as nb_model_open and nb_model_quantize both resolve it (one
+ * default build, whichever call makes it): the selector's choice for `params` (a
+ * quantized GGUF or an asymmetric GPTQ / AWQ checkpoint keeps its codes on w4a16 unless
+ * the priority is speed) into qo: the path; the recipe and head width unless qo already
+ * has a recipe or a bits budget; GPTQ with act-order on calib_path when the choice asks
+ * for it and a text is given. The decision in *sel. */
+struct nb_quantize_opts;
+enum nb_status nb_auto_quantize_opts(const char *model, const struct nb_select_params *params,
+                                     const char *calib_path, struct nb_quantize_opts *qo,
+                                     struct nb_selection *sel);
+
 /* Priority and target names into the selector's enums; NB_ERR_INVALID_ARG naming the
  * bad one. */
 enum nb_status nb_api_priority(const char *name, enum nb_priority *out);

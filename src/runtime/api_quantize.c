@@ -9,7 +9,8 @@
 struct nb_quantize_params nb_quantize_default_params(void)
 {
     return (struct nb_quantize_params){.size = sizeof(struct nb_quantize_params),
-                                       .path = "w4a8", .group = 128, .search = 1};
+                                       .path = "auto", .group = 128, .search = 1,
+                                       .select = nb_select_default_params()};
 }
 
 enum nb_status nb_model_quantize(const char *src, const char *dst,
@@ -27,10 +28,11 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
         return nb_set_error(NB_ERR_INVALID_ARG, "nb_model_quantize: stats->size is %zu: set it "
                             "to sizeof(struct nb_quantize_stats)", stats->size);
     nb_quantize_default_opts(&o);
-    if (!p.path || !nb_wpath_from_name(p.path, &o.path))
-        return nb_set_error(NB_ERR_INVALID_ARG, "weight path '%s' is not one of w4a8, w4a16, "
-                            "w8a16, bf16, f32 (resolve auto with nb_select_weight_path)",
-                            p.path ? p.path : "(null)");
+    const int is_auto = !p.path || !strcmp(p.path, "auto");
+    if (!is_auto && !nb_wpath_from_name(p.path, &o.path))
+        return nb_set_error(NB_ERR_INVALID_ARG, "weight path '%s' is not one of auto, w4a8, "
+                            "w4a16, w8a16, bf16, f32", p.path);
+    if (p.select.size < sizeof(size_t)) p.select = nb_select_default_params();
     if (p.group != 32 && p.group != 64 && p.group != 128)
         return nb_set_error(NB_ERR_INVALID_ARG, "group %d is not one of 32, 64, 128", p.group);
     if (p.head_bits != 0 && p.head_bits != 4 && p.head_bits != 8 && p.head_bits != 16)
@@ -64,8 +66,13 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
     o.gptq_damp = p.gptq_damp;
     o.recipe = p.recipe;
     o.bpw = p.bpw;
+    static _Thread_local struct nb_quantize_stats s; /* large: off the stack */
+    memset(&s, 0, sizeof s);
+    if (is_auto && (st = nb_auto_quantize_opts(src, &p.select, p.calib_path, &o, &s.selection)))
+        return st;
     if ((st = nb_quantize_file(src, &o, dst, &r))) return st;
-    struct nb_quantize_stats s = {
+    struct nb_selection sel = s.selection;
+    s = (struct nb_quantize_stats){
         .size = sizeof s,
         .linear_bytes = r.linear_bytes,
         .linear_params = r.linear_params,
@@ -75,6 +82,9 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
         .bpw_file = r.bpw_file,
         .seconds = r.seconds,
     };
+    s.selection = sel;
+    s.selected = is_auto;
+    nb_api_str(s.weight_path, sizeof s.weight_path, nb_wpath_name(o.path));
     memcpy(s.recipe, r.recipe, sizeof s.recipe);
     memcpy(s.recipe_table, r.recipe_table, sizeof s.recipe_table);
     nb_api_out(stats, &s, sizeof s);

@@ -140,13 +140,13 @@ static const char *blocks_run_fast(const char *model, char *types, size_t cap)
     return types;
 }
 
-/* The selector's weight path for "auto" (its decision into the report). */
-static enum nb_status choose(struct opening *o, const char *model, const struct nb_open_params *p,
-                             struct nb_quantize_opts *qo)
+enum nb_status nb_auto_quantize_opts(const char *model, const struct nb_select_params *params,
+                                     const char *calib_path, struct nb_quantize_opts *qo,
+                                     struct nb_selection *sel)
 {
     static _Thread_local struct nb_probe probe; /* large: off the stack */
     static _Thread_local struct nb_choice c;
-    struct nb_select_params sp = p->select;
+    struct nb_select_params sp = *params;
     sp.measure_bw = 0; /* a second of measuring is not worth it at every start */
     const char *keep = NULL;
     if ((!sp.path || !strcmp(sp.path, "auto")) &&
@@ -154,19 +154,32 @@ static enum nb_status choose(struct opening *o, const char *model, const struct 
         sp.path = "w4a16"; /* fidelity first for a quantized file: its maker's codes */
         sp.path_from = keep;
     }
-    if (sp.target && strcmp(sp.target, "host") != 0)
-        return nb_set_error(NB_ERR_INVALID_ARG, "opening a model for target '%s': a model runs "
-                            "on this host (target host)", sp.target);
-    enum nb_status st = nb_api_select(&sp, &probe, &c, &o->r.selection);
+    enum nb_status st = nb_api_select(&sp, &probe, &c, sel);
     if (st) return st;
-    o->r.selected = 1;
     qo->path = c.path;
-    qo->recipe = c.recipe[0] ? c.recipe : NULL; /* the recipe gives the head its width */
-    if (!qo->recipe && qo->head_bits == 0) qo->head_bits = c.head_bits;
-    if (c.gptq && p->calib_path) { /* without a text the recipe goes without GPTQ */
-        qo->calib_path = p->calib_path;
+    /* the caller's recipe or budget stays; recipes are for the int4 paths */
+    const int own_bits = qo->recipe || qo->bpw > 0;
+    if (!own_bits && nb_wpath_is_int4(c.path) && c.recipe[0])
+        qo->recipe = c.recipe; /* it gives the head its width */
+    if (!own_bits && !qo->recipe && qo->head_bits == 0) qo->head_bits = c.head_bits;
+    if (c.gptq && calib_path) { /* without a text the recipe goes without GPTQ */
+        qo->calib_path = calib_path;
         qo->gptq = qo->act_order = 1;
     }
+    return NB_OK;
+}
+
+/* The selector's weight path for "auto" (its decision into the report). */
+static enum nb_status choose(struct opening *o, const char *model, const struct nb_open_params *p,
+                             struct nb_quantize_opts *qo)
+{
+    if (p->select.target && strcmp(p->select.target, "host") != 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "opening a model for target '%s': a model runs "
+                            "on this host (target host)", p->select.target);
+    enum nb_status st = nb_auto_quantize_opts(model, &p->select, p->calib_path, qo,
+                                              &o->r.selection);
+    if (st) return st;
+    o->r.selected = 1;
     return NB_OK;
 }
 

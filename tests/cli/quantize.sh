@@ -22,6 +22,16 @@ if [ -f "$gguf" ]; then
   "$bin" quantize -m "$gguf" --path w4a8 --head 4 -o "$tmp/k.nib" >"$tmp/out" 2>"$tmp/table"; ok test $? -eq 0
   ok grep -q "4.125 bits per weight in linear layers" "$tmp/out"
   ok grep -q "blk.0.attn_q.weight" "$tmp/table"
+  # the default build is one build: `quantize` (no --path: auto) writes the bytes `run`
+  # caches for the same model (recipe, head and GPTQ on the installed calibration text)
+  "$bin" quantize -m "$gguf" -q -o "$tmp/auto.nib" >"$tmp/out" 2>"$tmp/err"; ok test $? -eq 0
+  ok grep -q -- "--path auto: .* + GPTQ" "$tmp/err"
+  XDG_CACHE_HOME="$tmp/xdg" "$bin" run -m "$gguf" --ids 1,1046 -n 1 >/dev/null 2>"$tmp/err"
+  ok test $? -eq 0
+  entry=$(ls "$tmp"/xdg/nibble/*.nib 2>/dev/null | head -1)
+  ok test -n "$entry"
+  ok cmp -s "$entry" "$tmp/auto.nib"
+  rm -rf "$tmp/xdg"
   "$bin" inspect "$tmp/k.nib" >"$tmp/insp"; ok test $? -eq 0
   ok grep -q '"weight_path" *"w4a8"\|weight_path *"w4a8"' "$tmp/insp"
   ok grep -q "output.weight *w4a8" "$tmp/insp"
