@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# bench/pareto.sh — issue 33's ladder: llama.cpp's quantizations of a model (plain and with
+# an importance matrix from the same calibration text) beside nibble's builds of it, each
+# measured for bytes, held-out KL against the float model and greedy reproduction of the
+# float model's continuations; one table (markdown, stdout), one JSONL (OUT/pareto.jsonl)
+# and one PNG (KL against bytes, OUT/pareto.png; gnuplot-nox).
+#
+#   bench/pareto.sh MODEL-f32.gguf CALIB.txt HELDOUT.txt REFERENCE.json [OUT]
+#
+# REFERENCE.json: {"cases": [{"text": ..., "prompt": [ids with BOS]}, ...]} as
+# ../shared/models/kjv-7m/reference.json (greedy: -n N tokens of each prompt).
+# How each side is measured (the same method, each side on its own engine):
+#   KL      chunks of 256 tokens, BOS first, the second half scored: llama-perplexity
+#           --kl-divergence for llama.cpp's files, `nibble eval --ppl-chunks 256` for nibble's
+#   greedy  the build's continuation equal to its own engine's f32 one, token for token
+#           (nibble eval) or as text (bench/llamacpp_greedy.py)
+# env: LLAMA_BIN (folder with llama-quantize, llama-imatrix, llama-perplexity and
+#      llama-completion, built outside the repository: docs/benchmarks.md; without it only
+#      nibble's rows), NIBBLE_BIN (build/release/nibble), THREADS (2), N (48 greedy tokens),
+#      RUNGS (Q3_K_M Q4_0 Q4_K_M Q5_K_M Q6_K Q8_0),
+#      BUILDS (nibble's builds, `name=quantize options` separated by ';'; default below)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+model=${1:?usage: bench/pareto.sh MODEL-f32.gguf CALIB.txt HELDOUT.txt REFERENCE.json [OUT]}
+calib=${2:?calibration text}
+heldout=${3:?held-out text}
+ref=${4:?reference.json}
+out=${5:-/tmp/pareto}
+bin=${NIBBLE_BIN:-build/release/nibble}
+lb=${LLAMA_BIN:-}
+t=${THREADS:-2}
+n=${N:-48}
+rungs=${RUNGS:-Q3_K_M Q4_0 Q4_K_M Q5_K_M Q6_K Q8_0}
+g="--calib $calib --gptq --act-order"
+builds=${BUILDS:-"speed=--path w4a8 --recipe speed $g;balanced (default)=--path w4a8 --recipe balanced $g;bpw 4.5=--path w4a8 --bpw 4.5 $g;bpw 5.0=--path w4a8 --bpw 5.0 $g;bpw 5.5=--path w4a8 --bpw 5.5 $g;fidelity=--path w4a16 --recipe fidelity $g;w8a16=--path w8a16"}
+mkdir -p "$out"
+res="$out/pareto.jsonl"
+: >"$res"
+python3 -c "
+import json, sys
+r = json.load(open(sys.argv[1]))
+print('\n'.join('ids: ' + ','.join(map(str, c['prompt'])) for c in r['cases']))" "$ref" \
+  >"$out/prompts.txt"
+
+# nibble's builds: bytes, KL, greedy from one `nibble eval`
+IFS=';' read -r -a blist <<<"$builds"
+for b in "${blist[@]}"; do
+  name=${b%%=*}
+  opts=${b#*=}
+  f="$out/nibble-$(echo "$name" | tr -c 'A-Za-z0-9.\n' '_').nib"
+  # shellcheck disable=SC2086
+  "$bin" quantize -m "$model" $opts -q -t "$t" -o "$f" >/dev/null 2>"$out/err" ||
+    { echo "pareto: nibble quantize $opts failed: $(tail -1 "$out/err")" >&2; continue; }
+  "$bin" eval --ref "$model" --test "$f" --prompts "$out/prompts.txt" -n "$n" \
+    --text "$heldout" --ppl-chunks 256 -t "$t" -o json 2>/dev/null >"$out/eval.json"
+  python3 - "$name" "$f" "$out/eval.json" >>"$res" <<'PY'
+import json, os, sys
+name, f, ev = sys.argv[1:4]
+e = json.load(open(ev))
+print(json.dumps({"side": "nibble", "build": name, "bytes": os.path.getsize(f),
+                  "kl": e["ppl_chunks"]["mean_kl"], "same_top1": e["ppl_chunks"]["same_top1"],
+                  "ppl": e["ppl_chunks"]["ppl_test"], "greedy": e["reproduced"],
+                  "prompts": e["prompts"]}))
+PY
+done
+
+# llama.cpp's ladder, plain and imatrix
+if [ -n "$lb" ]; then
+  "$lb/llama-imatrix" -m "$model" -f "$calib" -o "$out/imatrix.gguf" -c 256 -t "$t" \
+    >"$out/imatrix.log" 2>&1 || { echo "pareto: llama-imatrix failed (see $out/imatrix.log)" >&2; exit 1; }
+  "$lb/llama-perplexity" -m "$model" -f "$heldout" -c 256 -t "$t" \
+    --kl-divergence-base "$out/base.kld" >"$out/base.log" 2>&1
+  : >"$out/llama.jsonl"
+  for r in $rungs; do
+    for kind in plain imatrix; do
+      f="$out/llama-$r-$kind.gguf"
+      im=()
+      [ "$kind" = imatrix ] && im=(--imatrix "$out/imatrix.gguf")
+      "$lb/llama-quantize" "${im[@]}" "$model" "$f" "$r" "$t" >"$out/q.log" 2>&1 ||
+        { echo "pareto: llama-quantize $r $kind failed" >&2; continue; }
+      "$lb/llama-perplexity" -m "$f" -c 256 -t "$t" --kl-divergence \
+        --kl-divergence-base "$out/base.kld" >"$out/kl.log" 2>&1
+      python3 - "$r $kind" "$f" "$out/kl.log" >>"$out/llama.jsonl" <<'PY'
+import json, os, re, sys
+name, f, log = sys.argv[1:4]
+text = open(log, errors="replace").read()
+def num(label):
+    m = re.search(label + r"\s*:\s*([-0-9.eE+]+)", text)
+    return float(m.group(1)) if m else None
+top1 = num(r"Same top p")
+print(json.dumps({"side": "llama.cpp", "build": name, "file": f, "bytes": os.path.getsize(f),
+                  "kl": num(r"Mean\s+KLD"), "same_top1": top1 / 100 if top1 else None,
+                  "ppl": num(r"Mean PPL\(Q\)")}))
+PY
+    done
+  done
+  # greedy: one run of the f32 model's continuations for all the files
+  mapfile -t files < <(python3 -c "import json,sys; [print(json.loads(l)['file']) for l in open(sys.argv[1])]" "$out/llama.jsonl")
+  python3 bench/llamacpp_greedy.py "$lb" "$ref" "$n" "$model" "${files[@]}" >"$out/greedy.md"
+  python3 - "$out/llama.jsonl" "$out/greedy.md" >>"$res" <<'PY'
+import json, sys
+greedy = {}
+for line in open(sys.argv[2]):
+    c = [x.strip() for x in line.strip().strip("|").split("|")]
+    if len(c) == 3 and "/" in c[2] and c[2].split("/")[0].isdigit():
+        greedy[c[0]] = [int(x) for x in c[2].split("/")]
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    g = greedy.get(r.pop("file"))
+    r["greedy"], r["prompts"] = (g[0], g[1]) if g else (None, None)
+    print(json.dumps(r))
+PY
+fi
+
+# the table and the plot
+python3 - "$res" "$out" <<'PY'
+import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+rows.sort(key=lambda r: r["bytes"])
+print("| side | build | file bytes | mean KL | same top-1 | ppl | greedy |")
+print("|---|---|---|---|---|---|---|")
+f = lambda v, fmt: fmt % v if v is not None else "-"
+for r in rows:
+    g = "%d/%d" % (r["greedy"], r["prompts"]) if r.get("greedy") is not None else "-"
+    print("| %s | %s | %s | %s | %s | %s | %s |" % (
+        r["side"], r["build"], "{:,}".format(r["bytes"]), f(r["kl"], "%.6f"),
+        f(r["same_top1"] and 100 * r["same_top1"], "%.2f%%"), f(r["ppl"], "%.4f"), g))
+for side in ("nibble", "llama.cpp"):
+    with open("%s/%s.dat" % (sys.argv[2], side.replace(".", "")), "w") as o:
+        for r in rows:
+            if r["side"] == side and r["kl"]:
+                o.write('%d %g "%s"\n' % (r["bytes"], r["kl"], r["build"]))
+PY
+if command -v gnuplot >/dev/null; then
+  gnuplot <<GP
+set terminal pngcairo size 1000,640
+set output "$out/pareto.png"
+set logscale y
+set xlabel "file bytes"
+set ylabel "mean KL against the f32 model (held-out, chunks of 256)"
+set key top right
+set grid
+plot "$out/llamacpp.dat" using 1:2 with points pt 7 ps 1.4 title "llama.cpp", \
+     "" using 1:2:3 with labels offset 0,1 font ",8" notitle, \
+     "$out/nibble.dat" using 1:2 with points pt 5 ps 1.4 title "nibble", \
+     "" using 1:2:3 with labels offset 0,-1 font ",8" notitle
+GP
+  echo "pareto: $out/pareto.png"
+fi
