@@ -19,10 +19,12 @@
 #include <xxhash.h>
 
 #include "core/fp.h"
+#include "kernels/qblock.h"
 #include "formats/gguf.h"
 #include "quant/dequant.h"
 #include "kernels/kernels.h"
 #include "quant/kq_repack.h"
+#include "quant/kquant.h"
 
 #define N_BLOCKS 3 /* blocks per hand test: the block stride is checked too */
 
@@ -336,6 +338,92 @@ static void test_q6_k(void **state)
     check(NB_DTYPE_Q6_K, blk, want, N_BLOCKS * 256);
 }
 
+/* ------------------------------------------------------------------ nibble writes blocks
+ * quant/kquant.c's Q6_K and Q8_0 rows, read back by the GGUF decoder: the codes are the
+ * best for the stored scales (a code one step either way is never closer), the weighted
+ * search is no worse than a plain absmax rounding, a zero block stays zero, and bad
+ * shapes or formats are refused. */
+static double rel_err(const float *x, const float *y, const float *w, int64_t n)
+{
+    double e = 0, r = 0;
+    for (int64_t i = 0; i < n; i++) {
+        double ww = w ? w[i % 512] : 1;
+        e += ww * ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
+        r += ww * (double)x[i] * x[i];
+    }
+    return sqrt(e / r);
+}
+
+static void test_kquant_write(void **state)
+{
+    (void)state;
+    enum { N_OUT = 6, N_IN = 512, N = N_OUT * N_IN };
+    float *x = malloc(sizeof(float) * N), *y = malloc(sizeof(float) * N), imp[N_IN];
+    uint8_t *q6 = malloc((size_t)N / 256 * NB_Q6_K_BYTES), *q8 = malloc((size_t)N / 32 * 34);
+    for (int i = 0; i < N; i++) x[i] = 0.02f * tu_rand_gauss(&g_rng) * (i % 97 == 5 ? 8.0f : 1.0f);
+    for (int i = 0; i < 256; i++) x[256 * 3 + i] = 0; /* a zero block */
+    for (int i = 0; i < N_IN; i++) imp[i] = 0.1f + (float)(tu_rand_u64(&g_rng) % 1000) / 100.0f;
+
+    /* Q6_K, unweighted: against absmax rounding of each 16 with an exact scale */
+    assert_int_equal(nb_kquant_rows(NB_WF_Q6_K, x, N_OUT, N_IN, NULL, 0, N_OUT, q6), NB_OK);
+    assert_int_equal(nb_dequant(NB_DTYPE_Q6_K, q6, y, N), NB_OK);
+    for (int i = 0; i < 256; i++) assert_true(y[256 * 3 + i] == 0);
+    double e6 = rel_err(x, y, NULL, N), e_abs = 0, r_abs = 0;
+    for (int s = 0; s < N / 16; s++) {
+        float big = 0;
+        for (int k = 0; k < 16; k++) big = fabsf(x[16 * s + k]) > fabsf(big) ? x[16 * s + k] : big;
+        for (int k = 0; k < 16 && big != 0; k++) {
+            float sc = big / -32.0f, v = nearbyintf(x[16 * s + k] / sc);
+            v = v < -32 ? -32 : v > 31 ? 31 : v;
+            e_abs += ((double)x[16 * s + k] - sc * v) * ((double)x[16 * s + k] - sc * v);
+            r_abs += (double)x[16 * s + k] * x[16 * s + k];
+        }
+    }
+    print_message("Q6_K rel-rms %.5f, absmax rounding %.5f\n", e6, sqrt(e_abs / r_abs));
+    assert_true(e6 <= sqrt(e_abs / r_abs) && e6 < 0.03);
+    /* every code is the nearest on its stored scale */
+    for (int b = 0; b < N / 256; b++) {
+        const uint8_t *blk = q6 + (size_t)b * NB_Q6_K_BYTES;
+        float d = nb_f16_to_f32(nb_q_load_u16(blk + 208));
+        for (int e = 0; e < 256; e++) {
+            float dl = d * (float)(int8_t)blk[192 + e / 16], xv = x[256 * b + e];
+            float q = dl != 0 ? y[256 * b + e] / dl : 0;
+            for (int dq = -1; dq <= 1; dq += 2)
+                if (q + dq >= -32 && q + dq <= 31)
+                    assert_true(fabsf(xv - dl * (q + dq)) >= fabsf(xv - y[256 * b + e]));
+        }
+    }
+    /* weighted: the weighted error no worse than the unweighted encoding's */
+    uint8_t *q6w = malloc((size_t)N / 256 * NB_Q6_K_BYTES);
+    float *yw = malloc(sizeof(float) * N), *impr = malloc(sizeof(float) * N_IN);
+    memcpy(impr, imp, sizeof imp);
+    assert_int_equal(nb_kquant_rows(NB_WF_Q6_K, x, N_OUT, N_IN, impr, 0, N_OUT, q6w), NB_OK);
+    assert_int_equal(nb_dequant(NB_DTYPE_Q6_K, q6w, yw, N), NB_OK);
+    print_message("Q6_K weighted rel-rms %.5f (unweighted search %.5f)\n", rel_err(x, yw, imp, N),
+                  rel_err(x, y, imp, N));
+    assert_true(rel_err(x, yw, imp, N) <= rel_err(x, y, imp, N));
+
+    /* Q8_0: absmax / 127 as f16, codes nearest on it; rows written one range at a time */
+    assert_int_equal(nb_kquant_rows(NB_WF_Q8_0, x, N_OUT, N_IN, NULL, 0, 2, q8), NB_OK);
+    assert_int_equal(nb_kquant_rows(NB_WF_Q8_0, x, N_OUT, N_IN, NULL, 2, N_OUT, q8), NB_OK);
+    assert_int_equal(nb_dequant(NB_DTYPE_Q8_0, q8, y, N), NB_OK);
+    for (int b = 0; b < N / 32; b++) {
+        float amax = 0, d = nb_f16_to_f32(nb_q_load_u16(q8 + 34 * b));
+        for (int k = 0; k < 32; k++) amax = fmaxf(amax, fabsf(x[32 * b + k]));
+        assert_true(d == nb_f16_to_f32(nb_f32_to_f16(amax / 127.0f)));
+        for (int k = 0; k < 32; k++)
+            assert_true(fabsf(x[32 * b + k] - y[32 * b + k]) <= 0.5f * d * 1.0001f);
+    }
+    print_message("Q8_0 rel-rms %.5f\n", rel_err(x, y, NULL, N));
+    assert_true(rel_err(x, y, NULL, N) < 0.01);
+
+    /* refused: another format, a partial block, a bad range */
+    assert_int_equal(nb_kquant_rows(NB_WF_Q4_K, x, N_OUT, N_IN, NULL, 0, 1, q6), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_kquant_rows(NB_WF_Q6_K, x, 1, 300, NULL, 0, 1, q6), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_kquant_rows(NB_WF_Q8_0, x, N_OUT, N_IN, NULL, 3, 2, q8), NB_ERR_INVALID_ARG);
+    free(x), free(y), free(q6), free(q8), free(q6w), free(yw), free(impr);
+}
+
 /* Q8_K: | f32 d | int8 qs[256] | int16 bsums[16] |; x = d * q (bsums are not values). */
 static void test_q8_k(void **state)
 {
@@ -548,7 +636,7 @@ int main(void)
         cmocka_unit_test(test_q5_k),        cmocka_unit_test(test_q6_k),
         cmocka_unit_test(test_q4_k_pack_w4a16),
         cmocka_unit_test(test_q8_k),        cmocka_unit_test(test_iq4_xs),
-        cmocka_unit_test(test_llamacpp_golden),
+        cmocka_unit_test(test_llamacpp_golden), cmocka_unit_test(test_kquant_write),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
