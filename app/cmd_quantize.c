@@ -34,10 +34,11 @@ static void usage(FILE *f)
             "                (the default: the layers at 4, head and embeddings at 8)\n"
             "  --bpw B       a budget instead: matrices go from 4 to 8 bits, most measured\n"
             "                error per byte first, while all stay within B bits per weight\n"
-            "  --head B      output head: 4 (the path's int4 grid), 8 (int8 per row) or 16\n"
-            "                (bf16); default the recipe's. A tied head gets its own copy.\n"
-            "  --embd B      embeddings (a row gather): 4 (int4 rows), 8 (int8 rows) or 16\n"
-            "                (bf16); default the recipe's\n"
+            "  --head B      output head: 4 (the path's int4 grid), 6 (GGUF Q6_K blocks on\n"
+            "                their integer kernels), 8 (int8 per row) or 16 (bf16); default\n"
+            "                the recipe's. A tied head gets its own copy.\n"
+            "  --embd B      embeddings (a row gather): 4 (int4 rows), 6 (Q6_K rows), 8 (int8\n"
+            "                rows) or 16 (bf16); default the recipe's\n"
             "  --calib FILE  weight the error by each input channel's mean squared activation\n"
             "  --calib-tokens N  use the first N tokens of the calibration text (default all;\n"
             "                with --gptq at most 2^37 / (weights of one layer), e.g. 2,560 on a\n"
@@ -87,8 +88,8 @@ int cmd_quantize(int argc, char **argv)
         OPT_STR("--priority", &priority),
         OPT_CHOICE("--target", &target, "host|arm|phone"),
         OPT_CHOICE("--group", &group, "32|64|128"),
-        OPT_CHOICE("--head", &head, "4|8|16"),
-        OPT_CHOICE("--embd", &embd, "4|8|16"),
+        OPT_CHOICE("--head", &head, "4|6|8|16"),
+        OPT_CHOICE("--embd", &embd, "4|6|8|16"),
         OPT_CHOICE("--recipe", &o.recipe, "speed|balanced|fidelity|uniform"),
         OPT_FLOAT("--bpw", &bpw, 4, 16),
         OPT_STR("--calib", &o.calib_path),

@@ -149,6 +149,77 @@ static void test_wrong_layout_size(void **state)
     assert_non_null(strstr(nb_last_error(), "layout needs"));
 }
 
+/* GGUF block kinds: Q6_K records and Q8_0 rows round-trip with their format; a size the
+ * format does not have, an unknown or upper-case block name and a bad layout are refused. */
+static void write_blocks(const char *path, uint64_t rec_size, const char *patch_from,
+                         const char *patch_to)
+{
+    static unsigned char rec[2 * NB_Q6_K_X16_BYTES] __attribute__((aligned(64)));
+    static unsigned char rows[16 * 256 / 32 * 34];
+    struct nb_nib_writer *w = NULL;
+    assert_int_equal(nb_nib_writer_init(&w), NB_OK);
+    assert_int_equal(nb_nib_writer_add_block(w, "output.weight", NB_WF_Q6_K_X16, 16, 512, rec,
+                                             rec_size),
+                     NB_OK);
+    assert_int_equal(nb_nib_writer_add_block(w, "token_embd.weight", NB_WF_Q8_0, 16, 256, rows,
+                                             sizeof rows),
+                     NB_OK);
+    assert_int_equal(nb_nib_writer_add_block(w, "x", NB_WF_W4A8, 16, 256, rows, sizeof rows),
+                     NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_nib_writer_write(w, cJSON_CreateObject(), path), NB_OK);
+    nb_nib_writer_free(w);
+    if (!patch_from) return;
+    /* the header is JSON at offset 64: patch a same-length string in place */
+    FILE *f = fopen(path, "r+b");
+    char buf[4096] = {0};
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    char *at = memmem(buf, n, patch_from, strlen(patch_from));
+    assert_non_null(at);
+    memcpy(at, patch_to, strlen(patch_to));
+    fseek(f, at - buf, SEEK_SET);
+    fwrite(patch_to, 1, strlen(patch_to), f);
+    uint64_t hsize, hash;
+    memcpy(&hsize, buf + 16, 8); /* the header's checksum follows the patch */
+    assert_true(64 + hsize < n);
+    hash = (uint64_t)XXH3_64bits(buf + 64, (size_t)hsize);
+    fseek(f, 40, SEEK_SET);
+    fwrite(&hash, 8, 1, f);
+    fclose(f);
+}
+
+static void test_block_kinds(void **state)
+{
+    (void)state;
+    struct nb_nib *n = NULL;
+    write_blocks(g_path, 2 * NB_Q6_K_X16_BYTES, NULL, NULL);
+    assert_int_equal(nb_nib_open(&n, g_path), NB_OK);
+    const struct nb_nib_tensor *t = nb_nib_find(n, "output.weight");
+    assert_non_null(t);
+    assert_int_equal(t->format, NB_WF_Q6_K_X16);
+    assert_int_equal(t->layout, NB_LAYOUT_X16);
+    assert_string_equal(nb_nib_kind_name(t->path, t->format), "q6_k");
+    t = nb_nib_find(n, "token_embd.weight");
+    assert_int_equal(t->format, NB_WF_Q8_0);
+    assert_string_equal(nb_nib_kind_name(t->path, t->format), "q8_0");
+    assert_int_equal(nb_nib_verify(n), NB_OK);
+    nb_nib_free(n);
+    /* records one short */
+    write_blocks(g_path, NB_Q6_K_X16_BYTES, NULL, NULL);
+    assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
+    assert_non_null(strstr(nb_last_error(), "Q6_K needs"));
+    /* unknown or upper-case names, a layout neither rows nor records (the header's own
+     * checksum rewritten: they fail on the tensor) */
+    static const char *const bad[][3] = {{"\"q6_k\"", "\"q7_k\"", "unknown kind"},
+                                         {"\"q8_0\"", "\"Q8_0\"", "unknown kind"},
+                                         {"\"layout\":2", "\"layout\":3", "layout 3"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_blocks(g_path, 2 * NB_Q6_K_X16_BYTES, bad[i][0], bad[i][1]);
+        assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
+        if (!strstr(nb_last_error(), bad[i][2]))
+            fail_msg("%s: %s", bad[i][1], nb_last_error());
+    }
+}
+
 static int setup(void **state)
 {
     if (tu_dir_setup(state)) return -1;
@@ -229,7 +300,7 @@ int main(void)
         cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_corrupt_data),
         cmocka_unit_test(test_corrupt_header), cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_wrong_layout_size), cmocka_unit_test(test_writer_duplicate),
-        cmocka_unit_test(test_many_entries),
+        cmocka_unit_test(test_many_entries),  cmocka_unit_test(test_block_kinds),
     };
     return cmocka_run_group_tests(tests, setup, tu_dir_teardown);
 }

@@ -41,15 +41,15 @@ static cJSON *nib_doc(const struct nb_nib *n)
             elems *= (double)t->shape[d];
         cJSON *e = cJSON_CreateObject();
         cJSON_AddStringToObject(e, "name", t->name);
-        cJSON_AddStringToObject(e, "kind",
-                                t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path));
+        cJSON_AddStringToObject(e, "kind", t->kind == NB_NIB_BLOB
+                                               ? "blob"
+                                               : nb_nib_kind_name(t->path, t->format));
         cJSON_AddItemToObject(e, "shape", shape_json(t->shape, t->n_dims));
         int int4 =
             t->kind != NB_NIB_BLOB && nb_wpath_is_int4(t->path);
-        if (int4) {
-            cJSON_AddNumberToObject(e, "group", t->group);
+        if (int4) cJSON_AddNumberToObject(e, "group", t->group);
+        if (int4 || (t->kind != NB_NIB_BLOB && t->path == NB_WPATH_COUNT))
             cJSON_AddStringToObject(e, "layout", t->layout == NB_LAYOUT_X16 ? "x16" : "rows");
-        }
         cJSON_AddNumberToObject(e, "bytes", (double)t->size);
         if (t->n_dims) cJSON_AddNumberToObject(e, "bits_per_weight", 8.0 * (double)t->size / elems);
         cJSON_AddItemToArray(ts, e);

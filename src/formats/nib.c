@@ -72,9 +72,26 @@ static enum nb_status parse_kind(const char *name, const char *tname, const char
         return NB_OK;
     }
     t->kind = NB_NIB_PACKED;
-    if (!nb_wpath_from_name(s, &t->path))
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': unknown kind '%s'", name, tname, s);
-    return NB_OK;
+    t->format = NB_WF_COUNT;
+    if (nb_wpath_from_name(s, &t->path)) return NB_OK;
+    char up[16];
+    size_t i = 0;
+    for (; s[i] && i + 1 < sizeof up; i++) up[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 32 : s[i]);
+    up[i] = '\0';
+    struct nb_block_info bi;
+    if (!s[i] && strcmp(s, up) != 0 && nb_wformat_block_named(up, &bi)) {
+        t->path = NB_WPATH_COUNT; /* resolved with the layout */
+        t->format = bi.rows;
+        return NB_OK;
+    }
+    return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': unknown kind '%s'", name, tname, s);
+}
+
+const char *nb_nib_kind_name(enum nb_wpath path, enum nb_wformat format)
+{
+    struct nb_block_info bi;
+    if (path != NB_WPATH_COUNT || !nb_wformat_block(format, &bi)) return nb_wpath_name(path);
+    return nb_wformat_info(bi.rows)->name; /* "q6_k": the rows' name is the type's */
 }
 
 /* Validate one entry of the "tensors" array into *t. */
@@ -135,6 +152,21 @@ static enum nb_status parse_tensor(struct nb_nib *n, const cJSON *e, int64_t idx
     /* packed: the size must be what the layout says (vectors are [1][n]) */
     struct nb_layout_planes pl;
     int64_t n_out = nd == 2 ? t->shape[0] : 1, n_in = nd == 2 ? t->shape[1] : t->shape[0];
+    if (t->path == NB_WPATH_COUNT) { /* a block kind: its rows or records, a matrix */
+        struct nb_block_info bi;
+        nb_wformat_block(t->format, &bi);
+        if (t->layout == NB_LAYOUT_X16) t->format = bi.x16;
+        if (nd != 2 || (t->layout != NB_LAYOUT_ROWS && t->layout != NB_LAYOUT_X16) ||
+            !nb_wformat_planes(t->format, 0, n_out, n_in, &pl))
+            return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld] does not fit "
+                                "%s in layout %d", name, tname, (long long)n_out,
+                                (long long)n_in, bi.dtype, t->layout);
+        if (pl.total != size)
+            return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': %lld bytes, %s needs %lld", name,
+                                tname, (long long)size, bi.dtype, (long long)pl.total);
+        return NB_OK;
+    }
+    if (!nb_wformat_of(t->path, (enum nb_layout)t->layout, &t->format)) t->format = NB_WF_COUNT;
     if (nd == 0 || !nb_layout_planes_x(t->path, (enum nb_layout)t->layout, t->group, n_out, n_in, &pl))
         return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld] does not fit "
                             "%s with group %d, layout %d", name, tname, (long long)n_out,
@@ -291,7 +323,8 @@ const struct nb_nib_tensor *nb_nib_find(const struct nb_nib *n, const char *name
 struct wtensor {
     char *name;
     enum nb_nib_kind kind;
-    enum nb_wpath path;
+    enum nb_wpath path; /* NB_WPATH_COUNT: a block format */
+    enum nb_wformat format;
     int group, layout, n_dims;
     int64_t shape[2];
     const void *data;
@@ -353,6 +386,22 @@ enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum
     return NB_OK;
 }
 
+enum nb_status nb_nib_writer_add_block(struct nb_nib_writer *w, const char *name,
+                                       enum nb_wformat format, int64_t n_out, int64_t n_in,
+                                       const void *data, uint64_t size)
+{
+    struct nb_block_info bi;
+    if (!nb_wformat_block(format, &bi))
+        return nb_set_error(NB_ERR_INVALID_ARG, "nib writer: tensor '%s': format %d is not a "
+                            "block format", name, (int)format);
+    int64_t shape[2] = {n_out, n_in};
+    enum nb_status st = nb_nib_writer_add(w, name, NB_NIB_PACKED, NB_WPATH_COUNT, 0,
+                                          format == bi.x16 ? NB_LAYOUT_X16 : NB_LAYOUT_ROWS, 2,
+                                          shape, data, size);
+    if (!st) w->t[w->n - 1].format = format;
+    return st;
+}
+
 int64_t nb_nib_writer_count(const struct nb_nib_writer *w)
 {
     return w->n;
@@ -398,12 +447,15 @@ static enum nb_status write_to(struct nb_nib_writer *w, cJSON *header, struct nb
         for (int d = 0; d < t->n_dims; d++)
             cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
         cJSON_AddStringToObject(e, "name", t->name);
-        cJSON_AddStringToObject(e, "kind", t->kind == NB_NIB_BLOB ? "blob" : nb_wpath_name(t->path));
+        cJSON_AddStringToObject(e, "kind", t->kind == NB_NIB_BLOB ? "blob"
+                                           : nb_nib_kind_name(t->path, t->format));
         cJSON_AddItemToObject(e, "shape", shape);
         if (t->kind == NB_NIB_PACKED && nb_wpath_is_int4(t->path)) {
             cJSON_AddNumberToObject(e, "group", t->group);
             cJSON_AddNumberToObject(e, "layout", t->layout);
         }
+        if (t->kind == NB_NIB_PACKED && t->path == NB_WPATH_COUNT)
+            cJSON_AddNumberToObject(e, "layout", t->layout);
         cJSON_AddNumberToObject(e, "offset", (double)t->offset);
         cJSON_AddNumberToObject(e, "size", (double)t->size);
         cJSON_AddStringToObject(e, "xxh3", hex);

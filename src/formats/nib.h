@@ -15,9 +15,11 @@
  *
  * The JSON header is an object with, at least:
  *   "nibble_version", "weight_path", "layout", "config" {…}, and "tensors": an array of
- *   {"name", "kind" ("f32","bf16","w8a16","w4a16","w4a8" or "blob"), "shape" [n_out, n_in]
+ *   {"name", "kind" ("f32","bf16","w8a16","w4a16","w4a8", a GGUF block type in lower case
+ *    ("q6_k", "q8_0", ...: core/wformat.h's block formats) or "blob"), "shape" [n_out, n_in]
  *    (vectors [n]; blobs []), "group" and "layout" (int4 kinds; layout 1 = rows,
- *    2 = x16, see core/wformat.h), "offset", "size",
+ *    2 = x16, see core/wformat.h; block kinds: "layout" 1 = the GGUF rows, 2 = their X16
+ *    records, kernels/qblock.h), "offset", "size",
  *    "xxh3" (16 hex digits: XXH3-64 of the tensor's bytes)}.
  * Everything else (recipe, source, bits per weight, tokenizer) is free-form and read by
  * the layers that need it. Sizes of packed kinds must equal nb_layout_planes().total.
@@ -41,7 +43,8 @@ enum nb_nib_kind { NB_NIB_PACKED = 0, NB_NIB_BLOB };
 struct nb_nib_tensor {
     const char *name;
     enum nb_nib_kind kind;
-    enum nb_wpath path; /* for NB_NIB_PACKED */
+    enum nb_wpath path; /* for NB_NIB_PACKED (NB_WPATH_COUNT: a block kind, no path) */
+    enum nb_wformat format; /* for NB_NIB_PACKED: how the bytes are read */
     int group;          /* int4 paths */
     int layout;         /* NB_LAYOUT_ROWS or NB_LAYOUT_X16 (int4 paths) */
     int n_dims;         /* 0 (blob), 1 or 2 */
@@ -83,6 +86,12 @@ void nb_nib_writer_free(struct nb_nib_writer *w);
 enum nb_status nb_nib_writer_add(struct nb_nib_writer *w, const char *name, enum nb_nib_kind kind,
                                  enum nb_wpath path, int group, int layout, int n_dims,
                                  const int64_t *shape, const void *data, uint64_t size);
+/* A matrix in a GGUF block format (its rows or X16 records: nb_wformat_block). */
+enum nb_status nb_nib_writer_add_block(struct nb_nib_writer *w, const char *name,
+                                       enum nb_wformat format, int64_t n_out, int64_t n_in,
+                                       const void *data, uint64_t size);
+/* The "kind" of a packed tensor: its path's name, or its block type in lower case. */
+const char *nb_nib_kind_name(enum nb_wpath path, enum nb_wformat format);
 enum nb_status nb_nib_writer_write(struct nb_nib_writer *w, cJSON *header, const char *path);
 /* Tensors added so far, and tensor i's checksum computed now (callers may checksum
  * distinct tensors on several threads before the write, which then reuses them). */

@@ -185,9 +185,10 @@ static enum nb_status bind_nib(struct nb_model *m, enum tensor_id id, int layer,
     w->n_in = n_in;
     w->data = t->data;
     w->group = t->group;
-    if (!nb_wformat_of(t->path, (enum nb_layout)t->layout, &w->format))
+    w->format = t->format;
+    if (t->format == NB_WF_COUNT)
         return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': path %s has no layout %d", m->path,
-                            name, nb_wpath_name(t->path), t->layout);
+                            name, nb_nib_kind_name(t->path, t->format), t->layout);
     return NB_OK;
 }
 

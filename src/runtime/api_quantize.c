@@ -35,11 +35,13 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
     if (p.select.size < sizeof(size_t)) p.select = nb_select_default_params();
     if (p.group != 32 && p.group != 64 && p.group != 128)
         return nb_set_error(NB_ERR_INVALID_ARG, "group %d is not one of 32, 64, 128", p.group);
-    if (p.head_bits != 0 && p.head_bits != 4 && p.head_bits != 8 && p.head_bits != 16)
-        return nb_set_error(NB_ERR_INVALID_ARG, "head bits %d are not one of 4, 8, 16",
+    if (p.head_bits != 0 && p.head_bits != 4 && p.head_bits != 6 && p.head_bits != 8 &&
+        p.head_bits != 16)
+        return nb_set_error(NB_ERR_INVALID_ARG, "head bits %d are not one of 4, 6, 8, 16",
                             p.head_bits);
-    if (p.embd_bits != 0 && p.embd_bits != 4 && p.embd_bits != 8 && p.embd_bits != 16)
-        return nb_set_error(NB_ERR_INVALID_ARG, "embedding bits %d are not one of 4, 8, 16",
+    if (p.embd_bits != 0 && p.embd_bits != 4 && p.embd_bits != 6 && p.embd_bits != 8 &&
+        p.embd_bits != 16)
+        return nb_set_error(NB_ERR_INVALID_ARG, "embedding bits %d are not one of 4, 6, 8, 16",
                             p.embd_bits);
     if (!(p.bpw == 0 || (p.bpw >= 4 && p.bpw <= 16)))
         return nb_set_error(NB_ERR_INVALID_ARG, "bpw %g is not 0 (no budget) or 4 to 16", p.bpw);

@@ -34,6 +34,7 @@
 #include "model/config.h"
 #include "model/model.h"
 #include "quant/kq_repack.h"
+#include "quant/kquant.h"
 #include "quant/quant.h"
 #include "quant/repack.h"
 #include "quant/unpack.h"
@@ -61,6 +62,8 @@ void nb_quantize_default_opts(struct nb_quantize_opts *o)
 #define QUANT_THREADS_MAX 64
 
 struct qjob {
+    enum nb_wformat block; /* a GGUF block format's rows to write (quant/kquant.h), or
+                              NB_WF_COUNT: the int4 / int8 paths */
     enum nb_wpath path;
     int group, search;
     int from_q4k; /* a GGUF Q4_K source onto w4a16 g32: codes kept (quant/kq_repack.h) */
@@ -115,7 +118,12 @@ static void quant_worker(void *arg, int ith, int nth)
             continue;
         }
         st = nb_weight_rows_f32(j->src, r0, r1, buf, &f);
-        if (!st)
+        if (!st && j->block != NB_WF_COUNT) {
+            struct nb_block_info bi;
+            nb_wformat_block(j->block, &bi);
+            st = nb_kquant_rows(j->block, f, r1 - r0, j->n_in, j->imp, 0, r1 - r0,
+                                (uint8_t *)j->blob + r0 * (j->n_in / bi.elems * bi.bytes));
+        } else if (!st)
             st = nb_quantize_rows_at(j->path, j->group, f, j->n_out, j->n_in, r0, r1, j->imp,
                                      j->search, j->blob, &j->stats[c]);
         if (st) {
@@ -133,6 +141,15 @@ static void repack_worker(void *arg, int ith, int nth)
     long b0, b1;
     nb_split_range((long)(j->n_out / 16), ith, nth, 1, &b0, &b1);
     j->st[ith] = NB_OK;
+    if (j->block != NB_WF_COUNT) { /* a block format's rows into its records */
+        struct nb_block_info bi;
+        nb_wformat_block(j->block, &bi);
+        enum nb_status st = b0 < b1 ? nb_kq_repack_x16(bi.x16, j->blob, j->n_out, j->n_in, b0,
+                                                       b1, j->x16)
+                                    : NB_OK;
+        if (st) job_fail(j, ith, st);
+        return;
+    }
     if (b0 < b1 || (ith == nth - 1)) {
         enum nb_status st = nb_repack_x16_blocks(j->path, j->group, j->blob, j->x16, j->n_out,
                                                  j->n_in, j->repack_rows, b0, b1);
@@ -419,7 +436,7 @@ static enum nb_status add_matrix(struct qctx *q, const char *name, const struct 
         st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
         goto done;
     }
-    *j = (struct qjob){.path = path, .group = group, .search = q->o->search,
+    *j = (struct qjob){.block = NB_WF_COUNT, .path = path, .group = group, .search = q->o->search,
                        .from_q4k = from_q4k, .src = w,
                        .n_out = w->n_out, .n_in = w->n_in, .imp = imp,
                        .blob = x16 ? q->rows : blob, .x16 = x16, .repack_rows = q->repack_rows,
@@ -462,6 +479,68 @@ done:
     free(j);
     free(cs);
     free(blob);
+    free(x16);
+    return st;
+}
+
+/* A matrix in a GGUF block format nibble writes (quant/kquant.h: Q6_K, Q8_0), the rows'
+ * format for a row gather (the embeddings), else its X16 records for the integer kernels.
+ * Quantized in chunks of rows over the threads, then repacked (lossless) as a GGUF
+ * file's are at load. The caller checked the shape (nb_wformat_planes). */
+static enum nb_status add_block(struct qctx *q, const char *name, const struct nb_weight *w,
+                                enum nb_wformat rows_fmt, int linear, const float *imp)
+{
+    struct nb_block_info bi;
+    struct nb_layout_planes pl, rl;
+    nb_wformat_block(rows_fmt, &bi);
+    const enum nb_wformat fmt = linear ? bi.x16 : bi.rows;
+    if (!nb_wformat_planes(fmt, 0, w->n_out, w->n_in, &pl) ||
+        !nb_wformat_planes(bi.rows, 0, w->n_out, w->n_in, &rl))
+        return nb_set_error(NB_ERR_INVALID_ARG, "quantize: tensor '%s' [%lld, %lld] does not fit "
+                            "%s", name, (long long)w->n_out, (long long)w->n_in, bi.dtype);
+    int64_t n_chunks = (w->n_out + QUANT_CHUNK - 1) / QUANT_CHUNK;
+    void *rows = blob_alloc((size_t)rl.total), *x16 = linear ? blob_alloc((size_t)pl.total) : NULL;
+    struct qjob *j = calloc(1, sizeof *j);
+    struct nb_qstats *cs = calloc((size_t)n_chunks, sizeof *cs);
+    enum nb_status st = NB_OK;
+    if (!rows || (linear && !x16) || !j || !cs) {
+        st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for '%s'", name);
+        goto done;
+    }
+    *j = (struct qjob){.block = bi.rows, .src = w, .n_out = w->n_out, .n_in = w->n_in,
+                       .imp = imp, .blob = rows, .x16 = x16, .n_chunks = n_chunks, .stats = cs,
+                       .buf = q->wbuf, .buf_cap = q->wbuf_cap};
+    atomic_init(&j->next, 0);
+    int nth = nb_pool_size(q->pool) < QUANT_THREADS_MAX ? nb_pool_size(q->pool) : QUANT_THREADS_MAX;
+    nb_pool_run_n(q->pool, quant_worker, j, nth < n_chunks ? nth : (int)n_chunks);
+    if ((st = job_status(j, nth < n_chunks ? nth : (int)n_chunks))) goto done;
+    if (linear) {
+        nb_pool_run_n(q->pool, repack_worker, j, nth);
+        if ((st = job_status(j, nth))) goto done;
+        free(rows);
+        rows = x16;
+        x16 = NULL;
+    }
+    if ((st = keep(q, rows))) goto done;
+    const void *kept = rows;
+    rows = NULL;
+    if ((st = nb_nib_writer_add_block(q->w, name, fmt, w->n_out, w->n_in, kept,
+                                      (uint64_t)pl.total)))
+        goto done;
+    q->file_bytes += (uint64_t)pl.total;
+    q->file_params += w->n_out * w->n_in;
+    if (linear) {
+        q->linear_bytes += (uint64_t)pl.total;
+        q->linear_params += w->n_out * w->n_in;
+    }
+    if (q->o->report)
+        q->o->report(name, nb_wformat_info(bi.rows)->name, w->n_out, w->n_in, (uint64_t)pl.total,
+                     0, q->o->user);
+    tick(q);
+done:
+    free(j);
+    free(cs);
+    free(rows);
     free(x16);
     return st;
 }
@@ -525,6 +604,27 @@ static const float *importance(struct qctx *q, const double *sum, int64_t n)
     return q->imp;
 }
 
+/* A width of 6 on the int4 paths: Q6_K blocks (quant/kquant.h) where the shape takes them
+ * (K a multiple of 256; 16-row records for a GEMM), else 8 bits (w8a16). */
+static int q6_fits(const struct nb_weight *w, int linear)
+{
+    struct nb_layout_planes pl;
+    return nb_wformat_planes(linear ? NB_WF_Q6_K_X16 : NB_WF_Q6_K, 0, w->n_out, w->n_in, &pl);
+}
+
+static enum nb_status add_width(struct qctx *q, const char *name, const struct nb_weight *w,
+                                int bits, int group, int linear, const float *imp,
+                                enum nb_wpath other)
+{
+    if (bits == 6 && nb_wpath_is_int4(q->o->path) && w->data) {
+        if (q6_fits(w, linear)) return add_block(q, name, w, NB_WF_Q6_K, linear, imp);
+        NB_LOGW("quantize: '%s' [%lld, %lld] does not take Q6_K blocks (K a multiple of 256): "
+                "8 bits", name, (long long)w->n_out, (long long)w->n_in);
+        other = NB_WPATH_W8A16;
+    }
+    return add_matrix(q, name, w, other, group, linear, imp);
+}
+
 static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
 {
     const struct nb_config *c = &m->cfg;
@@ -535,19 +635,20 @@ static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
     int64_t KV = (int64_t)c->n_kv_heads * c->head_dim;
     const struct nb_act_stats *S = q->stats;
     int64_t F = c->n_ff;
-    if ((st = add_matrix(q, "token_embd.weight", &m->tok_embd, src_embd_path(m, q->o, rc),
-                         rc->embd_group, 0, NULL)) ||
+    if ((st = add_width(q, "token_embd.weight", &m->tok_embd, rc->embd_bits, rc->embd_group, 0,
+                        NULL, src_embd_path(m, q->o, rc))) ||
         (st = add_vector(q, "output_norm.weight", m->out_norm, E)) ||
-        (st = add_matrix(q, "output.weight", &m->output, head_path(q->o, rc), rc->head_group, 1,
-                         importance(q, S ? S->out_in : NULL, E))) ||
+        (st = add_width(q, "output.weight", &m->output, rc->head_bits, rc->head_group, 1,
+                        importance(q, S ? S->out_in : NULL, E), head_path(q->o, rc))) ||
         (st = add_vector(q, "rope_inv_freq", m->rope_inv_freq, c->head_dim / 2)))
         return st;
     for (int l = 0; l < c->n_layers; l++) {
         const struct nb_layer *L = &m->layers[l];
 #define MAT(suffix, field, cls, stat, n)                                                           \
     snprintf(name, sizeof name, "blk.%d." suffix, l);                                              \
-    if ((st = add_matrix(q, name, &L->field, nb_recipe_path(q->o->path, rc->bits[l][cls]), 0, 1,   \
-                         importance(q, S ? S->stat + l * (n) : NULL, n))))                          \
+    if ((st = add_width(q, name, &L->field, rc->bits[l][cls], 0, 1,                               \
+                        importance(q, S ? S->stat + l * (n) : NULL, n),                             \
+                        nb_recipe_path(q->o->path, rc->bits[l][cls]))))                             \
     return st
 #define VEC(suffix, field, n)                                                                      \
     snprintf(name, sizeof name, "blk.%d." suffix, l);                                              \
@@ -588,9 +689,14 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
     cJSON_AddNumberToObject(h, "layout", nb_quantize_opts_layout(o));
     cJSON_AddNumberToObject(h, "group", o->group);
-    cJSON_AddStringToObject(h, "head", nb_wpath_name(kept_bits(head_path(o, rc), &m->output)));
+    const int int4 = nb_wpath_is_int4(o->path);
+    cJSON_AddStringToObject(h, "head", int4 && rc->head_bits == 6 && q6_fits(&m->output, 1)
+                                           ? "q6_k"
+                                           : nb_wpath_name(kept_bits(head_path(o, rc), &m->output)));
     cJSON_AddStringToObject(h, "embeddings",
-                            nb_wpath_name(kept_bits(src_embd_path(m, o, rc), &m->tok_embd)));
+                            int4 && rc->embd_bits == 6 && q6_fits(&m->tok_embd, 0)
+                                ? "q6_k"
+                                : nb_wpath_name(kept_bits(src_embd_path(m, o, rc), &m->tok_embd)));
     cJSON *src = cJSON_AddObjectToObject(h, "source");
     cJSON_AddStringToObject(src, "path", src_path);
     cJSON_AddStringToObject(src, "kind", m->source_kind);
