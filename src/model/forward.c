@@ -82,6 +82,19 @@ static void embed_row(const struct nb_weight *e, int32_t tok, float *out)
         nb_unpack_row_ref(p, e->group, e->data, &pl, n, tok, out);
         return;
     }
+    struct nb_block_info bi;
+    if (nb_wformat_block(e->format, &bi) && e->format == bi.x16) { /* a head's records, tied */
+        void (*dq)(const void *, int64_t, int64_t, float *) =
+            bi.rows == NB_WF_Q4_K   ? nb_dequant_row_q4_k_x16_ref
+            : bi.rows == NB_WF_Q5_K ? nb_dequant_row_q5_k_x16_ref
+            : bi.rows == NB_WF_Q6_K ? nb_dequant_row_q6_k_x16_ref
+            : bi.rows == NB_WF_Q4_0 ? nb_dequant_row_q4_0_x16_ref
+            : bi.rows == NB_WF_IQ4_NL ? nb_dequant_row_iq4_nl_x16_ref
+            : bi.rows == NB_WF_IQ4_XS ? nb_dequant_row_iq4_xs_x16_ref
+                                      : nb_dequant_row_q8_0_x16_ref;
+        dq(e->data, n, tok, out);
+        return;
+    }
     if (nb_wformat_is_kquant(e->format)) { /* a GGUF source's block row (never repacked) */
         struct nb_layout_planes pl;
         nb_wformat_planes(e->format, 0, e->n_out, n, &pl);

@@ -612,6 +612,17 @@ static int q6_fits(const struct nb_weight *w, int linear)
     return nb_wformat_planes(linear ? NB_WF_Q6_K_X16 : NB_WF_Q6_K, 0, w->n_out, w->n_in, &pl);
 }
 
+/* A tied head whose head and embeddings both get 6 bits is stored once: the head's Q6_K
+ * records (weighted by the head's input activations), which the gather decodes a row at
+ * a time (model/forward.c) — one copy where two 4-bit ones cost more bytes (docs/
+ * quantization.md, "6-bit"). */
+static int shared_q6(const struct nb_model *m, const struct nb_quantize_opts *o,
+                     const struct nb_recipe *rc)
+{
+    return m->cfg.tied_head && nb_wpath_is_int4(o->path) && rc->head_bits == 6 &&
+           rc->embd_bits == 6 && m->output.data == m->tok_embd.data && q6_fits(&m->output, 1);
+}
+
 static enum nb_status add_width(struct qctx *q, const char *name, const struct nb_weight *w,
                                 int bits, int group, int linear, const float *imp,
                                 enum nb_wpath other)
@@ -635,11 +646,19 @@ static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
     int64_t KV = (int64_t)c->n_kv_heads * c->head_dim;
     const struct nb_act_stats *S = q->stats;
     int64_t F = c->n_ff;
-    if ((st = add_width(q, "token_embd.weight", &m->tok_embd, rc->embd_bits, rc->embd_group, 0,
-                        NULL, src_embd_path(m, q->o, rc))) ||
+    const int shared = shared_q6(m, q->o, rc);
+    if (shared) { /* one Q6_K copy, the head's records, gathered from */
+        if ((st = add_block(q, "token_embd.weight", &m->output, NB_WF_Q6_K, 1,
+                            importance(q, S ? S->out_in : NULL, E))))
+            return st;
+        tick(q); /* the head, counted in q.total */
+    }
+    if ((!shared && (st = add_width(q, "token_embd.weight", &m->tok_embd, rc->embd_bits,
+                                    rc->embd_group, 0, NULL, src_embd_path(m, q->o, rc)))) ||
         (st = add_vector(q, "output_norm.weight", m->out_norm, E)) ||
-        (st = add_width(q, "output.weight", &m->output, rc->head_bits, rc->head_group, 1,
-                        importance(q, S ? S->out_in : NULL, E), head_path(q->o, rc))) ||
+        (!shared && (st = add_width(q, "output.weight", &m->output, rc->head_bits,
+                                    rc->head_group, 1, importance(q, S ? S->out_in : NULL, E),
+                                    head_path(q->o, rc)))) ||
         (st = add_vector(q, "rope_inv_freq", m->rope_inv_freq, c->head_dim / 2)))
         return st;
     for (int l = 0; l < c->n_layers; l++) {
@@ -689,12 +708,14 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
     cJSON_AddNumberToObject(h, "layout", nb_quantize_opts_layout(o));
     cJSON_AddNumberToObject(h, "group", o->group);
-    const int int4 = nb_wpath_is_int4(o->path);
-    cJSON_AddStringToObject(h, "head", int4 && rc->head_bits == 6 && q6_fits(&m->output, 1)
+    const int int4 = nb_wpath_is_int4(o->path), shared = shared_q6(m, o, rc);
+    cJSON_AddStringToObject(h, "head", shared ? "q6_k (tied: one copy)"
+                                       : int4 && rc->head_bits == 6 && q6_fits(&m->output, 1)
                                            ? "q6_k"
                                            : nb_wpath_name(kept_bits(head_path(o, rc), &m->output)));
     cJSON_AddStringToObject(h, "embeddings",
-                            int4 && rc->embd_bits == 6 && q6_fits(&m->tok_embd, 0)
+                            shared ? "q6_k (the head's records)"
+                            : int4 && rc->embd_bits == 6 && q6_fits(&m->tok_embd, 0)
                                 ? "q6_k"
                                 : nb_wpath_name(kept_bits(src_embd_path(m, o, rc), &m->tok_embd)));
     cJSON *src = cJSON_AddObjectToObject(h, "source");
@@ -717,7 +738,7 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
         cJSON_AddBoolToObject(g, "act_order", o->act_order != 0);
     }
     struct nb_config cfg = m->cfg;
-    cfg.tied_head = 0; /* the head has its own (quantized) copy */
+    cfg.tied_head = shared; /* else the head has its own (quantized) copy */
     cJSON_AddItemToObject(h, "config", nb_config_to_json(&cfg));
     return h;
 }
