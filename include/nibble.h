@@ -543,8 +543,8 @@ struct nb_quantize_params {
                               recipe, head width, GPTQ on calib_path when it asks for it),
                               so both calls build the same bytes */
     int group;             /* int4 group along K: 32, 64, 128 (default 128) */
-    int head_bits;         /* output head: 4, 8 or 16; 0: default (8) */
-    int embd_bits;         /* embeddings: 4, 8 or 16; 0: the recipe's (8 without one) */
+    int head_bits;         /* output head: 4, 6 (Q6_K), 8 or 16; 0: default (8) */
+    int embd_bits;         /* embeddings: 4, 6 (Q6_K), 8 or 16; 0: the recipe's (8 without one) */
     int search;            /* 1: MSE scale search (default), 0: absmax scales */
     const char *calib_path; /* text whose activations weight the error, or NULL */
     int n_threads;         /* 0: all cores */
@@ -563,8 +563,9 @@ struct nb_quantize_params {
     int act_order;         /* GPTQ sweeps columns by descending activation energy */
     double gptq_damp;      /* GPTQ dampening, a fraction of mean diag H (0: 0.01) */
     /* int4 paths: how many bits each matrix gets. A named recipe: "speed" (all 4-bit,
-     * head and embeddings too), "balanced" (all 4-bit, finer head and embedding
-     * groups), "fidelity" (v, down, head, embeddings at 8), "uniform" (NULL: the layers at 4, head and embeddings at 8);
+     * head and embeddings too), "balanced" (the layers 4-bit, head and embeddings 6-bit
+     * Q6_K blocks, one copy when the head is tied), "fidelity" (v, down, head, embeddings
+     * at 8), "uniform" (NULL: the layers at 4, head and embeddings at 8); widths 4, 6, 8, 16;
      * head_bits / embd_bits override its head and embeddings. Or, with bpw > 0, a
      * budget: matrices go from 4 to 8 bits, most measured error per byte first, while
      * the quantized matrices stay within bpw bits per weight (no recipe, head_bits or

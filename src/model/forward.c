@@ -82,34 +82,15 @@ static void embed_row(const struct nb_weight *e, int32_t tok, float *out)
         nb_unpack_row_ref(p, e->group, e->data, &pl, n, tok, out);
         return;
     }
-    struct nb_block_info bi;
-    if (nb_wformat_block(e->format, &bi) && e->format == bi.x16) { /* a head's records, tied */
-        void (*dq)(const void *, int64_t, int64_t, float *) =
-            bi.rows == NB_WF_Q4_K   ? nb_dequant_row_q4_k_x16_ref
-            : bi.rows == NB_WF_Q5_K ? nb_dequant_row_q5_k_x16_ref
-            : bi.rows == NB_WF_Q6_K ? nb_dequant_row_q6_k_x16_ref
-            : bi.rows == NB_WF_Q4_0 ? nb_dequant_row_q4_0_x16_ref
-            : bi.rows == NB_WF_IQ4_NL ? nb_dequant_row_iq4_nl_x16_ref
-            : bi.rows == NB_WF_IQ4_XS ? nb_dequant_row_iq4_xs_x16_ref
-                                      : nb_dequant_row_q8_0_x16_ref;
-        dq(e->data, n, tok, out);
-        return;
-    }
-    if (nb_wformat_is_kquant(e->format)) { /* a GGUF source's block row (never repacked) */
+    if (e->format == NB_WF_W4A8_X16 || e->format == NB_WF_W4A16_X16) { /* a tied head's copy */
         struct nb_layout_planes pl;
-        nb_wformat_planes(e->format, 0, e->n_out, n, &pl);
-        const uint8_t *row = (const uint8_t *)e->data + pl.total / e->n_out * tok;
-        void (*dq)(const void *, float *, int64_t) =
-            e->format == NB_WF_Q4_K   ? nb_dequant_row_q4_k_ref
-            : e->format == NB_WF_Q5_K ? nb_dequant_row_q5_k_ref
-            : e->format == NB_WF_Q6_K ? nb_dequant_row_q6_k_ref
-            : e->format == NB_WF_Q4_0 ? nb_dequant_row_q4_0_ref
-            : e->format == NB_WF_IQ4_NL ? nb_dequant_row_iq4_nl_ref
-            : e->format == NB_WF_IQ4_XS ? nb_dequant_row_iq4_xs_ref
-                                      : nb_dequant_row_q8_0_ref;
-        dq(row, out, n);
+        enum nb_wpath p = nb_wformat_info(e->format)->path;
+        nb_layout_planes_x(p, NB_LAYOUT_X16, e->group, e->n_out, n, &pl);
+        nb_unpack_row_x16_ref(p, e->group, e->data, &pl, n, tok, out);
         return;
     }
+    /* a GGUF source's block rows, or a tied head's block records */
+    if (nb_dequant_row_block(e->format, e->data, e->n_out, n, tok, out)) return;
     const uint16_t *r = (const uint16_t *)e->data + (int64_t)tok * n; /* f16 or bf16 */
     for (int64_t i = 0; i < n; i++)
         out[i] = e->format == NB_WF_F16 ? nb_f16_to_f32(r[i]) : nb_bf16_to_f32(r[i]);

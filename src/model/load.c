@@ -337,12 +337,8 @@ static enum nb_status bind_weights(struct nb_model *m)
     if ((st = bind_matrix(m, T_EMBD, 0, c->n_vocab, E, 1, &m->tok_embd)) ||
         (st = bind_vector(m, T_OUT_NORM, 0, E, 1, &m->out_norm)))
         return st;
-    /* a gather reads rows: of the int4 layouts only ROWS; a block format's X16 records
-     * (a tied head's one copy) decode a row too */
-    if (nb_wformat_info(m->tok_embd.format)->layout == NB_LAYOUT_X16 &&
-        !nb_wformat_is_kquant(m->tok_embd.format))
-        return nb_set_error(NB_ERR_FORMAT, "%s: the embeddings are stored in the X16 layout; "
-                            "a row gather needs them row by row", m->path);
+    /* the gather decodes one row of any format, X16 records included (a tied head stored
+     * once as the head's records: model/forward.c) */
     if (c->tied_head) {
         m->output = m->tok_embd;
     } else if ((st = bind_matrix(m, T_OUTPUT, 0, c->n_vocab, E, 1, &m->output))) {

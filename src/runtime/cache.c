@@ -1,5 +1,6 @@
 /* runtime/cache.c — the warm-start cache of packed models. */
 #include "runtime/cache.h"
+#include "runtime/recipe.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -193,11 +194,11 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
         return nb_wrap_error(st, "calibration text: ");
     char recipe[512];
     snprintf(recipe, sizeof recipe,
-             "%016llx|%s|g%d|h%d|e%d|s%d|layout%d|%s|r%s|bpw%.4f|c%016llx|ct%d|gptq%d|ao%d|"
+             "%016llx|%s|g%d|h%d|e%d|s%d|layout%d|%s|r%s.v%d|bpw%.4f|c%016llx|ct%d|gptq%d|ao%d|"
              "damp%.6g",
              (unsigned long long)src_hash, nb_wpath_name(o->path), o->group, o->head_bits,
              o->embd_bits, o->search, nb_quantize_opts_layout(o), NIBBLE_VERSION_STRING,
-             o->recipe ? o->recipe : "", o->bpw, (unsigned long long)calib_hash,
+             o->recipe ? o->recipe : "", NB_RECIPE_VERSION, o->bpw, (unsigned long long)calib_hash,
              o->calib_tokens, o->gptq, o->act_order, o->gptq_damp);
     uint64_t key = XXH3_64bits(recipe, strlen(recipe));
     const char *base = strrchr(src_path, '/');

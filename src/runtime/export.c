@@ -227,6 +227,7 @@ static int f16_exact(float x)
 static enum nb_status row_f32(const struct nb_nib_tensor *t, int64_t r, float *out)
 {
     int64_t N = t->shape[0], K = t->shape[1];
+    if (nb_dequant_row_block(t->format, t->data, N, K, r, out)) return NB_OK;
     if (nb_wpath_is_int4(t->path) && t->layout == NB_LAYOUT_X16) {
         struct nb_layout_planes pl;
         if (!nb_layout_planes_x(t->path, NB_LAYOUT_X16, t->group, N, K, &pl))
@@ -316,6 +317,8 @@ static enum nb_status collect(struct exp *e)
             char name[200];
             snprintf(name, sizeof name, sp->gguf, l);
             const struct nb_nib_tensor *t = nb_nib_find(e->nib, name);
+            if (!t && sp->fuse == F_HEAD && c->tied_head) /* one copy: the head's, as token_embd */
+                t = nb_nib_find(e->nib, "token_embd.weight");
             int need = sp->required == 1 || (sp->required == 2 && c->qkv_bias) ||
                        (sp->required == 3 && c->qk_norm);
             if (!t) {

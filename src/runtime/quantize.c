@@ -485,8 +485,8 @@ done:
 
 /* A matrix in a GGUF block format nibble writes (quant/kquant.h: Q6_K, Q8_0), the rows'
  * format for a row gather (the embeddings), else its X16 records for the integer kernels.
- * Quantized in chunks of rows over the threads, then repacked (lossless) as a GGUF
- * file's are at load. The caller checked the shape (nb_wformat_planes). */
+ * Quantized in chunks of rows over the threads (a GGUF source's matrix stored in that
+ * very format keeps its blocks), then repacked (lossless) as a GGUF file's are at load. */
 static enum nb_status add_block(struct qctx *q, const char *name, const struct nb_weight *w,
                                 enum nb_wformat rows_fmt, int linear, const float *imp)
 {
@@ -512,8 +512,12 @@ static enum nb_status add_block(struct qctx *q, const char *name, const struct n
                        .buf = q->wbuf, .buf_cap = q->wbuf_cap};
     atomic_init(&j->next, 0);
     int nth = nb_pool_size(q->pool) < QUANT_THREADS_MAX ? nb_pool_size(q->pool) : QUANT_THREADS_MAX;
-    nb_pool_run_n(q->pool, quant_worker, j, nth < n_chunks ? nth : (int)n_chunks);
-    if ((st = job_status(j, nth < n_chunks ? nth : (int)n_chunks))) goto done;
+    if (w->format == bi.rows) { /* a GGUF source's own blocks of this type: kept, every bit */
+        memcpy(rows, w->data, (size_t)rl.total);
+    } else {
+        nb_pool_run_n(q->pool, quant_worker, j, nth < n_chunks ? nth : (int)n_chunks);
+        if ((st = job_status(j, nth < n_chunks ? nth : (int)n_chunks))) goto done;
+    }
     if (linear) {
         nb_pool_run_n(q->pool, repack_worker, j, nth);
         if ((st = job_status(j, nth))) goto done;
@@ -577,8 +581,10 @@ static enum nb_wpath head_path(const struct nb_quantize_opts *o, const struct nb
 
 static enum nb_wpath embd_path(const struct nb_quantize_opts *o, const struct nb_recipe *rc)
 {
-    if (nb_wpath_is_int4(o->path)) /* not a GEMM: the finer asymmetric grid at 4 bits */
-        return rc->embd_bits == 4 ? NB_WPATH_W4A16 : nb_recipe_path(o->path, rc->embd_bits);
+    if (nb_wpath_is_int4(o->path)) /* not a GEMM: the finer asymmetric grid at 4 bits (and
+                                      for a 6-bit width that Q6_K cannot take) */
+        return rc->embd_bits == 4 || rc->embd_bits == 6 ? NB_WPATH_W4A16
+                                                        : nb_recipe_path(o->path, rc->embd_bits);
     if (o->path == NB_WPATH_F32 || o->path == NB_WPATH_BF16) return o->path;
     return o->embd_bits == 16 ? NB_WPATH_BF16 : o->embd_bits == 4 ? NB_WPATH_W4A16 : NB_WPATH_W8A16;
 }
@@ -605,22 +611,25 @@ static const float *importance(struct qctx *q, const double *sum, int64_t n)
 }
 
 /* A width of 6 on the int4 paths: Q6_K blocks (quant/kquant.h) where the shape takes them
- * (K a multiple of 256; 16-row records for a GEMM), else 8 bits (w8a16). */
+ * (K a multiple of 256; 16-row records for a GEMM), else the recipe's 4-bit form (`other`,
+ * with its group). */
 static int q6_fits(const struct nb_weight *w, int linear)
 {
     struct nb_layout_planes pl;
     return nb_wformat_planes(linear ? NB_WF_Q6_K_X16 : NB_WF_Q6_K, 0, w->n_out, w->n_in, &pl);
 }
 
-/* A tied head whose head and embeddings both get 6 bits is stored once: the head's Q6_K
- * records (weighted by the head's input activations), which the gather decodes a row at
- * a time (model/forward.c) — one copy where two 4-bit ones cost more bytes (docs/
- * quantization.md, "6-bit"). */
-static int shared_q6(const struct nb_model *m, const struct nb_quantize_opts *o,
-                     const struct nb_recipe *rc)
+/* A tied head whose head and embeddings get the same width is stored once: the head's
+ * matrix (its format, group and importance: GPTQ's when it ran), which the gather decodes a
+ * row at a time (model/forward.c) — one copy where two cost twice the bytes (docs/
+ * quantization.md, "One copy of a tied head"). A source that stores the head apart, or
+ * a recipe that gives the two different widths, keeps two. */
+static int shared_head(const struct nb_model *m, const struct nb_quantize_opts *o,
+                       const struct nb_recipe *rc)
 {
-    return m->cfg.tied_head && nb_wpath_is_int4(o->path) && rc->head_bits == 6 &&
-           rc->embd_bits == 6 && m->output.data == m->tok_embd.data && q6_fits(&m->output, 1);
+    if (!m->cfg.tied_head || m->output.data != m->tok_embd.data) return 0;
+    return nb_wpath_is_int4(o->path) ? rc->head_bits == rc->embd_bits
+                                     : head_path(o, rc) == src_embd_path(m, o, rc);
 }
 
 static enum nb_status add_width(struct qctx *q, const char *name, const struct nb_weight *w,
@@ -630,8 +639,7 @@ static enum nb_status add_width(struct qctx *q, const char *name, const struct n
     if (bits == 6 && nb_wpath_is_int4(q->o->path) && w->data) {
         if (q6_fits(w, linear)) return add_block(q, name, w, NB_WF_Q6_K, linear, imp);
         NB_LOGW("quantize: '%s' [%lld, %lld] does not take Q6_K blocks (K a multiple of 256): "
-                "8 bits", name, (long long)w->n_out, (long long)w->n_in);
-        other = NB_WPATH_W8A16;
+                "%s", name, (long long)w->n_out, (long long)w->n_in, nb_wpath_name(other));
     }
     return add_matrix(q, name, w, other, group, linear, imp);
 }
@@ -646,10 +654,10 @@ static enum nb_status add_tensors(struct qctx *q, const struct nb_model *m)
     int64_t KV = (int64_t)c->n_kv_heads * c->head_dim;
     const struct nb_act_stats *S = q->stats;
     int64_t F = c->n_ff;
-    const int shared = shared_q6(m, q->o, rc);
-    if (shared) { /* one Q6_K copy, the head's records, gathered from */
-        if ((st = add_block(q, "token_embd.weight", &m->output, NB_WF_Q6_K, 1,
-                            importance(q, S ? S->out_in : NULL, E))))
+    const int shared = shared_head(m, q->o, rc);
+    if (shared) { /* one copy, the head's, gathered from */
+        if ((st = add_width(q, "token_embd.weight", &m->output, rc->head_bits, rc->head_group, 1,
+                            importance(q, S ? S->out_in : NULL, E), head_path(q->o, rc))))
             return st;
         tick(q); /* the head, counted in q.total */
     }
@@ -708,13 +716,15 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
     cJSON_AddNumberToObject(h, "layout", nb_quantize_opts_layout(o));
     cJSON_AddNumberToObject(h, "group", o->group);
-    const int int4 = nb_wpath_is_int4(o->path), shared = shared_q6(m, o, rc);
-    cJSON_AddStringToObject(h, "head", shared ? "q6_k (tied: one copy)"
-                                       : int4 && rc->head_bits == 6 && q6_fits(&m->output, 1)
-                                           ? "q6_k"
-                                           : nb_wpath_name(kept_bits(head_path(o, rc), &m->output)));
+    const int int4 = nb_wpath_is_int4(o->path), shared = shared_head(m, o, rc);
+    const char *head = int4 && rc->head_bits == 6 && q6_fits(&m->output, 1)
+                           ? "q6_k"
+                           : nb_wpath_name(kept_bits(head_path(o, rc), &m->output));
+    char tied[64];
+    snprintf(tied, sizeof tied, "%s (tied: one copy)", head);
+    cJSON_AddStringToObject(h, "head", shared ? tied : head);
     cJSON_AddStringToObject(h, "embeddings",
-                            shared ? "q6_k (the head's records)"
+                            shared ? "the head's copy"
                             : int4 && rc->embd_bits == 6 && q6_fits(&m->tok_embd, 0)
                                 ? "q6_k"
                                 : nb_wpath_name(kept_bits(src_embd_path(m, o, rc), &m->tok_embd)));
@@ -760,6 +770,7 @@ static enum nb_status start_recipe(struct qctx *q, const struct nb_model *m,
                             "drop --recipe, --head and --embd");
     enum nb_status st = nb_recipe_named(o->bpw > 0 ? "balanced" : o->recipe, L, &q->rc);
     if (st) return st;
+    if (o->bpw > 0) q->rc.head_bits = q->rc.embd_bits = 4; /* the budget widens 4 to 8 */
     /* a recipe's finer groups, never coarser than the build's, and only where they fit */
     int *finer[2] = {&q->rc.head_group, &q->rc.embd_group};
     for (int i = 0; i < 2; i++)
@@ -907,7 +918,12 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
             (st = nb_calib_load(&cal, src_path, opts->calib_path, m, opts->calib_tokens)))
             goto fail;
         if (eff.gptq) {
-            struct nb_gptq_opts go = {.path = opts->path, .head_path = head_path(opts, &q.rc),
+            /* a Q6_K head is left to quantize (GPTQ is for the int4 grids) */
+            enum nb_wpath hp = nb_wpath_is_int4(opts->path) && q.rc.head_bits == 6 &&
+                                       q6_fits(&m->output, 1)
+                                   ? NB_WPATH_F32
+                                   : head_path(opts, &q.rc);
+            struct nb_gptq_opts go = {.path = opts->path, .head_path = hp,
                                       .recipe = &q.rc,
                                       .group = opts->group, .layout = nb_quantize_opts_layout(opts),
                                       .search = opts->search, .act_order = opts->act_order,

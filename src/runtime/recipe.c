@@ -44,7 +44,8 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
         return NB_OK;
     }
     if (!strcmp(name, "balanced")) {
-        r->head_group = 32;
+        r->head_bits = r->embd_bits = 6; /* Q6_K; one copy when the head is tied */
+        r->head_group = 32;              /* where Q6_K does not fit: 4-bit, finer groups */
         r->embd_group = 64;
         return NB_OK;
     }
@@ -282,14 +283,19 @@ void nb_recipe_table(const struct nb_recipe *r, char *buf, size_t size)
     if (r->embd_bits == 4 && r->embd_group)
         snprintf(line, sizeof line, "4 (w4a16 grid, groups of %d)", r->embd_group);
     else
-        snprintf(line, sizeof line, r->embd_bits == 4 ? "4 (w4a16 grid)" : "%d", r->embd_bits);
+        snprintf(line, sizeof line, r->embd_bits == 4   ? "4 (w4a16 grid)"
+                                    : r->embd_bits == 6 ? "6 (Q6_K; the head's copy when tied)"
+                                                        : "%d",
+                 r->embd_bits);
     append(buf, size, &at, "  %-11s %s\n", "embeddings", line);
     for (int c = 0; c < NB_TC_LAYER_COUNT; c++) {
         int seen[17] = {0}, kinds = 0;
         for (int l = 0; l < r->n_layers; l++) kinds += !seen[r->bits[l][c]]++;
         size_t k = 0;
         line[0] = '\0';
-        for (int b = 16; b >= 4; b -= 4) {
+        static const int widths[] = {16, 8, 6, 4};
+        for (size_t wi = 0; wi < sizeof widths / sizeof *widths; wi++) {
+            const int b = widths[wi];
             if (!seen[b]) continue;
             if (kinds == 1) {
                 k += (size_t)snprintf(line + k, sizeof line - k, "%d", b);
@@ -305,7 +311,7 @@ void nb_recipe_table(const struct nb_recipe *r, char *buf, size_t size)
     if (r->head_bits == 4 && r->head_group)
         snprintf(line, sizeof line, "4 (groups of %d)", r->head_group);
     else
-        snprintf(line, sizeof line, "%d", r->head_bits);
+        snprintf(line, sizeof line, r->head_bits == 6 ? "6 (Q6_K)" : "%d", r->head_bits);
     append(buf, size, &at, "  %-11s %s\n", "head", line);
 }
 

@@ -1,14 +1,18 @@
 /* runtime/recipe.h — how many bits each tensor of a quantized model gets.
  *
- * A recipe gives every matrix a width: 4 (the build's int4 grid: w4a8 or w4a16), 8
- * (w8a16: int8 rows) or 16 (bf16). Matrices fall in classes (q, k, v, o, gate, up, down
+ * A recipe gives every matrix a width: 4 (the build's int4 grid: w4a8 or w4a16), 6 (GGUF
+ * Q6_K blocks nibble writes, quant/kquant.h, run by the block formats' integer kernels; a
+ * shape Q6_K cannot take gets the recipe's 4-bit form), 8 (w8a16: int8 rows) or 16 (bf16). Matrices fall in classes (q, k, v, o, gate, up, down
  * per layer; the output head; the embeddings, a row gather); a Spark head gate follows q.
  * Named recipes (docs/quantization.md, "Recipes"):
  *
  *   speed     every matrix 4-bit, embeddings and head included, at the build's group
- *   balanced  every matrix 4-bit; the head in groups of 32 and the embeddings in
- *             asymmetric groups of 64 (measured on kjv-7m: the two 4-bit matrices whose
- *             rounding costs most per byte; docs/quantization.md, "Recipes")
+ *   balanced  the layers 4-bit; the head and the embeddings 6-bit (Q6_K), stored once
+ *             when the head is tied (the head's records, which the gather decodes):
+ *             measured on kjv-7m and phone-agent-tiny, the two matrices whose rounding
+ *             costs most (docs/quantization.md, "6-bit head and embeddings"); where Q6_K
+ *             does not fit, the head in 4-bit groups of 32 and the embeddings in
+ *             asymmetric groups of 64
  *   fidelity  4-bit, with v and down at 8 bits in every layer, the head and the
  *             embeddings at 8
  *   uniform   the layers at 4 bits, the head and the embeddings at 8 (quantize's
@@ -23,6 +27,10 @@
  * in the .nib header ("recipe"). */
 #ifndef NB_RUNTIME_RECIPE_H
 #define NB_RUNTIME_RECIPE_H
+
+/* Bumped whenever a named recipe's widths change: the warm-start cache's key holds it, so
+ * an entry built by an older "balanced" is not taken for the new one. */
+#define NB_RECIPE_VERSION 2
 
 #include <stdint.h>
 

@@ -44,7 +44,10 @@ PY
       -e 's/^model\.layers\.\([0-9]*\)\.mlp\.gate_proj$/blk.\1.ffn_gate.weight/' \
       -e 's/^model\.layers\.\([0-9]*\)\.mlp\.up_proj$/blk.\1.ffn_up.weight/' \
       -e 's/^model\.layers\.\([0-9]*\)\.mlp\.down_proj$/blk.\1.ffn_down.weight/')
-    "$bin" inspect --dump "$name" -o "$tmp/d/$n.f32" "$nib" >/dev/null || return 1
+    # a tied head stored once is the .nib's token_embd.weight
+    "$bin" inspect --dump "$name" -o "$tmp/d/$n.f32" "$nib" >/dev/null 2>&1 ||
+      { [ "$name" = output.weight ] &&
+        "$bin" inspect --dump token_embd.weight -o "$tmp/d/$n.f32" "$nib" >/dev/null; } || return 1
     pairs+=("$mod=$tmp/d/$n.f32"); n=$((n+1))
   done
   [ "$n" -eq "$want" ] || { echo "compare_all: $n modules, expected $want"; return 1; }

@@ -95,15 +95,16 @@ else
 fi
 # A GGUF k-quant source (tests/data): its Q4_K matrices keep their codes on w4a16 in
 # groups of 32 (the sub-blocks), and what it stored with 6 bits (Q6_K: the head, some v and
-# down) is not cut to 4 (quant/kq_repack.h, docs/interop.md).
+# down) is not cut to 4 (quant/kq_repack.h, docs/interop.md): the layers' at 8 bits, the
+# tied head and embeddings (6 bits in the recipe) keep their Q6_K blocks, bit for bit, once.
 kq="${NIBBLE_SOURCE_DIR:?}/tests/data/gguf-quants/kjv-7m-Q4_K_M.gguf"
 "$bin" quantize -m "$kq" --path w4a16 --recipe balanced -t 2 -o "$tmp/kq.nib" >/dev/null 2>&1
 ok test $? -eq 0
 "$bin" inspect "$tmp/kq.nib" >"$tmp/kqi" 2>&1
 ok grep -Eq '^blk\.0\.attn_q\.weight +w4a16 .* 32 +x16' "$tmp/kqi"
-ok grep -Eq '^output\.weight +w8a16 ' "$tmp/kqi"
+ok grep -Eq '^token_embd\.weight +q6_k .* x16 ' "$tmp/kqi"
 ok grep -Eq '^blk\.0\.ffn_down\.weight +w8a16 ' "$tmp/kqi"
-ok grep -q '^head        "w8a16"' "$tmp/kqi"
+ok grep -q '^head        "q6_k (tied: one copy)"' "$tmp/kqi"
 "$bin" run -m "$tmp/kq.nib" -p "In the beginning" -n 8 --temp 0 >"$tmp/kqo" 2>/dev/null
 ok test -s "$tmp/kqo"
 # auto runs the file as stored, its blocks repacked for the integer kernels (no cache

@@ -335,3 +335,34 @@ void nb_gemm_iq4_xs_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float
             y[t * ldy + r] = acc;
         }
 }
+
+int nb_dequant_row_block(enum nb_wformat f, const void *blob, int64_t n_out, int64_t n_in,
+                         int64_t r, float *y)
+{
+    struct nb_block_info bi;
+    if (!nb_wformat_block(f, &bi)) return 0;
+    if (f == bi.x16) {
+        void (*dq)(const void *, int64_t, int64_t, float *) =
+            bi.rows == NB_WF_Q4_K     ? nb_dequant_row_q4_k_x16_ref
+            : bi.rows == NB_WF_Q5_K   ? nb_dequant_row_q5_k_x16_ref
+            : bi.rows == NB_WF_Q6_K   ? nb_dequant_row_q6_k_x16_ref
+            : bi.rows == NB_WF_Q4_0   ? nb_dequant_row_q4_0_x16_ref
+            : bi.rows == NB_WF_IQ4_NL ? nb_dequant_row_iq4_nl_x16_ref
+            : bi.rows == NB_WF_IQ4_XS ? nb_dequant_row_iq4_xs_x16_ref
+                                      : nb_dequant_row_q8_0_x16_ref;
+        dq(blob, n_in, r, y);
+        return 1;
+    }
+    (void)n_out;
+    const uint8_t *row = (const uint8_t *)blob + r * (n_in / bi.elems * bi.bytes);
+    void (*dq)(const void *, float *, int64_t) =
+        f == NB_WF_Q4_K     ? nb_dequant_row_q4_k_ref
+        : f == NB_WF_Q5_K   ? nb_dequant_row_q5_k_ref
+        : f == NB_WF_Q6_K   ? nb_dequant_row_q6_k_ref
+        : f == NB_WF_Q4_0   ? nb_dequant_row_q4_0_ref
+        : f == NB_WF_IQ4_NL ? nb_dequant_row_iq4_nl_ref
+        : f == NB_WF_IQ4_XS ? nb_dequant_row_iq4_xs_ref
+                            : nb_dequant_row_q8_0_ref;
+    dq(row, y, n_in);
+    return 1;
+}
