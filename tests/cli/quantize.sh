@@ -32,6 +32,14 @@ if [ -f "$gguf" ]; then
   ok test -n "$entry"
   ok cmp -s "$entry" "$tmp/auto.nib"
   rm -rf "$tmp/xdg"
+  # balanced's 6-bit head runs on the Q6_K block kernel: where the device has none (the
+  # avx2 level here, another target) auto takes the recipe's 4-bit head and embeddings
+  NIBBLE_ISA=avx2 "$bin" quantize -m "$gguf" -q -o "$tmp/a2.nib" >"$tmp/out" 2>/dev/null
+  ok test $? -eq 0
+  ok grep -q "recipe balanced, head 4, embd 4" "$tmp/out"
+  "$bin" inspect "$tmp/auto.nib" 2>/dev/null | grep -q "^token_embd.weight  *q6_k .* x16"
+  q6=$?
+  if "$bin" probe 2>/dev/null | grep -q avx512_vnni; then ok test "$q6" -eq 0; fi
   "$bin" inspect "$tmp/k.nib" >"$tmp/insp"; ok test $? -eq 0
   ok grep -q '"weight_path" *"w4a8"\|weight_path *"w4a8"' "$tmp/insp"
   ok grep -q "output.weight *w4a8" "$tmp/insp"
