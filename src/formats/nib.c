@@ -74,15 +74,14 @@ static enum nb_status parse_kind(const char *name, const char *tname, const char
     t->kind = NB_NIB_PACKED;
     t->format = NB_WF_COUNT;
     if (nb_wpath_from_name(s, &t->path)) return NB_OK;
-    char up[16];
-    size_t i = 0;
-    for (; s[i] && i + 1 < sizeof up; i++) up[i] = (char)(s[i] >= 'a' && s[i] <= 'z' ? s[i] - 32 : s[i]);
-    up[i] = '\0';
-    struct nb_block_info bi;
-    if (!s[i] && strcmp(s, up) != 0 && nb_wformat_block_named(up, &bi)) {
-        t->path = NB_WPATH_COUNT; /* resolved with the layout */
-        t->format = bi.rows;
-        return NB_OK;
+    for (int f = 0; f < NB_WF_COUNT; f++) { /* a block type: its rows' name ("q6_k") */
+        struct nb_block_info bi;
+        if (nb_wformat_block((enum nb_wformat)f, &bi) && f == (int)bi.rows &&
+            !strcmp(nb_wformat_info(bi.rows)->name, s)) {
+            t->path = NB_WPATH_COUNT; /* resolved with the layout */
+            t->format = bi.rows;
+            return NB_OK;
+        }
     }
     return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': unknown kind '%s'", name, tname, s);
 }

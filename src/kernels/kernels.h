@@ -238,10 +238,11 @@ void nb_gemm_q8_0_ref(float *y, int64_t ldy, const float *x, int64_t ldx, const 
  * came from), and the GEMMs against int8 activations in the NB_INPUT_Q8K form
  * (nb_gemm_w4a8_fn's arguments: xd one scale per 256, xsum 16 words per 256, the
  * group unused). */
-/* Row r of a block-format matrix [n_out][n_in] (its GGUF rows or its X16 records) as f32:
- * the format's row decoder above. 0 for a format that is not a block format. */
-int nb_dequant_row_block(enum nb_wformat f, const void *blob, int64_t n_out, int64_t n_in,
-                         int64_t r, float *y);
+/* Row r of a matrix [n_out][n_in] in format f as f32, as the reference kernels decode it:
+ * a GGUF block format (its rows or its X16 records) or an int4 X16 blob (`group`). 0 for
+ * another format (plain rows: the caller's). */
+int nb_dequant_row_packed(enum nb_wformat f, const void *blob, int group, int64_t n_out,
+                          int64_t n_in, int64_t r, float *y);
 void nb_dequant_row_q4_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
 void nb_dequant_row_q5_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);
 void nb_dequant_row_q6_k_x16_ref(const void *blob, int64_t n_in, int64_t r, float *y);

@@ -82,15 +82,8 @@ static void embed_row(const struct nb_weight *e, int32_t tok, float *out)
         nb_unpack_row_ref(p, e->group, e->data, &pl, n, tok, out);
         return;
     }
-    if (e->format == NB_WF_W4A8_X16 || e->format == NB_WF_W4A16_X16) { /* a tied head's copy */
-        struct nb_layout_planes pl;
-        enum nb_wpath p = nb_wformat_info(e->format)->path;
-        nb_layout_planes_x(p, NB_LAYOUT_X16, e->group, e->n_out, n, &pl);
-        nb_unpack_row_x16_ref(p, e->group, e->data, &pl, n, tok, out);
-        return;
-    }
-    /* a GGUF source's block rows, or a tied head's block records */
-    if (nb_dequant_row_block(e->format, e->data, e->n_out, n, tok, out)) return;
+    /* a GGUF source's block rows, or a tied head's one copy (int4 or block records) */
+    if (nb_dequant_row_packed(e->format, e->data, e->group, e->n_out, n, tok, out)) return;
     const uint16_t *r = (const uint16_t *)e->data + (int64_t)tok * n; /* f16 or bf16 */
     for (int64_t i = 0; i < n; i++)
         out[i] = e->format == NB_WF_F16 ? nb_f16_to_f32(r[i]) : nb_bf16_to_f32(r[i]);

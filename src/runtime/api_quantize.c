@@ -73,18 +73,14 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
     if (is_auto && (st = nb_auto_quantize_opts(src, &p.select, p.calib_path, &o, &s.selection)))
         return st;
     if ((st = nb_quantize_file(src, &o, dst, &r))) return st;
-    struct nb_selection sel = s.selection;
-    s = (struct nb_quantize_stats){
-        .size = sizeof s,
-        .linear_bytes = r.linear_bytes,
-        .linear_params = r.linear_params,
-        .file_bytes = r.file_bytes,
-        .file_params = r.file_params,
-        .bpw_linear = r.bpw_linear,
-        .bpw_file = r.bpw_file,
-        .seconds = r.seconds,
-    };
-    s.selection = sel;
+    s.size = sizeof s;
+    s.linear_bytes = r.linear_bytes;
+    s.linear_params = r.linear_params;
+    s.file_bytes = r.file_bytes;
+    s.file_params = r.file_params;
+    s.bpw_linear = r.bpw_linear;
+    s.bpw_file = r.bpw_file;
+    s.seconds = r.seconds;
     s.selected = is_auto;
     nb_api_str(s.weight_path, sizeof s.weight_path, nb_wpath_name(o.path));
     memcpy(s.recipe, r.recipe, sizeof s.recipe);

@@ -227,14 +227,7 @@ static int f16_exact(float x)
 static enum nb_status row_f32(const struct nb_nib_tensor *t, int64_t r, float *out)
 {
     int64_t N = t->shape[0], K = t->shape[1];
-    if (nb_dequant_row_block(t->format, t->data, N, K, r, out)) return NB_OK;
-    if (nb_wpath_is_int4(t->path) && t->layout == NB_LAYOUT_X16) {
-        struct nb_layout_planes pl;
-        if (!nb_layout_planes_x(t->path, NB_LAYOUT_X16, t->group, N, K, &pl))
-            return nb_set_error(NB_ERR_FORMAT, "tensor '%s': bad X16 shape", t->name);
-        nb_unpack_row_x16_ref(t->path, t->group, t->data, &pl, K, r, out);
-        return NB_OK;
-    }
+    if (nb_dequant_row_packed(t->format, t->data, t->group, N, K, r, out)) return NB_OK;
     return nb_dequantize_rows(t->path, t->group, t->data, N, K, r, r + 1, out);
 }
 

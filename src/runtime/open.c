@@ -16,6 +16,7 @@
 #include "runtime/api.h"
 #include "runtime/cache.h"
 #include "runtime/quantize.h"
+#include "runtime/recipe.h"
 
 struct nb_open_params nb_open_default_params(void)
 {
@@ -162,17 +163,19 @@ enum nb_status nb_auto_quantize_opts(const char *model, const struct nb_select_p
     if (!own_bits && nb_wpath_is_int4(c.path) && c.recipe[0])
         qo->recipe = c.recipe; /* it gives the head its width */
     if (!own_bits && !qo->recipe && qo->head_bits == 0) qo->head_bits = c.head_bits;
-    /* balanced's 6-bit head and embeddings run on the Q6_K block kernel: a device without a
+    /* a recipe's 6-bit head and embeddings run on the Q6_K block kernel: a device without a
      * SIMD one (this host's table has none, or another target, whose is not known here)
-     * gets the recipe's 4-bit head and embeddings rather than a scalar head GEMM */
+     * gets 4-bit ones rather than a scalar head GEMM */
+    struct nb_recipe rc;
     const int host = !sp.target || !strcmp(sp.target, "host");
-    if (qo->recipe && !strcmp(qo->recipe, "balanced") && !qo->head_bits && !qo->embd_bits &&
+    if (qo->recipe && !qo->head_bits && !qo->embd_bits &&
+        nb_recipe_named(qo->recipe, 1, &rc) == NB_OK && (rc.head_bits == 6 || rc.embd_bits == 6) &&
         !(host && nb_model_block_fast(NB_WF_Q6_K_X16))) {
         qo->head_bits = qo->embd_bits = 4;
         if (sel->n_reasons < NB_SELECTION_MAX_REASONS)
             snprintf(sel->reasons[sel->n_reasons++], sizeof sel->reasons[0],
-                     "recipe balanced: no Q6_K kernel for %s, so the head and the embeddings "
-                     "are 4-bit", host ? "this CPU" : "that target");
+                     "recipe %s: no Q6_K kernel for %s, so the head and the embeddings are "
+                     "4-bit", qo->recipe, host ? "this CPU" : "that target");
     }
     if (c.gptq && calib_path) { /* without a text the recipe goes without GPTQ */
         qo->calib_path = calib_path;

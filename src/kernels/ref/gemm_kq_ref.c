@@ -336,9 +336,16 @@ void nb_gemm_iq4_xs_x16_ref(float *y, int64_t ldy, const int8_t *xq, const float
         }
 }
 
-int nb_dequant_row_block(enum nb_wformat f, const void *blob, int64_t n_out, int64_t n_in,
-                         int64_t r, float *y)
+int nb_dequant_row_packed(enum nb_wformat f, const void *blob, int group, int64_t n_out,
+                          int64_t n_in, int64_t r, float *y)
 {
+    if (f == NB_WF_W4A8_X16 || f == NB_WF_W4A16_X16) {
+        struct nb_layout_planes pl;
+        enum nb_wpath p = nb_wformat_info(f)->path;
+        if (!nb_layout_planes_x(p, NB_LAYOUT_X16, group, n_out, n_in, &pl)) return 0;
+        nb_unpack_row_x16_ref(p, group, blob, &pl, n_in, r, y);
+        return 1;
+    }
     struct nb_block_info bi;
     if (!nb_wformat_block(f, &bi)) return 0;
     if (f == bi.x16) {
@@ -353,7 +360,6 @@ int nb_dequant_row_block(enum nb_wformat f, const void *blob, int64_t n_out, int
         dq(blob, n_in, r, y);
         return 1;
     }
-    (void)n_out;
     const uint8_t *row = (const uint8_t *)blob + r * (n_in / bi.elems * bi.bytes);
     void (*dq)(const void *, float *, int64_t) =
         f == NB_WF_Q4_K     ? nb_dequant_row_q4_k_ref
