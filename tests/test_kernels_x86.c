@@ -308,37 +308,56 @@ static void test_act_quant(void **state)
 #endif
 }
 
-/* The GGUF block formats' X16 kernels against their _ref twins: random blocks (finite f16
- * scales) repacked, 1..4 tokens (every tile), 70 (past a token block of 64), sub-ranges. */
+/* The GGUF block formats' X16 kernels (AVX-512 VNNI, AVX-VNNI, AVX2: each this CPU runs)
+ * against their _ref twins: random blocks (finite f16 scales) repacked, 1..5 tokens (every
+ * tile), 70 (past a token block of 64), sub-ranges. */
 static void test_kq_x16(void **state)
 {
 #ifdef NB_HAVE_X86
     const struct nb_cpu *cpu = nb_cpu_get();
-    if (!have_avx512() || !cpu->avx512_vnni) skip();
+    const int have[3] = {have_avx512() && cpu->avx512_vnni, cpu->avx2 && cpu->avx_vnni,
+                         cpu->avx2 && cpu->fma && cpu->f16c};
+    static const char *const variant[3] = {"avx512vnni", "avxvnni", "avx2"};
+    if (!have[0] && !have[1] && !have[2]) skip();
     static const struct {
         enum nb_wformat f;
-        nb_gemm_kq_fn simd, ref;
+        nb_gemm_kq_fn simd[3], ref;
         void (*dq)(const void *, int64_t, int64_t, float *);
         int exact;
     } fs[] = {
-        {NB_WF_Q4_K_X16, nb_gemm_q4_k_x16_avx512vnni, nb_gemm_q4_k_x16_ref,
+        {NB_WF_Q4_K_X16,
+         {nb_gemm_q4_k_x16_avx512vnni, nb_gemm_q4_k_x16_avxvnni, nb_gemm_q4_k_x16_avx2},
+         nb_gemm_q4_k_x16_ref,
          nb_dequant_row_q4_k_x16_ref, 0},
-        {NB_WF_Q5_K_X16, nb_gemm_q5_k_x16_avx512vnni, nb_gemm_q5_k_x16_ref,
+        {NB_WF_Q5_K_X16,
+         {nb_gemm_q5_k_x16_avx512vnni, nb_gemm_q5_k_x16_avxvnni, nb_gemm_q5_k_x16_avx2},
+         nb_gemm_q5_k_x16_ref,
          nb_dequant_row_q5_k_x16_ref, 0},
-        {NB_WF_Q6_K_X16, nb_gemm_q6_k_x16_avx512vnni, nb_gemm_q6_k_x16_ref,
+        {NB_WF_Q6_K_X16,
+         {nb_gemm_q6_k_x16_avx512vnni, nb_gemm_q6_k_x16_avxvnni, nb_gemm_q6_k_x16_avx2},
+         nb_gemm_q6_k_x16_ref,
          nb_dequant_row_q6_k_x16_ref, 0},
-        {NB_WF_Q4_0_X16, nb_gemm_q4_0_x16_avx512vnni, nb_gemm_q4_0_x16_ref,
+        {NB_WF_Q4_0_X16,
+         {nb_gemm_q4_0_x16_avx512vnni, nb_gemm_q4_0_x16_avxvnni, nb_gemm_q4_0_x16_avx2},
+         nb_gemm_q4_0_x16_ref,
          nb_dequant_row_q4_0_x16_ref, 1},
-        {NB_WF_Q8_0_X16, nb_gemm_q8_0_x16_avx512vnni, nb_gemm_q8_0_x16_ref,
+        {NB_WF_Q8_0_X16,
+         {nb_gemm_q8_0_x16_avx512vnni, nb_gemm_q8_0_x16_avxvnni, nb_gemm_q8_0_x16_avx2},
+         nb_gemm_q8_0_x16_ref,
          nb_dequant_row_q8_0_x16_ref, 1},
-        {NB_WF_IQ4_NL_X16, nb_gemm_iq4_nl_x16_avx512vnni, nb_gemm_iq4_nl_x16_ref,
+        {NB_WF_IQ4_NL_X16,
+         {nb_gemm_iq4_nl_x16_avx512vnni, nb_gemm_iq4_nl_x16_avxvnni, nb_gemm_iq4_nl_x16_avx2},
+         nb_gemm_iq4_nl_x16_ref,
          nb_dequant_row_iq4_nl_x16_ref, 1},
-        {NB_WF_IQ4_XS_X16, nb_gemm_iq4_xs_x16_avx512vnni, nb_gemm_iq4_xs_x16_ref,
+        {NB_WF_IQ4_XS_X16,
+         {nb_gemm_iq4_xs_x16_avx512vnni, nb_gemm_iq4_xs_x16_avxvnni, nb_gemm_iq4_xs_x16_avx2},
+         nb_gemm_iq4_xs_x16_ref,
          nb_dequant_row_iq4_xs_x16_ref, 0},
     };
     static const int toks[] = {1, 2, 3, 4, 5, 70};
     double worst = 0;
-    for (size_t fi = 0; fi < sizeof fs / sizeof *fs; fi++)
+    for (int v = 0; v < 3; v++)
+    for (size_t fi = 0; fi < sizeof fs / sizeof *fs && have[v]; fi++)
         for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++) {
             struct nb_block_info bi;
             assert_true(nb_wformat_block(fs[fi].f, &bi));
@@ -375,7 +394,7 @@ static void test_kq_x16(void **state)
             for (int64_t i = 0; i < n_tok * ldy; i++) ya[i] = yb[i] = 7.0f;
             int64_t r0 = ti == 2 ? 16 : 0, r1 = ti == 3 ? 32 : n_out;
             fs[fi].ref(ya, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, (int)n_tok, r0, r1);
-            fs[fi].simd(yb, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, (int)n_tok, r0, r1);
+            fs[fi].simd[v](yb, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, (int)n_tok, r0, r1);
             float *w = malloc(sizeof(float) * (size_t)n_in);
             for (int64_t r = 0; r < n_out; r++) {
                 fs[fi].dq(rec, n_in, r, w);
@@ -386,7 +405,11 @@ static void test_kq_x16(void **state)
                         continue;
                     }
                     if (fs[fi].exact) {
-                        assert_memory_equal(&a, &b, sizeof a);
+                        if (memcmp(&a, &b, sizeof a))
+                            fail_msg("%s, format %s, %lld tokens: row %lld token %lld: %.9g vs "
+                                     "ref %.9g (must be equal)", variant[v],
+                                     nb_wformat_info(fs[fi].f)->name, (long long)n_tok,
+                                     (long long)r, (long long)t, b, a);
                         continue;
                     }
                     int g = bi.elems == 256 ? 256 : 32;
@@ -396,8 +419,9 @@ static void test_kq_x16(void **state)
                     double ratio = fabs((double)a - b) / (mag > 0 ? mag : 1);
                     if (ratio > worst) worst = ratio;
                     if (ratio > TOL_KQ_X16)
-                        fail_msg("format %s, %lld tokens: row %lld token %lld: %g vs ref %g "
-                                 "(ratio %g)", nb_wformat_info(fs[fi].f)->name, (long long)n_tok,
+                        fail_msg("%s, format %s, %lld tokens: row %lld token %lld: %g vs ref "
+                                 "%g (ratio %g)", variant[v], nb_wformat_info(fs[fi].f)->name,
+                                 (long long)n_tok,
                                  (long long)r, (long long)t, b, a, ratio);
                 }
             }
@@ -491,19 +515,19 @@ static void test_fill_pure(void **state)
         const struct nb_cpu *cpu;
         enum nb_isa_level level;
         int amx;
-        const char *isa, *w4a8, *w4a16, *bf16;
+        const char *isa, *w4a8, *w4a16, *bf16, *kq; /* kq: the block formats' X16 */
     } cases[] = {
-        {&none, NB_LEVEL_AVX512, 1, "ref", "ref", "ref", "ref"}, /* capped at what it has */
+        {&none, NB_LEVEL_AVX512, 1, "ref", "ref", "ref", "ref", "ref"}, /* capped at what it has */
 #ifdef NB_HAVE_X86
-        {&avx2, NB_LEVEL_AVX512, 0, "avx2", "avx2", "ref", "ref"},
-        {&avxvnni, NB_LEVEL_AVX2, 0, "avx2", "avxvnni", "ref", "ref"},
-        {&avx512, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512"},
-        {&vnni, NB_LEVEL_AVX512, 0, "avx512", "avx512vnni", "avx512", "avx512"},
-        {&vnni, NB_LEVEL_AVX2, 1, "avx2", "avx2", "ref", "ref"},
+        {&avx2, NB_LEVEL_AVX512, 0, "avx2", "avx2", "ref", "ref", "avx2"},
+        {&avxvnni, NB_LEVEL_AVX2, 0, "avx2", "avxvnni", "ref", "ref", "avxvnni"},
+        {&avx512, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512", "avx2"},
+        {&vnni, NB_LEVEL_AVX512, 0, "avx512", "avx512vnni", "avx512", "avx512", "avx512vnni"},
+        {&vnni, NB_LEVEL_AVX2, 1, "avx2", "avx2", "ref", "ref", "avx2"},
         {&vnni, NB_LEVEL_AVX512, 1, "avx512+amx (unverified)", "amx (unverified)", "avx512",
-         "avx512"},
-        {&bf16, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512"},
-        {&vnni, NB_LEVEL_REF, 1, "ref", "ref", "ref", "ref"},
+         "avx512", "avx512vnni"},
+        {&bf16, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512", "avx2"},
+        {&vnni, NB_LEVEL_REF, 1, "ref", "ref", "ref", "ref", "ref"},
 #endif
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -512,6 +536,11 @@ static void test_fill_pure(void **state)
         assert_string_equal(k.gemm[NB_WF_W4A8_X16].name, cases[i].w4a8);
         assert_string_equal(k.gemm[NB_WF_W4A16_X16].name, cases[i].w4a16);
         assert_string_equal(k.gemm[NB_WF_BF16].name, cases[i].bf16);
+        for (int f = NB_WF_Q4_K_X16; f < NB_WF_COUNT; f++) {
+            struct nb_block_info bi;
+            if (nb_wformat_block((enum nb_wformat)f, &bi) && f == (int)bi.x16)
+                assert_string_equal(k.gemm[f].name, cases[i].kq);
+        }
         /* the ROWS layouts and w8a16 have only their reference kernel */
         assert_string_equal(k.gemm[NB_WF_W4A8].name, "ref");
         assert_string_equal(k.gemm[NB_WF_W8A16].name, "ref");

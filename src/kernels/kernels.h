@@ -397,6 +397,27 @@ void nb_gemm_iq4_xs_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, cons
                                    const int32_t *xsum, int64_t ldxq, int64_t ldxg,
                                    const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,
                                    int64_t r0, int64_t r1);
+/* kernels/x86/gemm_kq_avx2.c (vpmaddubsw) and gemm_kq_avxvnni.c (256-bit vpdpbusd): the
+ * same seven GEMMs on 256-bit registers, with the same agreement with the _ref twins
+ * (k-quants and IQ4_XS within f32 rounding, Q4_0 / Q8_0 / IQ4_NL bit-identical). */
+#define NB_GEMM_KQ_DECL(fn)                                                                        \
+    void fn(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,        \
+            int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_out, int64_t n_in,           \
+            int n_tok, int64_t r0, int64_t r1)
+NB_GEMM_KQ_DECL(nb_gemm_q4_k_x16_avx2);
+NB_GEMM_KQ_DECL(nb_gemm_q5_k_x16_avx2);
+NB_GEMM_KQ_DECL(nb_gemm_q6_k_x16_avx2);
+NB_GEMM_KQ_DECL(nb_gemm_iq4_xs_x16_avx2);
+NB_GEMM_KQ_DECL(nb_gemm_q4_0_x16_avx2);
+NB_GEMM_KQ_DECL(nb_gemm_q8_0_x16_avx2);
+NB_GEMM_KQ_DECL(nb_gemm_iq4_nl_x16_avx2);
+NB_GEMM_KQ_DECL(nb_gemm_q4_k_x16_avxvnni);
+NB_GEMM_KQ_DECL(nb_gemm_q5_k_x16_avxvnni);
+NB_GEMM_KQ_DECL(nb_gemm_q6_k_x16_avxvnni);
+NB_GEMM_KQ_DECL(nb_gemm_iq4_xs_x16_avxvnni);
+NB_GEMM_KQ_DECL(nb_gemm_q4_0_x16_avxvnni);
+NB_GEMM_KQ_DECL(nb_gemm_q8_0_x16_avxvnni);
+NB_GEMM_KQ_DECL(nb_gemm_iq4_nl_x16_avxvnni);
 void nb_act_quant_q8_avx512(const float *x, int64_t n, int group, int8_t *q, float *d,
                             int32_t *gsum);
 void nb_glu_avx512(float *out, const float *gate, const float *up, int64_t n,

@@ -9,8 +9,9 @@
  *   q4_k/q6_k   ref     ref                        avx512   (a GGUF source as stored)
  *   q5_k/q4_0/q8_0/iq4_nl/iq4_xs ref ref           ref      (a GGUF source as stored)
  *   q4_k/q5_k/q6_k/q4_0/q8_0/iq4_nl/iq4_xs-x16
- *               ref     ref                        avx512vnni when VNNI (the same blocks
- *                                                  as 16-row records: int8 activations)
+ *               ref     avxvnni, else avx2         avx512vnni when VNNI, else avx2's (the
+ *                                                  same blocks as 16-row records: int8
+ *                                                  activations)
  *   w8a16       ref     ref                        ref
  *   w4a16       ref     ref                        ref            (ROWS layout)
  *   w4a16-x16   ref     ref                        avx512 (avx512bf16 variant when the
@@ -119,6 +120,20 @@ GEMM_KQ(nb_gemm_q8_0_x16_avx512vnni)
 GEMM_KQ(nb_gemm_iq4_nl_x16_avx512vnni)
 GEMM_KQ(nb_gemm_iq4_xs_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avxvnni)
+GEMM_KQ(nb_gemm_q4_k_x16_avx2)
+GEMM_KQ(nb_gemm_q5_k_x16_avx2)
+GEMM_KQ(nb_gemm_q6_k_x16_avx2)
+GEMM_KQ(nb_gemm_iq4_xs_x16_avx2)
+GEMM_KQ(nb_gemm_q4_0_x16_avx2)
+GEMM_KQ(nb_gemm_q8_0_x16_avx2)
+GEMM_KQ(nb_gemm_iq4_nl_x16_avx2)
+GEMM_KQ(nb_gemm_q4_k_x16_avxvnni)
+GEMM_KQ(nb_gemm_q5_k_x16_avxvnni)
+GEMM_KQ(nb_gemm_q6_k_x16_avxvnni)
+GEMM_KQ(nb_gemm_iq4_xs_x16_avxvnni)
+GEMM_KQ(nb_gemm_q4_0_x16_avxvnni)
+GEMM_KQ(nb_gemm_q8_0_x16_avxvnni)
+GEMM_KQ(nb_gemm_iq4_nl_x16_avxvnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_amx)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512)
@@ -244,6 +259,27 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
                                                                          "avxvnni")
                                               : (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_avx2,
                                                                          "avx2");
+        k->gemm[NB_WF_Q4_K_X16] = c->avx_vnni
+                                       ? (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_avxvnni, "avxvnni")
+                                       : (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_avx2, "avx2");
+        k->gemm[NB_WF_Q5_K_X16] = c->avx_vnni
+                                       ? (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_avxvnni, "avxvnni")
+                                       : (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_avx2, "avx2");
+        k->gemm[NB_WF_Q6_K_X16] = c->avx_vnni
+                                       ? (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_avxvnni, "avxvnni")
+                                       : (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_avx2, "avx2");
+        k->gemm[NB_WF_IQ4_XS_X16] = c->avx_vnni
+                                       ? (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_avxvnni, "avxvnni")
+                                       : (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_avx2, "avx2");
+        k->gemm[NB_WF_Q4_0_X16] = c->avx_vnni
+                                       ? (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_avxvnni, "avxvnni")
+                                       : (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_avx2, "avx2");
+        k->gemm[NB_WF_Q8_0_X16] = c->avx_vnni
+                                       ? (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_avxvnni, "avxvnni")
+                                       : (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_avx2, "avx2");
+        k->gemm[NB_WF_IQ4_NL_X16] = c->avx_vnni
+                                       ? (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_avxvnni, "avxvnni")
+                                       : (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_avx2, "avx2");
         k->attn_tile = nb_attn_tile_avx2;
         k->attn_decode = nb_attn_decode_avx2;
         k->kv_row_load = nb_kv_row_load_avx2;

@@ -33,10 +33,17 @@ if [ -f "$gguf" ]; then
   ok cmp -s "$entry" "$tmp/auto.nib"
   rm -rf "$tmp/xdg"
   # balanced's 6-bit head runs on the Q6_K block kernel: where the device has none (the
-  # avx2 level here, another target) auto takes the recipe's 4-bit head and embeddings
-  NIBBLE_ISA=avx2 "$bin" quantize -m "$gguf" -q -o "$tmp/a2.nib" >"$tmp/out" 2>/dev/null
+  # reference level, another target) auto takes the recipe's 4-bit head and embeddings;
+  # the avx2 level has one (AVX-VNNI or AVX2)
+  NIBBLE_ISA=ref "$bin" quantize -m "$gguf" -q -o "$tmp/a2.nib" >"$tmp/out" 2>/dev/null
   ok test $? -eq 0
   ok grep -q "recipe balanced, head 4, embd 4" "$tmp/out"
+  if "$bin" probe 2>/dev/null | grep -q avx2; then
+    NIBBLE_ISA=avx2 "$bin" quantize -m "$gguf" -q -o "$tmp/a3.nib" >"$tmp/out" 2>/dev/null
+    ok test $? -eq 0
+    ok grep -q "^recipe balanced, bits per matrix" "$tmp/out"
+    ok grep -q "^  head  *6 (Q6_K)" "$tmp/out"
+  fi
   "$bin" inspect "$tmp/auto.nib" 2>/dev/null | grep -q "^token_embd.weight  *q6_k .* x16"
   q6=$?
   if "$bin" probe 2>/dev/null | grep -q avx512_vnni; then ok test "$q6" -eq 0; fi
