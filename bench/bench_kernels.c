@@ -10,7 +10,10 @@
  * The machine is shared and noisy: every configuration is measured in PASSES
  * interleaved passes; the best and the spread (worst / best - 1) are printed.
  * Decode rotates over enough copies of each matrix to exceed the L3 cache.
+ * Then the GGUF block formats' X16 kernels (Q4_K, Q6_K, Q8_0: every variant this CPU
+ * runs) on the gate/up shape, decode and prefill, as the file's own records.
  * Usage: bench_kernels [passes]   (env NIBBLE_BENCH_QUICK=1: fewer, smaller runs)
+ *        bench_kernels --kq [passes]   (the block formats only)
  *        bench_kernels --insn NAME N_TOK REPS   (one kernel, for instruction counts under
  *        emulation: bench/arm_insn.sh)
  */
@@ -29,6 +32,7 @@
 #include "core/timer.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
+#include "quant/kq_repack.h"
 #include "quant/repack.h"
 #include "lab.h"
 
@@ -373,6 +377,150 @@ static int insn_mode(const struct kern *kerns, int nk, const char *name, int n_t
     return 0;
 }
 
+/* ---------------------------------------------------------------- GGUF block formats */
+
+struct kq_kern {
+    const char *name;
+    enum nb_wformat f;
+    nb_gemm_kq_fn fn;
+};
+
+struct kq_job {
+    nb_gemm_kq_fn fn;
+    const uint8_t *blob;
+    int64_t n_out, n_in, ldg;
+    int n_tok;
+    float *y;
+    const int8_t *xq;
+    const float *xd;
+    const int32_t *xs;
+};
+
+static void kq_worker(void *arg, int ith, int nth)
+{
+    struct kq_job *j = arg;
+    long r0, r1;
+    nb_split_range((long)j->n_out, ith, nth, 16, &r0, &r1);
+    if (r0 < r1)
+        j->fn(j->y, j->n_out, j->xq, j->xd, j->xs, j->n_in, j->ldg, j->blob, j->n_out, j->n_in,
+              j->n_tok, r0, r1);
+}
+
+/* The block kernels this CPU runs for Q4_K, Q6_K and Q8_0 (at most 12). */
+static int list_kq(struct kq_kern *k, const struct nb_cpu *cpu)
+{
+    int n = 0;
+#ifdef NB_HAVE_X86
+#define KQ3(v, ok)                                                                                 \
+    if (ok) {                                                                                      \
+        k[n++] = (struct kq_kern){"q4_k " #v, NB_WF_Q4_K_X16, nb_gemm_q4_k_x16_##v};               \
+        k[n++] = (struct kq_kern){"q6_k " #v, NB_WF_Q6_K_X16, nb_gemm_q6_k_x16_##v};               \
+        k[n++] = (struct kq_kern){"q8_0 " #v, NB_WF_Q8_0_X16, nb_gemm_q8_0_x16_##v};               \
+    }
+    KQ3(avx512vnni, cpu->avx512_vnni && cpu->avx512bw)
+    KQ3(avxvnni, cpu->avx_vnni && cpu->avx2)
+    KQ3(avx2, cpu->avx2 && cpu->fma && cpu->f16c)
+#undef KQ3
+#endif
+    (void)cpu, (void)k;
+    return n;
+}
+
+/* Random blocks of f's rows (finite f16 scales) repacked into records: copies of them. */
+static uint8_t *make_kq(enum nb_wformat f, const struct shape *s, int rotate, int64_t *bytes,
+                        int64_t *copies)
+{
+    struct nb_block_info bi;
+    struct nb_layout_planes pl;
+    nb_wformat_block(f, &bi);
+    nb_wformat_planes(f, 0, s->n_out, s->n_in, &pl);
+    int64_t nb = s->n_out * (s->n_in / bi.elems);
+    uint8_t *rows = malloc((size_t)(nb * bi.bytes));
+    int d_at = f == NB_WF_Q6_K_X16 ? 208 : 0, dmin = f == NB_WF_Q4_K_X16;
+    for (int64_t i = 0; i < nb * bi.bytes; i++) rows[i] = (uint8_t)rnd();
+    for (int64_t b = 0; b < nb; b++) {
+        nb_q_store_u16(rows + b * bi.bytes + d_at, nb_f32_to_f16(0.01f * gauss()));
+        if (dmin) nb_q_store_u16(rows + b * bi.bytes + 2, nb_f32_to_f16(0.01f * gauss()));
+    }
+    *bytes = pl.total;
+    *copies = rotate ? (ROTATE_BYTES + pl.total - 1) / pl.total : 1;
+    uint8_t *blobs = aligned_alloc(64, (size_t)(*copies * pl.total));
+    nb_kq_repack_x16(f, rows, s->n_out, s->n_in, 0, s->n_out / 16, blobs);
+    for (int64_t c = 1; c < *copies; c++) memcpy(blobs + c * pl.total, blobs, (size_t)pl.total);
+    free(rows);
+    return blobs;
+}
+
+static void bench_kq(struct nb_pool *pool, int passes, const double bw[3])
+{
+    struct kq_kern k[12];
+    int nk = list_kq(k, nb_cpu_get());
+    if (!nk) return;
+    const struct shape s = {"gate/up 6144x2048", 6144, 2048};
+    float *y = malloc(sizeof(float) * (size_t)(s.n_out * PREFILL_TOK));
+    for (int mode = 0; mode < 2; mode++) {
+        int n_tok = mode ? PREFILL_TOK : 1;
+        printf("\n== GGUF block X16 kernels, %s (n_tok %d), %s, %d interleaved passes ==\n",
+               mode ? "prefill" : "decode", n_tok, s.name, passes);
+        /* activations: per 256 (Q8_K form) and per 32 (Q8_0's) */
+        int64_t ldg = s.n_in / 16;
+        int8_t *xq = malloc((size_t)(n_tok * s.n_in));
+        float *xd = malloc(sizeof(float) * (size_t)(n_tok * ldg)), *x = malloc(sizeof(float) * s.n_in);
+        int32_t *xs = malloc(sizeof(int32_t) * (size_t)(n_tok * ldg));
+        int8_t *xq32 = malloc((size_t)(n_tok * s.n_in));
+        float *xd32 = malloc(sizeof(float) * (size_t)(n_tok * ldg));
+        int32_t *xs32 = malloc(sizeof(int32_t) * (size_t)(n_tok * ldg));
+        for (int t = 0; t < n_tok; t++) {
+            for (int64_t i = 0; i < s.n_in; i++) x[i] = gauss();
+            nb_act_quant_q8k(nb_act_quant_q8_ref, x, s.n_in, xq + t * s.n_in, xd + t * ldg,
+                             xs + t * ldg);
+            nb_act_quant_q8_ref(x, s.n_in, 32, xq32 + t * s.n_in, xd32 + t * ldg, xs32 + t * ldg);
+        }
+        enum nb_wformat fs[3] = {NB_WF_Q4_K_X16, NB_WF_Q6_K_X16, NB_WF_Q8_0_X16};
+        uint8_t *blob[3];
+        int64_t bytes[3], copies[3];
+        for (int i = 0; i < 3; i++) blob[i] = make_kq(fs[i], &s, !mode, &bytes[i], &copies[i]);
+        struct result res[12][3];
+        memset(res, 0, sizeof res);
+        for (int pass = 0; pass < passes; pass++)
+            for (int ki = 0; ki < nk; ki++) {
+                int fi = k[ki].f == NB_WF_Q4_K_X16 ? 0 : k[ki].f == NB_WF_Q6_K_X16 ? 1 : 2;
+                int b32 = fi == 2;
+                struct kq_job j = {k[ki].fn, NULL, s.n_out, s.n_in, ldg, n_tok, y,
+                                   b32 ? xq32 : xq, b32 ? xd32 : xd, b32 ? xs32 : xs};
+                for (int nth = 1; nth <= 2; nth++) {
+                    uint64_t t0 = nb_time_ns();
+                    for (int64_t c = 0; c < copies[fi]; c++) {
+                        j.blob = blob[fi] + c * bytes[fi];
+                        nb_pool_run_n(pool, kq_worker, &j, nth);
+                    }
+                    upd(&res[ki][nth], (double)(nb_time_ns() - t0) * 1e-9);
+                }
+            }
+        for (int ki = 0; ki < nk; ki++) {
+            int fi = k[ki].f == NB_WF_Q4_K_X16 ? 0 : k[ki].f == NB_WF_Q6_K_X16 ? 1 : 2;
+            printf("%-18s %-16s", s.name, k[ki].name);
+            for (int nth = 1; nth <= 2; nth++) {
+                const struct result *r = &res[ki][nth];
+                double sp = 100 * (r->worst / r->best - 1);
+                if (mode == 0) {
+                    double gbs = (double)(bytes[fi] * copies[fi]) / r->best * 1e-9;
+                    printf("  %dT %6.1f GB/s (%3.0f%% of read) %6.1f us [+%3.0f%%]", nth, gbs,
+                           bw[nth] > 0 ? 100 * gbs / bw[nth] : 0, r->best / copies[fi] * 1e6, sp);
+                } else {
+                    printf("  %dT %6.0f GOP/s [+%3.0f%%]", nth,
+                           2.0 * s.n_out * s.n_in * n_tok / r->best * 1e-9, sp);
+                }
+            }
+            printf("\n");
+        }
+        fflush(stdout);
+        for (int i = 0; i < 3; i++) free(blob[i]);
+        free(xq), free(xd), free(xs), free(x), free(xq32), free(xd32), free(xs32);
+    }
+    free(y);
+}
+
 int main(int argc, char **argv)
 {
     const struct nb_cpu *cpu = nb_cpu_get();
@@ -380,6 +528,8 @@ int main(int argc, char **argv)
     int nk = list_kernels(kerns, cpu);
     if (argc == 5 && !strcmp(argv[1], "--insn"))
         return insn_mode(kerns, nk, argv[2], atoi(argv[3]), atoi(argv[4]));
+    int kq_only = argc > 1 && !strcmp(argv[1], "--kq");
+    if (kq_only) argc--, argv++;
     int passes = argc > 1 ? atoi(argv[1]) : 5;
     int quick = getenv("NIBBLE_BENCH_QUICK") != NULL;
     printf("cpu flags: %s\n", nb_cpu_flags_str());
@@ -392,6 +542,11 @@ int main(int argc, char **argv)
         bw[nth] = nb_measure_read_bw(nth, (size_t)(quick ? 256 : 1024) << 20, 5);
     printf("read bandwidth (best of 5 plain and 5 prefetched passes): 1 thread %.1f GB/s, "
            "2 threads %.1f GB/s\n", bw[1], bw[2]);
+    if (kq_only) {
+        bench_kq(pool, passes, bw);
+        nb_pool_free(pool);
+        return 0;
+    }
     double peak[PEAK_COUNT][3];
     for (int k = 0; k < PEAK_COUNT; k++) measure_peak(pool, (enum peak_kind)k, peak[k]);
 
@@ -463,6 +618,7 @@ int main(int argc, char **argv)
         }
     }
     free(y), free(scr[0]), free(scr[1]);
+    bench_kq(pool, passes, bw);
     nb_pool_free(pool);
     return 0;
 }
