@@ -22,7 +22,7 @@ void app_env_init(void)
                             "ignored\n", log);
     }
     const char *isa = getenv("NIBBLE_ISA"), *amx = getenv("NIBBLE_AMX");
-    int allow_amx = !(amx && !strcmp(amx, "0"));
+    int allow_amx = amx && !strcmp(amx, "0") ? 0 : amx && !strcmp(amx, "all") ? 2 : 1;
     if (nb_set_isa(isa, allow_amx) != NB_OK) {
         fprintf(stderr, "nibble: NIBBLE_ISA=%s: %s: using the best this CPU has\n", isa,
                 nb_last_error());

@@ -288,9 +288,10 @@ typedef void (*nb_progress_fn)(int64_t done, int64_t total, void *user);
 /* ---------------------------------------------------------------- kernels */
 
 /* Before the first model runs: cap the kernel level ("ref", "avx2", "avx512"; NULL or
- * "auto": the best this CPU has) and allow or forbid the AMX kernel (the CLI passes
- * NIBBLE_ISA and NIBBLE_AMX). NB_ERR_INVALID_ARG for an unknown level or a call after
- * the kernels were chosen. */
+ * "auto": the best this CPU has) and what AMX may run: 0 nothing, 1 the w4a8 kernel
+ * (the default), 2 also the GGUF block formats' tile kernels (not yet measured on AMX)
+ * (the CLI passes NIBBLE_ISA and NIBBLE_AMX: 0, all). NB_ERR_INVALID_ARG for an unknown
+ * level or a call after the kernels were chosen. */
 NB_API enum nb_status nb_set_isa(const char *isa, int allow_amx);
 /* The kernel level in use ("avx512vnni", "avx2", "ref", ...); chooses it if not yet. */
 NB_API const char *nb_isa(void);

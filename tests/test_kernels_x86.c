@@ -308,55 +308,64 @@ static void test_act_quant(void **state)
 #endif
 }
 
-/* The GGUF block formats' X16 kernels (AVX-512 VNNI, AVX-VNNI, AVX2: each this CPU runs)
- * against their _ref twins: random blocks (finite f16 scales) repacked, 1..5 tokens (every
+/* The GGUF block formats' X16 kernels (AVX-512 VNNI, AVX-VNNI, AVX2, the AMX code on
+ * emulated tiles, AMX's own tiles: each this CPU runs) against their _ref twins: random blocks (finite f16 scales) repacked, 1..5 tokens (every
  * tile), 70 (past a token block of 64), sub-ranges. */
 static void test_kq_x16(void **state)
 {
 #ifdef NB_HAVE_X86
     const struct nb_cpu *cpu = nb_cpu_get();
-    const int have[3] = {have_avx512() && cpu->avx512_vnni, cpu->avx2 && cpu->avx_vnni,
-                         cpu->avx2 && cpu->fma && cpu->f16c};
-    static const char *const variant[3] = {"avx512vnni", "avxvnni", "avx2"};
+    const int vnni = have_avx512() && cpu->avx512_vnni;
+    const int have[5] = {vnni, cpu->avx2 && cpu->avx_vnni, cpu->avx2 && cpu->fma && cpu->f16c,
+                         vnni, vnni && cpu->amx_tile && cpu->amx_int8 && nb_amx_request_perm()};
+    static const char *const variant[5] = {"avx512vnni", "avxvnni", "avx2", "amx (emulated)",
+                                           "amx"};
     if (!have[0] && !have[1] && !have[2]) skip();
     static const struct {
         enum nb_wformat f;
-        nb_gemm_kq_fn simd[3], ref;
+        nb_gemm_kq_fn simd[5], ref;
         void (*dq)(const void *, int64_t, int64_t, float *);
         int exact;
     } fs[] = {
         {NB_WF_Q4_K_X16,
-         {nb_gemm_q4_k_x16_avx512vnni, nb_gemm_q4_k_x16_avxvnni, nb_gemm_q4_k_x16_avx2},
+         {nb_gemm_q4_k_x16_avx512vnni, nb_gemm_q4_k_x16_avxvnni, nb_gemm_q4_k_x16_avx2,
+          nb_gemm_q4_k_x16_amxemu, nb_gemm_q4_k_x16_amx},
          nb_gemm_q4_k_x16_ref,
          nb_dequant_row_q4_k_x16_ref, 0},
         {NB_WF_Q5_K_X16,
-         {nb_gemm_q5_k_x16_avx512vnni, nb_gemm_q5_k_x16_avxvnni, nb_gemm_q5_k_x16_avx2},
+         {nb_gemm_q5_k_x16_avx512vnni, nb_gemm_q5_k_x16_avxvnni, nb_gemm_q5_k_x16_avx2,
+          nb_gemm_q5_k_x16_amxemu, nb_gemm_q5_k_x16_amx},
          nb_gemm_q5_k_x16_ref,
          nb_dequant_row_q5_k_x16_ref, 0},
         {NB_WF_Q6_K_X16,
-         {nb_gemm_q6_k_x16_avx512vnni, nb_gemm_q6_k_x16_avxvnni, nb_gemm_q6_k_x16_avx2},
+         {nb_gemm_q6_k_x16_avx512vnni, nb_gemm_q6_k_x16_avxvnni, nb_gemm_q6_k_x16_avx2,
+          nb_gemm_q6_k_x16_amxemu, nb_gemm_q6_k_x16_amx},
          nb_gemm_q6_k_x16_ref,
          nb_dequant_row_q6_k_x16_ref, 0},
         {NB_WF_Q4_0_X16,
-         {nb_gemm_q4_0_x16_avx512vnni, nb_gemm_q4_0_x16_avxvnni, nb_gemm_q4_0_x16_avx2},
+         {nb_gemm_q4_0_x16_avx512vnni, nb_gemm_q4_0_x16_avxvnni, nb_gemm_q4_0_x16_avx2,
+          nb_gemm_q4_0_x16_amxemu, nb_gemm_q4_0_x16_amx},
          nb_gemm_q4_0_x16_ref,
          nb_dequant_row_q4_0_x16_ref, 1},
         {NB_WF_Q8_0_X16,
-         {nb_gemm_q8_0_x16_avx512vnni, nb_gemm_q8_0_x16_avxvnni, nb_gemm_q8_0_x16_avx2},
+         {nb_gemm_q8_0_x16_avx512vnni, nb_gemm_q8_0_x16_avxvnni, nb_gemm_q8_0_x16_avx2,
+          nb_gemm_q8_0_x16_amxemu, nb_gemm_q8_0_x16_amx},
          nb_gemm_q8_0_x16_ref,
          nb_dequant_row_q8_0_x16_ref, 1},
         {NB_WF_IQ4_NL_X16,
-         {nb_gemm_iq4_nl_x16_avx512vnni, nb_gemm_iq4_nl_x16_avxvnni, nb_gemm_iq4_nl_x16_avx2},
+         {nb_gemm_iq4_nl_x16_avx512vnni, nb_gemm_iq4_nl_x16_avxvnni, nb_gemm_iq4_nl_x16_avx2,
+          nb_gemm_iq4_nl_x16_amxemu, nb_gemm_iq4_nl_x16_amx},
          nb_gemm_iq4_nl_x16_ref,
          nb_dequant_row_iq4_nl_x16_ref, 1},
         {NB_WF_IQ4_XS_X16,
-         {nb_gemm_iq4_xs_x16_avx512vnni, nb_gemm_iq4_xs_x16_avxvnni, nb_gemm_iq4_xs_x16_avx2},
+         {nb_gemm_iq4_xs_x16_avx512vnni, nb_gemm_iq4_xs_x16_avxvnni, nb_gemm_iq4_xs_x16_avx2,
+          nb_gemm_iq4_xs_x16_amxemu, nb_gemm_iq4_xs_x16_amx},
          nb_gemm_iq4_xs_x16_ref,
          nb_dequant_row_iq4_xs_x16_ref, 0},
     };
-    static const int toks[] = {1, 2, 3, 4, 5, 70};
+    static const int toks[] = {1, 2, 3, 4, 5, 70, 21}; /* 21: one AMX tile of 16 + 5 */
     double worst = 0;
-    for (int v = 0; v < 3; v++)
+    for (int v = 0; v < 5; v++)
     for (size_t fi = 0; fi < sizeof fs / sizeof *fs && have[v]; fi++)
         for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++) {
             struct nb_block_info bi;
@@ -526,6 +535,8 @@ static void test_fill_pure(void **state)
         {&vnni, NB_LEVEL_AVX2, 1, "avx2", "avx2", "ref", "ref", "avx2"},
         {&vnni, NB_LEVEL_AVX512, 1, "avx512+amx (unverified)", "amx (unverified)", "avx512",
          "avx512", "avx512vnni"},
+        {&vnni, NB_LEVEL_AVX512, 2, "avx512+amx (unverified)", "amx (unverified)", "avx512",
+         "avx512", "amx (unverified)"}, /* NIBBLE_AMX=all: the block kernels too */
         {&bf16, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512", "avx2"},
         {&vnni, NB_LEVEL_REF, 1, "ref", "ref", "ref", "ref", "ref"},
 #endif

@@ -9,11 +9,12 @@
  * the level and whether the AMX kernel may run.
  *
  * AMX (avx512 level): when the CPU has amx_tile + amx_int8 + AVX-512 VNNI, Linux grants
- * tile data (arch_prctl ARCH_REQ_XCOMP_PERM) and NIBBLE_AMX is not "0", the AMX w4a8
- * kernel runs a self-check on first use (small random problems against
- * nb_gemm_w4a8_x16_ref, bit-exact or within 1e-5 of the output scale) and only then
- * becomes gemm_w4a8_x16, with isa "avx512+amx (unverified)"; otherwise a warning and
- * VNNI stays. Unverified: never measured on an AMX machine.
+ * tile data (arch_prctl ARCH_REQ_XCOMP_PERM) and NIBBLE_AMX is not "0", the AMX kernels
+ * (w4a8; with NIBBLE_AMX=all also the seven GGUF block formats' records, never measured
+ * on AMX: opt-in until they are) run a self-check on first use
+ * (small random problems against their _ref twins, bit-exact or within 1e-5 of the output
+ * scale) and only then enter the table, with isa "avx512+amx (unverified)"; otherwise a
+ * warning and VNNI stays.
  */
 #include <math.h>
 #include <pthread.h>
@@ -24,6 +25,7 @@
 #include "core/cpu.h"
 #include "core/log.h"
 #include "kernels/kernels.h"
+#include "kernels/qblock.h"
 
 static struct nb_kernels g_table;
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -91,6 +93,68 @@ out:
     return ok;
 }
 
+/* One random problem in each GGUF block format's records through the AMX kernel and the
+ * reference (records are any bytes with finite f16 scales): 1 if every one agrees
+ * (bit-exact, or within 1e-5 of the output scale). */
+static int amx_check_kq(uint64_t *rng)
+{
+    static const struct {
+        enum nb_wformat f;
+        nb_gemm_kq_fn amx, ref;
+        int d, dmin; /* byte offsets of the f16 scales in a record (-1: none) */
+    } fs[] = {
+        {NB_WF_Q4_K_X16, nb_gemm_q4_k_x16_amx, nb_gemm_q4_k_x16_ref, NB_Q4_K_X16_D, NB_Q4_K_X16_DMIN},
+        {NB_WF_Q5_K_X16, nb_gemm_q5_k_x16_amx, nb_gemm_q5_k_x16_ref, NB_Q5_K_X16_D, NB_Q5_K_X16_DMIN},
+        {NB_WF_Q6_K_X16, nb_gemm_q6_k_x16_amx, nb_gemm_q6_k_x16_ref, NB_Q6_K_X16_D, -1},
+        {NB_WF_IQ4_XS_X16, nb_gemm_iq4_xs_x16_amx, nb_gemm_iq4_xs_x16_ref, NB_IQ4_XS_X16_D, -1},
+        {NB_WF_Q4_0_X16, nb_gemm_q4_0_x16_amx, nb_gemm_q4_0_x16_ref, NB_Q4_0_X16_D, -1},
+        {NB_WF_Q8_0_X16, nb_gemm_q8_0_x16_amx, nb_gemm_q8_0_x16_ref, NB_Q8_0_X16_D, -1},
+        {NB_WF_IQ4_NL_X16, nb_gemm_iq4_nl_x16_amx, nb_gemm_iq4_nl_x16_ref, NB_Q4_0_X16_D, -1},
+    };
+    const int64_t n_out = 32, n_tok = 35;
+    int ok = 1;
+    for (size_t fi = 0; fi < sizeof fs / sizeof *fs && ok; fi++) {
+        struct nb_block_info bi;
+        if (!nb_wformat_block(fs[fi].f, &bi)) return 0;
+        const int64_t n_in = 2 * (int64_t)bi.rec_k, nrec = n_out / 16 * (n_in / bi.rec_k);
+        const int64_t ldxq = n_in + 64, ldxg = ldxq / 16, ldy = n_out + 16;
+        const int nd = bi.rec_k == 64 ? 32 : 16; /* f16 scales a record */
+        uint8_t *blob = aligned_alloc(64, (size_t)(nrec * bi.rec_bytes));
+        int8_t *xq = malloc((size_t)(n_tok * ldxq));
+        float *x = malloc(sizeof(float) * (size_t)n_in);
+        float *xd = calloc((size_t)(n_tok * ldxg), sizeof(float));
+        int32_t *xs = calloc((size_t)(n_tok * ldxg), sizeof(int32_t));
+        float *ya = calloc((size_t)(n_tok * ldy), sizeof(float));
+        float *yr = calloc((size_t)(n_tok * ldy), sizeof(float));
+        if (!blob || !xq || !x || !xd || !xs || !ya || !yr) ok = 0;
+        for (int64_t i = 0; ok && i < nrec * bi.rec_bytes; i++) blob[i] = (uint8_t)xorshift(rng);
+        for (int64_t r = 0; ok && r < nrec; r++)
+            for (int j = 0; j < nd; j++) { /* f16 in [2^-10, 2^-8): 0x1400 + mantissa */
+                uint16_t h = (uint16_t)(0x1400 + xorshift(rng) % 0x800);
+                memcpy(blob + r * bi.rec_bytes + fs[fi].d + 2 * j, &h, 2);
+                if (fs[fi].dmin >= 0) memcpy(blob + r * bi.rec_bytes + fs[fi].dmin + 2 * j, &h, 2);
+            }
+        for (int64_t t = 0; ok && t < n_tok; t++) {
+            for (int64_t i = 0; i < n_in; i++) x[i] = (float)((int)(xorshift(rng) % 2001) - 1000);
+            if (bi.rec_k == 64)
+                nb_act_quant_q8_ref(x, n_in, 32, xq + t * ldxq, xd + t * ldxg, xs + t * ldxg);
+            else
+                nb_act_quant_q8k(nb_act_quant_q8_ref, x, n_in, xq + t * ldxq, xd + t * ldxg,
+                                 xs + t * ldxg);
+        }
+        if (ok) {
+            fs[fi].amx(ya, ldy, xq, xd, xs, ldxq, ldxg, blob, n_out, n_in, (int)n_tok, 0, n_out);
+            fs[fi].ref(yr, ldy, xq, xd, xs, ldxq, ldxg, blob, n_out, n_in, (int)n_tok, 0, n_out);
+            double scale = 0;
+            for (int64_t i = 0; i < n_tok * ldy; i++) scale = fmax(scale, fabs((double)yr[i]));
+            for (int64_t i = 0; i < n_tok * ldy; i++)
+                if (!(fabs((double)ya[i] - yr[i]) <= 1e-5 * scale)) ok = 0;
+        }
+        free(blob), free(xq), free(x), free(xd), free(xs), free(ya), free(yr);
+    }
+    return ok;
+}
+
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
 
@@ -113,8 +177,13 @@ static void amx_probe(void)
                 "VNNI");
         return;
     }
+    if (g_allow_amx >= 2 && !amx_check_kq(&rng)) {
+        NB_LOGW("AMX: a GGUF block kernel failed its self-check against the reference; "
+                "keeping VNNI");
+        return;
+    }
     g_amx_ok = 1;
-    NB_LOGD("AMX: w4a8 kernel passed its self-check (unverified: never measured)");
+    NB_LOGD("AMX: the w4a8 and GGUF block kernels passed their self-checks");
 }
 
 /* 1 when the AMX w4a8 kernel may be used (asked once, self-checked once). */
@@ -125,12 +194,13 @@ static int amx_usable(void)
 }
 #endif
 
-/* 1 when the AMX w4a8 kernel may run here: the CPU has it, it is allowed, Linux grants
- * tile data and the kernel passed its self-check (asked once). */
+/* What AMX may run here (nb_kernels_fill's use_amx): 0 none; 1 the w4a8 kernel, 2 also
+ * the GGUF block kernels (as allowed): the CPU has AMX, Linux grants tile data and the
+ * kernels passed their self-checks (asked once). */
 static int use_amx(enum nb_isa_level lvl)
 {
 #ifdef NB_HAVE_X86
-    return lvl == NB_LEVEL_AVX512 && nb_cpu_get()->avx512_vnni && amx_usable();
+    return lvl == NB_LEVEL_AVX512 && nb_cpu_get()->avx512_vnni && amx_usable() ? g_allow_amx : 0;
 #else
     (void)lvl;
     return 0;
@@ -162,7 +232,7 @@ enum nb_status nb_kernels_configure(const char *isa, int allow_amx)
         return nb_set_error(NB_ERR_INVALID_ARG, "kernels: unknown ISA level '%s' (auto, ref, "
                             "avx2, avx512, neon)", isa);
     g_cap = auto_level ? -1 : (int)lvl;
-    g_allow_amx = allow_amx != 0;
+    g_allow_amx = allow_amx < 0 ? 0 : allow_amx > 2 ? 2 : allow_amx;
     return NB_OK;
 }
 

@@ -347,6 +347,8 @@ void nb_gemm_w4a8_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
  * Needs amx_tile + amx_int8 + AVX-512 VNNI and the Linux tile-data permission, asked
  * for (process-wide, idempotent) by nb_amx_request_perm(): 1 if granted, else 0. */
 int nb_amx_request_perm(void);
+/* Tiles 0..3 (C) 16 x 64 B, 4, 5 (A) 16 x kstep B, 6, 7 (B) kstep/4 x 64 B: palette 1. */
+void nb_amx_config(int kstep);
 void nb_gemm_w4a8_x16_amx(float *y, int64_t ldy, const int8_t *xq, const float *xd,
                           const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                           int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
@@ -418,6 +420,23 @@ NB_GEMM_KQ_DECL(nb_gemm_iq4_xs_x16_avxvnni);
 NB_GEMM_KQ_DECL(nb_gemm_q4_0_x16_avxvnni);
 NB_GEMM_KQ_DECL(nb_gemm_q8_0_x16_avxvnni);
 NB_GEMM_KQ_DECL(nb_gemm_iq4_nl_x16_avxvnni);
+/* kernels/x86/gemm_kq_amx.c: the same on AMX-INT8 tiles for tiles of 16 tokens (the rest
+ * on the AVX-512 VNNI kernels; UNVERIFIED, installed after dispatch.c's self-check), and
+ * gemm_kq_amxemu_avx512vnni.c: that code on emulated tiles (tests, any VNNI CPU). */
+NB_GEMM_KQ_DECL(nb_gemm_q4_k_x16_amx);
+NB_GEMM_KQ_DECL(nb_gemm_q5_k_x16_amx);
+NB_GEMM_KQ_DECL(nb_gemm_q6_k_x16_amx);
+NB_GEMM_KQ_DECL(nb_gemm_iq4_xs_x16_amx);
+NB_GEMM_KQ_DECL(nb_gemm_q4_0_x16_amx);
+NB_GEMM_KQ_DECL(nb_gemm_q8_0_x16_amx);
+NB_GEMM_KQ_DECL(nb_gemm_iq4_nl_x16_amx);
+NB_GEMM_KQ_DECL(nb_gemm_q4_k_x16_amxemu);
+NB_GEMM_KQ_DECL(nb_gemm_q5_k_x16_amxemu);
+NB_GEMM_KQ_DECL(nb_gemm_q6_k_x16_amxemu);
+NB_GEMM_KQ_DECL(nb_gemm_iq4_xs_x16_amxemu);
+NB_GEMM_KQ_DECL(nb_gemm_q4_0_x16_amxemu);
+NB_GEMM_KQ_DECL(nb_gemm_q8_0_x16_amxemu);
+NB_GEMM_KQ_DECL(nb_gemm_iq4_nl_x16_amxemu);
 void nb_act_quant_q8_avx512(const float *x, int64_t n, int group, int8_t *q, float *d,
                             int32_t *gsum);
 void nb_glu_avx512(float *out, const float *gate, const float *up, int64_t n,

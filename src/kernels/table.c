@@ -11,7 +11,8 @@
  *   q4_k/q5_k/q6_k/q4_0/q8_0/iq4_nl/iq4_xs-x16
  *               ref     avxvnni, else avx2         avx512vnni when VNNI, else avx2's (the
  *                                                  same blocks as 16-row records: int8
- *                                                  activations)
+ *                                                  activations); amx when use_amx is
+ *                                                  2 (NIBBLE_AMX=all)
  *   w8a16       ref     ref                        ref
  *   w4a16       ref     ref                        ref            (ROWS layout)
  *   w4a16-x16   ref     ref                        avx512 (avx512bf16 variant when the
@@ -136,6 +137,13 @@ GEMM_KQ(nb_gemm_q8_0_x16_avxvnni)
 GEMM_KQ(nb_gemm_iq4_nl_x16_avxvnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_amx)
+GEMM_KQ(nb_gemm_q4_k_x16_amx)
+GEMM_KQ(nb_gemm_q5_k_x16_amx)
+GEMM_KQ(nb_gemm_q6_k_x16_amx)
+GEMM_KQ(nb_gemm_iq4_xs_x16_amx)
+GEMM_KQ(nb_gemm_q4_0_x16_amx)
+GEMM_KQ(nb_gemm_q8_0_x16_amx)
+GEMM_KQ(nb_gemm_iq4_nl_x16_amx)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512bf16)
 #endif
@@ -310,6 +318,22 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             k->isa = "avx512+amx (unverified)";
             k->gemm[NB_WF_W4A8_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_amx,
                                                                 "amx (unverified)");
+        }
+        if (c->avx512_vnni && use_amx >= 2) { /* NIBBLE_AMX=all: never measured on AMX */
+            k->gemm[NB_WF_Q4_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_amx,
+                                                                  "amx (unverified)");
+            k->gemm[NB_WF_Q5_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_amx,
+                                                                  "amx (unverified)");
+            k->gemm[NB_WF_Q6_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_amx,
+                                                                  "amx (unverified)");
+            k->gemm[NB_WF_IQ4_XS_X16] = (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_amx,
+                                                                  "amx (unverified)");
+            k->gemm[NB_WF_Q4_0_X16] = (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_amx,
+                                                                  "amx (unverified)");
+            k->gemm[NB_WF_Q8_0_X16] = (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_amx,
+                                                                  "amx (unverified)");
+            k->gemm[NB_WF_IQ4_NL_X16] = (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_amx,
+                                                                  "amx (unverified)");
         }
         /* the bf16 variant (AVX512-BF16 hosts) keeps the name: same records */
         k->gemm[NB_WF_W4A16_X16] =

@@ -48,7 +48,7 @@ struct tilecfg {
     uint8_t rows[16];
 };
 
-static void config(int kstep)
+void nb_amx_config(int kstep)
 {
     _Alignas(64) struct tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
@@ -154,7 +154,7 @@ void nb_gemm_w4a8_x16_amx(float *y, int64_t ldy, const int8_t *xq, const float *
     const uint16_t *ds = (const uint16_t *)((const uint8_t *)w_blob + pl.offset[1]);
     const int kstep = group < 64 ? group : 64;
     const int64_t b0 = r0 / 16, b1 = r1 / 16;
-    config(kstep);
+    nb_amx_config(kstep);
     for (int t = 0; t < full; t += 32) {
         const int mt = full - t >= 32 ? 2 : 1;
         for (int64_t blk = b0; blk < b1; blk += 2) {
