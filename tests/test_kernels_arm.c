@@ -18,6 +18,12 @@
  *                  |out - ref| <= TOL_GLU |ref| + 2^-23 |g up| (the second term: the
  *                  reference's own cancellation in 1 + tanh u for g << 0).
  *   TOL_NORM       squares summed in two f64 lanes vs one: relative to |y|.
+ *   TOL_KQ_X16     the GGUF block formats' X16 records with sdot (Q4_K, Q5_K, Q6_K,
+ *                  IQ4_XS): the same int32 sums (IQ4_XS: signed grid products, the
+ *                  reference's +128 form less its exact zero term), the sums over
+ *                  sub-blocks with fused multiply-adds (the reference rounds each
+ *                  product); mag = sum_k |w_k| |xd qa_k|. Q4_0 / Q8_0 / IQ4_NL:
+ *                  bit-identical (the same integers, the reference's float operations).
  * The worst ratios measured are printed with NIBBLE_TEST_VERBOSE=1. */
 #include "helpers/testutil.h"
 #include "helpers/kernel_fixture.h"
@@ -31,6 +37,7 @@
 #include "core/fp.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
+#include "quant/kq_repack.h"
 #include "quant/repack.h"
 
 #define TOL_W4A16_X16  1e-6
@@ -38,6 +45,7 @@
 #define TOL_W8A16     1e-6
 #define TOL_GLU       1e-6
 #define TOL_NORM      1e-6
+#define TOL_KQ_X16    1e-6
 
 static uint64_t g_rng __attribute__((unused)) = 0xA2A2; /* used by the NEON tests only */
 
@@ -65,17 +73,21 @@ static void test_fill_arm(void **state)
     const struct {
         const struct nb_cpu *cpu;
         enum nb_isa_level level;
-        const char *isa, *w4a8, *w4a16, *f32;
+        const char *isa, *w4a8, *w4a16, *f32, *kq; /* kq: every -x16 block format */
     } cases[] = {
-        {&a53, NB_LEVEL_NEON, "neon", "neon", "neon", "neon"},
-        {&dot, NB_LEVEL_NEON, "neon+dotprod", "neon-dotprod", "neon", "neon"},
-        {&mm, NB_LEVEL_NEON, "neon+dotprod+i8mm", "neon-i8mm", "neon-bf16", "neon"},
-        {&mm_nodot, NB_LEVEL_NEON, "neon", "neon", "neon", "neon"},
-        {&bf, NB_LEVEL_NEON, "neon", "neon", "neon-bf16", "neon"},
-        {&mm, NB_LEVEL_REF, "ref", "ref", "ref", "ref"},
-        {&mm, NB_LEVEL_AVX512, "neon+dotprod+i8mm", "neon-i8mm", "neon-bf16",
-         "neon"}, /* not Arm: best */
+        {&a53, NB_LEVEL_NEON, "neon", "neon", "neon", "neon", "ref"},
+        {&dot, NB_LEVEL_NEON, "neon+dotprod", "neon-dotprod", "neon", "neon", "neon-dotprod"},
+        {&mm, NB_LEVEL_NEON, "neon+dotprod+i8mm", "neon-i8mm", "neon-bf16", "neon",
+         "neon-dotprod"},
+        {&mm_nodot, NB_LEVEL_NEON, "neon", "neon", "neon", "neon", "ref"},
+        {&bf, NB_LEVEL_NEON, "neon", "neon", "neon-bf16", "neon", "ref"},
+        {&mm, NB_LEVEL_REF, "ref", "ref", "ref", "ref", "ref"},
+        {&mm, NB_LEVEL_AVX512, "neon+dotprod+i8mm", "neon-i8mm", "neon-bf16", "neon",
+         "neon-dotprod"}, /* not Arm: best */
     };
+    static const enum nb_wformat kq_x16[] = {NB_WF_Q4_K_X16,   NB_WF_Q5_K_X16, NB_WF_Q6_K_X16,
+                                             NB_WF_IQ4_XS_X16, NB_WF_Q4_0_X16, NB_WF_Q8_0_X16,
+                                             NB_WF_IQ4_NL_X16};
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         nb_kernels_fill(&k, cases[i].cpu, cases[i].level, 1);
         assert_string_equal(k.isa, cases[i].isa);
@@ -83,7 +95,9 @@ static void test_fill_arm(void **state)
         assert_string_equal(k.gemm[NB_WF_W4A16_X16].name, cases[i].w4a16);
         assert_string_equal(k.gemm[NB_WF_F32].name, cases[i].f32);
         assert_string_equal(k.gemm[NB_WF_W8A16].name, cases[i].f32);
-        /* the ROWS int4 layouts and the k-quants have only their reference kernel */
+        for (size_t f = 0; f < sizeof kq_x16 / sizeof kq_x16[0]; f++)
+            assert_string_equal(k.gemm[kq_x16[f]].name, cases[i].kq);
+        /* the ROWS int4 layouts and the k-quants as stored have only their reference kernel */
         assert_string_equal(k.gemm[NB_WF_W4A8].name, "ref");
         assert_string_equal(k.gemm[NB_WF_W4A16].name, "ref");
         assert_string_equal(k.gemm[NB_WF_Q4_K].name, "ref");
@@ -136,6 +150,8 @@ static void test_dispatch_arm(void **state)
     assert_string_equal(g->gemm[NB_WF_W4A8_X16].name, c->asimddp && c->i8mm ? "neon-i8mm"
                                                       : c->asimddp          ? "neon-dotprod"
                                                                             : "neon");
+    assert_string_equal(g->gemm[NB_WF_Q4_K_X16].name, c->asimddp ? "neon-dotprod" : "ref");
+    assert_string_equal(g->gemm[NB_WF_Q8_0_X16].name, c->asimddp ? "neon-dotprod" : "ref");
     assert_non_null(strstr(nb_cpu_flags_str(), "asimd"));
 #else
     skip();
@@ -262,6 +278,130 @@ static void test_w4a8_x16_neon(void **state)
     if (getenv("NIBBLE_TEST_VERBOSE"))
         fprintf(stderr, "w4a8 x16: %d kernels (%s), %d runs bit-identical\n", nf, names[nf - 1],
                 runs);
+#else
+    skip();
+#endif
+}
+
+/* The GGUF block formats' X16 kernels (sdot) against their _ref twins: random blocks
+ * (finite f16 scales) repacked with nb_kq_repack_x16, 1..5 tokens (every tile and its
+ * remainders), 9, 70 (past a token block of 64), one to three records along k, row
+ * sub-ranges; rows outside the range stay untouched. Skipped without dotprod. */
+static void test_kq_x16_dotprod(void **state)
+{
+#ifdef NB_HAVE_ARM
+    if (!nb_cpu_get()->asimddp) skip();
+    static const struct {
+        enum nb_wformat f;
+        nb_gemm_kq_fn fn, ref;
+        void (*dq)(const void *, int64_t, int64_t, float *);
+        int exact;
+    } fs[] = {
+        {NB_WF_Q4_K_X16, nb_gemm_q4_k_x16_dotprod, nb_gemm_q4_k_x16_ref,
+         nb_dequant_row_q4_k_x16_ref, 0},
+        {NB_WF_Q5_K_X16, nb_gemm_q5_k_x16_dotprod, nb_gemm_q5_k_x16_ref,
+         nb_dequant_row_q5_k_x16_ref, 0},
+        {NB_WF_Q6_K_X16, nb_gemm_q6_k_x16_dotprod, nb_gemm_q6_k_x16_ref,
+         nb_dequant_row_q6_k_x16_ref, 0},
+        {NB_WF_IQ4_XS_X16, nb_gemm_iq4_xs_x16_dotprod, nb_gemm_iq4_xs_x16_ref,
+         nb_dequant_row_iq4_xs_x16_ref, 0},
+        {NB_WF_Q4_0_X16, nb_gemm_q4_0_x16_dotprod, nb_gemm_q4_0_x16_ref,
+         nb_dequant_row_q4_0_x16_ref, 1},
+        {NB_WF_Q8_0_X16, nb_gemm_q8_0_x16_dotprod, nb_gemm_q8_0_x16_ref,
+         nb_dequant_row_q8_0_x16_ref, 1},
+        {NB_WF_IQ4_NL_X16, nb_gemm_iq4_nl_x16_dotprod, nb_gemm_iq4_nl_x16_ref,
+         nb_dequant_row_iq4_nl_x16_ref, 1},
+    };
+    static const int toks[] = {1, 2, 3, 4, 5, 70, 9};
+    double worst = 0;
+    int runs = 0;
+    for (size_t fi = 0; fi < sizeof fs / sizeof *fs; fi++)
+        for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++) {
+            struct nb_block_info bi;
+            assert_true(nb_wformat_block(fs[fi].f, &bi));
+            int64_t n_out = 48, n_in = bi.rec_k * (int64_t)(1 + ti % 3), n_tok = toks[ti];
+            int64_t rows_bytes = n_out * (n_in / bi.elems) * bi.bytes;
+            /* the f16 scales: Q6_K's d at byte 208, the others' at 0 (and Q4_K / Q5_K's
+             * dmin at 2); every other byte random */
+            int d_at = fs[fi].f == NB_WF_Q6_K_X16 ? 208 : 0;
+            int dmin = fs[fi].f == NB_WF_Q4_K_X16 || fs[fi].f == NB_WF_Q5_K_X16;
+            uint8_t *rows = malloc((size_t)rows_bytes);
+            for (int64_t i = 0; i < rows_bytes; i++)
+                rows[i] = (uint8_t)tu_rand_u64(&g_rng);
+            for (int64_t b = 0; b < rows_bytes / bi.bytes; b++) {
+                uint16_t d = nb_f32_to_f16(0.02f * tu_rand_gauss(&g_rng));
+                memcpy(rows + b * bi.bytes + d_at, &d, 2);
+                if (dmin) {
+                    d = nb_f32_to_f16(0.01f * tu_rand_gauss(&g_rng));
+                    memcpy(rows + b * bi.bytes + 2, &d, 2);
+                }
+            }
+            struct nb_layout_planes pl;
+            assert_true(nb_wformat_planes(fs[fi].f, 0, n_out, n_in, &pl));
+            uint8_t *rec = aligned_alloc(64, (size_t)(pl.total + 63) / 64 * 64);
+            assert_int_equal(nb_kq_repack_x16(fs[fi].f, rows, n_out, n_in, 0, n_out / 16, rec),
+                             NB_OK);
+            int64_t ldxq = n_in + 64, ldxg = ldxq / 16, ldy = n_out + 3;
+            int8_t *xq = malloc((size_t)(n_tok * ldxq));
+            float *xd = calloc((size_t)(n_tok * ldxg), sizeof(float));
+            int32_t *xs = calloc((size_t)(n_tok * ldxg), sizeof(int32_t));
+            float *x = malloc(sizeof(float) * (size_t)n_in);
+            for (int64_t t = 0; t < n_tok; t++) {
+                for (int64_t i = 0; i < n_in; i++)
+                    x[i] = tu_rand_gauss(&g_rng) * (t % 3 == 2 && i % 7 == 0 ? 8.0f : 1.0f);
+                if (bi.elems == 256)
+                    nb_act_quant_q8k(nb_act_quant_q8_ref, x, n_in, xq + t * ldxq, xd + t * ldxg,
+                                     xs + t * ldxg);
+                else
+                    nb_act_quant_q8_ref(x, n_in, 32, xq + t * ldxq, xd + t * ldxg, xs + t * ldxg);
+            }
+            float *ya = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+            float *yb = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+            for (int64_t i = 0; i < n_tok * ldy; i++)
+                ya[i] = yb[i] = 7.0f;
+            int64_t r0 = ti == 2 || ti == 6 ? 16 : 0, r1 = ti == 3 || ti == 6 ? 32 : n_out;
+            fs[fi].ref(ya, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, (int)n_tok, r0, r1);
+            fs[fi].fn(yb, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, (int)n_tok, r0, r1);
+            float *w = malloc(sizeof(float) * (size_t)n_in);
+            const char *name = nb_wformat_info(fs[fi].f)->name;
+            for (int64_t r = 0; r < n_out; r++) {
+                fs[fi].dq(rec, n_in, r, w);
+                for (int64_t t = 0; t < n_tok; t++) {
+                    float a = ya[t * ldy + r], b = yb[t * ldy + r];
+                    if (r < r0 || r >= r1) { /* rows outside the range are not written */
+                        if (!(a == 7.0f && b == 7.0f))
+                            fail_msg("%s, %lld tokens: row %lld outside [%lld, %lld) written",
+                                     name, (long long)n_tok, (long long)r, (long long)r0,
+                                     (long long)r1);
+                        continue;
+                    }
+                    if (fs[fi].exact) {
+                        if (memcmp(&a, &b, sizeof a))
+                            fail_msg("%s, %lld tokens: row %lld token %lld: %.9g vs ref %.9g "
+                                     "(must be equal)",
+                                     name, (long long)n_tok, (long long)r, (long long)t,
+                                     (double)b, (double)a);
+                        continue;
+                    }
+                    int g = bi.elems == 256 ? 256 : 32;
+                    double mag = 0;
+                    for (int64_t i = 0; i < n_in; i++)
+                        mag += fabs(w[i]) * fabs((double)xd[t * ldxg + i / g] * xq[t * ldxq + i]);
+                    double ratio = fabs((double)a - b) / (mag > 0 ? mag : 1);
+                    if (ratio > worst) worst = ratio;
+                    if (!(ratio <= TOL_KQ_X16))
+                        fail_msg("%s, %lld tokens: row %lld token %lld: %g vs ref %g (ratio %g)",
+                                 name, (long long)n_tok, (long long)r, (long long)t, (double)b,
+                                 (double)a, ratio);
+                }
+            }
+            runs++;
+            free(rows), free(rec), free(xq), free(xd), free(xs), free(x), free(ya), free(yb);
+            free(w);
+        }
+    if (getenv("NIBBLE_TEST_VERBOSE"))
+        fprintf(stderr, "k-quant X16 neon-dotprod: %d runs, k-quant worst ratio %.3g\n", runs,
+                worst);
 #else
     skip();
 #endif
@@ -470,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_act_quant_neon), cmocka_unit_test(test_w4a8_x16_neon),
         cmocka_unit_test(test_w4a16_x16_neon), cmocka_unit_test(test_w8a16_neon),
         cmocka_unit_test(test_vec_neon),       cmocka_unit_test(test_glu_norm_neon),
+        cmocka_unit_test(test_kq_x16_dotprod),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -497,6 +497,30 @@ void nb_gemm_w4a8_x16_i8mm(float *y, int64_t ldy, const int8_t *xq, const float 
                            const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                            int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
                            int64_t r1);
+/* kernels/arm/gemm_kq_dotprod.c: the GGUF block formats' X16 records with sdot (needs
+ * asimddp); nb_gemm_kq_fn's signature. Q4_0 / Q8_0 / IQ4_NL bit-identical to their _ref
+ * twins, the k-quants and IQ4_XS within fused multiply-adds of them. */
+void nb_gemm_q4_k_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_q5_k_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_q6_k_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_iq4_xs_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                                int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_q4_0_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_q8_0_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
+void nb_gemm_iq4_nl_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                                const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                                int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1);
 void nb_gemm_w4a16_x16_neon(float *y, int64_t ldy, const float *x, int64_t ldx,
                             const void *w_blob, int64_t n_out, int64_t n_in, int group, int n_tok,
                             int64_t r0, int64_t r1, float *scratch);

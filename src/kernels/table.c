@@ -23,12 +23,17 @@
  *                                                            kv_row_load, kv_row_store)
  *
  * On aarch64 there is one level, neon (every aarch64 CPU has NEON); the CPU's dotprod
- * (HWCAP asimddp) and i8mm (HWCAP2 i8mm) pick the w4a8 variant within it:
+ * (HWCAP asimddp) and i8mm (HWCAP2 i8mm) pick the w4a8 variant within it (dotprod also
+ * the GGUF block formats' X16 kernels):
  *
  *   format        neon (armv8.0)   + dotprod          + dotprod + i8mm
  *   f32/f16/bf16  neon             neon               neon     (bit-identical to ref)
  *   q4_k/q6_k     ref              ref                ref
- *   q5_k/q4_0/q8_0, and every -x16 block format: ref
+ *   q5_k/q4_0/q8_0/iq4_nl/iq4_xs: ref (a GGUF source as stored)
+ *   q4_k/q5_k/q6_k/q4_0/q8_0/iq4_nl/iq4_xs-x16
+ *                 ref              neon-dotprod       neon-dotprod (sdot on the 16-row
+ *                                                                   records, int8
+ *                                                                   activations)
  *   w8a16         neon             neon               neon
  *   w4a16         ref              ref                ref      (ROWS layout)
  *   w4a16-x16     neon             neon               neon     (neon-bf16: bfmmla, bf16
@@ -155,6 +160,13 @@ GEMM_PLAIN(nb_gemm_bf16_neon)
 GEMM_Q8(nb_gemm_w4a8_x16_neon)
 GEMM_Q8(nb_gemm_w4a8_x16_dotprod)
 GEMM_Q8(nb_gemm_w4a8_x16_i8mm)
+GEMM_KQ(nb_gemm_q4_k_x16_dotprod)
+GEMM_KQ(nb_gemm_q5_k_x16_dotprod)
+GEMM_KQ(nb_gemm_q6_k_x16_dotprod)
+GEMM_KQ(nb_gemm_iq4_xs_x16_dotprod)
+GEMM_KQ(nb_gemm_q4_0_x16_dotprod)
+GEMM_KQ(nb_gemm_q8_0_x16_dotprod)
+GEMM_KQ(nb_gemm_iq4_nl_x16_dotprod)
 GEMM_W4A16(nb_gemm_w4a16_x16_neon)
 GEMM_W4A16(nb_gemm_w4a16_x16_neon_bf16)
 
@@ -364,6 +376,22 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             c->asimddp && c->i8mm ? (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_i8mm, "neon-i8mm")
             : c->asimddp ? (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_dotprod, "neon-dotprod")
                          : (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_neon, "neon");
+        if (c->asimddp) { /* the GGUF block formats' X16 records: sdot */
+            k->gemm[NB_WF_Q4_K_X16] =
+                (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_dotprod, "neon-dotprod");
+            k->gemm[NB_WF_Q5_K_X16] =
+                (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_dotprod, "neon-dotprod");
+            k->gemm[NB_WF_Q6_K_X16] =
+                (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_dotprod, "neon-dotprod");
+            k->gemm[NB_WF_IQ4_XS_X16] =
+                (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_dotprod, "neon-dotprod");
+            k->gemm[NB_WF_Q4_0_X16] =
+                (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_dotprod, "neon-dotprod");
+            k->gemm[NB_WF_Q8_0_X16] =
+                (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_dotprod, "neon-dotprod");
+            k->gemm[NB_WF_IQ4_NL_X16] =
+                (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_dotprod, "neon-dotprod");
+        }
         k->gemm[NB_WF_W4A16_X16] =
             c->bf16 ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_neon_bf16, "neon-bf16")
                     : (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_neon, "neon");
