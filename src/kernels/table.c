@@ -75,6 +75,35 @@
         fn(a->y, a->ldy, a->xq, a->xd, a->xsum, a->ldxq, a->ldxg, a->w, a->n_out, a->n_in,     \
            a->n_tok, r0, r1);                                                                  \
     }
+/* The seven GGUF block formats' X16 kernels of one variant (nb_gemm_q4_k_x16_<v>, ...):
+ * their adapters and, for nb_kernels_fill, their table entries in kq_formats' order. */
+#define GEMM_KQ7(v)                                                                            \
+    GEMM_KQ(nb_gemm_q4_k_x16_##v)                                                              \
+    GEMM_KQ(nb_gemm_q5_k_x16_##v)                                                              \
+    GEMM_KQ(nb_gemm_q6_k_x16_##v)                                                              \
+    GEMM_KQ(nb_gemm_iq4_xs_x16_##v)                                                            \
+    GEMM_KQ(nb_gemm_q4_0_x16_##v)                                                              \
+    GEMM_KQ(nb_gemm_q8_0_x16_##v)                                                              \
+    GEMM_KQ(nb_gemm_iq4_nl_x16_##v)
+#define KQ7(v, name)                                                                           \
+    {                                                                                          \
+        {nb_gemm_q4_k_x16_##v##_op, name}, {nb_gemm_q5_k_x16_##v##_op, name},                  \
+            {nb_gemm_q6_k_x16_##v##_op, name}, {nb_gemm_iq4_xs_x16_##v##_op, name},            \
+            {nb_gemm_q4_0_x16_##v##_op, name}, {nb_gemm_q8_0_x16_##v##_op, name},              \
+            {nb_gemm_iq4_nl_x16_##v##_op, name},                                               \
+    }
+#if defined(NB_HAVE_X86) || defined(NB_HAVE_ARM)
+static const enum nb_wformat kq_formats[7] = {NB_WF_Q4_K_X16, NB_WF_Q5_K_X16, NB_WF_Q6_K_X16,
+                                              NB_WF_IQ4_XS_X16, NB_WF_Q4_0_X16, NB_WF_Q8_0_X16,
+                                              NB_WF_IQ4_NL_X16};
+
+/* The seven block formats' entries of k from kern[7] (KQ7's order). */
+static void set_kq(struct nb_kernels *k, const struct nb_gemm_kernel kern[7])
+{
+    for (int i = 0; i < 7; i++) k->gemm[kq_formats[i]] = kern[i];
+}
+#endif
+
 #define GEMM_W4A16(fn)                                                                         \
     static void fn##_op(const struct nb_gemm_args *a, int64_t r0, int64_t r1, float *scratch)  \
     {                                                                                          \
@@ -118,37 +147,13 @@ GEMM_PLAIN(nb_gemm_bf16_avx512)
 GEMM_PLAIN(nb_gemm_q4_k_avx512)
 GEMM_PLAIN(nb_gemm_q6_k_avx512)
 GEMM_Q8(nb_gemm_w4a8_x16_avx2)
-GEMM_KQ(nb_gemm_q4_k_x16_avx512vnni)
-GEMM_KQ(nb_gemm_q6_k_x16_avx512vnni)
-GEMM_KQ(nb_gemm_q5_k_x16_avx512vnni)
-GEMM_KQ(nb_gemm_q4_0_x16_avx512vnni)
-GEMM_KQ(nb_gemm_q8_0_x16_avx512vnni)
-GEMM_KQ(nb_gemm_iq4_nl_x16_avx512vnni)
-GEMM_KQ(nb_gemm_iq4_xs_x16_avx512vnni)
+GEMM_KQ7(avx512vnni)
+GEMM_KQ7(avxvnni)
+GEMM_KQ7(avx2)
+GEMM_KQ7(amx)
 GEMM_Q8(nb_gemm_w4a8_x16_avxvnni)
-GEMM_KQ(nb_gemm_q4_k_x16_avx2)
-GEMM_KQ(nb_gemm_q5_k_x16_avx2)
-GEMM_KQ(nb_gemm_q6_k_x16_avx2)
-GEMM_KQ(nb_gemm_iq4_xs_x16_avx2)
-GEMM_KQ(nb_gemm_q4_0_x16_avx2)
-GEMM_KQ(nb_gemm_q8_0_x16_avx2)
-GEMM_KQ(nb_gemm_iq4_nl_x16_avx2)
-GEMM_KQ(nb_gemm_q4_k_x16_avxvnni)
-GEMM_KQ(nb_gemm_q5_k_x16_avxvnni)
-GEMM_KQ(nb_gemm_q6_k_x16_avxvnni)
-GEMM_KQ(nb_gemm_iq4_xs_x16_avxvnni)
-GEMM_KQ(nb_gemm_q4_0_x16_avxvnni)
-GEMM_KQ(nb_gemm_q8_0_x16_avxvnni)
-GEMM_KQ(nb_gemm_iq4_nl_x16_avxvnni)
 GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_amx)
-GEMM_KQ(nb_gemm_q4_k_x16_amx)
-GEMM_KQ(nb_gemm_q5_k_x16_amx)
-GEMM_KQ(nb_gemm_q6_k_x16_amx)
-GEMM_KQ(nb_gemm_iq4_xs_x16_amx)
-GEMM_KQ(nb_gemm_q4_0_x16_amx)
-GEMM_KQ(nb_gemm_q8_0_x16_amx)
-GEMM_KQ(nb_gemm_iq4_nl_x16_amx)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512bf16)
 #endif
@@ -160,13 +165,7 @@ GEMM_PLAIN(nb_gemm_bf16_neon)
 GEMM_Q8(nb_gemm_w4a8_x16_neon)
 GEMM_Q8(nb_gemm_w4a8_x16_dotprod)
 GEMM_Q8(nb_gemm_w4a8_x16_i8mm)
-GEMM_KQ(nb_gemm_q4_k_x16_dotprod)
-GEMM_KQ(nb_gemm_q5_k_x16_dotprod)
-GEMM_KQ(nb_gemm_q6_k_x16_dotprod)
-GEMM_KQ(nb_gemm_iq4_xs_x16_dotprod)
-GEMM_KQ(nb_gemm_q4_0_x16_dotprod)
-GEMM_KQ(nb_gemm_q8_0_x16_dotprod)
-GEMM_KQ(nb_gemm_iq4_nl_x16_dotprod)
+GEMM_KQ7(dotprod)
 GEMM_W4A16(nb_gemm_w4a16_x16_neon)
 GEMM_W4A16(nb_gemm_w4a16_x16_neon_bf16)
 
@@ -279,27 +278,9 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
                                                                          "avxvnni")
                                               : (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_avx2,
                                                                          "avx2");
-        k->gemm[NB_WF_Q4_K_X16] = c->avx_vnni
-                                       ? (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_avxvnni, "avxvnni")
-                                       : (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_avx2, "avx2");
-        k->gemm[NB_WF_Q5_K_X16] = c->avx_vnni
-                                       ? (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_avxvnni, "avxvnni")
-                                       : (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_avx2, "avx2");
-        k->gemm[NB_WF_Q6_K_X16] = c->avx_vnni
-                                       ? (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_avxvnni, "avxvnni")
-                                       : (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_avx2, "avx2");
-        k->gemm[NB_WF_IQ4_XS_X16] = c->avx_vnni
-                                       ? (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_avxvnni, "avxvnni")
-                                       : (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_avx2, "avx2");
-        k->gemm[NB_WF_Q4_0_X16] = c->avx_vnni
-                                       ? (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_avxvnni, "avxvnni")
-                                       : (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_avx2, "avx2");
-        k->gemm[NB_WF_Q8_0_X16] = c->avx_vnni
-                                       ? (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_avxvnni, "avxvnni")
-                                       : (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_avx2, "avx2");
-        k->gemm[NB_WF_IQ4_NL_X16] = c->avx_vnni
-                                       ? (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_avxvnni, "avxvnni")
-                                       : (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_avx2, "avx2");
+        static const struct nb_gemm_kernel kq_avxvnni[7] = KQ7(avxvnni, "avxvnni"),
+                                           kq_avx2[7] = KQ7(avx2, "avx2");
+        set_kq(k, c->avx_vnni ? kq_avxvnni : kq_avx2);
         k->attn_tile = nb_attn_tile_avx2;
         k->attn_decode = nb_attn_decode_avx2;
         k->kv_row_load = nb_kv_row_load_avx2;
@@ -311,20 +292,8 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             k->gemm[NB_WF_W4A8_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_avx512vnni,
                                                                 "avx512vnni");
         if (c->avx512_vnni) {
-            k->gemm[NB_WF_Q4_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_avx512vnni,
-                                                                "avx512vnni");
-            k->gemm[NB_WF_Q6_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_avx512vnni,
-                                                                "avx512vnni");
-            k->gemm[NB_WF_Q5_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_avx512vnni,
-                                                                "avx512vnni");
-            k->gemm[NB_WF_Q4_0_X16] = (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_avx512vnni,
-                                                                "avx512vnni");
-            k->gemm[NB_WF_Q8_0_X16] = (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_avx512vnni,
-                                                                "avx512vnni");
-            k->gemm[NB_WF_IQ4_NL_X16] = (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_avx512vnni,
-                                                                  "avx512vnni");
-            k->gemm[NB_WF_IQ4_XS_X16] = (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_avx512vnni,
-                                                                  "avx512vnni");
+            static const struct nb_gemm_kernel kq[7] = KQ7(avx512vnni, "avx512vnni");
+            set_kq(k, kq);
         }
         if (c->avx512_vnni && use_amx) {
             k->isa = "avx512+amx (unverified)";
@@ -332,20 +301,8 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
                                                                 "amx (unverified)");
         }
         if (c->avx512_vnni && use_amx >= 2) { /* NIBBLE_AMX=all: never measured on AMX */
-            k->gemm[NB_WF_Q4_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_amx,
-                                                                  "amx (unverified)");
-            k->gemm[NB_WF_Q5_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_amx,
-                                                                  "amx (unverified)");
-            k->gemm[NB_WF_Q6_K_X16] = (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_amx,
-                                                                  "amx (unverified)");
-            k->gemm[NB_WF_IQ4_XS_X16] = (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_amx,
-                                                                  "amx (unverified)");
-            k->gemm[NB_WF_Q4_0_X16] = (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_amx,
-                                                                  "amx (unverified)");
-            k->gemm[NB_WF_Q8_0_X16] = (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_amx,
-                                                                  "amx (unverified)");
-            k->gemm[NB_WF_IQ4_NL_X16] = (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_amx,
-                                                                  "amx (unverified)");
+            static const struct nb_gemm_kernel kq[7] = KQ7(amx, "amx (unverified)");
+            set_kq(k, kq);
         }
         /* the bf16 variant (AVX512-BF16 hosts) keeps the name: same records */
         k->gemm[NB_WF_W4A16_X16] =
@@ -377,20 +334,8 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             : c->asimddp ? (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_dotprod, "neon-dotprod")
                          : (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_neon, "neon");
         if (c->asimddp) { /* the GGUF block formats' X16 records: sdot */
-            k->gemm[NB_WF_Q4_K_X16] =
-                (struct nb_gemm_kernel)K(nb_gemm_q4_k_x16_dotprod, "neon-dotprod");
-            k->gemm[NB_WF_Q5_K_X16] =
-                (struct nb_gemm_kernel)K(nb_gemm_q5_k_x16_dotprod, "neon-dotprod");
-            k->gemm[NB_WF_Q6_K_X16] =
-                (struct nb_gemm_kernel)K(nb_gemm_q6_k_x16_dotprod, "neon-dotprod");
-            k->gemm[NB_WF_IQ4_XS_X16] =
-                (struct nb_gemm_kernel)K(nb_gemm_iq4_xs_x16_dotprod, "neon-dotprod");
-            k->gemm[NB_WF_Q4_0_X16] =
-                (struct nb_gemm_kernel)K(nb_gemm_q4_0_x16_dotprod, "neon-dotprod");
-            k->gemm[NB_WF_Q8_0_X16] =
-                (struct nb_gemm_kernel)K(nb_gemm_q8_0_x16_dotprod, "neon-dotprod");
-            k->gemm[NB_WF_IQ4_NL_X16] =
-                (struct nb_gemm_kernel)K(nb_gemm_iq4_nl_x16_dotprod, "neon-dotprod");
+            static const struct nb_gemm_kernel kq[7] = KQ7(dotprod, "neon-dotprod");
+            set_kq(k, kq);
         }
         k->gemm[NB_WF_W4A16_X16] =
             c->bf16 ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_neon_bf16, "neon-bf16")
