@@ -106,8 +106,9 @@ static const char *codes_want_w4a16(const char *model)
  * losslessly (the file's fidelity, exactly, at the kernels' speed; docs/interop.md).
  * Every 2-D tensor of the layers and the head (the token embedding when there is no
  * output.weight) must be one of them, each with a SIMD kernel on this machine (AVX-512
- * VNNI today: elsewhere the older routes stay, nb_model_block_fast). Returns the type list for the report ("Q4_K,
- * Q6_K"), or NULL. Reads headers only. */
+ * VNNI, AVX-VNNI, AVX2, Arm dotprod; without one the older routes stay:
+ * nb_model_block_fast). Returns the type list for the report ("Q4_K, Q6_K"), or NULL.
+ * Reads headers only. */
 static const char *blocks_run_fast(const char *model, char *types, size_t cap)
 {
     enum nb_file_kind kind;
