@@ -750,10 +750,13 @@ struct fidelity_record {
     long long bytes; /* the .nib */
 };
 static const struct fidelity_record k_fidelity[] = {
-    {NB_PRIORITY_BALANCED, "w4a8, recipe balanced, GPTQ", 6, 0.000916, 4546432},
-    {NB_PRIORITY_SPEED, "w4a8, recipe speed, no GPTQ", 3, 0.003549, 4464256},
-    {NB_PRIORITY_FIDELITY, "w4a16, recipe fidelity, GPTQ", 5, 0.000127, 6467072},
-    {NB_PRIORITY_MEMORY, "w4a8, recipe speed, GPTQ", 3, 0.001154, 4464448},
+    /* 2026-12-03/04, docs/quantization.md "The ladder against llama.cpp" (bench/pareto.sh);
+     * balanced with its Q6_K head and embeddings (a device with a SIMD Q6_K kernel) */
+    {NB_PRIORITY_BALANCED, "w4a8, recipe balanced (Q6_K head and embeddings), GPTQ", 5, 0.000345,
+     4235008},
+    {NB_PRIORITY_SPEED, "w4a8, recipe speed, no GPTQ", 2, 0.003491, 3907072},
+    {NB_PRIORITY_FIDELITY, "w4a16, recipe fidelity, GPTQ", 5, 0.000132, 5401984},
+    {NB_PRIORITY_MEMORY, "w4a8, recipe speed, GPTQ", 3, 0.001274, 3907264},
 };
 
 static void set_recipe(struct nb_choice *c, enum nb_priority priority)
@@ -771,7 +774,7 @@ static void explain_fidelity(struct nb_choice *c, enum nb_priority priority)
         const struct fidelity_record *f = &k_fidelity[i];
         if (f->priority != priority || !f->bytes) continue;
         reason(c, "fidelity, measured on kjv-7m against its f32 model: %s: %d/8 greedy "
-                  "continuations reproduced, mean KL %.6f, %lld B; llama.cpp Q4_K_M: 4/8, "
+                  "continuations reproduced, mean KL %.6f, %lld B; llama.cpp Q4_K_M: 2/8, "
                   "0.000585, 4751424 B; nibble's default until 2026-11 (w4a8, 4-bit head, "
                   "int8 embeddings, no GPTQ): 3/8, 0.003066, 4972032 B",
                f->build, f->greedy, f->kl, f->bytes);
