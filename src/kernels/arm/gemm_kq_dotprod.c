@@ -377,58 +377,20 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
         }                                                                                          \
     } while (0)
 
-void nb_gemm_q4_k_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
-                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    KQ_DRIVER(tile16, n_in / NB_QK_K, NB_Q4_K_X16_BYTES, Q4K);
-}
+#define KQ_DEFINE(f, TILEFN, NREC, RB, KIND)                                                       \
+    void nb_gemm_##f##_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,       \
+                                   const int32_t *xsum, int64_t ldxq, int64_t ldxg,                \
+                                   const void *w_blob, int64_t n_out, int64_t n_in, int n_tok,     \
+                                   int64_t r0, int64_t r1)                                         \
+    {                                                                                              \
+        (void)n_out;                                                                               \
+        KQ_DRIVER(TILEFN, NREC, RB, KIND);                                                         \
+    }
 
-void nb_gemm_q5_k_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
-                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    KQ_DRIVER(tile16, n_in / NB_QK_K, NB_Q5_K_X16_BYTES, Q5K);
-}
-
-void nb_gemm_q6_k_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
-                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    KQ_DRIVER(tile16, n_in / NB_QK_K, NB_Q6_K_X16_BYTES, Q6K);
-}
-
-void nb_gemm_iq4_xs_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                                const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
-                                int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    KQ_DRIVER(tile16, n_in / NB_QK_K, NB_IQ4_XS_X16_BYTES, IQ4XS);
-}
-
-void nb_gemm_q4_0_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
-                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    KQ_DRIVER(tile32, n_in / 64, NB_Q4_0_X16_BYTES, B_Q4_0);
-}
-
-void nb_gemm_q8_0_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
-                              int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    KQ_DRIVER(tile32, n_in / 64, NB_Q8_0_X16_BYTES, B_Q8_0);
-}
-
-void nb_gemm_iq4_nl_x16_dotprod(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                                const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
-                                int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1)
-{
-    (void)n_out;
-    KQ_DRIVER(tile32, n_in / 64, NB_IQ4_NL_X16_BYTES, B_IQ4_NL);
-}
+KQ_DEFINE(q4_k, tile16, n_in / NB_QK_K, NB_Q4_K_X16_BYTES, Q4K)
+KQ_DEFINE(q5_k, tile16, n_in / NB_QK_K, NB_Q5_K_X16_BYTES, Q5K)
+KQ_DEFINE(q6_k, tile16, n_in / NB_QK_K, NB_Q6_K_X16_BYTES, Q6K)
+KQ_DEFINE(iq4_xs, tile16, n_in / NB_QK_K, NB_IQ4_XS_X16_BYTES, IQ4XS)
+KQ_DEFINE(q4_0, tile32, n_in / 64, NB_Q4_0_X16_BYTES, B_Q4_0)
+KQ_DEFINE(q8_0, tile32, n_in / 64, NB_Q8_0_X16_BYTES, B_Q8_0)
+KQ_DEFINE(iq4_nl, tile32, n_in / 64, NB_IQ4_NL_X16_BYTES, B_IQ4_NL)
