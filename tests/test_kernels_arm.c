@@ -319,85 +319,13 @@ static void test_kq_x16_dotprod(void **state)
         for (size_t ti = 0; ti < sizeof toks / sizeof *toks; ti++) {
             struct nb_block_info bi;
             assert_true(nb_wformat_block(fs[fi].f, &bi));
-            int64_t n_out = 48, n_in = bi.rec_k * (int64_t)(1 + ti % 3), n_tok = toks[ti];
-            int64_t rows_bytes = n_out * (n_in / bi.elems) * bi.bytes;
-            /* the f16 scales: Q6_K's d at byte 208, the others' at 0 (and Q4_K / Q5_K's
-             * dmin at 2); every other byte random */
-            int d_at = fs[fi].f == NB_WF_Q6_K_X16 ? 208 : 0;
-            int dmin = fs[fi].f == NB_WF_Q4_K_X16 || fs[fi].f == NB_WF_Q5_K_X16;
-            uint8_t *rows = malloc((size_t)rows_bytes);
-            for (int64_t i = 0; i < rows_bytes; i++)
-                rows[i] = (uint8_t)tu_rand_u64(&g_rng);
-            for (int64_t b = 0; b < rows_bytes / bi.bytes; b++) {
-                uint16_t d = nb_f32_to_f16(0.02f * tu_rand_gauss(&g_rng));
-                memcpy(rows + b * bi.bytes + d_at, &d, 2);
-                if (dmin) {
-                    d = nb_f32_to_f16(0.01f * tu_rand_gauss(&g_rng));
-                    memcpy(rows + b * bi.bytes + 2, &d, 2);
-                }
-            }
-            struct nb_layout_planes pl;
-            assert_true(nb_wformat_planes(fs[fi].f, 0, n_out, n_in, &pl));
-            uint8_t *rec = aligned_alloc(64, (size_t)(pl.total + 63) / 64 * 64);
-            assert_int_equal(nb_kq_repack_x16(fs[fi].f, rows, n_out, n_in, 0, n_out / 16, rec),
-                             NB_OK);
-            int64_t ldxq = n_in + 64, ldxg = ldxq / 16, ldy = n_out + 3;
-            int8_t *xq = malloc((size_t)(n_tok * ldxq));
-            float *xd = calloc((size_t)(n_tok * ldxg), sizeof(float));
-            int32_t *xs = calloc((size_t)(n_tok * ldxg), sizeof(int32_t));
-            float *x = malloc(sizeof(float) * (size_t)n_in);
-            for (int64_t t = 0; t < n_tok; t++) {
-                for (int64_t i = 0; i < n_in; i++)
-                    x[i] = tu_rand_gauss(&g_rng) * (t % 3 == 2 && i % 7 == 0 ? 8.0f : 1.0f);
-                if (bi.elems == 256)
-                    nb_act_quant_q8k(nb_act_quant_q8_ref, x, n_in, xq + t * ldxq, xd + t * ldxg,
-                                     xs + t * ldxg);
-                else
-                    nb_act_quant_q8_ref(x, n_in, 32, xq + t * ldxq, xd + t * ldxg, xs + t * ldxg);
-            }
-            float *ya = malloc(sizeof(float) * (size_t)(n_tok * ldy));
-            float *yb = malloc(sizeof(float) * (size_t)(n_tok * ldy));
-            for (int64_t i = 0; i < n_tok * ldy; i++)
-                ya[i] = yb[i] = 7.0f;
-            int64_t r0 = ti == 2 || ti == 6 ? 16 : 0, r1 = ti == 3 || ti == 6 ? 32 : n_out;
-            fs[fi].ref(ya, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, (int)n_tok, r0, r1);
-            fs[fi].fn(yb, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, (int)n_tok, r0, r1);
-            float *w = malloc(sizeof(float) * (size_t)n_in);
-            const char *name = nb_wformat_info(fs[fi].f)->name;
-            for (int64_t r = 0; r < n_out; r++) {
-                fs[fi].dq(rec, n_in, r, w);
-                for (int64_t t = 0; t < n_tok; t++) {
-                    float a = ya[t * ldy + r], b = yb[t * ldy + r];
-                    if (r < r0 || r >= r1) { /* rows outside the range are not written */
-                        if (!(a == 7.0f && b == 7.0f))
-                            fail_msg("%s, %lld tokens: row %lld outside [%lld, %lld) written",
-                                     name, (long long)n_tok, (long long)r, (long long)r0,
-                                     (long long)r1);
-                        continue;
-                    }
-                    if (fs[fi].exact) {
-                        if (memcmp(&a, &b, sizeof a))
-                            fail_msg("%s, %lld tokens: row %lld token %lld: %.9g vs ref %.9g "
-                                     "(must be equal)",
-                                     name, (long long)n_tok, (long long)r, (long long)t,
-                                     (double)b, (double)a);
-                        continue;
-                    }
-                    int g = bi.elems == 256 ? 256 : 32;
-                    double mag = 0;
-                    for (int64_t i = 0; i < n_in; i++)
-                        mag += fabs(w[i]) * fabs((double)xd[t * ldxg + i / g] * xq[t * ldxq + i]);
-                    double ratio = fabs((double)a - b) / (mag > 0 ? mag : 1);
-                    if (ratio > worst) worst = ratio;
-                    if (!(ratio <= TOL_KQ_X16))
-                        fail_msg("%s, %lld tokens: row %lld token %lld: %g vs ref %g (ratio %g)",
-                                 name, (long long)n_tok, (long long)r, (long long)t, (double)b,
-                                 (double)a, ratio);
-                }
-            }
+            int64_t n_in = bi.rec_k * (int64_t)(1 + ti % 3);
+            int64_t r0 = ti == 2 || ti == 6 ? 16 : 0, r1 = ti == 3 || ti == 6 ? 32 : 48;
+            double e = tu_kq_check(&g_rng, fs[fi].f, fs[fi].fn, fs[fi].ref, fs[fi].dq,
+                                   fs[fi].exact, 48, n_in, toks[ti], r0, r1, TOL_KQ_X16,
+                                   "neon-dotprod");
+            if (e > worst) worst = e;
             runs++;
-            free(rows), free(rec), free(xq), free(xd), free(xs), free(x), free(ya), free(yb);
-            free(w);
         }
     if (getenv("NIBBLE_TEST_VERBOSE"))
         fprintf(stderr, "k-quant X16 neon-dotprod: %d runs, k-quant worst ratio %.3g\n", runs,

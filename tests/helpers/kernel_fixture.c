@@ -10,6 +10,7 @@
 #include "core/fp.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
+#include "quant/kq_repack.h"
 #include "quant/repack.h"
 
 void *tu_random_rows_blob(uint64_t *rng, enum nb_wpath p, int group, int64_t n_out, int64_t n_in,
@@ -106,5 +107,85 @@ double tu_compare_y(const float *y, const float *yr, const double *mag, int n_to
                          (long long)n_out, t, (long long)r, (double)v, (double)yr[t * ldy + r], m);
             if (m > 0 && err / m > worst) worst = err / m;
         }
+    return worst;
+}
+
+double tu_kq_check(uint64_t *rng, enum nb_wformat f, nb_gemm_kq_fn fn, nb_gemm_kq_fn ref,
+                   void (*dq)(const void *, int64_t, int64_t, float *), int exact,
+                   int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1, double tol,
+                   const char *what)
+{
+    struct nb_block_info bi;
+    assert_true(nb_wformat_block(f, &bi));
+    const int64_t rows_bytes = n_out * (n_in / bi.elems) * bi.bytes;
+    /* the f16 scales: Q6_K's d at byte 208, the others' at 0 (Q4_K / Q5_K's dmin at 2) */
+    const int d_at = f == NB_WF_Q6_K_X16 ? 208 : 0;
+    const int dmin = f == NB_WF_Q4_K_X16 || f == NB_WF_Q5_K_X16;
+    uint8_t *rows = malloc((size_t)rows_bytes);
+    assert_non_null(rows);
+    for (int64_t i = 0; i < rows_bytes; i++) rows[i] = (uint8_t)tu_rand_u64(rng);
+    for (int64_t b = 0; b < rows_bytes / bi.bytes; b++) {
+        uint16_t d = nb_f32_to_f16(0.02f * tu_rand_gauss(rng));
+        memcpy(rows + b * bi.bytes + d_at, &d, 2);
+        if (dmin) {
+            d = nb_f32_to_f16(0.01f * tu_rand_gauss(rng));
+            memcpy(rows + b * bi.bytes + 2, &d, 2);
+        }
+    }
+    struct nb_layout_planes pl;
+    assert_true(nb_wformat_planes(f, 0, n_out, n_in, &pl));
+    uint8_t *rec = aligned_alloc(64, (size_t)(pl.total + 63) / 64 * 64);
+    assert_non_null(rec);
+    assert_int_equal(nb_kq_repack_x16(f, rows, n_out, n_in, 0, n_out / 16, rec), NB_OK);
+    const int64_t ldxq = n_in + 64, ldxg = ldxq / 16, ldy = n_out + 3;
+    const int g = bi.elems == 256 ? 256 : 32;
+    int8_t *xq = malloc((size_t)(n_tok * ldxq));
+    float *xd = calloc((size_t)(n_tok * ldxg), sizeof(float));
+    int32_t *xs = calloc((size_t)(n_tok * ldxg), sizeof(int32_t));
+    float *x = malloc(sizeof(float) * (size_t)n_in), *w = malloc(sizeof(float) * (size_t)n_in);
+    float *ya = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+    float *yb = malloc(sizeof(float) * (size_t)(n_tok * ldy));
+    assert_true(xq && xd && xs && x && w && ya && yb);
+    for (int t = 0; t < n_tok; t++) {
+        for (int64_t i = 0; i < n_in; i++)
+            x[i] = tu_rand_gauss(rng) * (t % 3 == 2 && i % 7 == 0 ? 8.0f : 1.0f);
+        if (g == 256)
+            nb_act_quant_q8k(nb_act_quant_q8_ref, x, n_in, xq + t * ldxq, xd + t * ldxg,
+                             xs + t * ldxg);
+        else
+            nb_act_quant_q8_ref(x, n_in, 32, xq + t * ldxq, xd + t * ldxg, xs + t * ldxg);
+    }
+    for (int64_t i = 0; i < n_tok * ldy; i++) ya[i] = yb[i] = 7.0f;
+    ref(ya, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, n_tok, r0, r1);
+    fn(yb, ldy, xq, xd, xs, ldxq, ldxg, rec, n_out, n_in, n_tok, r0, r1);
+    const char *name = nb_wformat_info(f)->name;
+    double worst = 0;
+    for (int64_t r = 0; r < n_out; r++) {
+        dq(rec, n_in, r, w);
+        for (int t = 0; t < n_tok; t++) {
+            float a = ya[t * ldy + r], b = yb[t * ldy + r];
+            if (r < r0 || r >= r1) { /* rows outside the range are not written */
+                if (!(a == 7.0f && b == 7.0f))
+                    fail_msg("%s, %s, %d tokens: row %lld outside [%lld, %lld) written", what,
+                             name, n_tok, (long long)r, (long long)r0, (long long)r1);
+                continue;
+            }
+            if (exact) {
+                if (memcmp(&a, &b, sizeof a))
+                    fail_msg("%s, %s, %d tokens: row %lld token %d: %.9g vs ref %.9g (must be "
+                             "equal)", what, name, n_tok, (long long)r, t, (double)b, (double)a);
+                continue;
+            }
+            double mag = 0;
+            for (int64_t i = 0; i < n_in; i++)
+                mag += fabs(w[i]) * fabs((double)xd[t * ldxg + i / g] * xq[t * ldxq + i]);
+            double ratio = fabs((double)a - b) / (mag > 0 ? mag : 1);
+            if (ratio > worst) worst = ratio;
+            if (!(ratio <= tol))
+                fail_msg("%s, %s, %d tokens: row %lld token %d: %g vs ref %g (ratio %g)", what,
+                         name, n_tok, (long long)r, t, (double)b, (double)a, ratio);
+        }
+    }
+    free(rows), free(rec), free(xq), free(xd), free(xs), free(x), free(w), free(ya), free(yb);
     return worst;
 }

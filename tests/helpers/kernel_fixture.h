@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "core/wformat.h"
+#include "kernels/kernels.h"
 
 /* A random ROWS blob of path p (layout planes in *pl; free()): random codes; w4a8 / w4a16:
  * bf16 scales ~ N(0, 0.02), w4a16 mins ~ -8 d + noise; w8a16: codes -127..127 and f32 row
@@ -45,6 +46,18 @@ float *tu_nan_y(int n_tok, int64_t ldy);
  * Fails the test naming `what`; returns the worst |y - yr| / mag. */
 double tu_compare_y(const float *y, const float *yr, const double *mag, int n_tok, int64_t ldy,
                     int64_t n_out, int64_t r0, int64_t r1, double tol, const char *what);
+
+/* A GGUF block format's X16 kernel `fn` against its reference `ref` on one random problem:
+ * n_out x n_in rows of random blocks (finite f16 scales, every other byte random) repacked
+ * with nb_kq_repack_x16, n_tok tokens of N(0, 1) activations (every third token with
+ * spikes of 8) quantized as the format reads them (per 256 with code sums, or per 32),
+ * rows [r0, r1). Rows outside the range must stay untouched; inside, exact: bit-identical,
+ * else |y - yref| <= tol * sum_k |w_k| |xd q_k| (w decoded with dq). Fails the test naming
+ * `what`; returns the worst ratio. */
+double tu_kq_check(uint64_t *rng, enum nb_wformat f, nb_gemm_kq_fn fn, nb_gemm_kq_fn ref,
+                   void (*dq)(const void *, int64_t, int64_t, float *), int exact,
+                   int64_t n_out, int64_t n_in, int n_tok, int64_t r0, int64_t r1, double tol,
+                   const char *what);
 
 /* One GEMM test shape: n_out x n_in weights, rows [r0, r1) computed, n_tok tokens. */
 struct tu_gshape {
