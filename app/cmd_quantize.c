@@ -14,8 +14,9 @@
 static void usage(FILE *f)
 {
     fprintf(f,
-            "usage: nibble quantize -m MODEL [--path P] [--target T] [--group N] [--recipe R | --bpw B]\n"
-            "                       [--head 4|8|16] [--embd 4|8|16] [--calib FILE\n"
+            "usage: nibble quantize -m MODEL [--path P] [--target T] [--group N]\n"
+            "                       [--recipe R [--bits SPEC] | --bpw B]\n"
+            "                       [--head 4|6|8|16] [--embd 4|6|8|16] [--calib FILE\n"
             "                       [--calib-tokens N] [--gptq [--act-order] [--damp X]]]\n"
             "                       [--absmax] [-t N] [-q] -o OUT.nib\n"
             "\n"
@@ -32,10 +33,16 @@ static void usage(FILE *f)
             "                and embeddings 6-bit Q6_K, one copy when the head is tied),\n"
             "                fidelity (attn_v, ffn_down, head and embeddings at 8), uniform\n"
             "                (the default: the layers at 4, head and embeddings at 8)\n"
+            "  --bits SPEC   widths per matrix class over the recipe, as llama-quantize's\n"
+            "                --tensor-type: CLASS=WIDTH,... with classes q, k, v, o, gate,\n"
+            "                up, down, head, embd and widths 4, 6 (Q6_K), 8 (Q8_0 blocks on\n"
+            "                the integer kernels; embeddings: int8 rows) or 16 (bf16),\n"
+            "                e.g. --recipe balanced --bits v=8,down=8\n"
             "  --bpw B       a budget instead: matrices go from 4 to 8 bits, most measured\n"
             "                error per byte first, while all stay within B bits per weight\n"
             "  --head B      output head: 4 (the path's int4 grid), 6 (GGUF Q6_K blocks on\n"
-            "                their integer kernels), 8 (int8 per row) or 16 (bf16); default\n"
+            "                their integer kernels), 8 (Q8_0 blocks on the int4 paths, int8\n"
+            "                per row on w8a16) or 16 (bf16); default\n"
             "                the recipe's. A tied head gets its own copy.\n"
             "  --embd B      embeddings (a row gather): 4 (int4 rows), 6 (Q6_K rows), 8 (int8\n"
             "                rows) or 16 (bf16); default the recipe's\n"
@@ -91,6 +98,7 @@ int cmd_quantize(int argc, char **argv)
         OPT_CHOICE("--head", &head, "4|6|8|16"),
         OPT_CHOICE("--embd", &embd, "4|6|8|16"),
         OPT_CHOICE("--recipe", &o.recipe, "speed|balanced|fidelity|uniform"),
+        OPT_STR("--bits", &o.bits),
         OPT_FLOAT("--bpw", &bpw, 4, 16),
         OPT_STR("--calib", &o.calib_path),
         OPT_INT("--calib-tokens", &o.calib_tokens, 1, 1 << 30),

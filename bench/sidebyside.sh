@@ -8,6 +8,9 @@
 #   threads: one count or a list (-t style: 1,2,4,16): each pass runs every count in turn
 #   (all builds at one count, then the next), and with a list the script also prints a
 #   scaling table (best tok/s against threads, and the speed-up over the first count)
+#   LLAMA_TYPES="q4_k_m q5_k_m q6_k q8_0": llama-bench on each DIR/qwen3-1.7b-TYPE.gguf in
+#   every pass (default q4_k_m), so each nibble build has every rung of the ladder beside
+#   it; the ratio columns are against Q4_K_M (or the first type)
 #   and, with gnuplot, writes plot.png (default DIR/scaling.png): pp and tg against
 #   threads for every build. LLAMA_BENCH=path/to/llama-bench, NIBBLE=path/to/nibble.
 set -euo pipefail
@@ -36,8 +39,10 @@ for ((p = 1; p <= passes; p++)); do
       done
       continue
     fi
-    "$llama" -m "$dir/$name-q4_k_m.gguf" -p 512 -n 128 -t "$t" -r 1 -o jsonl 2>/dev/null \
-      >>"$out/llama.jsonl"
+    for ty in ${LLAMA_TYPES:-q4_k_m}; do
+      "$llama" -m "$dir/$name-$ty.gguf" -p 512 -n 128 -t "$t" -r 1 -o jsonl 2>/dev/null \
+        >>"$out/llama.jsonl"
+    done
     "$nibble" bench "${ms[@]}" -p 512 -n 128 -r 1 -t "$t" -o jsonl 2>/dev/null \
       >>"$out/nibble.jsonl"
   done
@@ -55,11 +60,16 @@ for i, f in enumerate(sys.argv[1:3]):
             build = ("llama.cpp %s" if i == 0 else "nibble %s") % fname
             base_of[build] = "llama.cpp %s" % fname
         else:
-            build = "llama.cpp Q4_K_M" if i == 0 else "nibble %s (%s)" % (fname, d["weight_path"])
-            base_of[build] = "llama.cpp Q4_K_M"
+            ty = fname[len(fname.rsplit("-", 1)[0]) + 1:].split(".")[0].upper()
+            build = "llama.cpp %s" % ty if i == 0 else "nibble %s (%s)" % (fname, d["weight_path"])
+            base_of[build] = None  # below: Q4_K_M, or the first llama.cpp type
         test = "pp%d" % d["n_prompt"] if d["n_prompt"] else "tg%d" % d["n_gen"]
         rows.setdefault(build, {}).setdefault(int(d["n_threads"]), {}).setdefault(
             test, []).append(d["avg_ts"])
+if not pairs:
+    llama_rows = [b for b in rows if b.startswith("llama.cpp ")]
+    base = "llama.cpp Q4_K_M" if "llama.cpp Q4_K_M" in rows else llama_rows[0]
+    base_of = {b: base for b in rows}
 counts = sorted(next(iter(rows.values())))
 for t in counts:
     print("\n%d threads\n" % t)

@@ -544,7 +544,8 @@ struct nb_quantize_params {
                               recipe, head width, GPTQ on calib_path when it asks for it),
                               so both calls build the same bytes */
     int group;             /* int4 group along K: 32, 64, 128 (default 128) */
-    int head_bits;         /* output head: 4, 6 (Q6_K), 8 or 16; 0: default (8) */
+    int head_bits;         /* output head: 4, 6 (Q6_K), 8 (Q8_0 on the int4 paths) or 16;
+                              0: default (8) */
     int embd_bits;         /* embeddings: 4, 6 (Q6_K), 8 or 16; 0: the recipe's (8 without one) */
     int search;            /* 1: MSE scale search (default), 0: absmax scales */
     const char *calib_path; /* text whose activations weight the error, or NULL */
@@ -565,8 +566,9 @@ struct nb_quantize_params {
     double gptq_damp;      /* GPTQ dampening, a fraction of mean diag H (0: 0.01) */
     /* int4 paths: how many bits each matrix gets. A named recipe: "speed" (all 4-bit,
      * head and embeddings too), "balanced" (the layers 4-bit, head and embeddings 6-bit
-     * Q6_K blocks, one copy when the head is tied), "fidelity" (v, down, head, embeddings
-     * at 8), "uniform" (NULL: the layers at 4, head and embeddings at 8); widths 4, 6, 8, 16;
+     * Q6_K blocks, one copy when the head is tied), "fidelity" (v, down, head and
+     * embeddings at 8), "uniform" (NULL: the layers at 4, head and embeddings at 8);
+     * widths 4, 6 (Q6_K), 8 (Q8_0 blocks on a GEMM, int8 rows for the embeddings), 16;
      * head_bits / embd_bits override its head and embeddings. Or, with bpw > 0, a
      * budget: matrices go from 4 to 8 bits, most measured error per byte first, while
      * the quantized matrices stay within bpw bits per weight (no recipe, head_bits or
@@ -575,6 +577,10 @@ struct nb_quantize_params {
     double bpw;
     struct nb_select_params select; /* for "auto" (measure_bw is ignored); recipe, bpw and
                                        head_bits given above stay over the choice's */
+    /* int4 paths: widths per matrix class over the recipe, "v=8,down=6,head=6" (classes
+     * q, k, v, o, gate, up, down, head, embd; widths 4, 6, 8, 16), as llama-quantize's
+     * --tensor-type; NULL: none. Not with bpw. */
+    const char *bits;
 };
 NB_API struct nb_quantize_params nb_quantize_default_params(void);
 

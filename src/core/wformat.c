@@ -143,6 +143,13 @@ int nb_wformat_block(enum nb_wformat f, struct nb_block_info *out)
     return 0;
 }
 
+int nb_wformat_act_group(enum nb_wformat f, int group)
+{
+    struct nb_block_info bi;
+    if (nb_wformat_block(f, &bi) && k_formats[f].input == NB_INPUT_Q8) return bi.elems;
+    return group;
+}
+
 const struct nb_wformat_info *nb_wformat_info(enum nb_wformat f)
 {
     return (unsigned)f < NB_WF_COUNT ? &k_formats[f] : NULL;

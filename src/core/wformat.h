@@ -182,5 +182,9 @@ static inline int nb_wformat_is_kquant(enum nb_wformat f)
 }
 int nb_wformat_planes(enum nb_wformat f, int group, int64_t n_out, int64_t n_in,
                       struct nb_layout_planes *out);
+/* The group of int8 activations a GEMM on f quantizes its input in: a block format with
+ * per-block int8 inputs (Q4_0, Q8_0, IQ4_NL) takes its blocks' size (32), every other
+ * format the weight's own group. */
+int nb_wformat_act_group(enum nb_wformat f, int group);
 
 #endif

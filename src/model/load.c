@@ -184,11 +184,11 @@ static enum nb_status bind_nib(struct nb_model *m, enum tensor_id id, int layer,
     w->n_out = n_out;
     w->n_in = n_in;
     w->data = t->data;
-    w->group = t->group;
     w->format = t->format;
     if (t->format == NB_WF_COUNT)
         return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': path %s has no layout %d", m->path,
                             name, nb_nib_kind_name(t->path, t->format), t->layout);
+    w->group = nb_wformat_act_group(t->format, t->group); /* Q8_0 blocks: int8 inputs per 32 */
     return NB_OK;
 }
 

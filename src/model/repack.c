@@ -116,8 +116,7 @@ enum nb_status nb_model_repack_kquants(struct nb_model *m, int n_threads, double
     if ((st = j->st)) goto done;
     for (int i = 0; i < j->n; i++) { /* only now: a failure above leaves the model as it was */
         j->w[i]->format = x16_of(j->w[i]->format);
-        if (nb_wformat_info(j->w[i]->format)->input == NB_INPUT_Q8)
-            j->w[i]->group = 32; /* int8 activations per 32, the blocks' size */
+        j->w[i]->group = nb_wformat_act_group(j->w[i]->format, j->w[i]->group);
         j->w[i]->data = j->dst[i];
     }
 done:

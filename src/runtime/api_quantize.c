@@ -68,6 +68,7 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
     o.gptq_damp = p.gptq_damp;
     o.recipe = p.recipe;
     o.bpw = p.bpw;
+    o.bits = p.bits;
     static _Thread_local struct nb_quantize_stats s; /* large: off the stack */
     memset(&s, 0, sizeof s);
     if (is_auto && (st = nb_auto_quantize_opts(src, &p.select, p.calib_path, &o, &s.selection)))

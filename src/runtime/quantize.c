@@ -610,15 +610,6 @@ static const float *importance(struct qctx *q, const double *sum, int64_t n)
     return q->imp;
 }
 
-/* A width of 6 on the int4 paths: Q6_K blocks (quant/kquant.h) where the shape takes them
- * (K a multiple of 256; 16-row records for a GEMM), else the recipe's 4-bit form (`other`,
- * with its group). */
-static int q6_fits(const struct nb_weight *w, int linear)
-{
-    struct nb_layout_planes pl;
-    return nb_wformat_planes(linear ? NB_WF_Q6_K_X16 : NB_WF_Q6_K, 0, w->n_out, w->n_in, &pl);
-}
-
 /* A tied head whose head and embeddings get the same width is stored once: the head's
  * matrix (its format, group and importance: GPTQ's when it ran), which the gather decodes a
  * row at a time (model/forward.c) — one copy where two cost twice the bytes (docs/
@@ -636,10 +627,13 @@ static enum nb_status add_width(struct qctx *q, const char *name, const struct n
                                 int bits, int group, int linear, const float *imp,
                                 enum nb_wpath other)
 {
-    if (bits == 6 && nb_wpath_is_int4(q->o->path) && w->data) {
-        if (q6_fits(w, linear)) return add_block(q, name, w, NB_WF_Q6_K, linear, imp);
-        NB_LOGW("quantize: '%s' [%lld, %lld] does not take Q6_K blocks (K a multiple of 256): "
-                "%s", name, (long long)w->n_out, (long long)w->n_in, nb_wpath_name(other));
+    if ((bits == 6 || bits == 8) && nb_wpath_is_int4(q->o->path) && w->data) {
+        enum nb_wformat f = nb_recipe_block(w, bits, linear);
+        if (f != NB_WF_COUNT) return add_block(q, name, w, f, linear, imp);
+        if (bits == 6)
+            NB_LOGW("quantize: '%s' [%lld, %lld] does not take Q6_K blocks (K a multiple of "
+                    "256): %s", name, (long long)w->n_out, (long long)w->n_in,
+                    nb_wpath_name(other));
     }
     return add_matrix(q, name, w, other, group, linear, imp);
 }
@@ -717,16 +711,16 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddNumberToObject(h, "layout", nb_quantize_opts_layout(o));
     cJSON_AddNumberToObject(h, "group", o->group);
     const int int4 = nb_wpath_is_int4(o->path), shared = shared_head(m, o, rc);
-    const char *head = int4 && rc->head_bits == 6 && q6_fits(&m->output, 1)
-                           ? "q6_k"
-                           : nb_wpath_name(kept_bits(head_path(o, rc), &m->output));
+    const enum nb_wformat hb = int4 ? nb_recipe_block(&m->output, rc->head_bits, 1) : NB_WF_COUNT;
+    const enum nb_wformat eb = int4 ? nb_recipe_block(&m->tok_embd, rc->embd_bits, 0) : NB_WF_COUNT;
+    const char *head = hb != NB_WF_COUNT ? nb_wformat_info(hb)->name
+                                         : nb_wpath_name(kept_bits(head_path(o, rc), &m->output));
     char tied[64];
     snprintf(tied, sizeof tied, "%s (tied: one copy)", head);
     cJSON_AddStringToObject(h, "head", shared ? tied : head);
     cJSON_AddStringToObject(h, "embeddings",
                             shared ? "the head's copy"
-                            : int4 && rc->embd_bits == 6 && q6_fits(&m->tok_embd, 0)
-                                ? "q6_k"
+                            : eb != NB_WF_COUNT ? nb_wformat_info(eb)->name
                                 : nb_wpath_name(kept_bits(src_embd_path(m, o, rc), &m->tok_embd)));
     cJSON *src = cJSON_AddObjectToObject(h, "source");
     cJSON_AddStringToObject(src, "path", src_path);
@@ -760,14 +754,15 @@ static enum nb_status start_recipe(struct qctx *q, const struct nb_model *m,
 {
     int L = m->cfg.n_layers;
     if (!nb_wpath_is_int4(o->path)) {
-        if (o->recipe || o->bpw > 0)
-            return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --recipe and --bpw need an int4 "
-                                "weight path (w4a8, w4a16), not %s", nb_wpath_name(o->path));
+        if (o->recipe || o->bpw > 0 || (o->bits && *o->bits))
+            return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --recipe, --bits and --bpw need "
+                                "an int4 weight path (w4a8, w4a16), not %s",
+                                nb_wpath_name(o->path));
         return nb_recipe_named(NULL, L, &q->rc);
     }
-    if (o->bpw > 0 && (o->recipe || o->head_bits || o->embd_bits))
+    if (o->bpw > 0 && (o->recipe || o->head_bits || o->embd_bits || (o->bits && *o->bits)))
         return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --bpw chooses every width itself: "
-                            "drop --recipe, --head and --embd");
+                            "drop --recipe, --head, --embd and --bits");
     enum nb_status st = nb_recipe_named(o->bpw > 0 ? "balanced" : o->recipe, L, &q->rc);
     if (st) return st;
     if (o->bpw > 0) q->rc.head_bits = q->rc.embd_bits = 4; /* the budget widens 4 to 8 */
@@ -784,6 +779,7 @@ static enum nb_status start_recipe(struct qctx *q, const struct nb_model *m,
         q->rc.embd_bits = (uint8_t)o->embd_bits;
         snprintf(q->rc.name + n, sizeof q->rc.name - n, ", embd %d", o->embd_bits);
     }
+    if (o->bits && *o->bits && (st = nb_recipe_set_bits(&q->rc, o->bits))) return st;
     return NB_OK;
 }
 
@@ -918,9 +914,9 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
             (st = nb_calib_load(&cal, src_path, opts->calib_path, m, opts->calib_tokens)))
             goto fail;
         if (eff.gptq) {
-            /* a Q6_K head is left to quantize (GPTQ is for the int4 grids) */
-            enum nb_wpath hp = nb_wpath_is_int4(opts->path) && q.rc.head_bits == 6 &&
-                                       q6_fits(&m->output, 1)
+            /* a Q6_K or Q8_0 head is left to quantize (GPTQ is for the int4 grids) */
+            enum nb_wpath hp = nb_wpath_is_int4(opts->path) &&
+                                       nb_recipe_block(&m->output, q.rc.head_bits, 1) != NB_WF_COUNT
                                    ? NB_WPATH_F32
                                    : head_path(opts, &q.rc);
             struct nb_gptq_opts go = {.path = opts->path, .head_path = hp,

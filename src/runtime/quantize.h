@@ -18,6 +18,7 @@ struct nb_quantize_opts {
      * budget recipe of bpw bits per weight; head_bits / embd_bits override either */
     const char *recipe;
     double bpw;
+    const char *bits;   /* per-class widths over the recipe (nb_recipe_set_bits), or NULL */
     int search;         /* 1: MSE scale search (default), 0: absmax */
     const char *calib_path; /* text file: weight the error by mean squared activations */
     int calib_tokens;       /* use at most this many tokens of it (0: all) */

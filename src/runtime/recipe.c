@@ -59,6 +59,52 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
                         "uniform", name);
 }
 
+enum nb_wformat nb_recipe_block(const struct nb_weight *w, int bits, int linear)
+{
+    enum nb_wformat f = bits == 6 ? NB_WF_Q6_K : bits == 8 && linear ? NB_WF_Q8_0 : NB_WF_COUNT;
+    struct nb_layout_planes pl;
+    struct nb_block_info bi;
+    if (f == NB_WF_COUNT || !nb_wformat_block(f, &bi)) return NB_WF_COUNT;
+    return nb_wformat_planes(linear ? bi.x16 : bi.rows, 0, w->n_out, w->n_in, &pl) ? f
+                                                                                   : NB_WF_COUNT;
+}
+
+enum nb_status nb_recipe_set_bits(struct nb_recipe *r, const char *spec)
+{
+    char buf[256];
+    if (!spec || !*spec) return NB_OK;
+    if (strlen(spec) >= sizeof buf)
+        return nb_set_error(NB_ERR_INVALID_ARG, "bits '%.40s...': longer than %zu characters",
+                            spec, sizeof buf - 1);
+    memcpy(buf, spec, strlen(spec) + 1);
+    for (char *save = NULL, *it = strtok_r(buf, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(it, '='), *end = NULL;
+        long bits = eq ? strtol(eq + 1, &end, 10) : 0;
+        if (!eq || end == eq + 1 || *end)
+            return nb_set_error(NB_ERR_INVALID_ARG, "bits '%s': '%s' is not CLASS=WIDTH (e.g. "
+                                "v=8,down=6)", spec, it);
+        if (bits != 4 && bits != 6 && bits != 8 && bits != 16)
+            return nb_set_error(NB_ERR_INVALID_ARG, "bits '%s': width %s is not one of 4, 6, 8, "
+                                "16", spec, eq + 1);
+        *eq = '\0';
+        if (!strcmp(it, "head")) {
+            r->head_bits = (uint8_t)bits;
+        } else if (!strcmp(it, "embd")) {
+            r->embd_bits = (uint8_t)bits;
+        } else {
+            int c = 0;
+            while (c < NB_TC_LAYER_COUNT && strcmp(it, k_class_names[c])) c++;
+            if (c == NB_TC_LAYER_COUNT)
+                return nb_set_error(NB_ERR_INVALID_ARG, "bits '%s': '%s' is not one of q, k, v, "
+                                    "o, gate, up, down, head, embd", spec, it);
+            set_class(r, (enum nb_tclass)c, (int)bits);
+        }
+    }
+    size_t n = strlen(r->name);
+    snprintf(r->name + n, sizeof r->name - n, "+%s", spec); /* cut to fit: the table is whole */
+    return NB_OK;
+}
+
 enum nb_wpath nb_recipe_path(enum nb_wpath path, int bits)
 {
     if (!nb_wpath_is_int4(path)) return path; /* one width */
@@ -175,8 +221,12 @@ static int list_units(const struct nb_model *m, const struct nb_act_stats *s, st
     u[n++] = (struct unit){.w = &m->tok_embd, .bits = &r->embd_bits, .gather = 1,
                            .group = r->embd_group ? r->embd_group : group};
     for (int i = 0; i < n; i++) {
+        struct nb_layout_planes pl;
         u[i].bytes4 = bytes_of(u[i].gather ? NB_WPATH_W4A16 : path, u[i].group, u[i].w);
-        u[i].bytes8 = bytes_of(NB_WPATH_W8A16, 0, u[i].w);
+        u[i].bytes8 = nb_recipe_block(u[i].w, 8, !u[i].gather) == NB_WF_Q8_0 &&
+                              nb_wformat_planes(NB_WF_Q8_0_X16, 0, u[i].w->n_out, u[i].w->n_in, &pl)
+                          ? (uint64_t)pl.total /* Q8_0 records, as quantize writes them */
+                          : bytes_of(NB_WPATH_W8A16, 0, u[i].w);
     }
     return n;
 }

@@ -2,7 +2,10 @@
  *
  * A recipe gives every matrix a width: 4 (the build's int4 grid: w4a8 or w4a16), 6 (GGUF
  * Q6_K blocks nibble writes, quant/kquant.h, run by the block formats' integer kernels; a
- * shape Q6_K cannot take gets the recipe's 4-bit form), 8 (w8a16: int8 rows) or 16 (bf16). Matrices fall in classes (q, k, v, o, gate, up, down
+ * shape Q6_K cannot take gets the recipe's 4-bit form), 8 (GGUF Q8_0 blocks on the same
+ * kernels for a GEMM — int8 activations per 32, where int8 rows ran on float activations at
+ * a fraction of the speed; the embeddings, a gather, and a shape Q8_0 cannot take: int8
+ * rows) or 16 (bf16). Matrices fall in classes (q, k, v, o, gate, up, down
  * per layer; the output head; the embeddings, a row gather); a Spark head gate follows q.
  * Named recipes (docs/quantization.md, "Recipes"):
  *
@@ -14,7 +17,8 @@
  *             does not fit, the head in 4-bit groups of 32 and the embeddings in
  *             asymmetric groups of 64
  *   fidelity  4-bit, with v and down at 8 bits in every layer, the head and the
- *             embeddings at 8
+ *             embeddings at 8 (Q8_0 on the GEMMs: v, down and the head, which a tied
+ *             model's embeddings share)
  *   uniform   the layers at 4 bits, the head and the embeddings at 8 (quantize's
  *             recipe when none is named)
  *
@@ -30,7 +34,7 @@
 
 /* Bumped whenever a named recipe's widths change: the warm-start cache's key holds it, so
  * an entry built by an older "balanced" is not taken for the new one. */
-#define NB_RECIPE_VERSION 2
+#define NB_RECIPE_VERSION 3
 
 #include <stdint.h>
 
@@ -57,6 +61,15 @@ const char *nb_tclass_name(enum nb_tclass c);
 /* The named recipe for n_layers (NULL: uniform; NB_ERR_INVALID_ARG for an unknown
  * name). */
 enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe *r);
+/* The block format a width stands for on the int4 paths (quant/kquant.h), where w's shape
+ * takes it: 6 is Q6_K (K a multiple of 256), 8 on a GEMM (`linear`) is Q8_0 (K a multiple
+ * of 32); 16-row records for a GEMM, rows for a gather. NB_WF_COUNT: none (6: the recipe's
+ * 4-bit form; 8: int8 rows, as a gather's 8 always is: fewer bytes, and no GEMM). */
+enum nb_wformat nb_recipe_block(const struct nb_weight *w, int bits, int linear);
+/* Per-class widths over r: "v=8,down=6,head=6" (classes q, k, v, o, gate, up, down, head,
+ * embd; widths 4, 6, 8, 16), as llama-quantize's --tensor-type sets a type per tensor
+ * class. The name gets "+spec". NB_ERR_INVALID_ARG naming the bad item. NULL or "": none. */
+enum nb_status nb_recipe_set_bits(struct nb_recipe *r, const char *spec);
 /* The path a width stands for in a build whose int4 path is `path`. */
 enum nb_wpath nb_recipe_path(enum nb_wpath path, int bits);
 

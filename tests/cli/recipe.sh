@@ -21,7 +21,16 @@ if [ -f "$gguf" ]; then
   "$bin" quantize -m "$gguf" --path w8a16 --recipe speed -o "$tmp/b.nib" 2>"$tmp/err"
   ok test $? -eq 1; ok grep -q "need an int4 weight path" "$tmp/err"
   "$bin" quantize -m "$gguf" --path w4a8 --bpw 5 --head 8 -o "$tmp/b.nib" 2>"$tmp/err"
-  ok test $? -eq 1; ok grep -q "drop --recipe, --head and --embd" "$tmp/err"
+  ok test $? -eq 1; ok grep -q "drop --recipe, --head, --embd and --bits" "$tmp/err"
+  # --bits: widths per class over the recipe (llama-quantize's --tensor-type); a bad item
+  # is named
+  for b in "v=5:width 5 is not one of" "x=8:'x' is not one of q, k, v" \
+           "v8:'v8' is not CLASS=WIDTH"; do
+    "$bin" quantize -m "$gguf" --path w4a8 --bits "${b%%:*}" -o "$tmp/b.nib" 2>"$tmp/err"
+    ok test $? -eq 1; ok grep -q "${b#*:}" "$tmp/err"
+  done
+  "$bin" quantize -m "$gguf" --path w8a16 --bits v=8 -o "$tmp/b.nib" 2>"$tmp/err"
+  ok test $? -eq 1; ok grep -q "need an int4 weight path" "$tmp/err"
   "$bin" quantize -m "$gguf" --path w4a8 --bpw 4.01 -o "$tmp/b.nib" 2>"$tmp/err"
   ok test $? -eq 1; ok grep -q "below the all-4-bit build" "$tmp/err"
   for r in speed balanced fidelity; do
@@ -52,7 +61,11 @@ ok = sizes["speed"] < sizes["balanced"] < sizes["fidelity"]
 ok &= bits["balanced"]["head"] == 6 and bits["balanced"]["embeddings"] == 6
 ok &= kind(f["balanced"], "token_embd.weight") == "q6_k" and "output.weight" not in kinds(f["balanced"])
 ok &= bits["fidelity"]["head"] == 8 and bits["fidelity"]["v"] == 8 and bits["fidelity"]["down"] == 8
-ok &= "w8a16" in json.dumps(kinds(f["fidelity"])["blk.0.attn_v.weight"])
+# width 8 on a GEMM: Q8_0 blocks (X16 records) on the integer kernels
+ok &= kind(f["fidelity"], "blk.0.attn_v.weight") == "q8_0"
+ok &= kind(f["fidelity"], "blk.0.ffn_down.weight") == "q8_0"
+ok &= kind(f["fidelity"], "token_embd.weight") == "q8_0"
+ok &= "output.weight" not in kinds(f["fidelity"])
 ok &= kind(f["speed"], "token_embd.weight") == "w4a8" and "output.weight" not in kinds(f["speed"])
 # the budget: within 5 bits per weight over its quantized matrices, something at 8 bits
 b = bits["bpw"]
@@ -88,20 +101,39 @@ PY
   ok grep -q "^token_embd.weight  *q6_k  *4096 x 256 .* rows" "$tmp/e6.insp"
   ids=$("$bin" run -m "$tmp/e6.nib" --ids 1,1046,261,2074 -n 8 --print-ids -t 1 2>/dev/null)
   ok test -n "$ids"
+  # --bits over a recipe: v and down as Q8_0 records, gate at 6 (Q6_K), the rest balanced's;
+  # embeddings at 8 apart from the head: int8 rows (a gather, not a GEMM)
+  "$bin" quantize -m "$gguf" --path w4a8 --recipe balanced --bits v=8,down=8,gate=6 -t 2 \
+    -o "$tmp/q8.nib" >"$tmp/q8.out" 2>/dev/null; ok test $? -eq 0
+  ok grep -q "^recipe balanced+v=8,down=8,gate=6" "$tmp/q8.out"
+  "$bin" inspect "$tmp/q8.nib" >"$tmp/q8.insp" 2>/dev/null
+  ok grep -q "^blk.3.attn_v.weight  *q8_0  *128 x 256 .* x16" "$tmp/q8.insp"
+  ok grep -q "^blk.3.ffn_down.weight  *q8_0  *256 x 768 .* x16" "$tmp/q8.insp"
+  ok grep -q "^blk.3.ffn_gate.weight  *q6_k  *768 x 256 .* x16" "$tmp/q8.insp"
+  ok grep -q "^blk.3.ffn_up.weight  *w4a8 " "$tmp/q8.insp"
+  "$bin" quantize -m "$gguf" --path w4a8 --recipe speed --bits embd=8 -t 2 -q \
+    -o "$tmp/e8.nib" >/dev/null 2>&1; ok test $? -eq 0
+  "$bin" inspect "$tmp/e8.nib" >"$tmp/e8.insp" 2>/dev/null
+  ok grep -q "^token_embd.weight  *w8a16 " "$tmp/e8.insp"
   src_dir="$(cd "$(dirname "$0")/../.." && pwd)"
   head -c 3000 "$src_dir/data/calib/kjv-7m-heldout.txt" >"$tmp/text.txt"
   echo "ids: 1,1046,261,2074" >"$tmp/p.txt"
-  for isa in auto ref; do
-    NIBBLE_ISA=$isa "$bin" eval --ref "$gguf" --test "$tmp/q6.nib" --prompts "$tmp/p.txt" -n 1 \
-      --text "$tmp/text.txt" --ppl-chunks 128 -t 2 -o json >"$tmp/q6-$isa.json" 2>/dev/null
-    ok test $? -eq 0
+  for b in q6 q8; do
+    for isa in auto ref; do
+      NIBBLE_ISA=$isa "$bin" eval --ref "$gguf" --test "$tmp/$b.nib" --prompts "$tmp/p.txt" -n 1 \
+        --text "$tmp/text.txt" --ppl-chunks 128 -t 2 -o json >"$tmp/$b-$isa.json" 2>/dev/null
+      ok test $? -eq 0
+    done
   done
+  # q8 (v, down at 8, gate at 6) sits closer to f32 than q6 (every layer matrix at 4)
   ok "$py" - "$tmp" <<'PY'
 import json, sys
-kl = [json.load(open("%s/q6-%s.json" % (sys.argv[1], i)))["ppl_chunks"]["mean_kl"]
-      for i in ("auto", "ref")]
-print("q6 head+embeddings: KL %.6f (fast kernels), %.6f (reference)" % tuple(kl))
-sys.exit(0 if 0 < kl[0] < 0.002 and abs(kl[0] - kl[1]) <= 0.03 * kl[1] else 1)
+kl = {b: [json.load(open("%s/%s-%s.json" % (sys.argv[1], b, i)))["ppl_chunks"]["mean_kl"]
+          for i in ("auto", "ref")] for b in ("q6", "q8")}
+for b, k in kl.items():
+    print("%s: KL %.6f (fast kernels), %.6f (reference)" % (b, k[0], k[1]))
+ok = all(0 < k[0] < 0.002 and abs(k[0] - k[1]) <= 0.03 * k[1] for k in kl.values())
+sys.exit(0 if ok and kl["q8"][0] < kl["q6"][0] else 1)
 PY
   "$bin" quantize -m "$gguf" --path w4a8 --head 5 -o "$tmp/b.nib" 2>"$tmp/err"; ok test $? -eq 1
   ok grep -q "not one of 4, 6, 8 or 16" "$tmp/err"
