@@ -68,8 +68,16 @@ static void print_human(const struct nb_probe_info *p, const struct nb_selection
         printf("read bw    %.1f GB/s (%d threads, measured now)\n", p->read_bw_gbs, p->bw_threads);
     else
         printf("read bw    not measured (--no-bw)\n");
-    printf("\ndecision   %s for %s on %s: %s, kernel %s, %d-bit head, %.3f bits per weight, %s%s\n",
-           "weight path", c->priority, c->target, c->weight_path, c->kernel, c->head_bits,
+    /* an int4 choice's head and embeddings are its recipe's (balanced: Q6_K where the device
+     * has the kernel), not the selector's head_bits */
+    char head[48];
+    const int int4 = !strcmp(c->weight_path, "w4a8") || !strcmp(c->weight_path, "w4a16");
+    if (c->recipe[0] && int4)
+        snprintf(head, sizeof head, "recipe %s", c->recipe);
+    else
+        snprintf(head, sizeof head, "%d-bit head", c->head_bits);
+    printf("\ndecision   %s for %s on %s: %s, kernel %s, %s, %.3f bits per weight, %s%s\n",
+           "weight path", c->priority, c->target, c->weight_path, c->kernel, head,
            c->bits_per_weight, c->verified ? "verified" : "unverified",
            c->runs_locally ? "" : ", does not run in nibble there");
     if (c->record_key[0])
