@@ -623,14 +623,28 @@ static int shared_head(const struct nb_model *m, const struct nb_quantize_opts *
                                      : head_path(o, rc) == src_embd_path(m, o, rc);
 }
 
+/* The block format a width of 6 or 8 gives w in this build (nb_recipe_block), or
+ * NB_WF_COUNT: none, or w has 4-bit checkpoint codes the build's int4 path keeps (they stay
+ * at 4 bits whatever the recipe says: add_matrix; an exported lm_head comes back as it
+ * went out). */
+static enum nb_wformat block_width(const struct nb_model *m, const struct nb_quantize_opts *o,
+                                   const struct nb_weight *w, int bits, int linear)
+{
+    if (!nb_wpath_is_int4(o->path) || !w->data) return NB_WF_COUNT;
+    const struct nb_src_codes *sc = m ? nb_model_src_codes(m, w) : NULL;
+    if (sc && nb_src_codes_fit(sc, o->path, NULL)) return NB_WF_COUNT;
+    return nb_recipe_block(w, bits, linear);
+}
+
 static enum nb_status add_width(struct qctx *q, const char *name, const struct nb_weight *w,
                                 int bits, int group, int linear, const float *imp,
                                 enum nb_wpath other)
 {
-    if ((bits == 6 || bits == 8) && nb_wpath_is_int4(q->o->path) && w->data) {
-        enum nb_wformat f = nb_recipe_block(w, bits, linear);
+    if (bits == 6 || bits == 8) {
+        enum nb_wformat f = block_width(q->m, q->o, w, bits, linear);
         if (f != NB_WF_COUNT) return add_block(q, name, w, f, linear, imp);
-        if (bits == 6)
+        if (bits == 6 && nb_wpath_is_int4(q->o->path) && w->data &&
+            nb_recipe_block(w, 6, linear) == NB_WF_COUNT)
             NB_LOGW("quantize: '%s' [%lld, %lld] does not take Q6_K blocks (K a multiple of "
                     "256): %s", name, (long long)w->n_out, (long long)w->n_in,
                     nb_wpath_name(other));
@@ -710,9 +724,9 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddStringToObject(h, "weight_path", nb_wpath_name(o->path));
     cJSON_AddNumberToObject(h, "layout", nb_quantize_opts_layout(o));
     cJSON_AddNumberToObject(h, "group", o->group);
-    const int int4 = nb_wpath_is_int4(o->path), shared = shared_head(m, o, rc);
-    const enum nb_wformat hb = int4 ? nb_recipe_block(&m->output, rc->head_bits, 1) : NB_WF_COUNT;
-    const enum nb_wformat eb = int4 ? nb_recipe_block(&m->tok_embd, rc->embd_bits, 0) : NB_WF_COUNT;
+    const int shared = shared_head(m, o, rc);
+    const enum nb_wformat hb = block_width(m, o, &m->output, rc->head_bits, 1);
+    const enum nb_wformat eb = block_width(m, o, &m->tok_embd, rc->embd_bits, 0);
     const char *head = hb != NB_WF_COUNT ? nb_wformat_info(hb)->name
                                          : nb_wpath_name(kept_bits(head_path(o, rc), &m->output));
     char tied[64];
@@ -915,8 +929,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
             goto fail;
         if (eff.gptq) {
             /* a Q6_K or Q8_0 head is left to quantize (GPTQ is for the int4 grids) */
-            enum nb_wpath hp = nb_wpath_is_int4(opts->path) &&
-                                       nb_recipe_block(&m->output, q.rc.head_bits, 1) != NB_WF_COUNT
+            enum nb_wpath hp = block_width(m, opts, &m->output, q.rc.head_bits, 1) != NB_WF_COUNT
                                    ? NB_WPATH_F32
                                    : head_path(opts, &q.rc);
             struct nb_gptq_opts go = {.path = opts->path, .head_path = hp,
