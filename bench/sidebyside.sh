@@ -60,15 +60,14 @@ for i, f in enumerate(sys.argv[1:3]):
             build = ("llama.cpp %s" if i == 0 else "nibble %s") % fname
             base_of[build] = "llama.cpp %s" % fname
         else:
-            ty = fname[len(fname.rsplit("-", 1)[0]) + 1:].split(".")[0].upper()
+            ty = fname.rsplit("-", 1)[-1].split(".")[0].upper()
             build = "llama.cpp %s" % ty if i == 0 else "nibble %s (%s)" % (fname, d["weight_path"])
-            base_of[build] = None  # below: Q4_K_M, or the first llama.cpp type
         test = "pp%d" % d["n_prompt"] if d["n_prompt"] else "tg%d" % d["n_gen"]
         rows.setdefault(build, {}).setdefault(int(d["n_threads"]), {}).setdefault(
             test, []).append(d["avg_ts"])
-if not pairs:
-    llama_rows = [b for b in rows if b.startswith("llama.cpp ")]
-    base = "llama.cpp Q4_K_M" if "llama.cpp Q4_K_M" in rows else llama_rows[0]
+if not pairs:  # every row against Q4_K_M, or the first llama.cpp type
+    base = "llama.cpp Q4_K_M" if "llama.cpp Q4_K_M" in rows else next(
+        b for b in rows if b.startswith("llama.cpp "))
     base_of = {b: base for b in rows}
 counts = sorted(next(iter(rows.values())))
 for t in counts:

@@ -633,7 +633,7 @@ static enum nb_wformat block_width(const struct nb_model *m, const struct nb_qua
     if (!nb_wpath_is_int4(o->path) || !w->data) return NB_WF_COUNT;
     const struct nb_src_codes *sc = m ? nb_model_src_codes(m, w) : NULL;
     if (sc && nb_src_codes_fit(sc, o->path, NULL)) return NB_WF_COUNT;
-    return nb_recipe_block(w, bits, linear);
+    return nb_recipe_block(w, bits, linear, NULL);
 }
 
 static enum nb_status add_width(struct qctx *q, const char *name, const struct nb_weight *w,
@@ -644,7 +644,7 @@ static enum nb_status add_width(struct qctx *q, const char *name, const struct n
         enum nb_wformat f = block_width(q->m, q->o, w, bits, linear);
         if (f != NB_WF_COUNT) return add_block(q, name, w, f, linear, imp);
         if (bits == 6 && nb_wpath_is_int4(q->o->path) && w->data &&
-            nb_recipe_block(w, 6, linear) == NB_WF_COUNT)
+            nb_recipe_block(w, 6, linear, NULL) == NB_WF_COUNT)
             NB_LOGW("quantize: '%s' [%lld, %lld] does not take Q6_K blocks (K a multiple of "
                     "256): %s", name, (long long)w->n_out, (long long)w->n_in,
                     nb_wpath_name(other));

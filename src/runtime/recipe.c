@@ -59,14 +59,17 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
                         "uniform", name);
 }
 
-enum nb_wformat nb_recipe_block(const struct nb_weight *w, int bits, int linear)
+enum nb_wformat nb_recipe_block(const struct nb_weight *w, int bits, int linear,
+                                uint64_t *bytes)
 {
     enum nb_wformat f = bits == 6 ? NB_WF_Q6_K : bits == 8 && linear ? NB_WF_Q8_0 : NB_WF_COUNT;
     struct nb_layout_planes pl;
     struct nb_block_info bi;
-    if (f == NB_WF_COUNT || !nb_wformat_block(f, &bi)) return NB_WF_COUNT;
-    return nb_wformat_planes(linear ? bi.x16 : bi.rows, 0, w->n_out, w->n_in, &pl) ? f
-                                                                                   : NB_WF_COUNT;
+    if (f == NB_WF_COUNT || !nb_wformat_block(f, &bi) ||
+        !nb_wformat_planes(linear ? bi.x16 : bi.rows, 0, w->n_out, w->n_in, &pl))
+        return NB_WF_COUNT;
+    if (bytes) *bytes = (uint64_t)pl.total;
+    return f;
 }
 
 enum nb_status nb_recipe_set_bits(struct nb_recipe *r, const char *spec)
@@ -221,12 +224,10 @@ static int list_units(const struct nb_model *m, const struct nb_act_stats *s, st
     u[n++] = (struct unit){.w = &m->tok_embd, .bits = &r->embd_bits, .gather = 1,
                            .group = r->embd_group ? r->embd_group : group};
     for (int i = 0; i < n; i++) {
-        struct nb_layout_planes pl;
         u[i].bytes4 = bytes_of(u[i].gather ? NB_WPATH_W4A16 : path, u[i].group, u[i].w);
-        u[i].bytes8 = nb_recipe_block(u[i].w, 8, !u[i].gather) == NB_WF_Q8_0 &&
-                              nb_wformat_planes(NB_WF_Q8_0_X16, 0, u[i].w->n_out, u[i].w->n_in, &pl)
-                          ? (uint64_t)pl.total /* Q8_0 records, as quantize writes them */
-                          : bytes_of(NB_WPATH_W8A16, 0, u[i].w);
+        /* 8 bits as quantize writes them: Q8_0 records on a GEMM, else int8 rows */
+        if (nb_recipe_block(u[i].w, 8, !u[i].gather, &u[i].bytes8) == NB_WF_COUNT)
+            u[i].bytes8 = bytes_of(NB_WPATH_W8A16, 0, u[i].w);
     }
     return n;
 }

@@ -65,7 +65,8 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
  * takes it: 6 is Q6_K (K a multiple of 256), 8 on a GEMM (`linear`) is Q8_0 (K a multiple
  * of 32); 16-row records for a GEMM, rows for a gather. NB_WF_COUNT: none (6: the recipe's
  * 4-bit form; 8: int8 rows, as a gather's 8 always is: fewer bytes, and no GEMM). */
-enum nb_wformat nb_recipe_block(const struct nb_weight *w, int bits, int linear);
+enum nb_wformat nb_recipe_block(const struct nb_weight *w, int bits, int linear,
+                                uint64_t *bytes /* its stored bytes, or NULL */);
 /* Per-class widths over r: "v=8,down=6,head=6" (classes q, k, v, o, gate, up, down, head,
  * embd; widths 4, 6, 8, 16), as llama-quantize's --tensor-type sets a type per tensor
  * class. The name gets "+spec". NB_ERR_INVALID_ARG naming the bad item. NULL or "": none. */
