@@ -10,10 +10,10 @@
  *
  * AMX (avx512 level): when the CPU has amx_tile + amx_int8 + AVX-512 VNNI, Linux grants
  * tile data (arch_prctl ARCH_REQ_XCOMP_PERM) and NIBBLE_AMX is not "0", the AMX kernels
- * (w4a8; with NIBBLE_AMX=all also the seven GGUF block formats' records, never measured
- * on AMX: opt-in until they are) run a self-check on first use
+ * (w4a8; with NIBBLE_AMX=all also the seven GGUF block formats' records: correct on AMX
+ * tiles but measured no faster than VNNI in situ, so opt-in) run a self-check on first use
  * (small random problems against their _ref twins, bit-exact or within 1e-5 of the output
- * scale) and only then enter the table, with isa "avx512+amx (unverified)"; otherwise a
+ * scale) and only then enter the table, with isa "avx512+amx"; otherwise a
  * warning and VNNI stays.
  */
 #include <math.h>

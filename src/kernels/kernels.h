@@ -149,7 +149,7 @@ struct nb_gemm_kernel {
 enum nb_isa_level { NB_LEVEL_REF = 0, NB_LEVEL_AVX2, NB_LEVEL_AVX512, NB_LEVEL_NEON };
 
 struct nb_kernels {
-    const char *isa; /* "ref", "avx2", "avx512", "avx512+amx (unverified)" */
+    const char *isa; /* "ref", "avx2", "avx512", "avx512+amx" */
     enum nb_isa_level level; /* the level the table was filled at (capped at the CPU's) */
     struct nb_gemm_kernel gemm[NB_WF_COUNT];
     float (*dot_f32)(const float *a, const float *b, int64_t n);
@@ -343,7 +343,7 @@ void nb_gemm_w4a8_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
                                  const int32_t *xsum, int64_t ldxq, int64_t ldxg,
                                  const void *w_blob, int64_t n_out, int64_t n_in, int group,
                                  int n_tok, int64_t r0, int64_t r1);
-/* AMX-INT8 prefill variant (gemm_w4a8_amx.c; UNVERIFIED: never run on an AMX machine).
+/* AMX-INT8 prefill variant (gemm_w4a8_amx.c, body gemm_w4a8_amx.inc).
  * Needs amx_tile + amx_int8 + AVX-512 VNNI and the Linux tile-data permission, asked
  * for (process-wide, idempotent) by nb_amx_request_perm(): 1 if granted, else 0. */
 int nb_amx_request_perm(void);
@@ -353,6 +353,11 @@ void nb_gemm_w4a8_x16_amx(float *y, int64_t ldy, const int8_t *xq, const float *
                           const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                           int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
                           int64_t r1);
+/* The same code on emulated tiles (gemm_kq_amxemu_avx512vnni.c; tests, any VNNI CPU). */
+void nb_gemm_w4a8_x16_amxemu(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                             const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                             int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
+                             int64_t r1);
 void nb_gemm_w4a8_x16_avxvnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
                               const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                               int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
@@ -421,7 +426,7 @@ NB_GEMM_KQ_DECL(nb_gemm_q4_0_x16_avxvnni);
 NB_GEMM_KQ_DECL(nb_gemm_q8_0_x16_avxvnni);
 NB_GEMM_KQ_DECL(nb_gemm_iq4_nl_x16_avxvnni);
 /* kernels/x86/gemm_kq_amx.c: the same on AMX-INT8 tiles for tiles of 16 tokens (the rest
- * on the AVX-512 VNNI kernels; UNVERIFIED, installed after dispatch.c's self-check), and
+ * on the AVX-512 VNNI kernels; opt-in, installed after dispatch.c's self-check), and
  * gemm_kq_amxemu_avx512vnni.c: that code on emulated tiles (tests, any VNNI CPU). */
 NB_GEMM_KQ_DECL(nb_gemm_q4_k_x16_amx);
 NB_GEMM_KQ_DECL(nb_gemm_q5_k_x16_amx);

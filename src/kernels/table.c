@@ -296,12 +296,12 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             set_kq(k, kq);
         }
         if (c->avx512_vnni && use_amx) {
-            k->isa = "avx512+amx (unverified)";
+            k->isa = "avx512+amx";
             k->gemm[NB_WF_W4A8_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_amx,
-                                                                "amx (unverified)");
+                                                                "amx");
         }
         if (c->avx512_vnni && use_amx >= 2) { /* NIBBLE_AMX=all: never measured on AMX */
-            static const struct nb_gemm_kernel kq[7] = KQ7(amx, "amx (unverified)");
+            static const struct nb_gemm_kernel kq[7] = KQ7(amx, "amx");
             set_kq(k, kq);
         }
         /* the bf16 variant (AVX512-BF16 hosts) keeps the name: same records */

@@ -17,8 +17,8 @@
  *   cpu key   "x86:<vendor>:<family>:<model>"  CPUID vendor, display family and model,
  *                                              decimal: "x86:GenuineIntel:6:207"
  *             "arm:<implementer>:<part>"       hex: "arm:0x41:0xd0b"
- *   kernel    the path's GEMM kernel: the first word of its dispatch name ("amx" for
- *             "amx (unverified)"): amx, avx512vnni, avxvnni, avx2, avx512, ref (Arm
+ *   kernel    the path's GEMM kernel: the first word of its dispatch name (older records:
+ *             "amx (unverified)" is "amx"): amx, avx512vnni, avxvnni, avx2, avx512, ref (Arm
  *             NEON kernels: neon, neon-dotprod, neon-i8mm)
  *   features  the CPU features that run uses, '+'-joined in this order ("none": none):
  *             avx512       the AVX-512 level ran (AVX2, FMA, F16C, AVX-512 F/BW/VL/DQ:
@@ -101,7 +101,7 @@ void nb_probe_set_flags(struct nb_probe *p, const char *flags);
 int nb_probe_cpu_key(const struct nb_probe *p, char *buf, size_t size, const char **why);
 
 /* The record key (header comment) of a run of `path` with the GEMM kernel named `kernel`
- * (a dispatch name: "avx512vnni", "amx (unverified)", ...) at ISA level `level` on p's
+ * (a dispatch name: "avx512vnni", "amx", ...) at ISA level `level` on p's
  * CPU, into buf. 1, or 0 with buf "" and *why when there is no cpu key or the kernel
  * needs what p's flags or the level lack (avx512vnni without avx512_vnni, amx without
  * amx_int8 or with tile data refused, ...). Pure: records and hand-written probes are

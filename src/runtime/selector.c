@@ -95,7 +95,7 @@ static void parse_figs(const cJSON *o, int pp, struct nb_record_figs *f)
     f->samples = cJSON_IsArray(s) ? cJSON_GetArraySize(s) : (int)num(s);
 }
 
-/* s's first word is w ("amx" in "amx (unverified)"). */
+/* s's first word is w ("amx" in "amx (if its self-check passes, ...)"). */
 static int starts_with_word(const char *s, const char *w)
 {
     size_t n = strlen(w);

@@ -143,7 +143,7 @@ enum nb_status nb_select(const struct nb_probe *probe, enum nb_priority priority
 
 /* The kernel name this build dispatches for `path` on a CPU with these features at its
  * best level (nb_kernels_fill decides, as for the dispatcher): "avx512vnni",
- * "avxvnni", "avx2", "avx512", "ref", and "amx (unverified)" for w4a8 where the probe
+ * "avxvnni", "avx2", "avx512", "ref", and "amx" for w4a8 where the probe
  * has AMX-INT8 + AVX-512 VNNI and amx_permitted == 1 (the dispatcher still self-checks
  * it on first use and keeps VNNI if that fails or NIBBLE_AMX=0). */
 const char *nb_select_kernel_for(const struct nb_probe *probe, enum nb_wpath path);

@@ -1,5 +1,5 @@
 /* kernels/x86/gemm_kq_amx.c — the GGUF block formats' X16 GEMMs on AMX-INT8 tiles (prefill;
- * UNVERIFIED: never run on AMX by the session that wrote it). Body: gemm_kq_amx.inc; the
+ * correct on AMX tiles, no faster than VNNI in situ: opt-in, NIBBLE_AMX=all). Body: gemm_kq_amx.inc; the
  * tile shapes are the w4a8 AMX kernel's (nb_amx_config). */
 #include <immintrin.h>
 

@@ -2,7 +2,7 @@
  * file (8 tiles of 16 rows x 64 bytes in thread-local memory; tdpbsud as its definition:
  * C[m][n] += sum over k of int8 A[m][4k+j] x u8 B[k][4n+j], int32 wrapping), so the AMX
  * kernels' code is tested against the _ref twins on any AVX-512 VNNI CPU
- * (test_kernels_x86 test_kq_x16_amx). Not in any kernel table: a test and lab twin only. */
+ * (test_kernels_x86 test_kq_x16_amx, test_w4a8_x16_amx). Not in any kernel table: a test and lab twin only. */
 #include <stdint.h>
 #include <string.h>
 
@@ -61,3 +61,5 @@ static void e_dpbsud(int c, int a, int b)
 #define T_DPBSUD(c, a, b)     e_dpbsud(c, a, b)
 #define T_RELEASE()           ((void)0)
 #include "kernels/x86/gemm_kq_amx.inc"
+#define W4_NAME           nb_gemm_w4a8_x16_amxemu
+#include "kernels/x86/gemm_w4a8_amx.inc"

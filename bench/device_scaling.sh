@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# bench/device_scaling.sh — one prepared run on a lent many-core x86 machine (issue 37):
+# the CPU probe, the kernel tests on this CPU's own tiles, the Qwen3-1.7B-shape model made
+# there, then interleaved nibble / llama.cpp passes at 2 threads (the must-hold set) and at
+# 16, 8, 4, 1 (the scaling table), measurement records and a decode profile.
+# Usage: bench/device_scaling.sh D OUT
+#   D/bin: nibble, test_kernels_x86, llama-bench, llama-quantize, and optionally
+#          nibble-base (an earlier nibble, benchmarked beside nibble on prefill);
+#   D/lib: the shared libraries they need (the machine has no -dev packages).
+#   OUT: probe.txt, tests.txt, log.txt, bench.jsonl (nibble), llama.jsonl, profile.txt,
+#        records/ (nibble bench --record). Every step appends as it ends, so a run cut
+#        short still returns what it measured. bench/scaling_table.py OUT prints tables.
+# Environment: M (model folder, default /tmp/nbm), TS (thread counts after 2, default
+# "16 8 4 1"), PASSES2 (passes at 2 threads, default 2), SHAPE (nibble synth's shape,
+# default qwen3-1.7b; qwen3-tiny tries the script out in seconds).
+set -uo pipefail
+D=$(cd "${1:?usage: bench/device_scaling.sh D OUT}" && pwd)
+OUT=${2:?usage: bench/device_scaling.sh D OUT}
+M=${M:-/tmp/nbm}
+S=${SHAPE:-qwen3-1.7b}
+mkdir -p "$OUT/records" "$M"
+export LD_LIBRARY_PATH="$D/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+N=$D/bin/nibble
+B=$D/bin/nibble-base
+log() { echo "[$(date +%T)] $*" | tee -a "$OUT/log.txt"; }
+ncores=$(nproc)
+
+log "cores $ncores; $(grep -m1 'model name' /proc/cpuinfo)"
+lscpu >"$OUT/lscpu.txt" 2>&1
+"$N" probe --explain >"$OUT/probe.txt" 2>&1
+NIBBLE_TEST_VERBOSE=1 timeout 120 "$D/bin/test_kernels_x86" >"$OUT/tests.txt" 2>&1
+log "test_kernels_x86 rc $?"
+
+log "model"
+[ -f "$M/$S-f16.gguf" ] ||
+  "$N" synth --shape "$S" --dtype f16 -t "$ncores" -o "$M/$S-f16.gguf" >>"$OUT/log.txt" 2>&1
+log "synth rc $?"
+"$D/bin/llama-quantize" "$M/$S-f16.gguf" "$M/$S-q4_k_m.gguf" Q4_K_M "$ncores" \
+  >"$OUT/quantize-llama.txt" 2>&1
+log "llama-quantize rc $?"
+# RTN with absmax scales: speed depends on the shapes and types alone
+"$N" quantize -m "$M/$S-f16.gguf" --path w4a8 --recipe balanced --absmax -q -t "$ncores" \
+  -o "$M/w4a8.nib" >>"$OUT/log.txt" 2>&1
+log "w4a8 balanced rc $?"
+"$N" quantize -m "$M/$S-f16.gguf" --path w4a16 --recipe balanced --absmax -q -t "$ncores" \
+  -o "$M/w4a16.nib" >>"$OUT/log.txt" 2>&1
+log "w4a16 balanced rc $?"
+rm -f "$M/$S-f16.gguf"
+
+lb() { # threads
+  timeout 300 "$D/bin/llama-bench" -m "$M/$S-q4_k_m.gguf" -p 512 -n 128 -t "$1" -r 1 \
+    -o jsonl 2>>"$OUT/log.txt" >>"$OUT/llama.jsonl"
+  log "llama.cpp t$1 rc $?"
+}
+nb() { # label threads args...: one nibble bench, each line tagged with the label
+  local label=$1 t=$2
+  shift 2
+  timeout 300 "$@" -r 1 -t "$t" -o jsonl 2>>"$OUT/log.txt" |
+    sed "s/^{/{\"label\":\"$label\",/" >>"$OUT/bench.jsonl"
+  log "$label t$t rc $?"
+}
+pass() { # threads [record]
+  local t=$1 rec=()
+  [ -n "${2:-}" ] && rec=(--record "$OUT/records")
+  lb "$t"
+  nb amx "$t" "$N" bench -m "$M/w4a8.nib" -m "$M/w4a16.nib" "${rec[@]}"
+  [ -x "$B" ] && nb amx-base "$t" "$B" bench -m "$M/w4a8.nib" -n 0
+  NIBBLE_AMX=0 nb vnni "$t" "$N" bench -m "$M/w4a8.nib" -n 0
+  NIBBLE_AMX=all nb amx-all "$t" "$N" bench -m "$M/w4a8.nib" -n 0
+  if [ -n "${2:-}" ]; then # the Q4_K_M file as stored: the k-quant tile kernels in situ
+    nb gguf "$t" "$N" bench -m "$M/$S-q4_k_m.gguf" -n 0
+    NIBBLE_AMX=all nb gguf-amx "$t" "$N" bench -m "$M/$S-q4_k_m.gguf" -n 0
+  fi
+}
+
+pass 2 record
+for ((p = 2; p <= ${PASSES2:-2}; p++)); do pass 2; done
+"$N" bench -m "$M/w4a8.nib" -p 0 -n 64 -r 1 -t "$ncores" --profile >"$OUT/profile.txt" 2>&1
+log "profile rc $?"
+for t in ${TS:-16 8 4 1}; do
+  if [ "$t" = "$ncores" ]; then pass "$t" record; else pass "$t"; fi
+done
+log "done"
