@@ -64,7 +64,11 @@ static void usage(FILE *f)
             "                      tools with tool_choice auto (a reply that calls none is\n"
             "                      read as JSON text)\n"
             "  --screen text|json  the screen as compact text (default) or JSON\n"
-            "  --max-tokens N      per reply (default 64)\n"
+            "  --max-tokens N      per reply (default 128: a call in --format tools\n"
+            "                      is the Hermes wrapper, the name and the arguments, and\n"
+            "                      the server keeps the model's call only while it can\n"
+            "                      still close within the tokens left, counted as bytes;\n"
+            "                      the six tools' shortest call is 64 bytes)\n"
             "  --api-key KEY       Authorization: Bearer KEY\n"
             "  --timeout S         per request (default 300)\n"
             "  --dump-trajectories N  write the scripted correct policy's steps on N generated\n"
@@ -601,7 +605,7 @@ int cmd_agent(int argc, char **argv)
 {
     const char *cmd = "agent", *tasks_path = NULL, *policy = NULL, *trace_path = NULL, *out = NULL;
     const char *output = "text", *format = "json_object", *screen = "text", *threads = NULL, *ctx = NULL;
-    struct opts o = {.timeout_s = 300, .max_tokens = 64};
+    struct opts o = {.timeout_s = 300, .max_tokens = 128};
     struct build builds[MAX_BUILDS] = {0};
     int n_builds = 0, runs = 1, dump = 0, dump_tasks = 0, rc = 1;
     uint64_t seed = 1;

@@ -688,12 +688,87 @@ static int json_cost(const struct srv_schema *S, const struct srv_json *j)
     return cost;
 }
 
+/* A required or optional member i of object node f written whole, closing: its key (JSON
+ * text with quotes), ':' and ',' and the cheapest value. */
+static int member_close(const struct srv_schema *S, const struct srv_snode *f, int i)
+{
+    return add_cost((int)strlen(f->keys[i]) + 2, node_close(S, f->pnode[i]));
+}
+
+/* Bytes that finish the object from state j at most once closing is set now (for
+ * srv_cons_close_cost; json_cost counts what the next token may open besides): what the
+ * mode has pending (a string's escape and its quote 13, a number's digit 2, a literal's
+ * letters 5), the value to come after ':' by its cheapest class (closing takes it, below
+ * the top), the key in progress with the required keys after it, per open level its
+ * bracket and the required members left, after ',' in an object the dearest optional
+ * member, and 6 where a level is any JSON (a key's colon and a value). */
+static int json_close_cost(const struct srv_schema *S, const struct srv_json *j)
+{
+    if (!S) return 32 + j->depth;
+    if (j->mode == J_TOP) return add_cost(19, node_open(S, 0));
+    int cost = j->depth, in_key = j->mode == J_KEY;
+    switch (j->mode) {
+    case J_STR: cost += 1; break;
+    case J_ESC:
+    case J_HEX:
+    case J_LOW_BS:
+    case J_LOW_U:
+    case J_LOW_HEX:
+    case J_UTF8: cost += 13; break;
+    case J_NUM: cost += 2; break;
+    case J_LIT: cost += 5; break;
+    case J_COLON: cost += 1; /* fall through */
+    case J_VALUE:
+    case J_ARR_FIRST: cost = add_cost(cost, node_close(S, child_node(S, j))); break;
+    case J_ENUM: {
+        const struct srv_snode *f = &S->nodes[j->cur];
+        int most = 0;
+        for (int i = 0; i < f->n_enum && i < SRV_SCHEMA_MAX_PROPS; i++)
+            if (j->cand >> i & 1) most = (int)strlen(f->enums[i]) > most ? (int)strlen(f->enums[i]) : most;
+        cost = add_cost(cost, most);
+        break;
+    }
+    default: break;
+    }
+    for (int d = j->depth - 1; d >= 0; d--) {
+        unsigned n = j->node[d];
+        if (n == SRV_SCHEMA_FREE) {
+            cost = add_cost(cost, d == j->depth - 1 ? 6 : 0);
+            continue;
+        }
+        const struct srv_snode *f = &S->nodes[n];
+        if (j->stack[d] == '{') {
+            int top = d == j->depth - 1, most = 0;
+            for (int i = j->cnt[d]; i < f->n_props; i++) {
+                int m = member_close(S, f, i);
+                if (top && in_key && (j->cand >> i & 1)) { /* this key, then the required after it */
+                    int k = add_cost((int)strlen(f->keys[i]) + 1, node_close(S, f->pnode[i]));
+                    for (int r = i + 1; r < f->n_props; r++)
+                        if (f->req[r]) k = add_cost(k, member_close(S, f, r));
+                    most = k > most ? k : most;
+                } else if (!(top && in_key) && f->req[i]) {
+                    cost = add_cost(cost, m);
+                } else if (top && j->mode == J_OBJ_KEY && !f->req[i] && m < SRV_SCHEMA_INF) {
+                    most = m > most ? m : most;
+                }
+            }
+            cost = add_cost(cost, most);
+        } else {
+            int m = node_close(S, f->items) + 1, left = f->min_items - j->cnt[d];
+            for (int i = 0; i < left; i++)
+                cost = add_cost(cost, m);
+        }
+    }
+    return cost;
+}
+
 /* ---------------------------------------------------------------- sequences */
 
 static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
 {
-    int closing = c->closing, choice = c->choice, round = c->round;
+    int closing = c->closing, choice = c->choice, round = c->round, budget = c->budget;
     memset(c, 0, sizeof *c);
+    c->budget = budget;
     c->closing = closing;
     c->choice = choice;
     c->round = round;
@@ -704,6 +779,7 @@ static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
 
 void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c)
 {
+    c->budget = -1;
     c->closing = 0;
     c->choice = 0;
     c->round = 0;
@@ -805,6 +881,22 @@ static void cheapest_run(const struct srv_grammar *g, int e, int *lo, int *hi)
     *hi = at + 1;
 }
 
+int srv_cons_close_cost(const struct srv_grammar *g, const struct srv_cons *c)
+{
+    if (c->elem >= g->n) return 0;
+    const struct srv_elem *el = &g->el[c->elem];
+    int rest = rest_cost(g, c->elem + 1, c->choice);
+    if (el->kind == SRV_EL_OBJECT) return add_cost(json_close_cost(elem_schema(el, c), &c->js), rest);
+    if (el->kind == SRV_EL_LITERAL) return add_cost((int)strlen(el->alts[0]) - c->pos, rest);
+    int lo = c->lo, hi = c->hi, most = 0;
+    if (c->pos == 0) cheapest_run(g, c->elem, &lo, &hi); /* closing would take it */
+    for (int i = lo; i < hi; i++) {
+        int k = add_cost((int)strlen(el->alts[i]) - c->pos, rest_cost(g, c->elem + 1, el->orig[i]));
+        most = k > most ? k : most;
+    }
+    return most;
+}
+
 static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned ch)
 {
     if (c->elem >= g->n) {
@@ -869,9 +961,12 @@ static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v
     default: break;
     }
     if (complete && !another_round(g, c)) return 0;
-    if (v->plain && v->plain[tok] && in_plain_string(g, c)) return 1;
+    const int budgeted = c->budget >= 0 && !c->closing;
+    if (v->plain && v->plain[tok] && in_plain_string(g, c))
+        return !budgeted || srv_cons_close_cost(g, c) <= c->budget - 1;
     struct srv_cons t = *c;
-    return srv_cons_feed(g, &t, v->bytes + v->off[tok], v->off[tok + 1] - v->off[tok]);
+    if (!srv_cons_feed(g, &t, v->bytes + v->off[tok], v->off[tok + 1] - v->off[tok])) return 0;
+    return !budgeted || srv_cons_close_cost(g, &t) <= c->budget - 1;
 }
 
 int srv_cons_allows(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
@@ -904,4 +999,27 @@ int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
             logits[i] = -INFINITY;
     }
     return n;
+}
+
+int srv_cons_next(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons *c,
+                  int left, int allow_special, const float *logits, float *work)
+{
+    c->budget = left;
+    memcpy(work, logits, sizeof *work * (size_t)v->n_vocab);
+    int n = srv_cons_mask(g, v, c, allow_special, work);
+    if (n || c->closing) return n;
+    c->closing = 1;
+    memcpy(work, logits, sizeof *work * (size_t)v->n_vocab);
+    return srv_cons_mask(g, v, c, allow_special, work);
+}
+
+int srv_cons_refused(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons *c,
+                     int32_t tok, int allow_special)
+{
+    if (c->closing || c->budget < 0) return 0;
+    struct srv_cons t = *c;
+    t.budget = -1;
+    if (!srv_cons_allows(g, v, &t, tok, allow_special)) return 0;
+    c->closing = 1;
+    return 1;
 }

@@ -177,6 +177,9 @@ struct srv_cons {
     int pos;     /* bytes of the literal or choice matched */
     int lo, hi;  /* choice: alternatives [lo, hi) still possible */
     int closing; /* finish as soon as possible (srv_cons_cost) */
+    int budget;  /* tokens left, this one included, the end of generation not: a token
+                  * is allowed only if the output can still close in the rest
+                  * (srv_cons_close_cost); -1 (srv_cons_start): no budget */
     int choice;  /* the last choice's alternative taken, as given */
     int round;   /* rounds of the sequence begun before this one (srv_grammar.rounds) */
     struct srv_json js;
@@ -199,6 +202,14 @@ int srv_cons_complete(const struct srv_grammar *g, const struct srv_cons *c);
  * c->closing when what is left (less one for the end of generation) is not more than this
  * (a token is at least one byte), so the output ends complete rather than cut. */
 int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c);
+/* Bytes that finish the output at most if closing were set now: the element in progress
+ * as srv_cons_cost counts it, a choice not begun by its cheapest alternative (closing
+ * takes it), one begun by its dearest alternative left, later elements by the fewest
+ * bytes they allow. With c->budget >= 0 and not closing, srv_cons_allows and
+ * srv_cons_mask refuse a token after which this exceeds budget - 1, so the model keeps
+ * its own choices (a tool, its arguments) while they still fit and closing is needed
+ * only when no token does (srv_cons_next). */
+int srv_cons_close_cost(const struct srv_grammar *g, const struct srv_cons *c);
 /* May token `tok` come next? End-of-generation tokens only when complete; special tokens
  * only with allow_special (their text must advance the state as any token's); empty
  * tokens never. */
@@ -207,5 +218,18 @@ int srv_cons_allows(const struct srv_grammar *g, const struct srv_vocab_bytes *v
 /* Set logits[i] = -inf for every token that may not come next; the number allowed. */
 int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
                   const struct srv_cons *c, int allow_special, float *logits);
+/* The mask for the next token of a budget of `left` tokens (the end of generation not
+ * counted): c->budget = left; when no token keeps the output closable within it, c is
+ * set closing (the cheapest completions from here on) and masked again. logits are the
+ * raw row, work room for n_vocab floats: the masked row is left in work. The number of
+ * tokens allowed (0: none continues the output). */
+int srv_cons_next(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons *c,
+                  int left, int allow_special, const float *logits, float *work);
+/* The model's own choice tok was refused (srv_cons_allows 0): when the grammar takes it
+ * and only the budget refuses it, c is set closing and 1 returned — the output finishes
+ * the cheapest way from here, rather than wander through tokens that fit (whitespace)
+ * while the ones the model wants do not. 0 otherwise (c unchanged). */
+int srv_cons_refused(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons *c,
+                     int32_t tok, int allow_special);
 
 #endif

@@ -478,19 +478,22 @@ static void auto_begin(struct srv_job *j, const char *b, size_t n)
 /* The next token of a job whose output is constrained (job_grammar): the sampler's choice
  * when the grammar allows it (one token's bytes checked: the usual case), else for greedy
  * sampling the next candidates by logit (16 at most), else the sampler again over the row
- * with every token the grammar refuses masked. `row` is the raw logits (modified), `work`
- * room for a copy. -1: no token of the vocabulary continues the output. */
+ * with every token the grammar refuses masked (srv_cons_next: closing once no token fits
+ * the budget). A token is allowed only if the output can still close in the tokens left
+ * before max_tokens, one kept for the end of generation. `row` is the raw logits
+ * (modified), `work` room for a copy. -1: no token of the vocabulary continues the output. */
 static int32_t sample_constrained(struct nb_server *s, struct srv_job *j, float *row, float *work)
 {
     const struct srv_grammar *g = job_grammar(j);
     int n_vocab = s->m.n_vocab, special = srv_request_parses_tools(&j->req);
-    /* near the end of max_tokens (or of the context): finish the JSON rather than be cut,
-     * one token kept for the end of generation */
-    if (!j->cons.closing && j->max_tokens - j->n_gen - 1 <= srv_cons_cost(g, &j->cons))
-        j->cons.closing = 1;
+    j->cons.budget = j->max_tokens - j->n_gen - 1;
     memcpy(work, row, sizeof *work * (size_t)n_vocab);
     int32_t tok = nb_sampler_sample(j->sampler, work);
     if (srv_cons_allows(g, s->m.vb, &j->cons, tok, special)) return tok;
+    /* the model's choice no longer fits the budget: close, and it may still be the way */
+    if (srv_cons_refused(g, s->m.vb, &j->cons, tok, special) &&
+        srv_cons_allows(g, s->m.vb, &j->cons, tok, special))
+        return tok;
     if (j->req.sp.temperature <= 0 && j->req.sp.repeat_penalty == 1.0f) {
         for (int t = 0; t < 16 && tok >= 0; t++) {
             row[tok] = -INFINITY;
@@ -502,8 +505,8 @@ static int32_t sample_constrained(struct nb_server *s, struct srv_job *j, float 
             tok = best;
         }
     }
-    if (srv_cons_mask(g, s->m.vb, &j->cons, special, row) == 0) return -1;
-    return nb_sampler_sample(j->sampler, row);
+    if (srv_cons_next(g, s->m.vb, &j->cons, j->cons.budget, special, row, work) == 0) return -1;
+    return nb_sampler_sample(j->sampler, work);
 }
 
 /* One token sampled for job j: its text added, and whether it ends the job. Runs outside

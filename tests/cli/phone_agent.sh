@@ -70,6 +70,24 @@ if "$bin" agent --dump-tasks 200 --seed 2 --out "$tmp/held.json" 2>"$tmp/err" &&
      >"$tmp/held-out.json" 2>"$tmp/err"; then
   check "held-out (seed 2, 200 variants)" "$tmp/held-out.json" 200 "$PHONE_AGENT_HELD_MIN"
 else bad "held-out: exit $?: $(cat "$tmp/err")"; fi
+# the same 200 variants as tool calls through the server, tool_choice required and auto, at
+# the agent's default max tokens: at least PHONE_AGENT_TOOLS_MIN (0.85), and within 2
+# points of the JSON form above (issue 34: every call came out `back` before, the budget's
+# closing rule forcing the cheapest tool from the first token)
+PHONE_AGENT_TOOLS_MIN=${PHONE_AGENT_TOOLS_MIN:-0.85}
+for form in tools tools-auto; do
+  if "$bin" agent --tasks "$tmp/held.json" -m "$form=$gguf@source" -t 2 -c 2048 --runs 1 \
+       --format "$form" -o json >"$tmp/held-$form.json" 2>"$tmp/err"; then
+    check "held-out, --format $form" "$tmp/held-$form.json" 200 "$PHONE_AGENT_TOOLS_MIN"
+    got=$("$py" -c "
+import json, sys
+a = json.load(open('$tmp/held-out.json'))[0]['success_rate']
+b = json.load(open('$tmp/held-$form.json'))[0]['success_rate']
+assert abs(a - b) <= 0.02 + 1e-9, (a, b)
+print('ok')" 2>&1)
+    case "$got" in ok*) ok ;; *) bad "$form against json_object: $got" ;; esac
+  else bad "held-out $form: exit $?: $(cat "$tmp/err")"; fi
+done
 if "$bin" agent --tasks "$tasks" -m "auto=$gguf@source" -t 2 -c 2048 --runs 1 --format tools-auto \
      --max-tokens 96 -o json --trace "$tmp/auto.jsonl" >"$tmp/auto.json" 2>"$tmp/err"; then
   got=$("$py" - "$tmp/auto.json" "$tmp/auto.jsonl" <<'PYEOF' 2>&1
