@@ -536,56 +536,16 @@ static int pick(const struct srv_grammar *g, const struct srv_vocab_bytes *v, st
     return best;
 }
 
-/* Decode with random logits and the mask (greedy over the allowed tokens, EOG favoured
- * once allowed), as the engine does; the output must end as valid JSON. */
-static int forced_decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                         uint64_t *rng, char *out, size_t cap, int max_steps)
+/* Decode as the engine does (pick) within max_steps tokens: with random logits (rng; EOG
+ * favoured once allowed, closing brackets and quotes a little likelier, so walks end), or,
+ * with `want`, as a model that wants that text byte by byte (the single-byte token of its
+ * next byte highest, EOG once it is written, and a taste for `back` when its own token is
+ * refused). The steps taken before the end of generation, or -1 when cut. */
+static int decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v, uint64_t *rng,
+                  const char *want, char *out, size_t cap, int max_steps)
 {
     struct srv_cons c;
-    size_t n = 0;
-    float *logits = malloc(sizeof *logits * (size_t)v->n_vocab);
-    float *work = malloc(sizeof *work * (size_t)v->n_vocab);
-    assert_non_null(logits);
-    assert_non_null(work);
-    srv_cons_start(g, &c);
-    for (int step = 0; step < max_steps; step++) {
-        for (int i = 0; i < v->n_vocab; i++)
-            logits[i] = (float)tu_rand_unit(rng) + (v->kind[i] == SRV_TOK_EOG ? 10.0f : 0.0f);
-        /* closing brackets and quotes a little likelier, so walks end */
-        for (int i = 0; i < v->n_vocab; i++) {
-            const char *b = v->bytes + v->off[i];
-            if (v->off[i + 1] > v->off[i] && (*b == '}' || *b == ']' || *b == '"'))
-                logits[i] += 0.5f;
-        }
-        /* as the engine: every token leaves the output closable before max_steps, one
-         * token kept for the end of generation */
-        int best = pick(g, v, &c, max_steps - step - 1, logits, work);
-        if (v->kind[best] == SRV_TOK_EOG) {
-            free(logits);
-            free(work);
-            out[n] = '\0';
-            return step;
-        }
-        size_t k = v->off[best + 1] - v->off[best];
-        assert_true(n + k < cap);
-        memcpy(out + n, v->bytes + v->off[best], k);
-        n += k;
-        assert_int_equal(srv_cons_feed(g, &c, v->bytes + v->off[best], k), 1);
-    }
-    free(logits);
-    free(work);
-    out[n] = '\0';
-    return -1;
-}
-
-/* Decode as the engine does (srv_cons_next with a budget of max_steps) a model that wants
- * `want` byte by byte: each step the single-byte token of want's next byte scores highest,
- * the end of generation once want is written. The steps taken, or -1 when cut. */
-static int want_decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                       const char *want, char *out, size_t cap, int max_steps)
-{
-    struct srv_cons c;
-    size_t n = 0, wn = strlen(want);
+    size_t n = 0, wn = want ? strlen(want) : 0;
     float *logits = malloc(sizeof *logits * (size_t)v->n_vocab);
     float *work = malloc(sizeof *work * (size_t)v->n_vocab);
     assert_non_null(logits);
@@ -596,12 +556,18 @@ static int want_decode(const struct srv_grammar *g, const struct srv_vocab_bytes
         for (int i = 0; i < v->n_vocab; i++) {
             size_t k = v->off[i + 1] - v->off[i];
             const char *b = v->bytes + v->off[i];
+            if (!want) {
+                logits[i] = (float)tu_rand_unit(rng) + (v->kind[i] == SRV_TOK_EOG ? 10.0f : 0.0f);
+                if (k && (*b == '}' || *b == ']' || *b == '"')) logits[i] += 0.5f;
+                continue;
+            }
             logits[i] = (float)(i % 7) * 0.01f;
             if (v->kind[i] == SRV_TOK_EOG && n >= wn) logits[i] = 20.0f;
             if (n < wn && k == 1 && *b == want[n]) logits[i] = 10.0f;
-            /* the model's taste for the other tool, when its own is refused */
             if (k && n < wn && !strncmp(b, "back", k < 4 ? k : 4)) logits[i] += 5.0f;
         }
+        /* as the engine: every token leaves the output closable before max_steps, one
+         * token kept for the end of generation */
         int best = pick(g, v, &c, max_steps - step - 1, logits, work);
         if (v->kind[best] == SRV_TOK_EOG) {
             steps = step;
@@ -629,7 +595,7 @@ static void check_forced(const struct srv_vocab_bytes *v, int runs, const char *
     for (int r = 0; r < runs; r++) {
         uint64_t rng = 0x1234 + (uint64_t)r;
         int budget = 4 + (r * 37) % 397;
-        int steps = forced_decode(&g, v, &rng, out, sizeof out, budget);
+        int steps = decode(&g, v, &rng, NULL, out, sizeof out, budget);
         if (steps < 0) fail_msg("%s run %d: no end within %d tokens: %s", what, r, budget, out);
         ended++;
         closed_early += steps < budget - 1;
@@ -673,7 +639,7 @@ static void check_schema_forced(const struct srv_vocab_bytes *v, int runs)
     for (int r = 0; r < runs; r++) {
         uint64_t rng = 0x5eed + (uint64_t)r;
         int budget = 40 + (r * 53) % 361;
-        if (forced_decode(&g, v, &rng, out, sizeof out, budget) < 0)
+        if (decode(&g, v, &rng, NULL, out, sizeof out, budget) < 0)
             fail_msg("run %d: no end within %d tokens: %s", r, budget, out);
         if (!valid_k_schema(out)) fail_msg("run %d: does not keep to the schema: %s", r, out);
         valid++;
@@ -703,7 +669,7 @@ static void test_forced_kjv(void **state)
     static char out[1 << 16];
     for (int r = 0; r < 10; r++) {
         uint64_t rng = 99 + (uint64_t)r;
-        if (forced_decode(&g, &v, &rng, out, sizeof out, 100 + 20 * r) < 0)
+        if (decode(&g, &v, &rng, NULL, out, sizeof out, 100 + 20 * r) < 0)
             fail_msg("tool call run %d: no end: %s", r, out);
         struct srv_tool_call *calls;
         int n;
@@ -735,7 +701,7 @@ static void test_forced_kjv(void **state)
     int budget = (int)strlen(least) + 1, backs = 0;
     for (int r = 0; r < 20; r++) {
         uint64_t rng = 7 + (uint64_t)r;
-        if (forced_decode(&g, &v, &rng, out, sizeof out, budget) < 0)
+        if (decode(&g, &v, &rng, NULL, out, sizeof out, budget) < 0)
             fail_msg("tight call run %d: cut at %d tokens: %s", r, budget, out);
         assert_int_equal(accepts(&g, out, 1), 1);
         backs += strstr(out, "\"back\"") != NULL;
@@ -755,7 +721,7 @@ static void test_forced_kjv(void **state)
     const int worst = srv_cons_cost(&g, &c0), len = (int)strlen(want);
     int kept_from = -1;
     for (budget = len + 1; budget <= worst + 1; budget++) {
-        if (want_decode(&g, &v, want, out, sizeof out, budget) < 0)
+        if (decode(&g, &v, NULL, want, out, sizeof out, budget) < 0)
             fail_msg("budget %d: cut: %s", budget, out);
         assert_int_equal(accepts(&g, out, 1), 1);
         if (getenv("NIBBLE_TEST_VERBOSE")) printf("# %d: %s\n", budget, out);

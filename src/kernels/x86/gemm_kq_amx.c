@@ -5,11 +5,6 @@
 
 #include "kernels/kernels.h"
 
-#define KQ_NAME(f)               nb_gemm_##f##_x16_amx
-#define T_CONFIG(K)              nb_amx_config(K)
-#define T_ZERO(i)                _tile_zero(i)
-#define T_LOAD(i, p, stride)     _tile_loadd(i, p, stride)
-#define T_STORE(i, p, stride)    _tile_stored(i, p, stride)
-#define T_DPBSUD(c, a, b)        _tile_dpbsud(c, a, b)
-#define T_RELEASE()              _tile_release()
+#include "kernels/x86/amx_tiles.h"
+#define KQ_NAME(f) nb_gemm_##f##_x16_amx
 #include "kernels/x86/gemm_kq_amx.inc"

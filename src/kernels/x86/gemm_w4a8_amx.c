@@ -47,11 +47,6 @@ void nb_amx_config(int kstep)
     _tile_loadconfig(&cfg);
 }
 
-#define W4_NAME               nb_gemm_w4a8_x16_amx
-#define T_CONFIG(K)           nb_amx_config(K)
-#define T_ZERO(i)             _tile_zero(i)
-#define T_LOAD(i, p, stride)  _tile_loadd(i, p, stride)
-#define T_STORE(i, p, stride) _tile_stored(i, p, stride)
-#define T_DPBSUD(c, a, b)     _tile_dpbsud(c, a, b)
-#define T_RELEASE()           _tile_release()
+#include "kernels/x86/amx_tiles.h"
+#define W4_NAME nb_gemm_w4a8_x16_amx
 #include "kernels/x86/gemm_w4a8_amx.inc"
