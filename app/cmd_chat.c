@@ -53,8 +53,7 @@ static void usage(FILE *f)
 }
 
 struct turn_out {
-    const struct nb_tokenizer *tok;
-    struct nb_detokenizer *detok;
+    struct nb_text_out *out; /* the token -> text step */
     char *text;
     size_t len, cap;
 };
@@ -62,10 +61,9 @@ struct turn_out {
 static int on_token(int32_t id, void *user)
 {
     struct turn_out *o = user;
-    if (nb_tokenizer_is_eog(o->tok, id)) return 1;
     const char *t;
     size_t n;
-    if (nb_detokenizer_feed(o->detok, id, &t, &n) != NB_OK) return 1;
+    if (nb_text_out_feed(o->out, id, &t, &n) != NB_TEXT_MORE) return 1;
     fwrite(t, 1, n, stdout);
     fflush(stdout);
     if (o->len + n + 1 > o->cap) {
@@ -367,8 +365,8 @@ int cmd_chat(int argc, char **argv)
         app_seq_rewind(&seq, same);
         int reused = app_seq_cached(&seq);
         fprintf(stderr, "[%d cached tokens reused, %d new]\n", reused, n_ids - same);
-        struct turn_out out = {.tok = tok};
-        if (nb_detokenizer_init(&out.detok, tok, 0) != NB_OK) {
+        struct turn_out out = {0};
+        if (nb_text_out_init(&out.out, tok, NULL) != NB_OK) {
             free(ids);
             goto fail;
         }
@@ -378,10 +376,13 @@ int cmd_chat(int argc, char **argv)
         free(ids);
         const char *t;
         size_t n;
-        if (st == NB_OK && nb_detokenizer_flush(out.detok, &t, &n) == NB_OK) fwrite(t, 1, n, stdout);
+        if (st == NB_OK) {
+            nb_text_out_flush(out.out, &t, &n);
+            fwrite(t, 1, n, stdout);
+        }
         printf("\n");
         fflush(stdout);
-        nb_detokenizer_free(out.detok);
+        nb_text_out_free(out.out);
         if (st) {
             fprintf(stderr, "nibble chat: %s\n", app_seq_error(&seq));
             free(out.text);

@@ -65,9 +65,8 @@ struct out_state {
     int print_ids, ignore_eos;
     int n;
     const struct nb_tokenizer *tok; /* NULL: print ids */
-    struct nb_detokenizer *detok;
-    struct nb_stop_matcher *stop;
-    int stopped; /* 1: end-of-generation token, 2: stop string */
+    struct nb_text_out *text;       /* the token -> text step (with a tokenizer) */
+    int stopped;                    /* 1: end-of-generation token, 2: stop string */
 };
 
 static int on_token(int32_t id, void *user)
@@ -82,14 +81,13 @@ static int on_token(int32_t id, void *user)
         fflush(stdout);
         return 0;
     }
-    const char *text, *emit;
-    size_t len, n_emit;
-    if (nb_detokenizer_feed(o->detok, id, &text, &len) != NB_OK) return 1;
-    int hit = nb_stop_matcher_feed(o->stop, text, len, &emit, &n_emit);
-    fwrite(emit, 1, n_emit, stdout);
+    const char *text;
+    size_t len;
+    enum nb_text_event ev = nb_text_out_feed(o->text, id, &text, &len);
+    fwrite(text, 1, len, stdout);
     fflush(stdout);
-    if (hit) o->stopped = 2;
-    return hit;
+    if (ev == NB_TEXT_STOP) o->stopped = 2;
+    return ev != NB_TEXT_MORE;
 }
 
 /* A whole prompt from a file, or from standard input for "-" (at most 64 MiB). */
@@ -203,8 +201,8 @@ int cmd_run(int argc, char **argv)
     }
     out.tok = tok;
     out.ignore_eos = ignore_eos;
-    if (tok && nb_detokenizer_init(&out.detok, tok, 0) != NB_OK) goto fail;
-    if (nb_stop_matcher_init(&out.stop, stops, n_stops) != NB_OK) goto fail;
+    struct nb_text_out_params tp = {sizeof tp, 0, ignore_eos, stops, n_stops};
+    if (tok && nb_text_out_init(&out.text, tok, &tp) != NB_OK) goto fail;
     double t_loaded = app_time_s();
     struct nb_model_info info;
     nb_model_get_info(model, &info);
@@ -242,15 +240,10 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     if (tok && !out.print_ids) { /* what the detokenizer and the stop matcher still hold */
-        const char *text, *emit;
-        size_t len, n_emit;
-        if (nb_detokenizer_flush(out.detok, &text, &len) == NB_OK && out.stopped != 2 &&
-            !nb_stop_matcher_feed(out.stop, text, len, &emit, &n_emit))
-            fwrite(emit, 1, n_emit, stdout);
-        if (out.stopped != 2) {
-            nb_stop_matcher_flush(out.stop, &emit, &n_emit);
-            fwrite(emit, 1, n_emit, stdout);
-        }
+        const char *text;
+        size_t len;
+        nb_text_out_flush(out.text, &text, &len);
+        fwrite(text, 1, len, stdout);
     }
     printf("\n");
     fflush(stdout);
@@ -282,8 +275,7 @@ fail:
     fprintf(stderr, "nibble run: %s\n", nb_last_error());
     rc = 1;
 done:
-    nb_detokenizer_free(out.detok);
-    nb_stop_matcher_free(out.stop);
+    nb_text_out_free(out.text);
     nb_tokenizer_free(tok);
     nb_sampler_free(sampler);
     app_seq_free(&seq);

@@ -374,6 +374,37 @@ NB_API int nb_stop_matcher_feed(struct nb_stop_matcher *m, const char *text, siz
 NB_API void nb_stop_matcher_flush(struct nb_stop_matcher *m, const char **emit, size_t *n_emit);
 NB_API void nb_stop_matcher_free(struct nb_stop_matcher *m);
 
+/* The token -> text step of one generated sequence, as run, chat and serve take it: an
+ * end-of-generation id ends it, every other id goes through the streaming detokenizer
+ * and the stop strings, and only text that can no longer become part of a stop string
+ * is released. One per sequence; not safe to share between threads; the tokenizer must
+ * outlive it. */
+struct nb_text_out;
+struct nb_text_out_params {
+    size_t size;              /* sizeof(struct nb_text_out_params) */
+    int special;              /* 1: special tokens' text is output (a tool-call wrapper) */
+    int ignore_eog;           /* 1: end-of-generation ids are text like any other */
+    const char *const *stops; /* stop strings (copied; empty ones ignored) */
+    int n_stops;
+};
+enum nb_text_event {
+    NB_TEXT_ERROR = -1, /* the detokenizer failed: nb_last_error() */
+    NB_TEXT_MORE = 0,   /* text (maybe none) released; generation goes on */
+    NB_TEXT_EOG = 1,    /* an end-of-generation id: nothing added, the sequence ends */
+    NB_TEXT_STOP = 2,   /* a stop string: the text before it released, the sequence ends */
+};
+/* p NULL: no stop strings, no special text, end-of-generation ids end it. */
+NB_API enum nb_status nb_text_out_init(struct nb_text_out **out, const struct nb_tokenizer *tok,
+                                       const struct nb_text_out_params *p);
+/* One generated id: *text / *len the text released now (valid until the next call). */
+NB_API enum nb_text_event nb_text_out_feed(struct nb_text_out *o, int32_t id, const char **text,
+                                           size_t *len);
+/* The sequence ended (a length limit, an end-of-generation id): what is still held (an
+ * incomplete character as U+FFFD; a stop string completed by it is cut, as in feed).
+ * Nothing after NB_TEXT_STOP. Valid until the next call. */
+NB_API void nb_text_out_flush(struct nb_text_out *o, const char **text, size_t *len);
+NB_API void nb_text_out_free(struct nb_text_out *o);
+
 /* ---------------------------------------------------------------- chat templates */
 
 struct nb_chat_msg {

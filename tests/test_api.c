@@ -139,6 +139,55 @@ static void test_stop_matcher(void **state)
     nb_stop_matcher_free(m);
 }
 
+/* The token -> text step: ids of "In the beginning" with the stop string "begin" release
+ * " In the" and stop; without stops the text comes whole and an end-of-generation id ends
+ * it (with ignore_eog it is text); nothing after a stop, not even from flush. */
+static void test_text_out(void **state)
+{
+    (void)state;
+    struct nb_tokenizer *tok = kjv_tokenizer();
+    if (!tok) skip();
+    const char *stops[] = {"begin"}, *t;
+    size_t n;
+    char got[64] = "";
+    struct nb_text_out *o = NULL;
+    struct nb_text_out_params p = {sizeof p, 0, 0, stops, 1};
+    assert_int_equal(nb_text_out_init(&o, tok, &p), NB_OK);
+    assert_int_equal(nb_text_out_feed(o, k_ids[1], &t, &n), NB_TEXT_MORE);
+    strncat(got, t, n);
+    assert_int_equal(nb_text_out_feed(o, k_ids[2], &t, &n), NB_TEXT_MORE);
+    strncat(got, t, n);
+    assert_int_equal(nb_text_out_feed(o, k_ids[3], &t, &n), NB_TEXT_STOP);
+    strncat(got, t, n);
+    assert_string_equal(got, " In the "); /* no BOS before: its space stays */
+    nb_text_out_flush(o, &t, &n);
+    assert_int_equal(n, 0);
+    assert_int_equal(nb_text_out_feed(o, k_ids[1], &t, &n), NB_TEXT_STOP);
+    nb_text_out_free(o);
+
+    got[0] = '\0';
+    assert_int_equal(nb_text_out_init(&o, tok, NULL), NB_OK);
+    for (int i = 1; i < 4; i++) {
+        assert_int_equal(nb_text_out_feed(o, k_ids[i], &t, &n), NB_TEXT_MORE);
+        strncat(got, t, n);
+    }
+    assert_int_equal(nb_text_out_feed(o, 2, &t, &n), NB_TEXT_EOG); /* EOS */
+    assert_int_equal(n, 0);
+    nb_text_out_flush(o, &t, &n);
+    strncat(got, t, n);
+    assert_string_equal(got, " In the beginning");
+    nb_text_out_free(o);
+
+    p = (struct nb_text_out_params){sizeof p, 0, 1, NULL, 0};
+    assert_int_equal(nb_text_out_init(&o, tok, &p), NB_OK);
+    assert_int_equal(nb_text_out_feed(o, 2, &t, &n), NB_TEXT_MORE);
+    nb_text_out_free(o);
+    p.size = 1; /* an older, smaller struct than this library reads */
+    assert_int_equal(nb_text_out_init(&o, tok, &p), NB_ERR_INVALID_ARG);
+    assert_null(o);
+    nb_tokenizer_free(tok);
+}
+
 static void test_chat(void **state)
 {
     (void)state;
@@ -802,6 +851,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tokenize),   cmocka_unit_test(test_stop_matcher),
+        cmocka_unit_test(test_text_out),
         cmocka_unit_test(test_chat),       cmocka_unit_test(test_select),
         cmocka_unit_test(test_open),       cmocka_unit_test(test_open_errors),
         cmocka_unit_test(test_quantize),   cmocka_unit_test(test_eval),

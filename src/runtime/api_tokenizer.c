@@ -179,6 +179,95 @@ void nb_stop_matcher_free(struct nb_stop_matcher *m)
     free(m);
 }
 
+struct nb_text_out {
+    const struct nb_tokenizer *tok;
+    struct nb_detok d;
+    struct nb_stop s;
+    int ignore_eog, stopped;
+    char *buf; /* flush: the detokenizer's rest and the matcher's held text together */
+    size_t cap;
+};
+
+enum nb_status nb_text_out_init(struct nb_text_out **out, const struct nb_tokenizer *tok,
+                                const struct nb_text_out_params *p)
+{
+    static const struct nb_text_out_params none = {sizeof none, 0, 0, NULL, 0};
+    if (!p) p = &none;
+    if (out) *out = NULL;
+    if (!out || !tok || p->size < sizeof *p || p->n_stops < 0 || (p->n_stops && !p->stops))
+        return nb_set_error(NB_ERR_INVALID_ARG,
+                            "nb_text_out_init: out, tok and params (size set; stops for "
+                            "n_stops > 0) must be given");
+    struct nb_text_out *o = calloc(1, sizeof *o);
+    if (!o) return nb_set_error(NB_ERR_NOMEM, "out of memory");
+    enum nb_status st = nb_stop_init(&o->s, p->stops, p->n_stops);
+    if (st) {
+        free(o);
+        return st;
+    }
+    nb_detok_init(&o->d, tok, p->special ? NB_DETOK_SPECIAL : 0);
+    o->tok = tok;
+    o->ignore_eog = p->ignore_eog;
+    *out = o;
+    return NB_OK;
+}
+
+enum nb_text_event nb_text_out_feed(struct nb_text_out *o, int32_t id, const char **text,
+                                    size_t *len)
+{
+    *text = "";
+    *len = 0;
+    if (o->stopped) return NB_TEXT_STOP;
+    if (!o->ignore_eog && nb_tokenizer_is_eog(o->tok, id)) return NB_TEXT_EOG;
+    const char *t;
+    size_t n;
+    if (nb_detok_feed(&o->d, id, &t, &n) != NB_OK) return NB_TEXT_ERROR;
+    o->stopped = nb_stop_feed(&o->s, t, n, text, len);
+    return o->stopped ? NB_TEXT_STOP : NB_TEXT_MORE;
+}
+
+/* Append n bytes to o->buf at *at (grown as needed; on failure the text is cut). */
+static void out_put(struct nb_text_out *o, size_t *at, const char *t, size_t n)
+{
+    if (*at + n + 1 > o->cap) {
+        size_t cap = (*at + n + 1) * 2;
+        char *b = realloc(o->buf, cap);
+        if (!b) return;
+        o->buf = b;
+        o->cap = cap;
+    }
+    memcpy(o->buf + *at, t, n);
+    *at += n;
+    o->buf[*at] = '\0';
+}
+
+void nb_text_out_flush(struct nb_text_out *o, const char **text, size_t *len)
+{
+    size_t at = 0;
+    const char *t, *emit;
+    size_t n, n_emit;
+    if (!o->stopped && nb_detok_flush(&o->d, &t, &n) == NB_OK) {
+        o->stopped = nb_stop_feed(&o->s, t, n, &emit, &n_emit);
+        out_put(o, &at, emit, n_emit);
+    }
+    if (!o->stopped) {
+        nb_stop_flush(&o->s, &emit, &n_emit);
+        out_put(o, &at, emit, n_emit);
+        o->stopped = 1; /* nothing more */
+    }
+    *text = o->buf ? o->buf : "";
+    *len = at;
+}
+
+void nb_text_out_free(struct nb_text_out *o)
+{
+    if (!o) return;
+    nb_detok_free(&o->d);
+    nb_stop_free(&o->s);
+    free(o->buf);
+    free(o);
+}
+
 /* ---------------------------------------------------------------- chat */
 
 static enum nb_status resolve(const struct nb_tokenizer *tok, const char *name,

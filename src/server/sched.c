@@ -55,10 +55,10 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
     j->created = (int64_t)time(NULL);
     /* without a seed, each request its own: the server's seed and the request's number */
     if (!j->req.seed_given) j->req.sp.seed = s->p.sampler.seed + k * 0x9e3779b97f4a7c15ull;
-    const char *const *stops = (const char *const *)j->req.stops;
+    struct nb_text_out_params tp = {sizeof tp, srv_request_parses_tools(&j->req), 0,
+                                    (const char *const *)j->req.stops, j->req.n_stops};
     if (nb_sampler_init(&j->sampler, &j->req.sp, s->m.n_vocab) != NB_OK ||
-        nb_detokenizer_init(&j->detok, s->m.tok, srv_request_parses_tools(&j->req)) != NB_OK ||
-        nb_stop_matcher_init(&j->stop, stops, j->req.n_stops) != NB_OK) {
+        nb_text_out_init(&j->out, s->m.tok, &tp) != NB_OK) {
         j->refs = 1;
         srv_job_release(s, j);
         return NULL;
@@ -79,8 +79,7 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
 static void job_free(struct srv_job *j)
 {
     nb_sampler_free(j->sampler);
-    nb_detokenizer_free(j->detok);
-    nb_stop_matcher_free(j->stop);
+    nb_text_out_free(j->out);
     srv_grammar_free(j->auto_g);
     free(j->auto_g);
     srv_request_free(&j->req);
@@ -191,17 +190,10 @@ static void put_text(char *buf, size_t *n, size_t cap, const char *t, size_t len
  * string (as nibble run prints it at the end). */
 static void flush_text(struct srv_job *j, char *buf, size_t *n, size_t cap)
 {
-    const char *t, *emit;
-    size_t len, n_emit = 0;
-    int hit = 0;
-    if (nb_detokenizer_flush(j->detok, &t, &len) == NB_OK) {
-        hit = nb_stop_matcher_feed(j->stop, t, len, &emit, &n_emit);
-        put_text(buf, n, cap, emit, n_emit);
-    }
-    if (!hit) {
-        nb_stop_matcher_flush(j->stop, &emit, &n_emit);
-        put_text(buf, n, cap, emit, n_emit);
-    }
+    const char *t;
+    size_t len;
+    nb_text_out_flush(j->out, &t, &len);
+    put_text(buf, n, cap, t, len);
 }
 
 void srv_logprob_of(const float *x, int n_vocab, int32_t tok, int n_top, struct srv_logprob *out)
@@ -535,15 +527,15 @@ static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t to
     }
     nb_sampler_accept(j->sampler, tok);
     j->n_gen++;
-    const char *t, *emit;
-    size_t len, n_emit;
-    if (nb_detokenizer_feed(j->detok, tok, &t, &len) != NB_OK) {
+    const char *t;
+    size_t len;
+    enum nb_text_event ev = nb_text_out_feed(j->out, tok, &t, &len);
+    if (ev == NB_TEXT_ERROR) {
         srv_fail(&j->err, 500, NULL, NULL, "detokenizer: %s", nb_last_error());
         return "stop";
     }
-    int hit = nb_stop_matcher_feed(j->stop, t, len, &emit, &n_emit);
-    put_text(buf, n, cap, emit, n_emit);
-    if (hit) return "stop";
+    put_text(buf, n, cap, t, len);
+    if (ev != NB_TEXT_MORE) return "stop";
     /* the next decode would write position n_prompt + n_gen - 1; the context holds n_ctx */
     if (j->n_gen >= j->max_tokens || j->req.n_prompt + j->n_gen >= s->n_ctx) {
         flush_text(j, buf, n, cap);

@@ -205,8 +205,7 @@ struct srv_job {
     int32_t last;   /* the token to decode next */
     int max_tokens; /* after clamping to the context */
     struct nb_sampler *sampler;
-    struct nb_detokenizer *detok;
-    struct nb_stop_matcher *stop;
+    struct nb_text_out *out; /* the token -> text step: detokenizer and stop strings */
     struct srv_cons cons; /* where the output is in the grammar (job_grammar in sched.c) */
     /* tool_choice auto: the call's grammar, on from where the model begins a call (the
      * wrapper written) until the call is complete */
