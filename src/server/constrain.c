@@ -410,6 +410,31 @@ static int utf8_lead(struct srv_json *j, unsigned c)
 
 static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing);
 
+/* A digit of \uXXXX (J_HEX) or of a surrogate pair's low half (J_LOW_HEX). */
+static int hex_step(struct srv_json *j, unsigned c)
+{
+    int d = hex_digit(c);
+    if (d < 0) return 0;
+    j->hex = (uint16_t)(j->hex << 4 | d);
+    ++j->sub;
+    /* refuse a prefix no digits complete (a dead end): \uDC.. to \uDF.. is a lone low
+     * surrogate, and a low half must be one */
+    if (j->mode == J_HEX && j->sub == 2 && j->hex >= 0xdc && j->hex <= 0xdf) return 0;
+    if (j->mode == J_LOW_HEX && ((j->sub == 1 && j->hex != 0xd) || (j->sub == 2 && j->hex < 0xdc)))
+        return 0;
+    if (j->sub < 4) return 1;
+    unsigned h = j->hex;
+    if (j->mode == J_LOW_HEX) {
+        if (h < 0xdc00 || h > 0xdfff) return 0;
+        j->mode = J_STR;
+        return 1;
+    }
+    /* \u0000 would cut a C string short; a lone low surrogate is no character */
+    if (h == 0 || (h >= 0xdc00 && h <= 0xdfff)) return 0;
+    j->mode = (h >= 0xd800 && h <= 0xdbff) ? J_LOW_BS : J_STR;
+    return 1;
+}
+
 static int num_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
 {
     int digit = c >= '0' && c <= '9', e = (c == 'e' || c == 'E') && !j->int_only, next = -1;
@@ -569,29 +594,7 @@ static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c,
         }
         return 0;
     case J_HEX:
-    case J_LOW_HEX: {
-        int d = hex_digit(c);
-        if (d < 0) return 0;
-        j->hex = (uint16_t)(j->hex << 4 | d);
-        ++j->sub;
-        /* refuse a prefix no digits complete (a dead end): \uDC.. to \uDF.. is a lone low
-         * surrogate, and a low half must be one */
-        if (j->mode == J_HEX && j->sub == 2 && j->hex >= 0xdc && j->hex <= 0xdf) return 0;
-        if (j->mode == J_LOW_HEX &&
-            ((j->sub == 1 && j->hex != 0xd) || (j->sub == 2 && j->hex < 0xdc)))
-            return 0;
-        if (j->sub < 4) return 1;
-        unsigned h = j->hex;
-        if (j->mode == J_LOW_HEX) {
-            if (h < 0xdc00 || h > 0xdfff) return 0;
-            j->mode = J_STR;
-            return 1;
-        }
-        /* \u0000 would cut a C string short; a lone low surrogate is no character */
-        if (h == 0 || (h >= 0xdc00 && h <= 0xdfff)) return 0;
-        j->mode = (h >= 0xd800 && h <= 0xdbff) ? J_LOW_BS : J_STR;
-        return 1;
-    }
+    case J_LOW_HEX: return hex_step(j, c);
     case J_LOW_BS:
         if (c != '\\') return 0;
         j->mode = J_LOW_U;

@@ -379,7 +379,18 @@ struct step {
     uint8_t *taken;           /* [rows]: a token was drawn from the row */
     int cap, rows;            /* rows: n_slots + the drafts a step may hold */
     float *logits;            /* [rows * n_vocab] */
+    /* per output row: its text (a token is at most a few hundred bytes, the held-back
+     * text of the stop matcher at most its longest string), finish, whether a token was
+     * counted (not EOG) and its logprobs */
+    char *texts; /* [rows * text_cap] */
+    size_t text_cap, *text_n;
+    const char **finish;
+    int *gained;
+    struct srv_logprob *row_lp;
+    float *raw, *work; /* [n_vocab]: a row before the sampler's changes; constrained copy */
+    int n, n_out, n_dec, n_drafted; /* this step: tokens, output rows, decoder tokens */
 };
+
 
 
 /* Drop cancelled and expired jobs, fail the queue when stopping, admit into free slots. */
@@ -545,47 +556,238 @@ static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t to
     return NULL;
 }
 
+static void step_free(struct step *b, struct cache *c)
+{
+    free(b->tok);
+    free(b->pos);
+    free(b->seq);
+    free(b->want);
+    free(b->out_job);
+    free(b->draft_i);
+    free(b->taken);
+    free(b->logits);
+    free(b->texts);
+    free(b->text_n);
+    free(b->finish);
+    free(b->gained);
+    free(b->row_lp);
+    free(b->raw);
+    free(b->work);
+    free(c->tok);
+    free(c->used);
+    free(c->started);
+}
+
+/* The step's buffers and the slots' token cache; NB_ERR_NOMEM. */
+static enum nb_status step_alloc(struct nb_server *s, struct step *b, struct cache *c, int n_batch)
+{
+    int n_slots = s->p.n_slots, n_vocab = s->m.n_vocab;
+    b->rows = n_slots + s->p.lookup;
+    b->cap = n_batch + b->rows;
+    b->text_cap = 4096;
+    b->tok = malloc(sizeof *b->tok * (size_t)b->cap);
+    b->pos = malloc(sizeof *b->pos * (size_t)b->cap);
+    b->seq = malloc(sizeof *b->seq * (size_t)b->cap);
+    b->want = malloc((size_t)b->cap);
+    b->out_job = malloc(sizeof *b->out_job * (size_t)b->rows);
+    b->draft_i = malloc(sizeof *b->draft_i * (size_t)b->rows);
+    b->taken = malloc((size_t)b->rows);
+    b->logits = malloc(sizeof *b->logits * (size_t)b->rows * (size_t)n_vocab);
+    b->texts = malloc(b->text_cap * (size_t)b->rows);
+    b->text_n = malloc(sizeof *b->text_n * (size_t)b->rows);
+    b->finish = malloc(sizeof *b->finish * (size_t)b->rows);
+    b->gained = malloc(sizeof *b->gained * (size_t)b->rows);
+    b->row_lp = malloc(sizeof *b->row_lp * (size_t)b->rows);
+    b->raw = malloc(sizeof *b->raw * (size_t)n_vocab);
+    b->work = malloc(sizeof *b->work * (size_t)n_vocab);
+    struct nb_kv_usage kv;
+    nb_ctx_kv_usage(s->ctx, &kv);
+    c->n_ctx = s->n_ctx;
+    c->block = kv.block_tokens > 0 ? kv.block_tokens : 32;
+    c->tok = malloc(sizeof *c->tok * (size_t)n_slots * (size_t)s->n_ctx);
+    c->used = calloc((size_t)n_slots, sizeof *c->used);
+    c->started = calloc((size_t)n_slots, 1);
+    if (!b->tok || !b->pos || !b->seq || !b->want || !b->out_job || !b->draft_i || !b->taken ||
+        !b->logits || !b->texts || !b->text_n || !b->finish || !b->gained || !b->row_lp ||
+        !b->raw || !b->work || !c->tok || !c->used || !c->started)
+        return nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
+    return NB_OK;
+}
+
+/* One row of the batch: token t at position p of slot seq (want: its logits). */
+static void step_put(struct step *b, int32_t t, int p, int seq, int want)
+{
+    b->tok[b->n] = t;
+    b->pos[b->n] = p;
+    b->seq[b->n] = seq;
+    b->want[b->n] = (uint8_t)want;
+    b->n++;
+}
+
+/* The decoders of the step: one token each, and with --lookup the drafts copied from their
+ * own text after it. Drafts only in a step without prefill and with a pool that holds
+ * every slot's context: the step is then verified (nb_decode_verify: each token's logits
+ * as a decode step alone gives). */
+static void plan_decoders(struct nb_server *s, struct step *b, struct cache *c,
+                          struct srv_job *const *run, int n_run, int short_pool)
+{
+    int drafts_left = s->p.lookup;
+    for (int k = 0; k < n_run && drafts_left > 0; k++)
+        if (run[k]->n_past < run[k]->req.n_prompt || short_pool) drafts_left = 0;
+    for (int k = 0; k < n_run; k++) {
+        struct srv_job *j = run[k];
+        if (j->n_past < j->req.n_prompt) continue;
+        int32_t *hist = c->tok + (size_t)j->slot * (size_t)s->n_ctx;
+        int p = nb_ctx_seq_len(s->ctx, j->slot);
+        step_put(b, j->last, p, j->slot, 1);
+        hist[p] = j->last;
+        b->draft_i[b->n_out] = 0;
+        b->out_job[b->n_out++] = j;
+        j->n_draft = 0;
+        j->draft_pos = p;
+        int room = j->max_tokens - j->n_gen - 1; /* tokens it may still take after this */
+        if (room > s->n_ctx - 1 - p) room = s->n_ctx - 1 - p;
+        if (room > drafts_left) room = drafts_left;
+        /* any request drafts: its rows are drawn from in order after the step, each
+         * with the grammar, tool-call watch and logprobs state the tokens before it
+         * left, as plain decoding would */
+        if (room <= 0) continue;
+        j->n_draft = nb_lookup_draft(hist, p + 1, 2, 4, room, j->draft);
+        for (int i = 0; i < j->n_draft; i++) {
+            step_put(b, j->draft[i], p + 1 + i, j->slot, 1);
+            hist[p + 1 + i] = j->draft[i];
+            b->draft_i[b->n_out] = i + 1;
+            b->out_job[b->n_out++] = j;
+        }
+        drafts_left -= j->n_draft;
+        b->n_drafted += j->n_draft;
+    }
+    b->n_dec = b->n;
+}
+
+/* Prefill chunks after the decoders, up to `budget` tokens, from slot rr on (rotated so
+ * prompts share the budget). */
+static void plan_prefill(struct nb_server *s, struct step *b, struct cache *c,
+                         struct srv_job *const *run, int n_run, int rr, int budget)
+{
+    for (int k0 = 0; k0 < n_run && budget > 0; k0++) {
+        struct srv_job *j = run[(k0 + rr) % n_run];
+        if (j->n_past >= j->req.n_prompt) continue;
+        if (!c->started[j->slot]) {
+            if (take_prefix(s, c, j, run, n_run)) continue; /* waits a step */
+        }
+        if (j->max_tokens < 0) { /* once (a prefill restarted by make_room comes again) */
+            int max_gen = s->n_ctx - j->req.n_prompt;
+            j->max_tokens = j->req.max_tokens > 0 ? j->req.max_tokens : s->p.n_predict;
+            if (j->max_tokens < 0 || j->max_tokens > max_gen) j->max_tokens = max_gen;
+            for (int i = 0; i < j->req.n_prompt; i++)
+                nb_sampler_accept(j->sampler, j->req.prompt[i]);
+        }
+        int left = j->req.n_prompt - j->n_past;
+        int take = left < budget ? left : budget;
+        int32_t *held = c->tok + (size_t)j->slot * (size_t)s->n_ctx;
+        for (int i = 0; i < take; i++) {
+            step_put(b, j->req.prompt[j->n_past + i], j->n_past + i, j->slot, 0);
+            held[b->pos[b->n - 1]] = b->tok[b->n - 1];
+        }
+        j->n_past += take;
+        budget -= take;
+        if (j->n_past == j->req.n_prompt) {
+            b->want[b->n - 1] = 1;
+            b->draft_i[b->n_out] = 0;
+            j->n_draft = 0;
+            b->out_job[b->n_out++] = j;
+        }
+    }
+}
+
+/* A token from each output row of a decoded step (outside the lock). A draft's row holds
+ * the next token's logits only if the token drawn from the row before it was that draft
+ * (and the job goes on): else it and the job's later rows are dropped, as plain decoding
+ * would never have fed them. */
+static void sample_rows(struct nb_server *s, struct step *b)
+{
+    int n_vocab = s->m.n_vocab;
+    for (int k = 0; k < b->n_out; k++) {
+        struct srv_job *j = b->out_job[k];
+        float *row = b->logits + (size_t)k * (size_t)n_vocab;
+        b->text_n[k] = 0;
+        b->finish[k] = NULL;
+        b->gained[k] = 0;
+        b->taken[k] = 0;
+        int di = b->draft_i[k];
+        if (di > 0 && (!b->taken[k - 1] || b->finish[k - 1] || j->err.status ||
+                       j->last != j->draft[di - 1]))
+            continue;
+        b->taken[k] = 1;
+        if (j->req.logprobs) memcpy(b->raw, row, sizeof *b->raw * (size_t)n_vocab);
+        int32_t tok = job_grammar(j) ? sample_constrained(s, j, row, b->work)
+                                     : nb_sampler_sample(j->sampler, row);
+        if (j->req.logprobs && tok >= 0)
+            srv_logprob_of(b->raw, n_vocab, tok, j->req.top_logprobs, &b->row_lp[k]);
+        int n_gen = j->n_gen;
+        b->finish[k] = take_token(s, j, tok, b->texts + (size_t)k * b->text_cap, &b->text_n[k],
+                                  b->text_cap);
+        b->gained[k] = j->n_gen > n_gen;
+    }
+}
+
+/* A job that drafted keeps in its cache what was fed and turned out right: its token and
+ * the drafts confirmed (one per draft row a token was drawn from). */
+static void keep_drafts(struct nb_server *s, struct step *b, uint64_t *drafted,
+                        uint64_t *accepted)
+{
+    for (int k = 0; k < b->n_out; k++) {
+        struct srv_job *j = b->out_job[k];
+        if (b->draft_i[k] != 0 || j->n_draft == 0) continue;
+        int right = 0;
+        for (int r = k + 1; r < b->n_out && b->draft_i[r] > 0; r++) right += b->taken[r];
+        if (right < j->n_draft &&
+            nb_ctx_truncate_seq(s->ctx, j->slot, j->draft_pos + 1 + right) != NB_OK &&
+            !j->err.status)
+            srv_fail(&j->err, 500, NULL, NULL, "lookup: %s", nb_last_error());
+        *drafted += (uint64_t)j->n_draft;
+        *accepted += (uint64_t)right;
+    }
+}
+
+/* The step's results to their jobs and the metrics (under the lock). */
+static void publish(struct nb_server *s, struct step *b, double t_step)
+{
+    for (int k = 0; k < b->n_out; k++) {
+        struct srv_job *j = b->out_job[k];
+        if (!b->taken[k]) continue; /* a draft not confirmed */
+        if (j->t_prev == 0) {
+            j->t_first = t_step;
+            srv_hist_add(&s->met.ttft, t_step - j->t_submit);
+            s->met.prompt_tokens += (uint64_t)j->req.n_prompt;
+            s->met.prompt_tokens_cached += (uint64_t)j->n_cached;
+        } else if (b->draft_i[k] == 0) { /* a confirmed draft's token came with it */
+            srv_hist_add(&s->met.itl, t_step - j->t_prev);
+        }
+        j->t_prev = t_step;
+        append_text(j, b->texts + (size_t)k * b->text_cap, b->text_n[k]);
+        if (j->req.logprobs && b->gained[k]) append_logprob(j, &b->row_lp[k]);
+        s->met.gen_tokens += (uint64_t)(j->n_gen - j->n_gen_counted);
+        j->n_gen_counted = j->n_gen;
+        pthread_cond_broadcast(&j->cv);
+        /* done after the job's last row this step (its taken rows come together) */
+        int last_row = k + 1 == b->n_out || b->out_job[k + 1] != j || !b->taken[k + 1];
+        if (last_row && (b->finish[k] || j->err.status)) job_done(s, j, b->finish[k]);
+    }
+    nb_ctx_kv_usage(s->ctx, &s->met.kv);
+    if (s->met.kv.blocks_used > s->met.kv_blocks_peak)
+        s->met.kv_blocks_peak = s->met.kv.blocks_used;
+}
+
 enum nb_status srv_engine_run(struct nb_server *s)
 {
     struct step b = {0};
-    int n_slots = s->p.n_slots, n_vocab = s->m.n_vocab;
+    struct cache cache = {0};
+    int n_slots = s->p.n_slots;
     int n_batch = s->p.ctx.n_batch > 0 ? s->p.ctx.n_batch : 512;
-    enum nb_status st = NB_OK;
-    int max_draft = s->p.lookup;
-    b.rows = n_slots + max_draft;
-    b.cap = n_batch + b.rows;
-    b.tok = malloc(sizeof *b.tok * (size_t)b.cap);
-    b.pos = malloc(sizeof *b.pos * (size_t)b.cap);
-    b.seq = malloc(sizeof *b.seq * (size_t)b.cap);
-    b.want = malloc((size_t)b.cap);
-    b.out_job = malloc(sizeof *b.out_job * (size_t)b.rows);
-    b.draft_i = malloc(sizeof *b.draft_i * (size_t)b.rows);
-    b.taken = malloc((size_t)b.rows);
-    b.logits = malloc(sizeof *b.logits * (size_t)b.rows * (size_t)n_vocab);
-    /* the text of each output row of a step: a token is at most a few hundred bytes, the
-     * held-back text of the stop matcher at most its longest string */
-    size_t text_cap = 4096;
-    char *texts = malloc(text_cap * (size_t)b.rows);
-    size_t *text_n = malloc(sizeof *text_n * (size_t)b.rows);
-    const char **finish = malloc(sizeof *finish * (size_t)b.rows);
-    int *gained = malloc(sizeof *gained * (size_t)b.rows); /* a token counted (not EOG) */
-    struct srv_logprob *row_lp = malloc(sizeof *row_lp * (size_t)b.rows);
-    float *raw = malloc(sizeof *raw * (size_t)n_vocab);   /* a row before the sampler's changes */
-    float *work = malloc(sizeof *work * (size_t)n_vocab); /* constrained sampling's copy */
-    struct cache cache = {.n_ctx = s->n_ctx};
-    struct nb_kv_usage kv;
-    nb_ctx_kv_usage(s->ctx, &kv);
-    cache.block = kv.block_tokens > 0 ? kv.block_tokens : 32;
-    cache.tok = malloc(sizeof *cache.tok * (size_t)n_slots * (size_t)s->n_ctx);
-    cache.used = calloc((size_t)n_slots, sizeof *cache.used);
-    cache.started = calloc((size_t)n_slots, 1);
-    if (!b.tok || !b.pos || !b.seq || !b.want || !b.out_job || !b.draft_i || !b.taken ||
-        !b.logits || !texts || !text_n ||
-        !finish || !gained || !row_lp || !raw || !work || !cache.tok || !cache.used ||
-        !cache.started) {
-        st = nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
-        goto done;
-    }
+    enum nb_status st = step_alloc(s, &b, &cache, n_batch);
+    if (st) goto done;
     double drain_deadline = 0;
     int rr = 0; /* the slot prefill starts from, rotated so prompts share the budget */
     /* a KV pool smaller than every slot's full context: a step can run out of blocks */
@@ -609,144 +811,38 @@ enum nb_status srv_engine_run(struct nb_server *s)
             if (s->slots[i]) run[n_run++] = s->slots[i];
         pthread_mutex_unlock(&s->mu);
 
-        /* the batch: decoders first (one token each, and with --lookup the drafts copied
-         * from their own text after it), then prefill chunks. Drafts only in a step without
-         * prefill and with a pool that holds every slot's context: the step is then
-         * verified (nb_decode_verify: each token's logits as a decode step alone gives) */
-        int n = 0, n_out = 0, drafts_left = max_draft, n_drafted = 0;
-        for (int k = 0; k < n_run && drafts_left > 0; k++)
-            if (run[k]->n_past < run[k]->req.n_prompt || short_pool) drafts_left = 0;
-        for (int k = 0; k < n_run; k++) {
-            struct srv_job *j = run[k];
-            if (j->n_past < j->req.n_prompt) continue;
-            int32_t *hist = cache.tok + (size_t)j->slot * (size_t)s->n_ctx;
-            int p = nb_ctx_seq_len(s->ctx, j->slot);
-            b.tok[n] = j->last;
-            b.pos[n] = p;
-            b.seq[n] = j->slot;
-            b.want[n] = 1;
-            hist[p] = j->last;
-            b.draft_i[n_out] = 0;
-            b.out_job[n_out++] = j;
-            n++;
-            j->n_draft = 0;
-            j->draft_pos = p;
-            int room = j->max_tokens - j->n_gen - 1; /* tokens it may still take after this */
-            if (room > s->n_ctx - 1 - p) room = s->n_ctx - 1 - p;
-            if (room > drafts_left) room = drafts_left;
-            /* any request drafts: its rows are drawn from in order after the step, each
-             * with the grammar, tool-call watch and logprobs state the tokens before it
-             * left, as plain decoding would */
-            if (room <= 0) continue;
-            j->n_draft = nb_lookup_draft(hist, p + 1, 2, 4, room, j->draft);
-            for (int i = 0; i < j->n_draft; i++) {
-                b.tok[n] = j->draft[i];
-                b.pos[n] = p + 1 + i;
-                b.seq[n] = j->slot;
-                b.want[n] = 1;
-                hist[p + 1 + i] = j->draft[i];
-                b.draft_i[n_out] = i + 1;
-                b.out_job[n_out++] = j;
-                n++;
-            }
-            drafts_left -= j->n_draft;
-            n_drafted += j->n_draft;
-        }
-        int n_dec = n;
-        int budget = n_batch - n;
+        /* the batch: decoders first, then prefill chunks */
+        b.n = b.n_out = b.n_drafted = 0;
+        plan_decoders(s, &b, &cache, run, n_run, short_pool);
+        int budget = n_batch - b.n;
         if (budget < 1) budget = 1;
         if (budget > cap) budget = cap;
-        for (int k0 = 0; k0 < n_run && budget > 0; k0++) {
-            struct srv_job *j = run[(k0 + rr) % n_run];
-            if (j->n_past >= j->req.n_prompt) continue;
-            if (!cache.started[j->slot]) {
-                if (take_prefix(s, &cache, j, run, n_run)) continue; /* waits a step */
-            }
-            if (j->max_tokens < 0) { /* once (a prefill restarted by make_room comes again) */
-                int max_gen = s->n_ctx - j->req.n_prompt;
-                j->max_tokens = j->req.max_tokens > 0 ? j->req.max_tokens : s->p.n_predict;
-                if (j->max_tokens < 0 || j->max_tokens > max_gen) j->max_tokens = max_gen;
-                for (int i = 0; i < j->req.n_prompt; i++)
-                    nb_sampler_accept(j->sampler, j->req.prompt[i]);
-            }
-            int left = j->req.n_prompt - j->n_past;
-            int take = left < budget ? left : budget;
-            int32_t *held = cache.tok + (size_t)j->slot * (size_t)s->n_ctx;
-            for (int i = 0; i < take; i++) {
-                b.tok[n] = j->req.prompt[j->n_past + i];
-                b.pos[n] = j->n_past + i;
-                b.seq[n] = j->slot;
-                b.want[n] = 0;
-                held[b.pos[n]] = b.tok[n];
-                n++;
-            }
-            j->n_past += take;
-            budget -= take;
-            if (j->n_past == j->req.n_prompt) {
-                b.want[n - 1] = 1;
-                b.draft_i[n_out] = 0;
-                j->n_draft = 0;
-                b.out_job[n_out++] = j;
-            }
-        }
+        plan_prefill(s, &b, &cache, run, n_run, rr, budget);
         rr++;
-        if (n == 0) { /* every job waits for another's prefill (which runs): not expected */
+        if (b.n == 0) { /* every job waits for another's prefill (which runs): not expected */
             cap = n_batch;
             pthread_mutex_lock(&s->mu);
             continue;
         }
         struct nb_batch batch = {
-            .n_tokens = n, .token = b.tok, .pos = b.pos, .seq = b.seq, .want_logits = b.want};
-        enum nb_status ds = n_drafted ? nb_decode_verify(s->ctx, &batch, b.logits)
-                                      : nb_decode(s->ctx, &batch, b.logits);
+            .n_tokens = b.n, .token = b.tok, .pos = b.pos, .seq = b.seq, .want_logits = b.want};
+        enum nb_status ds = b.n_drafted ? nb_decode_verify(s->ctx, &batch, b.logits)
+                                        : nb_decode(s->ctx, &batch, b.logits);
         if (ds == NB_ERR_RANGE && short_pool) { /* no blocks for the step: it ran nothing */
             NB_LOGI("serve: %s", nb_last_error());
             pthread_mutex_lock(&s->mu);
-            make_room(s, &cache, run, n_run, n_dec, n - n_dec, &cap);
+            make_room(s, &cache, run, n_run, b.n_dec, b.n - b.n_dec, &cap);
             continue;
         }
         cap = n_batch;
         double t_step = nb_time_s();
-        char errmsg[256] = "";
-        if (ds != NB_OK) snprintf(errmsg, sizeof errmsg, "%s", nb_last_error());
-        for (int k = 0; k < n_out && ds == NB_OK; k++) {
-            struct srv_job *j = b.out_job[k];
-            float *row = b.logits + (size_t)k * (size_t)n_vocab;
-            text_n[k] = 0;
-            finish[k] = NULL;
-            gained[k] = 0;
-            b.taken[k] = 0;
-            int di = b.draft_i[k];
-            /* a draft's row holds the next token's logits only if the token drawn from the
-             * row before it was that draft (and the job goes on): else it and the job's
-             * later rows are dropped, as plain decoding would never have fed them */
-            if (di > 0 && (!b.taken[k - 1] || finish[k - 1] || j->err.status ||
-                           j->last != j->draft[di - 1]))
-                continue;
-            b.taken[k] = 1;
-            if (j->req.logprobs) memcpy(raw, row, sizeof *raw * (size_t)n_vocab);
-            int32_t tok = job_grammar(j) ? sample_constrained(s, j, row, work)
-                                         : nb_sampler_sample(j->sampler, row);
-            if (j->req.logprobs && tok >= 0)
-                srv_logprob_of(raw, n_vocab, tok, j->req.top_logprobs, &row_lp[k]);
-            int n_gen = j->n_gen;
-            finish[k] = take_token(s, j, tok, texts + (size_t)k * text_cap, &text_n[k], text_cap);
-            gained[k] = j->n_gen > n_gen;
-        }
-        /* a job that drafted keeps in its cache what was fed and turned out right: its
-         * token and the drafts confirmed (one per draft row a token was drawn from) */
         uint64_t drafted = 0, accepted = 0;
-        for (int k = 0; k < n_out && ds == NB_OK; k++) {
-            struct srv_job *j = b.out_job[k];
-            if (b.draft_i[k] != 0 || j->n_draft == 0) continue;
-            int right = 0;
-            for (int r = k + 1; r < n_out && b.draft_i[r] > 0; r++) right += b.taken[r];
-            if (right < j->n_draft &&
-                nb_ctx_truncate_seq(s->ctx, j->slot, j->draft_pos + 1 + right) != NB_OK &&
-                !j->err.status)
-                srv_fail(&j->err, 500, NULL, NULL, "lookup: %s", nb_last_error());
-            drafted += (uint64_t)j->n_draft;
-            accepted += (uint64_t)right;
+        char errmsg[256] = "";
+        if (ds != NB_OK) {
+            snprintf(errmsg, sizeof errmsg, "%s", nb_last_error());
+        } else {
+            sample_rows(s, &b);
+            keep_drafts(s, &b, &drafted, &accepted);
         }
 
         pthread_mutex_lock(&s->mu);
@@ -762,53 +858,13 @@ enum nb_status srv_engine_run(struct nb_server *s)
         s->met.steps++;
         s->met.lookup_drafted += drafted;
         s->met.lookup_accepted += accepted;
-        s->met.step_tokens += (uint64_t)n;
-        for (int k = 0; k < n_out; k++) {
-            struct srv_job *j = b.out_job[k];
-            if (!b.taken[k]) continue; /* a draft not confirmed */
-            if (j->t_prev == 0) {
-                j->t_first = t_step;
-                srv_hist_add(&s->met.ttft, t_step - j->t_submit);
-                s->met.prompt_tokens += (uint64_t)j->req.n_prompt;
-                s->met.prompt_tokens_cached += (uint64_t)j->n_cached;
-            } else if (b.draft_i[k] == 0) { /* a confirmed draft's token came with it */
-                srv_hist_add(&s->met.itl, t_step - j->t_prev);
-            }
-            j->t_prev = t_step;
-            append_text(j, texts + (size_t)k * text_cap, text_n[k]);
-            if (j->req.logprobs && gained[k]) append_logprob(j, &row_lp[k]);
-            s->met.gen_tokens += (uint64_t)(j->n_gen - j->n_gen_counted);
-            j->n_gen_counted = j->n_gen;
-            pthread_cond_broadcast(&j->cv);
-            /* done after the job's last row this step (its taken rows come together) */
-            int last_row = k + 1 == n_out || b.out_job[k + 1] != j || !b.taken[k + 1];
-            if (last_row && (finish[k] || j->err.status)) job_done(s, j, finish[k]);
-        }
-        nb_ctx_kv_usage(s->ctx, &s->met.kv);
-        if (s->met.kv.blocks_used > s->met.kv_blocks_peak)
-            s->met.kv_blocks_peak = s->met.kv.blocks_used;
+        s->met.step_tokens += (uint64_t)b.n;
+        publish(s, &b, t_step);
     }
     s->accepting = 0;
     pthread_mutex_unlock(&s->mu);
 done:
-    free(b.tok);
-    free(b.pos);
-    free(b.seq);
-    free(b.want);
-    free(b.out_job);
-    free(b.draft_i);
-    free(b.taken);
-    free(b.logits);
-    free(texts);
-    free(text_n);
-    free(finish);
-    free(gained);
-    free(row_lp);
-    free(raw);
-    free(work);
-    free(cache.tok);
-    free(cache.used);
-    free(cache.started);
+    step_free(&b, &cache);
     return st;
 }
 
