@@ -233,7 +233,7 @@ int cmd_run(int argc, char **argv)
         if (nb_generate_lookup(ctx, 0, sampler, ids, n_ids, n_predict, !ignore_eos, lookup,
                                on_token, &out, &ags.gen) != NB_OK)
             goto fail;
-        ags.ctx_full = ags.gen.stopped_by == 3;
+        ags.ctx_full = ags.gen.stopped_by == NB_STOPPED_CONTEXT;
     } else if (app_generate(&seq, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out,
                             &ags) != NB_OK) {
         fprintf(stderr, "nibble run: %s\n", app_seq_error(&seq));
@@ -254,7 +254,7 @@ int cmd_run(int argc, char **argv)
                     "%d decode steps in %.3f s (%.1f tok/s)%s\n",
             gs->n_prompt, gs->t_prompt_s, gs->t_prompt_s > 0 ? gs->n_prompt / gs->t_prompt_s : 0.0,
             gs->n_gen, gs->n_decode, gs->t_gen_s, gs->t_gen_s > 0 ? gs->n_decode / gs->t_gen_s : 0.0,
-            gs->stopped_by == 1 || out.stopped == 1 ? ", stopped at end-of-generation token"
+            gs->stopped_by == NB_STOPPED_EOG || out.stopped == 1 ? ", stopped at end-of-generation token"
             : out.stopped == 2                     ? ", stopped at a stop string"
                                                    : "");
     if (lookup > 0)

@@ -203,7 +203,7 @@ enum nb_status app_generate(struct app_seq *s, struct nb_sampler *sampler, const
     enum nb_status rc = nb_generate_with(s->ctx, 0, &runner, sampler, prompt, n_prompt,
                                          n_predict, stop_on_eos, cb, user, &st->gen);
     st->gen.t_gen_s -= r.t_shift;
-    st->ctx_full = st->gen.stopped_by == 3;
+    st->ctx_full = st->gen.stopped_by == NB_STOPPED_CONTEXT;
     st->n_shifts = s->n_shifts - shifts0;
     st->n_dropped = (int)(s->n_dropped - dropped0);
     st->n_rerun = (int)(s->n_rerun - rerun0);

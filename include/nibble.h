@@ -78,7 +78,9 @@ struct nb_model_info {
 };
 
 /* Load a model: a GGUF file, a llama2.c .bin checkpoint or a Hugging Face model
- * directory (config.json + *.safetensors). Weights are mapped read-only. */
+ * directory (config.json + *.safetensors). Weights are mapped read-only.
+ * Lifetime and threads: a model is immutable once loaded; any number of contexts, on any
+ * threads, may use it at once; free it after the last of them. */
 NB_API enum nb_status nb_model_load(struct nb_model **out, const char *path);
 NB_API void nb_model_free(struct nb_model *model);
 NB_API void nb_model_get_info(const struct nb_model *model, struct nb_model_info *info);
@@ -86,6 +88,13 @@ NB_API void nb_model_get_info(const struct nb_model *model, struct nb_model_info
 /* ---------------------------------------------------------------- context */
 
 struct nb_ctx;
+
+/* What the KV cache stores: f32, f16, bf16, or q8_0 (llama.cpp's block of 32 int8 codes
+ * and an f16 scale; the head size must be a multiple of 32). Default: f16 (kjv-7m's
+ * greedy continuations identical to f32's, half the memory, faster at depth:
+ * docs/kv-cache.md). */
+enum nb_kv_type { NB_KV_TYPE_DEFAULT, NB_KV_TYPE_F32, NB_KV_TYPE_F16, NB_KV_TYPE_BF16,
+                  NB_KV_TYPE_Q8_0 };
 
 /* The KV cache is one pool of blocks (32 tokens) per context, shared by its sequences:
  * a sequence takes blocks as it grows and returns them when cleared or truncated, and
@@ -98,20 +107,18 @@ struct nb_ctx_params {
     int pin;       /* bind thread i to core i */
     int64_t n_ctx_total; /* tokens the KV pool holds for all sequences together
                             (0: n_seq * n_ctx, every sequence can fill its context) */
-    int kv_type;         /* enum nb_kv_type of the cached keys and values */
+    enum nb_kv_type kv_type; /* of the cached keys and values */
 };
-/* What the KV cache stores: f32, f16, bf16, or q8_0 (llama.cpp's block of 32 int8 codes
- * and an f16 scale; the head size must be a multiple of 32). Default: f16 (kjv-7m's
- * greedy continuations identical to f32's, half the memory, faster at depth:
- * docs/kv-cache.md). */
-enum nb_kv_type { NB_KV_TYPE_DEFAULT, NB_KV_TYPE_F32, NB_KV_TYPE_F16, NB_KV_TYPE_BF16,
-                  NB_KV_TYPE_Q8_0 };
 /* The name of a KV type; for NB_KV_TYPE_DEFAULT, the name of the type it stands for. */
-NB_API const char *nb_kv_type_name(int kv_type);
+NB_API const char *nb_kv_type_name(enum nb_kv_type kv_type);
 /* "f32", "f16", "bf16", "q8_0" (or "default") -> enum nb_kv_type; -1 for anything else. */
 NB_API int nb_kv_type_parse(const char *name);
 NB_API struct nb_ctx_params nb_ctx_default_params(void);
 
+/* A context: the KV cache of its n_seq sequences, its scratch and its worker threads
+ * (n_threads, started here, joined by nb_ctx_free). The model must outlive it. One thread
+ * at a time may call functions on a context (the server's engine thread owns its one);
+ * run several contexts for parallel callers. */
 NB_API enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *model,
                            const struct nb_ctx_params *params);
 NB_API void nb_ctx_free(struct nb_ctx *ctx);
@@ -203,6 +210,9 @@ struct nb_sampler_params {
 };
 NB_API struct nb_sampler_params nb_sampler_default_params(void);
 
+/* A sampler holds one sequence's sampling state (its history for the penalties, its random
+ * generator): one per sequence, used by one thread at a time; it refers to no model or
+ * context and may outlive them. */
 struct nb_sampler;
 NB_API enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_params *p,
                                int n_vocab);
@@ -214,13 +224,20 @@ NB_API int32_t nb_sampler_sample(struct nb_sampler *s, float *logits);
 
 /* ---------------------------------------------------------------- generation */
 
+/* Why a generation stopped. */
+enum nb_stopped_by {
+    NB_STOPPED_LENGTH = 0,   /* n_predict tokens */
+    NB_STOPPED_EOG = 1,      /* an end-of-generation token */
+    NB_STOPPED_CALLBACK = 2, /* the token callback returned non-zero */
+    NB_STOPPED_CONTEXT = 3,  /* the context is full (the last token passed to cb is not in it) */
+};
+
 struct nb_gen_stats {
     int n_prompt, n_gen;
     int n_decode;      /* one-token forward steps run (n_gen - 1 when stopped by length) */
     double t_prompt_s; /* prefill wall time */
     double t_gen_s;    /* wall time of sampling and the n_decode steps */
-    int stopped_by;    /* 0: length, 1: end-of-sequence token, 2: callback, 3: the context
-                          is full (the last token passed to cb is not in it) */
+    enum nb_stopped_by stopped_by;
     int n_drafted;     /* nb_generate_lookup: draft tokens verified, and those accepted */
     int n_accepted;
 };
@@ -239,7 +256,7 @@ NB_API enum nb_status nb_generate(struct nb_ctx *ctx, int seq, struct nb_sampler
  * out itself (nibble run's context shift). run() runs n tokens after what the sequence
  * holds and writes the logits of the last to `logits` (n_vocab floats); it returns NB_OK,
  * NB_ERR_RANGE having run nothing when they do not fit (the prompt then fails; a
- * generated token stops the generation with stopped_by 3), or another failure.
+ * generated token stops the generation with NB_STOPPED_CONTEXT), or another failure.
  * *n_extra: tokens it ran besides the n (a shift runs kept ones again; that step is not
  * counted in n_decode). */
 struct nb_gen_runner {
@@ -250,7 +267,7 @@ struct nb_gen_runner {
 
 /* nb_generate with tokens run by `runner` (NULL: nb_decode into sequence `seq` at its
  * next positions, as nb_generate). n_predict < 0: no limit. In both, a context that
- * fills up while generating is not an error: generation stops with stopped_by 3. */
+ * fills up while generating is not an error: generation stops with NB_STOPPED_CONTEXT. */
 NB_API enum nb_status nb_generate_with(struct nb_ctx *ctx, int seq,
                                 const struct nb_gen_runner *runner, struct nb_sampler *sampler,
                                 const int32_t *prompt, int n_prompt, int n_predict,
@@ -955,7 +972,7 @@ enum nb_agent_outcome {
 };
 /* "done", "done_then_reversed", "wrong_app", "looping", "step_limit", "invalid_action",
  * "incomplete" ("running" for NB_AGENT_RUNNING, "?" out of range). */
-NB_API const char *nb_agent_outcome_name(int outcome);
+NB_API const char *nb_agent_outcome_name(enum nb_agent_outcome outcome);
 
 struct nb_agent_tasks;
 /* A task file (JSON, docs/agent.md). NB_ERR_FORMAT names the task and the key that is

@@ -65,7 +65,7 @@ struct nb_agent_episode {
 
 /* ---------------------------------------------------------------- names */
 
-const char *nb_agent_outcome_name(int o)
+const char *nb_agent_outcome_name(enum nb_agent_outcome o)
 {
     static const char *const names[NB_AGENT_N_OUTCOMES] = {
         "running", "done", "done_then_reversed", "wrong_app", "looping", "step_limit",

@@ -27,7 +27,7 @@ void nb_ctx_set_kernels(struct nb_ctx *c, const struct nb_kernels *k)
 
 static const char *const k_kv_type_names[] = {"default", "f32", "f16", "bf16", "q8_0"};
 
-const char *nb_kv_type_name(int t)
+const char *nb_kv_type_name(enum nb_kv_type t)
 {
     if (t == NB_KV_TYPE_DEFAULT) t = NB_KV_TYPE_F16; /* the default's own name */
     return t >= 0 && t <= NB_KV_TYPE_Q8_0 ? k_kv_type_names[t] : "?";

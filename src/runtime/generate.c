@@ -67,19 +67,19 @@ enum nb_status nb_generate_with(struct nb_ctx *ctx, int seq, const struct nb_gen
     for (long long i = 0; n_predict < 0 || i < n_predict; i++) {
         int32_t tok = nb_sampler_sample(sampler, logits);
         if (stop_on_eos && tok == info.eos_id) {
-            S->stopped_by = 1;
+            S->stopped_by = NB_STOPPED_EOG;
             break;
         }
         nb_sampler_accept(sampler, tok);
         S->n_gen++;
         if (cb && cb(tok, user)) {
-            S->stopped_by = 2;
+            S->stopped_by = NB_STOPPED_CALLBACK;
             break;
         }
         if (i + 1 == n_predict) break;
         st = R.run(R.self, &tok, 1, logits, &extra);
         if (st == NB_ERR_RANGE) { /* the context is full: the text so far is the answer */
-            S->stopped_by = 3;
+            S->stopped_by = NB_STOPPED_CONTEXT;
             st = NB_OK;
             break;
         }

@@ -102,7 +102,7 @@ enum nb_status nb_generate_lookup(struct nb_ctx *ctx, int seq, struct nb_sampler
         for (; i <= k; i++) { /* draws while they agree with the drafts */
             y = nb_sampler_sample(sampler, logits + (size_t)i * (size_t)V);
             if (stop_on_eos && y == info.eos_id) {
-                S->stopped_by = 1;
+                S->stopped_by = NB_STOPPED_EOG;
                 stop = 1;
                 break;
             }
@@ -120,7 +120,7 @@ enum nb_status nb_generate_lookup(struct nb_ctx *ctx, int seq, struct nb_sampler
             }
             hist[n_hist++] = y;
             if (cb && cb(y, user)) {
-                S->stopped_by = 2;
+                S->stopped_by = NB_STOPPED_CALLBACK;
                 stop = 1;
                 break;
             }
@@ -158,7 +158,7 @@ enum nb_status nb_generate_lookup(struct nb_ctx *ctx, int seq, struct nb_sampler
             break;
         }
         if (st == NB_ERR_RANGE) { /* the context is full: the text so far is the answer */
-            S->stopped_by = 3;
+            S->stopped_by = NB_STOPPED_CONTEXT;
             st = NB_OK;
             break;
         }
