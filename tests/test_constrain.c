@@ -384,6 +384,11 @@ static void test_schema_refused(void **state)
         {"{\"type\": \"object\", \"properties\": {\"a\": {\"items\": [{}]}}}", "'items' as a list"},
         {"{\"type\": \"object\", \"properties\": {\"a\": {\"minItems\": 100}}}",
          "'minItems' over 64"},
+        /* out of int's range: refused before any conversion (a fuzzer's find, UBSan) */
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"minItems\": 7.7e15}}}",
+         "must be counts"},
+        {"{\"type\": \"object\", \"properties\": {\"a\": {\"maxItems\": -1e300}}}",
+         "must be counts"},
         {"{\"$defs\": {\"a\": {\"$ref\": \"#/$defs/a\"}}, \"type\": \"object\", \"properties\": "
          "{\"x\": {\"$ref\": \"#/$defs/a\"}}}",
          "$ref loop"},

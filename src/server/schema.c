@@ -223,6 +223,14 @@ static enum nb_status compile_object(struct compiler *C, int n, const cJSON *sch
     return NB_OK;
 }
 
+/* A whole number from 0 to max (checked before any conversion: a double out of int's
+ * range converted is undefined). */
+static int is_count(const cJSON *v, double max)
+{
+    return cJSON_IsNumber(v) && v->valuedouble >= 0 && v->valuedouble <= max &&
+           v->valuedouble == (double)(int)v->valuedouble;
+}
+
 /* The array part of node n: items, minItems, maxItems. */
 static enum nb_status compile_array(struct compiler *C, int n, const cJSON *sch, int depth)
 {
@@ -230,10 +238,7 @@ static enum nb_status compile_array(struct compiler *C, int n, const cJSON *sch,
     const cJSON *mn = cJSON_GetObjectItemCaseSensitive(sch, "minItems");
     const cJSON *mx = cJSON_GetObjectItemCaseSensitive(sch, "maxItems");
     if (items && cJSON_IsArray(items)) return unsupported("'items' as a list (tuples)");
-    if ((mn &&
-         (!cJSON_IsNumber(mn) || mn->valuedouble < 0 || mn->valuedouble != (int)mn->valuedouble)) ||
-        (mx && (!cJSON_IsNumber(mx) || mx->valuedouble < 0 || mx->valuedouble > 65535 ||
-                mx->valuedouble != (int)mx->valuedouble)))
+    if ((mn && !is_count(mn, 1e9)) || (mx && !is_count(mx, 65535)))
         return unsupported("'minItems' and 'maxItems' must be counts (maxItems up to 65535)");
     if (mn && mn->valuedouble > MAX_MIN_ITEMS) return unsupported("'minItems' over 64");
     if (C->s->nodes[n].target[SRV_JC_ARR] == SRV_SCHEMA_FREE) return NB_OK;
