@@ -72,11 +72,11 @@ struct out_state {
 static int on_token(int32_t id, void *user)
 {
     struct out_state *o = user;
-    if (o->tok && !o->ignore_eos && nb_tokenizer_is_eog(o->tok, id)) {
-        o->stopped = 1;
-        return 1;
-    }
-    if (o->print_ids || !o->tok) {
+    if (o->print_ids || !o->tok) { /* ids: end-of-generation checked here, text: by text_out */
+        if (o->tok && !o->ignore_eos && nb_tokenizer_is_eog(o->tok, id)) {
+            o->stopped = 1;
+            return 1;
+        }
         printf(o->n++ ? " %d" : "%d", id);
         fflush(stdout);
         return 0;
@@ -86,6 +86,7 @@ static int on_token(int32_t id, void *user)
     enum nb_text_event ev = nb_text_out_feed(o->text, id, &text, &len);
     fwrite(text, 1, len, stdout);
     fflush(stdout);
+    if (ev == NB_TEXT_EOG) o->stopped = 1;
     if (ev == NB_TEXT_STOP) o->stopped = 2;
     return ev != NB_TEXT_MORE;
 }

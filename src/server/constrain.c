@@ -725,10 +725,11 @@ static int json_close_cost(const struct srv_schema *S, const struct srv_json *j)
     case J_ARR_FIRST: cost = add_cost(cost, node_close(S, child_node(S, j))); break;
     case J_ENUM: {
         const struct srv_snode *f = &S->nodes[j->cur];
-        int most = 0;
-        for (int i = 0; i < f->n_enum && i < SRV_SCHEMA_MAX_PROPS; i++)
-            if (j->cand >> i & 1) most = (int)strlen(f->enums[i]) > most ? (int)strlen(f->enums[i]) : most;
-        cost = add_cost(cost, most);
+        for (int i = 0, most = 0; i < f->n_enum && i < SRV_SCHEMA_MAX_PROPS; i++)
+            if (j->cand >> i & 1 && (int)strlen(f->enums[i]) > most) {
+                cost += (int)strlen(f->enums[i]) - most;
+                most = (int)strlen(f->enums[i]);
+            }
         break;
     }
     default: break;
@@ -951,9 +952,16 @@ static int in_plain_string(const struct srv_grammar *g, const struct srv_cons *c
            !c->closing;
 }
 
-/* May tok follow state c (complete: c is complete)? */
+/* Does a token that leaves state c where it was (a plain string token) fit c's budget? */
+static int stay_fits(const struct srv_grammar *g, const struct srv_cons *c)
+{
+    return c->budget < 0 || c->closing || srv_cons_close_cost(g, c) <= c->budget - 1;
+}
+
+/* May tok follow state c (complete: c is complete; stays: stay_fits(g, c))? */
 static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                    const struct srv_cons *c, int32_t tok, int allow_special, int complete)
+                    const struct srv_cons *c, int32_t tok, int allow_special, int complete,
+                    int stays)
 {
     switch (v->kind[tok]) {
     case SRV_TOK_EOG: return complete;
@@ -965,8 +973,7 @@ static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v
     }
     if (complete && !another_round(g, c)) return 0;
     const int budgeted = c->budget >= 0 && !c->closing;
-    if (v->plain && v->plain[tok] && in_plain_string(g, c))
-        return !budgeted || srv_cons_close_cost(g, c) <= c->budget - 1;
+    if (v->plain && v->plain[tok] && in_plain_string(g, c)) return stays;
     struct srv_cons t = *c;
     if (!srv_cons_feed(g, &t, v->bytes + v->off[tok], v->off[tok + 1] - v->off[tok])) return 0;
     return !budgeted || srv_cons_close_cost(g, &t) <= c->budget - 1;
@@ -976,13 +983,15 @@ int srv_cons_allows(const struct srv_grammar *g, const struct srv_vocab_bytes *v
                     const struct srv_cons *c, int32_t tok, int allow_special)
 {
     if (tok < 0 || tok >= v->n_vocab) return 0;
-    return token_ok(g, v, c, tok, allow_special, srv_cons_complete(g, c));
+    return token_ok(g, v, c, tok, allow_special, srv_cons_complete(g, c),
+                    in_plain_string(g, c) && stay_fits(g, c));
 }
 
 int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
                   const struct srv_cons *c, int allow_special, float *logits)
 {
     int complete = srv_cons_complete(g, c), n = 0;
+    const int stays = in_plain_string(g, c) && stay_fits(g, c); /* once, not per token */
     uint8_t first[256];
     for (int b = 0; b < 256; b++) {
         struct srv_cons t = *c;
@@ -995,7 +1004,7 @@ int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
         else if (v->off[i + 1] == v->off[i] || !first[(unsigned char)v->bytes[v->off[i]]])
             ok = 0;
         else
-            ok = token_ok(g, v, c, i, allow_special, complete);
+            ok = token_ok(g, v, c, i, allow_special, complete, stays);
         if (ok)
             n++;
         else
