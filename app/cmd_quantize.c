@@ -32,7 +32,12 @@ static void usage(FILE *f)
             "                head and embeddings too), balanced (the layers 4-bit, head\n"
             "                and embeddings 6-bit Q6_K, one copy when the head is tied),\n"
             "                fidelity (attn_v, ffn_down, head and embeddings at 8), uniform\n"
-            "                (the default: the layers at 4, head and embeddings at 8)\n"
+            "                (the default: the layers at 4, head and embeddings at 8); the\n"
+            "                ladder, each no larger and closer to the float model than\n"
+            "                llama.cpp's rung of that name (docs/quantization.md): q3 (=\n"
+            "                speed: Q3_K_M), q4 (= balanced: Q4_0, Q4_K_M), q5 (balanced +\n"
+            "                k, v, down at 8: Q5_K_M), q6 (fidelity + k at 8, up at 6:\n"
+            "                Q6_K), q8 (every matrix at 8: Q8_0)\n"
             "  --bits SPEC   widths per matrix class over the recipe, as llama-quantize's\n"
             "                --tensor-type: CLASS=WIDTH,... with classes q, k, v, o, gate,\n"
             "                up, down, head, embd and widths 4, 6 (Q6_K), 8 (Q8_0 blocks on\n"
@@ -50,9 +55,10 @@ static void usage(FILE *f)
             "  --calib-tokens N  use the first N tokens of the calibration text (default all;\n"
             "                with --gptq at most 2^37 / (weights of one layer), e.g. 2,560 on a\n"
             "                1.7 B model)\n"
-            "  --gptq        GPTQ on every int4 matrix (needs --calib): each column's rounding\n"
-            "                error compensated in the columns after it, layer by layer, on\n"
-            "                the outputs of the layers before it as quantized\n"
+            "  --gptq        GPTQ on every int4, Q6_K and Q8_0 matrix (needs --calib): each\n"
+            "                column's rounding error compensated in the columns after it,\n"
+            "                layer by layer, on the outputs of the layers before it as\n"
+            "                quantized\n"
             "  --act-order   GPTQ sweeps columns by descending activation energy\n"
             "  --damp X      GPTQ dampening, a fraction of the Hessian's mean diagonal (0.01)\n"
             "  --absmax      plain absmax scales instead of the weighted MSE search\n"
@@ -97,7 +103,7 @@ int cmd_quantize(int argc, char **argv)
         OPT_CHOICE("--group", &group, "32|64|128"),
         OPT_CHOICE("--head", &head, "4|6|8|16"),
         OPT_CHOICE("--embd", &embd, "4|6|8|16"),
-        OPT_CHOICE("--recipe", &o.recipe, "speed|balanced|fidelity|uniform"),
+        OPT_CHOICE("--recipe", &o.recipe, "speed|balanced|fidelity|uniform|q3|q4|q5|q6|q8"),
         OPT_STR("--bits", &o.bits),
         OPT_FLOAT("--bpw", &bpw, 4, 16),
         OPT_STR("--calib", &o.calib_path),

@@ -12,6 +12,7 @@
 #include "core/timer.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
+#include "quant/kquant.h"
 #include "quant/quant.h"
 
 struct nb_gptq_params nb_gptq_default_params(void)
@@ -26,16 +27,26 @@ struct grid {
     float d, m;
 };
 
-static int code_of(enum nb_wpath path, const struct grid *g, double w)
+/* The codes' grid: an int4 path's, or a block format's signed codes lo..hi (Q6_K, Q8_0:
+ * x = d q, d the sub-block's decoded scale), kept as q - lo in a byte. */
+struct grid_kind {
+    enum nb_wpath path; /* NB_WPATH_F32: the signed block grid */
+    int lo, hi;
+};
+
+static int code_of(const struct grid_kind *k, const struct grid *g, double w)
 {
-    return path == NB_WPATH_W4A8 ? nb_quant_code_w4a8((float)w, g->d)
-                                 : nb_quant_code_w4a16((float)w, g->d, g->m);
+    if (k->path == NB_WPATH_W4A8) return nb_quant_code_w4a8((float)w, g->d);
+    if (k->path == NB_WPATH_W4A16) return nb_quant_code_w4a16((float)w, g->d, g->m);
+    double v = g->d != 0 ? nearbyint(w / (double)g->d) : 0;
+    return (v < k->lo ? k->lo : v > k->hi ? k->hi : (int)v) - k->lo;
 }
 
-static double value_of(enum nb_wpath path, const struct grid *g, int q)
+static double value_of(const struct grid_kind *k, const struct grid *g, int q)
 {
-    return path == NB_WPATH_W4A8 ? (double)nb_q4s_value(g->d, q)
-                                 : (double)nb_q4a_value(g->d, g->m, q);
+    if (k->path == NB_WPATH_W4A8) return (double)nb_q4s_value(g->d, q);
+    if (k->path == NB_WPATH_W4A16) return (double)nb_q4a_value(g->d, g->m, q);
+    return (double)g->d * (q + k->lo);
 }
 
 /* U, the upper Cholesky factor of (H + damp)^-1 in the sweep order perm, into u [n][n]
@@ -115,7 +126,7 @@ static int order_columns(const double *H, int64_t n, int act_order, int64_t *per
 }
 
 struct sweep {
-    enum nb_wpath path;
+    struct grid_kind kind;
     int64_t n_out, n, block;
     const int64_t *perm;
     const struct grid *grids; /* [n_out][n / group] */
@@ -146,8 +157,8 @@ INLINE void sweep_block_row(const struct sweep *s, int64_t r, int64_t i1, int64_
         const double *ui = s->u + i * n;
         int64_t col = s->perm[i];
         const struct grid *gr = &s->grids[r * s->ng + col / s->group];
-        int q = code_of(s->path, gr, wr[i]);
-        double e = (wr[i] - value_of(s->path, gr, q)) / ui[i];
+        int q = code_of(&s->kind, gr, wr[i]);
+        double e = (wr[i] - value_of(&s->kind, gr, q)) / ui[i];
         s->q[r * n + col] = (uint8_t)q;
         er[i - i1] = e;
         for (int64_t k = i + 1; k < i2; k++) wr[k] -= e * ui[k];
@@ -353,6 +364,17 @@ static enum nb_status check_shape(enum nb_wpath path, int group, int64_t n_out, 
     return NB_OK;
 }
 
+/* The sweep over w's rows with the grids of s (permuted into s->w first). */
+static void sweep_matrix(struct sweep *s, const float *w, const struct nb_gptq_factor *f,
+                         struct nb_pool *pool)
+{
+    int64_t n_in = s->n;
+    for (int64_t r = 0; r < s->n_out; r++)
+        for (int64_t i = 0; i < n_in; i++)
+            s->w[r * n_in + i] = f->dead[i] ? 0.0 : (double)w[r * n_in + f->perm[i]];
+    run_sweep(s, pool);
+}
+
 enum nb_status nb_gptq_quantize_factored(enum nb_wpath path, int group, const float *w,
                                          int64_t n_out, int64_t n_in,
                                          const struct nb_gptq_factor *f, const double *H,
@@ -391,11 +413,9 @@ enum nb_status nb_gptq_quantize_factored(enum nb_wpath path, int group, const fl
     if (stats && H) stats->loss_rtn = blob_loss(path, group, blob, w, n_out, n_in, H);
     t0 = nb_time_s();
     read_grids(path, blob, &pl, n_out * ng, grids);
-    for (int64_t r = 0; r < n_out; r++)
-        for (int64_t i = 0; i < n_in; i++)
-            wd[r * n_in + i] = f->dead[i] ? 0.0 : (double)w[r * n_in + f->perm[i]];
-    struct sweep s = {path, n_out, n_in, prm.block, f->perm, grids, ng, group, f->u, wd, err, q};
-    run_sweep(&s, pool);
+    struct sweep s = {{path, 0, 15}, n_out, n_in, prm.block, f->perm, grids, ng, group, f->u, wd,
+                      err, q};
+    sweep_matrix(&s, w, f, pool);
     write_codes(blob, &pl, q, n_out * n_in);
     if (stats) stats->seconds_sweep = nb_time_s() - t0;
     if (stats && H) stats->loss = blob_loss(path, group, blob, w, n_out, n_in, H);
@@ -417,5 +437,109 @@ enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, i
     if (st) return st;
     st = nb_gptq_quantize_factored(path, group, w, n_out, n_in, &f, H, p, blob, stats);
     nb_gptq_factor_free(&f);
+    return st;
+}
+
+/* GPTQ onto a block format's grid (gptq.h). */
+struct kq_job {
+    enum nb_wformat fmt;
+    const float *w, *imp;
+    int64_t n_out, n_in;
+    void *dst;
+    enum nb_status st[256];
+};
+
+static void kq_rows(void *arg, int ith, int nth)
+{
+    struct kq_job *j = arg;
+    long r0, r1;
+    nb_split_range((long)j->n_out, ith, nth, 1, &r0, &r1);
+    j->st[ith] = r0 < r1 ? nb_kquant_rows(j->fmt, j->w, j->n_out, j->n_in, j->imp, r0, r1, j->dst)
+                         : NB_OK;
+}
+
+/* Every sub-block's decoded scale (Q8_0: a block of 32; Q6_K: d times the int8 scale of
+ * each 16), as the decoder computes it, and the codes written back. */
+static void read_block_grids(enum nb_wformat fmt, const uint8_t *b, int64_t n_blocks,
+                             struct grid *g)
+{
+    for (int64_t i = 0; i < n_blocks; i++) {
+        if (fmt == NB_WF_Q8_0) {
+            g[i] = (struct grid){nb_f16_to_f32(nb_q_load_u16(b + i * NB_Q8_0_BYTES)), 0};
+            continue;
+        }
+        const uint8_t *blk = b + i * NB_Q6_K_BYTES;
+        float d = nb_f16_to_f32(nb_q_load_u16(blk + 208));
+        for (int s = 0; s < 16; s++) g[i * 16 + s] = (struct grid){d * (float)(int8_t)blk[192 + s], 0};
+    }
+}
+
+static void write_block_codes(enum nb_wformat fmt, uint8_t *b, int64_t n_blocks, const uint8_t *q)
+{
+    for (int64_t i = 0; i < n_blocks; i++) {
+        if (fmt == NB_WF_Q8_0) { /* q kept as code + 127 */
+            for (int k = 0; k < 32; k++)
+                b[i * NB_Q8_0_BYTES + 2 + k] = (uint8_t)(int8_t)(q[i * 32 + k] - 127);
+            continue;
+        }
+        uint8_t *ql = b + i * NB_Q6_K_BYTES, *qh = ql + 128; /* q kept as code + 32: Q6_K's u */
+        const uint8_t *qb = q + i * NB_QK_K;
+        memset(ql, 0, 192);
+        for (int e = 0; e < NB_QK_K; e++) {
+            int u = qb[e], h = e / 128, r = e % 128;
+            ql[64 * h + r % 64] |= (uint8_t)((u & 15) << (4 * (r / 64)));
+            qh[32 * h + r % 32] |= (uint8_t)((u >> 4) << (2 * (r / 32)));
+        }
+    }
+}
+
+enum nb_status nb_gptq_quantize_blocks(enum nb_wformat fmt, const float *w, int64_t n_out,
+                                       int64_t n_in, const struct nb_gptq_factor *f,
+                                       const struct nb_gptq_params *p, void *dst,
+                                       struct nb_gptq_stats *stats)
+{
+    struct nb_gptq_params prm = p ? *p : nb_gptq_default_params();
+    struct nb_block_info bi;
+    if ((fmt != NB_WF_Q6_K && fmt != NB_WF_Q8_0) || !nb_wformat_block(fmt, &bi))
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: blocks of format %d (Q6_K, Q8_0 rows only)",
+                            (int)fmt);
+    if (n_in <= 0 || n_in % bi.elems || n_out <= 0 || f->n != n_in || n_in > INT32_MAX / 2)
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: [%lld, %lld] is not whole %s blocks or "
+                            "does not match a factor of %lld columns", (long long)n_out,
+                            (long long)n_in, bi.dtype, (long long)f->n);
+    if (prm.block <= 0) prm.block = 128;
+    const int group = fmt == NB_WF_Q8_0 ? 32 : 16;
+    const int64_t ng = n_in / group, nb = n_in / bi.elems;
+    struct nb_pool *pool = NULL;
+    double *wd = malloc(sizeof(double) * (size_t)(n_out * n_in));
+    double *err = malloc(sizeof(double) * (size_t)(n_out * prm.block));
+    uint8_t *q = malloc((size_t)(n_out * n_in));
+    struct grid *grids = malloc(sizeof(struct grid) * (size_t)(n_out * ng));
+    enum nb_status st = NB_OK;
+    if (!wd || !err || !q || !grids) {
+        st = nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for [%lld, %lld]",
+                          (long long)n_out, (long long)n_in);
+        goto out;
+    }
+    int nth = n_threads_of(&prm);
+    if ((st = nb_pool_init(&pool, nth, 0))) goto out;
+    /* static scales: the block format's own weighted search, importance diag(H) */
+    struct kq_job kj = {fmt, w, f->imp, n_out, n_in, dst, {NB_OK}};
+    double t0 = nb_time_s();
+    nb_pool_run(pool, kq_rows, &kj);
+    if (stats) stats->seconds_search = nb_time_s() - t0;
+    for (int i = 0; i < nth; i++)
+        if (kj.st[i] && !st) st = kj.st[i];
+    if (st) goto out;
+    t0 = nb_time_s();
+    read_block_grids(fmt, dst, n_out * nb, grids);
+    struct sweep s = {{NB_WPATH_F32, fmt == NB_WF_Q8_0 ? -127 : -32, fmt == NB_WF_Q8_0 ? 127 : 31},
+                      n_out, n_in, prm.block, f->perm, grids, ng, group, f->u, wd, err, q};
+    sweep_matrix(&s, w, f, pool);
+    write_block_codes(fmt, dst, n_out * nb, q);
+    if (stats) stats->seconds_sweep = nb_time_s() - t0;
+out:
+    free(wd), free(err), free(q), free(grids);
+    nb_pool_free(pool);
     return st;
 }

@@ -82,6 +82,17 @@ enum nb_status nb_gptq_quantize_factored(enum nb_wpath path, int group, const fl
                                          const struct nb_gptq_params *p, void *blob,
                                          struct nb_gptq_stats *stats);
 
+/* GPTQ onto a GGUF block format nibble writes (quant/kquant.h: fmt NB_WF_Q6_K or NB_WF_Q8_0,
+ * the file rows): the static scales are kquant's weighted search with diag(H) (f->imp) as
+ * the importance, then the sweep chooses every code on its sub-block's decoded scale
+ * (Q8_0: -127..127 per 32; Q6_K: -32..31 per 16), so the blocks are ordinary blocks
+ * that every reader and kernel of the format takes. dst: n_out rows of n_in / elems
+ * blocks. stats (may be NULL) gets the seconds only. Errors as nb_gptq_quantize. */
+enum nb_status nb_gptq_quantize_blocks(enum nb_wformat fmt, const float *w, int64_t n_out,
+                                       int64_t n_in, const struct nb_gptq_factor *f,
+                                       const struct nb_gptq_params *p, void *dst,
+                                       struct nb_gptq_stats *stats);
+
 /* tr(E H E^T) for E = w - wq, both [n_out][n_in] f32: the proxy loss above. */
 double nb_gptq_loss(const float *w, const float *wq, int64_t n_out, int64_t n_in,
                     const double *H);

@@ -13,6 +13,7 @@
 #include "kernels/kernels.h"
 #include "quant/dequant.h"
 #include "quant/gptq.h"
+#include "quant/kq_repack.h"
 #include "quant/quant.h"
 #include "quant/repack.h"
 #include "runtime/model_tokenizer.h"
@@ -365,6 +366,51 @@ static enum nb_status gptq_one(const struct nb_weight *w, const float *rows, enu
     return NB_OK;
 }
 
+/* GPTQ one matrix onto a block format's grid (rows_fmt: Q6_K or Q8_0 rows) into a
+ * prequant entry holding its X16 records, as quantize's add_block would store them. */
+static enum nb_status gptq_one_block(const struct nb_weight *w, const float *rows,
+                                     enum nb_wformat rows_fmt, const struct nb_gptq_opts *o,
+                                     const struct nb_gptq_factor *f, struct nb_prequant *pq,
+                                     struct gptq_times *t)
+{
+    struct nb_block_info bi;
+    struct nb_layout_planes rl, pl;
+    enum nb_status st;
+    if (!nb_wformat_block(rows_fmt, &bi) || !nb_wformat_planes(bi.rows, 0, w->n_out, w->n_in, &rl) ||
+        !nb_wformat_planes(bi.x16, 0, w->n_out, w->n_in, &pl))
+        return nb_set_error(NB_ERR_INVALID_ARG, "gptq: a [%lld, %lld] matrix does not fit %s",
+                            (long long)w->n_out, (long long)w->n_in, bi.dtype);
+    const float *wf = rows;
+    float *conv = NULL;
+    if (!wf && (st = nb_weight_f32(w, &wf, &conv))) return st;
+    void *blocks = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)rl.total);
+    void *x16 = aligned_alloc(NB_LAYOUT_ALIGN, (size_t)pl.total);
+    if (!blocks || !x16) {
+        free(conv), free(blocks), free(x16);
+        return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory");
+    }
+    struct nb_gptq_params gp = nb_gptq_default_params();
+    gp.n_threads = o->n_threads > 0 ? o->n_threads : nb_cpu_count();
+    struct nb_gptq_stats gs = {0};
+    st = nb_gptq_quantize_blocks(bi.rows, wf, w->n_out, w->n_in, f, &gp, blocks, &gs);
+    t->search += gs.seconds_search;
+    t->sweep += gs.seconds_sweep;
+    free(conv);
+    if (!st) st = nb_kq_repack_x16(bi.x16, blocks, w->n_out, w->n_in, 0, w->n_out / 16, x16);
+    free(blocks);
+    if (st) {
+        free(x16);
+        return st;
+    }
+    pq->w = w;
+    pq->q = *w;
+    pq->q.format = bi.x16;
+    pq->q.group = nb_wformat_act_group(bi.x16, 0);
+    pq->q.data = x16;
+    pq->rel_rms = 0; /* as quantize reports a block matrix */
+    return NB_OK;
+}
+
 /* Where GPTQ's passes keep their state. */
 struct gptq_run {
     struct nb_model *m;
@@ -435,11 +481,12 @@ static struct nb_gptq_params factor_params(const struct nb_gptq_opts *o)
 /* Quantize one matrix with the factor of its site's Hessian; put the result in the model. */
 static enum nb_status quantize_in_place(struct gptq_run *r, struct nb_weight *w,
                                         const float *rows, enum nb_wpath path, int group,
-                                        const struct nb_gptq_factor *f)
+                                        enum nb_wformat block, const struct nb_gptq_factor *f)
 {
     struct nb_prequant *pq = &r->pq[r->n_pq];
     double t0 = nb_time_s(), s0 = r->t.search + r->t.sweep;
-    enum nb_status st = gptq_one(w, rows, path, group, r->o, f, pq, &r->t);
+    enum nb_status st = block != NB_WF_COUNT ? gptq_one_block(w, rows, block, r->o, f, pq, &r->t)
+                                             : gptq_one(w, rows, path, group, r->o, f, pq, &r->t);
     r->t.other += nb_time_s() - t0 - (r->t.search + r->t.sweep - s0);
     if (st) return st;
     r->saved[r->n_pq++] = *w;
@@ -499,8 +546,11 @@ static enum nb_status gptq_layer(struct gptq_run *r, int l)
     for (int slot = 0; slot < N_SLOTS && !st; slot++) {
         struct nb_weight *w = slot_weight(L, slot);
         if (!w->data) continue;
-        if (r->o->recipe && r->o->recipe->bits[l][k_slot_class[slot]] != 4) { /* quantize's */
-            tick(r);
+        enum nb_wformat block = NB_WF_COUNT;
+        int bits = r->o->recipe ? r->o->recipe->bits[l][k_slot_class[slot]] : 4;
+        if (bits != 4 && (bits == 16 || nb_model_src_codes(r->m, w) ||
+                          (block = nb_recipe_block(w, bits, 1, NULL)) == NB_WF_COUNT)) {
+            tick(r); /* left to quantize (bf16; a checkpoint's codes; int8 rows) */
             continue;
         }
         if ((int)k_slot_site[slot] != site) {
@@ -508,7 +558,7 @@ static enum nb_status gptq_layer(struct gptq_run *r, int l)
             site = (int)k_slot_site[slot];
             if ((st = site_factor(r, site, &f))) break;
         }
-        st = quantize_in_place(r, w, r->rows[slot], r->o->path, r->o->group, &f);
+        st = quantize_in_place(r, w, r->rows[slot], r->o->path, r->o->group, block, &f);
         if (!st) tick(r);
     }
     nb_gptq_factor_free(&f);
@@ -543,14 +593,17 @@ static enum nb_status gptq_head(struct gptq_run *r)
                        m->cfg.norm_eps);
         accumulate(&r->g, NB_SITE_OUT_IN, -1, r->tmp, n, E);
     }
-    if (!nb_wpath_is_int4(r->o->head_path)) {
+    const enum nb_wformat hb = nb_wformat_is_kquant(r->o->head_block) ? r->o->head_block
+                                                                      : NB_WF_COUNT;
+    if (!nb_wpath_is_int4(r->o->head_path) && hb == NB_WF_COUNT) {
         symmetrize(h, E);
         return NB_OK;
     }
     struct nb_gptq_factor f;
     enum nb_status st = site_factor(r, NB_SITE_OUT_IN, &f);
     int group = r->o->recipe && r->o->recipe->head_group ? r->o->recipe->head_group : r->o->group;
-    if (!st) st = quantize_in_place(r, &r->m->output, NULL, r->o->head_path, group, &f);
+    if (!st)
+        st = quantize_in_place(r, &r->m->output, NULL, r->o->head_path, group, hb, &f);
     nb_gptq_factor_free(&f);
     return st;
 }

@@ -61,8 +61,11 @@ struct nb_prequant {
 struct nb_gptq_opts {
     enum nb_wpath path;      /* int4: w4a8 or w4a16 */
     enum nb_wpath head_path; /* the head's path: GPTQ when int4, else left to quantize */
-    const struct nb_recipe *recipe; /* matrices it gives more than 4 bits are left to
-                                       quantize; NULL: every matrix at 4 */
+    enum nb_wformat head_block; /* the head's block format (Q6_K, Q8_0: GPTQ on that grid);
+                                   any other (0 included): none */
+    const struct nb_recipe *recipe; /* the widths: 4 on the int4 grid, 6 and 8 on their block
+                                       grids where the shape takes them (quant/gptq.h), 16
+                                       and the rest left to quantize; NULL: every matrix at 4 */
     int group, layout, search, act_order, n_threads;
     int max_tokens;          /* --calib-tokens as asked (0: nb_gptq_tokens' default cap) */
     double damp;

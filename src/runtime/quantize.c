@@ -259,6 +259,27 @@ static enum nb_status write_matrix(struct qctx *q, const char *name, enum nb_wpa
     return NB_OK;
 }
 
+/* Add a block format's matrix (kept in q->owned: rows, or X16 records) to the file, count
+ * it, report it. */
+static enum nb_status write_block(struct qctx *q, const char *name, const struct nb_weight *w,
+                                  enum nb_wformat fmt, const void *blob, uint64_t bytes, int linear)
+{
+    struct nb_block_info bi;
+    nb_wformat_block(fmt, &bi);
+    enum nb_status st = nb_nib_writer_add_block(q->w, name, fmt, w->n_out, w->n_in, blob, bytes);
+    if (st) return st;
+    q->file_bytes += bytes;
+    q->file_params += w->n_out * w->n_in;
+    if (linear) {
+        q->linear_bytes += bytes;
+        q->linear_params += w->n_out * w->n_in;
+    }
+    if (q->o->report)
+        q->o->report(name, nb_wformat_info(bi.rows)->name, w->n_out, w->n_in, bytes, 0, q->o->user);
+    tick(q);
+    return NB_OK;
+}
+
 /* The blob GPTQ made for w, if any (its ownership passes to q). */
 static struct nb_prequant *prequant_of(struct qctx *q, const struct nb_weight *w)
 {
@@ -274,7 +295,8 @@ static enum nb_status add_prequant(struct qctx *q, const char *name, struct nb_p
     const struct nb_weight *w = &pq->q;
     const struct nb_wformat_info *fi = nb_wformat_info(w->format);
     struct nb_layout_planes pl;
-    nb_wformat_planes(w->format, w->group, w->n_out, w->n_in, &pl);
+    const int block = nb_wformat_is_kquant(w->format);
+    nb_wformat_planes(w->format, block ? 0 : w->group, w->n_out, w->n_in, &pl);
     void *blob = (void *)w->data;
     pq->q.data = NULL; /* now q's */
     enum nb_status st = keep(q, blob);
@@ -282,6 +304,8 @@ static enum nb_status add_prequant(struct qctx *q, const char *name, struct nb_p
         free(blob);
         return st;
     }
+    if (block) /* GPTQ's codes on a block grid: the records add_block would write */
+        return write_block(q, name, w, w->format, blob, (uint64_t)pl.total, linear);
     return write_matrix(q, name, fi->path, w->group, fi->layout, w, blob, (uint64_t)pl.total,
                         linear, pq->rel_rms);
 }
@@ -528,19 +552,7 @@ static enum nb_status add_block(struct qctx *q, const char *name, const struct n
     if ((st = keep(q, rows))) goto done;
     const void *kept = rows;
     rows = NULL;
-    if ((st = nb_nib_writer_add_block(q->w, name, fmt, w->n_out, w->n_in, kept,
-                                      (uint64_t)pl.total)))
-        goto done;
-    q->file_bytes += (uint64_t)pl.total;
-    q->file_params += w->n_out * w->n_in;
-    if (linear) {
-        q->linear_bytes += (uint64_t)pl.total;
-        q->linear_params += w->n_out * w->n_in;
-    }
-    if (q->o->report)
-        q->o->report(name, nb_wformat_info(bi.rows)->name, w->n_out, w->n_in, (uint64_t)pl.total,
-                     0, q->o->user);
-    tick(q);
+    st = write_block(q, name, w, fmt, kept, (uint64_t)pl.total, linear);
 done:
     free(j);
     free(cs);
@@ -642,6 +654,10 @@ static enum nb_status add_width(struct qctx *q, const char *name, const struct n
 {
     if (bits == 6 || bits == 8) {
         enum nb_wformat f = block_width(q->m, q->o, w, bits, linear);
+        struct nb_prequant *pq = linear ? prequant_of(q, w) : NULL;
+        struct nb_block_info bi;
+        if (f != NB_WF_COUNT && pq && nb_wformat_block(f, &bi) && pq->q.format == bi.x16)
+            return add_prequant(q, name, pq, linear); /* GPTQ's codes on the block grid */
         if (f != NB_WF_COUNT) return add_block(q, name, w, f, linear, imp);
         if (bits == 6 && nb_wpath_is_int4(q->o->path) && w->data &&
             nb_recipe_block(w, 6, linear, NULL) == NB_WF_COUNT)
@@ -928,11 +944,10 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
             (st = nb_calib_load(&cal, src_path, opts->calib_path, m, opts->calib_tokens)))
             goto fail;
         if (eff.gptq) {
-            /* a Q6_K or Q8_0 head is left to quantize (GPTQ is for the int4 grids) */
-            enum nb_wpath hp = block_width(m, opts, &m->output, q.rc.head_bits, 1) != NB_WF_COUNT
-                                   ? NB_WPATH_F32
-                                   : head_path(opts, &q.rc);
-            struct nb_gptq_opts go = {.path = opts->path, .head_path = hp,
+            /* a Q6_K or Q8_0 head: GPTQ on that block grid */
+            enum nb_wformat hb = block_width(m, opts, &m->output, q.rc.head_bits, 1);
+            enum nb_wpath hp = hb != NB_WF_COUNT ? NB_WPATH_F32 : head_path(opts, &q.rc);
+            struct nb_gptq_opts go = {.path = opts->path, .head_path = hp, .head_block = hb,
                                       .recipe = &q.rc,
                                       .group = opts->group, .layout = nb_quantize_opts_layout(opts),
                                       .search = opts->search, .act_order = opts->act_order,

@@ -13,7 +13,7 @@ struct nb_quantize_opts {
     int head_bits;      /* 4 (the path's int4 grid), 8 (w8a16) or 16 (bf16); 0: default */
     int embd_bits;      /* 4 (the path's int4 grid, rows), 8 (int8 rows) or 16 (bf16); 0:
                            the recipe's */
-    /* int4 paths: a named recipe (runtime/recipe.h: speed, balanced, fidelity; NULL:
+    /* int4 paths: a named recipe (runtime/recipe.h: speed, balanced, fidelity, q3..q8; NULL:
      * "uniform", the layers at 4 bits, head and embeddings at 8) or, when bpw > 0, the
      * budget recipe of bpw bits per weight; head_bits / embd_bits override either */
     const char *recipe;

@@ -37,6 +37,9 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
     if (n_layers < 0 || n_layers > NB_MAX_LAYERS)
         return nb_set_error(NB_ERR_INVALID_ARG, "recipe: %d layers", n_layers);
     if (!name) name = "uniform";
+    /* the ladder's names (llama.cpp's rung each answers): q3 and q4 are speed and balanced */
+    if (!strcmp(name, "q3")) name = "speed";
+    if (!strcmp(name, "q4")) name = "balanced";
     fill(r, name, n_layers, 4);
     if (!strcmp(name, "speed")) return NB_OK;
     if (!strcmp(name, "uniform")) {
@@ -55,8 +58,30 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
         r->head_bits = r->embd_bits = 8;
         return NB_OK;
     }
+    if (!strcmp(name, "q5")) { /* balanced, with k, v and down at 8 */
+        r->head_bits = r->embd_bits = 6;
+        r->head_group = 32;
+        r->embd_group = 64;
+        set_class(r, NB_TC_K, 8);
+        set_class(r, NB_TC_V, 8);
+        set_class(r, NB_TC_DOWN, 8);
+        return NB_OK;
+    }
+    if (!strcmp(name, "q6")) { /* fidelity, with k at 8 and up at 6 */
+        set_class(r, NB_TC_K, 8);
+        set_class(r, NB_TC_V, 8);
+        set_class(r, NB_TC_UP, 6);
+        set_class(r, NB_TC_DOWN, 8);
+        r->head_bits = r->embd_bits = 8;
+        return NB_OK;
+    }
+    if (!strcmp(name, "q8")) { /* every matrix at 8 */
+        for (int c = 0; c < NB_TC_LAYER_COUNT; c++) set_class(r, (enum nb_tclass)c, 8);
+        r->head_bits = r->embd_bits = 8;
+        return NB_OK;
+    }
     return nb_set_error(NB_ERR_INVALID_ARG, "recipe '%s' is not one of speed, balanced, fidelity, "
-                        "uniform", name);
+                        "uniform, q3, q4, q5, q6, q8", name);
 }
 
 enum nb_wformat nb_recipe_block(const struct nb_weight *w, int bits, int linear,

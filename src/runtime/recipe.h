@@ -21,6 +21,10 @@
  *             model's embeddings share)
  *   uniform   the layers at 4 bits, the head and the embeddings at 8 (quantize's
  *             recipe when none is named)
+ *   q3 .. q8  the ladder against llama.cpp's rungs (docs/quantization.md, "The ladder"):
+ *             q3 = speed (Q3_K_M), q4 = balanced (Q4_0, Q4_K_M), q5 = balanced with k,
+ *             v and down at 8 (Q5_K_M), q6 = fidelity with k at 8 and up at 6 (Q6_K),
+ *             q8 = every matrix at 8 (Q8_0)
  *
  * 4-bit embeddings always use the asymmetric w4a16 grid: they are a row gather, not a
  * GEMM, so the build's activation type does not matter to them. And a budget
@@ -34,7 +38,7 @@
 
 /* Bumped whenever a named recipe's widths change: the warm-start cache's key holds it, so
  * an entry built by an older "balanced" is not taken for the new one. */
-#define NB_RECIPE_VERSION 3
+#define NB_RECIPE_VERSION 4
 
 #include <stdint.h>
 

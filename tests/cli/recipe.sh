@@ -3,7 +3,7 @@
 # (tensor kinds and the header's table), the byte order speed < balanced < fidelity
 # holds, a budget stays within its bits per weight and gives the head or layers 8 bits
 # when it can, 4-bit embeddings run (greedy ids through the row gather), and bad
-# combinations are refused by name.
+# combinations are refused by name; the ladder names (q3..q8) and GPTQ on the Q8_0 grid.
 set -u
 bin="${NIBBLE_BIN:?}"
 models="${NIBBLE_MODELS_DIR:-}"
@@ -134,6 +134,42 @@ for b, k in kl.items():
     print("%s: KL %.6f (fast kernels), %.6f (reference)" % (b, k[0], k[1]))
 ok = all(0 < k[0] < 0.002 and abs(k[0] - k[1]) <= 0.03 * k[1] for k in kl.values())
 sys.exit(0 if ok and kl["q8"][0] < kl["q6"][0] else 1)
+PY
+  # the ladder's names: q3 is speed; q5, q6 and q8 give their classes the widths named in
+  # docs/quantization.md ("The ladder")
+  "$bin" quantize -m "$gguf" --path w4a8 --recipe q3 -t 2 -q -o "$tmp/q3.nib" >/dev/null 2>&1
+  ok cmp -s "$tmp/q3.nib" "$tmp/speed.nib"
+  for r in q5 q6 q8; do
+    "$bin" quantize -m "$gguf" --path w4a8 --recipe $r -t 2 -o "$tmp/l$r.nib" >"$tmp/l$r.out" \
+      2>/dev/null; ok test $? -eq 0
+    "$bin" inspect "$tmp/l$r.nib" >"$tmp/l$r.insp" 2>/dev/null
+  done
+  for c in "q5:attn_q:w4a8" "q5:attn_k:q8_0" "q5:attn_v:q8_0" "q5:ffn_up:w4a8" "q5:ffn_down:q8_0" \
+           "q6:attn_k:q8_0" "q6:ffn_gate:w4a8" "q6:ffn_up:q6_k" "q6:ffn_down:q8_0" \
+           "q8:attn_q:q8_0" "q8:ffn_gate:q8_0" "q8:ffn_up:q8_0"; do
+    IFS=: read -r r t k <<<"$c"
+    grep -q "^blk.5.$t.weight  *$k " "$tmp/l$r.insp" || { echo "recipe $r: blk.5.$t is not $k"; fail=$((fail + 1)); }
+  done
+  ok grep -q "^token_embd.weight  *q6_k " "$tmp/lq5.insp"
+  ok grep -q "^token_embd.weight  *q8_0 " "$tmp/lq8.insp"
+  # GPTQ on the block grids: q8 (every matrix Q8_0) with --gptq is closer to f32 than the
+  # same blocks rounded to nearest with the same calibration weighting
+  head -c 40000 "$src_dir/data/calib/kjv-7m-calib.txt" >"$tmp/calib.txt"
+  for g in rtn gptq; do
+    gopt=""; [ $g = gptq ] && gopt="--gptq --act-order"
+    # shellcheck disable=SC2086
+    "$bin" quantize -m "$gguf" --path w4a8 --recipe q8 --calib "$tmp/calib.txt" $gopt -t 2 -q \
+      -o "$tmp/g$g.nib" >/dev/null 2>&1; ok test $? -eq 0
+    "$bin" eval --ref "$gguf" --test "$tmp/g$g.nib" --prompts "$tmp/p.txt" -n 1 \
+      --text "$tmp/text.txt" --ppl-chunks 128 -t 2 -o json >"$tmp/g$g.json" 2>/dev/null
+    ok test $? -eq 0
+  done
+  ok "$py" - "$tmp" <<'PY'
+import json, sys
+kl = {g: json.load(open("%s/g%s.json" % (sys.argv[1], g)))["ppl_chunks"]["mean_kl"]
+      for g in ("rtn", "gptq")}
+print("q8: KL %.3g round-to-nearest, %.3g GPTQ" % (kl["rtn"], kl["gptq"]))
+sys.exit(0 if 0 < kl["gptq"] < 0.9 * kl["rtn"] else 1)
 PY
   "$bin" quantize -m "$gguf" --path w4a8 --head 5 -o "$tmp/b.nib" 2>"$tmp/err"; ok test $? -eq 1
   ok grep -q "not one of 4, 6, 8 or 16" "$tmp/err"
