@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # bench/agent_builds.sh — issue 18's table: does each build of phone-agent-tiny still finish
 # the task? Builds: f32 (the GGUF as stored), nibble's w8a16, w4a16, w4a16 with GPTQ, w4a8
-# (`nibble quantize`), and llama.cpp's Q4_K_M and Q4_0 of the same GGUF (llama-quantize,
+# (`nibble quantize`), the ladder's recipes with GPTQ (RECIPES, default "balanced q5 q6";
+# balanced is the default build), and llama.cpp's LLAMA_TYPES (default "Q4_K_M Q4_0") of
+# the same GGUF (llama-quantize,
 # served by llama-server --jinja with the model's own chat template). Every build plays
 # every task RUNS times, interleaved (`nibble agent`), and the study's table is printed;
 # OUT keeps the builds, the table (table.txt) and the traces (traces.jsonl).
@@ -42,10 +44,17 @@ done
 "$bin" quantize -m "$model" --path w4a16 --calib "$out/calib.txt" --gptq -q -t "$threads" \
   -o "$out/w4a16-gptq.nib" >/dev/null
 builds+=(-m "w4a16-gptq=$out/w4a16-gptq.nib")
+# the ladder's recipes as the default build makes them (w4a8, GPTQ act-order on the same
+# calibration text; docs/quantization.md, "The ladder"): balanced is the default
+for r in ${RECIPES-balanced q5 q6}; do
+  "$bin" quantize -m "$model" --path w4a8 --recipe "$r" --calib "$out/calib.txt" --gptq \
+    --act-order -q -t "$threads" -o "$out/$r.nib" >/dev/null
+  builds+=(-m "$r=$out/$r.nib")
+done
 
 servers=()
 if [ -n "$lq" ] && [ -n "$ls_bin" ]; then
-  for q in Q4_K_M Q4_0; do
+  for q in ${LLAMA_TYPES-Q4_K_M Q4_0}; do
     "$lq" "$model" "$out/$q.gguf" "$q" "$threads" >"$out/$q.quantize.log" 2>&1
     port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
     "$ls_bin" -m "$out/$q.gguf" --jinja -c 2048 -np 1 -t "$threads" --host 127.0.0.1 --port "$port" \

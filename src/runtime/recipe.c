@@ -58,21 +58,14 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
         r->head_bits = r->embd_bits = 8;
         return NB_OK;
     }
-    if (!strcmp(name, "q5")) { /* balanced, with k, v and down at 8 */
+    if (!strcmp(name, "q5") || !strcmp(name, "q6")) { /* balanced, k, v and down at 8 */
         r->head_bits = r->embd_bits = 6;
         r->head_group = 32;
         r->embd_group = 64;
         set_class(r, NB_TC_K, 8);
         set_class(r, NB_TC_V, 8);
         set_class(r, NB_TC_DOWN, 8);
-        return NB_OK;
-    }
-    if (!strcmp(name, "q6")) { /* fidelity, with k at 8 and up at 6 */
-        set_class(r, NB_TC_K, 8);
-        set_class(r, NB_TC_V, 8);
-        set_class(r, NB_TC_UP, 6);
-        set_class(r, NB_TC_DOWN, 8);
-        r->head_bits = r->embd_bits = 8;
+        if (name[1] == '6') set_class(r, NB_TC_UP, 6); /* q6: up at 6 too */
         return NB_OK;
     }
     if (!strcmp(name, "q8")) { /* every matrix at 8 */

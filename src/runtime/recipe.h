@@ -23,7 +23,7 @@
  *             recipe when none is named)
  *   q3 .. q8  the ladder against llama.cpp's rungs (docs/quantization.md, "The ladder"):
  *             q3 = speed (Q3_K_M), q4 = balanced (Q4_0, Q4_K_M), q5 = balanced with k,
- *             v and down at 8 (Q5_K_M), q6 = fidelity with k at 8 and up at 6 (Q6_K),
+ *             v and down at 8 (Q5_K_M), q6 = q5 with up at 6 (Q6_K),
  *             q8 = every matrix at 8 (Q8_0)
  *
  * 4-bit embeddings always use the asymmetric w4a16 grid: they are a row gather, not a

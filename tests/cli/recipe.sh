@@ -145,12 +145,13 @@ PY
     "$bin" inspect "$tmp/l$r.nib" >"$tmp/l$r.insp" 2>/dev/null
   done
   for c in "q5:attn_q:w4a8" "q5:attn_k:q8_0" "q5:attn_v:q8_0" "q5:ffn_up:w4a8" "q5:ffn_down:q8_0" \
-           "q6:attn_k:q8_0" "q6:ffn_gate:w4a8" "q6:ffn_up:q6_k" "q6:ffn_down:q8_0" \
+           "q6:attn_k:q8_0" "q6:attn_q:w4a8" "q6:ffn_gate:w4a8" "q6:ffn_up:q6_k" "q6:ffn_down:q8_0" \
            "q8:attn_q:q8_0" "q8:ffn_gate:q8_0" "q8:ffn_up:q8_0"; do
     IFS=: read -r r t k <<<"$c"
     grep -q "^blk.5.$t.weight  *$k " "$tmp/l$r.insp" || { echo "recipe $r: blk.5.$t is not $k"; fail=$((fail + 1)); }
   done
   ok grep -q "^token_embd.weight  *q6_k " "$tmp/lq5.insp"
+  ok grep -q "^token_embd.weight  *q6_k " "$tmp/lq6.insp"
   ok grep -q "^token_embd.weight  *q8_0 " "$tmp/lq8.insp"
   # GPTQ on the block grids: q8 (every matrix Q8_0) with --gptq is closer to f32 than the
   # same blocks rounded to nearest with the same calibration weighting
