@@ -32,7 +32,7 @@ t=${THREADS:-2}
 n=${N:-48}
 rungs=${RUNGS:-Q3_K_M Q4_0 Q4_K_M Q5_K_M Q6_K Q8_0}
 g="--calib $calib --gptq --act-order"
-builds=${BUILDS:-"speed=--path w4a8 --recipe speed $g;balanced (default)=--path w4a8 --recipe balanced $g;bpw 4.5=--path w4a8 --bpw 4.5 $g;bpw 5.0=--path w4a8 --bpw 5.0 $g;bpw 5.5=--path w4a8 --bpw 5.5 $g;fidelity=--path w4a16 --recipe fidelity $g;w8a16=--path w8a16"}
+builds=${BUILDS:-"q3 (speed)=--path w4a8 --recipe q3 $g;q4 (balanced, the default)=--path w4a8 --recipe q4 $g;q5=--path w4a8 --recipe q5 $g;q6=--path w4a8 --recipe q6 $g;q8=--path w4a8 --recipe q8 $g;w8a16=--path w8a16"}
 mkdir -p "$out"
 res="$out/pareto.jsonl"
 : >"$res"
