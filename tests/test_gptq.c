@@ -188,21 +188,52 @@ static double output_error(const float *w, const float *wq, int64_t n_out, int64
     return total;
 }
 
-static void test_kjv_layer0(void **state)
+/* kjv-7m layer 0's q projection with calibration and held-out inputs (sampled tokens). */
+struct layer0 {
+    struct nb_model *m;
+    int n_test;
+    int32_t *cal, *held;
+    float *xc, *xt;
+    double *h; /* the calibration inputs' Hessian */
+    const float *w;
+    int64_t n_out, E;
+};
+
+static int layer0_open(struct layer0 *c)
 {
     const char *path = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
-    if (!path) skip();
-    struct nb_model *m = NULL;
-    if (nb_model_load(&m, path)) fail_msg("%s", nb_last_error());
-    const int n_cal = 512, n_test = 256;
-    int32_t *cal = sample_tokens(m, 1, n_cal), *held = sample_tokens(m, 2, n_test);
-    float *xc = layer0_inputs(m, cal, n_cal), *xt = layer0_inputs(m, held, n_test);
-    int64_t E = m->cfg.n_embd;
-    double *h = hessian(xc, n_cal, E);
-    const struct nb_weight *wq = &m->layers[0].wq;
+    if (!path) return 0;
+    memset(c, 0, sizeof *c);
+    if (nb_model_load(&c->m, path)) fail_msg("%s", nb_last_error());
+    const int n_cal = 512;
+    c->n_test = 256;
+    c->cal = sample_tokens(c->m, 1, n_cal);
+    c->held = sample_tokens(c->m, 2, c->n_test);
+    c->xc = layer0_inputs(c->m, c->cal, n_cal);
+    c->xt = layer0_inputs(c->m, c->held, c->n_test);
+    c->E = c->m->cfg.n_embd;
+    c->h = hessian(c->xc, n_cal, c->E);
+    const struct nb_weight *wq = &c->m->layers[0].wq;
     assert_int_equal(wq->format, NB_WF_F32);
-    const float *w = wq->data;
-    int64_t n_out = wq->n_out;
+    c->w = wq->data;
+    c->n_out = wq->n_out;
+    return 1;
+}
+
+static void layer0_close(struct layer0 *c)
+{
+    free(c->h), free(c->xc), free(c->xt), free(c->cal), free(c->held);
+    nb_model_free(c->m);
+}
+
+static void test_kjv_layer0(void **state)
+{
+    struct layer0 c;
+    if (!layer0_open(&c)) skip();
+    const float *w = c.w, *xt = c.xt;
+    const double *h = c.h;
+    const int64_t E = c.E, n_out = c.n_out;
+    const int n_test = c.n_test;
     float *deq = malloc(sizeof(float) * (size_t)(n_out * E));
     const enum nb_wpath paths[] = {NB_WPATH_W4A8, NB_WPATH_W4A16};
     for (int i = 0; i < 2; i++)
@@ -234,8 +265,8 @@ static void test_kjv_layer0(void **state)
             free(imp);
             free(blob);
         }
-    free(deq), free(h), free(xc), free(xt), free(cal), free(held);
-    nb_model_free(m);
+    free(deq);
+    layer0_close(&c);
 }
 
 /* GPTQ onto the Q8_0 and Q6_K grids (nb_gptq_quantize_blocks): on kjv-7m layer 0's q
@@ -244,18 +275,12 @@ static void test_kjv_layer0(void **state)
  * the reference dequantizer reads with those scales unchanged. */
 static void test_kjv_layer0_blocks(void **state)
 {
-    const char *path = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
-    if (!path) skip();
-    struct nb_model *m = NULL;
-    if (nb_model_load(&m, path)) fail_msg("%s", nb_last_error());
-    const int n_cal = 512, n_test = 256;
-    int32_t *cal = sample_tokens(m, 1, n_cal), *held = sample_tokens(m, 2, n_test);
-    float *xc = layer0_inputs(m, cal, n_cal), *xt = layer0_inputs(m, held, n_test);
-    int64_t E = m->cfg.n_embd;
-    double *h = hessian(xc, n_cal, E);
-    const struct nb_weight *wq = &m->layers[0].wq;
-    const float *w = wq->data;
-    int64_t n_out = wq->n_out;
+    struct layer0 c;
+    if (!layer0_open(&c)) skip();
+    const float *w = c.w, *xt = c.xt;
+    const double *h = c.h;
+    const int64_t E = c.E, n_out = c.n_out;
+    const int n_test = c.n_test;
     float *deq = malloc(sizeof(float) * (size_t)(n_out * E)), *imp = malloc(sizeof(float) * E);
     for (int64_t k = 0; k < E; k++) imp[k] = (float)h[k * E + k];
     const enum nb_wformat fmts[] = {NB_WF_Q8_0, NB_WF_Q6_K};
@@ -293,8 +318,8 @@ static void test_kjv_layer0_blocks(void **state)
             assert_true(e_gptq < e_rtn);
             free(gq), free(rtn);
         }
-    free(deq), free(imp), free(h), free(xc), free(xt), free(cal), free(held);
-    nb_model_free(m);
+    free(deq), free(imp);
+    layer0_close(&c);
 }
 
 static void test_errors(void **state)

@@ -235,9 +235,11 @@ static void run_sweep(const struct sweep *s, struct nb_pool *pool)
     openblas_set_num_threads(blas);
 }
 
-/* The static groups: round-to-nearest with the scale search, rows over the threads. */
+/* The static groups: round-to-nearest with the scale search (an int4 path's, or a block
+ * format's when fmt is one: quant/kquant.h), rows over the threads. */
 struct rtn_job {
     enum nb_wpath path;
+    enum nb_wformat fmt; /* NB_WF_Q6_K, NB_WF_Q8_0, or NB_WF_COUNT: the int4 path */
     int group, search;
     const float *w, *imp;
     int64_t n_out, n_in;
@@ -250,9 +252,22 @@ static void rtn_rows(void *arg, int ith, int nth)
     struct rtn_job *j = arg;
     long r0, r1;
     nb_split_range((long)j->n_out, ith, nth, 1, &r0, &r1);
-    j->st[ith] = r0 < r1 ? nb_quantize_rows(j->path, j->group, j->w, j->n_out, j->n_in, r0, r1,
-                                            j->imp, j->search, j->blob, NULL)
-                         : NB_OK;
+    if (r0 >= r1)
+        j->st[ith] = NB_OK;
+    else if (j->fmt != NB_WF_COUNT)
+        j->st[ith] = nb_kquant_rows(j->fmt, j->w, j->n_out, j->n_in, j->imp, r0, r1, j->blob);
+    else
+        j->st[ith] = nb_quantize_rows(j->path, j->group, j->w, j->n_out, j->n_in, r0, r1, j->imp,
+                                      j->search, j->blob, NULL);
+}
+
+/* Run a static-groups job over the pool: its first failure. */
+static enum nb_status run_rtn(struct rtn_job *j, struct nb_pool *pool, int nth)
+{
+    nb_pool_run(pool, rtn_rows, j);
+    for (int i = 0; i < nth; i++)
+        if (j->st[i]) return j->st[i];
+    return NB_OK;
 }
 
 /* Read the static groups' grids from a ROWS blob; write codes into it. */
@@ -364,6 +379,31 @@ static enum nb_status check_shape(enum nb_wpath path, int group, int64_t n_out, 
     return NB_OK;
 }
 
+/* The sweep's buffers for [n_out][n_in] in groups of `group`. */
+struct bufs {
+    double *w, *err;
+    uint8_t *q;
+    struct grid *grids;
+};
+
+static enum nb_status bufs_alloc(struct bufs *b, int64_t n_out, int64_t n_in, int64_t block,
+                                 int group)
+{
+    b->w = malloc(sizeof(double) * (size_t)(n_out * n_in));
+    b->err = malloc(sizeof(double) * (size_t)(n_out * block));
+    b->q = malloc((size_t)(n_out * n_in));
+    b->grids = malloc(sizeof(struct grid) * (size_t)(n_out * (n_in / group)));
+    if (b->w && b->err && b->q && b->grids) return NB_OK;
+    return nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for [%lld, %lld]", (long long)n_out,
+                        (long long)n_in);
+}
+
+static void bufs_free(struct bufs *b)
+{
+    free(b->w), free(b->err), free(b->q), free(b->grids);
+    memset(b, 0, sizeof *b);
+}
+
 /* The sweep over w's rows with the grids of s (permuted into s->w first). */
 static void sweep_matrix(struct sweep *s, const float *w, const struct nb_gptq_factor *f,
                          struct nb_pool *pool)
@@ -391,36 +431,28 @@ enum nb_status nb_gptq_quantize_factored(enum nb_wpath path, int group, const fl
     if (prm.block <= 0) prm.block = 128;
     struct nb_pool *pool = NULL;
     int64_t ng = n_in / group;
-    double *wd = malloc(sizeof(double) * (size_t)(n_out * n_in));
-    double *err = malloc(sizeof(double) * (size_t)(n_out * prm.block));
-    uint8_t *q = malloc((size_t)(n_out * n_in));
-    struct grid *grids = malloc(sizeof(struct grid) * (size_t)(n_out * ng));
-    if (!wd || !err || !q || !grids) {
-        st = nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for [%lld, %lld]",
-                          (long long)n_out, (long long)n_in);
-        goto out;
-    }
+    struct bufs b;
+    if ((st = bufs_alloc(&b, n_out, n_in, prm.block, group))) goto out;
     /* static groups: round-to-nearest on the scale search, weighted by diag(H) */
     int nth = n_threads_of(&prm);
     if ((st = nb_pool_init(&pool, nth, 0))) goto out;
-    struct rtn_job rj = {path, group, prm.search, w, f->imp, n_out, n_in, blob, {NB_OK}};
+    struct rtn_job rj = {path, NB_WF_COUNT, group, prm.search, w, f->imp, n_out, n_in, blob,
+                         {NB_OK}};
     double t0 = nb_time_s();
-    nb_pool_run(pool, rtn_rows, &rj);
+    st = run_rtn(&rj, pool, nth);
     if (stats) stats->seconds_search = nb_time_s() - t0;
-    for (int i = 0; i < nth; i++)
-        if (rj.st[i] && !st) st = rj.st[i];
     if (st) goto out;
     if (stats && H) stats->loss_rtn = blob_loss(path, group, blob, w, n_out, n_in, H);
     t0 = nb_time_s();
-    read_grids(path, blob, &pl, n_out * ng, grids);
-    struct sweep s = {{path, 0, 15}, n_out, n_in, prm.block, f->perm, grids, ng, group, f->u, wd,
-                      err, q};
+    read_grids(path, blob, &pl, n_out * ng, b.grids);
+    struct sweep s = {{path, 0, 15}, n_out, n_in, prm.block, f->perm, b.grids, ng, group, f->u,
+                      b.w, b.err, b.q};
     sweep_matrix(&s, w, f, pool);
-    write_codes(blob, &pl, q, n_out * n_in);
+    write_codes(blob, &pl, b.q, n_out * n_in);
     if (stats) stats->seconds_sweep = nb_time_s() - t0;
     if (stats && H) stats->loss = blob_loss(path, group, blob, w, n_out, n_in, H);
 out:
-    free(wd), free(err), free(q), free(grids);
+    bufs_free(&b);
     nb_pool_free(pool);
     return st;
 }
@@ -440,23 +472,7 @@ enum nb_status nb_gptq_quantize(enum nb_wpath path, int group, const float *w, i
     return st;
 }
 
-/* GPTQ onto a block format's grid (gptq.h). */
-struct kq_job {
-    enum nb_wformat fmt;
-    const float *w, *imp;
-    int64_t n_out, n_in;
-    void *dst;
-    enum nb_status st[256];
-};
-
-static void kq_rows(void *arg, int ith, int nth)
-{
-    struct kq_job *j = arg;
-    long r0, r1;
-    nb_split_range((long)j->n_out, ith, nth, 1, &r0, &r1);
-    j->st[ith] = r0 < r1 ? nb_kquant_rows(j->fmt, j->w, j->n_out, j->n_in, j->imp, r0, r1, j->dst)
-                         : NB_OK;
-}
+/* ---- GPTQ onto a block format's grid (gptq.h) ---- */
 
 /* Every sub-block's decoded scale (Q8_0: a block of 32; Q6_K: d times the int8 scale of
  * each 16), as the decoder computes it, and the codes written back. */
@@ -511,35 +527,26 @@ enum nb_status nb_gptq_quantize_blocks(enum nb_wformat fmt, const float *w, int6
     const int group = fmt == NB_WF_Q8_0 ? 32 : 16;
     const int64_t ng = n_in / group, nb = n_in / bi.elems;
     struct nb_pool *pool = NULL;
-    double *wd = malloc(sizeof(double) * (size_t)(n_out * n_in));
-    double *err = malloc(sizeof(double) * (size_t)(n_out * prm.block));
-    uint8_t *q = malloc((size_t)(n_out * n_in));
-    struct grid *grids = malloc(sizeof(struct grid) * (size_t)(n_out * ng));
-    enum nb_status st = NB_OK;
-    if (!wd || !err || !q || !grids) {
-        st = nb_set_error(NB_ERR_NOMEM, "gptq: out of memory for [%lld, %lld]",
-                          (long long)n_out, (long long)n_in);
-        goto out;
-    }
+    struct bufs b;
+    enum nb_status st = bufs_alloc(&b, n_out, n_in, prm.block, group);
+    if (st) goto out;
     int nth = n_threads_of(&prm);
     if ((st = nb_pool_init(&pool, nth, 0))) goto out;
     /* static scales: the block format's own weighted search, importance diag(H) */
-    struct kq_job kj = {fmt, w, f->imp, n_out, n_in, dst, {NB_OK}};
+    struct rtn_job rj = {NB_WPATH_F32, fmt, 0, 1, w, f->imp, n_out, n_in, dst, {NB_OK}};
     double t0 = nb_time_s();
-    nb_pool_run(pool, kq_rows, &kj);
+    st = run_rtn(&rj, pool, nth);
     if (stats) stats->seconds_search = nb_time_s() - t0;
-    for (int i = 0; i < nth; i++)
-        if (kj.st[i] && !st) st = kj.st[i];
     if (st) goto out;
     t0 = nb_time_s();
-    read_block_grids(fmt, dst, n_out * nb, grids);
+    read_block_grids(fmt, dst, n_out * nb, b.grids);
     struct sweep s = {{NB_WPATH_F32, fmt == NB_WF_Q8_0 ? -127 : -32, fmt == NB_WF_Q8_0 ? 127 : 31},
-                      n_out, n_in, prm.block, f->perm, grids, ng, group, f->u, wd, err, q};
+                      n_out, n_in, prm.block, f->perm, b.grids, ng, group, f->u, b.w, b.err, b.q};
     sweep_matrix(&s, w, f, pool);
-    write_block_codes(fmt, dst, n_out * nb, q);
+    write_block_codes(fmt, dst, n_out * nb, b.q);
     if (stats) stats->seconds_sweep = nb_time_s() - t0;
 out:
-    free(wd), free(err), free(q), free(grids);
+    bufs_free(&b);
     nb_pool_free(pool);
     return st;
 }

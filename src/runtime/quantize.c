@@ -238,6 +238,21 @@ static void tick(struct qctx *q)
     if (q->o->progress) q->o->progress(q->done, q->total, q->o->user);
 }
 
+/* A matrix written: counted in the file's (and the linear layers') bytes and parameters,
+ * reported, ticked. */
+static void counted(struct qctx *q, const char *name, const char *kind, const struct nb_weight *w,
+                    uint64_t bytes, int linear, double rel_rms)
+{
+    q->file_bytes += bytes;
+    q->file_params += w->n_out * w->n_in;
+    if (linear) {
+        q->linear_bytes += bytes;
+        q->linear_params += w->n_out * w->n_in;
+    }
+    if (q->o->report) q->o->report(name, kind, w->n_out, w->n_in, bytes, rel_rms, q->o->user);
+    tick(q);
+}
+
 /* Add a packed matrix (already kept in q->owned) to the file, count it, report it. */
 static enum nb_status write_matrix(struct qctx *q, const char *name, enum nb_wpath path,
                                    int group, int layout, const struct nb_weight *w,
@@ -246,17 +261,8 @@ static enum nb_status write_matrix(struct qctx *q, const char *name, enum nb_wpa
     int64_t shape[2] = {w->n_out, w->n_in};
     enum nb_status st = nb_nib_writer_add(q->w, name, NB_NIB_PACKED, path, group, layout, 2,
                                           shape, blob, bytes);
-    if (st) return st;
-    q->file_bytes += bytes;
-    q->file_params += w->n_out * w->n_in;
-    if (linear) {
-        q->linear_bytes += bytes;
-        q->linear_params += w->n_out * w->n_in;
-    }
-    if (q->o->report)
-        q->o->report(name, nb_wpath_name(path), w->n_out, w->n_in, bytes, rel_rms, q->o->user);
-    tick(q);
-    return NB_OK;
+    if (!st) counted(q, name, nb_wpath_name(path), w, bytes, linear, rel_rms);
+    return st;
 }
 
 /* Add a block format's matrix (kept in q->owned: rows, or X16 records) to the file, count
@@ -267,17 +273,8 @@ static enum nb_status write_block(struct qctx *q, const char *name, const struct
     struct nb_block_info bi;
     nb_wformat_block(fmt, &bi);
     enum nb_status st = nb_nib_writer_add_block(q->w, name, fmt, w->n_out, w->n_in, blob, bytes);
-    if (st) return st;
-    q->file_bytes += bytes;
-    q->file_params += w->n_out * w->n_in;
-    if (linear) {
-        q->linear_bytes += bytes;
-        q->linear_params += w->n_out * w->n_in;
-    }
-    if (q->o->report)
-        q->o->report(name, nb_wformat_info(bi.rows)->name, w->n_out, w->n_in, bytes, 0, q->o->user);
-    tick(q);
-    return NB_OK;
+    if (!st) counted(q, name, nb_wformat_info(bi.rows)->name, w, bytes, linear, 0);
+    return st;
 }
 
 /* The blob GPTQ made for w, if any (its ownership passes to q). */
