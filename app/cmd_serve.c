@@ -145,6 +145,11 @@ int cmd_serve(int argc, char **argv)
         }
         sp.max_body = (int64_t)v;
     }
+    if (api_key && !*api_key) { /* an empty key would serve everyone: say so, do not */
+        fprintf(stderr, "nibble serve: --api-key is empty: give a key, or leave the option "
+                        "out to serve without one\n");
+        return 1;
+    }
     sp.timeout_s = timeout;
     sp.reasoning_inline = !strcmp(reasoning, "none");
     sp.drain_s = drain;

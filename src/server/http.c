@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -318,15 +319,17 @@ static enum MHD_Result metrics(struct conn *k, struct MHD_Connection *c)
 
 /* ---------------------------------------------------------------- the handler */
 
-/* The API key against "Authorization: Bearer KEY", in time that does not depend on how
- * much of the key matches. */
+/* The API key against "Authorization: Bearer KEY" (the scheme's name in any case and one
+ * or more spaces after it, RFC 9110 11.4), in time that does not depend on how much of
+ * the key matches. */
 static int authorized(const struct nb_server *s, struct MHD_Connection *c)
 {
     const char *want = s->api_key;
     if (!want[0]) return 1;
     const char *h = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
-    if (!h || strncmp(h, "Bearer ", 7)) return 0;
+    if (!h || strncasecmp(h, "Bearer ", 7)) return 0;
     const char *got = h + 7;
+    while (*got == ' ') got++;
     size_t a = strlen(want), b = strlen(got);
     unsigned char d = a != b;
     for (size_t i = 0; i < b; i++)

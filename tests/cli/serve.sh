@@ -239,6 +239,10 @@ stop_server
 [ "$rc" = 0 ] && grep -q "stopped" "$tmp/main.log" && ok || bad "SIGTERM: exit $rc: $(tail -3 "$tmp/main.log")"
 
 # ---------------------------------------------------------------- API key
+# an empty key is refused by name (it would serve everyone)
+"$bin" serve -m x --api-key '' >"$tmp/out" 2>&1
+rc=$?
+[ "$rc" = 1 ] && grep -q -- "--api-key is empty" "$tmp/out" && ok || bad "empty key: rc $rc: $(cat "$tmp/out")"
 export NIBBLE_API_KEY=sesame
 start_server key --parallel 1
 unset NIBBLE_API_KEY
@@ -247,6 +251,10 @@ call GET /v1/models; expect_error "no key" 401 None
 call GET /v1/models '' -H 'Authorization: Bearer sesamf'; expect_error "wrong key" 401 None
 call GET /v1/models '' -H 'Authorization: Bearer sesame'; [ "$code" = 200 ] && ok || bad "right key: $code"
 call POST /v1/completions '{"prompt": "x", "max_tokens": 1}' -H 'Authorization: Bearer sesame2'; expect_error "longer key" 401 None
+# the scheme's name in any case, one or more spaces after it (RFC 9110)
+call GET /v1/models '' -H 'Authorization: bearer sesame'; [ "$code" = 200 ] && ok || bad "lower-case bearer: $code"
+call GET /v1/models '' -H 'Authorization: BEARER  sesame'; [ "$code" = 200 ] && ok || bad "two spaces: $code"
+call GET /v1/models '' -H 'Authorization: Basic sesame'; expect_error "another scheme" 401 None
 stop_server
 [ "$rc" = 0 ] && ok || bad "SIGTERM (key server): exit $rc"
 
