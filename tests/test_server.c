@@ -157,6 +157,13 @@ static void test_parse(void **state)
         {SRV_COMPLETION, "{\"prompt\": \"x\"", 400, "", "invalid_json"},
         {SRV_COMPLETION, "\"x\"", 400, "", "invalid_json"},
         {SRV_COMPLETION, "{\"prompt\": \"\\u00ff\xff\"}", 400, "", "invalid_encoding"},
+        /* a NUL (escaped; raw below) would end the text where C strings end: refused */
+        {SRV_COMPLETION, "{\"prompt\": \"a\\u0000b\"}", 400, "", "invalid_value"},
+        {SRV_COMPLETION, "{\"prompt\": \"a\\\\u0000b\"}", 0, "", NULL}, /* "\\u0000": text */
+        /* bytes after the JSON value: refused; whitespace is not */
+        {SRV_COMPLETION, "{\"prompt\": \"x\"} {}", 400, "", "invalid_json"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\"}x", 400, "", "invalid_json"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\"} \r\n", 0, "", NULL},
         {SRV_COMPLETION, "{}", 400, "prompt", "missing_required_parameter"},
         {SRV_COMPLETION, "{\"prompt\": [\"a\", \"b\"]}", 400, "prompt", "invalid_value"},
         {SRV_COMPLETION, "{\"prompt\": [4096]}", 400, "prompt", "invalid_value"},
@@ -355,6 +362,11 @@ static void test_parse(void **state)
     /* the fields reach the request */
     struct srv_request r;
     struct srv_error e;
+    static const char raw_nul[] = "{\"prompt\": \"a\0b\"}";
+    assert_int_not_equal(srv_parse_request(&m, SRV_COMPLETION, raw_nul, sizeof raw_nul - 1, &r, &e),
+                         0);
+    assert_int_equal(e.status, 400);
+    assert_non_null(strstr(e.message, "NUL character (byte 13)"));
     const char *b = "{\"prompt\": \"x\", \"max_tokens\": 7, \"temperature\": 0.5, \"top_k\": 3, "
                     "\"top_p\": 0.5, \"min_p\": 0.25, \"seed\": 9, \"stop\": [\"a\", \"\", \"b\"], "
                     "\"stream\": true, \"stream_options\": {\"include_usage\": true}}";

@@ -804,6 +804,19 @@ static int make_grammar(const struct srv_model *m, struct srv_request *r, struct
     return 0;
 }
 
+/* The offset of the first NUL in a JSON text, raw or escaped as \u0000 (every backslash
+ * starts an escape: in valid JSON only strings hold one), or len. */
+static size_t nul_at(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] == '\0') return i;
+        if (s[i] != '\\' || i + 1 >= len) continue;
+        if (s[i + 1] == 'u' && i + 5 < len && !memcmp(s + i + 2, "0000", 4)) return i;
+        i++; /* the escaped character */
+    }
+    return len;
+}
+
 int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
                       struct srv_request *r, struct srv_error *e)
 {
@@ -811,12 +824,22 @@ int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char 
     r->kind = kind;
     if (!srv_utf8_valid(body, len))
         return srv_fail(e, 400, NULL, "invalid_encoding", "the request body is not valid UTF-8");
+    size_t nul = nul_at(body, len);
+    if (nul < len) /* C strings end there: the text after it would be lost without a word */
+        return srv_fail(e, 400, NULL, "invalid_value", "the request body has a NUL character "
+                        "(byte %zu): text with NUL is not supported", nul);
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
     int rc = -1;
     if (!o) {
         srv_fail(e, 400, NULL, "invalid_json", "the request body is not valid JSON (near byte %zu)",
                  end && end >= body ? (size_t)(end - body) : (size_t)0);
+        goto done;
+    }
+    while (end < body + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
+    if (end < body + len) {
+        srv_fail(e, 400, NULL, "invalid_json", "the request body has bytes after its JSON value "
+                 "(from byte %zu)", (size_t)(end - body));
         goto done;
     }
     if (!cJSON_IsObject(o)) {
