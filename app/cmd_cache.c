@@ -71,14 +71,12 @@ int cmd_cache(int argc, char **argv)
     if (!strcmp(argv[1], "clear")) {
         int removed, busy;
         uint64_t freed;
-        if (nb_cache_clear(dir, &removed, &busy, &freed) != NB_OK) {
-            fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
-            return 1;
-        }
+        int ok = nb_cache_clear(dir, &removed, &busy, &freed) == NB_OK;
+        if (!ok) fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
         printf("removed %d files (%.1f MiB) from %s", removed, (double)freed / (1 << 20), dir);
         if (busy) printf("; %d being written by another nibble, left alone", busy);
         printf("\n");
-        return 0;
+        return ok ? 0 : 1;
     }
     fprintf(stderr, "nibble %s: unknown action '%s' (list, clear or dir)\n", cmd, argv[1]);
     return 1;

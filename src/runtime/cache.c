@@ -281,7 +281,8 @@ enum nb_status nb_cache_list(const char *dir, nb_cache_entry_fn fn, void *user)
 enum nb_status nb_cache_clear(const char *dir, int *n_removed, int *n_busy,
                               uint64_t *bytes_freed)
 {
-    char path[4200], lock[4300];
+    char path[4200], lock[4300], failed[4400] = "";
+    int n_failed = 0;
     *n_removed = *n_busy = 0;
     *bytes_freed = 0;
     DIR *d = opendir(dir);
@@ -305,9 +306,14 @@ enum nb_status nb_cache_clear(const char *dir, int *n_removed, int *n_busy,
         if (lstat(path, &sb) == 0 && unlink(path) == 0) {
             (*n_removed)++;
             *bytes_freed += (uint64_t)sb.st_size;
+        } else if (errno != ENOENT && n_failed++ == 0) { /* gone meanwhile: fine */
+            snprintf(failed, sizeof failed, "%s: %s", path, strerror(errno));
         }
         if (fd >= 0) close(fd); /* the lock file stays: a writer may open it next */
     }
     closedir(d);
+    if (n_failed)
+        return nb_set_error(NB_ERR_IO, "cannot remove %d cache file%s (first: %s)", n_failed,
+                            n_failed > 1 ? "s" : "", failed);
     return NB_OK;
 }

@@ -65,7 +65,9 @@ typedef void (*nb_cache_entry_fn)(const char *path, uint64_t bytes, const cJSON 
 enum nb_status nb_cache_list(const char *dir, nb_cache_entry_fn fn, void *user);
 
 /* Remove every entry (and stale temporaries) no writer holds; entries being written
- * are left alone and counted in *n_busy. Readers that mapped an entry keep running. */
+ * are left alone and counted in *n_busy. Readers that mapped an entry keep running.
+ * NB_ERR_IO naming the first file that could not be removed (a read-only cache) and how
+ * many, after removing what it could (*n_removed and *bytes_freed count those). */
 enum nb_status nb_cache_clear(const char *dir, int *n_removed, int *n_busy,
                               uint64_t *bytes_freed);
 

@@ -64,6 +64,13 @@ XDG_CACHE_HOME="$tmp/race2" "$bin" cache clear >"$tmp/clear" 2>&1
 grep -q "removed 1 files .*1 being written by another nibble, left alone" "$tmp/clear" && ok \
   || { bad "cache clear during a write"; cat "$tmp/clear"; }
 wait $writer && ok || { bad "the writer failed while cache clear ran"; cat "$tmp/busy.err"; }
+# a read-only cache: the entry that stays is named, and the exit status says so
+LD_PRELOAD="$shim" NIBBLE_TEST_UNLINK_FAIL=EROFS XDG_CACHE_HOME="$tmp/race2" "$bin" cache clear \
+  >"$tmp/clear" 2>"$tmp/clear.err"
+rc=$?
+[ "$rc" = 1 ] && grep -q "removed 0 files" "$tmp/clear" &&
+  grep -q "cannot remove 1 cache file (first: .*race2/nibble/.*\.nib: Read-only file system)" \
+    "$tmp/clear.err" && ok || { bad "cache clear, read-only: rc $rc"; cat "$tmp/clear" "$tmp/clear.err"; }
 XDG_CACHE_HOME="$tmp/race2" "$bin" cache clear >"$tmp/clear" 2>&1
 grep -q "removed 1 files" "$tmp/clear" && ok || { bad "cache clear"; cat "$tmp/clear"; }
 XDG_CACHE_HOME="$tmp/race2" "$bin" cache list 2>&1 | grep -q "0 entries" && ok || bad "cache list after clear"

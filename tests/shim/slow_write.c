@@ -5,7 +5,9 @@
  *                                  window in which a cache entry is being written is
  *                                  seconds long and concurrent starts really overlap;
  *   NIBBLE_TEST_WRITE_FAIL=ENOSPC  fail each such write with that errno (ENOSPC, EROFS
- *                                  or EIO): a full or read-only disk. */
+ *                                  or EIO): a full or read-only disk;
+ *   NIBBLE_TEST_UNLINK_FAIL=EROFS  fail unlink(2) of a ".nib" file with that errno (EROFS,
+ *                                  EACCES; else EPERM): a read-only cache, even as root. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -49,4 +51,17 @@ ssize_t write(int fd, const void *buf, size_t n)
         }
     }
     return real(fd, buf, n);
+}
+
+int unlink(const char *path)
+{
+    static int (*real)(const char *);
+    if (!real) real = (int (*)(const char *))dlsym(RTLD_NEXT, "unlink");
+    const char *f = getenv("NIBBLE_TEST_UNLINK_FAIL");
+    size_t n = strlen(path);
+    if (f && n >= 4 && !strcmp(path + n - 4, ".nib")) {
+        errno = !strcmp(f, "EROFS") ? EROFS : !strcmp(f, "EACCES") ? EACCES : EPERM;
+        return -1;
+    }
+    return real(path);
 }
