@@ -215,7 +215,10 @@ int nb_server_port(const struct nb_server *s)
     return s ? s->port : 0;
 }
 
-/* Waits for nb_server_stop's byte, then starts the drain. */
+/* Waits for nb_server_stop's byte, then starts the drain. The daemon keeps accepting
+ * while it drains: a new request gets a prompt 503 (server_shutting_down) and /health
+ * says "shutting down", where a quiesced listener left new connections waiting in the
+ * kernel's backlog until the reset at the end. */
 static void *watcher(void *arg)
 {
     struct nb_server *s = arg;
@@ -226,7 +229,6 @@ static void *watcher(void *arg)
     s->stopping = 1;
     pthread_cond_broadcast(&s->engine_cv);
     pthread_mutex_unlock(&s->mu);
-    srv_http_quiesce(s);
     return NULL;
 }
 

@@ -283,6 +283,15 @@ curl -s -N --max-time 60 "$url/v1/completions" -H 'Content-Type: application/jso
   --data-binary '{"prompt": "In the beginning", "max_tokens": 4000, "stream": true}' >"$tmp/drain" &
 drain_pid=$!
 for _ in $(seq 1 200); do [ -s "$tmp/drain" ] && break; sleep 0.05; done
+# during the drain a new request is answered at once: 503, and /health says so
+kill -TERM "$pid"
+sleep 0.2
+t0=$(date +%s%N)
+call POST /v1/completions '{"prompt": "x", "max_tokens": 1}'
+t1=$(date +%s%N)
+expect_error "a request during the drain" 503 None
+[ $(( (t1 - t0) / 1000000 )) -lt 900 ] && ok || bad "the drain's 503 took $(( (t1 - t0) / 1000000 )) ms"
+call GET /health; [ "$code" = 503 ] && grep -q "shutting down" "$tmp/body" && ok || bad "health during the drain: $code"
 stop_server
 wait "$drain_pid"
 [ "$rc" = 0 ] && ok || bad "SIGTERM while streaming: exit $rc: $(tail -3 "$tmp/busy.log")"
