@@ -498,14 +498,7 @@ static void write_block_codes(enum nb_wformat fmt, uint8_t *b, int64_t n_blocks,
                 b[i * NB_Q8_0_BYTES + 2 + k] = (uint8_t)(int8_t)(q[i * 32 + k] - 127);
             continue;
         }
-        uint8_t *ql = b + i * NB_Q6_K_BYTES, *qh = ql + 128; /* q kept as code + 32: Q6_K's u */
-        const uint8_t *qb = q + i * NB_QK_K;
-        memset(ql, 0, 192);
-        for (int e = 0; e < NB_QK_K; e++) {
-            int u = qb[e], h = e / 128, r = e % 128;
-            ql[64 * h + r % 64] |= (uint8_t)((u & 15) << (4 * (r / 64)));
-            qh[32 * h + r % 32] |= (uint8_t)((u >> 4) << (2 * (r / 32)));
-        }
+        nb_q6_k_put_codes(b + i * NB_Q6_K_BYTES, q + i * NB_QK_K); /* q kept as code + 32 */
     }
 }
 

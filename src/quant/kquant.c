@@ -64,20 +64,28 @@ static void q6_k_block(const float *x, const float *w, uint8_t *b)
         sc[s] = best_scale(x + 16 * s, w + 16 * s, 16, 32);
         if (fabsf(sc[s]) > fabsf(big)) big = sc[s];
     }
-    memset(b, 0, NB_Q6_K_BYTES);
-    uint8_t *ql = b, *qh = b + 128;
     int8_t *isc = (int8_t *)(b + 192);
     uint16_t d16 = nb_f32_to_f16(big / -128.0f);
     float d = nb_f16_to_f32(d16);
     nb_q_store_u16(b + 208, d16);
     for (int s = 0; s < 16; s++)
         isc[s] = (int8_t)(d != 0 ? code(sc[s], d, -128, 127) : 0);
-    for (int e = 0; e < 256; e++) {
+    uint8_t u[NB_QK_K];
+    for (int e = 0; e < NB_QK_K; e++) {
         float dl = d * (float)isc[e / 16]; /* the decoder's value of the scale */
-        int u = (dl != 0 ? code(x[e], dl, -32, 31) : 0) + 32;
+        u[e] = (uint8_t)((dl != 0 ? code(x[e], dl, -32, 31) : 0) + 32);
+    }
+    nb_q6_k_put_codes(b, u);
+}
+
+void nb_q6_k_put_codes(uint8_t *b, const uint8_t *u)
+{
+    uint8_t *ql = b, *qh = b + 128;
+    memset(ql, 0, 192);
+    for (int e = 0; e < NB_QK_K; e++) {
         int h = e / 128, r = e % 128;
-        ql[64 * h + r % 64] |= (uint8_t)((u & 15) << (4 * (r / 64)));
-        qh[32 * h + r % 32] |= (uint8_t)((u >> 4) << (2 * (r / 32)));
+        ql[64 * h + r % 64] |= (uint8_t)((u[e] & 15) << (4 * (r / 64)));
+        qh[32 * h + r % 32] |= (uint8_t)((u[e] >> 4) << (2 * (r / 32)));
     }
 }
 

@@ -33,4 +33,8 @@
 enum nb_status nb_kquant_rows(enum nb_wformat fmt, const float *x, int64_t n_out, int64_t n_in,
                               const float *imp, int64_t r0, int64_t r1, void *dst);
 
+/* The 256 codes of one Q6_K block, each as u = q + 32 in 0..63, into its ql / qh bits
+ * (bytes 0..191; the scales and d are left as they are). */
+void nb_q6_k_put_codes(uint8_t *block, const uint8_t *u);
+
 #endif

@@ -546,10 +546,10 @@ static enum nb_status gptq_layer(struct gptq_run *r, int l)
     for (int slot = 0; slot < N_SLOTS && !st; slot++) {
         struct nb_weight *w = slot_weight(L, slot);
         if (!w->data) continue;
-        enum nb_wformat block = NB_WF_COUNT;
         int bits = r->o->recipe ? r->o->recipe->bits[l][k_slot_class[slot]] : 4;
-        if (bits != 4 && (bits == 16 || nb_model_src_codes(r->m, w) ||
-                          (block = nb_recipe_block(w, bits, 1, NULL)) == NB_WF_COUNT)) {
+        enum nb_wformat block = bits == 4 ? NB_WF_COUNT
+                                          : nb_recipe_block_of(r->m, r->o->path, w, bits, 1);
+        if (bits != 4 && block == NB_WF_COUNT) {
             tick(r); /* left to quantize (bf16; a checkpoint's codes; int8 rows) */
             continue;
         }

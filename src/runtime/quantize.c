@@ -632,29 +632,15 @@ static int shared_head(const struct nb_model *m, const struct nb_quantize_opts *
                                      : head_path(o, rc) == src_embd_path(m, o, rc);
 }
 
-/* The block format a width of 6 or 8 gives w in this build (nb_recipe_block), or
- * NB_WF_COUNT: none, or w has 4-bit checkpoint codes the build's int4 path keeps (they stay
- * at 4 bits whatever the recipe says: add_matrix; an exported lm_head comes back as it
- * went out). */
-static enum nb_wformat block_width(const struct nb_model *m, const struct nb_quantize_opts *o,
-                                   const struct nb_weight *w, int bits, int linear)
-{
-    if (!nb_wpath_is_int4(o->path) || !w->data) return NB_WF_COUNT;
-    const struct nb_src_codes *sc = m ? nb_model_src_codes(m, w) : NULL;
-    if (sc && nb_src_codes_fit(sc, o->path, NULL)) return NB_WF_COUNT;
-    return nb_recipe_block(w, bits, linear, NULL);
-}
-
 static enum nb_status add_width(struct qctx *q, const char *name, const struct nb_weight *w,
                                 int bits, int group, int linear, const float *imp,
                                 enum nb_wpath other)
 {
     if (bits == 6 || bits == 8) {
-        enum nb_wformat f = block_width(q->m, q->o, w, bits, linear);
+        enum nb_wformat f = nb_recipe_block_of(q->m, q->o->path, w, bits, linear);
         struct nb_prequant *pq = linear ? prequant_of(q, w) : NULL;
-        struct nb_block_info bi;
-        if (f != NB_WF_COUNT && pq && nb_wformat_block(f, &bi) && pq->q.format == bi.x16)
-            return add_prequant(q, name, pq, linear); /* GPTQ's codes on the block grid */
+        if (f != NB_WF_COUNT && pq) /* GPTQ's codes on the block grid (the same rule chose it) */
+            return add_prequant(q, name, pq, linear);
         if (f != NB_WF_COUNT) return add_block(q, name, w, f, linear, imp);
         if (bits == 6 && nb_wpath_is_int4(q->o->path) && w->data &&
             nb_recipe_block(w, 6, linear, NULL) == NB_WF_COUNT)
@@ -738,8 +724,8 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     cJSON_AddNumberToObject(h, "layout", nb_quantize_opts_layout(o));
     cJSON_AddNumberToObject(h, "group", o->group);
     const int shared = shared_head(m, o, rc);
-    const enum nb_wformat hb = block_width(m, o, &m->output, rc->head_bits, 1);
-    const enum nb_wformat eb = block_width(m, o, &m->tok_embd, rc->embd_bits, 0);
+    const enum nb_wformat hb = nb_recipe_block_of(m, o->path, &m->output, rc->head_bits, 1);
+    const enum nb_wformat eb = nb_recipe_block_of(m, o->path, &m->tok_embd, rc->embd_bits, 0);
     const char *head = hb != NB_WF_COUNT ? nb_wformat_info(hb)->name
                                          : nb_wpath_name(kept_bits(head_path(o, rc), &m->output));
     char tied[64];
@@ -942,7 +928,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
             goto fail;
         if (eff.gptq) {
             /* a Q6_K or Q8_0 head: GPTQ on that block grid */
-            enum nb_wformat hb = block_width(m, opts, &m->output, q.rc.head_bits, 1);
+            enum nb_wformat hb = nb_recipe_block_of(m, opts->path, &m->output, q.rc.head_bits, 1);
             enum nb_wpath hp = hb != NB_WF_COUNT ? NB_WPATH_F32 : head_path(opts, &q.rc);
             struct nb_gptq_opts go = {.path = opts->path, .head_path = hp, .head_block = hb,
                                       .recipe = &q.rc,

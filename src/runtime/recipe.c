@@ -8,6 +8,7 @@
 
 #include "core/threadpool.h"
 #include "quant/quant.h"
+#include "quant/unpack.h"
 #include "runtime/calib.h"
 
 static const char *const k_class_names[NB_TC_LAYER_COUNT] = {"q",    "k",  "v",   "o",
@@ -88,6 +89,15 @@ enum nb_wformat nb_recipe_block(const struct nb_weight *w, int bits, int linear,
         return NB_WF_COUNT;
     if (bytes) *bytes = (uint64_t)pl.total;
     return f;
+}
+
+enum nb_wformat nb_recipe_block_of(const struct nb_model *m, enum nb_wpath path,
+                                   const struct nb_weight *w, int bits, int linear)
+{
+    if (!nb_wpath_is_int4(path) || !w->data) return NB_WF_COUNT;
+    const struct nb_src_codes *sc = m ? nb_model_src_codes(m, w) : NULL;
+    if (sc && nb_src_codes_fit(sc, path, NULL)) return NB_WF_COUNT;
+    return nb_recipe_block(w, bits, linear, NULL);
 }
 
 enum nb_status nb_recipe_set_bits(struct nb_recipe *r, const char *spec)

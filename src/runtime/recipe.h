@@ -71,6 +71,12 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
  * 4-bit form; 8: int8 rows, as a gather's 8 always is: fewer bytes, and no GEMM). */
 enum nb_wformat nb_recipe_block(const struct nb_weight *w, int bits, int linear,
                                 uint64_t *bytes /* its stored bytes, or NULL */);
+/* The block format a width of 6 or 8 gives w in a build of `path` (nb_recipe_block), or
+ * NB_WF_COUNT: not an int4 path, no such width or shape, or w has 4-bit checkpoint codes
+ * the int4 path keeps (they stay at 4 bits whatever the recipe says; an exported lm_head
+ * comes back as it went out). quantize writes that format and GPTQ sweeps on its grid. */
+enum nb_wformat nb_recipe_block_of(const struct nb_model *m, enum nb_wpath path,
+                                   const struct nb_weight *w, int bits, int linear);
 /* Per-class widths over r: "v=8,down=6,head=6" (classes q, k, v, o, gate, up, down, head,
  * embd; widths 4, 6, 8, 16), as llama-quantize's --tensor-type sets a type per tensor
  * class. The name gets "+spec". NB_ERR_INVALID_ARG naming the bad item. NULL or "": none. */
