@@ -270,7 +270,7 @@ int cmd_chat(int argc, char **argv)
     if (!app_open_model(cmd, model_path, path_name, priority, cp.n_threads, !no_cache, &model,
                         loaded, sizeof loaded))
         goto done;
-    if (nb_tokenizer_load(&tok, model_path) != NB_OK) goto fail;
+    if (nb_tokenizer_from_model(&tok, model) != NB_OK) goto fail;
     if (!choose_template(tok, model_path, tpl_name, tpl_file, tpl_src, &tpl, &tpl_kind))
         goto done;
     struct nb_model_info info;

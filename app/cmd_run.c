@@ -188,7 +188,7 @@ int cmd_run(int argc, char **argv)
     /* The tokenizer (the source's: a cache entry embeds the same one): needed for a text
      * prompt or text output. */
     if (!ids || !out.print_ids) {
-        if (nb_tokenizer_load(&tok, model_path) != NB_OK) {
+        if (nb_tokenizer_from_model(&tok, model) != NB_OK) {
             if (!ids) goto fail;
             fprintf(stderr, "nibble run: no tokenizer (%s): printing ids\n", nb_last_error());
         }

@@ -177,7 +177,7 @@ int cmd_serve(int argc, char **argv)
     if (!app_open_model(cmd, model_path, path_name, priority, sp.ctx.n_threads, !no_cache, &model,
                         loaded, sizeof loaded))
         goto done;
-    if (nb_tokenizer_load(&tok, model_path) != NB_OK) {
+    if (nb_tokenizer_from_model(&tok, model) != NB_OK) {
         fprintf(stderr, "nibble serve: %s: the server needs the model's tokenizer: %s\n",
                 model_path, nb_last_error());
         goto done;

@@ -786,8 +786,8 @@ int main(int argc, char **argv)
     float *logits = NULL;
     double t0 = nb_time_s();
     enum nb_status st = nb_model_load(&b.m, model);
-    if (!st) st = nb_calib_load(&cal, model, calib, b.m, 0);
-    if (!st && e2e) st = nb_calib_load(&held, model, heldout, b.m, 0);
+    if (!st) st = nb_calib_load(&cal, calib, b.m, 0);
+    if (!st && e2e) st = nb_calib_load(&held, heldout, b.m, 0);
     if (!st) st = setup(&b, cal.chunk);
     struct nb_ctx_params cp = nb_ctx_default_params();
     cp.n_ctx = cal.chunk;

@@ -95,7 +95,7 @@ int main(int argc, char **argv)
     const char *path = argc > 1 ? argv[1] : "../shared/models/kjv-7m/kjv-7m-f32.gguf";
     struct nb_tokenizer *t = NULL;
     struct srv_vocab_bytes v;
-    if (nb_tokenizer_load_for_model(&t, path) == NB_OK &&
+    if (nb_tokenizer_load(&t, path) == NB_OK &&
         srv_vocab_bytes_init(&v, t, nb_tokenizer_n_vocab(t)) == NB_OK) {
         run(path, &v);
         srv_vocab_bytes_free(&v);

@@ -323,6 +323,11 @@ struct nb_tokenizer;
  * tokenizer.model, a llama2.c tokenizer .bin). A tokenizer is immutable and may be
  * shared between threads. */
 NB_API enum nb_status nb_tokenizer_load(struct nb_tokenizer **out, const char *path);
+/* The tokenizer of a loaded model, read from the file the model was loaded from (a .nib
+ * or cache entry: its embedded copy), which is not opened or parsed again. The
+ * tokenizer does not keep the model: free each on its own. */
+NB_API enum nb_status nb_tokenizer_from_model(struct nb_tokenizer **out,
+                                              const struct nb_model *model);
 NB_API void nb_tokenizer_free(struct nb_tokenizer *tok);
 
 struct nb_tokenizer_info {

@@ -363,6 +363,17 @@ static void test_open(void **state)
     assert_int_equal(col.n, 4);
     nb_sampler_free(smp);
     nb_ctx_free(c);
+    /* the tokenizer of the model that runs (the cache entry's embedded copy, read from
+     * the entry's mapping, the source not opened again) encodes as the source's does */
+    struct nb_tokenizer *tok = NULL;
+    int32_t ids[16];
+    int n = -1;
+    assert_int_equal(nb_tokenizer_from_model(&tok, m), NB_OK);
+    assert_int_equal(nb_tokenize_text(tok, k_text, strlen(k_text), 1, 1, ids, 16, &n), NB_OK);
+    assert_int_equal(n, 4);
+    assert_memory_equal(ids, k_ids, sizeof k_ids);
+    nb_tokenizer_free(tok);
+    assert_int_equal(nb_tokenizer_from_model(&tok, NULL), NB_ERR_INVALID_ARG);
     nb_model_free(m);
 
     /* the second open maps the cached file: no quantization, no progress */

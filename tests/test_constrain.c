@@ -628,7 +628,7 @@ static struct nb_tokenizer *kjv_tok(void)
     const char *p = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
     if (!p) return NULL;
     struct nb_tokenizer *t = NULL;
-    assert_int_equal(nb_tokenizer_load_for_model(&t, p), NB_OK);
+    assert_int_equal(nb_tokenizer_load(&t, p), NB_OK);
     return t;
 }
 

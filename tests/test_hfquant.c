@@ -274,7 +274,7 @@ static void check_kept(const char *dir, enum nb_wpath path, const char *want)
     o.group = 32;
     o.layout = NB_LAYOUT_ROWS;
     o.n_threads = 2;
-    if (nb_quantize_file(dir, &o, out, &res)) fail_msg("%s", nb_last_error());
+    if (tu_quantize_file(dir, &o, out, &res)) fail_msg("%s", nb_last_error());
     struct nb_nib *nib = NULL;
     assert_int_equal(nb_nib_open(&nib, out), NB_OK);
     const struct nb_nib_tensor *t = nb_nib_find(nib, "blk.0.attn_q.weight");

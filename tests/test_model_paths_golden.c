@@ -40,7 +40,7 @@ static void quantize(const char *src, enum nb_wpath p, const char *out)
     o.gptq = 0;
     o.n_threads = 2;
     struct nb_quantize_result r;
-    if (nb_quantize_file(src, &o, out, &r) != NB_OK) fail_msg("%s", nb_last_error());
+    if (tu_quantize_file(src, &o, out, &r) != NB_OK) fail_msg("%s", nb_last_error());
 }
 
 /* logits[a] - logits[b] after the prompt and ids[0..n) (one prefill). */

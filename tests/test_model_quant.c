@@ -82,7 +82,7 @@ static void quantize(const char *src, enum nb_wpath p, int head_bits, const char
     o.head_bits = head_bits;
     o.n_threads = 2;
     struct nb_quantize_result r;
-    if (nb_quantize_file(src, &o, out, &r) != NB_OK) fail_msg("%s", nb_last_error());
+    if (tu_quantize_file(src, &o, out, &r) != NB_OK) fail_msg("%s", nb_last_error());
     printf("# %-6s head %-2d: %.3f bpw linear, %.3f bpw file, %llu bytes\n", nb_wpath_name(p),
            head_bits ? head_bits : 8, r.bpw_linear, r.bpw_file, (unsigned long long)r.file_bytes);
 }
@@ -164,7 +164,7 @@ static void test_threads_identical(void **state)
 static enum nb_cache_event get(const char *model, const struct nb_quantize_opts *o,
                                const char *dir, struct nb_cache_entry *e)
 {
-    if (nb_cache_get(model, o, dir, e) != NB_OK) fail_msg("%s", nb_last_error());
+    if (tu_cache_get(model, o, dir, e) != NB_OK) fail_msg("%s", nb_last_error());
     assert_non_null(e->nib);
     return e->event;
 }
@@ -193,7 +193,7 @@ static void test_cache(void **state)
     drop(&e);
     assert_int_equal(get(model, &o, cache, &e), NB_CACHE_HIT);
     struct nb_model *m = NULL; /* the verified mapping is the one that runs */
-    assert_int_equal(nb_model_load_nib(&m, e.nib), NB_OK);
+    assert_int_equal(tu_model_load_nib(&m, e.nib), NB_OK);
     nb_model_free(m);
     tu_flip_byte(e.path, 1000); /* a weight byte of the cached file */
     assert_int_equal(get(model, &o, cache, &e), NB_CACHE_CORRUPT);
@@ -236,7 +236,7 @@ static void test_cache_fallback(void **state)
     assert_non_null(strstr(e.why, blocker));
     assert_non_null(strstr(e.why, "Not a directory"));
     struct nb_model *m = NULL;
-    assert_int_equal(nb_model_load_nib(&m, e.nib), NB_OK);
+    assert_int_equal(tu_model_load_nib(&m, e.nib), NB_OK);
     nb_model_free(m);
     /* the same bytes as a file made by quantize */
     snprintf(nib, sizeof nib, "%s/fb.nib", tu_dir);
@@ -272,12 +272,12 @@ static void test_quantize_outputs(void **state)
     nb_quantize_default_opts(&o);
     o.n_threads = 2;
     struct nb_quantize_result r;
-    assert_int_equal(nb_quantize_file(model, &o, model, &r), NB_ERR_INVALID_ARG);
+    assert_int_equal(tu_quantize_file(model, &o, model, &r), NB_ERR_INVALID_ARG);
     assert_non_null(strstr(nb_last_error(), "would replace the source"));
     snprintf(link, sizeof link, "%s/q-link.gguf", tu_dir); /* the same file by another name */
     assert_int_equal(symlink(model, link), 0);
-    assert_int_equal(nb_quantize_file(model, &o, link, &r), NB_ERR_INVALID_ARG);
-    assert_int_equal(nb_quantize_file(link, &o, model, &r), NB_ERR_INVALID_ARG);
+    assert_int_equal(tu_quantize_file(model, &o, link, &r), NB_ERR_INVALID_ARG);
+    assert_int_equal(tu_quantize_file(link, &o, model, &r), NB_ERR_INVALID_ARG);
     struct nb_nib *n = NULL; /* the source is intact */
     assert_int_equal(nb_nib_open(&n, model), NB_ERR_FORMAT);
     /* a symlink at every old fixed temporary name: the victim stays as it was */
@@ -289,7 +289,7 @@ static void test_quantize_outputs(void **state)
     snprintf(out, sizeof out, "%s/out.nib", tu_dir);
     snprintf(link, sizeof link, "%s/out.nib.tmp", tu_dir);
     assert_int_equal(symlink(victim, link), 0);
-    assert_int_equal(nb_quantize_file(model, &o, out, &r), NB_OK);
+    assert_int_equal(tu_quantize_file(model, &o, out, &r), NB_OK);
     char buf[64] = {0};
     f = fopen(victim, "r");
     assert_non_null(fgets(buf, sizeof buf, f));

@@ -101,7 +101,7 @@ static void test_llama2c(void **state)
     nb_tokenizer_free(tok);
     /* Found from the checkpoint's path too. */
     const char *m = tu_model_path("kjv-7m/kjv-7m.bin");
-    assert_int_equal(nb_tokenizer_load_for_model(&tok, m), NB_OK);
+    assert_int_equal(nb_tokenizer_load(&tok, m), NB_OK);
     check_golden(tok, "llama2c (for model)");
     nb_tokenizer_free(tok);
     /* The checkpoint says 4096; a larger count is an error naming the file. */
@@ -120,7 +120,7 @@ static void test_hf_tokenizer_model(void **state)
     check_golden(tok, "hf/tokenizer.model");
     nb_tokenizer_free(tok);
     const char *q = tu_model_path("kjv-7m/tok.model");
-    assert_int_equal(nb_tokenizer_load_for_model(&tok, q), NB_OK);
+    assert_int_equal(nb_tokenizer_load(&tok, q), NB_OK);
     check_golden(tok, "tok.model");
     nb_tokenizer_free(tok);
 }
@@ -134,7 +134,7 @@ static void test_reference_prompts(void **state)
     cJSON *r = tu_load_json(rp);
     const char *mp = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
     struct nb_tokenizer *tok = NULL;
-    assert_int_equal(nb_tokenizer_load_for_model(&tok, mp), NB_OK);
+    assert_int_equal(nb_tokenizer_load(&tok, mp), NB_OK);
     const cJSON *cases = cJSON_GetObjectItem(r, "cases");
     int checked = 0;
     for (const cJSON *c = cases ? cases->child : NULL; c; c = c->next) {

@@ -45,7 +45,7 @@ static void synth(const char *shape, enum nb_dtype dt, uint64_t seed, int n_thre
 static uint64_t file_hash(const char *path)
 {
     uint64_t h = 0;
-    if (nb_source_hash(path, &h) != NB_OK) fail_msg("%s", nb_last_error());
+    if (tu_source_hash(path, &h) != NB_OK) fail_msg("%s", nb_last_error());
     return h;
 }
 

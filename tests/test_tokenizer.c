@@ -12,8 +12,11 @@
 
 #include <cmocka.h>
 
+#include "helpers/testutil.h"
+
 #include "core/mmap.h"
 #include "formats/gguf.h"
+#include "formats/source.h"
 #include "tokenizer/tok_internal.h"
 #include "tokenizer/tokenizer.h"
 
@@ -195,18 +198,12 @@ static void test_malformed(void **state)
     /* Missing files. */
     assert_int_equal(nb_tokenizer_load_hf(&t, "/nonexistent/dir"), NB_ERR_NOT_FOUND);
     assert_non_null(strstr(nb_last_error(), "/nonexistent/dir: no such file"));
-    assert_int_equal(nb_tokenizer_load_for_model(&t, "/nonexistent/m.gguf"), NB_ERR_NOT_FOUND);
+    assert_int_equal(tu_tokenizer_load_source(&t, "/nonexistent/m.gguf"), NB_ERR_NOT_FOUND);
     assert_non_null(strstr(nb_last_error(), "/nonexistent/m.gguf: no such file"));
     /* tokenizer/ does not read .nib files: it says where that is done */
-    char nib[64];
-    snprintf(nib, sizeof nib, "/tmp/nibble-test-tokenizer-%d.nib", (int)getpid());
-    FILE *f = fopen(nib, "wb");
-    assert_non_null(f);
-    fwrite("NIBBLE\r\n\1\0\0\0", 1, 12, f);
-    fclose(f);
-    assert_int_equal(nb_tokenizer_load_for_model(&t, nib), NB_ERR_INVALID_ARG);
-    assert_non_null(strstr(nb_last_error(), "nb_tokenizer_for_model"));
-    remove(nib);
+    struct nb_source nib = {.path = "m.nib", .kind = NB_FILE_NIB};
+    assert_int_equal(nb_tokenizer_load_source(&t, &nib), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "nb_tokenizer_for_source"));
     /* SentencePiece protobuf: truncated, and a unigram model. */
     const uint8_t trunc[] = {0x0a, 0x10, 0x0a};
     assert_int_equal(nb_tokenizer_load_spm_model(&t, trunc, sizeof trunc, "t.model"),

@@ -44,6 +44,12 @@ KNOWN = set()
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
+# A model's kind is decided in one place (issue 34): formats/source.c sniffs the first bytes
+# and parses the header once; everything else takes the opened source. A second sniff is a
+# call of the llama2.c sniff (the heuristic that is only meaningful as a sniff) elsewhere.
+SNIFF = re.compile(r'\bnb_llama2c_sniff\s*\(')
+SNIFF_HOME = os.path.join("src", "formats", "source.c")
+
 
 def main():
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,6 +66,10 @@ def main():
                 continue
             with open(path, encoding="utf-8", errors="replace") as f:
                 text = f.read()
+            if rel != SNIFF_HOME and not rel.endswith(".h") and \
+                    rel != os.path.join("src", "formats", "llama2c.c") and SNIFF.search(text):
+                bad.append(f"{rel}: sniffs a model's kind: open it with nb_source_open "
+                           "(formats/source.h), the one place that does")
             for inc in INCLUDE.findall(text):
                 if "/" not in inc:
                     if inc != "nibble.h" and not os.path.exists(os.path.join(dirpath, inc)):

@@ -14,7 +14,7 @@
 #include "formats/json.h"
 #include "formats/nib.h"
 #include "formats/safetensors.h"
-#include "formats/sniff.h"
+#include "formats/source.h"
 #include "nibble.h"
 
 static cJSON *shape_json(const int64_t *shape, int n_dims)
@@ -184,19 +184,16 @@ enum nb_status nb_inspect_json(const char *path, char **json_out)
     if (!path || !json_out)
         return nb_set_error(NB_ERR_INVALID_ARG, "inspect: %s is NULL", !path ? "path" : "json_out");
     *json_out = NULL;
-    enum nb_file_kind kind;
-    struct nb_nib *n = NULL;
-    struct nb_gguf *g = NULL;
+    struct nb_source *src = NULL;
     struct nb_safetensors *st = NULL;
     cJSON *doc = NULL;
-    enum nb_status s = nb_sniff_path(path, &kind);
+    enum nb_status s = nb_source_open(&src, path);
     if (s) goto done;
+    enum nb_file_kind kind = src->kind;
     if (kind == NB_FILE_NIB) {
-        if ((s = nb_nib_open(&n, path))) goto done;
-        doc = nib_doc(n);
+        doc = nib_doc(src->nib);
     } else if (kind == NB_FILE_GGUF) {
-        if ((s = nb_gguf_open(&g, path))) goto done;
-        doc = gguf_doc(g);
+        doc = gguf_doc(src->gguf);
     } else if (kind == NB_FILE_DIR || kind == NB_FILE_UNKNOWN) {
         /* a folder of safetensors, or one safetensors file (no magic to sniff) */
         if ((s = nb_safetensors_open(&st, path))) goto done;
@@ -213,8 +210,7 @@ enum nb_status nb_inspect_json(const char *path, char **json_out)
         s = nb_set_error(NB_ERR_NOMEM, "inspect: %s: out of memory", path);
 done:
     cJSON_Delete(doc);
-    nb_nib_free(n);
-    nb_gguf_free(g);
+    nb_source_free(src);
     nb_safetensors_free(st);
     return s;
 }

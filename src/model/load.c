@@ -22,7 +22,7 @@
 #include "formats/llama2c.h"
 #include "formats/nib.h"
 #include "formats/safetensors.h"
-#include "formats/sniff.h"
+#include "formats/source.h"
 #include "model/config.h"
 #include "quant/dequant.h"
 #include "quant/unpack.h"
@@ -31,10 +31,11 @@ enum source_kind { SRC_GGUF = 0, SRC_SAFETENSORS, SRC_LLAMA2C, SRC_NIB };
 
 struct nb_model_source {
     enum source_kind kind;
-    struct nb_gguf *gguf;
-    struct nb_safetensors *st;
-    struct nb_llama2c *l2c;
-    struct nb_nib *nib; /* a .nib uses the GGUF tensor names */
+    struct nb_source *file;   /* the opened source (a reference): gguf, l2c, nib are its */
+    const struct nb_gguf *gguf;
+    struct nb_safetensors *st; /* a directory's shards, opened here (owned) */
+    const struct nb_llama2c *l2c;
+    const struct nb_nib *nib; /* a .nib uses the GGUF tensor names */
     struct nb_hfq_config hfq; /* a GPTQ / AWQ checkpoint (safetensors), else method NONE */
     struct codes_node *codes; /* the source codes of its 4-bit matrices (arena) */
 };
@@ -468,73 +469,64 @@ static enum nb_status hfq_config(struct nb_model *m, const char *dir, const cJSO
     return NB_OK;
 }
 
-static enum nb_status open_source(struct nb_model *m, const char *path)
+static enum nb_status open_source(struct nb_model *m, struct nb_source *src)
 {
     struct nb_model_source *s = m->src;
-    enum nb_file_kind kind;
-    if (s->nib) return nib_config(m, path); /* handed over, verified (nb_model_load_nib) */
-    enum nb_status st = nb_sniff_path(path, &kind);
-    if (st) return st;
-    if (kind == NB_FILE_DIR) {
+    const char *path = src->path;
+    enum nb_status st;
+    s->file = nb_source_ref(src);
+    switch (src->kind) {
+    case NB_FILE_DIR: {
         char cfg_path[4096];
-        cJSON *root = NULL;
+        const cJSON *root = NULL;
         snprintf(cfg_path, sizeof cfg_path, "%s/config.json", path);
         s->kind = SRC_SAFETENSORS;
         m->source_kind = "safetensors";
-        if ((st = nb_json_load(cfg_path, &root))) return st;
-        st = nb_config_from_hf(&m->cfg, root, cfg_path);
-        if (!st) st = hfq_config(m, path, root, cfg_path);
-        cJSON_Delete(root);
-        if (st) return st;
+        if ((st = nb_source_config(src, &root))) return st;
+        if ((st = nb_config_from_hf(&m->cfg, root, cfg_path))) return st;
+        if ((st = hfq_config(m, path, root, cfg_path))) return st;
         return nb_safetensors_open(&s->st, path);
     }
-    if (kind == NB_FILE_NIB) {
-        if ((st = nb_nib_open(&s->nib, path))) return st;
-        if ((st = nb_nib_verify(s->nib))) return st;
+    case NB_FILE_NIB:
+        s->nib = src->nib;
+        if ((st = nb_source_verify(src))) return st;
         return nib_config(m, path);
-    }
-    if (kind == NB_FILE_GGUF) {
+    case NB_FILE_GGUF:
         s->kind = SRC_GGUF;
         m->source_kind = "gguf";
-        if ((st = nb_gguf_open(&s->gguf, path))) return st;
+        s->gguf = src->gguf;
         return nb_config_from_gguf(&m->cfg, s->gguf);
-    }
-    if (kind == NB_FILE_LLAMA2C) {
+    case NB_FILE_LLAMA2C:
         s->kind = SRC_LLAMA2C;
         m->source_kind = "llama2c";
-        if ((st = nb_llama2c_open(&s->l2c, path))) return st;
+        s->l2c = src->l2c;
         return nb_config_from_llama2c(&m->cfg, nb_llama2c_config(s->l2c), path);
+    default:
+        return nb_set_error(NB_ERR_FORMAT, "%s: not a model nibble knows (expected a GGUF "
+                            "file, a llama2.c .bin or a Hugging Face model directory)", path);
     }
-    return nb_set_error(NB_ERR_FORMAT, "%s: not a model nibble knows (expected a GGUF file, a "
-                        "llama2.c .bin or a Hugging Face model directory)", path);
 }
 
-/* Load from `path`, or from `nib` (owned from here on, even on failure) when given. */
-static enum nb_status load(struct nb_model **out, const char *path, struct nb_nib *nib)
+enum nb_status nb_model_load_source(struct nb_model **out, struct nb_source *src)
 {
     *out = NULL;
     enum nb_status st;
     struct nb_model *m = calloc(1, sizeof *m);
-    if (!m) {
-        nb_nib_free(nib);
-        return nb_set_error(NB_ERR_NOMEM, "out of memory");
-    }
+    if (!m) return nb_set_error(NB_ERR_NOMEM, "out of memory");
     nb_arena_init(&m->arena, 1 << 20);
     m->src = calloc(1, sizeof *m->src);
-    m->path = strdup(path);
+    m->path = strdup(src->path);
     if (!m->src || !m->path) {
-        nb_nib_free(nib);
         st = nb_set_error(NB_ERR_NOMEM, "out of memory");
         goto fail;
     }
-    m->src->nib = nib;
-    if ((st = open_source(m, path))) goto fail;
+    if ((st = open_source(m, src))) goto fail;
     m->arch_name = nb_arch_name(m->cfg.arch);
     if ((st = nb_model_init_rope(m))) goto fail;
     if ((st = bind_weights(m))) goto fail;
     measure_weights(m);
     NB_LOGI("%s: %s (%s), %d layers, hidden %d, %d/%d heads of %d, ffn %d, vocab %d, %.2f M "
-            "params", path, m->arch_name, m->source_kind, m->cfg.n_layers, m->cfg.n_embd,
+            "params", m->path, m->arch_name, m->source_kind, m->cfg.n_layers, m->cfg.n_embd,
             m->cfg.n_heads, m->cfg.n_kv_heads, m->cfg.head_dim, m->cfg.n_ff, m->cfg.n_vocab,
             (double)m->n_params / 1e6);
     *out = m;
@@ -546,22 +538,25 @@ fail:
 
 enum nb_status nb_model_load(struct nb_model **out, const char *path)
 {
-    return load(out, path, NULL);
+    struct nb_source *src = NULL;
+    *out = NULL;
+    enum nb_status st = nb_source_open(&src, path);
+    if (!st) st = nb_model_load_source(out, src);
+    nb_source_free(src); /* the model keeps its own reference */
+    return st;
 }
 
-enum nb_status nb_model_load_nib(struct nb_model **out, struct nb_nib *nib)
+struct nb_source *nb_model_source(const struct nb_model *m)
 {
-    return load(out, nb_nib_path(nib), nib);
+    return m->src ? m->src->file : NULL;
 }
 
 void nb_model_free(struct nb_model *m)
 {
     if (!m) return;
     if (m->src) {
-        nb_gguf_free(m->src->gguf);
         nb_safetensors_free(m->src->st);
-        nb_llama2c_free(m->src->l2c);
-        nb_nib_free(m->src->nib);
+        nb_source_free(m->src->file);
         free(m->src);
     }
     nb_arena_free(&m->arena);

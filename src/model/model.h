@@ -139,11 +139,13 @@ const char *nb_arch_name(enum nb_arch a);
 /* Check the config for consistency (positive sizes, divisibility, limits);
  * `what` names the source in the message. */
 enum nb_status nb_config_validate(const struct nb_config *c, const char *what);
-/* Load an opened .nib whose checksums the caller has checked (the warm-start cache:
- * runtime/cache.h): the mapping it holds is the one the model uses, so what was
- * verified is what runs. Takes ownership of `nib`, also on failure. */
-struct nb_nib;
-enum nb_status nb_model_load_nib(struct nb_model **out, struct nb_nib *nib);
+/* Load from an opened source (formats/source.h), which the model keeps a reference to:
+ * its mapping is the one the weights point into. A .nib source is verified here unless
+ * it was (the warm-start cache verifies its entries: what was checked is what runs). */
+struct nb_source;
+enum nb_status nb_model_load_source(struct nb_model **out, struct nb_source *src);
+/* The source a model was loaded from (its reference; NULL for none). */
+struct nb_source *nb_model_source(const struct nb_model *m);
 /* Entry i of the loader's tensor-name table (model/load.c): the name pattern in GGUF
  * files and .nib files (llama.cpp's names) and in Hugging Face checkpoints ("%d" =
  * layer); 1, or 0 past the end (i from 0 up). The exporter (runtime/export.c) maps

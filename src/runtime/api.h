@@ -67,7 +67,9 @@ enum nb_status nb_api_select(const struct nb_select_params *sp, struct nb_probe 
  * has a recipe or a bits budget; GPTQ with act-order on calib_path when the choice asks
  * for it and a text is given. The decision in *sel. */
 struct nb_quantize_opts;
-enum nb_status nb_auto_quantize_opts(const char *model, const struct nb_select_params *params,
+struct nb_source;
+enum nb_status nb_auto_quantize_opts(struct nb_source *model,
+                                     const struct nb_select_params *params,
                                      const char *calib_path, struct nb_quantize_opts *qo,
                                      struct nb_selection *sel);
 

@@ -2,6 +2,7 @@
  * and runtime/cache.h (weight paths as names, versioned structs). */
 #include <string.h>
 
+#include "formats/source.h"
 #include "runtime/api.h"
 #include "runtime/cache.h"
 #include "runtime/quantize.h"
@@ -71,9 +72,13 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
     o.bits = p.bits;
     static _Thread_local struct nb_quantize_stats s; /* large: off the stack */
     memset(&s, 0, sizeof s);
-    if (is_auto && (st = nb_auto_quantize_opts(src, &p.select, p.calib_path, &o, &s.selection)))
-        return st;
-    if ((st = nb_quantize_file(src, &o, dst, &r))) return st;
+    struct nb_source *source = NULL;
+    if (!(st = nb_source_open(&source, src)) &&
+        !(is_auto && (st = nb_auto_quantize_opts(source, &p.select, p.calib_path, &o,
+                                                 &s.selection))))
+        st = nb_quantize_file(source, &o, dst, &r);
+    nb_source_free(source);
+    if (st) return st;
     s.size = sizeof s;
     s.linear_bytes = r.linear_bytes;
     s.linear_params = r.linear_params;

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "formats/source.h"
+#include "model/model.h"
 #include "runtime/api.h"
 #include "runtime/model_tokenizer.h"
 #include "tokenizer/tokenizer.h"
@@ -14,7 +16,10 @@ enum nb_status nb_tokenizer_load(struct nb_tokenizer **out, const char *path)
     *out = NULL;
     if (!path || !*path)
         return nb_set_error(NB_ERR_INVALID_ARG, "nb_tokenizer_load: no path given");
-    enum nb_status st = nb_tokenizer_for_model(out, path);
+    struct nb_source *src = NULL;
+    enum nb_status st = nb_source_open(&src, path);
+    if (!st) st = nb_tokenizer_for_source(out, src);
+    nb_source_free(src);
     if (st == NB_OK) return NB_OK;
     /* X.bin is a llama2.c checkpoint (its tokenizer beside it) or, failing that, a
      * llama2.c tokenizer file itself; the checkpoint's error is the one to report */
@@ -26,6 +31,14 @@ enum nb_status nb_tokenizer_load(struct nb_tokenizer **out, const char *path)
         return nb_set_error(st, "%s", first);
     }
     return st;
+}
+
+enum nb_status nb_tokenizer_from_model(struct nb_tokenizer **out, const struct nb_model *model)
+{
+    if (!out) return nb_set_error(NB_ERR_INVALID_ARG, "nb_tokenizer_from_model: out is NULL");
+    *out = NULL;
+    if (!model) return nb_set_error(NB_ERR_INVALID_ARG, "nb_tokenizer_from_model: no model");
+    return nb_tokenizer_for_source(out, nb_model_source(model));
 }
 
 void nb_tokenizer_get_info(const struct nb_tokenizer *tok, struct nb_tokenizer_info *info)

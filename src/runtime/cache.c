@@ -16,6 +16,7 @@
 
 #include "core/log.h"
 #include "formats/nib.h"
+#include "formats/source.h"
 #include "model/model.h"
 #include "runtime/source_hash.h"
 
@@ -119,13 +120,13 @@ static struct nb_nib *try_entry(const char *path, uint64_t src_hash,
 
 /* Quantize into memory because the cache cannot be used: `why` (printf-style) goes to
  * e->why, which the caller reports with the NB_CACHE_MEMORY event. */
-static enum nb_status build_in_memory(const char *src_path, const struct nb_quantize_opts *o,
+static enum nb_status build_in_memory(struct nb_source *src, const struct nb_quantize_opts *o,
                                       struct nb_cache_entry *e, const char *why)
 {
     snprintf(e->why, sizeof e->why, "%s", why);
     struct nb_quantize_result r;
     int fd = -1;
-    enum nb_status st = nb_quantize_memory(src_path, o, &fd, &r);
+    enum nb_status st = nb_quantize_memory(src, o, &fd, &r);
     if (st) return st;
     st = nb_nib_open_fd(&e->nib, fd, "(in memory)");
     close(fd);
@@ -175,22 +176,23 @@ static int lock_entry(const char *path, int *waited, char *why, size_t why_size)
     return fd;
 }
 
-enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts *o,
+enum nb_status nb_cache_get(struct nb_source *src, const struct nb_quantize_opts *o,
                             const char *dir, struct nb_cache_entry *e)
 {
+    const char *src_path = src->path;
     enum nb_status st;
     uint64_t src_hash;
     memset(e, 0, sizeof *e);
-    if ((st = nb_source_hash(src_path, &src_hash))) return st;
+    if ((st = nb_source_hash(src, &src_hash))) return st;
     struct nb_quantize_opts with_hash = *o; /* the source was hashed here: not twice */
     with_hash.have_source_hash = 1;
     with_hash.source_hash = src_hash;
-    if (!dir) return build_in_memory(src_path, &with_hash, e, "the cache is turned off");
-    if (make_dir(dir) != NB_OK) return build_in_memory(src_path, &with_hash, e, nb_last_error());
+    if (!dir) return build_in_memory(src, &with_hash, e, "the cache is turned off");
+    if (make_dir(dir) != NB_OK) return build_in_memory(src, &with_hash, e, nb_last_error());
     /* the key: source bytes, weight path and recipe, calibration (text bytes and how
      * it is used), layout, version */
     uint64_t calib_hash = 0;
-    if (o->calib_path && (st = nb_source_hash(o->calib_path, &calib_hash)))
+    if (o->calib_path && (st = nb_file_hash(o->calib_path, &calib_hash)))
         return nb_wrap_error(st, "calibration text: ");
     char recipe[512];
     snprintf(recipe, sizeof recipe,
@@ -221,7 +223,7 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
     /* one writer per entry: the others wait here, then find its entry */
     char why[sizeof e->why];
     int lock = lock_entry(e->path, &e->waited, why, sizeof why);
-    if (lock < 0) return build_in_memory(src_path, &with_hash, e, why);
+    if (lock < 0) return build_in_memory(src, &with_hash, e, why);
     int has = stat(e->path, &after) == 0;
     if (has && (!had || after.st_ino != before.st_ino || after.st_dev != before.st_dev)) {
         /* another writer finished in the meantime (we may not even have waited) */
@@ -236,7 +238,7 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
         NB_LOGW("cache: %s entry %s (%s): rebuilding", nb_cache_event_name(e->event), e->path,
                 e->why);
     struct nb_quantize_result r;
-    st = nb_quantize_file(src_path, &with_hash, e->path, &r);
+    st = nb_quantize_file(src, &with_hash, e->path, &r);
     if (st == NB_OK) {
         /* check what was written, on the mapping that will run */
         if ((st = nb_nib_open(&e->nib, e->path)) == NB_OK && (st = nb_nib_verify(e->nib))) {
@@ -245,7 +247,7 @@ enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts 
         }
     } else if (st == NB_ERR_IO) { /* the folder cannot take it (read-only, full, ...) */
         close(lock);
-        return build_in_memory(src_path, &with_hash, e, nb_last_error());
+        return build_in_memory(src, &with_hash, e, nb_last_error());
     }
     close(lock);
     return st;

@@ -43,18 +43,19 @@ enum nb_status nb_cache_default_dir(const char *xdg_cache_home, const char *home
                                     size_t size);
 
 struct nb_cache_entry {
-    struct nb_nib *nib; /* mapped and verified: hand it to nb_model_load_nib */
+    struct nb_nib *nib; /* mapped and verified: nb_source_from_nib(.., 1), then load */
     char path[4096];    /* the cache file, or "(in memory)" */
     enum nb_cache_event event;
     int waited;         /* another process was writing this entry: we waited for it */
     char why[8192];     /* stale / corrupt / memory: why, in a sentence */
 };
 
-/* Find or build the packed form of `src_path` quantized with `opts` in the cache folder
+/* Find or build the packed form of the opened source quantized with `opts` in the folder
  * `dir` (created if needed). dir NULL (`--no-cache`) builds it in memory without
  * touching any folder. Errors are those of reading or quantizing the source; a cache
  * that cannot be written is not one. */
-enum nb_status nb_cache_get(const char *src_path, const struct nb_quantize_opts *opts,
+struct nb_source;
+enum nb_status nb_cache_get(struct nb_source *src, const struct nb_quantize_opts *opts,
                             const char *dir, struct nb_cache_entry *e);
 
 /* The entries in the cache folder: fn(path, bytes, header, user) for each readable

@@ -22,8 +22,8 @@
 
 /* ---------------------------------------------------------------- tokens */
 
-enum nb_status nb_calib_load(struct nb_calib *out, const char *src_path, const char *text_path,
-                             const struct nb_model *m, int max_tokens)
+enum nb_status nb_calib_load(struct nb_calib *out, const char *text_path, const struct nb_model *m,
+                             int max_tokens)
 {
     memset(out, 0, sizeof *out);
     struct nb_tokenizer *tok = NULL;
@@ -31,7 +31,7 @@ enum nb_status nb_calib_load(struct nb_calib *out, const char *src_path, const c
     size_t len;
     enum nb_status st;
     if ((st = nb_file_read_all(text_path, 256u << 20, &text, &len))) goto done;
-    if ((st = nb_tokenizer_for_model(&tok, src_path))) goto done;
+    if ((st = nb_tokenizer_for_source(&tok, nb_model_source(m)))) goto done;
     if ((st = nb_tokenize(tok, text, len, 1, 0, &out->ids, &out->n))) goto done;
     if (max_tokens > 0 && out->n > max_tokens) out->n = max_tokens;
     out->chunk = m->cfg.n_ctx_train < 512 ? m->cfg.n_ctx_train : 512;

@@ -18,10 +18,10 @@ struct nb_calib {
     int32_t *ids;
     int n, chunk;
 };
-/* Tokenize text_path with the tokenizer of the model at src_path; keep at most
+/* Tokenize text_path with the tokenizer of model m (from its source); keep at most
  * max_tokens (0: all). NB_ERR_INVALID_ARG when the text gives no token. */
-enum nb_status nb_calib_load(struct nb_calib *out, const char *src_path, const char *text_path,
-                             const struct nb_model *m, int max_tokens);
+enum nb_status nb_calib_load(struct nb_calib *out, const char *text_path, const struct nb_model *m,
+                             int max_tokens);
 void nb_calib_free(struct nb_calib *c);
 
 /* Sums over calibration tokens of each linear input channel's squared activation, per

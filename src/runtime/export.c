@@ -57,8 +57,8 @@
 #include "core/mmap.h"
 #include "core/outfile.h"
 #include "formats/nib.h"
+#include "formats/source.h"
 #include "formats/safetensors_write.h"
-#include "formats/sniff.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
 #include "model/config.h"
@@ -131,7 +131,8 @@ struct exp {
     const struct nb_export_params *o;
     enum nb_dtype dtype; /* float tensors */
     struct nb_config cfg;
-    struct nb_nib *nib;
+    struct nb_source *src; /* the .nib exported (the model's, or one quantized in memory) */
+    const struct nb_nib *nib; /* its table */
     struct part *parts;
     int n_parts;
     int group;
@@ -925,20 +926,22 @@ struct nb_export_params nb_export_default_params(void)
 /* The .nib to export: the model itself, or a float model quantized into memory. */
 static enum nb_status open_packed(struct exp *e, const char *model, char **src_dir)
 {
-    enum nb_file_kind kind;
-    enum nb_status st = nb_sniff_path(model, &kind);
+    struct nb_source *src = NULL;
+    enum nb_status st = nb_source_open(&src, model);
     *src_dir = NULL;
     if (st) return st;
-    if (kind == NB_FILE_NIB) {
-        if ((st = nb_nib_open(&e->nib, model)) || (st = nb_nib_verify(e->nib))) return st;
-        const cJSON *src = cJSON_GetObjectItemCaseSensitive(nb_nib_header(e->nib), "source");
-        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(src, "path");
+    if (src->kind == NB_FILE_NIB) {
+        e->src = src;
+        e->nib = src->nib;
+        if ((st = nb_source_verify(src))) return st;
+        const cJSON *from = cJSON_GetObjectItemCaseSensitive(nb_nib_header(e->nib), "source");
+        const cJSON *sp = cJSON_GetObjectItemCaseSensitive(from, "path");
         struct stat sb;
         if (cJSON_IsString(sp) && stat(sp->valuestring, &sb) == 0 && S_ISDIR(sb.st_mode))
             *src_dir = strdup(sp->valuestring);
         return NB_OK;
     }
-    if (kind == NB_FILE_DIR) *src_dir = strdup(model);
+    if (src->kind == NB_FILE_DIR) *src_dir = strdup(model);
     const struct nb_export_params *p = e->o;
     struct nb_quantize_opts qo;
     struct nb_quantize_result qr;
@@ -954,10 +957,16 @@ static enum nb_status open_packed(struct exp *e, const char *model, char **src_d
     qo.gptq = p->gptq;
     qo.n_threads = p->n_threads;
     int fd = -1;
-    if ((st = nb_quantize_memory(model, &qo, &fd, &qr))) return st;
-    st = nb_nib_open_fd(&e->nib, fd, model);
+    struct nb_nib *nib = NULL;
+    st = nb_quantize_memory(src, &qo, &fd, &qr);
+    nb_source_free(src);
+    if (st) return st;
+    st = nb_nib_open_fd(&nib, fd, model);
     close(fd);
-    return st;
+    if (st) return st;
+    if ((st = nb_source_from_nib(&e->src, nib, 0))) return st;
+    e->nib = nib;
+    return NB_OK;
 }
 
 /* Move the written folder tmp to out (replacing out when allowed). */
@@ -1062,7 +1071,7 @@ fail:
     free(e.perm_q);
     free(e.perm_k);
     free(e.perm_hd);
-    nb_nib_free(e.nib);
+    nb_source_free(e.src);
     return st;
 }
 

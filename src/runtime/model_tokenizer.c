@@ -17,7 +17,7 @@
 
 #include "core/mmap.h"
 #include "formats/gguf.h"
-#include "formats/sniff.h"
+#include "formats/source.h"
 
 #define MAX_TOKENIZER_FILE (256u << 20)
 
@@ -109,15 +109,13 @@ static enum nb_status copy_kv(const struct nb_gguf *g, int64_t i, struct nb_gguf
     }
 }
 
-static enum nb_status embed_gguf(struct nb_nib_writer *nw, const char *src_path,
+static enum nb_status embed_gguf(struct nb_nib_writer *nw, const struct nb_gguf *g,
                                  struct nb_blob_list *owned)
 {
-    struct nb_gguf *g = NULL;
     struct nb_gguf_writer *w = NULL;
     struct nb_mapped_file mf = {0};
     int fd = -1;
     enum nb_status st;
-    if ((st = nb_gguf_open(&g, src_path))) return st;
     if ((st = nb_gguf_writer_init(&w, 3, 32))) goto done;
     for (int64_t i = 0; i < nb_gguf_n_kv(g) && st == NB_OK; i++)
         if (!strncmp(nb_gguf_kv_key(g, i), "tokenizer.", 10)) st = copy_kv(g, i, w);
@@ -138,33 +136,28 @@ done:
     nb_file_unmap(&mf);
     if (fd >= 0) close(fd);
     nb_gguf_writer_free(w);
-    nb_gguf_free(g);
     return st;
 }
 
-enum nb_status nb_tokenizer_embed(struct nb_nib_writer *w, const char *src_path,
+enum nb_status nb_tokenizer_embed(struct nb_nib_writer *w, const struct nb_source *src,
                                   struct nb_blob_list *owned)
 {
-    struct stat sb;
     char p[4200];
     enum nb_status st;
-    if (stat(src_path, &sb) != 0)
-        return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", src_path, strerror(errno));
-    if (S_ISDIR(sb.st_mode)) {
-        snprintf(p, sizeof p, "%s/tokenizer.json", src_path);
+    const char *dir = src->path;
+    if (src->kind == NB_FILE_DIR) {
+        snprintf(p, sizeof p, "%s/tokenizer.json", dir);
         if (is_file(p)) {
             if ((st = add_file(w, "tokenizer/tokenizer.json", p, owned))) return st;
         } else {
-            snprintf(p, sizeof p, "%s/tokenizer.model", src_path);
+            snprintf(p, sizeof p, "%s/tokenizer.model", dir);
             if ((st = add_file(w, "tokenizer/tokenizer.model", p, owned))) return st;
         }
-        snprintf(p, sizeof p, "%s/tokenizer_config.json", src_path);
+        snprintf(p, sizeof p, "%s/tokenizer_config.json", dir);
         return add_file(w, "tokenizer/tokenizer_config.json", p, owned);
     }
-    enum nb_file_kind kind;
-    if ((st = nb_sniff_path(src_path, &kind))) return st;
-    if (kind == NB_FILE_GGUF) return embed_gguf(w, src_path, owned);
-    if ((st = nb_tokenizer_llama2c_path(src_path, p, sizeof p))) return st;
+    if (src->kind == NB_FILE_GGUF) return embed_gguf(w, src->gguf, owned);
+    if ((st = nb_tokenizer_llama2c_path(src->path, p, sizeof p))) return st;
     return add_file(w, "tokenizer/llama2c.bin", p, owned);
 }
 
@@ -195,20 +188,13 @@ static void embedded_name(const struct nb_nib *n, const char *nib_path, const ch
     }
 }
 
-enum nb_status nb_tokenizer_for_model(struct nb_tokenizer **out, const char *model_path)
+enum nb_status nb_tokenizer_for_source(struct nb_tokenizer **out, const struct nb_source *src)
 {
     *out = NULL;
-    struct stat sb;
-    /* not a file (missing, a directory): the source loaders say what is wrong */
-    if (stat(model_path, &sb) != 0 || !S_ISREG(sb.st_mode))
-        return nb_tokenizer_load_for_model(out, model_path);
-    enum nb_file_kind kind;
-    enum nb_status st = nb_sniff_path(model_path, &kind);
-    if (st) return st;
-    if (kind != NB_FILE_NIB) return nb_tokenizer_load_for_model(out, model_path);
-    struct nb_nib *n = NULL;
-    st = nb_nib_open(&n, model_path);
-    if (st) return st;
+    if (src->kind != NB_FILE_NIB) return nb_tokenizer_load_source(out, src);
+    enum nb_status st;
+    const struct nb_nib *n = src->nib;
+    const char *model_path = src->path;
     const struct nb_nib_tensor *g = blob(n, "tokenizer/gguf");
     const struct nb_nib_tensor *tj = blob(n, "tokenizer/tokenizer.json");
     const struct nb_nib_tensor *tm = blob(n, "tokenizer/tokenizer.model");
@@ -241,6 +227,5 @@ enum nb_status nb_tokenizer_for_model(struct nb_tokenizer **out, const char *mod
                           "had no tokenizer files)",
                           model_path);
     }
-    nb_nib_free(n);
     return st;
 }

@@ -7,8 +7,10 @@
 #include "formats/nib.h"
 #include "tokenizer/tokenizer.h"
 
-/* For a .nib: its embedded tokenizer; otherwise what nb_tokenizer_load_for_model finds. */
-enum nb_status nb_tokenizer_for_model(struct nb_tokenizer **out, const char *model_path);
+/* The tokenizer of an opened model source: a .nib's embedded copy, otherwise what
+ * nb_tokenizer_load_source finds. */
+struct nb_source;
+enum nb_status nb_tokenizer_for_source(struct nb_tokenizer **out, const struct nb_source *src);
 
 /* The tokenizer files of a source model as .nib blobs ("tokenizer/<what>").
  * Buffers are malloc'd and listed in *owned (free each, then the array). */
@@ -16,7 +18,7 @@ struct nb_blob_list {
     void **p;
     int n;
 };
-enum nb_status nb_tokenizer_embed(struct nb_nib_writer *w, const char *src_path,
+enum nb_status nb_tokenizer_embed(struct nb_nib_writer *w, const struct nb_source *src,
                                   struct nb_blob_list *owned);
 void nb_blob_list_free(struct nb_blob_list *l);
 

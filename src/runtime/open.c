@@ -11,7 +11,7 @@
 #include "formats/gguf.h"
 #include "formats/hfquant.h"
 #include "formats/json.h"
-#include "formats/sniff.h"
+#include "formats/source.h"
 #include "model/model.h"
 #include "runtime/api.h"
 #include "runtime/cache.h"
@@ -46,12 +46,6 @@ static void on_progress(int64_t done, int64_t total, void *user)
     if (o->progress) o->progress(done, total, o->user);
 }
 
-static int is_packed(const char *path)
-{
-    enum nb_file_kind kind;
-    return nb_sniff_path(path, &kind) == NB_OK && kind == NB_FILE_NIB;
-}
-
 static const char *event_name(enum nb_cache_event e)
 {
     switch (e) {
@@ -68,34 +62,29 @@ static const char *event_name(enum nb_cache_event e)
  * against 0.000942 on w4a8), or an asymmetric GPTQ / AWQ checkpoint? Then a short reason
  * for the report, else NULL. Reads headers only; anything unreadable says no (the load
  * that follows reports it). */
-static const char *codes_want_w4a16(const char *model)
+static const char *codes_want_w4a16(struct nb_source *model)
 {
-    enum nb_file_kind kind;
-    if (nb_sniff_path(model, &kind) != NB_OK) return NULL;
-    if (kind == NB_FILE_GGUF) {
-        struct nb_gguf *g = NULL;
+    if (model->kind == NB_FILE_GGUF) {
+        const struct nb_gguf *g = model->gguf;
         int64_t n_q4k = 0, n_mat = 0;
-        if (nb_gguf_open(&g, model) != NB_OK) return NULL;
         for (int64_t i = 0; i < nb_gguf_n_tensors(g); i++) {
             const struct nb_tensor *t = nb_gguf_tensor(g, i);
             if (t->n_dims != 2 || strncmp(t->name, "blk.", 4) != 0) continue;
             n_mat++;
             n_q4k += t->dtype == NB_DTYPE_Q4_K;
         }
-        nb_gguf_free(g);
         return n_mat && 2 * n_q4k >= n_mat ? "the model file (its Q4_K codes are kept on "
                                              "w4a16; w4a8's symmetric grid would round them "
                                              "again)"
                                            : NULL;
     }
-    if (kind != NB_FILE_DIR) return NULL;
+    if (model->kind != NB_FILE_DIR) return NULL;
     char path[4096];
-    cJSON *cfg = NULL;
+    const cJSON *cfg = NULL;
     struct nb_hfq_config hq = {0};
-    snprintf(path, sizeof path, "%s/config.json", model);
-    if (nb_json_load(path, &cfg) != NB_OK) return NULL;
+    snprintf(path, sizeof path, "%s/config.json", model->path);
+    if (nb_source_config(model, &cfg) != NB_OK) return NULL;
     enum nb_status st = nb_hfq_parse_config(cfg, NULL, path, &hq);
-    cJSON_Delete(cfg);
     if (st || hq.bits != 4 || !(hq.method == NB_HFQ_AWQ || !hq.sym)) return NULL;
     return "the checkpoint (its asymmetric 4-bit codes are kept on w4a16; w4a8's symmetric "
            "grid would round them again)";
@@ -109,12 +98,10 @@ static const char *codes_want_w4a16(const char *model)
  * VNNI, AVX-VNNI, AVX2, Arm dotprod; without one the older routes stay:
  * nb_model_block_fast). Returns the type list for the report ("Q4_K, Q6_K"), or NULL.
  * Reads headers only. */
-static const char *blocks_run_fast(const char *model, char *types, size_t cap)
+static const char *blocks_run_fast(const struct nb_source *model, char *types, size_t cap)
 {
-    enum nb_file_kind kind;
-    struct nb_gguf *g = NULL;
-    if (nb_sniff_path(model, &kind) != NB_OK || kind != NB_FILE_GGUF) return NULL;
-    if (nb_gguf_open(&g, model) != NB_OK) return NULL;
+    if (model->kind != NB_FILE_GGUF) return NULL;
+    const struct nb_gguf *g = model->gguf;
     int ok = 1, n_mat = 0, has_output = 0, seen[NB_DTYPE_COUNT] = {0};
     for (int64_t i = 0; i < nb_gguf_n_tensors(g); i++)
         has_output |= !strcmp(nb_gguf_tensor(g, i)->name, "output.weight");
@@ -131,7 +118,6 @@ static const char *blocks_run_fast(const char *model, char *types, size_t cap)
         else
             seen[t->dtype] = 1;
     }
-    nb_gguf_free(g);
     if (!ok || !n_mat) return NULL;
     size_t len = 0;
     types[0] = '\0';
@@ -142,7 +128,8 @@ static const char *blocks_run_fast(const char *model, char *types, size_t cap)
     return types;
 }
 
-enum nb_status nb_auto_quantize_opts(const char *model, const struct nb_select_params *params,
+enum nb_status nb_auto_quantize_opts(struct nb_source *model,
+                                     const struct nb_select_params *params,
                                      const char *calib_path, struct nb_quantize_opts *qo,
                                      struct nb_selection *sel)
 {
@@ -186,7 +173,8 @@ enum nb_status nb_auto_quantize_opts(const char *model, const struct nb_select_p
 }
 
 /* The selector's weight path for "auto" (its decision into the report). */
-static enum nb_status choose(struct opening *o, const char *model, const struct nb_open_params *p,
+static enum nb_status choose(struct opening *o, struct nb_source *model,
+                             const struct nb_open_params *p,
                              struct nb_quantize_opts *qo)
 {
     if (p->select.target && strcmp(p->select.target, "host") != 0)
@@ -205,6 +193,7 @@ enum nb_status nb_model_open(struct nb_model **out, const char *model,
     struct nb_open_params p = nb_open_default_params();
     struct opening *o = NULL;
     struct nb_cache_entry *e = NULL;
+    struct nb_source *src = NULL;
     enum nb_status st;
     if (!out) return nb_set_error(NB_ERR_INVALID_ARG, "nb_model_open: out is NULL");
     *out = NULL;
@@ -235,18 +224,19 @@ enum nb_status nb_model_open(struct nb_model **out, const char *model,
                           "w4a8, w4a16, w8a16, bf16, f32", p.path);
         goto done;
     }
+    if ((st = nb_source_open(&src, model))) goto done;
+    const int packed = src->kind == NB_FILE_NIB;
     char types[64];
-    const char *blocks = is_auto && !is_packed(model) ? blocks_run_fast(model, types, sizeof types)
-                                                      : NULL;
+    const char *blocks = is_auto && !packed ? blocks_run_fast(src, types, sizeof types) : NULL;
     if (blocks)
         snprintf(o->r.route, sizeof o->r.route, "its %s blocks run as stored (the file's own "
                  "weights, its fidelity exactly) on the integer kernels; --path w4a8 or w4a16 "
                  "re-quantizes", blocks);
-    if (as_stored || blocks || is_packed(model)) {
+    if (as_stored || blocks || packed) {
         o->r.path_ignored = !as_stored && !is_auto;
         o->r.as_stored = 1;
-        st = nb_model_load(out, model);
-        if (st == NB_OK && !p.layout_rows && !is_packed(model)) {
+        st = nb_model_load_source(out, src);
+        if (st == NB_OK && !p.layout_rows && !packed) {
             /* lossless: the kernels read the same codes and scales in another order */
             int before = (*out)->repacked != NULL;
             st = nb_model_repack_kquants(*out, p.n_threads, &o->r.repack_s);
@@ -258,7 +248,7 @@ enum nb_status nb_model_open(struct nb_model **out, const char *model,
         }
         goto done;
     }
-    if (is_auto && (st = choose(o, model, &p, &qo))) goto done;
+    if (is_auto && (st = choose(o, src, &p, &qo))) goto done;
     nb_api_str(o->r.weight_path, sizeof o->r.weight_path, nb_wpath_name(qo.path));
     qo.n_threads = p.n_threads;
     qo.layout = p.layout_rows ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
@@ -267,13 +257,13 @@ enum nb_status nb_model_open(struct nb_model **out, const char *model,
     qo.user = o;
     const char *dir = p.use_cache ? p.cache_dir : NULL;
     o->r.cache_off = !dir;
-    st = nb_cache_get(model, &qo, dir, e);
+    st = nb_cache_get(src, &qo, dir, e);
     if (st != NB_OK) {
         if (is_auto && st == NB_ERR_INVALID_ARG) { /* the shapes do not fit the chosen path */
             nb_api_str(o->r.why, sizeof o->r.why, nb_last_error());
             o->r.weight_path[0] = '\0';
             o->r.fell_back = o->r.as_stored = 1;
-            st = nb_model_load(out, model);
+            st = nb_model_load_source(out, src);
         }
         goto done;
     }
@@ -283,9 +273,13 @@ enum nb_status nb_model_open(struct nb_model **out, const char *model,
     o->r.quantized = o->started;
     o->r.quantize_s = o->started ? nb_time_s() - o->t0 : 0;
     nb_api_str(o->r.loaded, sizeof o->r.loaded, e->path);
-    st = nb_model_load_nib(out, e->nib); /* the mapping nb_cache_get verified */
+    /* the entry nb_cache_get verified: its mapping is the one that runs */
+    struct nb_source *entry = NULL;
+    if (!(st = nb_source_from_nib(&entry, e->nib, 1))) st = nb_model_load_source(out, entry);
+    nb_source_free(entry);
 done:
     if (o) nb_api_out(report, &o->r, sizeof o->r);
+    nb_source_free(src);
     free(e);
     free(o);
     return st;

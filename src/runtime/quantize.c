@@ -31,6 +31,7 @@
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "formats/nib.h"
+#include "formats/source.h"
 #include "model/config.h"
 #include "model/model.h"
 #include "quant/kq_repack.h"
@@ -833,7 +834,7 @@ static void sum_worker(void *arg, int ith, int nth)
  * works: it reads the whole source once more, seconds for a 3 GB model on one core, and
  * nothing before the header needs it. */
 struct hash_job {
-    const char *path;
+    const struct nb_source *src;
     uint64_t hash;
     enum nb_status st;
     char msg[256];
@@ -844,14 +845,14 @@ struct hash_job {
 static void *hash_main(void *arg)
 {
     struct hash_job *h = arg;
-    h->st = nb_source_hash(h->path, &h->hash);
+    h->st = nb_source_hash(h->src, &h->hash);
     if (h->st) snprintf(h->msg, sizeof h->msg, "%s", nb_last_error());
     return NULL;
 }
 
-static void hash_start(struct hash_job *h, const char *path)
+static void hash_start(struct hash_job *h, const struct nb_source *src)
 {
-    h->path = path;
+    h->src = src;
     h->running = pthread_create(&h->th, NULL, hash_main, h) == 0;
     if (!h->running) hash_main(h); /* no thread: here and now */
 }
@@ -886,7 +887,7 @@ static int all_codes_fit(const struct nb_model *m, enum nb_wpath path)
 }
 
 /* Quantize into out_path, or into memory (*fd_out) when out_path is NULL. */
-static enum nb_status quantize_to(const char *src_path, const struct nb_quantize_opts *opts,
+static enum nb_status quantize_to(struct nb_source *src, const struct nb_quantize_opts *opts,
                                   const char *out_path, int *fd_out,
                                   struct nb_quantize_result *res)
 {
@@ -899,12 +900,13 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
     cJSON *header = NULL;
     struct hash_job hj = {.hash = opts->source_hash};
     double t0 = nb_time_s();
+    const char *src_path = src->path;
     memset(res, 0, sizeof *res);
     if (opts->gptq && !opts->calib_path) /* before anything is read */
         return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --gptq needs a calibration text "
                             "(--calib FILE)");
-    if (!opts->have_source_hash) hash_start(&hj, src_path);
-    if ((st = nb_model_load(&m, src_path))) goto fail;
+    if (!opts->have_source_hash) hash_start(&hj, src);
+    if ((st = nb_model_load_source(&m, src))) goto fail;
     q.m = m;
     if ((st = start_recipe(&q, m, opts))) goto fail;
     struct nb_quantize_opts eff = *opts; /* what is done (the header says it) */
@@ -924,7 +926,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
             goto fail;
         }
         if ((st = nb_act_stats_init(&calib, cc)) ||
-            (st = nb_calib_load(&cal, src_path, opts->calib_path, m, opts->calib_tokens)))
+            (st = nb_calib_load(&cal, opts->calib_path, m, opts->calib_tokens)))
             goto fail;
         if (eff.gptq) {
             /* a Q6_K or Q8_0 head: GPTQ on that block grid */
@@ -963,7 +965,7 @@ static enum nb_status quantize_to(const char *src_path, const struct nb_quantize
         NB_LOGI("quantize: %s: %lld int4 matrices kept the checkpoint's codes, %lld were "
                 "re-quantized", m->source_quant, (long long)q.n_kept, (long long)q.n_requant);
     /* a source without a tokenizer still quantizes (e.g. random-weight test models) */
-    if (nb_tokenizer_embed(q.w, src_path, &blobs) != NB_OK)
+    if (nb_tokenizer_embed(q.w, src, &blobs) != NB_OK)
         NB_LOGW("quantize: %s: no tokenizer embedded (%s)", src_path, nb_last_error());
     if ((st = hash_finish(&hj))) goto fail;
     header = make_header(m, &eff, &q.rc, src_path, hj.hash);
@@ -1014,19 +1016,19 @@ fail:
     return st;
 }
 
-enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_opts *opts,
+enum nb_status nb_quantize_file(struct nb_source *src, const struct nb_quantize_opts *opts,
                                 const char *out_path, struct nb_quantize_result *res)
 {
     memset(res, 0, sizeof *res);
-    if (replaces_source(src_path, out_path))
+    if (replaces_source(src->path, out_path))
         return nb_set_error(NB_ERR_INVALID_ARG, "quantize: the output %s would replace the source "
-                            "model (%s): choose another output file", out_path, src_path);
-    return quantize_to(src_path, opts, out_path, NULL, res);
+                            "model (%s): choose another output file", out_path, src->path);
+    return quantize_to(src, opts, out_path, NULL, res);
 }
 
-enum nb_status nb_quantize_memory(const char *src_path, const struct nb_quantize_opts *opts,
+enum nb_status nb_quantize_memory(struct nb_source *src, const struct nb_quantize_opts *opts,
                                   int *fd_out, struct nb_quantize_result *res)
 {
     *fd_out = -1;
-    return quantize_to(src_path, opts, NULL, fd_out, res);
+    return quantize_to(src, opts, NULL, fd_out, res);
 }

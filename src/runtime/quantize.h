@@ -62,13 +62,14 @@ static inline int nb_quantize_opts_layout(const struct nb_quantize_opts *o)
 {
     return o->layout == NB_LAYOUT_ROWS ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
 }
-/* Quantize the model at src_path into a new .nib at out_path (written atomically:
- * core/outfile.h). An out_path that is the source itself, or a file of the source
- * folder, is refused (NB_ERR_INVALID_ARG) before anything is read. */
-enum nb_status nb_quantize_file(const char *src_path, const struct nb_quantize_opts *opts,
+/* Quantize the opened source model (formats/source.h) into a new .nib at out_path
+ * (written atomically: core/outfile.h). An out_path that is the source itself, or a
+ * file of the source folder, is refused (NB_ERR_INVALID_ARG) before anything is read. */
+struct nb_source;
+enum nb_status nb_quantize_file(struct nb_source *src, const struct nb_quantize_opts *opts,
                                 const char *out_path, struct nb_quantize_result *res);
 /* The same into an anonymous in-memory file: *fd_out (the caller closes it). */
-enum nb_status nb_quantize_memory(const char *src_path, const struct nb_quantize_opts *opts,
+enum nb_status nb_quantize_memory(struct nb_source *src, const struct nb_quantize_opts *opts,
                                   int *fd_out, struct nb_quantize_result *res);
 
 #endif

@@ -11,6 +11,7 @@
 #include <xxhash.h>
 
 #include "core/mmap.h"
+#include "formats/source.h"
 
 static enum nb_status hash_file(XXH3_state_t *s, const char *path)
 {
@@ -106,16 +107,27 @@ static enum nb_status hash_dir(XXH3_state_t *s, const char *path)
     return NB_OK;
 }
 
-enum nb_status nb_source_hash(const char *path, uint64_t *out)
+static enum nb_status hash_path(const char *path, int dir, uint64_t *out)
 {
-    struct stat sb;
-    if (stat(path, &sb) != 0)
-        return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
     XXH3_state_t *s = XXH3_createState();
     if (!s) return nb_set_error(NB_ERR_NOMEM, "out of memory");
     XXH3_64bits_reset(s);
-    enum nb_status st = S_ISDIR(sb.st_mode) ? hash_dir(s, path) : hash_file(s, path);
+    enum nb_status st = dir ? hash_dir(s, path) : hash_file(s, path);
     if (st == NB_OK) *out = XXH3_64bits_digest(s);
     XXH3_freeState(s);
     return st;
+}
+
+enum nb_status nb_source_hash(const struct nb_source *src, uint64_t *out)
+{
+    if (src->kind == NB_FILE_DIR) return hash_path(src->path, 1, out);
+    if (!src->file.data && src->kind == NB_FILE_NIB) /* handed over with its own mapping */
+        return hash_path(src->path, 0, out);
+    *out = XXH3_64bits(src->file.data, src->file.size); /* the one mapping, read again */
+    return NB_OK;
+}
+
+enum nb_status nb_file_hash(const char *path, uint64_t *out)
+{
+    return hash_path(path, 0, out);
 }

@@ -9,7 +9,7 @@
 
 #include "core/mmap.h"
 #include "formats/gguf.h"
-#include "formats/sniff.h"
+#include "formats/source.h"
 #include "formats/json.h"
 #include "tokenizer/tok_internal.h"
 
@@ -534,33 +534,19 @@ static int ends_with(const char *s, const char *suf)
     return a >= b && !strcmp(s + a - b, suf);
 }
 
-enum nb_status nb_tokenizer_load_for_model(struct nb_tokenizer **out, const char *path)
+enum nb_status nb_tokenizer_load_source(struct nb_tokenizer **out, const struct nb_source *src)
 {
     enum nb_status st;
+    const char *path = src->path;
     *out = NULL;
-    if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "tokenizer: no model path");
-    struct stat sb;
-    if (stat(path, &sb) != 0) {
-        if (errno == ENOENT) return nb_set_error(NB_ERR_NOT_FOUND, "%s: no such file", path);
-        return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", path, strerror(errno));
-    }
-    if (S_ISDIR(sb.st_mode) || ends_with(path, ".json") || ends_with(path, ".model"))
+    if (src->kind == NB_FILE_DIR || ends_with(path, ".json") || ends_with(path, ".model"))
         return nb_tokenizer_load_hf(out, path);
-    if (!S_ISREG(sb.st_mode)) return nb_set_error(NB_ERR_IO, "%s: not a regular file", path);
-    enum nb_file_kind kind;
-    if ((st = nb_sniff_path(path, &kind))) return st;
-    if (kind == NB_FILE_NIB) /* tokenizer/ knows no .nib: runtime/model_tokenizer.h does */
+    if (src->kind == NB_FILE_NIB) /* tokenizer/ knows no .nib: runtime/model_tokenizer.h does */
         return nb_set_error(NB_ERR_INVALID_ARG,
                             "%s: a packed .nib: its embedded tokenizer is read by "
-                            "nb_tokenizer_for_model",
+                            "nb_tokenizer_for_source",
                             path);
-    if (kind == NB_FILE_GGUF) {
-        struct nb_gguf *g = NULL;
-        if ((st = nb_gguf_open(&g, path))) return st;
-        st = nb_tokenizer_load_gguf(out, g);
-        nb_gguf_free(g);
-        return st;
-    }
+    if (src->kind == NB_FILE_GGUF) return nb_tokenizer_load_gguf(out, src->gguf);
     char p[4096];
     if ((st = nb_tokenizer_llama2c_path(path, p, sizeof p))) return st;
     return nb_tokenizer_load_llama2c(out, p, 0);

@@ -85,12 +85,14 @@ enum nb_status nb_tokenizer_load_spm_model_cfg(struct nb_tokenizer **out, const 
 /* The llama2.c tokenizer of a checkpoint: X.tok.bin beside X.bin, else tokenizer.bin in
  * its folder (or the path itself when it is a .tok.bin). NB_ERR_NOT_FOUND if neither. */
 enum nb_status nb_tokenizer_llama2c_path(const char *model_path, char *out, size_t size);
-/* The tokenizer that goes with a model path: a GGUF file (its metadata), a directory
- * (tokenizer.json, else tokenizer.model), a tokenizer.json file, or a llama2.c
- * checkpoint X.bin (X.tok.bin beside it, else tokenizer.bin in its directory). A .nib
- * is NB_ERR_INVALID_ARG: its embedded tokenizer is read by nb_tokenizer_for_model
- * (runtime/model_tokenizer.h), which callers holding any model path should use. */
-enum nb_status nb_tokenizer_load_for_model(struct nb_tokenizer **out, const char *model_path);
+/* The tokenizer that goes with an opened model source (formats/source.h): a GGUF file
+ * (its parsed metadata), a directory (tokenizer.json, else tokenizer.model), a
+ * tokenizer.json file, or a llama2.c checkpoint X.bin (X.tok.bin beside it, else
+ * tokenizer.bin in its directory). A .nib is NB_ERR_INVALID_ARG: its embedded tokenizer
+ * is read by nb_tokenizer_for_source (runtime/model_tokenizer.h), which callers holding
+ * any model should use. */
+struct nb_source;
+enum nb_status nb_tokenizer_load_source(struct nb_tokenizer **out, const struct nb_source *src);
 void nb_tokenizer_free(struct nb_tokenizer *tok);
 
 /* ---------------------------------------------------------------- properties */

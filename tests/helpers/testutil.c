@@ -9,6 +9,12 @@
 #include <unistd.h>
 
 #include "formats/json.h"
+#include "formats/source.h"
+#include "model/model.h"
+#include "runtime/cache.h"
+#include "runtime/quantize.h"
+#include "runtime/source_hash.h"
+#include "tokenizer/tokenizer.h"
 #include "nibble.h"
 
 const char *tu_model_path(const char *rel)
@@ -238,4 +244,53 @@ int tu_count_files(const char *dir, const char *suffix)
     }
     closedir(d);
     return n;
+}
+
+int tu_quantize_file(const char *src, const struct nb_quantize_opts *o, const char *out,
+                     struct nb_quantize_result *r)
+{
+    struct nb_source *s = NULL;
+    enum nb_status st = nb_source_open(&s, src);
+    if (!st) st = nb_quantize_file(s, o, out, r);
+    nb_source_free(s);
+    return st;
+}
+
+int tu_cache_get(const char *src, const struct nb_quantize_opts *o, const char *dir,
+                 struct nb_cache_entry *e)
+{
+    struct nb_source *s = NULL;
+    enum nb_status st = nb_source_open(&s, src);
+    if (!st) st = nb_cache_get(s, o, dir, e);
+    nb_source_free(s);
+    return st;
+}
+
+int tu_source_hash(const char *src, uint64_t *h)
+{
+    struct nb_source *s = NULL;
+    enum nb_status st = nb_source_open(&s, src);
+    if (!st) st = nb_source_hash(s, h);
+    nb_source_free(s);
+    return st;
+}
+
+int tu_tokenizer_load_source(struct nb_tokenizer **t, const char *src)
+{
+    struct nb_source *s = NULL;
+    *t = NULL;
+    enum nb_status st = nb_source_open(&s, src);
+    if (!st) st = nb_tokenizer_load_source(t, s);
+    nb_source_free(s);
+    return st;
+}
+
+int tu_model_load_nib(struct nb_model **m, struct nb_nib *nib)
+{
+    struct nb_source *s = NULL;
+    *m = NULL;
+    enum nb_status st = nb_source_from_nib(&s, nib, 1);
+    if (!st) st = nb_model_load_source(m, s);
+    nb_source_free(s);
+    return st;
 }

@@ -64,4 +64,21 @@ int tu_count_files(const char *dir, const char *suffix);
 char *tu_mkdtemp(void);
 void tu_rmtree(const char *path);
 
+/* The internal calls that take an opened source (formats/source.h), from a path: the
+ * source is opened, used and dropped. Each returns the call's status. */
+struct nb_quantize_opts;
+struct nb_quantize_result;
+struct nb_cache_entry;
+struct nb_tokenizer;
+int tu_quantize_file(const char *src, const struct nb_quantize_opts *o, const char *out,
+                     struct nb_quantize_result *r);
+int tu_cache_get(const char *src, const struct nb_quantize_opts *o, const char *dir,
+                 struct nb_cache_entry *e);
+int tu_source_hash(const char *src, uint64_t *h);
+int tu_tokenizer_load_source(struct nb_tokenizer **t, const char *src);
+/* nb_model_load_source on a verified cache entry's nib (taken over) */
+struct nb_model;
+struct nb_nib;
+int tu_model_load_nib(struct nb_model **m, struct nb_nib *nib);
+
 #endif
