@@ -242,7 +242,7 @@ int cmd_chat(int argc, char **argv)
     char *owned[MAX_TURNS] = {0};
     int n_msgs = 0;
     struct app_shift_opts so = {.keep = -1};
-    struct app_seq seq = {0}; /* what the cache holds, and every token run in this conversation */
+    struct nb_sequence *seq = NULL; /* what the cache holds, every token of this conversation */
     char *line = NULL;
     size_t line_cap = 0;
     const struct arg_opt opts[] = {
@@ -279,16 +279,21 @@ int cmd_chat(int argc, char **argv)
      * each turn can be checked against it before it runs. */
     cp.n_ctx = app_ctx_size(&info, cp.n_ctx);
     if (!app_context_fits(cmd, model, &cp)) goto done;
+    int n_keep = 0; /* tokens at the start a shift keeps */
     {
         int32_t *start = NULL;
-        int n_start = 0, n_keep = 0;
+        int n_start = 0;
         if (conversation_start(&tpl, system, tok, &start, &n_start) != NB_OK) goto fail;
         int ok = app_keep_resolve(cmd, &so, "the conversation's start", start, n_start,
                                   info.bos_id, cp.n_ctx, &n_keep);
         free(start);
         if (!ok) goto done;
         if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
-        if (app_seq_init(&seq, ctx, cp.n_ctx, n_keep, !so.no_shift) != NB_OK) goto fail;
+        struct nb_sequence_params qp = nb_sequence_default_params();
+        qp.n_ctx = cp.n_ctx;
+        qp.shift = !so.no_shift;
+        qp.n_keep = n_keep;
+        if (nb_sequence_init(&seq, ctx, &qp) != NB_OK) goto fail;
     }
     if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
     if (system) msgs[n_msgs++] = (struct nb_chat_msg){"system", system};
@@ -304,7 +309,7 @@ int cmd_chat(int argc, char **argv)
         if (!strcmp(line, "/reset") || n_msgs + 2 > MAX_TURNS) {
             for (int i = 0; i < MAX_TURNS; i++) free(owned[i]), owned[i] = NULL;
             n_msgs = base_msgs;
-            app_seq_rewind(&seq, 0);
+            nb_sequence_rewind(seq, 0);
             if (!strcmp(line, "/reset")) continue;
         }
         int32_t *ids = NULL;
@@ -337,8 +342,10 @@ int cmd_chat(int argc, char **argv)
         /* Keep the longest prefix of what this conversation has run (at least one token
          * is run, for the logits); run the rest. After a shift the cache holds the
          * conversation's start and its newest part; the new tokens go after that. */
-        int same = common_prefix(seq.ids, seq.n, ids, n_ids - 1);
-        int kept = same < seq.n_keep ? same : seq.n_keep;
+        int n_seq;
+        const int32_t *seq_ids = nb_sequence_ids(seq, &n_seq);
+        int same = common_prefix(seq_ids, n_seq, ids, n_ids - 1);
+        int kept = same < n_keep ? same : n_keep;
         /* What does not fit even so starts a new conversation with this message (it fits
          * on its own: checked above). Without shift that is any conversation longer than
          * the context; with it, new tokens that do not fit beside the kept start (they
@@ -360,18 +367,19 @@ int cmd_chat(int argc, char **argv)
                     "dropped]\n",
                     cp.n_ctx);
             if ((st = render_ids(&tpl, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
-            same = common_prefix(seq.ids, seq.n, ids, n_ids - 1); /* the start, still cached */
+            seq_ids = nb_sequence_ids(seq, &n_seq);
+            same = common_prefix(seq_ids, n_seq, ids, n_ids - 1); /* the start, still cached */
         }
-        app_seq_rewind(&seq, same);
-        int reused = app_seq_cached(&seq);
+        nb_sequence_rewind(seq, same);
+        int reused = nb_sequence_cached(seq);
         fprintf(stderr, "[%d cached tokens reused, %d new]\n", reused, n_ids - same);
         struct turn_out out = {0};
         if (nb_text_out_init(&out.out, tok, NULL) != NB_OK) {
             free(ids);
             goto fail;
         }
-        struct app_gen_stats gs;
-        st = app_generate(&seq, sampler, ids + same, n_ids - same, n_predict, 1, on_token, &out,
+        struct nb_gen_stats gs;
+        st = nb_sequence_generate(seq, sampler, ids + same, n_ids - same, n_predict, 1, on_token, &out,
                           &gs);
         free(ids);
         const char *t;
@@ -384,15 +392,15 @@ int cmd_chat(int argc, char **argv)
         fflush(stdout);
         nb_text_out_free(out.out);
         if (st) {
-            fprintf(stderr, "nibble chat: %s\n", app_seq_error(&seq));
+            fprintf(stderr, "nibble chat: %s\n", nb_last_error());
             free(out.text);
             goto done;
         }
         if (gs.n_shifts)
             fprintf(stderr, "[the context of %d tokens was full: %d tokens dropped after the "
                             "first %d, the conversation goes on]\n", cp.n_ctx, gs.n_dropped,
-                    seq.n_keep);
-        if (gs.ctx_full)
+                    n_keep);
+        if (gs.stopped_by == NB_STOPPED_CONTEXT)
             fprintf(stderr, "[the context of %d tokens is full: the answer was cut]\n", cp.n_ctx);
         owned[n_msgs] = out.text ? out.text : strdup("");
         msgs[n_msgs] = (struct nb_chat_msg){"assistant", owned[n_msgs]};
@@ -406,7 +414,7 @@ fail:
 done:
     for (int i = 0; i < MAX_TURNS; i++) free(owned[i]);
     free(tpl_src);
-    app_seq_free(&seq);
+    nb_sequence_free(seq);
     free(line);
     nb_sampler_free(sampler);
     nb_ctx_free(ctx);

@@ -54,8 +54,8 @@ static void usage(FILE *f)
             "      --print-ids         stdout: only the generated ids, separated by spaces\n"
             "      --lookup N          prompt-lookup speculative decoding: up to N draft tokens\n"
             "                          a step copied from the text so far, verified in one\n"
-            "                          batched step; the same output (default 0: off; with\n"
-            "                          it the context does not shift: a full context stops)\n"
+            "                          batched step; the same output, context shifts\n"
+            "                          included (default 0: off)\n"
             "Every --option VALUE may also be written --option=VALUE.\n");
 }
 
@@ -109,7 +109,7 @@ int cmd_run(int argc, char **argv)
     int32_t *ids = NULL;
     int n_ids = 0, n_predict = 128, ignore_eos = 0, rc = 1, parse_special = 1, n_stops = 0;
     struct app_shift_opts so = {.keep = 0};
-    struct app_seq seq = {0};
+    struct nb_sequence *seq = NULL;
     const char *stops[MAX_STOPS];
     struct nb_tokenizer *tok = NULL;
     struct nb_ctx_params cp = nb_ctx_default_params();
@@ -220,26 +220,23 @@ int cmd_run(int argc, char **argv)
     if (!app_keep_resolve(cmd, &so, "the prompt", ids, n_ids, info.bos_id, cp.n_ctx, &n_keep))
         goto done;
     if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
-    if (app_seq_init(&seq, ctx, cp.n_ctx, n_keep, !so.no_shift) != NB_OK) goto fail;
+    struct nb_sequence_params qp = nb_sequence_default_params();
+    qp.n_ctx = cp.n_ctx;
+    qp.shift = !so.no_shift;
+    qp.n_keep = n_keep;
+    qp.max_draft = lookup; /* drafts verified: the same text, shifts included */
+    if (nb_sequence_init(&seq, ctx, &qp) != NB_OK) goto fail;
     if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
     fprintf(stderr, "nibble run: %s: %s (%s), %.2f M params, %d layers, vocab %d\n", model_path,
             info.arch, info.source_kind, (double)info.n_params / 1e6, info.n_layers,
             info.n_vocab);
 
     double t_ready = app_time_s();
-    struct app_gen_stats ags;
-    const struct nb_gen_stats *gs = &ags.gen;
-    if (lookup > 0) { /* speculative: no context shift, a full context stops */
-        ags = (struct app_gen_stats){0};
-        if (nb_generate_lookup(ctx, 0, sampler, ids, n_ids, n_predict, !ignore_eos, lookup,
-                               on_token, &out, &ags.gen) != NB_OK)
-            goto fail;
-        ags.ctx_full = ags.gen.stopped_by == NB_STOPPED_CONTEXT;
-    } else if (app_generate(&seq, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out,
-                            &ags) != NB_OK) {
-        fprintf(stderr, "nibble run: %s\n", app_seq_error(&seq));
-        goto done;
-    }
+    struct nb_gen_stats ags;
+    const struct nb_gen_stats *gs = &ags;
+    if (nb_sequence_generate(seq, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out,
+                             &ags) != NB_OK)
+        goto fail;
     if (tok && !out.print_ids) { /* what the detokenizer and the stop matcher still hold */
         const char *text;
         size_t len;
@@ -267,7 +264,7 @@ int cmd_run(int argc, char **argv)
                         "%d, dropped %d tokens in all, ran %d again in %.3f s\n", cp.n_ctx,
                 ags.n_shifts, n_keep, ags.n_dropped, ags.n_rerun, ags.t_shift_s);
     /* the user asked for it: the text so far is the answer, not an error */
-    if (ags.ctx_full)
+    if (ags.stopped_by == NB_STOPPED_CONTEXT)
         fprintf(stderr, "[context of %d tokens full: stopped; a larger -c, or context shift "
                         "(no --no-shift), goes on]\n", cp.n_ctx);
     rc = 0;
@@ -279,7 +276,7 @@ done:
     nb_text_out_free(out.text);
     nb_tokenizer_free(tok);
     nb_sampler_free(sampler);
-    app_seq_free(&seq);
+    nb_sequence_free(seq);
     nb_ctx_free(ctx);
     nb_model_free(model);
     free(ids);

@@ -240,6 +240,10 @@ struct nb_gen_stats {
     enum nb_stopped_by stopped_by;
     int n_drafted;     /* nb_generate_lookup: draft tokens verified, and those accepted */
     int n_accepted;
+    /* context shifts of this call (nb_sequence with shift): how many, the tokens dropped
+     * and those run again, and their time (not in t_gen_s) */
+    int n_shifts, n_dropped, n_rerun;
+    double t_shift_s;
 };
 
 /* Called for each generated token; return non-zero to stop. */
@@ -251,28 +255,6 @@ typedef int (*nb_token_cb)(int32_t token, void *user);
 NB_API enum nb_status nb_generate(struct nb_ctx *ctx, int seq, struct nb_sampler *sampler,
                            const int32_t *prompt, int n_prompt, int n_predict, int stop_on_eos,
                            nb_token_cb cb, void *user, struct nb_gen_stats *stats);
-
-/* How a generation runs tokens into the context, for a caller that lays the sequence
- * out itself (nibble run's context shift). run() runs n tokens after what the sequence
- * holds and writes the logits of the last to `logits` (n_vocab floats); it returns NB_OK,
- * NB_ERR_RANGE having run nothing when they do not fit (the prompt then fails; a
- * generated token stops the generation with NB_STOPPED_CONTEXT), or another failure.
- * *n_extra: tokens it ran besides the n (a shift runs kept ones again; that step is not
- * counted in n_decode). */
-struct nb_gen_runner {
-    enum nb_status (*run)(void *self, const int32_t *tokens, int n, float *logits,
-                          int *n_extra);
-    void *self;
-};
-
-/* nb_generate with tokens run by `runner` (NULL: nb_decode into sequence `seq` at its
- * next positions, as nb_generate). n_predict < 0: no limit. In both, a context that
- * fills up while generating is not an error: generation stops with NB_STOPPED_CONTEXT. */
-NB_API enum nb_status nb_generate_with(struct nb_ctx *ctx, int seq,
-                                const struct nb_gen_runner *runner, struct nb_sampler *sampler,
-                                const int32_t *prompt, int n_prompt, int n_predict,
-                                int stop_on_eos, nb_token_cb cb, void *user,
-                                struct nb_gen_stats *stats);
 
 /* Prompt lookup: the longest suffix of hist[0, n) of ngram_max down to ngram_min tokens
  * that also occurs earlier in hist; the tokens that followed its latest earlier
@@ -292,6 +274,54 @@ NB_API enum nb_status nb_generate_lookup(struct nb_ctx *ctx, int seq, struct nb_
                                          const int32_t *prompt, int n_prompt, int n_predict,
                                          int stop_on_eos, int max_draft, nb_token_cb cb,
                                          void *user, struct nb_gen_stats *stats);
+
+/* ---------------------------------------------------------------- sequences
+ * One generated sequence of a context, across calls (chat turns): the one generation loop
+ * of the library (nb_generate and nb_generate_lookup are one-call forms of it). It keeps
+ * every token run into it (never shifted), the view its cache holds, and with `shift`,
+ * when the next tokens do not fit n_ctx, keeps the first n_keep tokens, drops the oldest
+ * half of the rest and runs the newest again (llama.cpp's context shift). With max_draft,
+ * each step also runs up to that many prompt-lookup drafts, verified (nb_generate_lookup):
+ * the output is the same as without, shifts included. One thread at a time; the context
+ * must outlive it. */
+struct nb_sequence_params {
+    size_t size;   /* from nb_sequence_default_params() */
+    int seq;       /* the context's sequence (0) */
+    int n_ctx;     /* tokens the sequence may hold (needed for shift; 0: until decode says
+                      the context is full) */
+    int shift;     /* 1: shift when full (the sequence is cleared at init); 0: a full context
+                      stops generation (NB_STOPPED_CONTEXT) */
+    int n_keep;    /* tokens at the start a shift keeps (< 0: 0) */
+    int max_draft; /* prompt-lookup drafts per step (0: off; at most 64) */
+};
+NB_API struct nb_sequence_params nb_sequence_default_params(void);
+struct nb_sequence;
+NB_API enum nb_status nb_sequence_init(struct nb_sequence **out, struct nb_ctx *ctx,
+                                       const struct nb_sequence_params *params);
+NB_API void nb_sequence_free(struct nb_sequence *s);
+/* Run `prompt` after what the sequence holds (shifting first when it does not fit), then
+ * sample up to n_predict tokens (< 0: no limit), calling cb for each (non-zero: stop).
+ * Stops at the model's end-of-sequence token when stop_on_eos (not passed to cb). The
+ * last token passed to cb is not in the cache yet (the next call runs it first).
+ * NB_ERR_RANGE naming the numbers when the prompt cannot fit (beside the kept tokens).
+ * stats may be NULL. */
+NB_API enum nb_status nb_sequence_generate(struct nb_sequence *s, struct nb_sampler *sampler,
+                                           const int32_t *prompt, int n_prompt, int n_predict,
+                                           int stop_on_eos, nb_token_cb cb, void *user,
+                                           struct nb_gen_stats *stats);
+/* Every token given to or generated by the sequence, in order (valid until the next call). */
+NB_API const int32_t *nb_sequence_ids(const struct nb_sequence *s, int *n);
+/* Tokens its cache holds now. */
+NB_API int nb_sequence_cached(const struct nb_sequence *s);
+/* Forget all but the first n tokens (a chat turn rendered differently from there on); the
+ * cache keeps what it holds of them. NB_ERR_INVALID_ARG when n is out of range. */
+NB_API enum nb_status nb_sequence_rewind(struct nb_sequence *s, int n);
+/* The shifts so far, all calls together. */
+struct nb_sequence_shifts {
+    int n_shifts;
+    int n_dropped, n_rerun;
+};
+NB_API void nb_sequence_shifts(const struct nb_sequence *s, struct nb_sequence_shifts *out);
 
 /* ---------------------------------------------------------------- versioned structs
  * The structs below start with `size`: a params struct comes from its *_default_params()

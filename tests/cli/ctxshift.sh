@@ -32,6 +32,19 @@ ok grep -q "the context of 64 tokens was full [0-9]* times: kept the first 1," "
 run --ids $prompt -c 256 -n 200 >"$tmp/noshift" 2>/dev/null
 ok test "$(ids "$tmp/shift" 1,61)" = "$(ids "$tmp/noshift" 1,61)"
 ok test "$(ids "$tmp/shift" 1,200)" != "$(ids "$tmp/noshift" 1,200)"
+# --lookup 8 with the shifts: the same 200 ids (drafts are verified and never fed past a
+# full context, so every shift comes at the same token), and drafts were accepted; the
+# same on the w4a8 path, sampled, with --keep
+run --ids $prompt -c 64 -n 200 --lookup 8 >"$tmp/shiftlk" 2>"$tmp/shiftlk.err"
+ok cmp -s "$tmp/shift" "$tmp/shiftlk"
+ok grep -q "the context of 64 tokens was full [0-9]* times" "$tmp/shiftlk.err"
+ok grep -Eq "prompt lookup: [0-9]+ draft tokens verified, [1-9][0-9]* accepted" "$tmp/shiftlk.err"
+for lk in 0 8; do
+  "$bin" run -m "$gguf" --path w4a8 -t 2 --print-ids --ids $prompt -c 40 --keep 4 -n 150 \
+    --temp 0.7 --seed 3 --lookup $lk >"$tmp/w$lk" 2>"$tmp/w$lk.err"
+done
+ok cmp -s "$tmp/w0" "$tmp/w8"
+ok grep -q "was full" "$tmp/w8.err"
 # deterministic: the shifted run again gives the same 200, and so does a sampled one
 run --ids $prompt -c 64 -n 200 >"$tmp/shift2" 2>/dev/null
 ok cmp -s "$tmp/shift" "$tmp/shift2"
