@@ -19,6 +19,7 @@
 #include "app/http_client.h"
 #include "app/text.h"
 #include "nibble.h"
+#include "nibble_eval.h"
 
 extern char **environ;
 

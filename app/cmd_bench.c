@@ -19,6 +19,7 @@
 #include "app/auto_path.h"
 #include "app/commands.h"
 #include "nibble.h"
+#include "nibble_eval.h"
 
 #define MAX_MODELS 16
 #define MAX_REPS 100

@@ -12,6 +12,7 @@
 #include "app/commands.h"
 #include "app/text.h"
 #include "nibble.h"
+#include "nibble_eval.h"
 
 #define MAX_PROMPTS 4096
 

@@ -14,6 +14,7 @@
 #include "app/memory.h"
 #include "app/text.h"
 #include "nibble.h"
+#include "nibble_server.h"
 
 static void usage(FILE *f)
 {

@@ -7,6 +7,7 @@
 #include "app/commands.h"
 #include "app/text.h"
 #include "nibble.h"
+#include "nibble_synth.h"
 
 static void usage(FILE *f)
 {

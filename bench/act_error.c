@@ -63,6 +63,7 @@
 #include "quant/quant.h"
 #include "runtime/calib.h"
 #include "nibble.h"
+#include "nibble_eval.h"
 
 /* ---------------------------------------------------------------- what is measured */
 

@@ -12,7 +12,8 @@ function(run)
   endif()
 endfunction()
 run(${CMAKE_COMMAND} --install "${BUILD}" --prefix "${WORK}/prefix")
-foreach(f include/nibble.h ${LIBDIR}/pkgconfig/nibble.pc ${LIBDIR}/cmake/nibble/nibbleConfig.cmake
+foreach(f include/nibble.h include/nibble_eval.h include/nibble_server.h include/nibble_synth.h
+          ${LIBDIR}/pkgconfig/nibble.pc ${LIBDIR}/cmake/nibble/nibbleConfig.cmake
           ${LIBDIR}/cmake/nibble/nibbleConfigVersion.cmake)
   if(NOT EXISTS "${WORK}/prefix/${f}")
     message(FATAL_ERROR "consumer: the install lacks ${f}")

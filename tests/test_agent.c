@@ -11,6 +11,7 @@
 
 #include "eval/phone.h"
 #include "nibble.h"
+#include "nibble_eval.h"
 
 static struct nb_agent_tasks *load_file_tasks(void)
 {

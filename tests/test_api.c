@@ -21,6 +21,8 @@
 
 #include "helpers/testutil.h"
 #include "nibble.h"
+#include "nibble_eval.h"
+#include "nibble_synth.h"
 
 #define KJV "kjv-7m/kjv-7m-f32.gguf"
 static const char *k_text = "In the beginning";

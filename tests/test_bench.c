@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "eval/bench.h"
+#include "nibble_eval.h"
 
 struct log {
     int order[64][3];

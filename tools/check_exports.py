@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""tools/check_exports.py LIB.so include/nibble.h — libnibble.so exports exactly the
-functions nibble.h declares NB_API: none missing (a program linking the shared library
+"""tools/check_exports.py LIB.so HEADER... — libnibble.so exports exactly the
+functions the public headers (include/nibble*.h) declare NB_API: none missing (a program linking the shared library
 would fail), none extra (internals are hidden and free to change). Run by ctest
 (test `exports`). Symbols of the toolchain or a sanitizer runtime (leading underscore)
 are not ours and are ignored."""
@@ -10,9 +10,12 @@ import sys
 
 
 def main():
-    lib, header = sys.argv[1], sys.argv[2]
-    with open(header, encoding="utf-8") as f:
-        declared = set(re.findall(r"^NB_API\b[^(]*?\b(nb_[a-z0-9_]+)\s*\(", f.read(), re.M))
+    lib, headers = sys.argv[1], sys.argv[2:]
+    declared = set()
+    for header in headers:
+        with open(header, encoding="utf-8") as f:
+            declared |= set(re.findall(r"^NB_API\b[^(]*?\b(nb_[a-z0-9_]+)\s*\(", f.read(),
+                                       re.M))
     out = subprocess.run(["nm", "-D", "--defined-only", lib], check=True,
                          capture_output=True, text=True).stdout
     exported = set()
@@ -23,9 +26,9 @@ def main():
     missing = sorted(declared - exported)
     extra = sorted(exported - declared)
     for m in missing:
-        print(f"exports: {m} is declared NB_API in nibble.h but not exported")
+        print(f"exports: {m} is declared NB_API in the headers but not exported")
     for e in extra:
-        print(f"exports: {e} is exported but is not part of nibble.h")
+        print(f"exports: {e} is exported but is not part of the public headers")
     print(f"exports: {len(exported)} exported, {len(declared)} declared: "
           f"{'FAILED' if missing or extra else 'ok'}")
     return 1 if missing or extra or not declared else 0

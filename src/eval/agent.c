@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "eval/phone.h"
 #include "formats/json.h"
+#include "nibble_eval.h"
 
 #define AG_MAX_TASKS     100000
 #define AG_MAX_INSTR     8

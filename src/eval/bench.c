@@ -10,6 +10,7 @@
 #include "core/membw.h"
 #include "core/timer.h"
 #include "runtime/api.h"
+#include "nibble_eval.h"
 
 static int32_t rand_token(uint64_t *s, int n_vocab)
 {

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "runtime/api.h"
+#include "nibble_eval.h"
 
 static double log_sum_exp(const float *x, int n, double *mx_out)
 {

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "nibble.h"
+#include "nibble_eval.h"
 
 /* log-softmax helpers, in double: KL(p || q) of two logit vectors, and -log p[id]. */
 double nb_kl_logits(const float *p_logits, const float *q_logits, int n);

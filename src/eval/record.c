@@ -21,6 +21,7 @@
 #include "runtime/api.h"
 #include "runtime/probe.h"
 #include "runtime/selector.h"
+#include "nibble_eval.h"
 
 /* Letters, digits, '.' and '_' kept; anything else becomes '-'. */
 static void sanitise(char *dst, size_t size, const char *src)

@@ -11,6 +11,7 @@
 #include "core/threadpool.h"
 #include "formats/gguf.h"
 #include "runtime/api.h"
+#include "nibble_synth.h"
 
 /* The generator must give the same bits everywhere: no fused multiply-add. (GCC in
  * ISO C mode, which the build uses, does not contract; clang needs the pragma.) */

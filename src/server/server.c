@@ -16,6 +16,7 @@
 #include "core/log.h"
 #include "model/context.h"
 #include "server/server.h"
+#include "nibble_server.h"
 
 struct nb_server_params nb_server_default_params(void)
 {

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "nibble.h"
+#include "nibble_server.h"
 #include "server/constrain.h"
 #include "tokenizer/jinja.h"
 #include "tokenizer/tokenizer.h"

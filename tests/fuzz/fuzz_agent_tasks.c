@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "nibble.h"
+#include "nibble_eval.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
