@@ -224,25 +224,161 @@ static enum nb_status conversation_start(const struct chat_tpl *tpl, const char 
     return st;
 }
 
+/* A conversation: the messages so far and the sequence its tokens run in. */
+struct chat {
+    struct chat_tpl tpl;
+    const struct nb_tokenizer *tok;
+    struct nb_sequence *seq; /* what the cache holds, every token of this conversation */
+    struct nb_sampler *sampler;
+    struct nb_chat_msg msgs[MAX_TURNS];
+    char *owned[MAX_TURNS];
+    int n_msgs, base_msgs; /* base_msgs: the system turn (0 or 1) */
+    int n_ctx, n_keep, no_shift, n_predict;
+};
+
+/* Forget every turn but the system one; keep[0] (may be NULL) becomes the first user turn. */
+static void restart(struct chat *c, char *keep)
+{
+    for (int i = 0; i < MAX_TURNS; i++) free(c->owned[i]), c->owned[i] = NULL;
+    c->n_msgs = c->base_msgs;
+    if (!keep) return;
+    c->owned[c->n_msgs] = keep;
+    c->msgs[c->n_msgs++] = (struct nb_chat_msg){"user", keep};
+}
+
+/* Does the message fit the context on its own (with the system turn and the template)?
+ * 1 yes; 0 no (said); -1 on a failure. */
+static int fits_alone(struct chat *c, const char *line)
+{
+    struct nb_chat_msg alone[2];
+    int n_alone = 0, n_ids = 0;
+    int32_t *ids = NULL;
+    if (c->base_msgs) alone[n_alone++] = c->msgs[0];
+    alone[n_alone++] = (struct nb_chat_msg){"user", line};
+    if (render_ids(&c->tpl, alone, n_alone, c->tok, &ids, &n_ids)) return -1;
+    free(ids);
+    if (n_ids < c->n_ctx) return 1;
+    fprintf(stderr, "nibble chat: message not sent: it is %d tokens with the chat template, "
+                    "the context holds %d (--ctx); send a shorter one\n", n_ids, c->n_ctx);
+    return 0;
+}
+
+/* The conversation with the new message as ids, and how many of them the sequence
+ * already holds: the longest prefix of what it has run (at least one token is run, for the
+ * logits). After a shift the cache holds the conversation's start and its newest part; the
+ * new tokens go after that. What does not fit even so starts a new conversation with this
+ * message (it fits on its own: checked before). Without shift that is any conversation
+ * longer than the context; with it, new tokens that do not fit beside the kept start
+ * (they are more than this message when the template renders the last answer other than
+ * it was generated, e.g. trimmed, so that it is run again). */
+static enum nb_status render_turn(struct chat *c, int32_t **ids, int *n_ids, int *same)
+{
+    enum nb_status st = render_ids(&c->tpl, c->msgs, c->n_msgs, c->tok, ids, n_ids);
+    if (st) return st;
+    int n_seq;
+    const int32_t *seq_ids = nb_sequence_ids(c->seq, &n_seq);
+    *same = common_prefix(seq_ids, n_seq, *ids, *n_ids - 1);
+    int kept = *same < c->n_keep ? *same : c->n_keep;
+    if (c->no_shift ? *n_ids < c->n_ctx : kept + *n_ids - *same <= c->n_ctx) return NB_OK;
+    free(*ids);
+    *ids = NULL;
+    char *msg = c->owned[c->n_msgs - 1];
+    c->owned[c->n_msgs - 1] = NULL;
+    restart(c, msg);
+    fprintf(stderr, "[the conversation outgrew the context of %d tokens: earlier turns "
+                    "dropped]\n", c->n_ctx);
+    if ((st = render_ids(&c->tpl, c->msgs, c->n_msgs, c->tok, ids, n_ids))) return st;
+    seq_ids = nb_sequence_ids(c->seq, &n_seq);
+    *same = common_prefix(seq_ids, n_seq, *ids, *n_ids - 1); /* the start, still cached */
+    return NB_OK;
+}
+
+/* One user message: rendered with the conversation, run, the answer streamed to stdout
+ * and kept as the assistant's turn. NB_ERR_NOMEM when out of memory (said here). */
+static enum nb_status turn(struct chat *c, const char *line)
+{
+    int32_t *ids = NULL;
+    int n_ids = 0, same = 0;
+    enum nb_status st;
+    if (!(c->owned[c->n_msgs] = strdup(line))) {
+        fprintf(stderr, "nibble chat: out of memory\n");
+        return NB_ERR_NOMEM;
+    }
+    c->msgs[c->n_msgs] = (struct nb_chat_msg){"user", c->owned[c->n_msgs]};
+    c->n_msgs++;
+    if ((st = render_turn(c, &ids, &n_ids, &same))) return st;
+    nb_sequence_rewind(c->seq, same);
+    fprintf(stderr, "[%d cached tokens reused, %d new]\n", nb_sequence_cached(c->seq),
+            n_ids - same + nb_sequence_pending(c->seq));
+    struct turn_out out = {0};
+    if ((st = nb_text_out_init(&out.out, c->tok, NULL))) {
+        free(ids);
+        return st;
+    }
+    struct nb_gen_stats gs;
+    st = nb_sequence_generate(c->seq, c->sampler, ids + same, n_ids - same, c->n_predict, 1,
+                              on_token, &out, &gs);
+    free(ids);
+    const char *t;
+    size_t n;
+    if (st == NB_OK) {
+        nb_text_out_flush(out.out, &t, &n);
+        fwrite(t, 1, n, stdout);
+    }
+    printf("\n");
+    fflush(stdout);
+    nb_text_out_free(out.out);
+    if (st) {
+        free(out.text);
+        return st;
+    }
+    if (gs.n_shifts)
+        fprintf(stderr, "[the context of %d tokens was full: %d tokens dropped after the "
+                        "first %d, the conversation goes on]\n", c->n_ctx, gs.n_dropped,
+                c->n_keep);
+    if (gs.stopped_by == NB_STOPPED_CONTEXT)
+        fprintf(stderr, "[the context of %d tokens is full: the answer was cut]\n", c->n_ctx);
+    c->owned[c->n_msgs] = out.text ? out.text : strdup("");
+    c->msgs[c->n_msgs] = (struct nb_chat_msg){"assistant", c->owned[c->n_msgs]};
+    c->n_msgs++;
+    return NB_OK;
+}
+
+/* The context and the sequence for the conversation; n_keep: its start (what a shift
+ * keeps). 1 on success, 0 when said, -1 on a library failure. */
+static int start_chat(struct chat *c, const struct nb_model *model, struct nb_ctx_params *cp,
+                      const struct app_shift_opts *so, const char *system, int bos_id,
+                      struct nb_ctx **ctx)
+{
+    int32_t *start = NULL;
+    int n_start = 0;
+    if (conversation_start(&c->tpl, system, c->tok, &start, &n_start) != NB_OK) return -1;
+    int ok = app_keep_resolve("chat", so, "the conversation's start", start, n_start, bos_id,
+                              cp->n_ctx, &c->n_keep);
+    free(start);
+    if (!ok) return 0;
+    if (nb_ctx_init(ctx, model, cp) != NB_OK) return -1;
+    struct nb_sequence_params qp = nb_sequence_default_params();
+    qp.n_ctx = c->n_ctx = cp->n_ctx;
+    qp.shift = !(c->no_shift = so->no_shift);
+    qp.n_keep = c->n_keep;
+    return nb_sequence_init(&c->seq, *ctx, &qp) == NB_OK ? 1 : -1;
+}
+
 int cmd_chat(int argc, char **argv)
 {
     const char *cmd = "chat", *model_path = getenv("NIBBLE_MODEL"), *system = NULL;
     const char *tpl_name = NULL, *tpl_file = NULL, *path_name = NULL, *priority = NULL;
     char *tpl_src = NULL;
-    struct chat_tpl tpl = {0};
-    int n_predict = 256, rc = 1, no_cache = 0;
+    struct chat c = {.n_predict = 256};
+    int rc = 1, no_cache = 0;
     char loaded[4096];
     struct nb_ctx_params cp = nb_ctx_default_params();
     struct nb_sampler_params sp = nb_sampler_default_params();
     struct nb_model *model = NULL;
     struct nb_ctx *ctx = NULL;
-    struct nb_sampler *sampler = NULL;
     struct nb_tokenizer *tok = NULL;
-    struct nb_chat_msg msgs[MAX_TURNS];
-    char *owned[MAX_TURNS] = {0};
-    int n_msgs = 0;
     struct app_shift_opts so = {.keep = -1};
-    struct nb_sequence *seq = NULL; /* what the cache holds, every token of this conversation */
     char *line = NULL;
     size_t line_cap = 0;
     const struct arg_opt opts[] = {
@@ -250,7 +386,7 @@ int cmd_chat(int argc, char **argv)
         OPT_STR("--system", &system),
         OPT_STR("--chat-template", &tpl_name),
         OPT_STR("--chat-template-file", &tpl_file),
-        OPT_INT("-n|--predict|--n-predict", &n_predict, -1, 1 << 20),
+        OPT_INT("-n|--predict|--n-predict", &c.n_predict, -1, 1 << 20),
         OPTS_CONTEXT(&cp, 16),
         OPTS_SHIFT(&so),
         OPTS_SAMPLER(&sp),
@@ -271,7 +407,8 @@ int cmd_chat(int argc, char **argv)
                         loaded, sizeof loaded))
         goto done;
     if (nb_tokenizer_from_model(&tok, model) != NB_OK) goto fail;
-    if (!choose_template(tok, model_path, tpl_name, tpl_file, tpl_src, &tpl, &tpl_kind))
+    c.tok = tok;
+    if (!choose_template(tok, model_path, tpl_name, tpl_file, tpl_src, &c.tpl, &tpl_kind))
         goto done;
     struct nb_model_info info;
     nb_model_get_info(model, &info);
@@ -279,132 +416,33 @@ int cmd_chat(int argc, char **argv)
      * each turn can be checked against it before it runs. */
     cp.n_ctx = app_ctx_size(&info, cp.n_ctx);
     if (!app_context_fits(cmd, model, &cp)) goto done;
-    int n_keep = 0; /* tokens at the start a shift keeps */
-    {
-        int32_t *start = NULL;
-        int n_start = 0;
-        if (conversation_start(&tpl, system, tok, &start, &n_start) != NB_OK) goto fail;
-        int ok = app_keep_resolve(cmd, &so, "the conversation's start", start, n_start,
-                                  info.bos_id, cp.n_ctx, &n_keep);
-        free(start);
-        if (!ok) goto done;
-        if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
-        struct nb_sequence_params qp = nb_sequence_default_params();
-        qp.n_ctx = cp.n_ctx;
-        qp.shift = !so.no_shift;
-        qp.n_keep = n_keep;
-        if (nb_sequence_init(&seq, ctx, &qp) != NB_OK) goto fail;
+    int started = start_chat(&c, model, &cp, &so, system, info.bos_id, &ctx);
+    if (started <= 0) {
+        if (started < 0) goto fail;
+        goto done;
     }
-    if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
-    if (system) msgs[n_msgs++] = (struct nb_chat_msg){"system", system};
-    int base_msgs = n_msgs, interactive = isatty(0);
-    fprintf(stderr, "nibble chat: %s, template %s; /reset, /exit\n", model_path,
-            tpl_kind);
+    if (nb_sampler_init(&c.sampler, &sp, info.n_vocab) != NB_OK) goto fail;
+    if (system) c.msgs[c.n_msgs++] = (struct nb_chat_msg){"system", system};
+    c.base_msgs = c.n_msgs;
+    int interactive = isatty(0);
+    fprintf(stderr, "nibble chat: %s, template %s; /reset, /exit\n", model_path, tpl_kind);
     for (;;) {
         if (interactive) fprintf(stderr, "> ");
         ssize_t got = getline(&line, &line_cap, stdin);
         if (got < 0) break;
         while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
         if (!strcmp(line, "/exit")) break;
-        if (!strcmp(line, "/reset") || n_msgs + 2 > MAX_TURNS) {
-            for (int i = 0; i < MAX_TURNS; i++) free(owned[i]), owned[i] = NULL;
-            n_msgs = base_msgs;
-            nb_sequence_rewind(seq, 0);
+        if (!strcmp(line, "/reset") || c.n_msgs + 2 > MAX_TURNS) {
+            restart(&c, NULL);
+            nb_sequence_rewind(c.seq, 0);
             if (!strcmp(line, "/reset")) continue;
         }
-        int32_t *ids = NULL;
-        int n_ids = 0;
-        enum nb_status st;
-        /* A message that does not fit the context even on its own (with the system turn
-         * and the template) is refused; the conversation goes on without it. */
-        msgs[n_msgs] = (struct nb_chat_msg){"user", line};
-        struct nb_chat_msg alone[2];
-        int n_alone = 0;
-        if (base_msgs) alone[n_alone++] = msgs[0];
-        alone[n_alone++] = msgs[n_msgs];
-        if ((st = render_ids(&tpl, alone, n_alone, tok, &ids, &n_ids))) goto fail;
-        free(ids);
-        ids = NULL;
-        if (n_ids >= cp.n_ctx) {
-            fprintf(stderr,
-                    "nibble chat: message not sent: it is %d tokens with the chat "
-                    "template, the context holds %d (--ctx); send a shorter one\n",
-                    n_ids, cp.n_ctx);
-            continue;
-        }
-        if (!(owned[n_msgs] = strdup(line))) {
-            fprintf(stderr, "nibble chat: out of memory\n");
-            goto done;
-        }
-        msgs[n_msgs] = (struct nb_chat_msg){"user", owned[n_msgs]};
-        n_msgs++;
-        if ((st = render_ids(&tpl, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
-        /* Keep the longest prefix of what this conversation has run (at least one token
-         * is run, for the logits); run the rest. After a shift the cache holds the
-         * conversation's start and its newest part; the new tokens go after that. */
-        int n_seq;
-        const int32_t *seq_ids = nb_sequence_ids(seq, &n_seq);
-        int same = common_prefix(seq_ids, n_seq, ids, n_ids - 1);
-        int kept = same < n_keep ? same : n_keep;
-        /* What does not fit even so starts a new conversation with this message (it fits
-         * on its own: checked above). Without shift that is any conversation longer than
-         * the context; with it, new tokens that do not fit beside the kept start (they
-         * are more than this message when the template renders the last answer other
-         * than it was generated, e.g. trimmed, so that it is run again). */
-        if (so.no_shift ? n_ids >= cp.n_ctx : kept + n_ids - same > cp.n_ctx) {
-            free(ids);
-            ids = NULL;
-            char *msg = owned[n_msgs - 1];
-            owned[n_msgs - 1] = NULL;
-            for (int i = 0; i < MAX_TURNS; i++)
-                free(owned[i]), owned[i] = NULL;
-            n_msgs = base_msgs;
-            owned[n_msgs] = msg;
-            msgs[n_msgs] = (struct nb_chat_msg){"user", msg};
-            n_msgs++;
-            fprintf(stderr,
-                    "[the conversation outgrew the context of %d tokens: earlier turns "
-                    "dropped]\n",
-                    cp.n_ctx);
-            if ((st = render_ids(&tpl, msgs, n_msgs, tok, &ids, &n_ids))) goto fail;
-            seq_ids = nb_sequence_ids(seq, &n_seq);
-            same = common_prefix(seq_ids, n_seq, ids, n_ids - 1); /* the start, still cached */
-        }
-        nb_sequence_rewind(seq, same);
-        int reused = nb_sequence_cached(seq);
-        fprintf(stderr, "[%d cached tokens reused, %d new]\n", reused, n_ids - same);
-        struct turn_out out = {0};
-        if (nb_text_out_init(&out.out, tok, NULL) != NB_OK) {
-            free(ids);
-            goto fail;
-        }
-        struct nb_gen_stats gs;
-        st = nb_sequence_generate(seq, sampler, ids + same, n_ids - same, n_predict, 1, on_token, &out,
-                          &gs);
-        free(ids);
-        const char *t;
-        size_t n;
-        if (st == NB_OK) {
-            nb_text_out_flush(out.out, &t, &n);
-            fwrite(t, 1, n, stdout);
-        }
-        printf("\n");
-        fflush(stdout);
-        nb_text_out_free(out.out);
-        if (st) {
-            fprintf(stderr, "nibble chat: %s\n", nb_last_error());
-            free(out.text);
-            goto done;
-        }
-        if (gs.n_shifts)
-            fprintf(stderr, "[the context of %d tokens was full: %d tokens dropped after the "
-                            "first %d, the conversation goes on]\n", cp.n_ctx, gs.n_dropped,
-                    n_keep);
-        if (gs.stopped_by == NB_STOPPED_CONTEXT)
-            fprintf(stderr, "[the context of %d tokens is full: the answer was cut]\n", cp.n_ctx);
-        owned[n_msgs] = out.text ? out.text : strdup("");
-        msgs[n_msgs] = (struct nb_chat_msg){"assistant", owned[n_msgs]};
-        n_msgs++;
+        int fits = fits_alone(&c, line);
+        if (fits < 0) goto fail;
+        if (fits == 0) continue;
+        enum nb_status st = turn(&c, line);
+        if (st == NB_ERR_NOMEM) goto done;
+        if (st) goto fail;
     }
     rc = 0;
     goto done;
@@ -412,11 +450,11 @@ fail:
     fprintf(stderr, "nibble chat: %s\n", nb_last_error());
     rc = 1;
 done:
-    for (int i = 0; i < MAX_TURNS; i++) free(owned[i]);
+    for (int i = 0; i < MAX_TURNS; i++) free(c.owned[i]);
     free(tpl_src);
-    nb_sequence_free(seq);
+    nb_sequence_free(c.seq);
     free(line);
-    nb_sampler_free(sampler);
+    nb_sampler_free(c.sampler);
     nb_ctx_free(ctx);
     nb_tokenizer_free(tok);
     nb_model_free(model);

@@ -99,80 +99,126 @@ static char *read_prompt(const char *path)
     return app_read_all("run", "the prompt", path, 64u << 20, &buf, &n) ? buf : NULL;
 }
 
+/* What the command line asks for. */
+struct run_args {
+    const char *model_path, *prompt_text, *prompt_file, *path_name, *priority;
+    int32_t *ids; /* --ids (owned) */
+    int n_ids, n_predict, ignore_eos, no_special, no_cache, lookup, print_ids;
+    struct app_shift_opts so;
+    const char *stops[MAX_STOPS];
+    int n_stops;
+    struct nb_ctx_params cp;
+    struct nb_sampler_params sp;
+};
+
+/* Parse argv into a: 1 to go on, 0 when done (help printed: *rc 0), -1 on an error. */
+static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
+{
+    const char *cmd = "run";
+    const struct arg_opt opts[] = {
+        OPTS_MODEL(&a->model_path, &a->path_name, &a->priority, &a->no_cache),
+        OPT_STR("-p|--prompt", &a->prompt_text),
+        OPT_STR("-f|--file", &a->prompt_file),
+        OPT_INT("-n|--predict|--n-predict", &a->n_predict, -1, 1 << 24),
+        OPTS_CONTEXT(&a->cp, 1),
+        OPTS_SHIFT(&a->so),
+        OPTS_SAMPLER(&a->sp),
+        OPT_FLAG("--no-special", &a->no_special),
+        OPT_FLAG("--ignore-eos", &a->ignore_eos),
+        OPT_FLAG("--print-ids", &a->print_ids),
+        OPT_INT("--lookup", &a->lookup, 0, 64),
+        OPT_END};
+    for (int i = 1; i < argc; i++) {
+        const char *arg = argv[i], *v = NULL;
+        int r = arg_table(cmd, opts, argc, argv, &i);
+        if (r < 0) return -1;
+        if (r > 0) continue;
+        if (arg_is_help(arg)) {
+            usage(stdout);
+            *rc = 0;
+            return 0;
+        } else if (!strcmp(arg, "--ids")) {
+            free(a->ids);
+            a->ids = NULL;
+            if (!(v = arg_value(cmd, argc, argv, &i)) ||
+                !arg_ids(cmd, arg, v, &a->ids, &a->n_ids))
+                return -1;
+        } else if (!strcmp(arg, "--stop")) {
+            if (!(v = arg_value(cmd, argc, argv, &i))) return -1;
+            if (a->n_stops == MAX_STOPS) {
+                fprintf(stderr, "nibble run: at most %d --stop strings\n", MAX_STOPS);
+                return -1;
+            }
+            a->stops[a->n_stops++] = v;
+        } else {
+            arg_unknown(cmd, arg);
+            return -1;
+        }
+    }
+    if (!a->model_path) {
+        if (access(DEFAULT_MODEL, R_OK) != 0) {
+            fprintf(stderr, "nibble run: no model given and the default model " DEFAULT_MODEL
+                            " is not here.\nPoint it at a model: nibble run -m FILE.gguf "
+                            "--ids 1,2,3 (or set NIBBLE_MODEL)\n");
+            return -1;
+        }
+        a->model_path = DEFAULT_MODEL;
+    }
+    return 1;
+}
+
+/* The statistics of a run, on stderr. */
+static void report(const struct run_args *a, const struct nb_gen_stats *gs,
+                   const struct out_state *out, int n_keep, double t_start, double t_loaded,
+                   double t_ready)
+{
+    fprintf(stderr, "nibble run: start to first token %.3f s (load %.3f s, context %.3f s, "
+                    "prefill %.3f s)\n", t_ready - t_start + gs->t_prompt_s, t_loaded - t_start,
+            t_ready - t_loaded, gs->t_prompt_s);
+    fprintf(stderr, "nibble run: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, "
+                    "%d decode steps in %.3f s (%.1f tok/s)%s\n",
+            gs->n_prompt, gs->t_prompt_s, gs->t_prompt_s > 0 ? gs->n_prompt / gs->t_prompt_s : 0.0,
+            gs->n_gen, gs->n_decode, gs->t_gen_s, gs->t_gen_s > 0 ? gs->n_decode / gs->t_gen_s : 0.0,
+            gs->stopped_by == NB_STOPPED_EOG || out->stopped == 1 ? ", stopped at end-of-generation token"
+            : out->stopped == 2                     ? ", stopped at a stop string"
+                                                    : "");
+    if (a->lookup > 0)
+        fprintf(stderr, "nibble run: prompt lookup: %d draft tokens verified, %d accepted (%.1f "
+                        "tokens a decode step)\n", gs->n_drafted, gs->n_accepted,
+                gs->n_decode > 0 ? (double)gs->n_gen / (gs->n_decode + 1) : 0.0);
+    if (gs->n_shifts)
+        fprintf(stderr, "nibble run: the context of %d tokens was full %d times: kept the first "
+                        "%d, dropped %d tokens in all, ran %d again in %.3f s\n", a->cp.n_ctx,
+                gs->n_shifts, n_keep, gs->n_dropped, gs->n_rerun, gs->t_shift_s);
+    /* the user asked for it: the text so far is the answer, not an error */
+    if (gs->stopped_by == NB_STOPPED_CONTEXT)
+        fprintf(stderr, "[context of %d tokens full: stopped; a larger -c, or context shift "
+                        "(no --no-shift), goes on]\n", a->cp.n_ctx);
+}
+
 int cmd_run(int argc, char **argv)
 {
-    const char *cmd = "run", *model_path = getenv("NIBBLE_MODEL"), *prompt_text = NULL;
-    const char *prompt_file = NULL;
+    const char *cmd = "run";
     char *prompt_owned = NULL;
-    const char *path_name = NULL, *priority = NULL;
     char loaded[4096];
-    int32_t *ids = NULL;
-    int n_ids = 0, n_predict = 128, ignore_eos = 0, rc = 1, parse_special = 1, n_stops = 0;
-    struct app_shift_opts so = {.keep = 0};
+    int rc = 1;
+    struct run_args a = {.n_predict = 128, .so = {.keep = 0}, .cp = nb_ctx_default_params(),
+                         .sp = nb_sampler_default_params(), .model_path = getenv("NIBBLE_MODEL")};
     struct nb_sequence *seq = NULL;
-    const char *stops[MAX_STOPS];
     struct nb_tokenizer *tok = NULL;
-    struct nb_ctx_params cp = nb_ctx_default_params();
-    struct nb_sampler_params sp = nb_sampler_default_params();
     struct out_state out = {0};
     struct nb_model *model = NULL;
     struct nb_ctx *ctx = NULL;
     struct nb_sampler *sampler = NULL;
-
-    int no_special = 0, no_cache = 0, lookup = 0;
-    const struct arg_opt opts[] = {
-        OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
-        OPT_STR("-p|--prompt", &prompt_text),
-        OPT_STR("-f|--file", &prompt_file),
-        OPT_INT("-n|--predict|--n-predict", &n_predict, -1, 1 << 24),
-        OPTS_CONTEXT(&cp, 1),
-        OPTS_SHIFT(&so),
-        OPTS_SAMPLER(&sp),
-        OPT_FLAG("--no-special", &no_special),
-        OPT_FLAG("--ignore-eos", &ignore_eos),
-        OPT_FLAG("--print-ids", &out.print_ids),
-        OPT_INT("--lookup", &lookup, 0, 64),
-        OPT_END};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
-        int r = arg_table(cmd, opts, argc, argv, &i);
-        if (r < 0) goto done;
-        if (r > 0) continue;
-        if (arg_is_help(a)) {
-            usage(stdout);
-            rc = 0;
-            goto done;
-        } else if (!strcmp(a, "--ids")) {
-            free(ids);
-            ids = NULL;
-            if (!(v = arg_value(cmd, argc, argv, &i)) || !arg_ids(cmd, a, v, &ids, &n_ids))
-                goto done;
-        } else if (!strcmp(a, "--stop")) {
-            if (!(v = arg_value(cmd, argc, argv, &i))) goto done;
-            if (n_stops == MAX_STOPS) {
-                fprintf(stderr, "nibble run: at most %d --stop strings\n", MAX_STOPS);
-                goto done;
-            }
-            stops[n_stops++] = v;
-        } else {
-            arg_unknown(cmd, a);
-            goto done;
-        }
-    }
-    parse_special = !no_special;
-    if (!model_path) {
-        if (access(DEFAULT_MODEL, R_OK) == 0) {
-            model_path = DEFAULT_MODEL;
-        } else {
-            fprintf(stderr, "nibble run: no model given and the default model " DEFAULT_MODEL
-                            " is not here.\nPoint it at a model: nibble run -m FILE.gguf "
-                            "--ids 1,2,3 (or set NIBBLE_MODEL)\n");
-            goto done;
-        }
-    }
+    if (parse_args(argc, argv, &a, &rc) <= 0) goto done;
+    struct nb_ctx_params cp = a.cp;
+    int32_t *ids = a.ids;
+    int n_ids = a.n_ids;
+    const char *prompt_text = a.prompt_text;
+    out.print_ids = a.print_ids;
     /* -f FILE, and "-" (for -p or -f): the prompt from a file or standard input */
-    if (prompt_file || (prompt_text && !strcmp(prompt_text, "-"))) {
-        const char *from = prompt_file ? prompt_file : "-";
+    if (a.prompt_file || (prompt_text && !strcmp(prompt_text, "-"))) {
+        const char *from = a.prompt_file ? a.prompt_file : "-";
         if (!(prompt_owned = read_prompt(from))) goto done;
         prompt_text = prompt_owned;
     }
@@ -182,8 +228,8 @@ int cmd_run(int argc, char **argv)
     }
 
     double t_start = app_time_s();
-    if (!app_open_model(cmd, model_path, path_name, priority, cp.n_threads, !no_cache, &model,
-                        loaded, sizeof loaded))
+    if (!app_open_model(cmd, a.model_path, a.path_name, a.priority, cp.n_threads, !a.no_cache,
+                        &model, loaded, sizeof loaded))
         goto done;
     /* The tokenizer (the source's: a cache entry embeds the same one): needed for a text
      * prompt or text output. */
@@ -193,23 +239,25 @@ int cmd_run(int argc, char **argv)
             fprintf(stderr, "nibble run: no tokenizer (%s): printing ids\n", nb_last_error());
         }
     }
-    if (!ids && app_tokenize(tok, prompt_text, strlen(prompt_text), 1, parse_special, &ids,
-                            &n_ids) != NB_OK)
+    if (!ids && app_tokenize(tok, prompt_text, strlen(prompt_text), 1, !a.no_special, &a.ids,
+                            &a.n_ids) != NB_OK)
         goto fail;
+    ids = a.ids;
+    n_ids = a.n_ids;
     if (n_ids == 0) {
         fprintf(stderr, "nibble run: the prompt is empty after tokenization\n");
         goto done;
     }
     out.tok = tok;
-    out.ignore_eos = ignore_eos;
-    struct nb_text_out_params tp = {sizeof tp, 0, ignore_eos, stops, n_stops};
+    out.ignore_eos = a.ignore_eos;
+    struct nb_text_out_params tp = {sizeof tp, 0, a.ignore_eos, a.stops, a.n_stops};
     if (tok && nb_text_out_init(&out.text, tok, &tp) != NB_OK) goto fail;
     double t_loaded = app_time_s();
     struct nb_model_info info;
     nb_model_get_info(model, &info);
     /* The context is fixed here (the library's default when -c is not given) so that the
      * prompt and --keep can be checked against it and shifts planned. */
-    cp.n_ctx = app_ctx_size(&info, cp.n_ctx);
+    cp.n_ctx = a.cp.n_ctx = app_ctx_size(&info, cp.n_ctx);
     if (!app_context_fits(cmd, model, &cp)) goto done;
     if (n_ids > cp.n_ctx) {
         fprintf(stderr, "nibble run: the prompt is %d tokens, longer than the context of %d "
@@ -217,25 +265,24 @@ int cmd_run(int argc, char **argv)
         goto done;
     }
     int n_keep;
-    if (!app_keep_resolve(cmd, &so, "the prompt", ids, n_ids, info.bos_id, cp.n_ctx, &n_keep))
+    if (!app_keep_resolve(cmd, &a.so, "the prompt", ids, n_ids, info.bos_id, cp.n_ctx, &n_keep))
         goto done;
     if (nb_ctx_init(&ctx, model, &cp) != NB_OK) goto fail;
     struct nb_sequence_params qp = nb_sequence_default_params();
     qp.n_ctx = cp.n_ctx;
-    qp.shift = !so.no_shift;
+    qp.shift = !a.so.no_shift;
     qp.n_keep = n_keep;
-    qp.max_draft = lookup; /* drafts verified: the same text, shifts included */
+    qp.max_draft = a.lookup; /* drafts verified: the same text, shifts included */
     if (nb_sequence_init(&seq, ctx, &qp) != NB_OK) goto fail;
-    if (nb_sampler_init(&sampler, &sp, info.n_vocab) != NB_OK) goto fail;
-    fprintf(stderr, "nibble run: %s: %s (%s), %.2f M params, %d layers, vocab %d\n", model_path,
-            info.arch, info.source_kind, (double)info.n_params / 1e6, info.n_layers,
-            info.n_vocab);
+    if (nb_sampler_init(&sampler, &a.sp, info.n_vocab) != NB_OK) goto fail;
+    fprintf(stderr, "nibble run: %s: %s (%s), %.2f M params, %d layers, vocab %d\n",
+            a.model_path, info.arch, info.source_kind, (double)info.n_params / 1e6,
+            info.n_layers, info.n_vocab);
 
     double t_ready = app_time_s();
-    struct nb_gen_stats ags;
-    const struct nb_gen_stats *gs = &ags;
-    if (nb_sequence_generate(seq, sampler, ids, n_ids, n_predict, !ignore_eos, on_token, &out,
-                             &ags) != NB_OK)
+    struct nb_gen_stats gs;
+    if (nb_sequence_generate(seq, sampler, ids, n_ids, a.n_predict, !a.ignore_eos, on_token,
+                             &out, &gs) != NB_OK)
         goto fail;
     if (tok && !out.print_ids) { /* what the detokenizer and the stop matcher still hold */
         const char *text;
@@ -245,28 +292,7 @@ int cmd_run(int argc, char **argv)
     }
     printf("\n");
     fflush(stdout);
-    fprintf(stderr, "nibble run: start to first token %.3f s (load %.3f s, context %.3f s, "
-                    "prefill %.3f s)\n", t_ready - t_start + gs->t_prompt_s, t_loaded - t_start,
-            t_ready - t_loaded, gs->t_prompt_s);
-    fprintf(stderr, "nibble run: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, "
-                    "%d decode steps in %.3f s (%.1f tok/s)%s\n",
-            gs->n_prompt, gs->t_prompt_s, gs->t_prompt_s > 0 ? gs->n_prompt / gs->t_prompt_s : 0.0,
-            gs->n_gen, gs->n_decode, gs->t_gen_s, gs->t_gen_s > 0 ? gs->n_decode / gs->t_gen_s : 0.0,
-            gs->stopped_by == NB_STOPPED_EOG || out.stopped == 1 ? ", stopped at end-of-generation token"
-            : out.stopped == 2                     ? ", stopped at a stop string"
-                                                   : "");
-    if (lookup > 0)
-        fprintf(stderr, "nibble run: prompt lookup: %d draft tokens verified, %d accepted (%.1f "
-                        "tokens a decode step)\n", gs->n_drafted, gs->n_accepted,
-                gs->n_decode > 0 ? (double)gs->n_gen / (gs->n_decode + 1) : 0.0);
-    if (ags.n_shifts)
-        fprintf(stderr, "nibble run: the context of %d tokens was full %d times: kept the first "
-                        "%d, dropped %d tokens in all, ran %d again in %.3f s\n", cp.n_ctx,
-                ags.n_shifts, n_keep, ags.n_dropped, ags.n_rerun, ags.t_shift_s);
-    /* the user asked for it: the text so far is the answer, not an error */
-    if (ags.stopped_by == NB_STOPPED_CONTEXT)
-        fprintf(stderr, "[context of %d tokens full: stopped; a larger -c, or context shift "
-                        "(no --no-shift), goes on]\n", cp.n_ctx);
+    report(&a, &gs, &out, n_keep, t_start, t_loaded, t_ready);
     rc = 0;
     goto done;
 fail:
@@ -279,7 +305,7 @@ done:
     nb_sequence_free(seq);
     nb_ctx_free(ctx);
     nb_model_free(model);
-    free(ids);
+    free(a.ids);
     free(prompt_owned);
     return rc;
 }

@@ -316,6 +316,9 @@ NB_API enum nb_status nb_sequence_generate(struct nb_sequence *s, struct nb_samp
 NB_API const int32_t *nb_sequence_ids(const struct nb_sequence *s, int *n);
 /* Tokens its cache holds now. */
 NB_API int nb_sequence_cached(const struct nb_sequence *s);
+/* Tokens of nb_sequence_ids that have not run yet (the last generated one waits for the
+ * next call, which runs it first). */
+NB_API int nb_sequence_pending(const struct nb_sequence *s);
 /* Forget all but the first n tokens (a chat turn rendered differently from there on); the
  * cache keeps what it holds of them. NB_ERR_INVALID_ARG when n is out of range. */
 NB_API enum nb_status nb_sequence_rewind(struct nb_sequence *s, int n);

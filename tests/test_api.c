@@ -438,6 +438,96 @@ static void test_open(void **state)
     assert_true(freed > 0);
 }
 
+/* nb_sequence: the one generation loop. Its ids, cache and pending token after a call;
+ * a second call continues; rewind; a shift keeps generating in a small context; lookup
+ * gives the same ids through shifts; bad parameters are refused. */
+static void test_sequence(void **state)
+{
+    (void)state;
+    const char *src = tu_model_path(KJV);
+    if (!src) skip();
+    struct nb_model *m = NULL;
+    assert_int_equal(nb_model_load(&m, src), NB_OK);
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = 64;
+    cp.n_threads = 2;
+    struct nb_ctx *c = NULL;
+    assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
+    struct nb_sampler_params sp = nb_sampler_default_params();
+    struct nb_sampler *smp = NULL;
+    assert_int_equal(nb_sampler_init(&smp, &sp, 4096), NB_OK);
+
+    /* one-call form and the sequence agree */
+    struct tu_collect want = {0}, got = {0};
+    assert_int_equal(nb_generate(c, 0, smp, k_ids, 4, 8, 0, tu_collect_cb, &want, NULL), NB_OK);
+    nb_ctx_clear_seq(c, 0);
+    struct nb_sequence *q = NULL;
+    struct nb_sequence_params qp = nb_sequence_default_params();
+    assert_int_equal(nb_sequence_init(&q, c, &qp), NB_OK);
+    struct nb_gen_stats gs;
+    assert_int_equal(nb_sequence_generate(q, smp, k_ids, 4, 8, 0, tu_collect_cb, &got, &gs), NB_OK);
+    assert_int_equal(got.n, 8);
+    assert_memory_equal(got.ids, want.ids, sizeof(int32_t) * 8);
+    assert_int_equal(gs.n_gen, 8);
+    assert_int_equal(gs.n_decode, 7); /* the 8th is sampled, not run */
+    int n = 0;
+    const int32_t *ids = nb_sequence_ids(q, &n);
+    assert_int_equal(n, 12);
+    assert_memory_equal(ids, k_ids, sizeof k_ids);
+    assert_int_equal(nb_sequence_pending(q), 1);
+    assert_int_equal(nb_sequence_cached(q), 11);
+    /* a second call runs the pending token first, then its prompt */
+    int32_t more = k_ids[1];
+    assert_int_equal(nb_sequence_generate(q, smp, &more, 1, 2, 0, NULL, NULL, &gs), NB_OK);
+    ids = nb_sequence_ids(q, &n);
+    assert_int_equal(n, 15);
+    assert_int_equal(nb_sequence_cached(q), 14);
+    assert_int_equal(nb_sequence_rewind(q, 16), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_sequence_rewind(q, 4), NB_OK);
+    assert_int_equal(nb_sequence_cached(q), 4);
+    assert_int_equal(nb_sequence_pending(q), 0);
+    nb_sequence_free(q);
+
+    /* a context of 24 shifts: 60 tokens come out, kept start and all */
+    qp.n_ctx = 24;
+    qp.shift = 1;
+    qp.n_keep = 1;
+    struct tu_collect a = {0}, b = {0};
+    for (int lk = 0; lk <= 8; lk += 8) {
+        qp.max_draft = lk;
+        assert_int_equal(nb_sequence_init(&q, c, &qp), NB_OK);
+        assert_int_equal(nb_sequence_generate(q, smp, k_ids, 4, 60, 0, tu_collect_cb,
+                                              lk ? &b : &a, &gs), NB_OK);
+        assert_int_equal(gs.n_gen, 60);
+        assert_true(gs.n_shifts >= 2);
+        assert_true(nb_sequence_cached(q) <= 24);
+        struct nb_sequence_shifts sh;
+        nb_sequence_shifts(q, &sh);
+        assert_int_equal(sh.n_shifts, gs.n_shifts);
+        nb_sequence_free(q);
+    }
+    assert_int_equal(a.n, b.n); /* tu_collect keeps the first 64 */
+    assert_memory_equal(a.ids, b.ids, sizeof(int32_t) * (size_t)a.n);
+    /* a prompt that cannot fit beside the kept start: NB_ERR_RANGE, with the numbers */
+    int32_t longp[30];
+    for (int i = 0; i < 30; i++) longp[i] = k_ids[i % 4];
+    qp.max_draft = 0;
+    assert_int_equal(nb_sequence_init(&q, c, &qp), NB_OK);
+    assert_int_equal(nb_sequence_generate(q, smp, longp, 30, 4, 0, NULL, NULL, NULL),
+                     NB_ERR_RANGE);
+    assert_non_null(strstr(nb_last_error(), "30 new tokens do not fit"));
+    nb_sequence_free(q);
+
+    qp.n_ctx = 0; /* a shift needs n_ctx */
+    assert_int_equal(nb_sequence_init(&q, c, &qp), NB_ERR_INVALID_ARG);
+    assert_null(q);
+    qp.size = 3;
+    assert_int_equal(nb_sequence_init(&q, c, &qp), NB_ERR_INVALID_ARG);
+    nb_sampler_free(smp);
+    nb_ctx_free(c);
+    nb_model_free(m);
+}
+
 static void test_open_errors(void **state)
 {
     (void)state;
@@ -867,6 +957,7 @@ int main(void)
         cmocka_unit_test(test_text_out),
         cmocka_unit_test(test_chat),       cmocka_unit_test(test_select),
         cmocka_unit_test(test_open),       cmocka_unit_test(test_open_errors),
+        cmocka_unit_test(test_sequence),
         cmocka_unit_test(test_quantize),   cmocka_unit_test(test_eval),
         cmocka_unit_test(test_bench_stats), cmocka_unit_test(test_record),
         cmocka_unit_test(test_synth),      cmocka_unit_test(test_inspect),

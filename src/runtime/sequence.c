@@ -75,6 +75,11 @@ int nb_sequence_cached(const struct nb_sequence *s)
     return nb_ctx_seq_len(s->ctx, s->p.seq) - s->base;
 }
 
+int nb_sequence_pending(const struct nb_sequence *s)
+{
+    return s->n - s->n_run;
+}
+
 const int32_t *nb_sequence_ids(const struct nb_sequence *s, int *n)
 {
     *n = s->n;
