@@ -80,6 +80,36 @@ struct conn {
     int received; /* the whole request is read */
 };
 
+/* The URL's %XX escapes decoded in place (libmicrohttpd's unescape callback), except
+ * %00: a NUL would cut the path short ("/health%00x" read as "/health"), so it stays as
+ * the three characters and the path is no route. Returns the new length. */
+static int hex_val(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0'
+           : c >= 'a' && c <= 'f' ? c - 'a' + 10
+           : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                  : -1;
+}
+
+static size_t unescape_url(void *cls, struct MHD_Connection *c, char *uri)
+{
+    (void)cls;
+    (void)c;
+    char *w = uri;
+    for (const char *r = uri; *r; r++) {
+        int hi, lo;
+        if (r[0] == '%' && (hi = hex_val(r[1])) >= 0 && (lo = hex_val(r[2])) >= 0 &&
+            (hi | lo) != 0) {
+            *w++ = (char)(hi * 16 + lo);
+            r += 2;
+        } else {
+            *w++ = *r;
+        }
+    }
+    *w = '\0';
+    return (size_t)(w - uri);
+}
+
 static enum route route_of(const char *url)
 {
     if (!strncmp(url, "/v1/", 4)) url += 3; /* "/v1/models" and "/models" alike */
@@ -337,6 +367,25 @@ static int authorized(const struct nb_server *s, struct MHD_Connection *c)
     return d == 0;
 }
 
+/* The Content-Length headers of a request: the first value, and whether another differs. */
+struct lengths {
+    const char *first;
+    int conflict;
+};
+
+static enum MHD_Result count_length(void *cls, enum MHD_ValueKind kind, const char *key,
+                                    const char *value)
+{
+    struct lengths *n = cls;
+    (void)kind;
+    if (!key || strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) != 0) return MHD_YES;
+    if (!n->first)
+        n->first = value ? value : "";
+    else if (strcmp(n->first, value ? value : "") != 0)
+        n->conflict = 1;
+    return MHD_YES;
+}
+
 /* The first call of a request: what can be answered before its body. 1: answered. */
 static int check_head(struct conn *k, struct MHD_Connection *c, const char *url, const char *method,
                       enum MHD_Result *ret)
@@ -358,6 +407,16 @@ static int check_head(struct conn *k, struct MHD_Connection *c, const char *url,
         *ret = fail_now(k, c, 401, "invalid_api_key", "WWW-Authenticate", "Bearer",
                         "a valid API key is needed: send the header 'Authorization: Bearer "
                         "KEY'");
+        return 1;
+    }
+    /* two Content-Length values that differ: which one frames the body is ambiguous (a
+     * proxy may read the other: request smuggling), so the request is refused and the
+     * connection closed (RFC 9112 6.3) */
+    struct lengths n = {0};
+    MHD_get_connection_values(c, MHD_HEADER_KIND, count_length, &n);
+    if (n.conflict) {
+        *ret = fail_now(k, c, 400, "invalid_request", "Connection", "close",
+                        "the request has Content-Length headers that disagree");
         return 1;
     }
     const char *cl =
@@ -625,7 +684,7 @@ enum nb_status srv_http_start(struct nb_server *s)
         (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT, idle,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
-        s, MHD_OPTION_END);
+        s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL, MHD_OPTION_END);
     if (!s->mhd) {
         int e = errno;
         http_free(s);

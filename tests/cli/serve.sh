@@ -223,6 +223,36 @@ code=$(curl -s --max-time 30 -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: 
 expect_error "body too large" 413 None
 code=$(curl -s --max-time 30 -o "$tmp/body" -w '%{http_code}' -H 'Content-Type: application/json' -H 'Transfer-Encoding: chunked' --data-binary @"$tmp/big" "$url/v1/completions")
 expect_error "chunked body too large" 413 None
+# framing (issue 35 item 9): Content-Length headers that disagree are refused and the
+# connection closed, whichever comes first (else which one frames the body is ambiguous);
+# %00 in a path does not cut it short ("/health%00x" is no route), other escapes decode
+"$py" - "$url" <<'EOF2' && ok || bad "framing"
+import socket, sys, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+def send(raw):
+    s = socket.create_connection((u.hostname, u.port), timeout=10)
+    s.sendall(raw)
+    out = b""
+    while True:
+        d = s.recv(65536)
+        if not d: break
+        out += d
+    s.close()
+    return out
+body = b'{"prompt": "In the", "max_tokens": 1}'
+for a, b in ((5, len(body)), (len(body), 5)):
+    r = send(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+             b"Content-Length: %d\r\n\r\n" % (a, b) + body)
+    assert r.startswith(b"HTTP/1.1 400 ") and r.count(b"HTTP/1.1 ") == 1, r[:300]
+    assert b"Content-Length headers that disagree" in r, r[-300:]
+r = send(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n"
+         b"Content-Length: %d\r\nConnection: close\r\n\r\n" % (len(body), len(body)) + body)
+assert r.startswith(b"HTTP/1.1 200 "), r[:300]  # the same value twice is one length
+r = send(b"GET /health%00x HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+assert r.startswith(b"HTTP/1.1 404 ") and b"/health%00x" in r, r[:400]
+r = send(b"GET /v1/%6dodels HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+assert r.startswith(b"HTTP/1.1 200 "), r[:300]
+EOF2
 # still serving after all that
 call GET /health
 [ "$code" = 200 ] && ok || bad "health after the errors: $code"
