@@ -169,8 +169,7 @@ static enum MHD_Result fail_now(struct conn *k, struct MHD_Connection *c, int st
 
 /* ---------------------------------------------------------------- waiting */
 
-/* The client has closed its end (or the socket failed). */
-static int peer_gone(int fd)
+int srv_peer_gone(int fd)
 {
     if (fd < 0) return 0;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
@@ -184,7 +183,7 @@ static int wait_job(struct nb_server *s, struct conn *k, int (*ready)(const stru
     struct srv_job *j = k->job;
     while (j->state != JOB_DONE && !(ready && ready(k))) {
         srv_wait_ms(&j->cv, &s->mu, 200);
-        if (j->state != JOB_DONE && peer_gone(k->fd)) {
+        if (j->state != JOB_DONE && srv_peer_gone(k->fd)) {
             j->cancel = 1;
             pthread_cond_signal(&s->engine_cv);
             return -1;
@@ -298,6 +297,7 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
         return fail_now(k, c, 500, NULL, NULL, NULL, "out of memory");
     }
     k->job = j;
+    j->fd = k->fd;
     pthread_mutex_lock(&s->mu);
     s->n_answering++; /* until on_completed: a drain lets the answer out before stopping */
     pthread_mutex_unlock(&s->mu);

@@ -43,6 +43,7 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
     j->req = *r;
     memset(r, 0, sizeof *r);
     j->refs = 1;
+    j->fd = -1;
     j->slot = -1;
     j->max_tokens = -1; /* set when its prefill starts */
     j->state = JOB_QUEUED;
@@ -95,13 +96,50 @@ void srv_job_release(struct nb_server *s, struct srv_job *j)
     if (j && --j->refs == 0) job_free(j);
 }
 
+static void job_done(struct nb_server *s, struct srv_job *j, const char *finish);
+
+/* Under mu, when the queue looks full: jobs whose client has gone count for nothing. Queued
+ * ones leave the queue now; running ones are cancelled (the engine frees their slot at its
+ * next step) and not counted. Without this a client that aborts keeps its place until the
+ * waiting thread's next poll (200 ms), and a submit-and-abort loop is refused (issue 35
+ * item 7). Returns the jobs that hold a place. */
+static int live_jobs(struct nb_server *s)
+{
+    struct srv_job **pp = &s->q_head, *last = NULL;
+    while (*pp) {
+        struct srv_job *j = *pp;
+        if (!j->cancel && !srv_peer_gone(j->fd)) {
+            last = j;
+            pp = &j->next;
+            continue;
+        }
+        *pp = j->next;
+        s->n_queued--;
+        j->cancel = 1;
+        job_done(s, j, NULL);
+    }
+    s->q_tail = last;
+    int n = s->n_queued;
+    for (int i = 0; i < s->p.n_slots; i++) {
+        struct srv_job *j = s->slots[i];
+        if (!j) continue;
+        if (!j->cancel && srv_peer_gone(j->fd)) {
+            j->cancel = 1;
+            pthread_cond_signal(&s->engine_cv);
+        }
+        n += !j->cancel;
+    }
+    return n;
+}
+
 int srv_submit(struct nb_server *s, struct srv_job *j)
 {
     int rc = 0;
     pthread_mutex_lock(&s->mu);
+    const int limit = s->p.n_slots + s->p.max_queue;
     if (!s->accepting || s->stopping) {
         rc = -2;
-    } else if (s->n_queued + s->n_running >= s->p.n_slots + s->p.max_queue) {
+    } else if (s->n_queued + s->n_running >= limit && live_jobs(s) >= limit) {
         /* every slot taken (or about to be, by those queued) and max_queue waiting */
         rc = -1;
     } else {

@@ -198,6 +198,7 @@ struct srv_job {
     char id[48];
     int64_t created; /* unix seconds */
     double t_submit, deadline;
+    int fd;          /* the client's socket (-1: none): a full queue checks who is gone */
 
     /* engine side (only the engine thread touches these once submitted) */
     int slot;
@@ -302,6 +303,8 @@ struct nb_server {
 /* 0: queued; -1: queue full (503 + Retry-After), -2: the server is stopping. Takes a
  * reference for the engine. */
 int srv_submit(struct nb_server *s, struct srv_job *j);
+/* The client has closed its end of socket fd (or it failed); 0 for fd < 0. */
+int srv_peer_gone(int fd);
 /* The engine loop (nb_server_run): until stopped and drained. */
 enum nb_status srv_engine_run(struct nb_server *s);
 /* Stop taking jobs; end every queued and running one with a 503 (connections waiting for

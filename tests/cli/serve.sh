@@ -268,6 +268,42 @@ grep -q '^nibble_requests_total{status="400"} [1-9]' "$tmp/body" && grep -q '^ni
 stop_server
 [ "$rc" = 0 ] && grep -q "stopped" "$tmp/main.log" && ok || bad "SIGTERM: exit $rc: $(tail -3 "$tmp/main.log")"
 
+# ---------------------------------------------------------------- aborted requests
+# issue 35 item 7: clients that submit and go away at once hold no place: with the one slot
+# busy and a queue of 1, a client that stays after six that left is queued, not refused
+start_server abort --parallel 1 --queue 1
+"$py" - "$url" <<'EOF2' && ok || bad "aborted requests kept their places"
+import socket, sys, time, json, threading, urllib.parse
+u = urllib.parse.urlparse(sys.argv[1])
+def req(body, close_now=False):
+    s = socket.create_connection((u.hostname, u.port), timeout=60)
+    b = json.dumps(body).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+              b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(b) + b)
+    if close_now:
+        s.close(); return None
+    out = b""
+    while True:
+        d = s.recv(65536)
+        if not d: break
+        out += d
+    s.close()
+    return out
+# one request runs (the only slot), then clients that submit and go away at once, then one
+# that stays: it must be queued, not refused with 503
+res = {}
+t = threading.Thread(target=lambda: res.setdefault("a", req({"prompt": "In the beginning", "max_tokens": 150, "temperature": 0, "ignore_eos": True})))
+t.start(); time.sleep(0.3)
+for i in range(6):
+    req({"prompt": "And God said", "max_tokens": 50}, close_now=True)
+b = req({"prompt": "And God said", "max_tokens": 2})
+t.join()
+print(b.split(b"\r\n")[0].decode(), res["a"].split(b"\r\n")[0].decode())
+sys.exit(0 if b.startswith(b"HTTP/1.1 200") and res["a"].startswith(b"HTTP/1.1 200") else 1)
+EOF2
+stop_server
+[ "$rc" = 0 ] && ok || bad "SIGTERM (abort server): exit $rc"
+
 # ---------------------------------------------------------------- API key
 # an empty key is refused by name (it would serve everyone)
 "$bin" serve -m x --api-key '' >"$tmp/out" 2>&1
