@@ -118,6 +118,39 @@ static void test_corrupt_header(void **state)
     assert_non_null(strstr(nb_last_error(), "not a .nib"));
 }
 
+/* Bytes no checksum covers must be zero: the reserved words, the padding after the JSON
+ * header (nb_nib_open refuses) and the padding after a tensor (nb_nib_verify refuses). */
+static void test_corrupt_padding(void **state)
+{
+    struct nb_layout_planes pl;
+    nb_layout_planes(NB_WPATH_W4A8, 128, 8, 128, &pl);
+    struct nb_nib *n = NULL;
+    write_sample(g_path, (uint64_t)pl.total);
+    patch_byte(g_path, 50, 0x01); /* a reserved byte */
+    assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
+    assert_non_null(strstr(nb_last_error(), "not zero"));
+    write_sample(g_path, (uint64_t)pl.total);
+    unsigned char fixed[64];
+    FILE *f = fopen(g_path, "rb");
+    assert_int_equal(fread(fixed, 1, 64, f), 64);
+    fclose(f);
+    uint64_t hsize, doff;
+    memcpy(&hsize, fixed + 16, 8);
+    memcpy(&doff, fixed + 24, 8);
+    assert_true(doff > 64 + hsize); /* the sample's header is padded */
+    patch_byte(g_path, (long)(64 + hsize), 0x01);
+    assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
+    assert_non_null(strstr(nb_last_error(), "header padding"));
+    /* the blob is last and not a multiple of 64 bytes: the file's last byte is padding */
+    assert_true(sizeof g_blob % 64 != 0);
+    write_sample(g_path, (uint64_t)pl.total);
+    patch_byte(g_path, file_size(g_path) - 1, 0x01);
+    assert_int_equal(nb_nib_open(&n, g_path), NB_OK);
+    assert_int_equal(nb_nib_verify(n), NB_ERR_FORMAT);
+    assert_non_null(strstr(nb_last_error(), "padding after the last tensor is not zero"));
+    nb_nib_free(n);
+}
+
 static void test_truncated(void **state)
 {
     struct nb_layout_planes pl;
@@ -298,7 +331,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip),    cmocka_unit_test(test_corrupt_data),
-        cmocka_unit_test(test_corrupt_header), cmocka_unit_test(test_truncated),
+        cmocka_unit_test(test_corrupt_header),
+        cmocka_unit_test(test_corrupt_padding), cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_wrong_layout_size), cmocka_unit_test(test_writer_duplicate),
         cmocka_unit_test(test_many_entries),  cmocka_unit_test(test_block_kinds),
     };

@@ -25,11 +25,19 @@ struct nb_nib {
     size_t size;
     char *name;
     uint32_t version;
+    uint64_t data_offset, data_size;
     cJSON *header;
     int64_t n_tensors;
     struct nb_nib_tensor *tensors;
     struct nb_strindex index; /* names -> tensors */
 };
+
+static int all_zero(const unsigned char *p, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (p[i]) return 0;
+    return 1;
+}
 
 static const char *tensor_name(const void *t, int64_t i)
 {
@@ -213,6 +221,16 @@ enum nb_status nb_nib_parse(struct nb_nib **out, const void *data, size_t size, 
                           (unsigned long long)dsize, size);
         goto fail;
     }
+    /* bytes no checksum covers must be zero (the flags, the reserved words, the padding
+     * after the JSON): then a change anywhere in the file is seen (issue 35 item 12) */
+    if (rd32(p + 12) != 0 || !all_zero(p + 48, 16) ||
+        !all_zero(p + FIXED_HEADER + hsize, doff - FIXED_HEADER - hsize)) {
+        st = nb_set_error(NB_ERR_FORMAT, "%s: the flags, reserved bytes or header padding are "
+                          "not zero: the file is corrupt", name);
+        goto fail;
+    }
+    n->data_offset = doff;
+    n->data_size = dsize;
     if (XXH3_64bits(p + FIXED_HEADER, hsize) != hhash) {
         st = nb_set_error(NB_ERR_FORMAT, "%s: header checksum mismatch: the file is corrupt", name);
         goto fail;
@@ -289,6 +307,34 @@ void nb_nib_free(struct nb_nib *n)
     free(n);
 }
 
+static int by_data(const void *a, const void *b)
+{
+    const struct nb_nib_tensor *x = *(const struct nb_nib_tensor *const *)a;
+    const struct nb_nib_tensor *y = *(const struct nb_nib_tensor *const *)b;
+    return x->data < y->data ? -1 : x->data > y->data;
+}
+
+/* The data region's bytes that no tensor holds (the alignment padding between tensors and
+ * after the last) are zero: no checksum covers them. */
+static enum nb_status check_gaps(const struct nb_nib *n)
+{
+    const struct nb_nib_tensor **order = malloc(sizeof *order * (size_t)(n->n_tensors + 1));
+    if (!order) return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", n->name);
+    for (int64_t i = 0; i < n->n_tensors; i++) order[i] = &n->tensors[i];
+    qsort(order, (size_t)n->n_tensors, sizeof *order, by_data);
+    const unsigned char *at = n->data + n->data_offset, *end = at + n->data_size;
+    enum nb_status st = NB_OK;
+    for (int64_t i = 0; i <= n->n_tensors && !st; i++) {
+        const unsigned char *next = i < n->n_tensors ? (const unsigned char *)order[i]->data : end;
+        if (next > at && !all_zero(at, (uint64_t)(next - at)))
+            st = nb_set_error(NB_ERR_FORMAT, "%s: padding %s is not zero: the file is corrupt",
+                              n->name, i < n->n_tensors ? "before a tensor" : "after the last tensor");
+        if (i < n->n_tensors && next + order[i]->size > at) at = next + order[i]->size;
+    }
+    free(order);
+    return st;
+}
+
 enum nb_status nb_nib_verify(const struct nb_nib *n)
 {
     for (int64_t i = 0; i < n->n_tensors; i++) {
@@ -297,7 +343,7 @@ enum nb_status nb_nib_verify(const struct nb_nib *n)
             return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': checksum mismatch: the file is "
                                 "corrupt", n->name, t->name);
     }
-    return NB_OK;
+    return check_gaps(n);
 }
 
 const char *nb_nib_path(const struct nb_nib *n) { return n->name; }

@@ -4,14 +4,18 @@
  *   offset  size  field
  *        0     8  magic "NIBBLE\r\n"   (\r\n: a text-mode copy breaks the magic)
  *        8     4  u32 format version (NB_NIB_VERSION)
- *       12     4  u32 flags (0)
+ *       12     4  u32 flags (0; must be 0)
  *       16     8  u64 header_size: bytes of JSON at offset 64
  *       24     8  u64 data_offset: 64-aligned, >= 64 + header_size
  *       32     8  u64 data_size: the file is exactly data_offset + data_size bytes
  *       40     8  u64 XXH3-64 of the JSON header bytes
  *       48    16  zero
  *       64     …  JSON header (UTF-8), zero padding up to data_offset
- *   data_offset …  tensors, each at data_offset + its "offset" (64-aligned)
+ *   data_offset …  tensors, each at data_offset + its "offset" (64-aligned), zero padding
+ *                  between them and after the last
+ * Every byte is covered by a checksum or must be zero: nb_nib_parse checks the flags, the
+ * reserved words and the header padding, nb_nib_verify the tensors and the data padding,
+ * so a change anywhere in the file is seen.
  *
  * The JSON header is an object with, at least:
  *   "nibble_version", "weight_path", "layout", "config" {…}, and "tensors": an array of
@@ -22,8 +26,7 @@
  *    records, kernels/qblock.h), "offset", "size",
  *    "xxh3" (16 hex digits: XXH3-64 of the tensor's bytes)}.
  * Everything else (recipe, source, bits per weight, tokenizer) is free-form and read by
- * the layers that need it. Sizes of packed kinds must equal nb_layout_planes().total.
- */
+ * the layers that need it. Sizes of packed kinds must equal nb_layout_planes().total. */
 #ifndef NB_FORMATS_NIB_H
 #define NB_FORMATS_NIB_H
 
