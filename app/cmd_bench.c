@@ -309,116 +309,139 @@ static void emit(const struct bench *b, const char *fmt, double bw)
                "/ bandwidth; kernels: %s\n", bw, b->n_threads, isa);
 }
 
-int cmd_bench(int argc, char **argv)
+/* What the command line asks for beyond struct bench. */
+struct bench_args {
+    const char *fmt, *path_name, *priority, *record_dir, *plot_path;
+    int profile, no_cache;
+    struct nb_ctx_params cp;
+};
+
+/* Parse argv into b and a: 1 to go on, 0 when done (help printed: *rc 0), -1 on an error. */
+static int parse_args(int argc, char **argv, struct bench *b, struct bench_args *a, int *rc)
 {
-    const char *cmd = "bench", *fmt = "md", *path_name = NULL, *priority = NULL;
-    const char *record_dir = NULL;
-    static struct bench b;
-    const char *plot_path = NULL;
-    int profile = 0, rc = 1, record_failed = 0, no_cache = 0;
-    memset(&b, 0, sizeof b);
-    b.n_prompt = 512;
-    b.n_gen = 128;
-    b.reps = 5;
-    struct nb_ctx_params cp = nb_ctx_default_params();
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    cp.n_threads = cores > 0 ? (int)cores : 1;
-    struct arg_ints depths = {b.depth, 0, MAX_DEPTHS};
+    const char *cmd = "bench";
+    struct arg_ints depths = {b->depth, 0, MAX_DEPTHS};
     const struct arg_opt opts[] = {
-        OPT_INT("-p|--n-prompt", &b.n_prompt, 0, 1 << 16),
-        OPT_INT("-n|--n-gen", &b.n_gen, 0, 1 << 16),
+        OPT_INT("-p|--n-prompt", &b->n_prompt, 0, 1 << 16),
+        OPT_INT("-n|--n-gen", &b->n_gen, 0, 1 << 16),
         OPT_INTS("-d|--depth|--n-depth", &depths, 0, 1 << 23),
-        OPT_INT("-r|--repetitions", &b.reps, 1, MAX_REPS),
-        OPTS_WEIGHTS(&path_name, &priority, &no_cache),
-        OPTS_CONTEXT(&cp, 16),
-        OPT_CHOICE("-o|--output", &fmt, "md|json|jsonl|csv"),
-        OPT_STR("--plot", &plot_path),
-        OPT_FLAG("--profile", &profile),
+        OPT_INT("-r|--repetitions", &b->reps, 1, MAX_REPS),
+        OPTS_WEIGHTS(&a->path_name, &a->priority, &a->no_cache),
+        OPTS_CONTEXT(&a->cp, 16),
+        OPT_CHOICE("-o|--output", &a->fmt, "md|json|jsonl|csv"),
+        OPT_STR("--plot", &a->plot_path),
+        OPT_FLAG("--profile", &a->profile),
         OPT_END};
     for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = NULL;
+        const char *arg = argv[i], *v = NULL;
         int r = arg_table(cmd, opts, argc, argv, &i);
-        if (r < 0) return 1;
+        if (r < 0) return -1;
         if (r > 0) continue;
-        if (arg_is_help(a)) {
+        if (arg_is_help(arg)) {
             usage(stdout);
+            *rc = 0;
             return 0;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model") || !strncmp(a, "--model=", 8)) {
+        } else if (!strcmp(arg, "-m") || !strcmp(arg, "--model") || !strncmp(arg, "--model=", 8)) {
             /* repeatable, so not in the table: each -m adds a model to compare */
-            if (!strncmp(a, "--model=", 8)) v = a + 8;
-            else if (!(v = arg_value(cmd, argc, argv, &i))) return 1;
-            if (b.n_models == MAX_MODELS) {
+            if (!strncmp(arg, "--model=", 8)) v = arg + 8;
+            else if (!(v = arg_value(cmd, argc, argv, &i))) return -1;
+            if (b->n_models == MAX_MODELS) {
                 fprintf(stderr, "nibble bench: at most %d models\n", MAX_MODELS);
-                return 1;
+                return -1;
             }
-            b.m[b.n_models++].arg = v;
-        } else if (!strcmp(a, "--record")) { /* an optional value */
-            record_dir = i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "docs/measurements";
+            b->m[b->n_models++].arg = v;
+        } else if (!strcmp(arg, "--record")) { /* an optional value */
+            a->record_dir =
+                i + 1 < argc && argv[i + 1][0] != '-' ? argv[++i] : "docs/measurements";
         } else {
-            arg_unknown(cmd, a);
-            return 1;
+            arg_unknown(cmd, arg);
+            return -1;
         }
     }
-    if (!b.n_models) {
+    if (!b->n_models) {
         fprintf(stderr, "nibble bench: give at least one model with -m\n");
-        return 1;
+        return -1;
     }
-    b.n_depths = depths.n ? depths.n : 1; /* none given: depth 0, b.depth[0] */
+    b->n_depths = depths.n ? depths.n : 1; /* none given: depth 0, b->depth[0] */
+    return 1;
+}
+
+/* The largest -d. */
+static int max_depth_of(const struct bench *b)
+{
     int max_depth = 0;
-    for (int d = 0; d < b.n_depths; d++)
-        if (b.depth[d] > max_depth) max_depth = b.depth[d];
-    b.n_threads = cp.n_threads;
-    b.n_batch = cp.n_batch;
-    b.n_ctx = cp.n_ctx > 0 ? cp.n_ctx : max_depth + b.n_prompt + b.n_gen + 16;
+    for (int d = 0; d < b->n_depths; d++)
+        if (b->depth[d] > max_depth) max_depth = b->depth[d];
+    return max_depth;
+}
+
+/* Threads, batch and context of the runs into b: 0 (reported) when -c is too small. */
+static int plan_context(struct bench *b, const struct nb_ctx_params *cp, int max_depth)
+{
+    b->n_threads = cp->n_threads;
+    b->n_batch = cp->n_batch;
+    b->n_ctx = cp->n_ctx > 0 ? cp->n_ctx : max_depth + b->n_prompt + b->n_gen + 16;
     /* pp and tg each run on top of the depth (tg after the pp tokens are cut off again) */
-    int need = max_depth + (b.n_prompt > b.n_gen ? b.n_prompt : b.n_gen);
-    if (b.n_ctx < need) {
+    int need = max_depth + (b->n_prompt > b->n_gen ? b->n_prompt : b->n_gen);
+    if (b->n_ctx < need) {
         fprintf(stderr, "nibble bench: a context of %d tokens (-c) is too small: depth %d + %d "
                         "%s tokens need %d (leave out -c for depth + p + n + 16 = %d)\n",
-                b.n_ctx, max_depth, need - max_depth,
-                b.n_prompt >= b.n_gen ? "prompt" : "generated", need,
-                max_depth + b.n_prompt + b.n_gen + 16);
-        return 1;
+                b->n_ctx, max_depth, need - max_depth,
+                b->n_prompt >= b->n_gen ? "prompt" : "generated", need,
+                max_depth + b->n_prompt + b->n_gen + 16);
+        return 0;
     }
-    for (int i = 0; i < b.n_models; i++) {
-        struct bmodel *m = &b.m[i];
-        if (!app_open_model(cmd, m->arg, path_name, priority, b.n_threads, !no_cache, &m->model,
-                            m->path, sizeof m->path))
-            goto done;
+    return 1;
+}
+
+/* Each model, opened with its pinned context and warmed up: 1 on success, 0 on an error
+ * reported, -1 on a library error (nb_last_error). */
+static int open_models(struct bench *b, const struct bench_args *a)
+{
+    for (int i = 0; i < b->n_models; i++) {
+        struct bmodel *m = &b->m[i];
+        if (!app_open_model("bench", m->arg, a->path_name, a->priority, b->n_threads,
+                            !a->no_cache, &m->model, m->path, sizeof m->path))
+            return 0;
         nb_model_get_info(m->model, &m->info);
         struct nb_ctx_params mp = nb_ctx_default_params();
-        mp.n_threads = b.n_threads;
+        mp.n_threads = b->n_threads;
         mp.pin = 1;
-        mp.n_ctx = b.n_ctx;
-        mp.n_batch = b.n_batch;
-        mp.kv_type = cp.kv_type;
-        if (nb_ctx_init(&m->ctx, m->model, &mp) != NB_OK) goto fail;
+        mp.n_ctx = b->n_ctx;
+        mp.n_batch = b->n_batch;
+        mp.kv_type = a->cp.kv_type;
+        if (nb_ctx_init(&m->ctx, m->model, &mp) != NB_OK) return -1;
         double s; /* warm-up: page in the weights, settle the threads */
-        if (nb_bench_tg(m->ctx, 2, 1, &s) != NB_OK) goto fail;
+        if (nb_bench_tg(m->ctx, 2, 1, &s) != NB_OK) return -1;
     }
-    double bw = nb_measure_read_bandwidth(b.n_threads, (size_t)1 << 30, 5);
-    if (nb_bench_interleave(b.n_models, 2 * b.n_depths, b.reps, run_one, &b) != NB_OK) goto fail;
-    emit(&b, fmt, bw);
-    if (plot_path && !plot(&b, plot_path)) goto done;
-    for (int k = 0; record_dir && k < b.n_models * b.n_depths; k++) { /* one per model, depth */
-        const struct bmodel *m = &b.m[k / b.n_depths];
-        int d = k % b.n_depths;
+    return 1;
+}
+
+/* --record DIR (NULL: none): one measurement record per model and depth. Returns 1 when
+ * one could not be written (reported), else 0. */
+static int write_records(const struct bench *b, const char *dir, int argc, char **argv,
+                         double bw)
+{
+    int failed = 0;
+    for (int k = 0; dir && k < b->n_models * b->n_depths; k++) { /* one per model, depth */
+        const struct bmodel *m = &b->m[k / b->n_depths];
+        int d = k % b->n_depths;
         struct nb_stats s = {.size = sizeof s};
         nb_stats_of(m->samples[d][T_TG], m->n_samples[d][T_TG], &s);
         char cmdline[2048] = "nibble"; /* stored in the record: how to re-run it */
-        for (int a = 0; a < argc; a++) {
+        for (int i = 0; i < argc; i++) {
             size_t l = strlen(cmdline);
-            snprintf(cmdline + l, sizeof cmdline - l, " %s", argv[a]);
+            snprintf(cmdline + l, sizeof cmdline - l, " %s", argv[i]);
         }
         struct nb_record_params rp = nb_record_default_params();
-        rp.dir = record_dir;
+        rp.dir = dir;
         rp.model_arg = m->arg;
         rp.model_file = m->path;
         rp.info = &m->info;
-        rp.threads = b.n_threads;
-        rp.n_prompt = b.n_prompt;
-        rp.n_gen = b.n_gen;
-        rp.n_depth = b.depth[d];
+        rp.threads = b->n_threads;
+        rp.n_prompt = b->n_prompt;
+        rp.n_gen = b->n_gen;
+        rp.n_depth = b->depth[d];
         rp.pp = m->samples[d][T_PP];
         rp.tg = m->samples[d][T_TG];
         rp.n_pp = m->n_samples[d][T_PP];
@@ -429,13 +452,38 @@ int cmd_bench(int argc, char **argv)
         struct nb_record_result rr = {.size = sizeof rr};
         if (nb_record_write(&rp, &rr) != NB_OK) {
             fprintf(stderr, "nibble bench: --record: %s\n", nb_last_error());
-            record_failed = 1;
+            failed = 1;
         } else {
             fprintf(stderr, "nibble bench: recorded %s (%s, kernel %s)\n", rr.file,
                     rr.weight_path, rr.kernel);
         }
     }
-    if (profile) /* at the largest depth, where attention weighs most */
+    return failed;
+}
+
+int cmd_bench(int argc, char **argv)
+{
+    static struct bench b;
+    int rc = 1;
+    memset(&b, 0, sizeof b);
+    b.n_prompt = 512;
+    b.n_gen = 128;
+    b.reps = 5;
+    struct bench_args a = {.fmt = "md", .cp = nb_ctx_default_params()};
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    a.cp.n_threads = cores > 0 ? (int)cores : 1;
+    if (parse_args(argc, argv, &b, &a, &rc) <= 0) return rc;
+    int max_depth = max_depth_of(&b);
+    if (!plan_context(&b, &a.cp, max_depth)) return 1;
+    int st = open_models(&b, &a);
+    if (st < 0) goto fail;
+    if (st == 0) goto done;
+    double bw = nb_measure_read_bandwidth(b.n_threads, (size_t)1 << 30, 5);
+    if (nb_bench_interleave(b.n_models, 2 * b.n_depths, b.reps, run_one, &b) != NB_OK) goto fail;
+    emit(&b, a.fmt, bw);
+    if (a.plot_path && !plot(&b, a.plot_path)) goto done;
+    int record_failed = write_records(&b, a.record_dir, argc, argv, bw);
+    if (a.profile) /* at the largest depth, where attention weighs most */
         for (int i = 0; i < b.n_models; i++) {
             if (b.n_prompt > 0) print_profile(&b.m[i], b.n_prompt, 0, max_depth);
             print_profile(&b.m[i], 0, b.n_gen > 0 ? b.n_gen : 32, max_depth);

@@ -51,162 +51,235 @@ static int context(struct nb_model *m, const struct nb_ctx_params *cp, int need,
     return nb_ctx_init(c, m, &p) == NB_OK;
 }
 
-int cmd_eval(int argc, char **argv)
-{
-    const char *cmd = "eval", *ref_path = NULL, *test_path = NULL, *prompts_path = NULL;
-    const char *text_path = NULL, *fmt = "table";
-    const char *path_name = "source", *priority = NULL;
-    char loaded[4096];
-    int n_gen = 32, rc = 1, n_prompts = 0, no_cache = 0, chunk_ctx = 0;
-    struct nb_ctx_params cp = nb_ctx_default_params();
-    struct nb_model *rm = NULL, *tm = NULL;
-    struct nb_ctx *rc_ = NULL, *tc = NULL;
-    struct nb_tokenizer *tok = NULL;
+/* What the command line asks for. */
+struct eval_args {
+    const char *ref_path, *test_path, *prompts_path, *text_path, *fmt, *path_name, *priority;
+    int n_gen, no_cache, chunk_ctx;
+    struct nb_ctx_params cp;
+};
+
+/* The prompts and the text, tokenized, and the two builds: what eval holds. */
+struct eval_data {
     int32_t *prompts[MAX_PROMPTS];
     int lens[MAX_PROMPTS];
-    char *file = NULL, *text = NULL;
-    int32_t *text_ids = NULL;
+    int n_prompts, max_len, n_text;
+    char *file, *text;
+    int32_t *text_ids;
+    struct nb_tokenizer *tok;
+    struct nb_model *rm, *tm;
+    struct nb_ctx *rc_, *tc;
+};
+
+/* What eval measured. */
+struct eval_result {
+    struct nb_fidelity f;
+    double ppl_ref, ppl_test;
+    struct nb_chunk_eval ch;
+};
+
+/* Parse argv into a: 1 to go on, 0 when done (help printed: *rc 0), -1 on an error. */
+static int parse_args(int argc, char **argv, struct eval_args *a, int *rc)
+{
     const struct arg_opt opts[] = {
-        OPT_STR("--ref", &ref_path),
-        OPT_STR("--test", &test_path),
-        OPT_STR("--prompts", &prompts_path),
-        OPT_STR("--text", &text_path),
-        OPT_INT("--ppl-chunks", &chunk_ctx, 4, 1 << 20),
-        OPT_INT("-n|--predict|--n-predict", &n_gen, 1, 4096),
-        OPTS_WEIGHTS(&path_name, &priority, &no_cache),
-        OPTS_CONTEXT(&cp, 16),
-        OPT_CHOICE("-o", &fmt, "table|json"),
+        OPT_STR("--ref", &a->ref_path),
+        OPT_STR("--test", &a->test_path),
+        OPT_STR("--prompts", &a->prompts_path),
+        OPT_STR("--text", &a->text_path),
+        OPT_INT("--ppl-chunks", &a->chunk_ctx, 4, 1 << 20),
+        OPT_INT("-n|--predict|--n-predict", &a->n_gen, 1, 4096),
+        OPTS_WEIGHTS(&a->path_name, &a->priority, &a->no_cache),
+        OPTS_CONTEXT(&a->cp, 16),
+        OPT_CHOICE("-o", &a->fmt, "table|json"),
         OPT_END};
-    int parsed = arg_parse(cmd, opts, argc, argv, usage);
-    if (parsed <= 0) return parsed < 0 ? 1 : 0;
-    if (!ref_path || !test_path || !prompts_path) {
+    int parsed = arg_parse("eval", opts, argc, argv, usage);
+    if (parsed == 0) *rc = 0;
+    if (parsed <= 0) return parsed < 0 ? -1 : 0;
+    if (!a->ref_path || !a->test_path || !a->prompts_path) {
         fprintf(stderr, "nibble eval: --ref, --test and --prompts are required\n");
-        return 1;
+        return -1;
     }
+    return 1;
+}
+
+/* The --prompts file, one prompt a line, into d: 1 on success, 0 on an error reported,
+ * -1 on a library error (nb_last_error). */
+static int read_prompts(const struct eval_args *a, struct eval_data *d)
+{
+    const char *cmd = "eval";
     size_t size;
-    if (!app_read_all(cmd, "--prompts", prompts_path, 64u << 20, &file, &size)) goto done;
-    int max_len = 0;
-    for (char *line = file, *next; line && *line; line = next) {
+    if (!app_read_all(cmd, "--prompts", a->prompts_path, 64u << 20, &d->file, &size)) return 0;
+    for (char *line = d->file, *next; line && *line; line = next) {
         next = strchr(line, '\n');
         if (next) *next++ = '\0';
         size_t n = strlen(line);
         if (n && line[n - 1] == '\r') line[--n] = '\0';
         if (!n) continue;
-        if (n_prompts == MAX_PROMPTS) {
+        if (d->n_prompts == MAX_PROMPTS) {
             fprintf(stderr, "nibble eval: at most %d prompts\n", MAX_PROMPTS);
-            goto done;
+            return 0;
         }
         int k = 0;
         if (!strncmp(line, "ids:", 4)) {
-            if (!arg_ids(cmd, "--prompts", line + 4, &prompts[n_prompts], &k)) goto done;
+            if (!arg_ids(cmd, "--prompts", line + 4, &d->prompts[d->n_prompts], &k)) return 0;
         } else {
-            if (!tok && nb_tokenizer_load(&tok, ref_path) != NB_OK) goto fail;
-            if (app_tokenize(tok, line, n, 1, 0, &prompts[n_prompts], &k) != NB_OK) goto fail;
+            if (!d->tok && nb_tokenizer_load(&d->tok, a->ref_path) != NB_OK) return -1;
+            if (app_tokenize(d->tok, line, n, 1, 0, &d->prompts[d->n_prompts], &k) != NB_OK)
+                return -1;
         }
-        lens[n_prompts++] = k;
-        if (k > max_len) max_len = k;
+        d->lens[d->n_prompts++] = k;
+        if (k > d->max_len) d->max_len = k;
     }
-    if (chunk_ctx && !text_path) {
+    return 1;
+}
+
+/* The prompts, then the --text file, into d: as read_prompts. */
+static int read_inputs(const struct eval_args *a, struct eval_data *d)
+{
+    int r = read_prompts(a, d);
+    if (r <= 0) return r;
+    if (a->chunk_ctx && !a->text_path) {
         fprintf(stderr, "nibble eval: --ppl-chunks needs --text FILE\n");
-        goto done;
+        return 0;
     }
-    if (!n_prompts) {
-        fprintf(stderr, "nibble eval: %s holds no prompts\n", prompts_path);
-        goto done;
+    if (!d->n_prompts) {
+        fprintf(stderr, "nibble eval: %s holds no prompts\n", a->prompts_path);
+        return 0;
     }
-    int n_text = 0;
-    if (text_path) {
-        if (!app_read_all(cmd, "--text", text_path, 256u << 20, &text, &size)) goto done;
-        if (!tok && nb_tokenizer_load(&tok, ref_path) != NB_OK) goto fail;
-        if (app_tokenize(tok, text, size, 1, 0, &text_ids, &n_text) != NB_OK) goto fail;
+    if (a->text_path) {
+        size_t size;
+        if (!app_read_all("eval", "--text", a->text_path, 256u << 20, &d->text, &size)) return 0;
+        if (!d->tok && nb_tokenizer_load(&d->tok, a->ref_path) != NB_OK) return -1;
+        if (app_tokenize(d->tok, d->text, size, 1, 0, &d->text_ids, &d->n_text) != NB_OK)
+            return -1;
     }
+    return 1;
+}
+
+/* Open the reference and the test build and measure them into r: as read_prompts. */
+static int measure(const struct eval_args *a, struct eval_data *d, struct eval_result *r)
+{
+    char loaded[4096];
     /* the contexts hold the longest prompt and its continuation, and a --ppl-chunks chunk */
-    int need = max_len + n_gen > chunk_ctx ? max_len + n_gen : chunk_ctx;
-    if (nb_model_load(&rm, ref_path) != NB_OK || !context(rm, &cp, need, 1, &rc_))
-        goto fail;
-    if (!app_open_model(cmd, test_path, path_name, priority, cp.n_threads, !no_cache, &tm, loaded,
-                        sizeof loaded))
-        goto done;
-    if (!context(tm, &cp, need, 0, &tc)) goto fail;
+    int need = d->max_len + a->n_gen > a->chunk_ctx ? d->max_len + a->n_gen : a->chunk_ctx;
+    if (nb_model_load(&d->rm, a->ref_path) != NB_OK || !context(d->rm, &a->cp, need, 1, &d->rc_))
+        return -1;
+    if (!app_open_model("eval", a->test_path, a->path_name, a->priority, a->cp.n_threads,
+                        !a->no_cache, &d->tm, loaded, sizeof loaded))
+        return 0;
+    if (!context(d->tm, &a->cp, need, 0, &d->tc)) return -1;
     struct nb_model_info ri;
-    nb_model_get_info(rm, &ri);
-    int window = cp.n_ctx ? cp.n_ctx : (ri.n_ctx_train < 512 ? ri.n_ctx_train : 512);
-    struct nb_fidelity f = {.size = sizeof f};
-    if (nb_eval_fidelity(rc_, tc, prompts, lens, n_prompts, n_gen, &f) != NB_OK) goto fail;
-    double ppl_ref = 0, ppl_test = 0;
-    if (text_ids && (nb_eval_ppl(rc_, text_ids, n_text, window, &ppl_ref) != NB_OK ||
-                     nb_eval_ppl(tc, text_ids, n_text, window, &ppl_test) != NB_OK))
-        goto fail;
-    struct nb_chunk_eval ch = {.size = sizeof ch};
-    if (chunk_ctx && nb_eval_chunks(rc_, tc, text_ids, n_text, chunk_ctx, ri.bos_id, &ch) != NB_OK)
-        goto fail;
-    if (!strcmp(fmt, "json")) { /* cJSON: any file name gives valid JSON */
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "ref", ref_path);
-        cJSON_AddStringToObject(o, "test", test_path);
-        cJSON_AddNumberToObject(o, "prompts", f.prompts);
-        cJSON_AddNumberToObject(o, "n_gen", n_gen);
-        cJSON_AddNumberToObject(o, "reproduced", f.reproduced);
-        cJSON_AddNumberToObject(o, "mean_first_divergence", f.mean_first_divergence);
-        cJSON_AddNumberToObject(o, "top1_agreement", f.top1_agreement);
-        cJSON_AddNumberToObject(o, "mean_kl", f.mean_kl);
-        if (text_ids) {
-            cJSON_AddNumberToObject(o, "ppl_ref", ppl_ref);
-            cJSON_AddNumberToObject(o, "ppl_test", ppl_test);
-            cJSON_AddNumberToObject(o, "ppl_tokens", n_text);
-        } else {
-            cJSON_AddNullToObject(o, "ppl_ref");
-            cJSON_AddNullToObject(o, "ppl_test");
-        }
-        if (chunk_ctx) {
-            cJSON *k = cJSON_AddObjectToObject(o, "ppl_chunks");
-            cJSON_AddNumberToObject(k, "n_ctx", chunk_ctx);
-            cJSON_AddNumberToObject(k, "chunks", ch.chunks);
-            cJSON_AddNumberToObject(k, "scored", (double)ch.n_scored);
-            cJSON_AddNumberToObject(k, "ppl_ref", ch.ppl_ref);
-            cJSON_AddNumberToObject(k, "ppl_test", ch.ppl_test);
-            cJSON_AddNumberToObject(k, "mean_kl", ch.mean_kl);
-            cJSON_AddNumberToObject(k, "median_kl", ch.median_kl);
-            cJSON_AddNumberToObject(k, "p99_kl", ch.p99_kl);
-            cJSON_AddNumberToObject(k, "max_kl", ch.max_kl);
-            cJSON_AddNumberToObject(k, "same_top1", ch.top1_agreement);
-        }
-        char *js = cJSON_PrintUnformatted(o);
-        cJSON_Delete(o);
-        if (!js) {
-            fprintf(stderr, "nibble eval: out of memory\n");
-            goto done;
-        }
-        printf("%s\n", js);
-        free(js);
+    nb_model_get_info(d->rm, &ri);
+    int window = a->cp.n_ctx ? a->cp.n_ctx : (ri.n_ctx_train < 512 ? ri.n_ctx_train : 512);
+    if (nb_eval_fidelity(d->rc_, d->tc, d->prompts, d->lens, d->n_prompts, a->n_gen, &r->f) !=
+        NB_OK)
+        return -1;
+    if (d->text_ids && (nb_eval_ppl(d->rc_, d->text_ids, d->n_text, window, &r->ppl_ref) != NB_OK ||
+                        nb_eval_ppl(d->tc, d->text_ids, d->n_text, window, &r->ppl_test) != NB_OK))
+        return -1;
+    if (a->chunk_ctx && nb_eval_chunks(d->rc_, d->tc, d->text_ids, d->n_text, a->chunk_ctx,
+                                       ri.bos_id, &r->ch) != NB_OK)
+        return -1;
+    return 1;
+}
+
+/* The report as one JSON object on stdout: 0 (reported) when out of memory. */
+static int report_json(const struct eval_args *a, const struct eval_data *d,
+                       const struct eval_result *r)
+{
+    const struct nb_fidelity *f = &r->f;
+    const struct nb_chunk_eval *ch = &r->ch;
+    cJSON *o = cJSON_CreateObject(); /* cJSON: any file name gives valid JSON */
+    cJSON_AddStringToObject(o, "ref", a->ref_path);
+    cJSON_AddStringToObject(o, "test", a->test_path);
+    cJSON_AddNumberToObject(o, "prompts", f->prompts);
+    cJSON_AddNumberToObject(o, "n_gen", a->n_gen);
+    cJSON_AddNumberToObject(o, "reproduced", f->reproduced);
+    cJSON_AddNumberToObject(o, "mean_first_divergence", f->mean_first_divergence);
+    cJSON_AddNumberToObject(o, "top1_agreement", f->top1_agreement);
+    cJSON_AddNumberToObject(o, "mean_kl", f->mean_kl);
+    if (d->text_ids) {
+        cJSON_AddNumberToObject(o, "ppl_ref", r->ppl_ref);
+        cJSON_AddNumberToObject(o, "ppl_test", r->ppl_test);
+        cJSON_AddNumberToObject(o, "ppl_tokens", d->n_text);
     } else {
-        printf("| ref | test | prompts | reproduced | mean first divergence | top-1 agreement | "
-               "mean KL | ppl ref | ppl test |\n|---|---|---|---|---|---|---|---|---|\n");
-        printf("| %s | %s | %d | %d/%d | %.1f of %d | %.2f%% | %.5f |", ref_path, test_path,
-               f.prompts, f.reproduced, f.prompts, f.mean_first_divergence, n_gen,
-               100 * f.top1_agreement, f.mean_kl);
-        if (text_ids) printf(" %.3f | %.3f |\n", ppl_ref, ppl_test);
-        else printf(" - | - |\n");
-        if (chunk_ctx)
-            printf("\n| chunks of %d | scored | ppl ref | ppl test | mean KL | median KL | p99 KL "
-                   "| max KL | same top-1 |\n|---|---|---|---|---|---|---|---|---|\n"
-                   "| %d | %lld | %.4f | %.4f | %.6f | %.6f | %.5f | %.4f | %.2f%% |\n",
-                   chunk_ctx, ch.chunks, (long long)ch.n_scored, ch.ppl_ref, ch.ppl_test,
-                   ch.mean_kl, ch.median_kl, ch.p99_kl, ch.max_kl, 100 * ch.top1_agreement);
+        cJSON_AddNullToObject(o, "ppl_ref");
+        cJSON_AddNullToObject(o, "ppl_test");
+    }
+    if (a->chunk_ctx) {
+        cJSON *k = cJSON_AddObjectToObject(o, "ppl_chunks");
+        cJSON_AddNumberToObject(k, "n_ctx", a->chunk_ctx);
+        cJSON_AddNumberToObject(k, "chunks", ch->chunks);
+        cJSON_AddNumberToObject(k, "scored", (double)ch->n_scored);
+        cJSON_AddNumberToObject(k, "ppl_ref", ch->ppl_ref);
+        cJSON_AddNumberToObject(k, "ppl_test", ch->ppl_test);
+        cJSON_AddNumberToObject(k, "mean_kl", ch->mean_kl);
+        cJSON_AddNumberToObject(k, "median_kl", ch->median_kl);
+        cJSON_AddNumberToObject(k, "p99_kl", ch->p99_kl);
+        cJSON_AddNumberToObject(k, "max_kl", ch->max_kl);
+        cJSON_AddNumberToObject(k, "same_top1", ch->top1_agreement);
+    }
+    char *js = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!js) {
+        fprintf(stderr, "nibble eval: out of memory\n");
+        return 0;
+    }
+    printf("%s\n", js);
+    free(js);
+    return 1;
+}
+
+/* The report as Markdown tables on stdout. */
+static void report_table(const struct eval_args *a, const struct eval_data *d,
+                         const struct eval_result *r)
+{
+    const struct nb_fidelity *f = &r->f;
+    const struct nb_chunk_eval *ch = &r->ch;
+    printf("| ref | test | prompts | reproduced | mean first divergence | top-1 agreement | "
+           "mean KL | ppl ref | ppl test |\n|---|---|---|---|---|---|---|---|---|\n");
+    printf("| %s | %s | %d | %d/%d | %.1f of %d | %.2f%% | %.5f |", a->ref_path, a->test_path,
+           f->prompts, f->reproduced, f->prompts, f->mean_first_divergence, a->n_gen,
+           100 * f->top1_agreement, f->mean_kl);
+    if (d->text_ids) printf(" %.3f | %.3f |\n", r->ppl_ref, r->ppl_test);
+    else printf(" - | - |\n");
+    if (a->chunk_ctx)
+        printf("\n| chunks of %d | scored | ppl ref | ppl test | mean KL | median KL | p99 KL "
+               "| max KL | same top-1 |\n|---|---|---|---|---|---|---|---|---|\n"
+               "| %d | %lld | %.4f | %.4f | %.6f | %.6f | %.5f | %.4f | %.2f%% |\n",
+               a->chunk_ctx, ch->chunks, (long long)ch->n_scored, ch->ppl_ref, ch->ppl_test,
+               ch->mean_kl, ch->median_kl, ch->p99_kl, ch->max_kl, 100 * ch->top1_agreement);
+}
+
+int cmd_eval(int argc, char **argv)
+{
+    int rc = 1;
+    struct eval_args a = {.fmt = "table", .path_name = "source", .n_gen = 32,
+                          .cp = nb_ctx_default_params()};
+    struct eval_data d = {0};
+    struct eval_result r = {.f = {.size = sizeof r.f}, .ch = {.size = sizeof r.ch}};
+    if (parse_args(argc, argv, &a, &rc) <= 0) return rc;
+    int st = read_inputs(&a, &d);
+    if (st > 0) st = measure(&a, &d, &r);
+    if (st < 0) goto fail;
+    if (st == 0) goto done;
+    if (!strcmp(a.fmt, "json")) {
+        if (!report_json(&a, &d, &r)) goto done;
+    } else {
+        report_table(&a, &d, &r);
     }
     rc = 0;
     goto done;
 fail:
     fprintf(stderr, "nibble eval: %s\n", nb_last_error());
 done:
-    for (int i = 0; i < n_prompts; i++) free(prompts[i]);
-    free(file);
-    free(text);
-    free(text_ids);
-    nb_tokenizer_free(tok);
-    nb_ctx_free(rc_);
-    nb_ctx_free(tc);
-    nb_model_free(rm);
-    nb_model_free(tm);
+    for (int i = 0; i < d.n_prompts; i++) free(d.prompts[i]);
+    free(d.file);
+    free(d.text);
+    free(d.text_ids);
+    nb_tokenizer_free(d.tok);
+    nb_ctx_free(d.rc_);
+    nb_ctx_free(d.tc);
+    nb_model_free(d.rm);
+    nb_model_free(d.tm);
     return rc;
 }

@@ -58,6 +58,8 @@ static void usage(FILE *f)
             "                          with Retry-After (default 64)\n"
             "      --drain S           on SIGTERM/SIGINT, running requests get S seconds to\n"
             "                          finish (default 30)\n"
+            "      --log-disable       no line per request on stderr (method, path, status,\n"
+            "                          time, client, tokens: logged by default)\n"
             "      --read-timeout S    a connection must send its whole request within S\n"
             "                          seconds of opening (or of its previous request's end),\n"
             "                          else it is closed: slow clients (default 10; 0: none)\n"
@@ -93,112 +95,122 @@ static const char *base_name(const char *path, char *buf, size_t size)
     return slash ? slash + 1 : buf;
 }
 
-int cmd_serve(int argc, char **argv)
+/* A request's log line (the server's, one per request) on stderr. */
+static void log_line(const char *line, void *user)
 {
-    const char *cmd = "serve", *model_path = getenv("NIBBLE_MODEL");
-    const char *path_name = NULL, *priority = NULL, *alias = NULL;
-    const char *api_key = app_env_api_key();
-    const char *max_body_arg = NULL, *template_file = NULL;
-    char *template_src = NULL;
-    char loaded[4096], name_buf[4096];
-    int no_cache = 0, rc = 1;
-    struct nb_server_params sp = nb_server_default_params();
-    struct nb_model *model = NULL;
-    struct nb_tokenizer *tok = NULL;
-    struct nb_server *srv = NULL;
-    float timeout = (float)sp.timeout_s, drain = (float)sp.drain_s;
-    float read_timeout = (float)sp.read_timeout_s;
-    int no_prefix_cache = 0, kv_tokens = 0;
-    const char *reasoning = "deepseek";
+    (void)user;
+    fprintf(stderr, "nibble serve: %s\n", line);
+}
 
+/* What the command line asks for. */
+struct serve_args {
+    const char *model_path, *path_name, *priority, *alias, *api_key, *template_file;
+    int no_cache, log_disable;
+    struct nb_server_params sp;
+};
+
+/* --max-body BYTES into *max_body: 0 (reported) when it is not a number in 1..2^34. */
+static int parse_max_body(const char *arg, int64_t *max_body)
+{
+    uint64_t v;
+    if (!arg_u64("serve", "--max-body", arg, &v)) return 0;
+    if (v < 1 || v > ((uint64_t)1 << 34)) {
+        fprintf(stderr, "nibble serve: --max-body: '%s' is not in 1..17179869184\n", arg);
+        return 0;
+    }
+    *max_body = (int64_t)v;
+    return 1;
+}
+
+/* Parse argv into a: 1 to go on, 0 when done (help printed: *rc 0), -1 on an error. */
+static int parse_args(int argc, char **argv, struct serve_args *a, int *rc)
+{
+    struct nb_server_params *sp = &a->sp;
+    const char *max_body_arg = NULL, *reasoning = "deepseek";
+    float timeout = (float)sp->timeout_s, drain = (float)sp->drain_s;
+    float read_timeout = (float)sp->read_timeout_s;
+    int no_prefix_cache = 0, kv_tokens = 0;
     const struct arg_opt opts[] = {
-        OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
-        OPTS_CONTEXT(&sp.ctx, 16),
-        OPTS_SAMPLER(&sp.sampler),
-        OPT_INT("-n|--predict|--n-predict", &sp.n_predict, -1, 1 << 24),
-        OPT_STR("--host", &sp.host),
-        OPT_INT("--port", &sp.port, 0, 65535),
-        OPT_INT("-np|--parallel", &sp.n_slots, 1, 256),
-        OPT_STR("--chat-template", &sp.chat_template),
-        OPT_STR("--chat-template-file", &template_file),
+        OPTS_MODEL(&a->model_path, &a->path_name, &a->priority, &a->no_cache),
+        OPTS_CONTEXT(&sp->ctx, 16),
+        OPTS_SAMPLER(&sp->sampler),
+        OPT_INT("-n|--predict|--n-predict", &sp->n_predict, -1, 1 << 24),
+        OPT_STR("--host", &sp->host),
+        OPT_INT("--port", &sp->port, 0, 65535),
+        OPT_INT("-np|--parallel", &sp->n_slots, 1, 256),
+        OPT_STR("--chat-template", &sp->chat_template),
+        OPT_STR("--chat-template-file", &a->template_file),
         OPT_CHOICE("--reasoning-format", &reasoning, "deepseek|auto|none"),
-        OPT_STR("-a|--alias", &alias),
-        OPT_STR("--api-key", &api_key),
+        OPT_STR("-a|--alias", &a->alias),
+        OPT_STR("--api-key", &a->api_key),
         OPT_STR("--max-body", &max_body_arg),
         OPT_FLOAT("--timeout", &timeout, 0.001, 1e7),
-        OPT_INT("--queue", &sp.max_queue, 0, 1 << 20),
+        OPT_INT("--queue", &sp->max_queue, 0, 1 << 20),
         OPT_FLOAT("--drain", &drain, 0, 1e7),
         OPT_FLOAT("--read-timeout", &read_timeout, 0, 1e7),
-        OPT_INT("--max-conn-per-ip", &sp.max_conn_per_ip, 0, 1 << 20),
+        OPT_INT("--max-conn-per-ip", &sp->max_conn_per_ip, 0, 1 << 20),
         OPT_FLAG("--no-prefix-cache", &no_prefix_cache),
         OPT_INT("--kv-tokens", &kv_tokens, 0, 1 << 30),
-        OPT_INT("--lookup", &sp.lookup, 0, 16),
+        OPT_INT("--lookup", &sp->lookup, 0, 16),
+        OPT_FLAG("--log-disable", &a->log_disable),
         OPT_END};
-    int r = arg_parse(cmd, opts, argc, argv, usage);
-    if (r <= 0) return r < 0 ? 1 : 0;
-    if (max_body_arg) {
-        uint64_t v;
-        if (!arg_u64(cmd, "--max-body", max_body_arg, &v)) return 1;
-        if (v < 1 || v > ((uint64_t)1 << 34)) {
-            fprintf(stderr, "nibble serve: --max-body: '%s' is not in 1..17179869184\n",
-                    max_body_arg);
-            return 1;
-        }
-        sp.max_body = (int64_t)v;
-    }
-    if (api_key && !*api_key) { /* an empty key would serve everyone: say so, do not */
+    int r = arg_parse("serve", opts, argc, argv, usage);
+    if (r == 0) *rc = 0;
+    if (r <= 0) return r < 0 ? -1 : 0;
+    if (max_body_arg && !parse_max_body(max_body_arg, &sp->max_body)) return -1;
+    if (a->api_key && !*a->api_key) { /* an empty key would serve everyone: say so, do not */
         fprintf(stderr, "nibble serve: --api-key is empty: give a key, or leave the option "
                         "out to serve without one\n");
-        return 1;
+        return -1;
     }
-    sp.timeout_s = timeout;
-    sp.reasoning_inline = !strcmp(reasoning, "none");
-    sp.drain_s = drain;
-    sp.read_timeout_s = read_timeout;
-    sp.prefix_cache = !no_prefix_cache;
-    sp.ctx.n_ctx_total = kv_tokens;
-    if (!model_path) {
+    sp->timeout_s = timeout;
+    sp->reasoning_inline = !strcmp(reasoning, "none");
+    sp->drain_s = drain;
+    sp->read_timeout_s = read_timeout;
+    sp->prefix_cache = !no_prefix_cache;
+    if (!a->log_disable) sp->log_request = log_line;
+    sp->ctx.n_ctx_total = kv_tokens;
+    if (!a->model_path) {
         fprintf(stderr, "nibble serve: no model: give one with -m MODEL (or set NIBBLE_MODEL)\n");
-        return 1;
+        return -1;
     }
-    if (sp.chat_template &&
-        nb_chat_template_resolve(NULL, sp.chat_template, NULL) != NB_OK) {
+    if (sp->chat_template && nb_chat_template_resolve(NULL, sp->chat_template, NULL) != NB_OK) {
         fprintf(stderr, "nibble serve: --chat-template: %s\n", nb_last_error());
-        return 1;
+        return -1;
     }
+    return 1;
+}
 
-    if (template_file) {
-        size_t n = 0;
-        if (!app_read_all(cmd, "--chat-template-file", template_file, (size_t)16 << 20,
-                          &template_src, &n))
-            return 1;
-        sp.chat_template_source = template_src;
-    }
-
-    if (!app_open_model(cmd, model_path, path_name, priority, sp.ctx.n_threads, !no_cache, &model,
-                        loaded, sizeof loaded))
-        goto done;
-    if (nb_tokenizer_from_model(&tok, model) != NB_OK) {
+/* The model and its tokenizer, opened as nibble run does, and the context of a slot
+ * (*cp, also into a->sp.ctx.n_ctx): 0 on an error reported. */
+static int open_model(struct serve_args *a, struct nb_model **model, struct nb_tokenizer **tok,
+                      struct nb_model_info *info, struct nb_ctx_params *cp)
+{
+    const char *cmd = "serve";
+    char loaded[4096];
+    if (!app_open_model(cmd, a->model_path, a->path_name, a->priority, a->sp.ctx.n_threads,
+                        !a->no_cache, model, loaded, sizeof loaded))
+        return 0;
+    if (nb_tokenizer_from_model(tok, *model) != NB_OK) {
         fprintf(stderr, "nibble serve: %s: the server needs the model's tokenizer: %s\n",
-                model_path, nb_last_error());
-        goto done;
+                a->model_path, nb_last_error());
+        return 0;
     }
-    struct nb_model_info info;
-    nb_model_get_info(model, &info);
-    struct nb_ctx_params cp = sp.ctx;
-    cp.n_ctx = sp.ctx.n_ctx > 0 ? sp.ctx.n_ctx
-               : info.n_ctx_train > 0 && info.n_ctx_train < 4096 ? info.n_ctx_train : 4096;
-    cp.n_seq = sp.n_slots;
-    if (!app_context_fits(cmd, model, &cp)) goto done;
-    sp.ctx.n_ctx = cp.n_ctx;
-    sp.model = model;
-    sp.tok = tok;
-    sp.api_key = api_key;
-    sp.model_name = alias ? alias : base_name(model_path, name_buf, sizeof name_buf);
-    if (nb_server_init(&srv, &sp) != NB_OK) {
-        fprintf(stderr, "nibble serve: %s\n", nb_last_error());
-        goto done;
-    }
+    nb_model_get_info(*model, info);
+    *cp = a->sp.ctx;
+    cp->n_ctx = a->sp.ctx.n_ctx > 0 ? a->sp.ctx.n_ctx
+                : info->n_ctx_train > 0 && info->n_ctx_train < 4096 ? info->n_ctx_train : 4096;
+    cp->n_seq = a->sp.n_slots;
+    if (!app_context_fits(cmd, *model, cp)) return 0;
+    a->sp.ctx.n_ctx = cp->n_ctx;
+    return 1;
+}
+
+/* Serve until SIGTERM or SIGINT drains the server: 0 then, 1 on an error (reported). */
+static int run_server(struct nb_server *srv, const struct serve_args *a,
+                      const struct nb_tokenizer *tok, const struct nb_model_info *info, int n_ctx)
+{
+    const struct nb_server_params *sp = &a->sp;
     g_server = srv;
     struct sigaction sa = {0};
     sa.sa_handler = on_signal;
@@ -207,20 +219,54 @@ int cmd_serve(int argc, char **argv)
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     const char *kind = NULL;
-    if (nb_chat_template_resolve(tok, sp.chat_template, &kind) != NB_OK) kind = "chatml";
+    if (nb_chat_template_resolve(tok, sp->chat_template, &kind) != NB_OK) kind = "chatml";
     fprintf(stderr, "nibble serve: %s: %s, %d slots of %d tokens, chat template %s%s%s\n",
-            sp.model_name, info.arch, sp.n_slots, cp.n_ctx, template_file ? template_file : kind,
-            template_file ? " (Jinja)" : "",
-            api_key && *api_key ? ", API key required" : "");
+            sp->model_name, info->arch, sp->n_slots, n_ctx,
+            a->template_file ? a->template_file : kind, a->template_file ? " (Jinja)" : "",
+            a->api_key && *a->api_key ? ", API key required" : "");
     /* the line scripts wait for (the port is the one bound when --port 0) */
-    fprintf(stderr, "nibble serve: listening on http://%s:%d\n", sp.host, nb_server_port(srv));
+    fprintf(stderr, "nibble serve: listening on http://%s:%d\n", sp->host, nb_server_port(srv));
     fflush(stderr);
     if (nb_server_run(srv) != NB_OK) {
         fprintf(stderr, "nibble serve: %s\n", nb_last_error());
-        goto done;
+        return 1;
     }
     fprintf(stderr, "nibble serve: stopped\n");
-    rc = 0;
+    return 0;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    char *template_src = NULL;
+    char name_buf[4096];
+    int rc = 1;
+    struct serve_args a = {.model_path = getenv("NIBBLE_MODEL"), .api_key = app_env_api_key(),
+                           .sp = nb_server_default_params()};
+    struct nb_model *model = NULL;
+    struct nb_tokenizer *tok = NULL;
+    struct nb_server *srv = NULL;
+    if (parse_args(argc, argv, &a, &rc) <= 0) return rc;
+
+    if (a.template_file) {
+        size_t n = 0;
+        if (!app_read_all("serve", "--chat-template-file", a.template_file, (size_t)16 << 20,
+                          &template_src, &n))
+            return 1;
+        a.sp.chat_template_source = template_src;
+    }
+
+    struct nb_model_info info;
+    struct nb_ctx_params cp;
+    if (!open_model(&a, &model, &tok, &info, &cp)) goto done;
+    a.sp.model = model;
+    a.sp.tok = tok;
+    a.sp.api_key = a.api_key;
+    a.sp.model_name = a.alias ? a.alias : base_name(a.model_path, name_buf, sizeof name_buf);
+    if (nb_server_init(&srv, &a.sp) != NB_OK) {
+        fprintf(stderr, "nibble serve: %s\n", nb_last_error());
+        goto done;
+    }
+    rc = run_server(srv, &a, tok, &info, cp.n_ctx);
 done:
     g_server = NULL;
     nb_server_free(srv);
