@@ -65,6 +65,11 @@ struct nb_server_params {
                                           draft tokens a step, copied from a request's own
                                           prompt and output, verified in the batched step
                                           (0: off; at most 16; docs/speculative.md) */
+    /* one line per request, as llama-server and vLLM log them ("POST /v1/completions 200
+       0.412 s 127.0.0.1 prompt 23 generated 64 stop"), given to this callback on the HTTP
+       thread that answered (NULL: none; the library itself prints nothing) */
+    void (*log_request)(const char *line, void *user);
+    void *log_user;
 };
 NB_API struct nb_server_params nb_server_default_params(void);
 

@@ -78,6 +78,10 @@ struct conn {
     int lps_sent; /* of job->lps */
     int started, ended;
     int received; /* the whole request is read */
+    /* for the request's log line */
+    double t0;
+    int status;
+    char method[12], path[96], addr[64];
 };
 
 /* The URL's %XX escapes decoded in place (libmicrohttpd's unescape callback), except
@@ -144,6 +148,7 @@ static enum MHD_Result answer(struct conn *k, struct MHD_Connection *c, int stat
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (hdr) MHD_add_response_header(r, hdr, val);
+    k->status = status;
     enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
     MHD_destroy_response(r);
     pthread_mutex_lock(&s->mu);
@@ -319,6 +324,7 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, "text/event-stream");
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
         MHD_add_response_header(resp, "X-Accel-Buffering", "no");
+        k->status = MHD_HTTP_OK;
         enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
         MHD_destroy_response(resp);
         pthread_mutex_lock(&s->mu);
@@ -443,6 +449,47 @@ static void watch_mark(struct nb_server *s, struct MHD_Connection *c, int receiv
     pthread_mutex_unlock(&s->http->mu);
 }
 
+/* ---------------------------------------------------------------- request log */
+
+/* What the log line of a request says about it, from its first call. */
+static void note_request(struct conn *k, struct MHD_Connection *c, const char *method,
+                         const char *url)
+{
+    k->t0 = now_s();
+    snprintf(k->method, sizeof k->method, "%s", method);
+    snprintf(k->path, sizeof k->path, "%s", url);
+    for (char *p = k->path; *p; p++) /* one line, whatever the path holds */
+        if ((unsigned char)*p < 0x20 || *p == 0x7f) *p = '?';
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    const struct sockaddr *sa = ci ? ci->client_addr : NULL;
+    if (!sa || getnameinfo(sa, sa->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
+                                                          : sizeof(struct sockaddr_in),
+                           k->addr, sizeof k->addr, NULL, 0, NI_NUMERICHOST) != 0)
+        snprintf(k->addr, sizeof k->addr, "-");
+}
+
+/* The request's line to the caller's callback (llama-server and vLLM log one): method,
+ * path, status, time, client, and for a generation its tokens and how it ended. */
+static void log_request(struct nb_server *s, const struct conn *k,
+                        enum MHD_RequestTerminationCode toe)
+{
+    char line[512];
+    int n = snprintf(line, sizeof line, "%s %s %d %.3f s %s", k->method, k->path,
+                     k->status ? k->status : 0, now_s() - k->t0, k->addr);
+    const struct srv_job *j = k->job;
+    if (j && n > 0 && (size_t)n < sizeof line)
+        n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d generated %d %s",
+                      j->req.n_prompt, j->n_gen,
+                      j->state != JOB_DONE ? "cut" : j->finish ? j->finish : "error");
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && n > 0 && (size_t)n < sizeof line)
+        snprintf(line + n, sizeof line - (size_t)n, " (%s)",
+                 toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? "client closed"
+                 : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timed out"
+                                                                 : "not completed");
+    s->p.log_request(line, s->p.log_user);
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
                                   const char *method, const char *version, const char *upload,
                                   size_t *upload_size, void **con_cls)
@@ -463,6 +510,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) k->fd = ci->connect_fd;
+        if (s->p.log_request) note_request(k, c, method, url);
         *con_cls = k;
         enum MHD_Result ret;
         if (check_head(k, c, url, method, &ret)) return ret;
@@ -530,9 +578,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 {
     struct nb_server *s = cls;
     struct conn *k = *con_cls;
-    (void)toe;
     watch_mark(s, c, 0); /* a keep-alive connection: the next request's deadline runs */
     if (!k) return;
+    if (s->p.log_request) log_request(s, k, toe);
     pthread_mutex_lock(&s->mu);
     if (k->job) {
         s->n_answering--;

@@ -230,7 +230,7 @@ expect_error "chunked body too large" 413 None
 import socket, sys, urllib.parse
 u = urllib.parse.urlparse(sys.argv[1])
 def send(raw):
-    s = socket.create_connection((u.hostname, u.port), timeout=10)
+    s = socket.create_connection((u.hostname, u.port), timeout=120)
     s.sendall(raw)
     out = b""
     while True:
@@ -264,6 +264,13 @@ grep -q '^nibble_requests_total{status="400"} [1-9]' "$tmp/body" && grep -q '^ni
   && grep -q '^nibble_time_to_first_token_seconds_count [1-9]' "$tmp/body" && grep -q '^nibble_kv_blocks_total [1-9]' "$tmp/body" \
   && ok || bad "metrics: $(head -c 1500 "$tmp/body")"
 
+# ---------------------------------------------------------------- the request log
+# one line per request on stderr, as llama-server and vLLM log them
+grep -Eq '^nibble serve: POST /v1/completions 200 [0-9.]+ s 127\.0\.0\.1 prompt [0-9]+ generated [0-9]+ (stop|length)$' "$tmp/main.log" \
+  && grep -Eq '^nibble serve: GET /health 200 [0-9.]+ s 127\.0\.0\.1$' "$tmp/main.log" \
+  && grep -Eq '^nibble serve: POST /v1/completions 400 ' "$tmp/main.log" \
+  && ok || bad "request log: $(grep -c '^nibble serve: ' "$tmp/main.log") lines: $(grep '^nibble serve: ' "$tmp/main.log" | head -5)"
+
 # ---------------------------------------------------------------- SIGTERM: exit 0
 stop_server
 [ "$rc" = 0 ] && grep -q "stopped" "$tmp/main.log" && ok || bad "SIGTERM: exit $rc: $(tail -3 "$tmp/main.log")"
@@ -271,38 +278,39 @@ stop_server
 # ---------------------------------------------------------------- aborted requests
 # issue 35 item 7: clients that submit and go away at once hold no place: with the one slot
 # busy and a queue of 1, a client that stays after six that left is queued, not refused
-start_server abort --parallel 1 --queue 1
+start_server abort --parallel 1 --queue 1 --log-disable
 "$py" - "$url" <<'EOF2' && ok || bad "aborted requests kept their places"
-import socket, sys, time, json, threading, urllib.parse
+import socket, sys, json, urllib.parse
 u = urllib.parse.urlparse(sys.argv[1])
-def req(body, close_now=False):
-    s = socket.create_connection((u.hostname, u.port), timeout=60)
+def open_req(body):
+    s = socket.create_connection((u.hostname, u.port), timeout=120)
     b = json.dumps(body).encode()
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
               b"Content-Length: %d\r\nConnection: close\r\n\r\n" % len(b) + b)
-    if close_now:
-        s.close(); return None
-    out = b""
+    return s
+def read_all(s, out=b""):
     while True:
         d = s.recv(65536)
         if not d: break
         out += d
     s.close()
     return out
-# one request runs (the only slot), then clients that submit and go away at once, then one
-# that stays: it must be queued, not refused with 503
-res = {}
-t = threading.Thread(target=lambda: res.setdefault("a", req({"prompt": "In the beginning", "max_tokens": 150, "temperature": 0, "ignore_eos": True})))
-t.start(); time.sleep(0.3)
+# one request runs (the only slot): streamed, so its first event says it is running
+a = open_req({"prompt": "In the beginning", "max_tokens": 150, "temperature": 0, "stream": True})
+first = a.recv(65536)
+while b"data:" not in first:
+    first += a.recv(65536)
+# clients that submit and go away at once, then one that stays: queued, not refused
 for i in range(6):
-    req({"prompt": "And God said", "max_tokens": 50}, close_now=True)
-b = req({"prompt": "And God said", "max_tokens": 2})
-t.join()
-print(b.split(b"\r\n")[0].decode(), res["a"].split(b"\r\n")[0].decode())
-sys.exit(0 if b.startswith(b"HTTP/1.1 200") and res["a"].startswith(b"HTTP/1.1 200") else 1)
+    open_req({"prompt": "And God said", "max_tokens": 50}).close()
+b = read_all(open_req({"prompt": "And God said", "max_tokens": 2}))
+ra = read_all(a, first)
+print(b.split(b"\r\n")[0].decode(), ra.split(b"\r\n")[0].decode())
+sys.exit(0 if b.startswith(b"HTTP/1.1 200") and ra.startswith(b"HTTP/1.1 200") and b"[DONE]" in ra else 1)
 EOF2
 stop_server
 [ "$rc" = 0 ] && ok || bad "SIGTERM (abort server): exit $rc"
+grep -q '^nibble serve: POST ' "$tmp/abort.log" && bad "--log-disable: $(grep -m1 POST "$tmp/abort.log")" || ok
 
 # ---------------------------------------------------------------- API key
 # an empty key is refused by name (it would serve everyone)
