@@ -1281,7 +1281,7 @@ static cJSON *model_json(const struct nb_server *s)
     cJSON *m = cJSON_CreateObject();
     cJSON_AddStringToObject(m, "id", s->model_name);
     cJSON_AddStringToObject(m, "object", "model");
-    cJSON_AddNumberToObject(m, "created", 0);
+    cJSON_AddNumberToObject(m, "created", (double)s->created); /* when the server started */
     cJSON_AddStringToObject(m, "owned_by", "nibble");
     cJSON *meta = cJSON_AddObjectToObject(m, "meta");
     cJSON_AddNumberToObject(meta, "n_ctx", s->n_ctx);

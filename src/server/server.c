@@ -140,6 +140,7 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
         goto fail;
     }
     copy_str(s->model_name, sizeof s->model_name, p->model_name ? p->model_name : "nibble");
+    s->created = (int64_t)time(NULL);
     copy_str(s->host, sizeof s->host, p->host ? p->host : "127.0.0.1");
     copy_str(s->api_key, sizeof s->api_key, p->api_key);
     s->p.model_name = s->model_name;

@@ -273,6 +273,7 @@ struct srv_http;
 struct nb_server {
     struct nb_server_params p;
     char model_name[256], host[256], api_key[512];
+    int64_t created; /* unix seconds the server started: /v1/models' "created" */
     struct srv_model m;
     struct srv_vocab_bytes vb;
     struct nb_ctx *ctx;

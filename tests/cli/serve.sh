@@ -55,6 +55,8 @@ call GET /health
 [ "$code" = 200 ] && [ "$(field "j['status']")" = ok ] && ok || bad "health: $code $(cat "$tmp/body")"
 call GET /v1/models
 [ "$code" = 200 ] && [ "$(field "j['data'][0]['id']")" = kjv-7m-f32.gguf ] && ok || bad "models: $code $(cat "$tmp/body")"
+# "created": when the server started (unix seconds), not 0
+[ "$(field "abs(j['data'][0]['created'] - __import__('time').time()) < 3600")" = True ] && ok || bad "models created: $(cat "$tmp/body")"
 call GET /v1/models/kjv-7m-f32.gguf
 [ "$code" = 200 ] && [ "$(field "j['id'] + ' ' + j['object']")" = "kjv-7m-f32.gguf model" ] && ok || bad "model: $code $(cat "$tmp/body")"
 call GET /v1/models/gpt-4; expect_error "unknown model" 404 None
