@@ -78,6 +78,8 @@ struct arg_opt {
         OPT_FLOAT("--top-p", &(sp)->top_p, 0, 1), OPT_FLOAT("--min-p", &(sp)->min_p, 0, 1),   \
         OPT_FLOAT("--repeat-penalty", &(sp)->repeat_penalty, 0.01, 100),                      \
         OPT_INT("--repeat-last-n", &(sp)->repeat_last_n, 0, 1 << 20),                         \
+        OPT_FLOAT("--presence-penalty", &(sp)->presence_penalty, -2, 2),                      \
+        OPT_FLOAT("--frequency-penalty", &(sp)->frequency_penalty, -2, 2),                    \
         OPT_U64("-s|--seed", &(sp)->seed)
 #define OPTS_CONTEXT(cp, min_ctx)                                                           \
     OPT_INT("-c|--ctx|--ctx-size", &(cp)->n_ctx, (min_ctx), 1 << 24),                        \

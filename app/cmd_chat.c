@@ -35,6 +35,7 @@ static void usage(FILE *f)
                "  --kv-type T                          KV cache type, as for run\n"
                "  --keep N, --no-shift                 a full context, as for nibble run (below)\n"
                "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,\n"
+               "  --presence-penalty, --frequency-penalty,\n"
                "  -s, --seed                           sampling, as for nibble run\n"
                "\n"
                "Reads one user message per line from standard input; /reset starts over,\n"

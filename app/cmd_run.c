@@ -48,6 +48,8 @@ static void usage(FILE *f)
             "      --top-k N           (default 40)   --top-p P (default 0.95)\n"
             "      --min-p P           (default 0.05) -s, --seed N  (default 24301)\n"
             "      --repeat-penalty R  (default 1.0 = off)  --repeat-last-n N (default 64)\n"
+            "      --presence-penalty P, --frequency-penalty F  OpenAI's, -2..2, over the\n"
+            "                          same window (default 0 = off)\n"
             "      --ignore-eos        keep generating past end-of-sequence / end-of-turn\n"
             "      --stop STR          stop when the output contains STR (repeatable)\n"
             "      --no-special        treat special-token text in the prompt as plain text\n"

@@ -39,6 +39,7 @@ static void usage(FILE *f)
             "  -n, --n-predict N       tokens a request without max_tokens gets at most\n"
             "                          (default -1: until its context is full)\n"
             "      --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,\n"
+            "      --presence-penalty, --frequency-penalty,\n"
             "  -s, --seed              sampling defaults for the fields a request omits, as for\n"
             "                          nibble run (default greedy)\n"
             "      --chat-template NAME  chatml, qwen3, llama3, llama2, gemma (default: the\n"

@@ -208,8 +208,11 @@ struct nb_sampler_params {
     float top_p;              /* >= 1: off */
     float min_p;              /* <= 0: off */
     float repeat_penalty;     /* 1: off */
-    int repeat_last_n;        /* window for the penalty */
+    int repeat_last_n;        /* window for the penalties */
     uint64_t seed;
+    float presence_penalty;   /* subtracted once from a token in the window (0: off;
+                                 OpenAI's, -2..2) */
+    float frequency_penalty;  /* subtracted per occurrence in the window (0: off) */
 };
 NB_API struct nb_sampler_params nb_sampler_default_params(void);
 

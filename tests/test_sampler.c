@@ -107,6 +107,29 @@ static void test_repeat_penalty(void **state)
     nb_sampler_free(s);
 }
 
+/* OpenAI's penalties over the window: presence once per token seen, frequency per
+ * occurrence (token 0 seen twice, token 1 once). */
+static void test_presence_frequency(void **state)
+{
+    struct nb_sampler_params p = nb_sampler_default_params();
+    p.temperature = 0;
+    p.presence_penalty = 0.5f;
+    p.frequency_penalty = 0.25f;
+    struct nb_sampler *s = NULL;
+    assert_int_equal(nb_sampler_init(&s, &p, 3), NB_OK);
+    nb_sampler_accept(s, 0);
+    nb_sampler_accept(s, 1);
+    nb_sampler_accept(s, 0);
+    float l[3] = {2.0f, 1.5f, 1.2f};
+    assert_int_equal(nb_sampler_sample(s, l), 2); /* 2 - 0.5 - 0.5 = 1.0, 1.5 - 0.75 = 0.75 */
+    assert_true(fabsf(l[0] - 1.0f) < 1e-6f);
+    assert_true(fabsf(l[1] - 0.75f) < 1e-6f);
+    assert_true(fabsf(l[2] - 1.2f) < 1e-6f);
+    nb_sampler_free(s);
+    p.presence_penalty = 2.5f; /* OpenAI's range is [-2, 2] */
+    assert_int_equal(nb_sampler_init(&s, &p, 3), NB_ERR_INVALID_ARG);
+}
+
 /* top-k by heap selection must keep exactly the first k of a full sort, ties (equal
  * logits: lower id first) included: top_k = n - 1 with the one excluded token hopeless
  * (probability 0 either way) draws exactly what the full-sort path (top_k = n) draws. */
@@ -213,6 +236,7 @@ int main(void)
         cmocka_unit_test(test_greedy),      cmocka_unit_test(test_seeded_repeatable),
         cmocka_unit_test(test_distribution), cmocka_unit_test(test_filters),
         cmocka_unit_test(test_repeat_penalty), cmocka_unit_test(test_bad_params),
+        cmocka_unit_test(test_presence_frequency),
         cmocka_unit_test(test_top_k_select),
         cmocka_unit_test(test_large_vocab),
     };

@@ -305,8 +305,12 @@ static void test_parse(void **state)
          "{\"prompt\": \"x\", \"presence_penalty\": 0, \"frequency_penalty\": 0, "
          "\"logit_bias\": {}, \"echo\": false, \"suffix\": \"\"}",
          0, "", NULL},
-        {SRV_COMPLETION, "{\"prompt\": \"x\", \"frequency_penalty\": 0.5}", 400,
-         "frequency_penalty", "unsupported_parameter"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"frequency_penalty\": 0.5, "
+         "\"presence_penalty\": -1.5}", 0, "", NULL},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"frequency_penalty\": 2.5}", 400,
+         "frequency_penalty", "invalid_value"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"presence_penalty\": \"high\"}", 400,
+         "presence_penalty", "invalid_type"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"logit_bias\": {\"5\": -100}}", 400, "logit_bias",
          "unsupported_parameter"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"echo\": true}", 400, "echo",

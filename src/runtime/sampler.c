@@ -1,4 +1,5 @@
-/* runtime/sampler.c — next-token choice: repetition penalty, then greedy, or
+/* runtime/sampler.c — next-token choice: repetition, presence and frequency penalties,
+ * then greedy, or
  * temperature with top-k, top-p and min-p filtering, then a draw from a seeded
  * generator (the same seed gives the same tokens).
  *
@@ -53,11 +54,13 @@ enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_
     if (n_vocab <= 0) return nb_set_error(NB_ERR_INVALID_ARG, "sampler: vocabulary is empty");
     if (p->temperature < 0 || !isfinite(p->temperature) || p->top_p < 0 || p->min_p < 0 ||
         p->min_p > 1 || !(p->repeat_penalty > 0) || p->repeat_last_n < 0 ||
-        p->repeat_last_n > (1 << 20))
+        p->repeat_last_n > (1 << 20) || !(fabsf(p->presence_penalty) <= 2) ||
+        !(fabsf(p->frequency_penalty) <= 2))
         return nb_set_error(NB_ERR_INVALID_ARG, "sampler: a parameter is out of range (temp "
-                            "%g, top_p %g, min_p %g, repeat_penalty %g, repeat_last_n %d)",
+                            "%g, top_p %g, min_p %g, repeat_penalty %g, repeat_last_n %d, "
+                            "presence_penalty %g, frequency_penalty %g)",
                             p->temperature, p->top_p, p->min_p, p->repeat_penalty,
-                            p->repeat_last_n);
+                            p->repeat_last_n, p->presence_penalty, p->frequency_penalty);
     struct nb_sampler *s = calloc(1, sizeof *s);
     if (!s) return nb_set_error(NB_ERR_NOMEM, "sampler: out of memory");
     s->p = *p;
@@ -173,19 +176,23 @@ static void top_k_select(struct cand *c, float *chunk_max, const float *logits, 
     heap_select(c, m, k);
 }
 
-/* CTRL-style penalty: a positive logit is divided, a negative one multiplied, once
- * per distinct token in the window. */
+/* Once per distinct token in the window: the CTRL-style repetition penalty (a positive
+ * logit divided, a negative one multiplied), then OpenAI's presence penalty (subtracted
+ * once) and frequency penalty (subtracted per occurrence), in llama.cpp's order. */
 static void apply_penalty(struct nb_sampler *s, float *logits)
 {
-    if (s->p.repeat_penalty == 1.0f || s->n_hist == 0) return;
+    const float rp = s->p.repeat_penalty, pp = s->p.presence_penalty,
+                fp = s->p.frequency_penalty;
+    if ((rp == 1.0f && pp == 0 && fp == 0) || s->n_hist == 0) return;
     for (int i = 0; i < s->n_hist; i++) {
         int32_t t = s->history[i];
         if (t < 0 || t >= s->n_vocab) continue;
-        int seen = 0;
+        int seen = 0, count = 1;
         for (int j = 0; j < i; j++) seen |= s->history[j] == t;
         if (seen) continue;
-        logits[t] = logits[t] > 0 ? logits[t] / s->p.repeat_penalty
-                                  : logits[t] * s->p.repeat_penalty;
+        for (int j = i + 1; j < s->n_hist; j++) count += s->history[j] == t;
+        if (rp != 1.0f) logits[t] = logits[t] > 0 ? logits[t] / rp : logits[t] * rp;
+        logits[t] -= (float)count * fp + pp;
     }
 }
 

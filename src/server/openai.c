@@ -146,14 +146,6 @@ static int check_unsupported(const cJSON *o, struct srv_error *e)
     if (v && !cJSON_IsNull(v))
         return srv_fail(e, 400, "function_call", "unsupported_parameter",
                         "'function_call' is not supported by nibble serve (use 'tool_choice')");
-    /* accepted at their neutral values (clients send them by default), refused else */
-    static const char *const zero[] = {"presence_penalty", "frequency_penalty"};
-    for (int i = 0; i < 2; i++) {
-        v = cJSON_GetObjectItemCaseSensitive(o, zero[i]);
-        if (v && !cJSON_IsNull(v) && !(cJSON_IsNumber(v) && v->valuedouble == 0))
-            return srv_fail(e, 400, zero[i], "unsupported_parameter",
-                            "'%s' is not supported yet by nibble serve (only 0)", zero[i]);
-    }
     v = cJSON_GetObjectItemCaseSensitive(o, "logit_bias");
     if (v && !cJSON_IsNull(v) && !(cJSON_IsObject(v) && !v->child))
         return srv_fail(e, 400, "logit_bias", "unsupported_parameter",
@@ -420,6 +412,12 @@ static int parse_common(const struct srv_model *m, const cJSON *o, struct srv_re
     x = r->sp.repeat_penalty;
     if (get_number(o, "repeat_penalty", 0.01, 100, &x, e)) return -1;
     r->sp.repeat_penalty = (float)x;
+    x = r->sp.presence_penalty; /* OpenAI's, over the penalty window (repeat_last_n) */
+    if (get_number(o, "presence_penalty", -2, 2, &x, e)) return -1;
+    r->sp.presence_penalty = (float)x;
+    x = r->sp.frequency_penalty;
+    if (get_number(o, "frequency_penalty", -2, 2, &x, e)) return -1;
+    r->sp.frequency_penalty = (float)x;
     /* seed: OpenAI's is a 64-bit integer, negative ones included */
     x = 0;
     given = 0;
