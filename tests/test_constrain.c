@@ -430,8 +430,17 @@ static void small_vocab(struct small_vocab *s, const char *const *toks, const ui
         s->kind[i] = kinds[i];
     }
     s->off[n] = at;
-    s->v = (struct srv_vocab_bytes){n, s->off, s->bytes, s->kind, NULL};
+    s->v = (struct srv_vocab_bytes){n, s->off, s->bytes, s->kind, NULL, NULL};
     assert_int_equal(srv_vocab_bytes_classify(&s->v), NB_OK);
+}
+
+/* What srv_vocab_bytes_classify allocated for a small_vocab (the rest is its own). */
+static void small_vocab_free(struct small_vocab *s)
+{
+    free(s->v.plain);
+    free(s->v.by_bytes);
+    s->v.plain = NULL;
+    s->v.by_bytes = NULL;
 }
 
 static const char *const k_toks[] = {
@@ -482,7 +491,7 @@ static void test_classify(void **state)
     /* not plain: quotes, the backslash, the newline, a lone lead or continuation byte, the
      * special, empty and EOG tokens */
     assert_string_equal(got, "1101100101111100000111101011");
-    free(sv.v.plain);
+    small_vocab_free(&sv);
 }
 
 static void test_mask(void **state)
@@ -517,7 +526,7 @@ static void test_mask(void **state)
     mask_str(&g, &sv.v, &c, 1, m);
     assert_string_equal(m, "0000000010000000000000000000"); /* only EOG */
     srv_grammar_free(&g);
-    free(sv.v.plain);
+    small_vocab_free(&sv);
 }
 
 /* The next token as the engine picks it (sched.c sample_constrained), greedy: the model's
@@ -541,13 +550,28 @@ static int pick(const struct srv_grammar *g, const struct srv_vocab_bytes *v, st
     return best;
 }
 
+/* The longest token of v that `text` (n bytes) begins with, -1 if none. */
+static int longest_prefix(const struct srv_vocab_bytes *v, const char *text, size_t n)
+{
+    int best = -1;
+    size_t best_k = 0;
+    for (int i = 0; i < v->n_vocab; i++) {
+        size_t k = v->off[i + 1] - v->off[i];
+        if (v->kind[i] == SRV_TOK_TEXT && k > best_k && k <= n &&
+            !memcmp(v->bytes + v->off[i], text, k))
+            best = i, best_k = k;
+    }
+    return best;
+}
+
 /* Decode as the engine does (pick) within max_steps tokens: with random logits (rng; EOG
  * favoured once allowed, closing brackets and quotes a little likelier, so walks end), or,
  * with `want`, as a model that wants that text byte by byte (the single-byte token of its
- * next byte highest, EOG once it is written, and a taste for `back` when its own token is
- * refused). The steps taken before the end of generation, or -1 when cut. */
+ * next byte highest; with `whole`, in its own tokens: the longest token the rest begins
+ * with), EOG once it is written, and a taste for `back` when its own token is refused. The
+ * steps taken before the end of generation, or -1 when cut. */
 static int decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v, uint64_t *rng,
-                  const char *want, char *out, size_t cap, int max_steps)
+                  const char *want, int whole, char *out, size_t cap, int max_steps)
 {
     struct srv_cons c;
     size_t n = 0, wn = want ? strlen(want) : 0;
@@ -558,6 +582,7 @@ static int decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v, 
     srv_cons_start(g, &c);
     int steps = -1;
     for (int step = 0; step < max_steps; step++) {
+        const int own = whole && n < wn ? longest_prefix(v, want + n, wn - n) : -1;
         for (int i = 0; i < v->n_vocab; i++) {
             size_t k = v->off[i + 1] - v->off[i];
             const char *b = v->bytes + v->off[i];
@@ -568,7 +593,7 @@ static int decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v, 
             }
             logits[i] = (float)(i % 7) * 0.01f;
             if (v->kind[i] == SRV_TOK_EOG && n >= wn) logits[i] = 20.0f;
-            if (n < wn && k == 1 && *b == want[n]) logits[i] = 10.0f;
+            if (n < wn && (whole ? i == own : k == 1 && *b == want[n])) logits[i] = 10.0f;
             if (k && n < wn && !strncmp(b, "back", k < 4 ? k : 4)) logits[i] += 5.0f;
         }
         /* as the engine: every token leaves the output closable before max_steps, one
@@ -600,7 +625,7 @@ static void check_forced(const struct srv_vocab_bytes *v, int runs, const char *
     for (int r = 0; r < runs; r++) {
         uint64_t rng = 0x1234 + (uint64_t)r;
         int budget = 4 + (r * 37) % 397;
-        int steps = decode(&g, v, &rng, NULL, out, sizeof out, budget);
+        int steps = decode(&g, v, &rng, NULL, 0, out, sizeof out, budget);
         if (steps < 0) fail_msg("%s run %d: no end within %d tokens: %s", what, r, budget, out);
         ended++;
         closed_early += steps < budget - 1;
@@ -620,7 +645,7 @@ static void test_forced_small(void **state)
     static struct small_vocab sv;
     small_vocab(&sv, k_toks, k_kinds, N_SMALL);
     check_forced(&sv.v, 200, "small vocabulary");
-    free(sv.v.plain);
+    small_vocab_free(&sv);
 }
 
 static struct nb_tokenizer *kjv_tok(void)
@@ -644,7 +669,7 @@ static void check_schema_forced(const struct srv_vocab_bytes *v, int runs)
     for (int r = 0; r < runs; r++) {
         uint64_t rng = 0x5eed + (uint64_t)r;
         int budget = 40 + (r * 53) % 361;
-        if (decode(&g, v, &rng, NULL, out, sizeof out, budget) < 0)
+        if (decode(&g, v, &rng, NULL, 0, out, sizeof out, budget) < 0)
             fail_msg("run %d: no end within %d tokens: %s", r, budget, out);
         if (!valid_k_schema(out)) fail_msg("run %d: does not keep to the schema: %s", r, out);
         valid++;
@@ -674,7 +699,7 @@ static void test_forced_kjv(void **state)
     static char out[1 << 16];
     for (int r = 0; r < 10; r++) {
         uint64_t rng = 99 + (uint64_t)r;
-        if (decode(&g, &v, &rng, NULL, out, sizeof out, 100 + 20 * r) < 0)
+        if (decode(&g, &v, &rng, NULL, 0, out, sizeof out, 100 + 20 * r) < 0)
             fail_msg("tool call run %d: no end: %s", r, out);
         struct srv_tool_call *calls;
         int n;
@@ -706,7 +731,7 @@ static void test_forced_kjv(void **state)
     int budget = (int)strlen(least) + 1, backs = 0;
     for (int r = 0; r < 20; r++) {
         uint64_t rng = 7 + (uint64_t)r;
-        if (decode(&g, &v, &rng, NULL, out, sizeof out, budget) < 0)
+        if (decode(&g, &v, &rng, NULL, 0, out, sizeof out, budget) < 0)
             fail_msg("tight call run %d: cut at %d tokens: %s", r, budget, out);
         assert_int_equal(accepts(&g, out, 1), 1);
         backs += strstr(out, "\"back\"") != NULL;
@@ -726,7 +751,7 @@ static void test_forced_kjv(void **state)
     const int worst = srv_cons_cost(&g, &c0), len = (int)strlen(want);
     int kept_from = -1;
     for (budget = len + 1; budget <= worst + 1; budget++) {
-        if (decode(&g, &v, NULL, want, out, sizeof out, budget) < 0)
+        if (decode(&g, &v, NULL, want, 0, out, sizeof out, budget) < 0)
             fail_msg("budget %d: cut: %s", budget, out);
         assert_int_equal(accepts(&g, out, 1), 1);
         if (getenv("NIBBLE_TEST_VERBOSE")) printf("# %d: %s\n", budget, out);
@@ -737,6 +762,58 @@ static void test_forced_kjv(void **state)
     printf("# wanted call of %d bytes: kept from a budget of %d tokens (worst case %d)\n", len,
            kept_from, worst);
     assert_true(kept_from > 0 && kept_from <= worst - 8);
+    /* the same call written as a model writes it, in its own tokens: kept while the budget
+     * holds those tokens and, from wherever the call is, the closing walk's tokens
+     * (srv_cons_close_tokens), far below its bytes. Before, the budget was counted in
+     * bytes (a token at least one) and nothing under len + 1 kept the call: the phone
+     * agent's calls (26 tokens, 77 bytes) came out `back` at max_tokens 64 (issue 34) */
+    const int n_tok = decode(&g, &v, NULL, want, 1, out, sizeof out, 1000);
+    assert_string_equal(out, want);
+    kept_from = -1;
+    for (budget = n_tok + 1; budget <= len + 1; budget++) {
+        if (decode(&g, &v, NULL, want, 1, out, sizeof out, budget) < 0)
+            fail_msg("budget %d: cut: %s", budget, out);
+        assert_int_equal(accepts(&g, out, 1), 1);
+        if (getenv("NIBBLE_TEST_VERBOSE")) printf("# %d: %s\n", budget, out);
+        if (!strcmp(out, want) && kept_from < 0) kept_from = budget;
+        if (strcmp(out, want) && kept_from >= 0)
+            fail_msg("budget %d: the call changed (kept from %d): %s", budget, kept_from, out);
+    }
+    printf("# the call in its own %d tokens: kept from a budget of %d tokens (%d bytes)\n", n_tok,
+           kept_from, len);
+    assert_true(kept_from > 0 && kept_from <= n_tok + 8);
+    /* along that call at the tightest budget that keeps it, closing or not: the mask (its
+     * closing walks shared, srv_cons_mask) allows what srv_cons_allows does, token for token */
+    struct srv_cons c = c0;
+    float *row = malloc(sizeof *row * (size_t)v.n_vocab);
+    assert_non_null(row);
+    int agreed = 0;
+    for (int step = 0, at = 0; at < len; step++) {
+        int k = longest_prefix(&v, want + at, (size_t)(len - at));
+        assert_true(k >= 0);
+        for (int closing = 0; closing < 2 && step % 5 == 0; closing++) {
+            struct srv_cons u = c;
+            u.closing = closing;
+            u.budget = kept_from - step - 1;
+            for (int i = 0; i < v.n_vocab; i++)
+                row[i] = 0;
+            int n = srv_cons_mask(&g, &v, &u, 0, row), allowed = 0;
+            for (int i = 0; i < v.n_vocab; i++) {
+                if ((row[i] == 0) != srv_cons_allows(&g, &v, &u, i, 0))
+                    fail_msg("step %d (closing %d): token %d: the mask and the check differ", step,
+                             closing, i);
+                allowed += row[i] == 0;
+            }
+            assert_int_equal(n, allowed);
+            assert_true(n > 0);
+            agreed++;
+        }
+        int kn = (int)(v.off[k + 1] - v.off[k]);
+        assert_int_equal(srv_cons_feed(&g, &c, want + at, (size_t)kn), 1);
+        at += kn;
+    }
+    printf("# the mask and the check agree at %d budgeted states\n", agreed);
+    free(row);
     srv_grammar_free(&g);
     srv_schema_free(sc[0]);
     srv_schema_free(sc[1]);

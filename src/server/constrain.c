@@ -60,9 +60,59 @@ enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_t
     return srv_vocab_bytes_classify(v);
 }
 
+/* A token in the order of v->by_bytes: its bytes, then its id. */
+struct tok_key {
+    const unsigned char *b;
+    uint32_t len, id;
+};
+
+static int cmp_tok(const void *pa, const void *pb)
+{
+    const struct tok_key *x = pa, *y = pb;
+    uint32_t n = x->len < y->len ? x->len : y->len;
+    int d = memcmp(x->b, y->b, n);
+    if (d) return d;
+    if (x->len != y->len) return x->len < y->len ? -1 : 1;
+    return x->id < y->id ? -1 : x->id > y->id;
+}
+
+/* v->by_bytes: the text and special tokens in the order of their bytes, and where each
+ * first byte's run starts. */
+static enum nb_status index_by_bytes(struct srv_vocab_bytes *v)
+{
+    size_t n = v->n_vocab > 0 ? (size_t)v->n_vocab : 0;
+    free(v->by_bytes);
+    v->by_bytes = malloc(sizeof *v->by_bytes * (n + 257));
+    struct tok_key *k = malloc(sizeof *k * (n ? n : 1));
+    if (!v->by_bytes || !k) {
+        free(k);
+        free(v->by_bytes);
+        v->by_bytes = NULL;
+        return nb_set_error(NB_ERR_NOMEM, "serve: out of memory (the vocabulary's index)");
+    }
+    uint32_t m = 0, *at = v->by_bytes + n;
+    for (uint32_t i = 0; i < n; i++) {
+        uint32_t len = v->off[i + 1] - v->off[i];
+        if ((v->kind[i] == SRV_TOK_TEXT || v->kind[i] == SRV_TOK_SPECIAL) && len)
+            k[m++] = (struct tok_key){(const unsigned char *)v->bytes + v->off[i], len, i};
+    }
+    qsort(k, m, sizeof *k, cmp_tok);
+    for (uint32_t i = 0, b = 0; b <= 256; b++) {
+        while (i < m && k[i].b[0] < b)
+            i++;
+        at[b] = i;
+    }
+    for (uint32_t i = 0; i < m; i++)
+        v->by_bytes[i] = k[i].id;
+    free(k);
+    return NB_OK;
+}
+
 enum nb_status srv_vocab_bytes_classify(struct srv_vocab_bytes *v)
 {
     free(v->plain);
+    v->plain = NULL;
+    if (index_by_bytes(v) != NB_OK) return NB_ERR_NOMEM;
     if (!(v->plain = malloc(v->n_vocab > 0 ? (size_t)v->n_vocab : 1)))
         return nb_set_error(NB_ERR_NOMEM, "serve: out of memory (the vocabulary's classes)");
     for (int i = 0; i < v->n_vocab; i++) {
@@ -95,6 +145,7 @@ void srv_vocab_bytes_free(struct srv_vocab_bytes *v)
     free(v->bytes);
     free(v->kind);
     free(v->plain);
+    free(v->by_bytes);
     memset(v, 0, sizeof *v);
 }
 
@@ -944,6 +995,147 @@ int srv_cons_feed(const struct srv_grammar *g, struct srv_cons *c, const char *b
     return 1;
 }
 
+/* Byte d of token id's text (v). */
+static unsigned tok_byte(const struct srv_vocab_bytes *v, uint32_t id, uint32_t d)
+{
+    return (unsigned char)v->bytes[v->off[id] + d];
+}
+
+/* The longest token of v->by_bytes[lo, hi) (a run sharing its first d bytes, which u has
+ * taken) whose bytes after them u takes too: its id, or -1 (*len its length). The run is
+ * walked as a trie: per distinct next byte, one step of a copy of u. */
+static int32_t longest_from(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                            const struct srv_cons *u, uint32_t lo, uint32_t hi, uint32_t d,
+                            int allow_special, uint32_t *len)
+{
+    const uint32_t *ids = v->by_bytes;
+    int32_t best = -1;
+    for (; lo < hi && v->off[ids[lo] + 1] - v->off[ids[lo]] == d; lo++) /* those that end here */
+        if (best < 0 && (allow_special || v->kind[ids[lo]] != SRV_TOK_SPECIAL))
+            best = (int32_t)ids[lo];
+    *len = best >= 0 ? d : 0;
+    while (lo < hi) {
+        unsigned x = tok_byte(v, ids[lo], d);
+        uint32_t a = lo + 1, b = hi; /* the run of x: the first past it, by bisection */
+        while (a < b) {
+            uint32_t mid = a + (b - a) / 2;
+            if (tok_byte(v, ids[mid], d) == x)
+                a = mid + 1;
+            else
+                b = mid;
+        }
+        struct srv_cons t = *u;
+        uint32_t n = 0;
+        int32_t k =
+            feed_byte(g, &t, x) ? longest_from(g, v, &t, lo, a, d + 1, allow_special, &n) : -1;
+        if (k >= 0 && n > *len) best = k, *len = n;
+        lo = a;
+    }
+    return best;
+}
+
+/* The longest token closing mode takes next from state u (u->closing set), -1 if none. */
+static int32_t closing_token(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                             const struct srv_cons *u, int allow_special)
+{
+    const uint32_t *at = v->by_bytes + v->n_vocab;
+    int32_t best = -1;
+    uint32_t best_len = 0;
+    for (unsigned b = 0; b < 256; b++) {
+        if (at[b] == at[b + 1]) continue;
+        struct srv_cons t = *u;
+        uint32_t n = 0;
+        int32_t k = feed_byte(g, &t, b)
+                        ? longest_from(g, v, &t, at[b], at[b + 1], 1, allow_special, &n)
+                        : -1;
+        if (k >= 0 && n > best_len) best = k, best_len = n;
+    }
+    return best;
+}
+
+/* The closing walks of one mask (srv_cons_mask): the states they went through, each with
+ * the tokens from there to the end (t >= 0) or, where a walk gave up at its cap, -1 - the
+ * fewest it may take. The candidates of a mask mostly lead to a few states (a string's
+ * tokens all to the same one), and their walks soon join. */
+#define WALK_MEMO 256
+struct walk_memo {
+    int n;
+    struct walk_state {
+        uint32_t hash;
+        int t;
+        struct srv_cons s;
+    } e[WALK_MEMO];
+};
+
+static uint32_t state_hash(const struct srv_cons *u)
+{
+    const unsigned char *b = (const unsigned char *)u;
+    uint32_t h = 2166136261u;
+    for (size_t i = 0; i < sizeof *u; i++)
+        h = (h ^ b[i]) * 16777619u;
+    return h;
+}
+
+static const struct walk_state *memo_find(const struct walk_memo *m, const struct srv_cons *u,
+                                          uint32_t h)
+{
+    for (int i = 0; m && i < m->n; i++)
+        if (m->e[i].hash == h && !memcmp(&m->e[i].s, u, sizeof *u)) return &m->e[i];
+    return NULL;
+}
+
+/* Tokens of the closing walk from u (closing set) at most cap, else SRV_SCHEMA_INF; the
+ * states it takes recorded in m (when not NULL and not full). */
+static int walk(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons u,
+                int allow_special, int cap, struct walk_memo *m)
+{
+    int from = m ? m->n : 0, n = 0, t = SRV_SCHEMA_INF;
+    for (;; n++) {
+        uint32_t h = m ? state_hash(&u) : 0;
+        const struct walk_state *e = memo_find(m, &u, h);
+        if (e && (e->t >= 0 || n + -1 - e->t > cap)) {
+            t = e->t >= 0 && n + e->t <= cap ? n + e->t : SRV_SCHEMA_INF;
+            break;
+        }
+        if (m && m->n < WALK_MEMO) m->e[m->n++] = (struct walk_state){h, -1, u};
+        if (srv_cons_complete(g, &u)) {
+            t = n;
+            break;
+        }
+        int32_t k = n < cap ? closing_token(g, v, &u, allow_special) : -1;
+        if (k < 0) break;
+        srv_cons_feed(g, &u, v->bytes + v->off[k], v->off[k + 1] - v->off[k]);
+    }
+    /* the i-th state recorded: t - i tokens from there, or (given up) more than cap - i */
+    for (int i = from; m && i < m->n; i++)
+        m->e[i].t = t < SRV_SCHEMA_INF ? t - (i - from) : -1 - (cap - (i - from) + 1);
+    return t;
+}
+
+int srv_cons_close_tokens(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                          const struct srv_cons *c, int allow_special, int cap)
+{
+    if (!v->by_bytes) return SRV_SCHEMA_INF;
+    struct srv_cons u = *c;
+    u.closing = 1;
+    u.budget = -1;
+    return walk(g, v, u, allow_special, cap, NULL);
+}
+
+/* Can the output close from state t within `left` tokens: in bytes (srv_cons_close_cost,
+ * a token at least one), else by the closing walk's tokens (only then: it costs a walk;
+ * m: the mask's walks so far, or NULL)? */
+static int fits(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                const struct srv_cons *t, int allow_special, int left, struct walk_memo *m)
+{
+    if (srv_cons_close_cost(g, t) <= left) return 1;
+    if (left < 0 || !v->by_bytes) return 0;
+    struct srv_cons u = *t;
+    u.closing = 1;
+    u.budget = -1;
+    return walk(g, v, u, allow_special, left, m) <= left;
+}
+
 /* Inside a JSON string, nothing pending (escape, character), not closing: a plain token
  * (srv_vocab_bytes.plain) is taken as it is and leaves the state where it was. */
 static int in_plain_string(const struct srv_grammar *g, const struct srv_cons *c)
@@ -953,15 +1145,16 @@ static int in_plain_string(const struct srv_grammar *g, const struct srv_cons *c
 }
 
 /* Does a token that leaves state c where it was (a plain string token) fit c's budget? */
-static int stay_fits(const struct srv_grammar *g, const struct srv_cons *c)
+static int stay_fits(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                     const struct srv_cons *c, int allow_special, struct walk_memo *m)
 {
-    return c->budget < 0 || c->closing || srv_cons_close_cost(g, c) <= c->budget - 1;
+    return c->budget < 0 || fits(g, v, c, allow_special, c->budget - 1, m);
 }
 
 /* May tok follow state c (complete: c is complete; stays: stay_fits(g, c))? */
 static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
                     const struct srv_cons *c, int32_t tok, int allow_special, int complete,
-                    int stays)
+                    int stays, struct walk_memo *m)
 {
     switch (v->kind[tok]) {
     case SRV_TOK_EOG: return complete;
@@ -972,11 +1165,12 @@ static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v
     default: break;
     }
     if (complete && !another_round(g, c)) return 0;
-    const int budgeted = c->budget >= 0 && !c->closing;
     if (v->plain && v->plain[tok] && in_plain_string(g, c)) return stays;
     struct srv_cons t = *c;
     if (!srv_cons_feed(g, &t, v->bytes + v->off[tok], v->off[tok + 1] - v->off[tok])) return 0;
-    return !budgeted || srv_cons_close_cost(g, &t) <= c->budget - 1;
+    /* closing too: what a token leaves must close in the rest, so closing mode keeps to a
+     * budget that only its walk's tokens fit (srv_cons_close_tokens) */
+    return c->budget < 0 || fits(g, v, &t, allow_special, c->budget - 1, m);
 }
 
 int srv_cons_allows(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
@@ -984,14 +1178,17 @@ int srv_cons_allows(const struct srv_grammar *g, const struct srv_vocab_bytes *v
 {
     if (tok < 0 || tok >= v->n_vocab) return 0;
     return token_ok(g, v, c, tok, allow_special, srv_cons_complete(g, c),
-                    in_plain_string(g, c) && stay_fits(g, c));
+                    in_plain_string(g, c) && stay_fits(g, v, c, allow_special, NULL), NULL);
 }
 
 int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
                   const struct srv_cons *c, int allow_special, float *logits)
 {
     int complete = srv_cons_complete(g, c), n = 0;
-    const int stays = in_plain_string(g, c) && stay_fits(g, c); /* once, not per token */
+    struct walk_memo *m = c->budget >= 0 ? malloc(sizeof *m) : NULL; /* NULL: walks unshared */
+    if (m) m->n = 0;
+    /* once, not per token */
+    const int stays = in_plain_string(g, c) && stay_fits(g, v, c, allow_special, m);
     uint8_t first[256];
     for (int b = 0; b < 256; b++) {
         struct srv_cons t = *c;
@@ -1004,12 +1201,13 @@ int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
         else if (v->off[i + 1] == v->off[i] || !first[(unsigned char)v->bytes[v->off[i]]])
             ok = 0;
         else
-            ok = token_ok(g, v, c, i, allow_special, complete, stays);
+            ok = token_ok(g, v, c, i, allow_special, complete, stays, m);
         if (ok)
             n++;
         else
             logits[i] = -INFINITY;
     }
+    free(m);
     return n;
 }
 
@@ -1019,8 +1217,13 @@ int srv_cons_next(const struct srv_grammar *g, const struct srv_vocab_bytes *v, 
     c->budget = left;
     memcpy(work, logits, sizeof *work * (size_t)v->n_vocab);
     int n = srv_cons_mask(g, v, c, allow_special, work);
-    if (n || c->closing) return n;
-    c->closing = 1;
+    if (n) return n;
+    if (!c->closing) {
+        c->closing = 1;
+        memcpy(work, logits, sizeof *work * (size_t)v->n_vocab);
+        if ((n = srv_cons_mask(g, v, c, allow_special, work))) return n;
+    }
+    c->budget = -1; /* no closing fits either: the cheapest, to be cut at max_tokens */
     memcpy(work, logits, sizeof *work * (size_t)v->n_vocab);
     return srv_cons_mask(g, v, c, allow_special, work);
 }

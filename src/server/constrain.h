@@ -100,19 +100,24 @@ enum srv_tok_kind { SRV_TOK_TEXT, SRV_TOK_SPECIAL, SRV_TOK_EOG, SRV_TOK_EMPTY };
 /* Each token's bytes as generated text: bytes[off[i] .. off[i+1]). */
 struct srv_vocab_bytes {
     int n_vocab;
-    uint32_t *off;  /* [n_vocab + 1] */
-    char *bytes;    /* [off[n_vocab]] */
-    uint8_t *kind;  /* [n_vocab] enum srv_tok_kind */
-    uint8_t *plain; /* [n_vocab] 1: text a JSON string takes as it is (whole UTF-8
-                     * characters, none a control character, '"' or '\\') */
+    uint32_t *off;      /* [n_vocab + 1] */
+    char *bytes;        /* [off[n_vocab]] */
+    uint8_t *kind;      /* [n_vocab] enum srv_tok_kind */
+    uint8_t *plain;     /* [n_vocab] 1: text a JSON string takes as it is (whole UTF-8
+                         * characters, none a control character, '"' or '\\') */
+    uint32_t *by_bytes; /* [n_vocab + 257] the text and special tokens in the order of
+                         * their bytes, then (at n_vocab) where each first byte's run
+                         * starts, and the end: a trie for the closing walk
+                         * (srv_cons_close_tokens) */
 };
 /* From the tokenizer: ids past the tokenizer's vocabulary (a model's padding rows) are
  * SRV_TOK_EMPTY. NB_ERR_NOMEM. */
 enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_tokenizer *tok,
                                     int n_vocab);
 void srv_vocab_bytes_free(struct srv_vocab_bytes *v);
-/* Compute v->plain (malloc'd) from the bytes and kinds: srv_vocab_bytes_init does; a
- * vocabulary made by hand calls it. NB_ERR_NOMEM. */
+/* Compute v->plain and v->by_bytes (malloc'd) from the bytes and kinds:
+ * srv_vocab_bytes_init does; a vocabulary made by hand calls it (and frees both).
+ * NB_ERR_NOMEM. */
 enum nb_status srv_vocab_bytes_classify(struct srv_vocab_bytes *v);
 
 /* ---------------------------------------------------------------- grammars */
@@ -178,8 +183,9 @@ struct srv_cons {
     int lo, hi;  /* choice: alternatives [lo, hi) still possible */
     int closing; /* finish as soon as possible (srv_cons_cost) */
     int budget;  /* tokens left, this one included, the end of generation not: a token
-                  * is allowed only if the output can still close in the rest
-                  * (srv_cons_close_cost); -1 (srv_cons_start): no budget */
+                  * is allowed only if the output can still close in the rest (in bytes,
+                  * srv_cons_close_cost, or else in tokens, srv_cons_close_tokens);
+                  * -1 (srv_cons_start): no budget */
     int choice;  /* the last choice's alternative taken, as given */
     int round;   /* rounds of the sequence begun before this one (srv_grammar.rounds) */
     struct srv_json js;
@@ -205,11 +211,20 @@ int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c);
 /* Bytes that finish the output at most if closing were set now: the element in progress
  * as srv_cons_cost counts it, a choice not begun by its cheapest alternative (closing
  * takes it), one begun by its dearest alternative left, later elements by the fewest
- * bytes they allow. With c->budget >= 0 and not closing, srv_cons_allows and
- * srv_cons_mask refuse a token after which this exceeds budget - 1, so the model keeps
- * its own choices (a tool, its arguments) while they still fit and closing is needed
- * only when no token does (srv_cons_next). */
+ * bytes they allow. With c->budget >= 0, srv_cons_allows and srv_cons_mask refuse a
+ * token after which the output can close neither in budget - 1 bytes (this) nor in
+ * budget - 1 tokens (srv_cons_close_tokens), so the model keeps its own choices (a tool,
+ * its arguments) while they still fit and closing is needed only when no token does
+ * (srv_cons_next). */
 int srv_cons_close_cost(const struct srv_grammar *g, const struct srv_cons *c);
+/* Tokens that finish the output if closing were set now, taking each step the longest
+ * token closing mode allows (v->by_bytes; special tokens with allow_special): a token is
+ * most often several bytes, so this is well under srv_cons_close_cost where the rest is
+ * literal text (a tool's wrapper, keys). Closing mode keeps to the budget the same way,
+ * and its own walk's token always does (one fewer from there). More than `cap` (or no
+ * v->by_bytes, or no closing token): SRV_SCHEMA_INF. */
+int srv_cons_close_tokens(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
+                          const struct srv_cons *c, int allow_special, int cap);
 /* May token `tok` come next? End-of-generation tokens only when complete; special tokens
  * only with allow_special (their text must advance the state as any token's); empty
  * tokens never. */
@@ -220,7 +235,9 @@ int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
                   const struct srv_cons *c, int allow_special, float *logits);
 /* The mask for the next token of a budget of `left` tokens (the end of generation not
  * counted): c->budget = left; when no token keeps the output closable within it, c is
- * set closing (the cheapest completions from here on) and masked again. logits are the
+ * set closing (the cheapest completions from here on) and masked again (and when even
+ * then none does, a budget too small from the start, without the budget: c->budget -1,
+ * the output is cut at max_tokens as before closing kept a budget). logits are the
  * raw row, work room for n_vocab floats: the masked row is left in work. The number of
  * tokens allowed (0: none continues the output). */
 int srv_cons_next(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons *c,
