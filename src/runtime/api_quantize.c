@@ -73,6 +73,7 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
     static _Thread_local struct nb_quantize_stats s; /* large: off the stack */
     memset(&s, 0, sizeof s);
     struct nb_source *source = NULL;
+    if ((st = nb_quantize_check_opts(&o))) return st; /* before the model is opened */
     if (!(st = nb_source_open(&source, src)) &&
         !(is_auto && (st = nb_auto_quantize_opts(source, &p.select, p.calib_path, &o,
                                                  &s.selection))))

@@ -886,6 +886,14 @@ static int all_codes_fit(const struct nb_model *m, enum nb_wpath path)
     return 1;
 }
 
+enum nb_status nb_quantize_check_opts(const struct nb_quantize_opts *opts)
+{
+    if (opts->gptq && !opts->calib_path)
+        return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --gptq needs a calibration text "
+                            "(--calib FILE)");
+    return NB_OK;
+}
+
 /* Quantize into out_path, or into memory (*fd_out) when out_path is NULL. */
 static enum nb_status quantize_to(struct nb_source *src, const struct nb_quantize_opts *opts,
                                   const char *out_path, int *fd_out,
@@ -902,9 +910,7 @@ static enum nb_status quantize_to(struct nb_source *src, const struct nb_quantiz
     double t0 = nb_time_s();
     const char *src_path = src->path;
     memset(res, 0, sizeof *res);
-    if (opts->gptq && !opts->calib_path) /* before anything is read */
-        return nb_set_error(NB_ERR_INVALID_ARG, "quantize: --gptq needs a calibration text "
-                            "(--calib FILE)");
+    if ((st = nb_quantize_check_opts(opts))) return st; /* before anything is read */
     if (!opts->have_source_hash) hash_start(&hj, src);
     if ((st = nb_model_load_source(&m, src))) goto fail;
     q.m = m;

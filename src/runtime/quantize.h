@@ -62,6 +62,9 @@ static inline int nb_quantize_opts_layout(const struct nb_quantize_opts *o)
 {
     return o->layout == NB_LAYOUT_ROWS ? NB_LAYOUT_ROWS : NB_LAYOUT_X16;
 }
+/* What the options alone make impossible (GPTQ without a calibration text), before any
+ * file is opened: NB_ERR_INVALID_ARG naming it. nb_quantize_file checks it too. */
+enum nb_status nb_quantize_check_opts(const struct nb_quantize_opts *opts);
 /* Quantize the opened source model (formats/source.h) into a new .nib at out_path
  * (written atomically: core/outfile.h). An out_path that is the source itself, or a
  * file of the source folder, is refused (NB_ERR_INVALID_ARG) before anything is read. */
