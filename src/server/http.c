@@ -476,7 +476,7 @@ static void log_request(struct nb_server *s, const struct conn *k,
 {
     char line[512];
     int n = snprintf(line, sizeof line, "%s %s %d %.3f s %s", k->method, k->path,
-                     k->status ? k->status : 0, now_s() - k->t0, k->addr);
+                     k->status, now_s() - k->t0, k->addr);
     const struct srv_job *j = k->job;
     if (j && n > 0 && (size_t)n < sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d generated %d %s",

@@ -103,22 +103,35 @@ static void job_done(struct nb_server *s, struct srv_job *j, const char *finish)
  * next step) and not counted. Without this a client that aborts keeps its place until the
  * waiting thread's next poll (200 ms), and a submit-and-abort loop is refused (issue 35
  * item 7). Returns the jobs that hold a place. */
-static int live_jobs(struct nb_server *s)
+/* Under mu: the queued jobs `leaves` picks leave the queue (done), the rest keep their order. */
+static void sweep_queue(struct nb_server *s, int (*leaves)(struct srv_job *j, void *arg),
+                        void *arg)
 {
     struct srv_job **pp = &s->q_head, *last = NULL;
     while (*pp) {
         struct srv_job *j = *pp;
-        if (!j->cancel && !srv_peer_gone(j->fd)) {
+        if (!leaves(j, arg)) {
             last = j;
             pp = &j->next;
             continue;
         }
         *pp = j->next;
         s->n_queued--;
-        j->cancel = 1;
         job_done(s, j, NULL);
     }
     s->q_tail = last;
+}
+
+static int client_gone(struct srv_job *j, void *arg)
+{
+    (void)arg;
+    if (!j->cancel && srv_peer_gone(j->fd)) j->cancel = 1;
+    return j->cancel;
+}
+
+static int live_jobs(struct nb_server *s)
+{
+    sweep_queue(s, client_gone, NULL);
     int n = s->n_queued;
     for (int i = 0; i < s->p.n_slots; i++) {
         struct srv_job *j = s->slots[i];
@@ -431,6 +444,24 @@ struct step {
 
 
 
+/* A queued job that is cancelled, waited past its deadline, or meets the drain: it leaves
+ * the queue (503 unless cancelled). */
+struct expiry {
+    double now;
+    int draining;
+};
+
+static int expired(struct srv_job *j, void *arg)
+{
+    const struct expiry *x = arg;
+    if (j->cancel) return 1;
+    if (!(x->now > j->deadline || x->draining)) return 0;
+    srv_fail(&j->err, 503, NULL, x->draining ? "server_shutting_down" : "timeout",
+             x->draining ? "the server is shutting down"
+                         : "no slot became free within the request timeout");
+    return 1;
+}
+
 /* Drop cancelled and expired jobs, fail the queue when stopping, admit into free slots. */
 static void admit(struct nb_server *s, struct cache *c, double now, int draining,
                   double drain_deadline)
@@ -446,24 +477,8 @@ static void admit(struct nb_server *s, struct cache *c, double now, int draining
             job_done(s, j, "length");
         }
     }
-    struct srv_job **pp = &s->q_head, *last = NULL;
-    while (*pp) {
-        struct srv_job *j = *pp;
-        int drop = j->cancel || now > j->deadline || draining;
-        if (!drop) {
-            last = j;
-            pp = &j->next;
-            continue;
-        }
-        *pp = j->next;
-        s->n_queued--;
-        if (!j->cancel)
-            srv_fail(&j->err, 503, NULL, draining ? "server_shutting_down" : "timeout",
-                     draining ? "the server is shutting down"
-                              : "no slot became free within the request timeout");
-        job_done(s, j, NULL);
-    }
-    s->q_tail = last;
+    struct expiry x = {now, draining};
+    sweep_queue(s, expired, &x);
     int i;
     while (s->q_head && (i = pick_slot(s, c, s->q_head)) >= 0) {
         struct srv_job *j = s->q_head;
