@@ -52,6 +52,10 @@ static void usage(FILE *f)
             "                          same window (default 0 = off)\n"
             "      --ignore-eos        keep generating past end-of-sequence / end-of-turn\n"
             "      --stop STR          stop when the output contains STR (repeatable)\n"
+            "  -j, --json-schema S     the output is one JSON object that keeps to the JSON\n"
+            "                          Schema S: its text, or a file that holds it ('{}': any\n"
+            "                          object; the subset of docs/serve.md); it ends\n"
+            "                          complete within -n tokens\n"
             "      --no-special        treat special-token text in the prompt as plain text\n"
             "      --print-ids         stdout: only the generated ids, separated by spaces\n"
             "      --lookup N          prompt-lookup speculative decoding: up to N draft tokens\n"
@@ -103,7 +107,7 @@ static char *read_prompt(const char *path)
 
 /* What the command line asks for. */
 struct run_args {
-    const char *model_path, *prompt_text, *prompt_file, *path_name, *priority;
+    const char *model_path, *prompt_text, *prompt_file, *path_name, *priority, *json_schema;
     int32_t *ids; /* --ids (owned) */
     int n_ids, n_predict, ignore_eos, no_special, no_cache, lookup, print_ids;
     struct app_shift_opts so;
@@ -129,6 +133,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
         OPT_FLAG("--ignore-eos", &a->ignore_eos),
         OPT_FLAG("--print-ids", &a->print_ids),
         OPT_INT("--lookup", &a->lookup, 0, 64),
+        OPT_STR("-j|--json-schema|-jf|--json-schema-file", &a->json_schema),
         OPT_END};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
@@ -165,6 +170,11 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
             return -1;
         }
         a->model_path = DEFAULT_MODEL;
+    }
+    if (a->json_schema && a->ignore_eos) {
+        fprintf(stderr, "nibble run: --json-schema ends the output at its end-of-generation "
+                        "token: drop --ignore-eos\n");
+        return -1;
     }
     return 1;
 }
@@ -212,6 +222,7 @@ int cmd_run(int argc, char **argv)
     struct nb_model *model = NULL;
     struct nb_ctx *ctx = NULL;
     struct nb_sampler *sampler = NULL;
+    struct nb_grammar *grammar = NULL;
     if (parse_args(argc, argv, &a, &rc) <= 0) goto done;
     struct nb_ctx_params cp = a.cp;
     int32_t *ids = a.ids;
@@ -235,9 +246,9 @@ int cmd_run(int argc, char **argv)
         goto done;
     /* The tokenizer (the source's: a cache entry embeds the same one): needed for a text
      * prompt or text output. */
-    if (!ids || !out.print_ids) {
+    if (!ids || !out.print_ids || a.json_schema) {
         if (nb_tokenizer_from_model(&tok, model) != NB_OK) {
-            if (!ids) goto fail;
+            if (!ids || a.json_schema) goto fail;
             fprintf(stderr, "nibble run: no tokenizer (%s): printing ids\n", nb_last_error());
         }
     }
@@ -277,6 +288,8 @@ int cmd_run(int argc, char **argv)
     qp.max_draft = a.lookup; /* drafts verified: the same text, shifts included */
     if (nb_sequence_init(&seq, ctx, &qp) != NB_OK) goto fail;
     if (nb_sampler_init(&sampler, &a.sp, info.n_vocab) != NB_OK) goto fail;
+    if (!app_grammar_open(cmd, a.json_schema, tok, info.n_vocab, &grammar)) goto done;
+    if (nb_sampler_set_grammar(sampler, grammar) != NB_OK) goto fail;
     fprintf(stderr, "nibble run: %s: %s (%s), %.2f M params, %d layers, vocab %d\n",
             a.model_path, info.arch, info.source_kind, (double)info.n_params / 1e6,
             info.n_layers, info.n_vocab);
@@ -295,6 +308,11 @@ int cmd_run(int argc, char **argv)
     printf("\n");
     fflush(stdout);
     report(&a, &gs, &out, n_keep, t_start, t_loaded, t_ready);
+    if (grammar && !nb_sampler_grammar_complete(sampler))
+        fprintf(stderr, "nibble run: the output ended before it completed the --json-schema "
+                        "object (%s): it is cut\n", out.stopped == 2 ? "a --stop string"
+                        : gs.stopped_by == NB_STOPPED_CONTEXT ? "the context is full"
+                                                              : "-n is too small for it");
     rc = 0;
     goto done;
 fail:
@@ -304,6 +322,7 @@ done:
     nb_text_out_free(out.text);
     nb_tokenizer_free(tok);
     nb_sampler_free(sampler);
+    nb_grammar_free(grammar);
     nb_sequence_free(seq);
     nb_ctx_free(ctx);
     nb_model_free(model);

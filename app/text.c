@@ -120,3 +120,27 @@ enum nb_status app_chat_apply(const struct nb_tokenizer *tok, const char *name,
     size_t *out_len = NULL;
     GROW_CALL(nb_chat_apply(tok, name, msgs, n_msgs, add_assistant, buf, size, &len));
 }
+
+int app_grammar_open(const char *cmd, const char *schema, const struct nb_tokenizer *tok,
+                     int n_vocab, struct nb_grammar **out)
+{
+    *out = NULL;
+    if (!schema) return 1;
+    if (!tok) {
+        fprintf(stderr, "nibble %s: --json-schema needs the model's tokenizer\n", cmd);
+        return 0;
+    }
+    const char *p = schema;
+    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
+    char *text = NULL;
+    size_t len = strlen(schema);
+    if (*p != '{') { /* not a JSON object: the file that holds one */
+        if (!app_read_all(cmd, "--json-schema", schema, 16u << 20, &text, &len)) return 0;
+        schema = text;
+    }
+    enum nb_status st = nb_grammar_from_json_schema(out, tok, n_vocab, schema, len);
+    if (st) fprintf(stderr, "nibble %s: --json-schema%s%s: %s\n", cmd, text ? " " : "",
+                    text ? p : "", nb_last_error());
+    free(text);
+    return st == NB_OK;
+}

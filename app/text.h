@@ -24,5 +24,9 @@ enum nb_status app_detokenize(const struct nb_tokenizer *tok, const int32_t *ids
 enum nb_status app_chat_apply(const struct nb_tokenizer *tok, const char *name,
                               const struct nb_chat_msg *msgs, int n_msgs, int add_assistant,
                               char **text);
+/* The grammar of --json-schema SCHEMA (JSON text, or else a file that holds it), for the
+ * model's vocabulary: 1 and *out (NULL when schema is NULL); 0 after printing why. */
+int app_grammar_open(const char *cmd, const char *schema, const struct nb_tokenizer *tok,
+                     int n_vocab, struct nb_grammar **out);
 
 #endif

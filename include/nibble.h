@@ -225,8 +225,39 @@ NB_API enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_s
 NB_API void nb_sampler_free(struct nb_sampler *s);
 /* Tell the sampler about a token in the history (prompt or generated). */
 NB_API void nb_sampler_accept(struct nb_sampler *s, int32_t token);
-/* Choose the next token from `logits` (n_vocab floats; may be modified). */
+/* Choose the next token from `logits` (n_vocab floats; may be modified). With a grammar
+ * (nb_sampler_set_grammar) the token is one the grammar allows next, and the grammar's
+ * state advances by it (nb_sampler_accept does not: it only keeps the penalties'
+ * history); -1 when no token of the vocabulary continues the output. */
 NB_API int32_t nb_sampler_sample(struct nb_sampler *s, float *logits);
+
+/* ---------------------------------------------------------------- constrained output
+ * A grammar the output keeps to, made for one vocabulary: today one JSON object that keeps
+ * to a JSON Schema — the subset docs/serve.md ("JSON schemas") lists (type, properties, required,
+ * items, min/maxItems, enum, const, anyOf/oneOf of distinct types, local $ref); `{}` is
+ * any JSON object. A grammar is read-only once made: any number of samplers, on any
+ * threads, may use it at once; it must outlive them. */
+struct nb_grammar;
+struct nb_tokenizer;
+/* Compile `schema` (len bytes of JSON text) for a tokenizer and the model's n_vocab (the
+ * logits' length; ids past the tokenizer's are never drawn). NB_ERR_FORMAT when it is
+ * not JSON, NB_ERR_UNSUPPORTED naming the keyword outside the subset or a root that
+ * allows no object, NB_ERR_NOMEM. */
+NB_API enum nb_status nb_grammar_from_json_schema(struct nb_grammar **out,
+                                                  const struct nb_tokenizer *tok, int n_vocab,
+                                                  const char *schema, size_t len);
+NB_API void nb_grammar_free(struct nb_grammar *g);
+/* Keep the sampler's draws to g from now on, from the start of the output (NULL: free
+ * again). End-of-generation tokens are allowed only once the output is complete, and then
+ * only they are. NB_ERR_INVALID_ARG when g was made for another n_vocab. */
+NB_API enum nb_status nb_sampler_set_grammar(struct nb_sampler *s, const struct nb_grammar *g);
+/* Tokens the output may still take, the next draw included (< 0: no limit): a token is
+ * drawn only if the output can still be completed in the rest, so a limit ends in a
+ * complete output, not a cut one. nb_sequence_generate sets it from n_predict before
+ * each draw. */
+NB_API void nb_sampler_set_budget(struct nb_sampler *s, int n_tokens);
+/* 1 when the sampler has a grammar and the output drawn so far completes it. */
+NB_API int nb_sampler_grammar_complete(const struct nb_sampler *s);
 
 /* ---------------------------------------------------------------- generation */
 

@@ -441,6 +441,80 @@ static void test_open(void **state)
 /* nb_sequence: the one generation loop. Its ids, cache and pending token after a call;
  * a second call continues; rewind; a shift keeps generating in a small context; lookup
  * gives the same ids through shifts; bad parameters are refused. */
+/* nb_grammar: a JSON Schema kept to by the sampler's constraint stage through a sequence,
+ * greedy and sampled, within a budget; and its errors. */
+static void test_grammar(void **state)
+{
+    (void)state;
+    const char *src = tu_model_path(KJV);
+    if (!src) skip();
+    struct nb_model *m = NULL;
+    assert_int_equal(nb_model_load(&m, src), NB_OK);
+    struct nb_tokenizer *tok = NULL;
+    assert_int_equal(nb_tokenizer_from_model(&tok, m), NB_OK);
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = 128;
+    cp.n_threads = 2;
+    struct nb_ctx *c = NULL;
+    assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
+    static const char schema[] = "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": "
+                                 "\"integer\"}, \"b\": {\"enum\": [\"x\", \"yz\"]}}, "
+                                 "\"required\": [\"a\", \"b\"]}";
+    struct nb_grammar *g = NULL;
+    assert_int_equal(nb_grammar_from_json_schema(&g, tok, 4096, schema, strlen(schema)), NB_OK);
+    for (int run = 0; run < 3; run++) {
+        struct nb_sampler_params sp = nb_sampler_default_params();
+        sp.temperature = run ? 1.0f : 0.0f;
+        sp.seed = (uint64_t)run;
+        struct nb_sampler *smp = NULL;
+        assert_int_equal(nb_sampler_init(&smp, &sp, 4096), NB_OK);
+        assert_int_equal(nb_sampler_set_grammar(smp, g), NB_OK);
+        assert_false(nb_sampler_grammar_complete(smp));
+        nb_ctx_clear_seq(c, 0);
+        struct tu_collect got = {0};
+        struct nb_gen_stats gs;
+        /* 40 tokens at most: the object closes within them */
+        assert_int_equal(nb_generate(c, 0, smp, k_ids, 4, 40, 1, tu_collect_cb, &got, &gs), NB_OK);
+        assert_true(got.n <= 40);
+        assert_true(nb_sampler_grammar_complete(smp));
+        char text[1024];
+        size_t len = 0;
+        assert_int_equal(nb_detokenize_text(tok, got.ids, got.n, 0, text, sizeof text, &len), NB_OK);
+        cJSON *js = cJSON_Parse(text);
+        assert_non_null(js);
+        const cJSON *a = cJSON_GetObjectItemCaseSensitive(js, "a");
+        const cJSON *b = cJSON_GetObjectItemCaseSensitive(js, "b");
+        assert_true(cJSON_IsNumber(a) && a->valuedouble == (double)(long long)a->valuedouble);
+        assert_true(cJSON_IsString(b) &&
+                    (!strcmp(b->valuestring, "x") || !strcmp(b->valuestring, "yz")));
+        cJSON_Delete(js);
+        /* free again: the same as a sampler that never had one */
+        assert_int_equal(nb_sampler_set_grammar(smp, NULL), NB_OK);
+        assert_false(nb_sampler_grammar_complete(smp));
+        nb_sampler_free(smp);
+    }
+    /* errors */
+    struct nb_sampler_params sp = nb_sampler_default_params();
+    struct nb_sampler *small = NULL;
+    assert_int_equal(nb_sampler_init(&small, &sp, 100), NB_OK);
+    assert_int_equal(nb_sampler_set_grammar(small, g), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "4096"));
+    nb_sampler_free(small);
+    struct nb_grammar *bad = NULL;
+    assert_int_equal(nb_grammar_from_json_schema(&bad, tok, 4096, "{\"type\": ", 9), NB_ERR_FORMAT);
+    assert_null(bad);
+    static const char pat[] = "{\"properties\": {\"a\": {\"pattern\": \"x\"}}}";
+    assert_int_equal(nb_grammar_from_json_schema(&bad, tok, 4096, pat, strlen(pat)),
+                     NB_ERR_UNSUPPORTED);
+    assert_non_null(strstr(nb_last_error(), "pattern"));
+    assert_int_equal(nb_grammar_from_json_schema(&bad, tok, 4096, "[1]", 3), NB_ERR_UNSUPPORTED);
+    assert_int_equal(nb_grammar_from_json_schema(&bad, NULL, 4096, "{}", 2), NB_ERR_INVALID_ARG);
+    nb_grammar_free(g);
+    nb_ctx_free(c);
+    nb_tokenizer_free(tok);
+    nb_model_free(m);
+}
+
 static void test_sequence(void **state)
 {
     (void)state;
@@ -957,7 +1031,7 @@ int main(void)
         cmocka_unit_test(test_text_out),
         cmocka_unit_test(test_chat),       cmocka_unit_test(test_select),
         cmocka_unit_test(test_open),       cmocka_unit_test(test_open_errors),
-        cmocka_unit_test(test_sequence),
+        cmocka_unit_test(test_sequence),   cmocka_unit_test(test_grammar),
         cmocka_unit_test(test_quantize),   cmocka_unit_test(test_eval),
         cmocka_unit_test(test_bench_stats), cmocka_unit_test(test_record),
         cmocka_unit_test(test_synth),      cmocka_unit_test(test_inspect),

@@ -1,4 +1,4 @@
-/* test_constrain — constrained decoding (server/constrain.c): the JSON recogniser on
+/* test_constrain — constrained decoding (runtime/constrain.c): the JSON recogniser on
  * accepted and refused byte strings, grammars of literals, choices and objects, the token
  * mask over a small vocabulary, and forced decodes from random logits within a budget of
  * tokens that always end in valid JSON (a small vocabulary and kjv-7m's). */
@@ -12,19 +12,19 @@
 #include "server/server.h"
 #include "tokenizer/tokenizer.h"
 
-static int accepts(const struct srv_grammar *g, const char *s, int want_complete)
+static int accepts(const struct nb_gram *g, const char *s, int want_complete)
 {
-    struct srv_cons c;
-    srv_cons_start(g, &c);
-    if (!srv_cons_feed(g, &c, s, strlen(s))) return 0;
-    return !want_complete || srv_cons_complete(g, &c);
+    struct nb_cons c;
+    nb_cons_start(g, &c);
+    if (!nb_cons_feed(g, &c, s, strlen(s))) return 0;
+    return !want_complete || nb_cons_complete(g, &c);
 }
 
 static void test_json(void **state)
 {
     (void)state;
-    struct srv_grammar g = {0};
-    assert_int_equal(srv_grammar_object(&g), 0);
+    struct nb_gram g = {0};
+    assert_int_equal(nb_gram_object(&g), 0);
     static const char *const good[] = {
         "{}",
         " \n\t{ }",
@@ -96,17 +96,17 @@ static void test_json(void **state)
     /* whitespace is bounded */
     char ws[200];
     memset(ws, ' ', sizeof ws);
-    ws[SRV_JSON_MAX_WS] = '{';
-    ws[SRV_JSON_MAX_WS + 1] = '\0';
+    ws[NB_JSON_MAX_WS] = '{';
+    ws[NB_JSON_MAX_WS + 1] = '\0';
     assert_int_equal(accepts(&g, ws, 0), 1);
     memset(ws, ' ', sizeof ws);
-    ws[SRV_JSON_MAX_WS + 1] = '{';
-    ws[SRV_JSON_MAX_WS + 2] = '\0';
+    ws[NB_JSON_MAX_WS + 1] = '{';
+    ws[NB_JSON_MAX_WS + 2] = '\0';
     assert_int_equal(accepts(&g, ws, 0), 0);
     /* so is nesting */
     char deep[200] = "{\"a\":";
     size_t n = strlen(deep);
-    for (int i = 0; i < SRV_JSON_MAX_DEPTH - 1; i++)
+    for (int i = 0; i < NB_JSON_MAX_DEPTH - 1; i++)
         deep[n++] = '[';
     deep[n] = '\0';
     assert_int_equal(accepts(&g, deep, 0), 1);
@@ -116,20 +116,20 @@ static void test_json(void **state)
     /* and numbers */
     char num[200] = "{\"a\":";
     n = strlen(num);
-    for (int i = 0; i < SRV_JSON_MAX_NUM; i++)
+    for (int i = 0; i < NB_JSON_MAX_NUM; i++)
         num[n++] = '7';
     num[n] = '\0';
     assert_int_equal(accepts(&g, num, 0), 1);
     num[n++] = '7';
     num[n] = '\0';
     assert_int_equal(accepts(&g, num, 0), 0);
-    srv_grammar_free(&g);
+    nb_gram_free(&g);
 }
 
 static void test_sequence(void **state)
 {
     (void)state;
-    struct srv_grammar g = {0};
+    struct nb_gram g = {0};
     char *names[] = {"get_weather", "get", "search"};
     assert_int_equal(srv_tool_grammar(&g, SRV_FMT_HERMES, names, 3), 0);
     assert_int_equal(g.n, 5);
@@ -147,11 +147,11 @@ static void test_sequence(void **state)
     char more[200];
     snprintf(more, sizeof more, "%s ", ok); /* nothing after the call */
     assert_int_equal(accepts(&g, more, 0), 0);
-    srv_grammar_free(&g);
+    nb_gram_free(&g);
     assert_int_equal(srv_tool_grammar(&g, SRV_FMT_LLAMA3, names, 1), 0);
     assert_int_equal(accepts(&g, "{\"name\": \"get_weather\", \"parameters\": {\"a\": 1}}", 1), 1);
     assert_int_equal(accepts(&g, "{\"name\": \"get\"", 0), 0); /* only the first name */
-    srv_grammar_free(&g);
+    nb_gram_free(&g);
     /* tool_choice "required" with parallel calls: the sequence again after a '\n', up to
      * `rounds` calls; once closing, or at the last round, only the end */
     assert_int_equal(srv_tool_grammar(&g, SRV_FMT_HERMES, names, 3), 0);
@@ -164,21 +164,21 @@ static void test_sequence(void **state)
                      0); /* a '\n' begins a call that must come */
     snprintf(more, sizeof more, "%s\n<", two);
     assert_int_equal(accepts(&g, more, 0), 0); /* no third round */
-    struct srv_cons c;
-    srv_cons_start(&g, &c);
-    int fresh = srv_cons_cost(&g, &c);
-    assert_int_equal(srv_cons_feed(&g, &c, ok, strlen(ok)), 1);
-    assert_true(srv_cons_complete(&g, &c));
-    assert_int_equal(srv_cons_cost(&g, &c), fresh + 1); /* the next token may open another */
+    struct nb_cons c;
+    nb_cons_start(&g, &c);
+    int fresh = nb_cons_cost(&g, &c);
+    assert_int_equal(nb_cons_feed(&g, &c, ok, strlen(ok)), 1);
+    assert_true(nb_cons_complete(&g, &c));
+    assert_int_equal(nb_cons_cost(&g, &c), fresh + 1); /* the next token may open another */
     c.closing = 1;
-    assert_int_equal(srv_cons_cost(&g, &c), 0);
-    assert_int_equal(srv_cons_feed(&g, &c, "\n", 1), 0);
-    srv_grammar_free(&g);
+    assert_int_equal(nb_cons_cost(&g, &c), 0);
+    assert_int_equal(nb_cons_feed(&g, &c, "\n", 1), 0);
+    nb_gram_free(&g);
     /* a choice refuses alternatives that are prefixes of others, and empty texts */
     const char *pre[] = {"ab", "abc"};
-    assert_int_equal(srv_grammar_choice(&g, pre, 2), -1);
+    assert_int_equal(nb_gram_choice(&g, pre, 2), -1);
     const char *empty[] = {""};
-    assert_int_equal(srv_grammar_literal(&g, empty[0]), -1);
+    assert_int_equal(nb_gram_literal(&g, empty[0]), -1);
     assert_int_equal(g.n, 0);
 }
 
@@ -200,21 +200,21 @@ static const char k_schema[] =
     "\"next\": {\"anyOf\": [{\"$ref\": \"#/$defs/pt\"}, {\"type\": \"null\"}]}}, "
     "\"required\": [\"x\", \"next\"]}}}";
 
-static struct srv_schema *schema_of(const char *text)
+static struct nb_schema *schema_of(const char *text)
 {
     cJSON *o = cJSON_Parse(text);
     assert_non_null(o);
-    struct srv_schema *s = NULL;
-    enum nb_status st = srv_schema_compile(o, &s);
+    struct nb_schema *s = NULL;
+    enum nb_status st = nb_schema_compile(o, &s);
     cJSON_Delete(o);
     if (st != NB_OK) fail_msg("schema refused: %s: %s", nb_last_error(), text);
     return s;
 }
 
-static void schema_grammar(struct srv_grammar *g, const struct srv_schema *s)
+static void schema_grammar(struct nb_gram *g, const struct nb_schema *s)
 {
     memset(g, 0, sizeof *g);
-    assert_int_equal(srv_grammar_schema(g, &s, 1), 0);
+    assert_int_equal(nb_gram_schema(g, &s, 1), 0);
 }
 
 /* Does a pt ({x: number, next: pt or null}, nothing else) hold? */
@@ -267,8 +267,8 @@ static int valid_k_schema(const char *text)
 static void test_schema_accepts(void **state)
 {
     (void)state;
-    struct srv_schema *s = schema_of(k_schema);
-    struct srv_grammar g;
+    struct nb_schema *s = schema_of(k_schema);
+    struct nb_gram g;
     schema_grammar(&g, s);
     static const char *const good[] = {
         "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null}",
@@ -319,16 +319,16 @@ static void test_schema_accepts(void **state)
     assert_int_equal(
         accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":12,\"any\":{}}", 1), 1);
     assert_int_equal(accepts(&g, "{\"name\":\"x\",\"tags\":[\"a\"],\"kind\":null,\"n\":1}", 1), 1);
-    srv_grammar_free(&g);
-    srv_schema_free(s);
+    nb_gram_free(&g);
+    nb_schema_free(s);
 
     /* a tool call: each function's arguments kept to its own schema */
-    struct srv_schema *sa = schema_of("{\"type\": \"object\", \"properties\": {\"city\": "
+    struct nb_schema *sa = schema_of("{\"type\": \"object\", \"properties\": {\"city\": "
                                       "{\"type\": \"string\"}}, \"required\": [\"city\"]}");
-    struct srv_schema *sb = schema_of("{\"properties\": {\"n\": {\"type\": \"integer\"}}, "
+    struct nb_schema *sb = schema_of("{\"properties\": {\"n\": {\"type\": \"integer\"}}, "
                                       "\"required\": [\"n\"]}");
     char *names[] = {"weather", "count", "free"};
-    const struct srv_schema *ss[] = {sa, sb, NULL};
+    const struct nb_schema *ss[] = {sa, sb, NULL};
     memset(&g, 0, sizeof g);
     assert_int_equal(srv_tool_grammar_schema(&g, SRV_FMT_HERMES, names, ss, 3), 0);
     const char *pre = "<tool_call>\n{\"name\": \"";
@@ -346,9 +346,9 @@ static void test_schema_accepts(void **state)
     assert_int_equal(accepts(&g, buf, 0), 0);
     snprintf(buf, sizeof buf, "%sweather\", \"arguments\": {}", pre);
     assert_int_equal(accepts(&g, buf, 0), 0);
-    srv_grammar_free(&g);
-    srv_schema_free(sa);
-    srv_schema_free(sb);
+    nb_gram_free(&g);
+    nb_schema_free(sa);
+    nb_schema_free(sb);
 }
 
 /* Schemas outside the subset are refused with a message that names what is outside. */
@@ -396,24 +396,24 @@ static void test_schema_refused(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         cJSON *o = cJSON_Parse(cases[i].schema);
         assert_non_null(o);
-        struct srv_schema *s = NULL;
-        enum nb_status st = srv_schema_compile(o, &s);
+        struct nb_schema *s = NULL;
+        enum nb_status st = nb_schema_compile(o, &s);
         cJSON_Delete(o);
         if (st != NB_ERR_UNSUPPORTED || s) fail_msg("case %zu compiled: %s", i, cases[i].schema);
         if (!strstr(nb_last_error(), cases[i].says))
             fail_msg("case %zu says '%s', not '%s'", i, nb_last_error(), cases[i].says);
     }
     /* what is inside: an empty schema (any object), annotations, a recursive $ref */
-    srv_schema_free(schema_of("{}"));
-    srv_schema_free(schema_of("{\"title\": \"t\", \"type\": \"object\", \"description\": \"d\"}"));
-    srv_schema_free(
+    nb_schema_free(schema_of("{}"));
+    nb_schema_free(schema_of("{\"title\": \"t\", \"type\": \"object\", \"description\": \"d\"}"));
+    nb_schema_free(
         schema_of("{\"type\": \"object\", \"properties\": {\"kids\": {\"type\": "
                   "\"array\", \"items\": {\"$ref\": \"#\"}}}, \"required\": [\"kids\"]}"));
 }
 
 /* A vocabulary written out by hand: bytes and kinds. */
 struct small_vocab {
-    struct srv_vocab_bytes v;
+    struct nb_vocab_bytes v;
     char bytes[512];
     uint32_t off[64];
     uint8_t kind[64];
@@ -430,11 +430,11 @@ static void small_vocab(struct small_vocab *s, const char *const *toks, const ui
         s->kind[i] = kinds[i];
     }
     s->off[n] = at;
-    s->v = (struct srv_vocab_bytes){n, s->off, s->bytes, s->kind, NULL, NULL};
-    assert_int_equal(srv_vocab_bytes_classify(&s->v), NB_OK);
+    s->v = (struct nb_vocab_bytes){n, s->off, s->bytes, s->kind, NULL, NULL};
+    assert_int_equal(nb_vocab_bytes_classify(&s->v), NB_OK);
 }
 
-/* What srv_vocab_bytes_classify allocated for a small_vocab (the rest is its own). */
+/* What nb_vocab_bytes_classify allocated for a small_vocab (the rest is its own). */
 static void small_vocab_free(struct small_vocab *s)
 {
     free(s->v.plain);
@@ -450,29 +450,29 @@ static const char *const k_toks[] = {
                                                                   has a token */
 };
 static const uint8_t k_kinds[] = {
-    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,    SRV_TOK_TEXT,  SRV_TOK_TEXT,
-    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_EOG,  SRV_TOK_TEXT,    SRV_TOK_TEXT,  SRV_TOK_TEXT,
-    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_SPECIAL, SRV_TOK_EMPTY, SRV_TOK_TEXT,
-    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,    SRV_TOK_TEXT,  SRV_TOK_TEXT,
-    SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT, SRV_TOK_TEXT,
+    NB_VTOK_TEXT, NB_VTOK_TEXT, NB_VTOK_TEXT, NB_VTOK_TEXT,    NB_VTOK_TEXT,  NB_VTOK_TEXT,
+    NB_VTOK_TEXT, NB_VTOK_TEXT, NB_VTOK_EOG,  NB_VTOK_TEXT,    NB_VTOK_TEXT,  NB_VTOK_TEXT,
+    NB_VTOK_TEXT, NB_VTOK_TEXT, NB_VTOK_TEXT, NB_VTOK_SPECIAL, NB_VTOK_EMPTY, NB_VTOK_TEXT,
+    NB_VTOK_TEXT, NB_VTOK_TEXT, NB_VTOK_TEXT, NB_VTOK_TEXT,    NB_VTOK_TEXT,  NB_VTOK_TEXT,
+    NB_VTOK_TEXT, NB_VTOK_TEXT, NB_VTOK_TEXT, NB_VTOK_TEXT,
 };
 #define N_SMALL ((int)(sizeof k_toks / sizeof k_toks[0]))
 
 /* The allowed set as a string of '1'/'0' per token. */
-static void mask_str(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                     const struct srv_cons *c, int special, char *out)
+static void mask_str(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                     const struct nb_cons *c, int special, char *out)
 {
     float logits[64], slow[64];
-    struct srv_vocab_bytes unclassified = *v; /* every token through the automaton */
+    struct nb_vocab_bytes unclassified = *v; /* every token through the automaton */
     unclassified.plain = NULL;
     for (int i = 0; i < v->n_vocab; i++)
         logits[i] = slow[i] = 0;
-    int n = srv_cons_mask(g, v, c, special, logits), k = 0;
-    assert_int_equal(srv_cons_mask(g, &unclassified, c, special, slow), n);
+    int n = nb_cons_mask(g, v, c, special, logits), k = 0;
+    assert_int_equal(nb_cons_mask(g, &unclassified, c, special, slow), n);
     for (int i = 0; i < v->n_vocab; i++) {
         out[i] = logits[i] == 0 ? '1' : '0';
         k += out[i] == '1';
-        assert_int_equal(out[i] == '1', srv_cons_allows(g, v, c, i, special));
+        assert_int_equal(out[i] == '1', nb_cons_allows(g, v, c, i, special));
         assert_int_equal(logits[i] == 0, slow[i] == 0);
     }
     out[v->n_vocab] = '\0';
@@ -499,65 +499,65 @@ static void test_mask(void **state)
     (void)state;
     static struct small_vocab sv;
     small_vocab(&sv, k_toks, k_kinds, N_SMALL);
-    struct srv_grammar g = {0};
-    struct srv_cons c;
+    struct nb_gram g = {0};
+    struct nb_cons c;
     char m[80];
-    assert_int_equal(srv_grammar_object(&g), 0);
-    srv_cons_start(&g, &c);
+    assert_int_equal(nb_gram_object(&g), 0);
+    nb_cons_start(&g, &c);
     mask_str(&g, &sv.v, &c, 0, m);
     assert_string_equal(m, "1000110000000000000000000100"); /* '{', ' ', '{"', '\n' */
-    assert_int_equal(srv_cons_feed(&g, &c, "{\"a\":", 5), 1);
+    assert_int_equal(nb_cons_feed(&g, &c, "{\"a\":", 5), 1);
     mask_str(&g, &sv.v, &c, 0, m);
     /* a value: '{', '"', ' ', '{"', '"}' (a string holding '}'), '1', '[', "true", '-',
      * 'n' (null), '\n' */
     assert_string_equal(m, "1010111000110000000110001100");
-    assert_int_equal(srv_cons_feed(&g, &c, "\"", 1), 1);
+    assert_int_equal(nb_cons_feed(&g, &c, "\"", 1), 1);
     mask_str(&g, &sv.v, &c, 0, m);
     /* in a string: any text but a lone continuation byte or a raw newline; the special
      * token only when allowed; never the empty one or EOG */
     assert_string_equal(m, "1111111101111100010111111011");
     mask_str(&g, &sv.v, &c, 1, m);
     assert_string_equal(m, "1111111101111101010111111011");
-    assert_int_equal(srv_cons_feed(&g, &c, "\xc3", 1), 1);
+    assert_int_equal(nb_cons_feed(&g, &c, "\xc3", 1), 1);
     mask_str(&g, &sv.v, &c, 0, m);
     assert_string_equal(m, "0000000000000000001000000000"); /* only the continuation */
-    assert_int_equal(srv_cons_feed(&g, &c, "\xa9\"}", 3), 1);
-    assert_int_equal(srv_cons_complete(&g, &c), 1);
+    assert_int_equal(nb_cons_feed(&g, &c, "\xa9\"}", 3), 1);
+    assert_int_equal(nb_cons_complete(&g, &c), 1);
     mask_str(&g, &sv.v, &c, 1, m);
     assert_string_equal(m, "0000000010000000000000000000"); /* only EOG */
-    srv_grammar_free(&g);
+    nb_gram_free(&g);
     small_vocab_free(&sv);
 }
 
 /* The next token as the engine picks it (sched.c sample_constrained), greedy: the model's
  * top token when allowed within the `left` tokens; closing when only the budget refuses
- * it (srv_cons_refused); else the best of the mask (srv_cons_next). */
-static int pick(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons *c,
+ * it (nb_cons_refused); else the best of the mask (nb_cons_next). */
+static int pick(const struct nb_gram *g, const struct nb_vocab_bytes *v, struct nb_cons *c,
                 int left, const float *logits, float *work)
 {
     int best = 0;
     for (int i = 1; i < v->n_vocab; i++)
         if (logits[i] > logits[best]) best = i;
     c->budget = left;
-    if (srv_cons_allows(g, v, c, best, 0) ||
-        (srv_cons_refused(g, v, c, best, 0) && srv_cons_allows(g, v, c, best, 0)))
+    if (nb_cons_allows(g, v, c, best, 0) ||
+        (nb_cons_refused(g, v, c, best, 0) && nb_cons_allows(g, v, c, best, 0)))
         return best;
-    assert_true(srv_cons_next(g, v, c, left, 0, logits, work) > 0);
+    assert_true(nb_cons_next(g, v, c, left, 0, logits, work) > 0);
     best = 0;
     for (int i = 1; i < v->n_vocab; i++)
         if (work[i] > work[best]) best = i;
-    assert_true(srv_cons_allows(g, v, c, best, 0));
+    assert_true(nb_cons_allows(g, v, c, best, 0));
     return best;
 }
 
 /* The longest token of v that `text` (n bytes) begins with, -1 if none. */
-static int longest_prefix(const struct srv_vocab_bytes *v, const char *text, size_t n)
+static int longest_prefix(const struct nb_vocab_bytes *v, const char *text, size_t n)
 {
     int best = -1;
     size_t best_k = 0;
     for (int i = 0; i < v->n_vocab; i++) {
         size_t k = v->off[i + 1] - v->off[i];
-        if (v->kind[i] == SRV_TOK_TEXT && k > best_k && k <= n &&
+        if (v->kind[i] == NB_VTOK_TEXT && k > best_k && k <= n &&
             !memcmp(v->bytes + v->off[i], text, k))
             best = i, best_k = k;
     }
@@ -570,16 +570,16 @@ static int longest_prefix(const struct srv_vocab_bytes *v, const char *text, siz
  * next byte highest; with `whole`, in its own tokens: the longest token the rest begins
  * with), EOG once it is written, and a taste for `back` when its own token is refused. The
  * steps taken before the end of generation, or -1 when cut. */
-static int decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v, uint64_t *rng,
+static int decode(const struct nb_gram *g, const struct nb_vocab_bytes *v, uint64_t *rng,
                   const char *want, int whole, char *out, size_t cap, int max_steps)
 {
-    struct srv_cons c;
+    struct nb_cons c;
     size_t n = 0, wn = want ? strlen(want) : 0;
     float *logits = malloc(sizeof *logits * (size_t)v->n_vocab);
     float *work = malloc(sizeof *work * (size_t)v->n_vocab);
     assert_non_null(logits);
     assert_non_null(work);
-    srv_cons_start(g, &c);
+    nb_cons_start(g, &c);
     int steps = -1;
     for (int step = 0; step < max_steps; step++) {
         const int own = whole && n < wn ? longest_prefix(v, want + n, wn - n) : -1;
@@ -587,19 +587,19 @@ static int decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v, 
             size_t k = v->off[i + 1] - v->off[i];
             const char *b = v->bytes + v->off[i];
             if (!want) {
-                logits[i] = (float)tu_rand_unit(rng) + (v->kind[i] == SRV_TOK_EOG ? 10.0f : 0.0f);
+                logits[i] = (float)tu_rand_unit(rng) + (v->kind[i] == NB_VTOK_EOG ? 10.0f : 0.0f);
                 if (k && (*b == '}' || *b == ']' || *b == '"')) logits[i] += 0.5f;
                 continue;
             }
             logits[i] = (float)(i % 7) * 0.01f;
-            if (v->kind[i] == SRV_TOK_EOG && n >= wn) logits[i] = 20.0f;
+            if (v->kind[i] == NB_VTOK_EOG && n >= wn) logits[i] = 20.0f;
             if (n < wn && (whole ? i == own : k == 1 && *b == want[n])) logits[i] = 10.0f;
             if (k && n < wn && !strncmp(b, "back", k < 4 ? k : 4)) logits[i] += 5.0f;
         }
         /* as the engine: every token leaves the output closable before max_steps, one
          * token kept for the end of generation */
         int best = pick(g, v, &c, max_steps - step - 1, logits, work);
-        if (v->kind[best] == SRV_TOK_EOG) {
+        if (v->kind[best] == NB_VTOK_EOG) {
             steps = step;
             break;
         }
@@ -607,7 +607,7 @@ static int decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v, 
         assert_true(n + k < cap);
         memcpy(out + n, v->bytes + v->off[best], k);
         n += k;
-        assert_int_equal(srv_cons_feed(g, &c, v->bytes + v->off[best], k), 1);
+        assert_int_equal(nb_cons_feed(g, &c, v->bytes + v->off[best], k), 1);
     }
     free(logits);
     free(work);
@@ -616,10 +616,10 @@ static int decode(const struct srv_grammar *g, const struct srv_vocab_bytes *v, 
 }
 
 /* Forced decodes within budgets of 4 to 400 tokens: every one ends, as a JSON object. */
-static void check_forced(const struct srv_vocab_bytes *v, int runs, const char *what)
+static void check_forced(const struct nb_vocab_bytes *v, int runs, const char *what)
 {
-    struct srv_grammar g = {0};
-    assert_int_equal(srv_grammar_object(&g), 0);
+    struct nb_gram g = {0};
+    assert_int_equal(nb_gram_object(&g), 0);
     static char out[1 << 16];
     int ended = 0, closed_early = 0;
     for (int r = 0; r < runs; r++) {
@@ -636,7 +636,7 @@ static void check_forced(const struct srv_vocab_bytes *v, int runs, const char *
     printf("# %s: %d of %d forced decodes ended as JSON objects (%d before their budget)\n", what,
            ended, runs, closed_early);
     assert_int_equal(ended, runs);
-    srv_grammar_free(&g);
+    nb_gram_free(&g);
 }
 
 static void test_forced_small(void **state)
@@ -659,10 +659,10 @@ static struct nb_tokenizer *kjv_tok(void)
 
 /* Forced decodes of k_schema through kjv-7m's vocabulary from random logits, within
  * budgets of 40 to 400 tokens (the fewest it takes is 37): every output ends, parses and keeps to the schema. */
-static void check_schema_forced(const struct srv_vocab_bytes *v, int runs)
+static void check_schema_forced(const struct nb_vocab_bytes *v, int runs)
 {
-    struct srv_schema *s = schema_of(k_schema);
-    struct srv_grammar g;
+    struct nb_schema *s = schema_of(k_schema);
+    struct nb_gram g;
     schema_grammar(&g, s);
     static char out[1 << 16];
     int valid = 0, with_kind = 0;
@@ -677,8 +677,8 @@ static void check_schema_forced(const struct srv_vocab_bytes *v, int runs)
     }
     printf("# k_schema: %d of %d forced decodes valid (%d with a kind object)\n", valid, runs,
            with_kind);
-    srv_grammar_free(&g);
-    srv_schema_free(s);
+    nb_gram_free(&g);
+    nb_schema_free(s);
 }
 
 static void test_forced_kjv(void **state)
@@ -686,14 +686,14 @@ static void test_forced_kjv(void **state)
     (void)state;
     struct nb_tokenizer *t = kjv_tok();
     if (!t) skip();
-    struct srv_vocab_bytes v;
-    assert_int_equal(srv_vocab_bytes_init(&v, t, 4096 + 8), NB_OK); /* with padding rows */
-    assert_int_equal(v.kind[2], SRV_TOK_EOG);
-    assert_int_equal(v.kind[4096 + 3], SRV_TOK_EMPTY);
+    struct nb_vocab_bytes v;
+    assert_int_equal(nb_vocab_bytes_init(&v, t, 4096 + 8), NB_OK); /* with padding rows */
+    assert_int_equal(v.kind[2], NB_VTOK_EOG);
+    assert_int_equal(v.kind[4096 + 3], NB_VTOK_EMPTY);
     check_forced(&v, 40, "kjv-7m vocabulary");
     check_schema_forced(&v, 60);
     /* a forced tool call through the real vocabulary parses back into one call */
-    struct srv_grammar g = {0};
+    struct nb_gram g = {0};
     char *names[] = {"lookup_verse", "count_words"};
     assert_int_equal(srv_tool_grammar(&g, SRV_FMT_HERMES, names, 2), 0);
     static char out[1 << 16];
@@ -714,17 +714,17 @@ static void test_forced_kjv(void **state)
         cJSON_Delete(a);
         srv_tool_calls_free(calls, n);
     }
-    srv_grammar_free(&g);
+    nb_gram_free(&g);
     /* a budget that holds the cheapest call but not the dearest (scroll's required enum
      * argument): closing takes the cheapest function, so every call still completes (a call
      * cut inside its </tool_call> at 64 tokens, before) */
-    struct srv_schema *sc[2] = {
+    struct nb_schema *sc[2] = {
         schema_of("{\"type\": \"object\", \"properties\": {\"direction\": {\"enum\": "
                   "[\"up\", \"down\"]}}, \"required\": [\"direction\"]}"),
         schema_of("{\"type\": \"object\", \"properties\": {}}")};
     char *tools[] = {"scroll", "back"};
     assert_int_equal(srv_tool_grammar_schema(&g, SRV_FMT_HERMES, tools,
-                                             (const struct srv_schema *const *)sc, 2),
+                                             (const struct nb_schema *const *)sc, 2),
                      0);
     const char *least = "<tool_call>\n{\"name\": \"back\", \"arguments\": {}}\n</tool_call>";
     assert_int_equal(accepts(&g, least, 1), 1);
@@ -739,16 +739,16 @@ static void test_forced_kjv(void **state)
     printf("# tight tool-call budget (%d tokens): 20 of 20 calls complete, %d of them back\n",
            budget, backs);
     /* a budget that holds the call the model wants but not the worst case of the first
-     * token (srv_cons_cost: the dearest tool and schema): the model's tool and argument
+     * token (nb_cons_cost: the dearest tool and schema): the model's tool and argument
      * are kept. Before, closing was set from the first token whenever the budget was not
      * above that worst case, and the cheapest tool was forced: the phone agent's calls
      * through the server all came out `back` at max_tokens 64 (issue 34). */
     const char *want = "<tool_call>\n{\"name\": \"scroll\", \"arguments\": {\"direction\": "
                        "\"down\"}}\n</tool_call>";
     assert_int_equal(accepts(&g, want, 1), 1);
-    struct srv_cons c0;
-    srv_cons_start(&g, &c0);
-    const int worst = srv_cons_cost(&g, &c0), len = (int)strlen(want);
+    struct nb_cons c0;
+    nb_cons_start(&g, &c0);
+    const int worst = nb_cons_cost(&g, &c0), len = (int)strlen(want);
     int kept_from = -1;
     for (budget = len + 1; budget <= worst + 1; budget++) {
         if (decode(&g, &v, NULL, want, 0, out, sizeof out, budget) < 0)
@@ -764,7 +764,7 @@ static void test_forced_kjv(void **state)
     assert_true(kept_from > 0 && kept_from <= worst - 8);
     /* the same call written as a model writes it, in its own tokens: kept while the budget
      * holds those tokens and, from wherever the call is, the closing walk's tokens
-     * (srv_cons_close_tokens), far below its bytes. Before, the budget was counted in
+     * (nb_cons_close_tokens), far below its bytes. Before, the budget was counted in
      * bytes (a token at least one) and nothing under len + 1 kept the call: the phone
      * agent's calls (26 tokens, 77 bytes) came out `back` at max_tokens 64 (issue 34) */
     const int n_tok = decode(&g, &v, NULL, want, 1, out, sizeof out, 1000);
@@ -783,8 +783,8 @@ static void test_forced_kjv(void **state)
            kept_from, len);
     assert_true(kept_from > 0 && kept_from <= n_tok + 8);
     /* along that call at the tightest budget that keeps it, closing or not: the mask (its
-     * closing walks shared, srv_cons_mask) allows what srv_cons_allows does, token for token */
-    struct srv_cons c = c0;
+     * closing walks shared, nb_cons_mask) allows what nb_cons_allows does, token for token */
+    struct nb_cons c = c0;
     float *row = malloc(sizeof *row * (size_t)v.n_vocab);
     assert_non_null(row);
     int agreed = 0;
@@ -792,14 +792,14 @@ static void test_forced_kjv(void **state)
         int k = longest_prefix(&v, want + at, (size_t)(len - at));
         assert_true(k >= 0);
         for (int closing = 0; closing < 2 && step % 5 == 0; closing++) {
-            struct srv_cons u = c;
+            struct nb_cons u = c;
             u.closing = closing;
             u.budget = kept_from - step - 1;
             for (int i = 0; i < v.n_vocab; i++)
                 row[i] = 0;
-            int n = srv_cons_mask(&g, &v, &u, 0, row), allowed = 0;
+            int n = nb_cons_mask(&g, &v, &u, 0, row), allowed = 0;
             for (int i = 0; i < v.n_vocab; i++) {
-                if ((row[i] == 0) != srv_cons_allows(&g, &v, &u, i, 0))
+                if ((row[i] == 0) != nb_cons_allows(&g, &v, &u, i, 0))
                     fail_msg("step %d (closing %d): token %d: the mask and the check differ", step,
                              closing, i);
                 allowed += row[i] == 0;
@@ -809,15 +809,15 @@ static void test_forced_kjv(void **state)
             agreed++;
         }
         int kn = (int)(v.off[k + 1] - v.off[k]);
-        assert_int_equal(srv_cons_feed(&g, &c, want + at, (size_t)kn), 1);
+        assert_int_equal(nb_cons_feed(&g, &c, want + at, (size_t)kn), 1);
         at += kn;
     }
     printf("# the mask and the check agree at %d budgeted states\n", agreed);
     free(row);
-    srv_grammar_free(&g);
-    srv_schema_free(sc[0]);
-    srv_schema_free(sc[1]);
-    srv_vocab_bytes_free(&v);
+    nb_gram_free(&g);
+    nb_schema_free(sc[0]);
+    nb_schema_free(sc[1]);
+    nb_vocab_bytes_free(&v);
     nb_tokenizer_free(t);
 }
 

@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "nibble.h"
+#include "runtime/constrain.h"
 
 #define SAMPLER_CHUNK 128 /* logits per chunk of top_k_select */
 
@@ -25,6 +26,11 @@ struct nb_sampler {
         int32_t id;
     } *cand;          /* [n_vocab] */
     float *chunk_max; /* [n_vocab / SAMPLER_CHUNK + 1] (top_k_select) */
+    /* the constraint stage (nb_sampler_set_grammar): the grammar, where the output is in
+     * it, room for a masked copy of a row */
+    const struct nb_grammar *grammar;
+    struct nb_cons cons;
+    float *work; /* [n_vocab] */
 };
 
 struct nb_sampler_params nb_sampler_default_params(void)
@@ -83,6 +89,7 @@ void nb_sampler_free(struct nb_sampler *s)
     free(s->cand);
     free(s->chunk_max);
     free(s->history);
+    free(s->work);
     free(s);
 }
 
@@ -196,7 +203,7 @@ static void apply_penalty(struct nb_sampler *s, float *logits)
     }
 }
 
-int32_t nb_sampler_sample(struct nb_sampler *s, float *logits)
+static int32_t sample_free(struct nb_sampler *s, float *logits)
 {
     apply_penalty(s, logits);
     int n = s->n_vocab;
@@ -253,4 +260,68 @@ int32_t nb_sampler_sample(struct nb_sampler *s, float *logits)
         if (r < 0) return s->cand[i].id;
     }
     return s->cand[k - 1].id;
+}
+
+/* ---------------------------------------------------------------- the constraint stage */
+
+int32_t nb_cons_sample(struct nb_sampler *s, const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                       struct nb_cons *c, int special, float *row, float *work)
+{
+    int n_vocab = s->n_vocab;
+    memcpy(work, row, sizeof *work * (size_t)n_vocab);
+    int32_t tok = sample_free(s, work);
+    if (nb_cons_allows(g, v, c, tok, special)) return tok;
+    /* the model's choice no longer fits the budget: close, and it may still be the way */
+    if (nb_cons_refused(g, v, c, tok, special) && nb_cons_allows(g, v, c, tok, special))
+        return tok;
+    const struct nb_sampler_params *p = &s->p;
+    if (p->temperature <= 0 && p->repeat_penalty == 1.0f && p->presence_penalty == 0 &&
+        p->frequency_penalty == 0) { /* greedy on the raw row: its next best in turn */
+        for (int t = 0; t < 16 && tok >= 0; t++) {
+            row[tok] = -INFINITY;
+            int best = -1;
+            float bv = -INFINITY;
+            for (int i = 0; i < n_vocab; i++)
+                if (row[i] > bv) bv = row[i], best = i;
+            if (best >= 0 && nb_cons_allows(g, v, c, best, special)) return best;
+            tok = best;
+        }
+    }
+    if (nb_cons_next(g, v, c, c->budget, special, row, work) == 0) return -1;
+    return sample_free(s, work);
+}
+
+int32_t nb_sampler_sample(struct nb_sampler *s, float *logits)
+{
+    const struct nb_grammar *g = s->grammar;
+    if (!g) return sample_free(s, logits);
+    int32_t tok = nb_cons_sample(s, &g->gram, &g->vb, &s->cons, 0, logits, s->work);
+    if (tok >= 0 && g->vb.kind[tok] != NB_VTOK_EOG) {
+        const char *b = g->vb.bytes + g->vb.off[tok];
+        nb_cons_feed(&g->gram, &s->cons, b, g->vb.off[tok + 1] - g->vb.off[tok]);
+    }
+    return tok;
+}
+
+enum nb_status nb_sampler_set_grammar(struct nb_sampler *s, const struct nb_grammar *g)
+{
+    if (!s) return nb_set_error(NB_ERR_INVALID_ARG, "nb_sampler_set_grammar: no sampler");
+    if (g && g->vb.n_vocab != s->n_vocab)
+        return nb_set_error(NB_ERR_INVALID_ARG, "nb_sampler_set_grammar: the grammar was made "
+                            "for %d tokens, the sampler draws from %d", g->vb.n_vocab, s->n_vocab);
+    if (g && !s->work && !(s->work = malloc(sizeof *s->work * (size_t)s->n_vocab)))
+        return nb_set_error(NB_ERR_NOMEM, "sampler: out of memory");
+    s->grammar = g;
+    if (g) nb_cons_start(&g->gram, &s->cons);
+    return NB_OK;
+}
+
+void nb_sampler_set_budget(struct nb_sampler *s, int n_tokens)
+{
+    if (s) s->cons.budget = n_tokens < 0 ? -1 : n_tokens;
+}
+
+int nb_sampler_grammar_complete(const struct nb_sampler *s)
+{
+    return s && s->grammar && nb_cons_complete(&s->grammar->gram, &s->cons);
 }

@@ -13,6 +13,7 @@
  * it), so a draw consumes the sampler exactly as plain decoding would: the output does
  * not depend on the drafts, and a context shift happens at the same token with or without
  * them (drafts that do not fit are not fed; the last token alone decides a shift). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -299,7 +300,13 @@ static enum outcome accept(struct nb_sequence *s, struct nb_sampler *smp, int st
     enum outcome o = GO_ON;
     int i = 0;
     for (; i < s->rows; i++) {
+        if (*left > 0) nb_sampler_set_budget(smp, *left > INT_MAX ? INT_MAX : (int)*left);
         int32_t y = nb_sampler_sample(smp, s->logits + (size_t)i * (size_t)s->n_vocab);
+        if (y < 0) { /* the sampler's grammar: no token continues the output */
+            *st = nb_set_error(NB_ERR_RANGE, "constrained output: no token of the vocabulary "
+                               "continues it");
+            return STOP;
+        }
         if (stop_on_eos && y == s->eos_id) {
             S->stopped_by = NB_STOPPED_EOG;
             o = STOP;

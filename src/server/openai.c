@@ -36,11 +36,11 @@ void srv_request_free(struct srv_request *r)
     for (int i = 0; i < r->n_tools; i++)
         free(r->tools[i]);
     free(r->tools);
-    srv_grammar_free(r->grammar); /* before the schemas it borrows */
+    nb_gram_free(r->grammar); /* before the schemas it borrows */
     free(r->grammar);
-    srv_schema_free(r->schema);
+    nb_schema_free(r->schema);
     for (int i = 0; r->tool_schemas && i < r->n_tools; i++)
-        srv_schema_free(r->tool_schemas[i]);
+        nb_schema_free(r->tool_schemas[i]);
     free(r->tool_schemas);
     memset(r, 0, sizeof *r);
 }
@@ -186,10 +186,10 @@ static int parse_logprobs(const cJSON *o, struct srv_request *r, struct srv_erro
  * subset (constrain.h) and not strict — then the output is only JSON, which the log says;
  * strict, that is a 400 naming what is outside. */
 static int compile_schema(const cJSON *schema, int strict, const char *param,
-                          struct srv_schema **out, struct srv_error *e)
+                          struct nb_schema **out, struct srv_error *e)
 {
     *out = NULL;
-    enum nb_status st = srv_schema_compile(schema, out);
+    enum nb_status st = nb_schema_compile(schema, out);
     if (st == NB_OK) return 0;
     if (st == NB_ERR_NOMEM) return srv_fail(e, 500, NULL, NULL, "out of memory");
     if (strict)
@@ -365,7 +365,7 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
             char *keep = r->tools[k];
             r->tools[k] = r->tools[0];
             r->tools[0] = keep;
-            struct srv_schema *keep_s = r->tool_schemas[k];
+            struct nb_schema *keep_s = r->tool_schemas[k];
             r->tool_schemas[k] = r->tool_schemas[0];
             r->tool_schemas[0] = keep_s;
         }
@@ -790,12 +790,12 @@ static int make_grammar(const struct srv_model *m, struct srv_request *r, struct
     if (!call && !r->json_format) return 0;
     if (!(r->grammar = calloc(1, sizeof *r->grammar)))
         return srv_fail(e, 500, NULL, NULL, "out of memory");
-    const struct srv_schema *const *schemas = (const struct srv_schema *const *)r->tool_schemas;
-    const struct srv_schema *one = r->schema;
+    const struct nb_schema *const *schemas = (const struct nb_schema *const *)r->tool_schemas;
+    const struct nb_schema *one = r->schema;
     int rc = call  ? srv_tool_grammar_schema(r->grammar, r->tool_format, r->tools, schemas,
                                             r->tool_choice == SRV_TC_NAMED ? 1 : r->n_tools)
-             : one ? srv_grammar_schema(r->grammar, &one, 1)
-                   : srv_grammar_object(r->grammar);
+             : one ? nb_gram_schema(r->grammar, &one, 1)
+                   : nb_gram_object(r->grammar);
     if (rc) return srv_fail(e, 500, NULL, NULL, "out of memory");
     if (r->tool_choice == SRV_TC_REQUIRED && r->parallel_calls && r->tool_format == SRV_FMT_HERMES)
         r->grammar->rounds = SRV_MAX_CALLS;

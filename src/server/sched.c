@@ -64,11 +64,11 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
         srv_job_release(s, j);
         return NULL;
     }
-    if (j->req.grammar) srv_cons_start(j->req.grammar, &j->cons);
+    if (j->req.grammar) nb_cons_start(j->req.grammar, &j->cons);
     if (!j->req.grammar && j->req.tool_choice == SRV_TC_AUTO && srv_request_parses_tools(&j->req)) {
         if (!(j->auto_g = calloc(1, sizeof *j->auto_g)) ||
             srv_tool_grammar_schema(j->auto_g, j->req.tool_format, j->req.tools,
-                                    (const struct srv_schema *const *)j->req.tool_schemas,
+                                    (const struct nb_schema *const *)j->req.tool_schemas,
                                     j->req.n_tools)) {
             srv_job_release(s, j);
             return NULL;
@@ -81,7 +81,7 @@ static void job_free(struct srv_job *j)
 {
     nb_sampler_free(j->sampler);
     nb_text_out_free(j->out);
-    srv_grammar_free(j->auto_g);
+    nb_gram_free(j->auto_g);
     free(j->auto_g);
     srv_request_free(&j->req);
     free(j->text);
@@ -498,7 +498,7 @@ static void admit(struct nb_server *s, struct cache *c, double now, int draining
 
 /* The grammar the job's next token must keep to, or NULL: the request's, or with
  * tool_choice auto the call's while the model is writing one. */
-static const struct srv_grammar *job_grammar(const struct srv_job *j)
+static const struct nb_gram *job_grammar(const struct srv_job *j)
 {
     return j->req.grammar ? j->req.grammar : j->auto_on ? j->auto_g : NULL;
 }
@@ -523,46 +523,24 @@ static void auto_begin(struct srv_job *j, const char *b, size_t n)
     memmove(j->tail, buf + k - keep, keep);
     j->tail_n = (int)keep;
     if (from < 0) return;
-    struct srv_cons c;
-    srv_cons_start(j->auto_g, &c);
-    if (!srv_cons_feed(j->auto_g, &c, buf + from, k - (size_t)from)) return;
+    struct nb_cons c;
+    nb_cons_start(j->auto_g, &c);
+    if (!nb_cons_feed(j->auto_g, &c, buf + from, k - (size_t)from)) return;
     j->cons = c;
-    j->auto_on = !srv_cons_complete(j->auto_g, &c);
+    j->auto_on = !nb_cons_complete(j->auto_g, &c);
     j->tail_n = 0;
 }
 
-/* The next token of a job whose output is constrained (job_grammar): the sampler's choice
- * when the grammar allows it (one token's bytes checked: the usual case), else for greedy
- * sampling the next candidates by logit (16 at most), else the sampler again over the row
- * with every token the grammar refuses masked (srv_cons_next: closing once no token fits
- * the budget). A token is allowed only if the output can still close in the tokens left
- * before max_tokens, one kept for the end of generation. `row` is the raw logits
- * (modified), `work` room for a copy. -1: no token of the vocabulary continues the output. */
+/* The next token of a job whose output is constrained (job_grammar): the library's
+ * constraint stage (nb_cons_sample) with the job's state, special tokens allowed where
+ * the request parses tool calls. A token is allowed only if the output can still close in
+ * the tokens left before max_tokens, one kept for the end of generation. `row` is the raw
+ * logits (modified), `work` room for a copy. -1: no token continues the output. */
 static int32_t sample_constrained(struct nb_server *s, struct srv_job *j, float *row, float *work)
 {
-    const struct srv_grammar *g = job_grammar(j);
-    int n_vocab = s->m.n_vocab, special = srv_request_parses_tools(&j->req);
     j->cons.budget = j->max_tokens - j->n_gen - 1;
-    memcpy(work, row, sizeof *work * (size_t)n_vocab);
-    int32_t tok = nb_sampler_sample(j->sampler, work);
-    if (srv_cons_allows(g, s->m.vb, &j->cons, tok, special)) return tok;
-    /* the model's choice no longer fits the budget: close, and it may still be the way */
-    if (srv_cons_refused(g, s->m.vb, &j->cons, tok, special) &&
-        srv_cons_allows(g, s->m.vb, &j->cons, tok, special))
-        return tok;
-    if (j->req.sp.temperature <= 0 && j->req.sp.repeat_penalty == 1.0f) {
-        for (int t = 0; t < 16 && tok >= 0; t++) {
-            row[tok] = -INFINITY;
-            int best = -1;
-            float bv = -INFINITY;
-            for (int i = 0; i < n_vocab; i++)
-                if (row[i] > bv) bv = row[i], best = i;
-            if (best >= 0 && srv_cons_allows(g, s->m.vb, &j->cons, best, special)) return best;
-            tok = best;
-        }
-    }
-    if (srv_cons_next(g, s->m.vb, &j->cons, j->cons.budget, special, row, work) == 0) return -1;
-    return nb_sampler_sample(j->sampler, work);
+    return nb_cons_sample(j->sampler, job_grammar(j), s->m.vb, &j->cons,
+                          srv_request_parses_tools(&j->req), row, work);
 }
 
 /* One token sampled for job j: its text added, and whether it ends the job. Runs outside
@@ -579,13 +557,13 @@ static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t to
                  "constrained decoding: no token of the vocabulary continues the output");
         return "stop";
     }
-    const struct srv_vocab_bytes *v = s->m.vb;
+    const struct nb_vocab_bytes *v = s->m.vb;
     const char *tb = v->bytes + v->off[tok];
     size_t tn = v->off[tok + 1] - v->off[tok];
     if (job_grammar(j)) {
-        srv_cons_feed(job_grammar(j), &j->cons, tb, tn);
+        nb_cons_feed(job_grammar(j), &j->cons, tb, tn);
         /* auto: the call is complete, free text again (more calls, or words) */
-        if (j->auto_on && srv_cons_complete(j->auto_g, &j->cons)) j->auto_on = 0;
+        if (j->auto_on && nb_cons_complete(j->auto_g, &j->cons)) j->auto_on = 0;
     } else if (j->auto_g) {
         auto_begin(j, tb, tn);
     }

@@ -173,7 +173,7 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
         goto fail;
     }
 
-    if ((st = srv_vocab_bytes_init(&s->vb, p->tok, info.n_vocab))) goto fail;
+    if ((st = nb_vocab_bytes_init(&s->vb, p->tok, info.n_vocab))) goto fail;
     s->m.vb = &s->vb;
 
     struct nb_ctx_params cp = p->ctx;
@@ -287,7 +287,7 @@ void nb_server_free(struct nb_server *s)
     }
     srv_engine_abort(s);
     nb_ctx_free(s->ctx);
-    srv_vocab_bytes_free(&s->vb);
+    nb_vocab_bytes_free(&s->vb);
     free(s->slots);
     nb_jinja_free(s->m.jinja);
     if (s->stop_pipe[0] >= 0) close(s->stop_pipe[0]);

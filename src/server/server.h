@@ -22,7 +22,7 @@
 
 #include "nibble.h"
 #include "nibble_server.h"
-#include "server/constrain.h"
+#include "runtime/constrain.h"
 #include "tokenizer/jinja.h"
 #include "tokenizer/tokenizer.h"
 
@@ -90,11 +90,11 @@ struct srv_request {
     int parallel_calls; /* parallel_tool_calls (default true): "required" may make several */
     enum srv_tool_format tool_format;
     int json_format;             /* response_format json_object / json_schema */
-    struct srv_grammar *grammar; /* the output's constraint, or NULL */
+    struct nb_gram *grammar; /* the output's constraint, or NULL */
     /* the schemas enforced (constrain.h): json_schema's, each tool's parameters' [n_tools]
      * (NULL: none given, or outside the subset and not strict: any object) */
-    struct srv_schema *schema;
-    struct srv_schema **tool_schemas;
+    struct nb_schema *schema;
+    struct nb_schema **tool_schemas;
     /* a chat answer's <think>...</think> goes to reasoning_content (reasoning.c);
      * think_open: the prompt itself ends with <think> (the answer starts inside it) */
     int reasoning, think_open;
@@ -112,7 +112,7 @@ struct srv_model {
     const char *bos_text, *eos_text;
     int n_vocab, n_ctx;
     struct nb_sampler_params sp;      /* the server's defaults */
-    const struct srv_vocab_bytes *vb; /* each token's bytes, for constrained decoding */
+    const struct nb_vocab_bytes *vb; /* each token's bytes, for constrained decoding */
     int reasoning; /* the template thinks in <think> and --reasoning-format is not none */
 };
 
@@ -146,11 +146,11 @@ void srv_think_split(const char *text, size_t len, int open, int done, struct sr
 enum srv_tool_format srv_tool_format_of(const struct srv_model *m);
 /* The grammar of one call to one of names[0..n) in format f (constrain.h). 0, or -1 when
  * out of memory. */
-int srv_tool_grammar(struct srv_grammar *g, enum srv_tool_format f, char *const *names, int n);
+int srv_tool_grammar(struct nb_gram *g, enum srv_tool_format f, char *const *names, int n);
 /* The same with each function's arguments kept to schemas[i] (NULL entries, or schemas
  * NULL: any object); the schemas are borrowed (they outlive the grammar). */
-int srv_tool_grammar_schema(struct srv_grammar *g, enum srv_tool_format f, char *const *names,
-                            const struct srv_schema *const *schemas, int n);
+int srv_tool_grammar_schema(struct nb_gram *g, enum srv_tool_format f, char *const *names,
+                            const struct nb_schema *const *schemas, int n);
 
 struct srv_tool_call {
     char *name;
@@ -208,10 +208,10 @@ struct srv_job {
     int max_tokens; /* after clamping to the context */
     struct nb_sampler *sampler;
     struct nb_text_out *out; /* the token -> text step: detokenizer and stop strings */
-    struct srv_cons cons; /* where the output is in the grammar (job_grammar in sched.c) */
+    struct nb_cons cons; /* where the output is in the grammar (job_grammar in sched.c) */
     /* tool_choice auto: the call's grammar, on from where the model begins a call (the
      * wrapper written) until the call is complete */
-    struct srv_grammar *auto_g;
+    struct nb_gram *auto_g;
     int auto_on;
     char tail[16]; /* the last bytes generated while off (a wrapper split over tokens) */
     int tail_n;
@@ -275,7 +275,7 @@ struct nb_server {
     char model_name[256], host[256], api_key[512];
     int64_t created; /* unix seconds the server started: /v1/models' "created" */
     struct srv_model m;
-    struct srv_vocab_bytes vb;
+    struct nb_vocab_bytes vb;
     struct nb_ctx *ctx;
     int n_ctx;
     int port;

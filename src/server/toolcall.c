@@ -28,21 +28,21 @@ enum srv_tool_format srv_tool_format_of(const struct srv_model *m)
     return m->tpl.kind == NB_CHAT_LLAMA3 ? SRV_FMT_LLAMA3 : SRV_FMT_HERMES;
 }
 
-int srv_tool_grammar(struct srv_grammar *g, enum srv_tool_format f, char *const *names, int n)
+int srv_tool_grammar(struct nb_gram *g, enum srv_tool_format f, char *const *names, int n)
 {
     return srv_tool_grammar_schema(g, f, names, NULL, n);
 }
 
 /* The arguments: an object of each function's schema when one has a schema, else any. */
-static int arguments(struct srv_grammar *g, const struct srv_schema *const *schemas, int n)
+static int arguments(struct nb_gram *g, const struct nb_schema *const *schemas, int n)
 {
     for (int i = 0; schemas && i < n; i++)
-        if (schemas[i]) return srv_grammar_schema(g, schemas, n);
-    return srv_grammar_object(g);
+        if (schemas[i]) return nb_gram_schema(g, schemas, n);
+    return nb_gram_object(g);
 }
 
-int srv_tool_grammar_schema(struct srv_grammar *g, enum srv_tool_format f, char *const *names,
-                            const struct srv_schema *const *schemas, int n)
+int srv_tool_grammar_schema(struct nb_gram *g, enum srv_tool_format f, char *const *names,
+                            const struct nb_schema *const *schemas, int n)
 {
     char **alts = calloc((size_t)(n > 0 ? n : 1), sizeof *alts);
     int rc = -1;
@@ -54,15 +54,15 @@ int srv_tool_grammar_schema(struct srv_grammar *g, enum srv_tool_format f, char 
         memcpy(alts[i] + k, "\"", 2); /* names have no quote: the choice is prefix-free */
     }
     if (f == SRV_FMT_LLAMA3)
-        rc = srv_grammar_literal(g, "{\"name\": \"") ||
-             srv_grammar_choice(g, (const char *const *)alts, n) ||
-             srv_grammar_literal(g, ", \"parameters\": ") || arguments(g, schemas, n) ||
-             srv_grammar_literal(g, "}");
+        rc = nb_gram_literal(g, "{\"name\": \"") ||
+             nb_gram_choice(g, (const char *const *)alts, n) ||
+             nb_gram_literal(g, ", \"parameters\": ") || arguments(g, schemas, n) ||
+             nb_gram_literal(g, "}");
     else
-        rc = srv_grammar_literal(g, "<tool_call>\n{\"name\": \"") ||
-             srv_grammar_choice(g, (const char *const *)alts, n) ||
-             srv_grammar_literal(g, ", \"arguments\": ") || arguments(g, schemas, n) ||
-             srv_grammar_literal(g, "}\n</tool_call>");
+        rc = nb_gram_literal(g, "<tool_call>\n{\"name\": \"") ||
+             nb_gram_choice(g, (const char *const *)alts, n) ||
+             nb_gram_literal(g, ", \"arguments\": ") || arguments(g, schemas, n) ||
+             nb_gram_literal(g, "}\n</tool_call>");
     rc = rc ? -1 : 0;
 done:
     for (int i = 0; i < n; i++)

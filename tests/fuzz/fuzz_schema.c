@@ -1,26 +1,26 @@
-/* Fuzz target: a JSON Schema compiled for constrained decoding (server/schema.c) and the
- * schema-guided recogniser (server/constrain.c) walked over bytes. Input: the schema's
+/* Fuzz target: a JSON Schema compiled for constrained decoding (runtime/schema.c) and the
+ * schema-guided recogniser (runtime/constrain.c) walked over bytes. Input: the schema's
  * JSON, a NUL, then bytes fed one at a time (those refused are skipped; 0xff sets closing).
  * Checked: a schema is compiled or refused with a message; the recogniser never dead-ends
  * (some byte always goes on until the object is complete); and once closing, it completes
- * within srv_cons_cost bytes, the bound the server's budget relies on. */
+ * within nb_cons_cost bytes, the bound the server's budget relies on. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <cjson/cJSON.h>
 
-#include "server/constrain.h"
+#include "runtime/constrain.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 /* Does some byte go on from c? */
-static int can_go_on(const struct srv_grammar *g, const struct srv_cons *c)
+static int can_go_on(const struct nb_gram *g, const struct nb_cons *c)
 {
     for (unsigned b = 0; b < 256; b++) {
-        struct srv_cons t = *c;
+        struct nb_cons t = *c;
         char ch = (char)b;
-        if (srv_cons_feed(g, &t, &ch, 1)) return 1;
+        if (nb_cons_feed(g, &t, &ch, 1)) return 1;
     }
     return 0;
 }
@@ -31,32 +31,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (!nul) return 0;
     cJSON *o = cJSON_ParseWithLength((const char *)data, (size_t)(nul - data));
     if (!o) return 0;
-    struct srv_schema *s = NULL;
-    enum nb_status st = srv_schema_compile(o, &s);
+    struct nb_schema *s = NULL;
+    enum nb_status st = nb_schema_compile(o, &s);
     cJSON_Delete(o);
     if (st != NB_OK) {
         if (s || !nb_last_error()[0]) abort(); /* refused: nothing made, and a message */
         return 0;
     }
-    struct srv_grammar g = {0};
-    const struct srv_schema *one = s;
-    if (srv_grammar_schema(&g, &one, 1)) abort();
-    struct srv_cons c;
-    srv_cons_start(&g, &c);
+    struct nb_gram g = {0};
+    const struct nb_schema *one = s;
+    if (nb_gram_schema(&g, &one, 1)) abort();
+    struct nb_cons c;
+    nb_cons_start(&g, &c);
     long budget = -1; /* once closing: the bytes it may still take */
-    for (const uint8_t *b = nul + 1; b < data + size && !srv_cons_complete(&g, &c); b++) {
+    for (const uint8_t *b = nul + 1; b < data + size && !nb_cons_complete(&g, &c); b++) {
         if (*b == 0xff) {
-            if (!c.closing) budget = srv_cons_cost(&g, &c);
+            if (!c.closing) budget = nb_cons_cost(&g, &c);
             c.closing = 1;
             continue;
         }
-        struct srv_cons t = c;
-        if (!srv_cons_feed(&g, &t, (const char *)b, 1)) continue;
+        struct nb_cons t = c;
+        if (!nb_cons_feed(&g, &t, (const char *)b, 1)) continue;
         c = t;
-        if (budget >= 0 && --budget < 0 && !srv_cons_complete(&g, &c)) abort();
-        if (!srv_cons_complete(&g, &c) && !can_go_on(&g, &c)) abort();
+        if (budget >= 0 && --budget < 0 && !nb_cons_complete(&g, &c)) abort();
+        if (!nb_cons_complete(&g, &c) && !can_go_on(&g, &c)) abort();
     }
-    srv_grammar_free(&g);
-    srv_schema_free(s);
+    nb_gram_free(&g);
+    nb_schema_free(s);
     return 0;
 }

@@ -19,7 +19,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static struct nb_tokenizer *g_tok;
-static struct srv_vocab_bytes g_vb;
+static struct nb_vocab_bytes g_vb;
 static float *g_logits;
 
 /* A llama2.c tokenizer.bin in memory: max length, then score, length, bytes per token. */
@@ -66,20 +66,20 @@ static void run_constraint(const struct srv_request *r, const uint8_t *data, siz
         size -= (size_t)(lt - data);
         data = lt;
     }
-    struct srv_cons c;
-    srv_cons_start(r->grammar, &c);
+    struct nb_cons c;
+    nb_cons_start(r->grammar, &c);
     for (size_t i = 0; i < size; i++) {
-        struct srv_cons t = c;
-        if (!srv_cons_feed(r->grammar, &t, (const char *)data + i, 1)) break;
+        struct nb_cons t = c;
+        if (!nb_cons_feed(r->grammar, &t, (const char *)data + i, 1)) break;
         c = t;
         if (i == size / 2) c.closing = 1; /* the second half in closing mode */
     }
-    if (srv_cons_cost(r->grammar, &c) < 0) abort();
+    if (nb_cons_cost(r->grammar, &c) < 0) abort();
     for (int i = 0; i < g_vb.n_vocab; i++)
         g_logits[i] = 0;
-    int n = srv_cons_mask(r->grammar, &g_vb, &c, 1, g_logits);
+    int n = nb_cons_mask(r->grammar, &g_vb, &c, 1, g_logits);
     for (int i = 0; i < g_vb.n_vocab; i++) {
-        if ((g_logits[i] == 0) != srv_cons_allows(r->grammar, &g_vb, &c, i, 1)) abort();
+        if ((g_logits[i] == 0) != nb_cons_allows(r->grammar, &g_vb, &c, i, 1)) abort();
         n -= g_logits[i] == 0;
     }
     if (n != 0) abort();
@@ -108,7 +108,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (!g_tok && !(g_tok = make_tokenizer())) abort();
     if (!g_logits) {
-        if (srv_vocab_bytes_init(&g_vb, g_tok, nb_tokenizer_n_vocab(g_tok)) != NB_OK) abort();
+        if (nb_vocab_bytes_init(&g_vb, g_tok, nb_tokenizer_n_vocab(g_tok)) != NB_OK) abort();
         if (!(g_logits = malloc(sizeof *g_logits * (size_t)g_vb.n_vocab))) abort();
     }
     run_tool_parse(data, size);

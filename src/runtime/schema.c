@@ -1,4 +1,4 @@
-/* server/schema.c — a JSON Schema (the subset of constrain.h) compiled to the nodes the
+/* runtime/schema.c — a JSON Schema (the subset of constrain.h) compiled to the nodes the
  * schema-guided JSON recogniser walks, and the bytes each node needs to finish. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,7 +7,7 @@
 #include <cjson/cJSON.h>
 
 #include "core/error.h"
-#include "server/constrain.h"
+#include "runtime/constrain.h"
 
 /* Keywords that say nothing about which values are valid. */
 static const char *const k_annotations[] = {
@@ -21,10 +21,10 @@ static const char *const k_known[] = {
     "const", "anyOf",      "oneOf",    "$ref",
     NULL,
 };
-static const char *const k_class_names[SRV_JC_N] = {"object", "array", "string", "number",
+static const char *const k_class_names[NB_JC_N] = {"object", "array", "string", "number",
                                                     "true",   "false", "null"};
 /* Bytes that finish a value of each class, closing, when nothing more is required of it. */
-static const int k_base_cost[SRV_JC_N] = {2, 2, 2, 2, 4, 5, 4};
+static const int k_base_cost[NB_JC_N] = {2, 2, 2, 2, 4, 5, 4};
 #define FREE_CLOSE 5 /* any value: the dearest class ("false"), as constrain.c counts it */
 
 /* Nodes with more elements than this in minItems are refused (each is written out). */
@@ -33,7 +33,7 @@ static const int k_base_cost[SRV_JC_N] = {2, 2, 2, 2, 4, 5, 4};
 
 struct compiler {
     const cJSON *root;
-    struct srv_schema *s;
+    struct nb_schema *s;
     int cap;
     const cJSON **src; /* [cap] the schema object each node was made from */
     uint8_t *done;     /* [cap] the node's targets are final */
@@ -54,11 +54,11 @@ static enum nb_status unsupported(const char *what)
 /* A new node made from src (all targets NONE): *out its id. */
 static enum nb_status new_node(struct compiler *C, const cJSON *src, int *out)
 {
-    struct srv_schema *s = C->s;
-    if (s->n == SRV_SCHEMA_MAX_NODES) return unsupported("more than 256 subschemas");
+    struct nb_schema *s = C->s;
+    if (s->n == NB_SCHEMA_MAX_NODES) return unsupported("more than 256 subschemas");
     if (s->n == C->cap) {
         int cap = C->cap ? 2 * C->cap : 16;
-        struct srv_snode *nodes = realloc(s->nodes, sizeof *nodes * (size_t)cap);
+        struct nb_snode *nodes = realloc(s->nodes, sizeof *nodes * (size_t)cap);
         if (nodes) s->nodes = nodes;
         const cJSON **src2 = realloc(C->src, sizeof *src2 * (size_t)cap);
         if (src2) C->src = src2;
@@ -69,14 +69,14 @@ static enum nb_status new_node(struct compiler *C, const cJSON *src, int *out)
         C->cap = cap;
     }
     int n = s->n++;
-    struct srv_snode *N = &s->nodes[n];
+    struct nb_snode *N = &s->nodes[n];
     memset(N, 0, sizeof *N);
-    for (int k = 0; k < SRV_JC_N; k++) {
-        N->target[k] = SRV_SCHEMA_NONE;
-        N->cost[k] = SRV_SCHEMA_INF;
+    for (int k = 0; k < NB_JC_N; k++) {
+        N->target[k] = NB_SCHEMA_NONE;
+        N->cost[k] = NB_SCHEMA_INF;
     }
-    N->close = SRV_SCHEMA_INF;
-    N->items = SRV_SCHEMA_FREE;
+    N->close = NB_SCHEMA_INF;
+    N->items = NB_SCHEMA_FREE;
     N->max_items = -1;
     C->src[n] = src;
     C->done[n] = 0;
@@ -104,8 +104,8 @@ static char *json_text(const cJSON *v)
 
 static int class_of_text(const char *t)
 {
-    int k = srv_json_class((unsigned char)t[0]);
-    return k < 0 ? SRV_JC_NUM : k;
+    int k = nb_json_class((unsigned char)t[0]);
+    return k < 0 ? NB_JC_NUM : k;
 }
 
 /* The classes a `type` allows (a bit per class), *int_only for "integer" without
@@ -124,19 +124,19 @@ static unsigned type_mask(const cJSON *type, int *int_only, enum nb_status *st)
     for (; t; t = list ? t->next : NULL) {
         const char *n = cJSON_IsString(t) ? t->valuestring : "";
         if (!strcmp(n, "object"))
-            mask |= 1u << SRV_JC_OBJ;
+            mask |= 1u << NB_JC_OBJ;
         else if (!strcmp(n, "array"))
-            mask |= 1u << SRV_JC_ARR;
+            mask |= 1u << NB_JC_ARR;
         else if (!strcmp(n, "string"))
-            mask |= 1u << SRV_JC_STR;
+            mask |= 1u << NB_JC_STR;
         else if (!strcmp(n, "number"))
-            mask |= 1u << SRV_JC_NUM, number = 1;
+            mask |= 1u << NB_JC_NUM, number = 1;
         else if (!strcmp(n, "integer"))
-            mask |= 1u << SRV_JC_NUM, integer = 1;
+            mask |= 1u << NB_JC_NUM, integer = 1;
         else if (!strcmp(n, "boolean"))
-            mask |= 1u << SRV_JC_TRUE | 1u << SRV_JC_FALSE;
+            mask |= 1u << NB_JC_TRUE | 1u << NB_JC_FALSE;
         else if (!strcmp(n, "null"))
-            mask |= 1u << SRV_JC_NULL;
+            mask |= 1u << NB_JC_NULL;
         else {
             char msg[128];
             snprintf(msg, sizeof msg, "'type' '%.40s' is not a JSON Schema type", n);
@@ -171,7 +171,7 @@ static enum nb_status compile_object(struct compiler *C, int n, const cJSON *sch
     if (add && !cJSON_IsBool(add) && !cJSON_IsObject(add))
         return unsupported("'additionalProperties' must be a boolean or a schema");
     int np = props ? cJSON_GetArraySize(props) : 0;
-    if (C->s->nodes[n].target[SRV_JC_OBJ] == SRV_SCHEMA_FREE) {
+    if (C->s->nodes[n].target[NB_JC_OBJ] == NB_SCHEMA_FREE) {
         /* no listed keys and any others allowed: any object (a required key would have to
          * be written without a schema of its own) */
         if (req && cJSON_GetArraySize(req)) return unsupported("'required' without 'properties'");
@@ -179,8 +179,8 @@ static enum nb_status compile_object(struct compiler *C, int n, const cJSON *sch
     }
     /* only the listed keys are written: that keeps to additionalProperties whatever it says
      * (none listed: {}) */
-    if (np > SRV_SCHEMA_MAX_PROPS) return unsupported("an object with more than 64 properties");
-    struct srv_snode *N = &C->s->nodes[n];
+    if (np > NB_SCHEMA_MAX_PROPS) return unsupported("an object with more than 64 properties");
+    struct nb_snode *N = &C->s->nodes[n];
     N->obj = 1;
     if (np) {
         N->keys = calloc((size_t)np, sizeof *N->keys);
@@ -241,8 +241,8 @@ static enum nb_status compile_array(struct compiler *C, int n, const cJSON *sch,
     if ((mn && !is_count(mn, 1e9)) || (mx && !is_count(mx, 65535)))
         return unsupported("'minItems' and 'maxItems' must be counts (maxItems up to 65535)");
     if (mn && mn->valuedouble > MAX_MIN_ITEMS) return unsupported("'minItems' over 64");
-    if (C->s->nodes[n].target[SRV_JC_ARR] == SRV_SCHEMA_FREE) return NB_OK;
-    struct srv_snode *N = &C->s->nodes[n];
+    if (C->s->nodes[n].target[NB_JC_ARR] == NB_SCHEMA_FREE) return NB_OK;
+    struct nb_snode *N = &C->s->nodes[n];
     N->arr = 1;
     N->min_items = mn ? (int)mn->valuedouble : 0;
     N->max_items = mx ? (int)mx->valuedouble : -1;
@@ -269,17 +269,17 @@ static enum nb_status compile_union(struct compiler *C, int n, const cJSON *alts
         unsigned t;
         enum nb_status st = compile(C, a, depth + 1, &t);
         if (st != NB_OK) return st;
-        if (t != SRV_SCHEMA_FREE && !C->done[t]) {
+        if (t != NB_SCHEMA_FREE && !C->done[t]) {
             snprintf(msg, sizeof msg, "a $ref loop through '%s'", kw);
             return unsupported(msg);
         }
-        for (int k = 0; k < SRV_JC_N; k++) {
-            unsigned r = t == SRV_SCHEMA_FREE ? SRV_SCHEMA_FREE : C->s->nodes[t].target[k];
-            if (r == SRV_SCHEMA_NONE) continue;
-            if (C->s->nodes[n].target[k] != SRV_SCHEMA_NONE) {
+        for (int k = 0; k < NB_JC_N; k++) {
+            unsigned r = t == NB_SCHEMA_FREE ? NB_SCHEMA_FREE : C->s->nodes[t].target[k];
+            if (r == NB_SCHEMA_NONE) continue;
+            if (C->s->nodes[n].target[k] != NB_SCHEMA_NONE) {
                 snprintf(msg, sizeof msg,
                          "'%s': two alternatives take a%s %s value (they must differ in type)", kw,
-                         k == SRV_JC_OBJ || k == SRV_JC_ARR ? "n" : "", k_class_names[k]);
+                         k == NB_JC_OBJ || k == NB_JC_ARR ? "n" : "", k_class_names[k]);
                 return unsupported(msg);
             }
             C->s->nodes[n].target[k] = (uint16_t)r;
@@ -304,11 +304,11 @@ static enum nb_status compile_enum(struct compiler *C, int n, const cJSON *en, c
     }
     enum nb_status st = NB_OK;
     int nv = cJSON_IsArray(vals) ? cJSON_GetArraySize(vals) : -1;
-    if (nv < 1 || nv > SRV_SCHEMA_MAX_PROPS) {
+    if (nv < 1 || nv > NB_SCHEMA_MAX_PROPS) {
         st = unsupported("'enum' must list 1 to 64 values");
         goto done;
     }
-    struct srv_snode *N = &C->s->nodes[n];
+    struct nb_snode *N = &C->s->nodes[n];
     if (!(N->enums = calloc((size_t)nv, sizeof *N->enums))) {
         st = nb_set_error(NB_ERR_NOMEM, "json schema: out of memory");
         goto done;
@@ -338,13 +338,13 @@ done:
 }
 
 /* A node for schema sch (a memo of those made: a $ref's target is made once, so recursion
- * ends). *out: its id, or SRV_SCHEMA_FREE for a schema without constraints. */
+ * ends). *out: its id, or NB_SCHEMA_FREE for a schema without constraints. */
 static enum nb_status compile(struct compiler *C, const cJSON *sch, int depth, unsigned *out)
 {
     char msg[160];
     if (depth > MAX_NESTING) return unsupported("nested more than 64 deep (or a $ref loop)");
     if (cJSON_IsTrue(sch)) {
-        *out = SRV_SCHEMA_FREE;
+        *out = NB_SCHEMA_FREE;
         return NB_OK;
     }
     if (!cJSON_IsObject(sch)) return unsupported("a schema must be an object or true");
@@ -363,7 +363,7 @@ static enum nb_status compile(struct compiler *C, const cJSON *sch, int depth, u
         constrained = 1;
     }
     if (!constrained) {
-        *out = SRV_SCHEMA_FREE;
+        *out = NB_SCHEMA_FREE;
         return NB_OK;
     }
     const cJSON *ref = cJSON_GetObjectItemCaseSensitive(sch, "$ref");
@@ -407,12 +407,12 @@ static enum nb_status compile(struct compiler *C, const cJSON *sch, int depth, u
         if (cJSON_GetObjectItemCaseSensitive(sch, "properties") ||
             cJSON_GetObjectItemCaseSensitive(sch, "required") ||
             cJSON_GetObjectItemCaseSensitive(sch, "additionalProperties"))
-            mask |= 1u << SRV_JC_OBJ;
+            mask |= 1u << NB_JC_OBJ;
         if (cJSON_GetObjectItemCaseSensitive(sch, "items") ||
             cJSON_GetObjectItemCaseSensitive(sch, "minItems") ||
             cJSON_GetObjectItemCaseSensitive(sch, "maxItems"))
-            mask |= 1u << SRV_JC_ARR;
-        if (!mask) mask = (1u << SRV_JC_N) - 1;
+            mask |= 1u << NB_JC_ARR;
+        if (!mask) mask = (1u << NB_JC_N) - 1;
     }
     C->s->nodes[n].int_only = (uint8_t)int_only;
     const cJSON *en = cJSON_GetObjectItemCaseSensitive(sch, "enum");
@@ -424,47 +424,47 @@ static enum nb_status compile(struct compiler *C, const cJSON *sch, int depth, u
     }
     /* the readers first (a $ref back to this node from below may need them): an object
      * without listed keys that takes any is any object; an array without constraints, any */
-    for (int k = 0; k < SRV_JC_N; k++)
+    for (int k = 0; k < NB_JC_N; k++)
         if (mask >> k & 1) C->s->nodes[n].target[k] = (uint16_t)n;
     const cJSON *add = cJSON_GetObjectItemCaseSensitive(sch, "additionalProperties");
     const cJSON *items = cJSON_GetObjectItemCaseSensitive(sch, "items");
-    if ((mask >> SRV_JC_OBJ & 1) && !cJSON_GetObjectItemCaseSensitive(sch, "properties") &&
+    if ((mask >> NB_JC_OBJ & 1) && !cJSON_GetObjectItemCaseSensitive(sch, "properties") &&
         !cJSON_IsFalse(add) && !cJSON_IsObject(add))
-        C->s->nodes[n].target[SRV_JC_OBJ] = SRV_SCHEMA_FREE;
-    if ((mask >> SRV_JC_ARR & 1) && !cJSON_GetObjectItemCaseSensitive(sch, "minItems") &&
+        C->s->nodes[n].target[NB_JC_OBJ] = NB_SCHEMA_FREE;
+    if ((mask >> NB_JC_ARR & 1) && !cJSON_GetObjectItemCaseSensitive(sch, "minItems") &&
         !cJSON_GetObjectItemCaseSensitive(sch, "maxItems") && (!items || cJSON_IsTrue(items)))
-        C->s->nodes[n].target[SRV_JC_ARR] = SRV_SCHEMA_FREE;
+        C->s->nodes[n].target[NB_JC_ARR] = NB_SCHEMA_FREE;
     C->done[n] = 1;
-    if (mask >> SRV_JC_OBJ & 1) st = compile_object(C, n, sch, depth);
-    if (st == NB_OK && (mask >> SRV_JC_ARR & 1)) st = compile_array(C, n, sch, depth);
+    if (mask >> NB_JC_OBJ & 1) st = compile_object(C, n, sch, depth);
+    if (st == NB_OK && (mask >> NB_JC_ARR & 1)) st = compile_array(C, n, sch, depth);
     return st;
 }
 
 /* The cost of finishing a value of reader t in class k (t FREE: the class's base). */
-static int reader_cost(const struct srv_schema *s, unsigned t, int k)
+static int reader_cost(const struct nb_schema *s, unsigned t, int k)
 {
-    return t == SRV_SCHEMA_FREE ? k_base_cost[k] : s->nodes[t].cost[k];
+    return t == NB_SCHEMA_FREE ? k_base_cost[k] : s->nodes[t].cost[k];
 }
 
 static int add(int a, int b)
 {
-    return a + b >= SRV_SCHEMA_INF ? SRV_SCHEMA_INF : a + b;
+    return a + b >= NB_SCHEMA_INF ? NB_SCHEMA_INF : a + b;
 }
 
-static int node_close(const struct srv_schema *s, unsigned n)
+static int node_close(const struct nb_schema *s, unsigned n)
 {
-    return n == SRV_SCHEMA_FREE ? FREE_CLOSE : s->nodes[n].close;
+    return n == NB_SCHEMA_FREE ? FREE_CLOSE : s->nodes[n].close;
 }
 
 /* Each reader's cost per class and each node's close, to the least fixed point (costs
- * only fall; a recursion with no way out stays SRV_SCHEMA_INF). */
-static void compute_costs(struct srv_schema *s)
+ * only fall; a recursion with no way out stays NB_SCHEMA_INF). */
+static void compute_costs(struct nb_schema *s)
 {
     for (int changed = 1, round = 0; changed && round < 4 * s->n + 8; round++) {
         changed = 0;
         for (int i = 0; i < s->n; i++) {
-            struct srv_snode *N = &s->nodes[i];
-            for (int k = 0; k < SRV_JC_N; k++) {
+            struct nb_snode *N = &s->nodes[i];
+            for (int k = 0; k < NB_JC_N; k++) {
                 if (N->target[k] != (uint16_t)i) continue;
                 int c = k_base_cost[k];
                 if (N->n_enum) {
@@ -473,14 +473,14 @@ static void compute_costs(struct srv_schema *s)
                         int len = (int)strlen(N->enums[e]);
                         if (class_of_text(N->enums[e]) == k && len > c) c = len;
                     }
-                } else if (k == SRV_JC_OBJ && N->obj) {
+                } else if (k == NB_JC_OBJ && N->obj) {
                     int nreq = 0;
                     for (int p = 0; p < N->n_props; p++) {
                         if (!N->req[p]) continue;
                         c = add(c, add((int)strlen(N->keys[p]) + 1, node_close(s, N->pnode[p])));
                         c = add(c, nreq++ ? 1 : 0);
                     }
-                } else if (k == SRV_JC_ARR && N->arr) {
+                } else if (k == NB_JC_ARR && N->arr) {
                     for (int e = 0; e < N->min_items; e++)
                         c = add(c, add(node_close(s, N->items), e ? 1 : 0));
                 }
@@ -488,11 +488,11 @@ static void compute_costs(struct srv_schema *s)
             }
         }
         for (int i = 0; i < s->n; i++) {
-            struct srv_snode *N = &s->nodes[i];
-            int best = SRV_SCHEMA_INF;
-            for (int k = 0; k < SRV_JC_N; k++) {
+            struct nb_snode *N = &s->nodes[i];
+            int best = NB_SCHEMA_INF;
+            for (int k = 0; k < NB_JC_N; k++) {
                 unsigned t = N->target[k];
-                if (t == SRV_SCHEMA_NONE) continue;
+                if (t == NB_SCHEMA_NONE) continue;
                 int c = reader_cost(s, t, k);
                 best = c < best ? c : best;
             }
@@ -501,7 +501,7 @@ static void compute_costs(struct srv_schema *s)
     }
 }
 
-enum nb_status srv_schema_compile(const cJSON *schema, struct srv_schema **out)
+enum nb_status nb_schema_compile(const cJSON *schema, struct nb_schema **out)
 {
     struct compiler C = {0};
     enum nb_status st;
@@ -511,16 +511,16 @@ enum nb_status srv_schema_compile(const cJSON *schema, struct srv_schema **out)
     if (!(C.s = calloc(1, sizeof *C.s)))
         return nb_set_error(NB_ERR_NOMEM, "json schema: out of memory");
     if ((st = compile(&C, schema, 0, &root)) != NB_OK) goto fail;
-    if (root == SRV_SCHEMA_FREE || C.s->nodes[root].target[SRV_JC_OBJ] == SRV_SCHEMA_FREE) {
+    if (root == NB_SCHEMA_FREE || C.s->nodes[root].target[NB_JC_OBJ] == NB_SCHEMA_FREE) {
         /* any object: kept as a node so that the grammar's root is node 0 */
-        if (root == SRV_SCHEMA_FREE) {
+        if (root == NB_SCHEMA_FREE) {
             int n;
             if ((st = new_node(&C, NULL, &n)) != NB_OK) goto fail;
-            C.s->nodes[n].target[SRV_JC_OBJ] = SRV_SCHEMA_FREE;
+            C.s->nodes[n].target[NB_JC_OBJ] = NB_SCHEMA_FREE;
             root = (unsigned)n;
         }
     }
-    if (C.s->nodes[root].target[SRV_JC_OBJ] == SRV_SCHEMA_NONE) {
+    if (C.s->nodes[root].target[NB_JC_OBJ] == NB_SCHEMA_NONE) {
         st = unsupported("the top level must be an object ('type': 'object')");
         goto fail;
     }
@@ -529,7 +529,7 @@ enum nb_status srv_schema_compile(const cJSON *schema, struct srv_schema **out)
         goto fail;
     }
     compute_costs(C.s);
-    if (reader_cost(C.s, C.s->nodes[0].target[SRV_JC_OBJ], SRV_JC_OBJ) >= SRV_SCHEMA_INF) {
+    if (reader_cost(C.s, C.s->nodes[0].target[NB_JC_OBJ], NB_JC_OBJ) >= NB_SCHEMA_INF) {
         st = unsupported("no finite object keeps to it (a $ref loop through required members)");
         goto fail;
     }
@@ -540,15 +540,15 @@ enum nb_status srv_schema_compile(const cJSON *schema, struct srv_schema **out)
 fail:
     free(C.src);
     free(C.done);
-    srv_schema_free(C.s);
+    nb_schema_free(C.s);
     return st;
 }
 
-void srv_schema_free(struct srv_schema *s)
+void nb_schema_free(struct nb_schema *s)
 {
     if (!s) return;
     for (int i = 0; i < s->n; i++) {
-        struct srv_snode *N = &s->nodes[i];
+        struct nb_snode *N = &s->nodes[i];
         for (int k = 0; k < N->n_props; k++)
             free(N->keys[k]);
         for (int k = 0; k < N->n_enum; k++)

@@ -1,11 +1,11 @@
-/* server/constrain.c — the grammar recogniser of constrained decoding (constrain.h): a
+/* runtime/constrain.c — the grammar recogniser of constrained decoding (constrain.h): a
  * byte-at-a-time pushdown automaton for JSON, literals and choices in sequence, and the
  * token checks built on it. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "server/constrain.h"
+#include "runtime/constrain.h"
 #include "tokenizer/tokenizer.h"
 
 /* ---------------------------------------------------------------- the vocabulary */
@@ -22,7 +22,7 @@ static int srv_utf8_char_ok(const unsigned char *b, size_t len)
     return cp >= min && cp <= 0x10ffff && !(cp >= 0xd800 && cp <= 0xdfff);
 }
 
-enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_tokenizer *tok,
+enum nb_status nb_vocab_bytes_init(struct nb_vocab_bytes *v, const struct nb_tokenizer *tok,
                                     int n_vocab)
 {
     memset(v, 0, sizeof *v);
@@ -37,7 +37,7 @@ enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_t
     v->bytes = malloc(total ? total : 1);
     v->kind = malloc(n_vocab > 0 ? (size_t)n_vocab : 1);
     if (!v->off || !v->bytes || !v->kind || total > UINT32_MAX) {
-        srv_vocab_bytes_free(v);
+        nb_vocab_bytes_free(v);
         return nb_set_error(NB_ERR_NOMEM, "serve: out of memory (the vocabulary's bytes)");
     }
     v->n_vocab = n_vocab;
@@ -50,14 +50,14 @@ enum nb_status srv_vocab_bytes_init(struct srv_vocab_bytes *v, const struct nb_t
         if (n) memcpy(v->bytes + at, b, n);
         at += (uint32_t)n;
         if (i < n_tok && nb_tokenizer_is_eog(tok, i))
-            v->kind[i] = SRV_TOK_EOG;
+            v->kind[i] = NB_VTOK_EOG;
         else if (!n)
-            v->kind[i] = SRV_TOK_EMPTY;
+            v->kind[i] = NB_VTOK_EMPTY;
         else
-            v->kind[i] = nb_tokenizer_is_special(tok, i) ? SRV_TOK_SPECIAL : SRV_TOK_TEXT;
+            v->kind[i] = nb_tokenizer_is_special(tok, i) ? NB_VTOK_SPECIAL : NB_VTOK_TEXT;
     }
     v->off[n_vocab] = at;
-    return srv_vocab_bytes_classify(v);
+    return nb_vocab_bytes_classify(v);
 }
 
 /* A token in the order of v->by_bytes: its bytes, then its id. */
@@ -78,7 +78,7 @@ static int cmp_tok(const void *pa, const void *pb)
 
 /* v->by_bytes: the text and special tokens in the order of their bytes, and where each
  * first byte's run starts. */
-static enum nb_status index_by_bytes(struct srv_vocab_bytes *v)
+static enum nb_status index_by_bytes(struct nb_vocab_bytes *v)
 {
     size_t n = v->n_vocab > 0 ? (size_t)v->n_vocab : 0;
     free(v->by_bytes);
@@ -93,7 +93,7 @@ static enum nb_status index_by_bytes(struct srv_vocab_bytes *v)
     uint32_t m = 0, *at = v->by_bytes + n;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t len = v->off[i + 1] - v->off[i];
-        if ((v->kind[i] == SRV_TOK_TEXT || v->kind[i] == SRV_TOK_SPECIAL) && len)
+        if ((v->kind[i] == NB_VTOK_TEXT || v->kind[i] == NB_VTOK_SPECIAL) && len)
             k[m++] = (struct tok_key){(const unsigned char *)v->bytes + v->off[i], len, i};
     }
     qsort(k, m, sizeof *k, cmp_tok);
@@ -108,7 +108,7 @@ static enum nb_status index_by_bytes(struct srv_vocab_bytes *v)
     return NB_OK;
 }
 
-enum nb_status srv_vocab_bytes_classify(struct srv_vocab_bytes *v)
+enum nb_status nb_vocab_bytes_classify(struct nb_vocab_bytes *v)
 {
     free(v->plain);
     v->plain = NULL;
@@ -118,7 +118,7 @@ enum nb_status srv_vocab_bytes_classify(struct srv_vocab_bytes *v)
     for (int i = 0; i < v->n_vocab; i++) {
         const unsigned char *b = (const unsigned char *)v->bytes + v->off[i];
         size_t n = v->off[i + 1] - v->off[i], k = 0;
-        int ok = v->kind[i] == SRV_TOK_TEXT && n > 0;
+        int ok = v->kind[i] == NB_VTOK_TEXT && n > 0;
         while (ok && k < n) {
             if (b[k] < 0x80) {
                 ok = b[k] >= 0x20 && b[k] != '"' && b[k] != '\\';
@@ -138,7 +138,7 @@ enum nb_status srv_vocab_bytes_classify(struct srv_vocab_bytes *v)
     return NB_OK;
 }
 
-void srv_vocab_bytes_free(struct srv_vocab_bytes *v)
+void nb_vocab_bytes_free(struct nb_vocab_bytes *v)
 {
     if (!v) return;
     free(v->off);
@@ -161,10 +161,10 @@ static int cmp_alt(const void *a, const void *b)
     return strcmp(((const struct alt *)a)->text, ((const struct alt *)b)->text);
 }
 
-static int add_elem(struct srv_grammar *g, enum srv_elem_kind kind, const char *const *alts, int n)
+static int add_elem(struct nb_gram *g, enum nb_gelem_kind kind, const char *const *alts, int n)
 {
-    if (g->n == SRV_GRAMMAR_MAX || n < 0 || (kind != SRV_EL_OBJECT && n < 1)) return -1;
-    struct srv_elem *e = &g->el[g->n];
+    if (g->n == NB_GRAM_MAX || n < 0 || (kind != NB_GEL_OBJECT && n < 1)) return -1;
+    struct nb_gelem *e = &g->el[g->n];
     struct alt *sorted = NULL;
     memset(e, 0, sizeof *e);
     e->kind = kind;
@@ -198,26 +198,26 @@ fail:
     return -1;
 }
 
-int srv_grammar_literal(struct srv_grammar *g, const char *text)
+int nb_gram_literal(struct nb_gram *g, const char *text)
 {
-    return add_elem(g, SRV_EL_LITERAL, &text, 1);
+    return add_elem(g, NB_GEL_LITERAL, &text, 1);
 }
 
-int srv_grammar_choice(struct srv_grammar *g, const char *const *alts, int n)
+int nb_gram_choice(struct nb_gram *g, const char *const *alts, int n)
 {
-    return add_elem(g, SRV_EL_CHOICE, alts, n);
+    return add_elem(g, NB_GEL_CHOICE, alts, n);
 }
 
-int srv_grammar_object(struct srv_grammar *g)
+int nb_gram_object(struct nb_gram *g)
 {
-    return add_elem(g, SRV_EL_OBJECT, NULL, 0);
+    return add_elem(g, NB_GEL_OBJECT, NULL, 0);
 }
 
-int srv_grammar_schema(struct srv_grammar *g, const struct srv_schema *const *schemas, int n)
+int nb_gram_schema(struct nb_gram *g, const struct nb_schema *const *schemas, int n)
 {
     if (n < 1) return -1;
-    const struct srv_schema **copy = calloc((size_t)n, sizeof *copy);
-    if (!copy || add_elem(g, SRV_EL_OBJECT, NULL, 0)) {
+    const struct nb_schema **copy = calloc((size_t)n, sizeof *copy);
+    if (!copy || add_elem(g, NB_GEL_OBJECT, NULL, 0)) {
         free(copy);
         return -1;
     }
@@ -227,7 +227,7 @@ int srv_grammar_schema(struct srv_grammar *g, const struct srv_schema *const *sc
     return 0;
 }
 
-void srv_grammar_free(struct srv_grammar *g)
+void nb_gram_free(struct nb_gram *g)
 {
     if (!g) return;
     for (int k = 0; k < g->n; k++) {
@@ -280,21 +280,21 @@ static int hex_digit(unsigned c)
     return -1;
 }
 
-int srv_json_class(unsigned c)
+int nb_json_class(unsigned c)
 {
     switch (c) {
-    case '{': return SRV_JC_OBJ;
-    case '[': return SRV_JC_ARR;
-    case '"': return SRV_JC_STR;
-    case 't': return SRV_JC_TRUE;
-    case 'f': return SRV_JC_FALSE;
-    case 'n': return SRV_JC_NULL;
-    default: return c == '-' || (c >= '0' && c <= '9') ? SRV_JC_NUM : -1;
+    case '{': return NB_JC_OBJ;
+    case '[': return NB_JC_ARR;
+    case '"': return NB_JC_STR;
+    case 't': return NB_JC_TRUE;
+    case 'f': return NB_JC_FALSE;
+    case 'n': return NB_JC_NULL;
+    default: return c == '-' || (c >= '0' && c <= '9') ? NB_JC_NUM : -1;
     }
 }
 
 /* The top level's schema node, or NULL (no schema, or a level of any JSON). */
-static const struct srv_snode *top_node(const struct srv_schema *S, const struct srv_json *j)
+static const struct nb_snode *top_node(const struct nb_schema *S, const struct nb_jstate *j)
 {
     if (!S || !j->depth) return NULL;
     unsigned n = j->node[j->depth - 1];
@@ -302,51 +302,51 @@ static const struct srv_snode *top_node(const struct srv_schema *S, const struct
 }
 
 /* The node of the value that starts next: the root's, a property's, an element's. */
-static unsigned child_node(const struct srv_schema *S, const struct srv_json *j)
+static unsigned child_node(const struct nb_schema *S, const struct nb_jstate *j)
 {
-    if (!S) return SRV_SCHEMA_FREE;
+    if (!S) return NB_SCHEMA_FREE;
     if (!j->depth) return 0;
-    const struct srv_snode *f = top_node(S, j);
-    if (!f) return SRV_SCHEMA_FREE;
+    const struct nb_snode *f = top_node(S, j);
+    if (!f) return NB_SCHEMA_FREE;
     return j->stack[j->depth - 1] == '{' ? f->pnode[j->prop] : f->items;
 }
 
 /* The first required property of object node f from index `from` on (f->n_props: none). */
-static int next_required(const struct srv_snode *f, int from)
+static int next_required(const struct nb_snode *f, int from)
 {
     while (from < f->n_props && !f->req[from])
         from++;
     return from;
 }
 
-static int value_end(struct srv_json *j)
+static int value_end(struct nb_jstate *j)
 {
     j->mode = j->depth ? J_AFTER : J_DONE;
     j->ws = 0;
     return 1;
 }
 
-static int value_start(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
+static int value_start(const struct nb_schema *S, struct nb_jstate *j, unsigned c, int closing)
 {
-    int k = srv_json_class(c);
+    int k = nb_json_class(c);
     if (k < 0) return 0;
-    unsigned n = child_node(S, j), t = SRV_SCHEMA_FREE;
-    if (n != SRV_SCHEMA_FREE) {
-        const struct srv_snode *N = &S->nodes[n];
+    unsigned n = child_node(S, j), t = NB_SCHEMA_FREE;
+    if (n != NB_SCHEMA_FREE) {
+        const struct nb_snode *N = &S->nodes[n];
         t = N->target[k];
-        if (t == SRV_SCHEMA_NONE) return 0;
+        if (t == NB_SCHEMA_NONE) return 0;
         /* a reader with no finite value never; closing, only the cheapest class */
-        int ck = t == SRV_SCHEMA_FREE ? 0 : S->nodes[t].cost[k];
-        if (ck >= SRV_SCHEMA_INF || (closing && j->depth && t != SRV_SCHEMA_FREE && ck > N->close))
+        int ck = t == NB_SCHEMA_FREE ? 0 : S->nodes[t].cost[k];
+        if (ck >= NB_SCHEMA_INF || (closing && j->depth && t != NB_SCHEMA_FREE && ck > N->close))
             return 0;
     }
-    if ((c == '{' || c == '[') && j->depth == SRV_JSON_MAX_DEPTH) return 0;
-    const struct srv_snode *f = top_node(S, j);
+    if ((c == '{' || c == '[') && j->depth == NB_JSON_MAX_DEPTH) return 0;
+    const struct nb_snode *f = top_node(S, j);
     if (f && j->stack[j->depth - 1] == '[') { /* an element begins */
         if (f->max_items >= 0 && j->cnt[j->depth - 1] >= f->max_items) return 0;
         j->cnt[j->depth - 1]++;
     }
-    const struct srv_snode *T = t == SRV_SCHEMA_FREE ? NULL : &S->nodes[t];
+    const struct nb_snode *T = t == NB_SCHEMA_FREE ? NULL : &S->nodes[t];
     if (T && T->n_enum) {
         uint64_t cand = 0;
         for (int i = 0; i < T->n_enum; i++)
@@ -362,7 +362,7 @@ static int value_start(const struct srv_schema *S, struct srv_json *j, unsigned 
     case '{':
     case '[':
         j->stack[j->depth] = (char)c;
-        j->node[j->depth] = (uint16_t)((T && (T->obj || T->arr)) ? t : SRV_SCHEMA_FREE);
+        j->node[j->depth] = (uint16_t)((T && (T->obj || T->arr)) ? t : NB_SCHEMA_FREE);
         j->cnt[j->depth] = 0;
         j->depth++;
         j->mode = c == '{' ? J_OBJ_FIRST : J_ARR_FIRST;
@@ -394,10 +394,10 @@ static int value_start(const struct srv_schema *S, struct srv_json *j, unsigned 
 }
 
 /* '}' or ']' closing the top level, when its schema lets it close here. */
-static int close_container(const struct srv_schema *S, struct srv_json *j, unsigned c)
+static int close_container(const struct nb_schema *S, struct nb_jstate *j, unsigned c)
 {
     if (!j->depth || j->stack[j->depth - 1] != (c == '}' ? '{' : '[')) return 0;
-    const struct srv_snode *f = top_node(S, j);
+    const struct nb_snode *f = top_node(S, j);
     if (f && c == '}' && next_required(f, j->cnt[j->depth - 1]) < f->n_props) return 0;
     if (f && c == ']' && j->cnt[j->depth - 1] < f->min_items) return 0;
     j->depth--;
@@ -406,20 +406,20 @@ static int close_container(const struct srv_schema *S, struct srv_json *j, unsig
 
 /* Is a key left that object node f may take from property `from` on (closing: a
  * required one)? Not one whose schema has no finite value. */
-static int key_left(const struct srv_schema *S, const struct srv_snode *f, int from, int closing)
+static int key_left(const struct nb_schema *S, const struct nb_snode *f, int from, int closing)
 {
     if (closing) return next_required(f, from) < f->n_props;
     for (int i = from; i < f->n_props; i++)
-        if (f->pnode[i] == SRV_SCHEMA_FREE || S->nodes[f->pnode[i]].close < SRV_SCHEMA_INF)
+        if (f->pnode[i] == NB_SCHEMA_FREE || S->nodes[f->pnode[i]].close < NB_SCHEMA_INF)
             return 1;
     return 0;
 }
 
 /* A key begins ('"' read) in the top level, an object: its listed keys when it has a
  * schema (those up to the next required one; closing, that one only). */
-static int key_start(const struct srv_schema *S, struct srv_json *j, int closing)
+static int key_start(const struct nb_schema *S, struct nb_jstate *j, int closing)
 {
-    const struct srv_snode *f = top_node(S, j);
+    const struct nb_snode *f = top_node(S, j);
     if (!f) {
         j->mode = J_STR;
         j->key = 1;
@@ -430,7 +430,7 @@ static int key_start(const struct srv_schema *S, struct srv_json *j, int closing
     /* not a property whose schema no finite value keeps to (an optional one: a required
      * one would make this object's schema refused) */
     for (int i = closing ? req : from; i <= req && i < f->n_props; i++)
-        if (f->pnode[i] == SRV_SCHEMA_FREE || S->nodes[f->pnode[i]].close < SRV_SCHEMA_INF)
+        if (f->pnode[i] == NB_SCHEMA_FREE || S->nodes[f->pnode[i]].close < NB_SCHEMA_INF)
             cand |= 1ull << i;
     if (!cand) return 0;
     j->mode = J_KEY;
@@ -441,7 +441,7 @@ static int key_start(const struct srv_schema *S, struct srv_json *j, int closing
 
 /* A string's byte >= 0x80 that starts a character: how many continuation bytes follow and
  * the range of the first (no overlong forms, surrogates or code points past U+10FFFF). */
-static int utf8_lead(struct srv_json *j, unsigned c)
+static int utf8_lead(struct nb_jstate *j, unsigned c)
 {
     if (c >= 0xc2 && c <= 0xdf) {
         j->sub = 1;
@@ -459,10 +459,10 @@ static int utf8_lead(struct srv_json *j, unsigned c)
     return 1;
 }
 
-static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing);
+static int json_step(const struct nb_schema *S, struct nb_jstate *j, unsigned c, int closing);
 
 /* A digit of \uXXXX (J_HEX) or of a surrogate pair's low half (J_LOW_HEX). */
-static int hex_step(struct srv_json *j, unsigned c)
+static int hex_step(struct nb_jstate *j, unsigned c)
 {
     int d = hex_digit(c);
     if (d < 0) return 0;
@@ -486,7 +486,7 @@ static int hex_step(struct srv_json *j, unsigned c)
     return 1;
 }
 
-static int num_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
+static int num_step(const struct nb_schema *S, struct nb_jstate *j, unsigned c, int closing)
 {
     int digit = c >= '0' && c <= '9', e = (c == 'e' || c == 'E') && !j->int_only, next = -1;
     int dot = c == '.' && !j->int_only;
@@ -503,10 +503,10 @@ static int num_step(const struct srv_schema *S, struct srv_json *j, unsigned c, 
     int must = j->sub == N_MINUS || j->sub == N_DOT || j->sub == N_E || j->sub == N_ESIGN;
     if (next >= 0 && closing && (!must || !digit)) next = -1;
     if (next >= 0) {
-        /* within SRV_JSON_MAX_NUM bytes, and with room for the digit a '-', '.', 'e' or
+        /* within NB_JSON_MAX_NUM bytes, and with room for the digit a '-', '.', 'e' or
          * exponent sign needs (else a dead end at the limit) */
         int needs = next == N_MINUS || next == N_DOT || next == N_E || next == N_ESIGN;
-        if (j->num >= SRV_JSON_MAX_NUM || (needs && j->num + 1 >= SRV_JSON_MAX_NUM)) return 0;
+        if (j->num >= NB_JSON_MAX_NUM || (needs && j->num + 1 >= NB_JSON_MAX_NUM)) return 0;
         j->num++;
         j->sub = (uint8_t)next;
         return 1;
@@ -522,9 +522,9 @@ static int num_step(const struct srv_schema *S, struct srv_json *j, unsigned c, 
  * text has it next. A key is written when its closing quote is; an enum string too; an
  * enum number or literal ends where no candidate goes on and one is whole (the byte is
  * then the container's). */
-static int match_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
+static int match_step(const struct nb_schema *S, struct nb_jstate *j, unsigned c, int closing)
 {
-    const struct srv_snode *f = j->mode == J_KEY ? top_node(S, j) : &S->nodes[j->cur];
+    const struct nb_snode *f = j->mode == J_KEY ? top_node(S, j) : &S->nodes[j->cur];
     char *const *texts = j->mode == J_KEY ? f->keys : f->enums;
     int n = j->mode == J_KEY ? f->n_props : f->n_enum;
     uint64_t next = 0;
@@ -557,8 +557,8 @@ static int match_step(const struct srv_schema *S, struct srv_json *j, unsigned c
     return 1;
 }
 
-/* One byte: 1 taken, 0 refused (closing: srv_cons_cost). */
-static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c, int closing)
+/* One byte: 1 taken, 0 refused (closing: nb_cons_cost). */
+static int json_step(const struct nb_schema *S, struct nb_jstate *j, unsigned c, int closing)
 {
     switch (j->mode) {
     case J_TOP:
@@ -569,7 +569,7 @@ static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c,
     case J_COLON:
     case J_AFTER:
         if (is_ws(c)) {
-            if (closing || j->ws >= SRV_JSON_MAX_WS) return 0;
+            if (closing || j->ws >= NB_JSON_MAX_WS) return 0;
             j->ws++;
             return 1;
         }
@@ -579,7 +579,7 @@ static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c,
         case J_VALUE: return value_start(S, j, c, closing);
         case J_ARR_FIRST: {
             if (c == ']') return close_container(S, j, c);
-            const struct srv_snode *f = top_node(S, j);
+            const struct nb_snode *f = top_node(S, j);
             if (closing && (!f || j->cnt[j->depth - 1] >= f->min_items)) return 0;
             return value_start(S, j, c, closing);
         }
@@ -595,7 +595,7 @@ static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c,
         default: { /* J_AFTER */
             if (c == '}' || c == ']') return close_container(S, j, c);
             if (c != ',') return 0;
-            const struct srv_snode *f = top_node(S, j);
+            const struct nb_snode *f = top_node(S, j);
             int obj = j->stack[j->depth - 1] == '{', at = j->cnt[j->depth - 1];
             if (!f) {
                 if (closing) return 0;
@@ -671,34 +671,34 @@ static int json_step(const struct srv_schema *S, struct srv_json *j, unsigned c,
 
 static int add_cost(int a, int b)
 {
-    return a + b >= SRV_SCHEMA_INF ? SRV_SCHEMA_INF : a + b;
+    return a + b >= NB_SCHEMA_INF ? NB_SCHEMA_INF : a + b;
 }
 
 /* Bytes to finish a value of node n once closing (any JSON: 2, "" or a digit or {}). */
-static int node_close(const struct srv_schema *S, unsigned n)
+static int node_close(const struct nb_schema *S, unsigned n)
 {
-    return n == SRV_SCHEMA_FREE ? 5 : S->nodes[n].close;
+    return n == NB_SCHEMA_FREE ? 5 : S->nodes[n].close;
 }
 
 /* The most a value of node n may cost to finish when it starts before closing is set: the
  * dearest class it may take. */
-static int node_open(const struct srv_schema *S, unsigned n)
+static int node_open(const struct nb_schema *S, unsigned n)
 {
-    if (n == SRV_SCHEMA_FREE) return 5;
-    const struct srv_snode *N = &S->nodes[n];
+    if (n == NB_SCHEMA_FREE) return 5;
+    const struct nb_snode *N = &S->nodes[n];
     int most = 0;
-    for (int k = 0; k < SRV_JC_N; k++) {
+    for (int k = 0; k < NB_JC_N; k++) {
         unsigned t = N->target[k];
-        int ck = t == SRV_SCHEMA_NONE ? 0 : t == SRV_SCHEMA_FREE ? 5 : S->nodes[t].cost[k];
-        if (ck < SRV_SCHEMA_INF && ck > most) most = ck;
+        int ck = t == NB_SCHEMA_NONE ? 0 : t == NB_SCHEMA_FREE ? 5 : S->nodes[t].cost[k];
+        if (ck < NB_SCHEMA_INF && ck > most) most = ck;
     }
     return most;
 }
 
-/* Bytes that finish the object from state j at most (see srv_cons_cost): the value or
+/* Bytes that finish the object from state j at most (see nb_cons_cost): the value or
  * key in progress, then per open level its closing bracket, the required keys left with
  * their cheapest values, and one more optional member or element the next token may open. */
-static int json_cost(const struct srv_schema *S, const struct srv_json *j)
+static int json_cost(const struct nb_schema *S, const struct nb_jstate *j)
 {
     if (!S) return 32 + j->depth; /* a pending escape or character, a key and a value */
     /* a string's escape and surrogate pair and its quote (13), in a level of any JSON the
@@ -708,9 +708,9 @@ static int json_cost(const struct srv_schema *S, const struct srv_json *j)
     if (j->mode == J_VALUE || j->mode == J_COLON || j->mode == J_ARR_FIRST)
         cost = add_cost(cost, node_open(S, child_node(S, j)));
     if (j->mode == J_ENUM || j->mode == J_KEY) {
-        const struct srv_snode *f = j->mode == J_KEY ? top_node(S, j) : &S->nodes[j->cur];
+        const struct nb_snode *f = j->mode == J_KEY ? top_node(S, j) : &S->nodes[j->cur];
         int most = 0;
-        for (int i = 0; i < SRV_SCHEMA_MAX_PROPS; i++) {
+        for (int i = 0; i < NB_SCHEMA_MAX_PROPS; i++) {
             if (!(j->cand >> i & 1)) continue;
             int k = (int)strlen(j->mode == J_KEY ? f->keys[i] : f->enums[i]);
             if (j->mode == J_KEY) k = add_cost(k + 1, node_open(S, f->pnode[i]));
@@ -720,15 +720,15 @@ static int json_cost(const struct srv_schema *S, const struct srv_json *j)
     }
     for (int d = j->depth - 1; d >= 0; d--) {
         unsigned n = j->node[d];
-        if (n == SRV_SCHEMA_FREE) continue;
-        const struct srv_snode *f = &S->nodes[n];
+        if (n == NB_SCHEMA_FREE) continue;
+        const struct nb_snode *f = &S->nodes[n];
         if (j->stack[d] == '{') {
             int opt = 0;
             for (int i = j->cnt[d]; i < f->n_props; i++) {
                 int m = add_cost((int)strlen(f->keys[i]) + 2, node_close(S, f->pnode[i]));
                 if (f->req[i])
                     cost = add_cost(cost, m);
-                else if (m > opt && m < SRV_SCHEMA_INF) /* never opened: key_start */
+                else if (m > opt && m < NB_SCHEMA_INF) /* never opened: key_start */
                     opt = m;
             }
             cost = add_cost(cost, opt);
@@ -744,19 +744,19 @@ static int json_cost(const struct srv_schema *S, const struct srv_json *j)
 
 /* A required or optional member i of object node f written whole, closing: its key (JSON
  * text with quotes), ':' and ',' and the cheapest value. */
-static int member_close(const struct srv_schema *S, const struct srv_snode *f, int i)
+static int member_close(const struct nb_schema *S, const struct nb_snode *f, int i)
 {
     return add_cost((int)strlen(f->keys[i]) + 2, node_close(S, f->pnode[i]));
 }
 
 /* Bytes that finish the object from state j at most once closing is set now (for
- * srv_cons_close_cost; json_cost counts what the next token may open besides): what the
+ * nb_cons_close_cost; json_cost counts what the next token may open besides): what the
  * mode has pending (a string's escape and its quote 13, a number's digit 2, a literal's
  * letters 5), the value to come after ':' by its cheapest class (closing takes it, below
  * the top), the key in progress with the required keys after it, per open level its
  * bracket and the required members left, after ',' in an object the dearest optional
  * member, and 6 where a level is any JSON (a key's colon and a value). */
-static int json_close_cost(const struct srv_schema *S, const struct srv_json *j)
+static int json_close_cost(const struct nb_schema *S, const struct nb_jstate *j)
 {
     if (!S) return 32 + j->depth;
     if (j->mode == J_TOP) return add_cost(19, node_open(S, 0));
@@ -775,8 +775,8 @@ static int json_close_cost(const struct srv_schema *S, const struct srv_json *j)
     case J_VALUE:
     case J_ARR_FIRST: cost = add_cost(cost, node_close(S, child_node(S, j))); break;
     case J_ENUM: {
-        const struct srv_snode *f = &S->nodes[j->cur];
-        for (int i = 0, most = 0; i < f->n_enum && i < SRV_SCHEMA_MAX_PROPS; i++)
+        const struct nb_snode *f = &S->nodes[j->cur];
+        for (int i = 0, most = 0; i < f->n_enum && i < NB_SCHEMA_MAX_PROPS; i++)
             if (j->cand >> i & 1 && (int)strlen(f->enums[i]) > most) {
                 cost += (int)strlen(f->enums[i]) - most;
                 most = (int)strlen(f->enums[i]);
@@ -787,11 +787,11 @@ static int json_close_cost(const struct srv_schema *S, const struct srv_json *j)
     }
     for (int d = j->depth - 1; d >= 0; d--) {
         unsigned n = j->node[d];
-        if (n == SRV_SCHEMA_FREE) {
+        if (n == NB_SCHEMA_FREE) {
             cost = add_cost(cost, d == j->depth - 1 ? 6 : 0);
             continue;
         }
-        const struct srv_snode *f = &S->nodes[n];
+        const struct nb_snode *f = &S->nodes[n];
         if (j->stack[d] == '{') {
             int top = d == j->depth - 1, most = 0;
             for (int i = j->cnt[d]; i < f->n_props; i++) {
@@ -803,7 +803,7 @@ static int json_close_cost(const struct srv_schema *S, const struct srv_json *j)
                     most = k > most ? k : most;
                 } else if (!(top && in_key) && f->req[i]) {
                     cost = add_cost(cost, m);
-                } else if (top && j->mode == J_OBJ_KEY && !f->req[i] && m < SRV_SCHEMA_INF) {
+                } else if (top && j->mode == J_OBJ_KEY && !f->req[i] && m < NB_SCHEMA_INF) {
                     most = m > most ? m : most;
                 }
             }
@@ -819,7 +819,7 @@ static int json_close_cost(const struct srv_schema *S, const struct srv_json *j)
 
 /* ---------------------------------------------------------------- sequences */
 
-static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
+static void enter(const struct nb_gram *g, struct nb_cons *c, int e)
 {
     int closing = c->closing, choice = c->choice, round = c->round, budget = c->budget;
     memset(c, 0, sizeof *c);
@@ -832,7 +832,7 @@ static void enter(const struct srv_grammar *g, struct srv_cons *c, int e)
     c->js.mode = J_TOP;
 }
 
-void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c)
+void nb_cons_start(const struct nb_gram *g, struct nb_cons *c)
 {
     c->budget = -1;
     c->closing = 0;
@@ -842,29 +842,29 @@ void srv_cons_start(const struct srv_grammar *g, struct srv_cons *c)
 }
 
 /* Complete, and the sequence may begin again (a '\n' next). */
-static int another_round(const struct srv_grammar *g, const struct srv_cons *c)
+static int another_round(const struct nb_gram *g, const struct nb_cons *c)
 {
     return c->elem >= g->n && !c->closing && c->round + 1 < g->rounds;
 }
 
 /* The schema an object element keeps to in state c (NULL: any object). */
-static const struct srv_schema *elem_schema(const struct srv_elem *el, const struct srv_cons *c)
+static const struct nb_schema *elem_schema(const struct nb_gelem *el, const struct nb_cons *c)
 {
     if (el->n_schemas == 1) return el->schemas[0];
     return c->choice < el->n_schemas ? el->schemas[c->choice] : NULL;
 }
 
-int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c)
+int nb_cons_cost(const struct nb_gram *g, const struct nb_cons *c)
 {
     if (another_round(g, c)) { /* the next token may open another round: '\n' and all of it */
-        struct srv_cons fresh;
-        srv_cons_start(g, &fresh);
-        return add_cost(1, srv_cons_cost(g, &fresh));
+        struct nb_cons fresh;
+        nb_cons_start(g, &fresh);
+        return add_cost(1, nb_cons_cost(g, &fresh));
     }
     int cost = 0;
     for (int e = c->elem; e < g->n; e++) {
-        const struct srv_elem *el = &g->el[e];
-        if (el->kind == SRV_EL_OBJECT) {
+        const struct nb_gelem *el = &g->el[e];
+        if (el->kind == NB_GEL_OBJECT) {
             /* an escape and a surrogate pair (12), the closing quote of a key, ':', the
              * longest closing value ("false"), a key begun after ',' (2 + ':' + value),
              * and a bracket per level; with a schema, what it still requires */
@@ -890,7 +890,7 @@ int srv_cons_cost(const struct srv_grammar *g, const struct srv_cons *c)
     return cost;
 }
 
-int srv_cons_complete(const struct srv_grammar *g, const struct srv_cons *c)
+int nb_cons_complete(const struct nb_gram *g, const struct nb_cons *c)
 {
     return c->elem >= g->n;
 }
@@ -898,19 +898,19 @@ int srv_cons_complete(const struct srv_grammar *g, const struct srv_cons *c)
 /* Bytes that finish the output in closing mode from the start of element e on, when the
  * last choice before it took alternative `choice` (as given): literals as they are, a
  * choice by its shortest alternative, an object by the fewest bytes its schema allows. */
-static int rest_cost(const struct srv_grammar *g, int e, int choice)
+static int rest_cost(const struct nb_gram *g, int e, int choice)
 {
     int cost = 0;
     for (; e < g->n; e++) {
-        const struct srv_elem *el = &g->el[e];
-        if (el->kind == SRV_EL_OBJECT) {
-            const struct srv_schema *S =
+        const struct nb_gelem *el = &g->el[e];
+        if (el->kind == NB_GEL_OBJECT) {
+            const struct nb_schema *S =
                 el->n_schemas == 1 ? el->schemas[0]
                                    : choice < el->n_schemas ? el->schemas[choice] : NULL;
             cost = add_cost(cost, S ? node_close(S, 0) : 2);
             continue;
         }
-        int least = SRV_SCHEMA_INF;
+        int least = NB_SCHEMA_INF;
         for (int i = 0; i < el->n_alts; i++) {
             int k = (int)strlen(el->alts[i]);
             least = k < least ? k : least;
@@ -924,10 +924,10 @@ static int rest_cost(const struct srv_grammar *g, int e, int choice)
  * fewest bytes stay in [*lo, *hi), so a budget that cannot hold the call the model began
  * (a tool whose required arguments are long) still ends in a complete one: of equals the
  * first in sorted order. */
-static void cheapest_run(const struct srv_grammar *g, int e, int *lo, int *hi)
+static void cheapest_run(const struct nb_gram *g, int e, int *lo, int *hi)
 {
-    const struct srv_elem *el = &g->el[e];
-    int best = SRV_SCHEMA_INF, at = *lo;
+    const struct nb_gelem *el = &g->el[e];
+    int best = NB_SCHEMA_INF, at = *lo;
     for (int i = *lo; i < *hi; i++) {
         int k = add_cost((int)strlen(el->alts[i]), rest_cost(g, e + 1, el->orig[i]));
         if (k < best) best = k, at = i;
@@ -936,13 +936,13 @@ static void cheapest_run(const struct srv_grammar *g, int e, int *lo, int *hi)
     *hi = at + 1;
 }
 
-int srv_cons_close_cost(const struct srv_grammar *g, const struct srv_cons *c)
+int nb_cons_close_cost(const struct nb_gram *g, const struct nb_cons *c)
 {
     if (c->elem >= g->n) return 0;
-    const struct srv_elem *el = &g->el[c->elem];
+    const struct nb_gelem *el = &g->el[c->elem];
     int rest = rest_cost(g, c->elem + 1, c->choice);
-    if (el->kind == SRV_EL_OBJECT) return add_cost(json_close_cost(elem_schema(el, c), &c->js), rest);
-    if (el->kind == SRV_EL_LITERAL) return add_cost((int)strlen(el->alts[0]) - c->pos, rest);
+    if (el->kind == NB_GEL_OBJECT) return add_cost(json_close_cost(elem_schema(el, c), &c->js), rest);
+    if (el->kind == NB_GEL_LITERAL) return add_cost((int)strlen(el->alts[0]) - c->pos, rest);
     int lo = c->lo, hi = c->hi, most = 0;
     if (c->pos == 0) cheapest_run(g, c->elem, &lo, &hi); /* closing would take it */
     for (int i = lo; i < hi; i++) {
@@ -952,7 +952,7 @@ int srv_cons_close_cost(const struct srv_grammar *g, const struct srv_cons *c)
     return most;
 }
 
-static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned ch)
+static int feed_byte(const struct nb_gram *g, struct nb_cons *c, unsigned ch)
 {
     if (c->elem >= g->n) {
         if (ch != '\n' || !another_round(g, c)) return 0;
@@ -961,8 +961,8 @@ static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned c
         enter(g, c, 0);
         return 1;
     }
-    const struct srv_elem *el = &g->el[c->elem];
-    if (el->kind == SRV_EL_OBJECT) {
+    const struct nb_gelem *el = &g->el[c->elem];
+    if (el->kind == NB_GEL_OBJECT) {
         if (!json_step(elem_schema(el, c), &c->js, ch, c->closing)) return 0;
         if (c->js.mode == J_DONE) enter(g, c, c->elem + 1);
         return 1;
@@ -970,7 +970,7 @@ static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned c
     /* the alternatives still possible share their first pos bytes and are sorted: those
      * with ch next are a run of them */
     int lo = c->lo, hi = c->hi;
-    if (c->closing && el->kind == SRV_EL_CHOICE && c->pos == 0)
+    if (c->closing && el->kind == NB_GEL_CHOICE && c->pos == 0)
         cheapest_run(g, c->elem, &lo, &hi);
     while (lo < hi && (unsigned char)el->alts[lo][c->pos] != ch)
         lo++;
@@ -982,13 +982,13 @@ static int feed_byte(const struct srv_grammar *g, struct srv_cons *c, unsigned c
     c->hi = h;
     c->pos++;
     if (h - lo == 1 && !el->alts[lo][c->pos]) {
-        if (el->kind == SRV_EL_CHOICE) c->choice = el->orig[lo];
+        if (el->kind == NB_GEL_CHOICE) c->choice = el->orig[lo];
         enter(g, c, c->elem + 1);
     }
     return 1;
 }
 
-int srv_cons_feed(const struct srv_grammar *g, struct srv_cons *c, const char *b, size_t n)
+int nb_cons_feed(const struct nb_gram *g, struct nb_cons *c, const char *b, size_t n)
 {
     for (size_t i = 0; i < n; i++)
         if (!feed_byte(g, c, (unsigned char)b[i])) return 0;
@@ -996,7 +996,7 @@ int srv_cons_feed(const struct srv_grammar *g, struct srv_cons *c, const char *b
 }
 
 /* Byte d of token id's text (v). */
-static unsigned tok_byte(const struct srv_vocab_bytes *v, uint32_t id, uint32_t d)
+static unsigned tok_byte(const struct nb_vocab_bytes *v, uint32_t id, uint32_t d)
 {
     return (unsigned char)v->bytes[v->off[id] + d];
 }
@@ -1004,14 +1004,14 @@ static unsigned tok_byte(const struct srv_vocab_bytes *v, uint32_t id, uint32_t 
 /* The longest token of v->by_bytes[lo, hi) (a run sharing its first d bytes, which u has
  * taken) whose bytes after them u takes too: its id, or -1 (*len its length). The run is
  * walked as a trie: per distinct next byte, one step of a copy of u. */
-static int32_t longest_from(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                            const struct srv_cons *u, uint32_t lo, uint32_t hi, uint32_t d,
+static int32_t longest_from(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                            const struct nb_cons *u, uint32_t lo, uint32_t hi, uint32_t d,
                             int allow_special, uint32_t *len)
 {
     const uint32_t *ids = v->by_bytes;
     int32_t best = -1;
     for (; lo < hi && v->off[ids[lo] + 1] - v->off[ids[lo]] == d; lo++) /* those that end here */
-        if (best < 0 && (allow_special || v->kind[ids[lo]] != SRV_TOK_SPECIAL))
+        if (best < 0 && (allow_special || v->kind[ids[lo]] != NB_VTOK_SPECIAL))
             best = (int32_t)ids[lo];
     *len = best >= 0 ? d : 0;
     while (lo < hi) {
@@ -1024,7 +1024,7 @@ static int32_t longest_from(const struct srv_grammar *g, const struct srv_vocab_
             else
                 b = mid;
         }
-        struct srv_cons t = *u;
+        struct nb_cons t = *u;
         uint32_t n = 0;
         int32_t k =
             feed_byte(g, &t, x) ? longest_from(g, v, &t, lo, a, d + 1, allow_special, &n) : -1;
@@ -1035,15 +1035,15 @@ static int32_t longest_from(const struct srv_grammar *g, const struct srv_vocab_
 }
 
 /* The longest token closing mode takes next from state u (u->closing set), -1 if none. */
-static int32_t closing_token(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                             const struct srv_cons *u, int allow_special)
+static int32_t closing_token(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                             const struct nb_cons *u, int allow_special)
 {
     const uint32_t *at = v->by_bytes + v->n_vocab;
     int32_t best = -1;
     uint32_t best_len = 0;
     for (unsigned b = 0; b < 256; b++) {
         if (at[b] == at[b + 1]) continue;
-        struct srv_cons t = *u;
+        struct nb_cons t = *u;
         uint32_t n = 0;
         int32_t k = feed_byte(g, &t, b)
                         ? longest_from(g, v, &t, at[b], at[b + 1], 1, allow_special, &n)
@@ -1053,7 +1053,7 @@ static int32_t closing_token(const struct srv_grammar *g, const struct srv_vocab
     return best;
 }
 
-/* The closing walks of one mask (srv_cons_mask): the states they went through, each with
+/* The closing walks of one mask (nb_cons_mask): the states they went through, each with
  * the tokens from there to the end (t >= 0) or, where a walk gave up at its cap, -1 - the
  * fewest it may take. The candidates of a mask mostly lead to a few states (a string's
  * tokens all to the same one), and their walks soon join. */
@@ -1063,11 +1063,11 @@ struct walk_memo {
     struct walk_state {
         uint32_t hash;
         int t;
-        struct srv_cons s;
+        struct nb_cons s;
     } e[WALK_MEMO];
 };
 
-static uint32_t state_hash(const struct srv_cons *u)
+static uint32_t state_hash(const struct nb_cons *u)
 {
     const unsigned char *b = (const unsigned char *)u;
     uint32_t h = 2166136261u;
@@ -1076,7 +1076,7 @@ static uint32_t state_hash(const struct srv_cons *u)
     return h;
 }
 
-static const struct walk_state *memo_find(const struct walk_memo *m, const struct srv_cons *u,
+static const struct walk_state *memo_find(const struct walk_memo *m, const struct nb_cons *u,
                                           uint32_t h)
 {
     for (int i = 0; m && i < m->n; i++)
@@ -1084,119 +1084,119 @@ static const struct walk_state *memo_find(const struct walk_memo *m, const struc
     return NULL;
 }
 
-/* Tokens of the closing walk from u (closing set) at most cap, else SRV_SCHEMA_INF; the
+/* Tokens of the closing walk from u (closing set) at most cap, else NB_SCHEMA_INF; the
  * states it takes recorded in m (when not NULL and not full). */
-static int walk(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons u,
+static int walk(const struct nb_gram *g, const struct nb_vocab_bytes *v, struct nb_cons u,
                 int allow_special, int cap, struct walk_memo *m)
 {
-    int from = m ? m->n : 0, n = 0, t = SRV_SCHEMA_INF;
+    int from = m ? m->n : 0, n = 0, t = NB_SCHEMA_INF;
     for (;; n++) {
         uint32_t h = m ? state_hash(&u) : 0;
         const struct walk_state *e = memo_find(m, &u, h);
         if (e && (e->t >= 0 || n + -1 - e->t > cap)) {
-            t = e->t >= 0 && n + e->t <= cap ? n + e->t : SRV_SCHEMA_INF;
+            t = e->t >= 0 && n + e->t <= cap ? n + e->t : NB_SCHEMA_INF;
             break;
         }
         if (m && m->n < WALK_MEMO) m->e[m->n++] = (struct walk_state){h, -1, u};
-        if (srv_cons_complete(g, &u)) {
+        if (nb_cons_complete(g, &u)) {
             t = n;
             break;
         }
         int32_t k = n < cap ? closing_token(g, v, &u, allow_special) : -1;
         if (k < 0) break;
-        srv_cons_feed(g, &u, v->bytes + v->off[k], v->off[k + 1] - v->off[k]);
+        nb_cons_feed(g, &u, v->bytes + v->off[k], v->off[k + 1] - v->off[k]);
     }
     /* the i-th state recorded: t - i tokens from there, or (given up) more than cap - i */
     for (int i = from; m && i < m->n; i++)
-        m->e[i].t = t < SRV_SCHEMA_INF ? t - (i - from) : -1 - (cap - (i - from) + 1);
+        m->e[i].t = t < NB_SCHEMA_INF ? t - (i - from) : -1 - (cap - (i - from) + 1);
     return t;
 }
 
-int srv_cons_close_tokens(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                          const struct srv_cons *c, int allow_special, int cap)
+int nb_cons_close_tokens(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                          const struct nb_cons *c, int allow_special, int cap)
 {
-    if (!v->by_bytes) return SRV_SCHEMA_INF;
-    struct srv_cons u = *c;
+    if (!v->by_bytes) return NB_SCHEMA_INF;
+    struct nb_cons u = *c;
     u.closing = 1;
     u.budget = -1;
     return walk(g, v, u, allow_special, cap, NULL);
 }
 
-/* Can the output close from state t within `left` tokens: in bytes (srv_cons_close_cost,
+/* Can the output close from state t within `left` tokens: in bytes (nb_cons_close_cost,
  * a token at least one), else by the closing walk's tokens (only then: it costs a walk;
  * m: the mask's walks so far, or NULL)? */
-static int fits(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                const struct srv_cons *t, int allow_special, int left, struct walk_memo *m)
+static int fits(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                const struct nb_cons *t, int allow_special, int left, struct walk_memo *m)
 {
-    if (srv_cons_close_cost(g, t) <= left) return 1;
+    if (nb_cons_close_cost(g, t) <= left) return 1;
     if (left < 0 || !v->by_bytes) return 0;
-    struct srv_cons u = *t;
+    struct nb_cons u = *t;
     u.closing = 1;
     u.budget = -1;
     return walk(g, v, u, allow_special, left, m) <= left;
 }
 
 /* Inside a JSON string, nothing pending (escape, character), not closing: a plain token
- * (srv_vocab_bytes.plain) is taken as it is and leaves the state where it was. */
-static int in_plain_string(const struct srv_grammar *g, const struct srv_cons *c)
+ * (nb_vocab_bytes.plain) is taken as it is and leaves the state where it was. */
+static int in_plain_string(const struct nb_gram *g, const struct nb_cons *c)
 {
-    return c->elem < g->n && g->el[c->elem].kind == SRV_EL_OBJECT && c->js.mode == J_STR &&
+    return c->elem < g->n && g->el[c->elem].kind == NB_GEL_OBJECT && c->js.mode == J_STR &&
            !c->closing;
 }
 
 /* Does a token that leaves state c where it was (a plain string token) fit c's budget? */
-static int stay_fits(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                     const struct srv_cons *c, int allow_special, struct walk_memo *m)
+static int stay_fits(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                     const struct nb_cons *c, int allow_special, struct walk_memo *m)
 {
     return c->budget < 0 || fits(g, v, c, allow_special, c->budget - 1, m);
 }
 
 /* May tok follow state c (complete: c is complete; stays: stay_fits(g, c))? */
-static int token_ok(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                    const struct srv_cons *c, int32_t tok, int allow_special, int complete,
+static int token_ok(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                    const struct nb_cons *c, int32_t tok, int allow_special, int complete,
                     int stays, struct walk_memo *m)
 {
     switch (v->kind[tok]) {
-    case SRV_TOK_EOG: return complete;
-    case SRV_TOK_EMPTY: return 0;
-    case SRV_TOK_SPECIAL:
+    case NB_VTOK_EOG: return complete;
+    case NB_VTOK_EMPTY: return 0;
+    case NB_VTOK_SPECIAL:
         if (!allow_special) return 0;
         break;
     default: break;
     }
     if (complete && !another_round(g, c)) return 0;
     if (v->plain && v->plain[tok] && in_plain_string(g, c)) return stays;
-    struct srv_cons t = *c;
-    if (!srv_cons_feed(g, &t, v->bytes + v->off[tok], v->off[tok + 1] - v->off[tok])) return 0;
+    struct nb_cons t = *c;
+    if (!nb_cons_feed(g, &t, v->bytes + v->off[tok], v->off[tok + 1] - v->off[tok])) return 0;
     /* closing too: what a token leaves must close in the rest, so closing mode keeps to a
-     * budget that only its walk's tokens fit (srv_cons_close_tokens) */
+     * budget that only its walk's tokens fit (nb_cons_close_tokens) */
     return c->budget < 0 || fits(g, v, &t, allow_special, c->budget - 1, m);
 }
 
-int srv_cons_allows(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                    const struct srv_cons *c, int32_t tok, int allow_special)
+int nb_cons_allows(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                    const struct nb_cons *c, int32_t tok, int allow_special)
 {
     if (tok < 0 || tok >= v->n_vocab) return 0;
-    return token_ok(g, v, c, tok, allow_special, srv_cons_complete(g, c),
+    return token_ok(g, v, c, tok, allow_special, nb_cons_complete(g, c),
                     in_plain_string(g, c) && stay_fits(g, v, c, allow_special, NULL), NULL);
 }
 
-int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
-                  const struct srv_cons *c, int allow_special, float *logits)
+int nb_cons_mask(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                  const struct nb_cons *c, int allow_special, float *logits)
 {
-    int complete = srv_cons_complete(g, c), n = 0;
+    int complete = nb_cons_complete(g, c), n = 0;
     struct walk_memo *m = c->budget >= 0 ? malloc(sizeof *m) : NULL; /* NULL: walks unshared */
     if (m) m->n = 0;
     /* once, not per token */
     const int stays = in_plain_string(g, c) && stay_fits(g, v, c, allow_special, m);
     uint8_t first[256];
     for (int b = 0; b < 256; b++) {
-        struct srv_cons t = *c;
+        struct nb_cons t = *c;
         first[b] = (uint8_t)feed_byte(g, &t, (unsigned)b);
     }
     for (int i = 0; i < v->n_vocab; i++) {
         int ok;
-        if (v->kind[i] == SRV_TOK_EOG)
+        if (v->kind[i] == NB_VTOK_EOG)
             ok = complete;
         else if (v->off[i + 1] == v->off[i] || !first[(unsigned char)v->bytes[v->off[i]]])
             ok = 0;
@@ -1211,30 +1211,30 @@ int srv_cons_mask(const struct srv_grammar *g, const struct srv_vocab_bytes *v,
     return n;
 }
 
-int srv_cons_next(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons *c,
+int nb_cons_next(const struct nb_gram *g, const struct nb_vocab_bytes *v, struct nb_cons *c,
                   int left, int allow_special, const float *logits, float *work)
 {
     c->budget = left;
     memcpy(work, logits, sizeof *work * (size_t)v->n_vocab);
-    int n = srv_cons_mask(g, v, c, allow_special, work);
+    int n = nb_cons_mask(g, v, c, allow_special, work);
     if (n) return n;
     if (!c->closing) {
         c->closing = 1;
         memcpy(work, logits, sizeof *work * (size_t)v->n_vocab);
-        if ((n = srv_cons_mask(g, v, c, allow_special, work))) return n;
+        if ((n = nb_cons_mask(g, v, c, allow_special, work))) return n;
     }
     c->budget = -1; /* no closing fits either: the cheapest, to be cut at max_tokens */
     memcpy(work, logits, sizeof *work * (size_t)v->n_vocab);
-    return srv_cons_mask(g, v, c, allow_special, work);
+    return nb_cons_mask(g, v, c, allow_special, work);
 }
 
-int srv_cons_refused(const struct srv_grammar *g, const struct srv_vocab_bytes *v, struct srv_cons *c,
+int nb_cons_refused(const struct nb_gram *g, const struct nb_vocab_bytes *v, struct nb_cons *c,
                      int32_t tok, int allow_special)
 {
     if (c->closing || c->budget < 0) return 0;
-    struct srv_cons t = *c;
+    struct nb_cons t = *c;
     t.budget = -1;
-    if (!srv_cons_allows(g, v, &t, tok, allow_special)) return 0;
+    if (!nb_cons_allows(g, v, &t, tok, allow_special)) return 0;
     c->closing = 1;
     return 1;
 }

@@ -1,0 +1,66 @@
+/* runtime/grammar.c — nibble.h's grammar: a JSON Schema compiled (runtime/schema.c) into
+ * the one-element grammar "one JSON object that keeps to it" for a vocabulary, which a
+ * sampler's constraint stage then keeps its draws to (runtime/sampler.c). */
+#include <stdlib.h>
+
+#include <cjson/cJSON.h>
+
+#include "core/error.h"
+#include "nibble.h"
+#include "runtime/constrain.h"
+
+void nb_grammar_free(struct nb_grammar *g)
+{
+    if (!g) return;
+    nb_gram_free(&g->gram); /* before the schema it borrows */
+    nb_schema_free(g->schema);
+    nb_vocab_bytes_free(&g->vb);
+    free(g);
+}
+
+enum nb_status nb_grammar_from_json_schema(struct nb_grammar **out, const struct nb_tokenizer *tok,
+                                           int n_vocab, const char *schema, size_t len)
+{
+    if (!out) return nb_set_error(NB_ERR_INVALID_ARG, "json schema: out is NULL");
+    *out = NULL;
+    if (!tok || n_vocab <= 0 || !schema)
+        return nb_set_error(NB_ERR_INVALID_ARG, "json schema: no tokenizer, vocabulary or text");
+    const char *end = NULL;
+    cJSON *js = cJSON_ParseWithLengthOpts(schema, len, &end, 0);
+    if (!js) {
+        size_t at = end && end >= schema ? (size_t)(end - schema) : 0;
+        return nb_set_error(NB_ERR_FORMAT, "json schema: not valid JSON (at byte %zu of %zu)",
+                            at, len);
+    }
+    enum nb_status st = NB_OK;
+    struct nb_grammar *g = calloc(1, sizeof *g);
+    if (!g) {
+        st = nb_set_error(NB_ERR_NOMEM, "json schema: out of memory");
+        goto done;
+    }
+    if (!cJSON_IsObject(js)) {
+        st = nb_set_error(NB_ERR_UNSUPPORTED, "json schema: a schema is a JSON object, not %s",
+                          cJSON_IsBool(js) ? "true/false" : "this value");
+        goto done;
+    }
+    if ((st = nb_schema_compile(js, &g->schema))) goto done;
+    if (g->schema->nodes[0].target[NB_JC_OBJ] == NB_SCHEMA_NONE) {
+        st = nb_set_error(NB_ERR_UNSUPPORTED, "json schema: the output is one JSON object, and "
+                          "this schema's root allows none (its \"type\" must allow \"object\")");
+        goto done;
+    }
+    const struct nb_schema *one = g->schema;
+    if (nb_gram_schema(&g->gram, &one, 1)) {
+        st = nb_set_error(NB_ERR_NOMEM, "json schema: out of memory");
+        goto done;
+    }
+    if ((st = nb_vocab_bytes_init(&g->vb, tok, n_vocab))) goto done;
+done:
+    cJSON_Delete(js);
+    if (st) {
+        nb_grammar_free(g);
+        return st;
+    }
+    *out = g;
+    return NB_OK;
+}
