@@ -37,6 +37,8 @@ static void usage(FILE *f)
                "  --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n,\n"
                "  --presence-penalty, --frequency-penalty,\n"
                "  -s, --seed                           sampling, as for nibble run\n"
+               "  -j, --json-schema S                  every answer is one JSON object that keeps\n"
+               "                                       to the JSON Schema S (text or file), as for run\n"
                "\n"
                "Reads one user message per line from standard input; /reset starts over,\n"
                "/exit (or end of input) quits. NAME: chatml, qwen3, llama3, llama2, gemma.\n"
@@ -231,6 +233,7 @@ struct chat {
     const struct nb_tokenizer *tok;
     struct nb_sequence *seq; /* what the cache holds, every token of this conversation */
     struct nb_sampler *sampler;
+    const struct nb_grammar *grammar; /* -j: every answer keeps to it (NULL: free) */
     struct nb_chat_msg msgs[MAX_TURNS];
     char *owned[MAX_TURNS];
     int n_msgs, base_msgs; /* base_msgs: the system turn (0 or 1) */
@@ -317,6 +320,11 @@ static enum nb_status turn(struct chat *c, const char *line)
         return st;
     }
     struct nb_gen_stats gs;
+    if ((st = nb_sampler_set_grammar(c->sampler, c->grammar))) { /* from its start again */
+        free(ids);
+        nb_text_out_free(out.out);
+        return st;
+    }
     st = nb_sequence_generate(c->seq, c->sampler, ids + same, n_ids - same, c->n_predict, 1,
                               on_token, &out, &gs);
     free(ids);
@@ -370,6 +378,8 @@ int cmd_chat(int argc, char **argv)
 {
     const char *cmd = "chat", *model_path = getenv("NIBBLE_MODEL"), *system = NULL;
     const char *tpl_name = NULL, *tpl_file = NULL, *path_name = NULL, *priority = NULL;
+    const char *schema = NULL;
+    struct nb_grammar *grammar = NULL;
     char *tpl_src = NULL;
     struct chat c = {.n_predict = 256};
     int rc = 1, no_cache = 0;
@@ -391,6 +401,7 @@ int cmd_chat(int argc, char **argv)
         OPTS_CONTEXT(&cp, 16),
         OPTS_SHIFT(&so),
         OPTS_SAMPLER(&sp),
+        OPT_STR("-j|--json-schema|-jf|--json-schema-file", &schema),
         OPT_END};
     int parsed = arg_parse(cmd, opts, argc, argv, usage);
     if (parsed <= 0) return parsed < 0 ? 1 : 0;
@@ -423,6 +434,8 @@ int cmd_chat(int argc, char **argv)
         goto done;
     }
     if (nb_sampler_init(&c.sampler, &sp, info.n_vocab) != NB_OK) goto fail;
+    if (!app_grammar_open(cmd, schema, tok, info.n_vocab, &grammar)) goto done;
+    c.grammar = grammar;
     if (system) c.msgs[c.n_msgs++] = (struct nb_chat_msg){"system", system};
     c.base_msgs = c.n_msgs;
     int interactive = isatty(0);
@@ -456,6 +469,7 @@ done:
     nb_sequence_free(c.seq);
     free(line);
     nb_sampler_free(c.sampler);
+    nb_grammar_free(grammar);
     nb_ctx_free(ctx);
     nb_tokenizer_free(tok);
     nb_model_free(model);

@@ -8,6 +8,7 @@
 #  - phone-agent-tiny (writes JSON actions): on 24 held-out steps the constrained greedy
 #    output validates, and equals the free output wherever the free output already keeps
 #    to the schema (the constraint changes nothing the model did right);
+#  - nibble chat -j: three answers of one conversation, each valid;
 #  - a budget too small for the schema's shortest object: the output is cut, and said to be;
 #  - errors: a schema that is not JSON, one outside the subset, a root that is no object,
 #    a missing file, --ignore-eos.
@@ -109,6 +110,26 @@ J
   # shellcheck disable=SC2046
   node "$npm_dir/validate_json.js" "$tmp/action.json" $(ls "$tmp"/cons*.out) >"$tmp/va.txt" && ok || {
     bad "agent: constrained outputs fail ajv"; grep invalid "$tmp/va.txt"; }
+fi
+
+# nibble chat -j: every answer of a conversation keeps to the schema (the grammar starts
+# again each turn)
+if [ -f "$agent" ]; then
+  printf 'Turn Wi-Fi off\nNow turn Bluetooth on\nGo home\n' | "$bin" chat -m "$agent" --path source \
+    -t 2 -n 48 -j "$tmp/action.json" >"$tmp/chat.out" 2>"$tmp/chat.err" || bad "chat -j: exit status"
+  python3 - "$tmp/chat.out" "$tmp" <<'PY' && ok || bad "chat -j: not three JSON answers"
+import json, sys
+text, dec, i, n = open(sys.argv[1]).read(), json.JSONDecoder(), 0, 0
+while True:
+    while i < len(text) and text[i].isspace(): i += 1
+    if i == len(text): break
+    v, i = dec.raw_decode(text, i)
+    n += 1
+    open(f"{sys.argv[2]}/chat{n}.json", "w").write(json.dumps(v))
+sys.exit(0 if n == 3 else 1)
+PY
+  node "$npm_dir/validate_json.js" "$tmp/action.json" "$tmp"/chat[0-9].json >"$tmp/vc.txt" && ok || {
+    bad "chat -j: ajv"; cat "$tmp/vc.txt" "$tmp/chat.out"; }
 fi
 
 # errors: named, exit 1, no crash
