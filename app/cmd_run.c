@@ -179,6 +179,28 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
     return 1;
 }
 
+/* The tokenizer (the source's: a cache entry embeds the same one) when a text prompt, text
+ * output or a schema needs it, and the prompt's ids in a->ids: 1; 0 when said; -1 on a
+ * library failure. */
+static int prompt_ids(struct run_args *a, const struct nb_model *model, const char *text,
+                      struct nb_tokenizer **tok)
+{
+    if (!a->ids || !a->print_ids || a->json_schema) {
+        if (nb_tokenizer_from_model(tok, model) != NB_OK) {
+            if (!a->ids || a->json_schema) return -1;
+            fprintf(stderr, "nibble run: no tokenizer (%s): printing ids\n", nb_last_error());
+        }
+    }
+    if (!a->ids && app_tokenize(*tok, text, strlen(text), 1, !a->no_special, &a->ids,
+                                &a->n_ids) != NB_OK)
+        return -1;
+    if (a->n_ids == 0) {
+        fprintf(stderr, "nibble run: the prompt is empty after tokenization\n");
+        return 0;
+    }
+    return 1;
+}
+
 /* The statistics of a run, on stderr. */
 static void report(const struct run_args *a, const struct nb_gen_stats *gs,
                    const struct out_state *out, int n_keep, double t_start, double t_loaded,
@@ -244,23 +266,13 @@ int cmd_run(int argc, char **argv)
     if (!app_open_model(cmd, a.model_path, a.path_name, a.priority, cp.n_threads, !a.no_cache,
                         &model, loaded, sizeof loaded))
         goto done;
-    /* The tokenizer (the source's: a cache entry embeds the same one): needed for a text
-     * prompt or text output. */
-    if (!ids || !out.print_ids || a.json_schema) {
-        if (nb_tokenizer_from_model(&tok, model) != NB_OK) {
-            if (!ids || a.json_schema) goto fail;
-            fprintf(stderr, "nibble run: no tokenizer (%s): printing ids\n", nb_last_error());
-        }
-    }
-    if (!ids && app_tokenize(tok, prompt_text, strlen(prompt_text), 1, !a.no_special, &a.ids,
-                            &a.n_ids) != NB_OK)
-        goto fail;
-    ids = a.ids;
-    n_ids = a.n_ids;
-    if (n_ids == 0) {
-        fprintf(stderr, "nibble run: the prompt is empty after tokenization\n");
+    int got = prompt_ids(&a, model, prompt_text, &tok);
+    if (got <= 0) {
+        if (got < 0) goto fail;
         goto done;
     }
+    ids = a.ids;
+    n_ids = a.n_ids;
     out.tok = tok;
     out.ignore_eos = a.ignore_eos;
     struct nb_text_out_params tp = {sizeof tp, 0, a.ignore_eos, a.stops, a.n_stops};

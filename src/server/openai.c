@@ -249,12 +249,110 @@ static int valid_tool_name(const char *s)
     return 1;
 }
 
+/* tools[i]: a function's name (kept in r->tools[i]) and its parameters' schema. */
+static int parse_tool(const cJSON *t, int i, struct srv_request *r, struct srv_error *e)
+{
+    char param[96];
+    snprintf(param, sizeof param, "tools[%d]", i);
+    if (!cJSON_IsObject(t))
+        return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
+    const cJSON *ty = cJSON_GetObjectItemCaseSensitive(t, "type");
+    snprintf(param, sizeof param, "tools[%d].type", i);
+    if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function"))
+        return srv_fail(e, 400, param, "invalid_value", "'%s' must be \"function\"", param);
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
+    snprintf(param, sizeof param, "tools[%d].function", i);
+    if (!cJSON_IsObject(f))
+        return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
+    const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
+    snprintf(param, sizeof param, "tools[%d].function.name", i);
+    if (!cJSON_IsString(name))
+        return srv_fail(e, 400, param, name ? "invalid_type" : "missing_required_parameter",
+                        "'%s' must be a string", param);
+    if (!valid_tool_name(name->valuestring))
+        return srv_fail(e, 400, param, "invalid_value",
+                        "'%s' must be 1 to 64 of a-z, A-Z, 0-9, '_' and '-'", param);
+    for (int k = 0; k < i; k++)
+        if (!strcmp(r->tools[k], name->valuestring))
+            return srv_fail(e, 400, param, "invalid_value",
+                            "'%s': the function '%s' is listed twice", param, name->valuestring);
+    const cJSON *d = cJSON_GetObjectItemCaseSensitive(f, "description");
+    snprintf(param, sizeof param, "tools[%d].function.description", i);
+    if (d && !cJSON_IsNull(d) && !cJSON_IsString(d))
+        return srv_fail(e, 400, param, "invalid_type", "'%s' must be a string", param);
+    const cJSON *pa = cJSON_GetObjectItemCaseSensitive(f, "parameters");
+    snprintf(param, sizeof param, "tools[%d].function.parameters", i);
+    if (pa && !cJSON_IsNull(pa) && !cJSON_IsObject(pa))
+        return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
+    const cJSON *st = cJSON_GetObjectItemCaseSensitive(f, "strict");
+    snprintf(param, sizeof param, "tools[%d].function.strict", i);
+    if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
+        return srv_fail(e, 400, param, "invalid_type", "'%s' must be true or false", param);
+    if (!(r->tools[i] = strdup(name->valuestring)))
+        return srv_fail(e, 500, NULL, NULL, "out of memory");
+    r->n_tools = i + 1;
+    snprintf(param, sizeof param, "tools[%d].function.parameters", i);
+    if (cJSON_IsObject(pa) && compile_schema(pa, cJSON_IsTrue(st), param, &r->tool_schemas[i], e))
+        return -1;
+    return 0;
+}
+
+/* tool_choice: none, auto, required or one function named (then that function is
+ * r->tools[0], the only one the call may name). */
+static int parse_tool_choice(const cJSON *tc, struct srv_request *r, struct srv_error *e)
+{
+    const char *named = NULL;
+    if (cJSON_IsString(tc)) {
+        if (!strcmp(tc->valuestring, "none"))
+            r->tool_choice = SRV_TC_NONE;
+        else if (!strcmp(tc->valuestring, "auto"))
+            r->tool_choice = r->n_tools ? SRV_TC_AUTO : SRV_TC_NONE;
+        else if (!strcmp(tc->valuestring, "required"))
+            r->tool_choice = SRV_TC_REQUIRED;
+        else
+            return srv_fail(e, 400, "tool_choice", "invalid_value",
+                            "'tool_choice' is '%.64s': it must be 'none', 'auto', 'required' "
+                            "or {\"type\": \"function\", \"function\": {\"name\": ...}}",
+                            tc->valuestring);
+    } else if (cJSON_IsObject(tc)) {
+        const cJSON *ty = cJSON_GetObjectItemCaseSensitive(tc, "type");
+        const cJSON *f = cJSON_GetObjectItemCaseSensitive(tc, "function");
+        const cJSON *name = cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "name") : NULL;
+        if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsString(name))
+            return srv_fail(e, 400, "tool_choice", "invalid_value",
+                            "'tool_choice' as an object must be {\"type\": \"function\", "
+                            "\"function\": {\"name\": ...}}");
+        named = name->valuestring;
+        r->tool_choice = SRV_TC_NAMED;
+    } else {
+        return srv_fail(e, 400, "tool_choice", "invalid_type",
+                        "'tool_choice' must be a string or an object");
+    }
+    if (r->tool_choice >= SRV_TC_REQUIRED && !r->n_tools)
+        return srv_fail(e, 400, "tool_choice", "invalid_value",
+                        "'tool_choice' asks for a call but 'tools' lists no function");
+    if (!named) return 0;
+    int k = 0; /* the one function forced: the only name kept */
+    while (k < r->n_tools && strcmp(r->tools[k], named))
+        k++;
+    if (k == r->n_tools)
+        return srv_fail(e, 400, "tool_choice.function.name", "invalid_value",
+                        "'tool_choice' names the function '%.64s', which 'tools' does not list",
+                        named);
+    char *keep = r->tools[k];
+    r->tools[k] = r->tools[0];
+    r->tools[0] = keep;
+    struct nb_schema *keep_s = r->tool_schemas[k];
+    r->tool_schemas[k] = r->tool_schemas[0];
+    r->tool_schemas[0] = keep_s;
+    return 0;
+}
+
 /* tools, tool_choice, parallel_tool_calls (chat). *rendered: the tools to show the
  * template (NULL when none are offered or tool_choice is "none"). */
 static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rendered,
                        struct srv_error *e)
 {
-    char param[96];
     int parallel = 1;
     *rendered = NULL;
     if (get_bool(o, "parallel_tool_calls", &parallel, e)) return -1;
@@ -274,102 +372,12 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
         int i = 0;
         cJSON_ArrayForEach(t, tools)
         {
-            snprintf(param, sizeof param, "tools[%d]", i);
-            if (!cJSON_IsObject(t))
-                return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
-            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(t, "type");
-            snprintf(param, sizeof param, "tools[%d].type", i);
-            if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function"))
-                return srv_fail(e, 400, param, "invalid_value", "'%s' must be \"function\"", param);
-            const cJSON *f = cJSON_GetObjectItemCaseSensitive(t, "function");
-            snprintf(param, sizeof param, "tools[%d].function", i);
-            if (!cJSON_IsObject(f))
-                return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
-            const cJSON *name = cJSON_GetObjectItemCaseSensitive(f, "name");
-            snprintf(param, sizeof param, "tools[%d].function.name", i);
-            if (!cJSON_IsString(name))
-                return srv_fail(e, 400, param, name ? "invalid_type" : "missing_required_parameter",
-                                "'%s' must be a string", param);
-            if (!valid_tool_name(name->valuestring))
-                return srv_fail(e, 400, param, "invalid_value",
-                                "'%s' must be 1 to 64 of a-z, A-Z, 0-9, '_' and '-'", param);
-            for (int k = 0; k < i; k++)
-                if (!strcmp(r->tools[k], name->valuestring))
-                    return srv_fail(e, 400, param, "invalid_value",
-                                    "'%s': the function '%s' is listed twice", param,
-                                    name->valuestring);
-            const cJSON *d = cJSON_GetObjectItemCaseSensitive(f, "description");
-            snprintf(param, sizeof param, "tools[%d].function.description", i);
-            if (d && !cJSON_IsNull(d) && !cJSON_IsString(d))
-                return srv_fail(e, 400, param, "invalid_type", "'%s' must be a string", param);
-            const cJSON *pa = cJSON_GetObjectItemCaseSensitive(f, "parameters");
-            snprintf(param, sizeof param, "tools[%d].function.parameters", i);
-            if (pa && !cJSON_IsNull(pa) && !cJSON_IsObject(pa))
-                return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
-            const cJSON *st = cJSON_GetObjectItemCaseSensitive(f, "strict");
-            snprintf(param, sizeof param, "tools[%d].function.strict", i);
-            if (st && !cJSON_IsNull(st) && !cJSON_IsBool(st))
-                return srv_fail(e, 400, param, "invalid_type", "'%s' must be true or false", param);
-            if (!(r->tools[i] = strdup(name->valuestring)))
-                return srv_fail(e, 500, NULL, NULL, "out of memory");
-            r->n_tools = ++i;
-            snprintf(param, sizeof param, "tools[%d].function.parameters", i - 1);
-            if (cJSON_IsObject(pa) &&
-                compile_schema(pa, cJSON_IsTrue(st), param, &r->tool_schemas[i - 1], e))
-                return -1;
+            if (parse_tool(t, i++, r, e)) return -1;
         }
     }
     r->tool_choice = r->n_tools ? SRV_TC_AUTO : SRV_TC_NONE;
     const cJSON *tc = cJSON_GetObjectItemCaseSensitive(o, "tool_choice");
-    if (tc && !cJSON_IsNull(tc)) {
-        const char *named = NULL;
-        if (cJSON_IsString(tc)) {
-            if (!strcmp(tc->valuestring, "none"))
-                r->tool_choice = SRV_TC_NONE;
-            else if (!strcmp(tc->valuestring, "auto"))
-                r->tool_choice = r->n_tools ? SRV_TC_AUTO : SRV_TC_NONE;
-            else if (!strcmp(tc->valuestring, "required"))
-                r->tool_choice = SRV_TC_REQUIRED;
-            else
-                return srv_fail(e, 400, "tool_choice", "invalid_value",
-                                "'tool_choice' is '%.64s': it must be 'none', 'auto', 'required' "
-                                "or {\"type\": \"function\", \"function\": {\"name\": ...}}",
-                                tc->valuestring);
-        } else if (cJSON_IsObject(tc)) {
-            const cJSON *ty = cJSON_GetObjectItemCaseSensitive(tc, "type");
-            const cJSON *f = cJSON_GetObjectItemCaseSensitive(tc, "function");
-            const cJSON *name =
-                cJSON_IsObject(f) ? cJSON_GetObjectItemCaseSensitive(f, "name") : NULL;
-            if (!cJSON_IsString(ty) || strcmp(ty->valuestring, "function") || !cJSON_IsString(name))
-                return srv_fail(e, 400, "tool_choice", "invalid_value",
-                                "'tool_choice' as an object must be {\"type\": \"function\", "
-                                "\"function\": {\"name\": ...}}");
-            named = name->valuestring;
-            r->tool_choice = SRV_TC_NAMED;
-        } else {
-            return srv_fail(e, 400, "tool_choice", "invalid_type",
-                            "'tool_choice' must be a string or an object");
-        }
-        if (r->tool_choice >= SRV_TC_REQUIRED && !r->n_tools)
-            return srv_fail(e, 400, "tool_choice", "invalid_value",
-                            "'tool_choice' asks for a call but 'tools' lists no function");
-        if (named) { /* the one function forced: the only name kept */
-            int k = 0;
-            while (k < r->n_tools && strcmp(r->tools[k], named))
-                k++;
-            if (k == r->n_tools)
-                return srv_fail(e, 400, "tool_choice.function.name", "invalid_value",
-                                "'tool_choice' names the function '%.64s', which 'tools' does "
-                                "not list",
-                                named);
-            char *keep = r->tools[k];
-            r->tools[k] = r->tools[0];
-            r->tools[0] = keep;
-            struct nb_schema *keep_s = r->tool_schemas[k];
-            r->tool_schemas[k] = r->tool_schemas[0];
-            r->tool_schemas[0] = keep_s;
-        }
-    }
+    if (tc && !cJSON_IsNull(tc) && parse_tool_choice(tc, r, e)) return -1;
     if (r->tool_choice != SRV_TC_NONE) *rendered = tools;
     return 0;
 }
@@ -608,6 +616,51 @@ static cJSON *jinja_context(const struct srv_model *m, const cJSON *msgs,
     return ctx;
 }
 
+/* messages[i]: its role (developer read as system), its text, its calls (assistant) into
+ * *tm, *calls and *text (owned by the caller, also on an error). */
+static int parse_message(const cJSON *msg, int i, cJSON *hold, struct nb_chat_tmsg *tm,
+                         struct nb_chat_call **calls, char **text, struct srv_error *e)
+{
+    char param[64];
+    snprintf(param, sizeof param, "messages[%d]", i);
+    if (!cJSON_IsObject(msg))
+        return srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
+    const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
+    snprintf(param, sizeof param, "messages[%d].role", i);
+    if (!cJSON_IsString(role))
+        return srv_fail(e, 400, param, "invalid_type", "'%s' must be a string", param);
+    const char *rn = role->valuestring;
+    if (!strcmp(rn, "developer")) rn = "system"; /* OpenAI's newer name for it */
+    if (strcmp(rn, "system") && strcmp(rn, "user") && strcmp(rn, "assistant") &&
+        strcmp(rn, "tool"))
+        return srv_fail(e, 400, param, "invalid_value",
+                        "'%s' is '%.32s': nibble serve takes system, developer, user, assistant "
+                        "and tool messages",
+                        param, role->valuestring);
+    const cJSON *tc = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
+    if (tc && !cJSON_IsNull(tc) && strcmp(rn, "assistant")) {
+        snprintf(param, sizeof param, "messages[%d].tool_calls", i);
+        return srv_fail(e, 400, param, "invalid_value",
+                        "'%s': only assistant messages make calls", param);
+    }
+    if (message_calls(tc, i, hold, calls, &tm->n_calls, e)) return -1;
+    const cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
+    if (!c && tm->n_calls) { /* a call without content: the content is null */
+        if (!(*text = strdup(""))) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    } else if (message_text(c, i, text, e)) {
+        return -1;
+    }
+    const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "tool_call_id");
+    if (id && !cJSON_IsNull(id) && !cJSON_IsString(id)) {
+        snprintf(param, sizeof param, "messages[%d].tool_call_id", i);
+        return srv_fail(e, 400, param, "invalid_type", "'%s' must be a string", param);
+    }
+    tm->role = rn;
+    tm->content = *text;
+    tm->calls = *calls;
+    return 0;
+}
+
 /* messages (and the tools offered) -> the template's text, its message bytes marked ->
  * ids. The model's Jinja template when it has one, else the built-in family. */
 static int chat_prompt(const struct srv_model *m, const cJSON *o, const cJSON *tools,
@@ -635,57 +688,10 @@ static int chat_prompt(const struct srv_model *m, const cJSON *o, const cJSON *t
         goto done;
     }
     for (int i = 0; i < n; i++) {
-        const cJSON *msg = cJSON_GetArrayItem(msgs, i);
-        char param[64];
-        snprintf(param, sizeof param, "messages[%d]", i);
-        if (!cJSON_IsObject(msg)) {
-            srv_fail(e, 400, param, "invalid_type", "'%s' must be an object", param);
+        if (parse_message(cJSON_GetArrayItem(msgs, i), i, hold, &tm[i], &calls[i], &texts[i], e))
             goto done;
-        }
-        const cJSON *role = cJSON_GetObjectItemCaseSensitive(msg, "role");
-        snprintf(param, sizeof param, "messages[%d].role", i);
-        if (!cJSON_IsString(role)) {
-            srv_fail(e, 400, param, "invalid_type", "'%s' must be a string", param);
-            goto done;
-        }
-        const char *rn = role->valuestring;
-        if (!strcmp(rn, "developer")) rn = "system"; /* OpenAI's newer name for it */
-        if (strcmp(rn, "system") && strcmp(rn, "user") && strcmp(rn, "assistant") &&
-            strcmp(rn, "tool")) {
-            srv_fail(e, 400, param, "invalid_value",
-                     "'%s' is '%.32s': nibble serve takes system, developer, user, assistant "
-                     "and tool messages",
-                     param, role->valuestring);
-            goto done;
-        }
-        const cJSON *tc = cJSON_GetObjectItemCaseSensitive(msg, "tool_calls");
-        if (tc && !cJSON_IsNull(tc) && strcmp(rn, "assistant")) {
-            snprintf(param, sizeof param, "messages[%d].tool_calls", i);
-            srv_fail(e, 400, param, "invalid_value", "'%s': only assistant messages make calls",
-                     param);
-            goto done;
-        }
-        if (message_calls(tc, i, hold, &calls[i], &tm[i].n_calls, e)) goto done;
-        const cJSON *c = cJSON_GetObjectItemCaseSensitive(msg, "content");
-        if (!c && tm[i].n_calls) { /* a call without content: the content is null */
-            if (!(texts[i] = strdup(""))) {
-                srv_fail(e, 500, NULL, NULL, "out of memory");
-                goto done;
-            }
-        } else if (message_text(c, i, &texts[i], e)) {
-            goto done;
-        }
-        const cJSON *id = cJSON_GetObjectItemCaseSensitive(msg, "tool_call_id");
-        if (id && !cJSON_IsNull(id) && !cJSON_IsString(id)) {
-            snprintf(param, sizeof param, "messages[%d].tool_call_id", i);
-            srv_fail(e, 400, param, "invalid_type", "'%s' must be a string", param);
-            goto done;
-        }
-        cm[i] = (struct nb_chat_msg){rn, texts[i]};
-        tm[i].role = rn;
-        tm[i].content = texts[i];
-        tm[i].calls = calls[i];
-        any_tool |= tm[i].n_calls > 0 || !strcmp(rn, "tool");
+        cm[i] = (struct nb_chat_msg){tm[i].role, texts[i]};
+        any_tool |= tm[i].n_calls > 0 || !strcmp(tm[i].role, "tool");
     }
     if (m->jinja) {
         if (!(ctx = jinja_context(m, msgs, tm, n, tools))) {
