@@ -20,6 +20,7 @@
 #include "core/error.h"
 #include "core/timer.h"
 #include "nibble.h"
+#include "runtime/sequence.h"
 
 #define NGRAM_MIN 2
 #define NGRAM_MAX 4
@@ -42,6 +43,8 @@ struct nb_sequence {
     int k;               /* drafts fed after the view's last token */
     float *logits;       /* [(MAX_DRAFT + 1) * n_vocab] */
     int rows;            /* logits rows the step produced */
+    int placed;          /* view tokens the step put (nb_sequence_put) */
+    int draws, last_in;  /* the step's draws, and whether the last one was appended */
     int dropped, rerun;  /* the step's shift */
     struct nb_sequence_shifts sh;
 };
@@ -287,19 +290,39 @@ static enum nb_status run_step(struct nb_sequence *s, int k, int verify)
     return NB_OK;
 }
 
+enum nb_status nb_sequence_take(struct nb_sequence *s, int32_t y, int append_it)
+{
+    s->draws++;
+    s->last_in = append_it;
+    return append_it ? append(s, &y, 1) : NB_OK;
+}
+
+enum nb_status nb_sequence_settle(struct nb_sequence *s, int *accepted)
+{
+    int conf = s->draws > 0 ? s->draws - 1 : 0, pending = s->draws > 0 && s->last_in;
+    if (conf > s->k) conf = s->k;
+    if (accepted) *accepted = conf;
+    int keep = view_len(s) - pending;
+    s->n_run = s->n - pending;
+    s->draws = 0;
+    if (s->k && nb_sequence_cached(s) > keep)
+        return nb_ctx_truncate_seq(s->ctx, s->p.seq, s->base + keep);
+    return NB_OK;
+}
+
 /* What accept() found. */
 enum outcome { GO_ON = 0, STOP };
 
 /* Draw from the step's rows in order: row i is valid while every draw before it equalled
  * its draft. Each draw is appended to ids (the last is not in the cache: the next step
- * runs it); the cache is cut back to what was right. */
+ * runs it); the cache is cut back to what was right (nb_sequence_settle). */
 static enum outcome accept(struct nb_sequence *s, struct nb_sampler *smp, int stop_on_eos,
                            long long *left, nb_token_cb cb, void *user, struct nb_gen_stats *S,
                            enum nb_status *st)
 {
     enum outcome o = GO_ON;
-    int i = 0;
-    for (; i < s->rows; i++) {
+    s->draws = 0;
+    for (int i = 0; i < s->rows; i++) {
         if (*left > 0) nb_sampler_set_budget(smp, *left > INT_MAX ? INT_MAX : (int)*left);
         int32_t y = nb_sampler_sample(smp, s->logits + (size_t)i * (size_t)s->n_vocab);
         if (y < 0) { /* the sampler's grammar: no token continues the output */
@@ -308,13 +331,14 @@ static enum outcome accept(struct nb_sequence *s, struct nb_sampler *smp, int st
             return STOP;
         }
         if (stop_on_eos && y == s->eos_id) {
+            nb_sequence_take(s, y, 0);
             S->stopped_by = NB_STOPPED_EOG;
             o = STOP;
             break;
         }
         nb_sampler_accept(smp, y);
         S->n_gen++;
-        if ((*st = append(s, &y, 1))) return STOP;
+        if ((*st = nb_sequence_take(s, y, 1))) return STOP;
         if (*left > 0) --*left;
         if (cb && cb(y, user)) {
             S->stopped_by = NB_STOPPED_CALLBACK;
@@ -326,15 +350,10 @@ static enum outcome accept(struct nb_sequence *s, struct nb_sampler *smp, int st
             break;
         }
         if (i == s->k || y != s->draft[i]) break; /* y is not in the cache */
-        S->n_accepted++;
     }
-    /* the cache keeps the view but the last token drawn (none at an end of generation) */
-    int pending = !(o == STOP && S->stopped_by == NB_STOPPED_EOG);
-    int keep = view_len(s) - pending;
-    s->n_run = s->n - pending;
-    if (s->k && nb_sequence_cached(s) > keep &&
-        (*st = nb_ctx_truncate_seq(s->ctx, s->p.seq, s->base + keep)))
-        return STOP;
+    int acc = 0;
+    if ((*st = nb_sequence_settle(s, &acc))) return STOP;
+    S->n_accepted += acc;
     return o;
 }
 
@@ -392,6 +411,74 @@ enum nb_status nb_sequence_generate(struct nb_sequence *s, struct nb_sampler *sa
     S->n_rerun = s->sh.n_rerun - sh0.n_rerun;
     S->t_shift_s = t_shift;
     return st;
+}
+
+/* ---------------------------------------------------------------- a step driven from outside */
+
+enum nb_status nb_sequence_append(struct nb_sequence *s, const int32_t *t, int m)
+{
+    return append(s, t, m);
+}
+
+enum nb_status nb_sequence_adopt(struct nb_sequence *s, const struct nb_sequence *src, int n)
+{
+    if (n < 0 || n > nb_sequence_cached(src) || n > src->n || src->off != src->p.n_keep ||
+        s->off != s->p.n_keep)
+        return nb_set_error(NB_ERR_INVALID_ARG, "adopt: %d tokens of a sequence that holds %d",
+                            n, nb_sequence_cached(src));
+    enum nb_status st = grow(s, n);
+    if (!st) st = nb_ctx_fork_seq(s->ctx, src->p.seq, s->p.seq, n);
+    if (st) {
+        nb_ctx_clear_seq(s->ctx, s->p.seq);
+        s->n = s->n_run = 0;
+        return st;
+    }
+    memcpy(s->ids, src->ids, sizeof *s->ids * (size_t)n);
+    s->n = s->n_run = n;
+    return NB_OK;
+}
+
+int nb_sequence_put(struct nb_sequence *s, struct nb_seq_batch *b, int max_new, int max_draft)
+{
+    int c = nb_sequence_cached(s), vis = view_len(s), m = vis - c, seq = s->p.seq;
+    if (m > max_new) m = max_new;
+    if (m > b->cap - b->n) m = b->cap - b->n;
+    s->placed = m > 0 ? m : 0;
+    s->k = 0;
+    s->draws = 0;
+    for (int i = 0; i < m; i++, b->n++) {
+        b->tok[b->n] = view_at(s, c + i);
+        b->pos[b->n] = s->base + c + i;
+        b->seq[b->n] = seq;
+        b->want[b->n] = 0;
+    }
+    if (m <= 0 || c + m < vis) return 0;
+    b->want[b->n - 1] = 1;
+    if (max_draft > MAX_DRAFT) max_draft = MAX_DRAFT;
+    if (s->p.n_ctx > 0 && vis + max_draft > s->p.n_ctx) max_draft = s->p.n_ctx - vis;
+    if (max_draft > b->cap - b->n) max_draft = b->cap - b->n;
+    int k = max_draft > 0 ? nb_lookup_draft(s->ids, s->n, NGRAM_MIN, NGRAM_MAX, max_draft,
+                                            s->draft)
+                          : 0;
+    for (int i = 0; i < k; i++, b->n++) {
+        b->tok[b->n] = s->draft[i];
+        b->pos[b->n] = s->base + vis + i;
+        b->seq[b->n] = seq;
+        b->want[b->n] = 1;
+    }
+    s->k = k;
+    return 1 + k;
+}
+
+int32_t nb_sequence_draft(const struct nb_sequence *s, int i)
+{
+    return i >= 0 && i < s->k ? s->draft[i] : -1;
+}
+
+void nb_sequence_ran(struct nb_sequence *s)
+{
+    s->n_run += s->placed;
+    s->placed = 0;
 }
 
 /* ---------------------------------------------------------------- prompt lookup */
