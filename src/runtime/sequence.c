@@ -163,8 +163,7 @@ enum nb_status nb_sequence_init(struct nb_sequence **out, struct nb_ctx *ctx,
     s->off = p.n_keep;
     if (p.shift) nb_ctx_clear_seq(ctx, p.seq); /* a shift runs its own tokens again */
     s->base = nb_ctx_seq_len(ctx, p.seq);
-    s->logits = malloc(sizeof *s->logits * (size_t)info.n_vocab * (MAX_DRAFT + 1));
-    if (!s->logits || grow(s, 256)) {
+    if (grow(s, 256)) {
         nb_sequence_free(s);
         return nb_set_error(NB_ERR_NOMEM, "out of memory");
     }
@@ -368,6 +367,10 @@ enum nb_status nb_sequence_generate(struct nb_sequence *s, struct nb_sampler *sa
     if (!s || !sampler) return nb_set_error(NB_ERR_INVALID_ARG, "generate: no sequence or sampler");
     if (n_prompt <= 0 || !prompt)
         return nb_set_error(NB_ERR_INVALID_ARG, "generate: the prompt is empty");
+    /* the logits rows of a step (not needed by a sequence a caller steps: the server) */
+    if (!s->logits &&
+        !(s->logits = malloc(sizeof *s->logits * (size_t)s->n_vocab * (MAX_DRAFT + 1))))
+        return nb_set_error(NB_ERR_NOMEM, "generate: out of memory (the logits rows)");
     struct nb_sequence_shifts sh0 = s->sh;
     enum nb_status st = append(s, prompt, n_prompt);
     if (st) return st;
@@ -418,6 +421,11 @@ enum nb_status nb_sequence_generate(struct nb_sequence *s, struct nb_sampler *sa
 enum nb_status nb_sequence_append(struct nb_sequence *s, const int32_t *t, int m)
 {
     return append(s, t, m);
+}
+
+enum nb_status nb_sequence_reserve(struct nb_sequence *s, int n)
+{
+    return grow(s, n);
 }
 
 enum nb_status nb_sequence_adopt(struct nb_sequence *s, const struct nb_sequence *src, int n)

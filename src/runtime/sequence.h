@@ -30,6 +30,8 @@ struct nb_seq_batch {
 
 /* Append m tokens to run (a prompt): they wait for nb_sequence_put. */
 enum nb_status nb_sequence_append(struct nb_sequence *s, const int32_t *t, int m);
+/* Room for n tokens in all: appends and draws up to that never allocate. NB_ERR_NOMEM. */
+enum nb_status nb_sequence_reserve(struct nb_sequence *s, int n);
 /* Sequence s becomes the first n cached tokens of src (another sequence of the same
  * context), sharing its KV blocks (nb_ctx_fork_seq). On a failure s is empty. */
 enum nb_status nb_sequence_adopt(struct nb_sequence *s, const struct nb_sequence *src, int n);

@@ -32,6 +32,7 @@
 
 #include "core/log.h"
 #include "core/timer.h"
+#include "runtime/sequence.h"
 #include "server/server.h"
 
 /* ---------------------------------------------------------------- jobs */
@@ -277,11 +278,11 @@ void srv_logprob_of(const float *x, int n_vocab, int32_t tok, int n_top, struct 
 
 /* ---------------------------------------------------------------- prefix sharing */
 
-/* What each slot's sequence holds (engine only): tok[i * n_ctx + p] is the token at
- * position p of sequence i, for p < nb_ctx_seq_len(i). */
+/* Each slot's sequence (engine only): the library's nb_sequence of context sequence i,
+ * which keeps the tokens its cache holds (a finished job's stay, for the next prompt that
+ * shares them) and puts, draws and settles each step (runtime/sequence.h). */
 struct cache {
-    int32_t *tok; /* [n_slots * n_ctx] */
-    int n_ctx;
+    struct nb_sequence **seq; /* [n_slots] */
     int block;        /* tokens of a KV block: a fork must save at least one */
     uint64_t *used;   /* [n_slots]: when the slot last took a job (least recently used first) */
     uint8_t *started; /* [n_slots]: its job has looked for its prefix and begun prefilling */
@@ -299,11 +300,12 @@ static int common_prefix(const int32_t *a, int na, const int32_t *b, int nb, int
 }
 
 /* Of slot i's cached tokens, those that start job j's prompt (at most its n_prompt - 1). */
-static int slot_prefix(const struct nb_server *s, const struct cache *c, int i,
-                       const struct srv_job *j)
+static int slot_prefix(const struct cache *c, int i, const struct srv_job *j)
 {
-    return common_prefix(c->tok + (size_t)i * (size_t)c->n_ctx, nb_ctx_seq_len(s->ctx, i),
-                         j->req.prompt, j->req.n_prompt, j->req.n_prompt - 1);
+    int n, held = nb_sequence_cached(c->seq[i]);
+    const int32_t *ids = nb_sequence_ids(c->seq[i], &n);
+    return common_prefix(ids, held < n ? held : n, j->req.prompt, j->req.n_prompt,
+                         j->req.n_prompt - 1);
 }
 
 /* The free slot for job j: the one whose cache shares the longest prefix with its prompt
@@ -314,7 +316,7 @@ static int pick_slot(struct nb_server *s, const struct cache *c, const struct sr
     for (int i = 0; i < s->p.n_slots; i++) {
         if (s->slots[i]) continue;
         if (!s->p.prefix_cache) return i;
-        int n = slot_prefix(s, c, i, j);
+        int n = slot_prefix(c, i, j);
         if (n > best_n || (n == best_n && c->used[i] < c->used[best])) {
             best = i;
             best_n = n;
@@ -324,19 +326,20 @@ static int pick_slot(struct nb_server *s, const struct cache *c, const struct sr
 }
 
 /* At the start of job j's prefill: its sequence becomes the longest cached prefix of its
- * prompt (its own slot's, or a fork of another slot holding a block more), j->n_past and
- * j->n_cached that length. 1: wait instead (a job still prefilling will hold a longer
- * prefix after this step). Engine thread, outside the lock: run[] are the running jobs. */
+ * prompt (its own slot's, or a fork of another slot holding a block more) followed by the
+ * rest of the prompt to run, j->n_past and j->n_cached that prefix's length. 1: wait
+ * instead (a job still prefilling will hold a longer prefix after this step). Engine
+ * thread, outside the lock: run[] are the running jobs. */
 static int take_prefix(struct nb_server *s, struct cache *c, struct srv_job *j,
                        struct srv_job *const *run, int n_run)
 {
     int me = j->slot, n = 0, src = -1;
     if (s->p.prefix_cache) {
-        n = slot_prefix(s, c, me, j);
+        n = slot_prefix(c, me, j);
         int own = n;
         for (int i = 0; i < s->p.n_slots; i++) {
             if (i == me) continue;
-            int m = slot_prefix(s, c, i, j);
+            int m = slot_prefix(c, i, j);
             if (m > n && m - own >= c->block) {
                 n = m;
                 src = i;
@@ -347,22 +350,18 @@ static int take_prefix(struct nb_server *s, struct cache *c, struct srv_job *j,
             if (o == j || !c->started[o->slot]) continue;
             int will = common_prefix(o->req.prompt, o->req.n_prompt, j->req.prompt, j->req.n_prompt,
                                      j->req.n_prompt - 1);
-            if (will >= n + c->block && nb_ctx_seq_len(s->ctx, o->slot) < will) return 1;
+            if (will >= n + c->block && nb_sequence_cached(c->seq[o->slot]) < will) return 1;
         }
     }
-    enum nb_status st = NB_OK;
-    if (src >= 0)
-        st = nb_ctx_fork_seq(s->ctx, src, me, n);
-    else if (n > 0)
-        st = nb_ctx_truncate_seq(s->ctx, me, n);
-    if (st != NB_OK || n == 0) { /* a window layer no longer holds it: prefill it all */
-        nb_ctx_clear_seq(s->ctx, me);
-        n = 0;
-    } else if (src >= 0) {
-        memcpy(c->tok + (size_t)me * (size_t)c->n_ctx, c->tok + (size_t)src * (size_t)c->n_ctx,
-               sizeof *c->tok * (size_t)n);
-    }
-    j->n_past = j->n_cached = n;
+    struct nb_sequence *q = c->seq[me];
+    if (src < 0 || nb_sequence_adopt(q, c->seq[src], n) != NB_OK)
+        nb_sequence_rewind(q, src < 0 ? n : 0); /* its own prefix; a failed fork: none */
+    int held;
+    nb_sequence_ids(q, &held);
+    /* the rest of the prompt (room reserved for a full context: cannot fail) */
+    if (nb_sequence_append(q, j->req.prompt + held, j->req.n_prompt - held) != NB_OK)
+        srv_fail(&j->err, 500, NULL, NULL, "serve: %s", nb_last_error());
+    j->n_past = j->n_cached = nb_sequence_cached(q);
     c->started[me] = 1;
     return 0;
 }
@@ -379,17 +378,13 @@ static int take_prefix(struct nb_server *s, struct cache *c, struct srv_job *j,
 static void make_room(struct nb_server *s, struct cache *c, struct srv_job *const *run, int n_run,
                       int n_dec, int n_pre, int *cap)
 {
-    for (int k = 0; k < n_run; k++) {
-        struct srv_job *j = run[k];
-        int len = nb_ctx_seq_len(s->ctx, j->slot);
-        if (j->n_past > len) j->n_past = len;
-    }
     int lru = -1;
     for (int i = 0; i < s->p.n_slots; i++)
-        if (!s->slots[i] && nb_ctx_seq_len(s->ctx, i) > 0 && (lru < 0 || c->used[i] < c->used[lru]))
+        if (!s->slots[i] && nb_sequence_cached(c->seq[i]) > 0 &&
+            (lru < 0 || c->used[i] < c->used[lru]))
             lru = i;
     if (lru >= 0) {
-        nb_ctx_clear_seq(s->ctx, lru);
+        nb_sequence_rewind(c->seq[lru], 0);
         return;
     }
     if (n_pre > 1 || (n_pre == 1 && n_dec > 0)) {
@@ -417,18 +412,19 @@ static void make_room(struct nb_server *s, struct cache *c, struct srv_job *cons
         young->n_past = young->n_cached = 0;
         c->started[slot] = 0;
     }
-    nb_ctx_clear_seq(s->ctx, slot);
+    nb_sequence_rewind(c->seq[slot], 0);
 }
 
 /* ---------------------------------------------------------------- the loop */
 
 struct step {
-    int32_t *tok, *pos, *seq; /* [cap] */
-    uint8_t *want;
+    struct nb_seq_batch in;   /* the batch: room for n_batch + rows tokens */
+    struct srv_job **put;     /* [n_slots]: the jobs that put tokens into it */
+    int n_put;
     struct srv_job **out_job; /* [rows]: the job of each logits row */
     int *draft_i;             /* [rows]: 0 the job's own token, i its i-th draft (--lookup) */
     uint8_t *taken;           /* [rows]: a token was drawn from the row */
-    int cap, rows;            /* rows: n_slots + the drafts a step may hold */
+    int rows;                 /* n_slots + the drafts a step may hold */
     float *logits;            /* [rows * n_vocab] */
     /* per output row: its text (a token is at most a few hundred bytes, the held-back
      * text of the stop matcher at most its longest string), finish, whether a token was
@@ -439,7 +435,7 @@ struct step {
     int *gained;
     struct srv_logprob *row_lp;
     float *raw, *work; /* [n_vocab]: a row before the sampler's changes; constrained copy */
-    int n, n_out, n_dec, n_drafted; /* this step: tokens, output rows, decoder tokens */
+    int n_out, n_dec, n_drafted; /* this step: output rows, decoder tokens, drafts */
 };
 
 
@@ -471,6 +467,8 @@ static void admit(struct nb_server *s, struct cache *c, double now, int draining
         if (!j) continue;
         if (j->cancel)
             job_done(s, j, "stop");
+        else if (j->err.status && j->n_past < j->req.n_prompt) /* failed before its rows */
+            job_done(s, j, NULL);
         else if (now > j->deadline || (draining && now > drain_deadline)) {
             NB_LOGW("serve: %s: %s after %d tokens: finished as 'length'", j->id,
                     now > j->deadline ? "timed out" : "cut by the shutdown", j->n_gen);
@@ -490,6 +488,7 @@ static void admit(struct nb_server *s, struct cache *c, double now, int draining
         j->state = JOB_RUNNING;
         j->n_past = 0;
         s->slots[i] = j;
+        j->seq = c->seq[i];
         s->n_running++;
         c->used[i] = ++c->clock;
         c->started[i] = 0; /* its sequence is set when its prefill starts (take_prefix) */
@@ -549,6 +548,7 @@ static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t to
                               size_t *n, size_t cap)
 {
     if (nb_tokenizer_is_eog(s->m.tok, tok)) {
+        nb_sequence_take(j->seq, tok, 0);
         flush_text(j, buf, n, cap);
         return "stop";
     }
@@ -569,6 +569,10 @@ static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t to
     }
     nb_sampler_accept(j->sampler, tok);
     j->n_gen++;
+    if (nb_sequence_take(j->seq, tok, 1) != NB_OK) { /* room reserved: not expected */
+        srv_fail(&j->err, 500, NULL, NULL, "serve: %s", nb_last_error());
+        return "stop";
+    }
     const char *t;
     size_t len;
     enum nb_text_event ev = nb_text_out_feed(j->out, tok, &t, &len);
@@ -587,12 +591,13 @@ static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t to
     return NULL;
 }
 
-static void step_free(struct step *b, struct cache *c)
+static void step_free(struct step *b, struct cache *c, int n_slots)
 {
-    free(b->tok);
-    free(b->pos);
-    free(b->seq);
-    free(b->want);
+    free(b->in.tok);
+    free(b->in.pos);
+    free(b->in.seq);
+    free(b->in.want);
+    free(b->put);
     free(b->out_job);
     free(b->draft_i);
     free(b->taken);
@@ -604,22 +609,24 @@ static void step_free(struct step *b, struct cache *c)
     free(b->row_lp);
     free(b->raw);
     free(b->work);
-    free(c->tok);
+    for (int i = 0; c->seq && i < n_slots; i++) nb_sequence_free(c->seq[i]);
+    free(c->seq);
     free(c->used);
     free(c->started);
 }
 
-/* The step's buffers and the slots' token cache; NB_ERR_NOMEM. */
+/* The step's buffers and the slots' sequences; NB_ERR_NOMEM. */
 static enum nb_status step_alloc(struct nb_server *s, struct step *b, struct cache *c, int n_batch)
 {
     int n_slots = s->p.n_slots, n_vocab = s->m.n_vocab;
     b->rows = n_slots + s->p.lookup;
-    b->cap = n_batch + b->rows;
+    b->in.cap = n_batch + b->rows;
     b->text_cap = 4096;
-    b->tok = malloc(sizeof *b->tok * (size_t)b->cap);
-    b->pos = malloc(sizeof *b->pos * (size_t)b->cap);
-    b->seq = malloc(sizeof *b->seq * (size_t)b->cap);
-    b->want = malloc((size_t)b->cap);
+    b->in.tok = malloc(sizeof *b->in.tok * (size_t)b->in.cap);
+    b->in.pos = malloc(sizeof *b->in.pos * (size_t)b->in.cap);
+    b->in.seq = malloc(sizeof *b->in.seq * (size_t)b->in.cap);
+    b->in.want = malloc((size_t)b->in.cap);
+    b->put = malloc(sizeof *b->put * (size_t)n_slots);
     b->out_job = malloc(sizeof *b->out_job * (size_t)b->rows);
     b->draft_i = malloc(sizeof *b->draft_i * (size_t)b->rows);
     b->taken = malloc((size_t)b->rows);
@@ -633,34 +640,43 @@ static enum nb_status step_alloc(struct nb_server *s, struct step *b, struct cac
     b->work = malloc(sizeof *b->work * (size_t)n_vocab);
     struct nb_kv_usage kv;
     nb_ctx_kv_usage(s->ctx, &kv);
-    c->n_ctx = s->n_ctx;
     c->block = kv.block_tokens > 0 ? kv.block_tokens : 32;
-    c->tok = malloc(sizeof *c->tok * (size_t)n_slots * (size_t)s->n_ctx);
+    c->seq = calloc((size_t)n_slots, sizeof *c->seq);
     c->used = calloc((size_t)n_slots, sizeof *c->used);
     c->started = calloc((size_t)n_slots, 1);
-    if (!b->tok || !b->pos || !b->seq || !b->want || !b->out_job || !b->draft_i || !b->taken ||
-        !b->logits || !b->texts || !b->text_n || !b->finish || !b->gained || !b->row_lp ||
-        !b->raw || !b->work || !c->tok || !c->used || !c->started)
+    if (!b->in.tok || !b->in.pos || !b->in.seq || !b->in.want || !b->put || !b->out_job ||
+        !b->draft_i || !b->taken || !b->logits || !b->texts || !b->text_n || !b->finish ||
+        !b->gained || !b->row_lp || !b->raw || !b->work || !c->seq || !c->used || !c->started)
         return nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
+    struct nb_sequence_params qp = nb_sequence_default_params();
+    qp.n_ctx = s->n_ctx; /* a hard limit: no shift */
+    for (int i = 0; i < n_slots; i++) {
+        qp.seq = i;
+        enum nb_status st = nb_sequence_init(&c->seq[i], s->ctx, &qp);
+        /* a prompt and its answer fill at most the context (take_token ends it there) */
+        if (!st) st = nb_sequence_reserve(c->seq[i], s->n_ctx + 1);
+        if (st) return st;
+    }
     return NB_OK;
 }
 
-/* One row of the batch: token t at position p of slot seq (want: its logits). */
-static void step_put(struct step *b, int32_t t, int p, int seq, int want)
+/* Output rows for job j: its own token's (draft_i 0) and one per draft. */
+static void add_rows(struct step *b, struct srv_job *j, int rows)
 {
-    b->tok[b->n] = t;
-    b->pos[b->n] = p;
-    b->seq[b->n] = seq;
-    b->want[b->n] = (uint8_t)want;
-    b->n++;
+    for (int r = 0; r < rows; r++) {
+        b->draft_i[b->n_out] = r;
+        b->out_job[b->n_out++] = j;
+    }
 }
 
-/* The decoders of the step: one token each, and with --lookup the drafts copied from their
- * own text after it. Drafts only in a step without prefill and with a pool that holds
- * every slot's context: the step is then verified (nb_decode_verify: each token's logits
- * as a decode step alone gives). */
-static void plan_decoders(struct nb_server *s, struct step *b, struct cache *c,
-                          struct srv_job *const *run, int n_run, int short_pool)
+/* The decoders of the step: one token each, and with --lookup the drafts its sequence
+ * copies from its own text after it. Drafts only in a step without prefill and with a
+ * pool that holds every slot's context: the step is then verified (nb_decode_verify: each
+ * token's logits as a decode step alone gives). Any request drafts: its rows are drawn
+ * from in order after the step, each with the grammar, tool-call watch and logprobs state
+ * the tokens before it left, as plain decoding would. */
+static void plan_decoders(struct nb_server *s, struct step *b, struct srv_job *const *run,
+                          int n_run, int short_pool)
 {
     int drafts_left = s->p.lookup;
     for (int k = 0; k < n_run && drafts_left > 0; k++)
@@ -668,32 +684,15 @@ static void plan_decoders(struct nb_server *s, struct step *b, struct cache *c,
     for (int k = 0; k < n_run; k++) {
         struct srv_job *j = run[k];
         if (j->n_past < j->req.n_prompt) continue;
-        int32_t *hist = c->tok + (size_t)j->slot * (size_t)s->n_ctx;
-        int p = nb_ctx_seq_len(s->ctx, j->slot);
-        step_put(b, j->last, p, j->slot, 1);
-        hist[p] = j->last;
-        b->draft_i[b->n_out] = 0;
-        b->out_job[b->n_out++] = j;
-        j->n_draft = 0;
-        j->draft_pos = p;
         int room = j->max_tokens - j->n_gen - 1; /* tokens it may still take after this */
-        if (room > s->n_ctx - 1 - p) room = s->n_ctx - 1 - p;
         if (room > drafts_left) room = drafts_left;
-        /* any request drafts: its rows are drawn from in order after the step, each
-         * with the grammar, tool-call watch and logprobs state the tokens before it
-         * left, as plain decoding would */
-        if (room <= 0) continue;
-        j->n_draft = nb_lookup_draft(hist, p + 1, 2, 4, room, j->draft);
-        for (int i = 0; i < j->n_draft; i++) {
-            step_put(b, j->draft[i], p + 1 + i, j->slot, 1);
-            hist[p + 1 + i] = j->draft[i];
-            b->draft_i[b->n_out] = i + 1;
-            b->out_job[b->n_out++] = j;
-        }
-        drafts_left -= j->n_draft;
-        b->n_drafted += j->n_draft;
+        int rows = nb_sequence_put(j->seq, &b->in, 1, room);
+        b->put[b->n_put++] = j;
+        add_rows(b, j, rows);
+        drafts_left -= rows - 1;
+        b->n_drafted += rows - 1;
     }
-    b->n_dec = b->n;
+    b->n_dec = b->in.n;
 }
 
 /* Prefill chunks after the decoders, up to `budget` tokens, from slot rr on (rotated so
@@ -703,9 +702,10 @@ static void plan_prefill(struct nb_server *s, struct step *b, struct cache *c,
 {
     for (int k0 = 0; k0 < n_run && budget > 0; k0++) {
         struct srv_job *j = run[(k0 + rr) % n_run];
-        if (j->n_past >= j->req.n_prompt) continue;
+        if (j->n_past >= j->req.n_prompt || j->err.status) continue;
         if (!c->started[j->slot]) {
             if (take_prefix(s, c, j, run, n_run)) continue; /* waits a step */
+            if (j->err.status) continue;
         }
         if (j->max_tokens < 0) { /* once (a prefill restarted by make_room comes again) */
             int max_gen = s->n_ctx - j->req.n_prompt;
@@ -714,21 +714,10 @@ static void plan_prefill(struct nb_server *s, struct step *b, struct cache *c,
             for (int i = 0; i < j->req.n_prompt; i++)
                 nb_sampler_accept(j->sampler, j->req.prompt[i]);
         }
-        int left = j->req.n_prompt - j->n_past;
-        int take = left < budget ? left : budget;
-        int32_t *held = c->tok + (size_t)j->slot * (size_t)s->n_ctx;
-        for (int i = 0; i < take; i++) {
-            step_put(b, j->req.prompt[j->n_past + i], j->n_past + i, j->slot, 0);
-            held[b->pos[b->n - 1]] = b->tok[b->n - 1];
-        }
-        j->n_past += take;
-        budget -= take;
-        if (j->n_past == j->req.n_prompt) {
-            b->want[b->n - 1] = 1;
-            b->draft_i[b->n_out] = 0;
-            j->n_draft = 0;
-            b->out_job[b->n_out++] = j;
-        }
+        int n0 = b->in.n;
+        add_rows(b, j, nb_sequence_put(j->seq, &b->in, budget, 0));
+        b->put[b->n_put++] = j;
+        budget -= b->in.n - n0;
     }
 }
 
@@ -748,7 +737,7 @@ static void sample_rows(struct nb_server *s, struct step *b)
         b->taken[k] = 0;
         int di = b->draft_i[k];
         if (di > 0 && (!b->taken[k - 1] || b->finish[k - 1] || j->err.status ||
-                       j->last != j->draft[di - 1]))
+                       j->last != nb_sequence_draft(j->seq, di - 1)))
             continue;
         b->taken[k] = 1;
         if (j->req.logprobs) memcpy(b->raw, row, sizeof *b->raw * (size_t)n_vocab);
@@ -763,21 +752,18 @@ static void sample_rows(struct nb_server *s, struct step *b)
     }
 }
 
-/* A job that drafted keeps in its cache what was fed and turned out right: its token and
- * the drafts confirmed (one per draft row a token was drawn from). */
-static void keep_drafts(struct nb_server *s, struct step *b, uint64_t *drafted,
-                        uint64_t *accepted)
+/* After the draws: each job's sequence keeps in its cache what was fed and turned out
+ * right (nb_sequence_settle: its token and the drafts confirmed). */
+static void settle_rows(struct step *b, uint64_t *drafted, uint64_t *accepted)
 {
     for (int k = 0; k < b->n_out; k++) {
         struct srv_job *j = b->out_job[k];
-        if (b->draft_i[k] != 0 || j->n_draft == 0) continue;
-        int right = 0;
-        for (int r = k + 1; r < b->n_out && b->draft_i[r] > 0; r++) right += b->taken[r];
-        if (right < j->n_draft &&
-            nb_ctx_truncate_seq(s->ctx, j->slot, j->draft_pos + 1 + right) != NB_OK &&
-            !j->err.status)
+        if (b->draft_i[k] != 0) continue;
+        int n_draft = 0, right = 0;
+        while (k + 1 + n_draft < b->n_out && b->draft_i[k + 1 + n_draft] > 0) n_draft++;
+        if (nb_sequence_settle(j->seq, &right) != NB_OK && !j->err.status)
             srv_fail(&j->err, 500, NULL, NULL, "lookup: %s", nb_last_error());
-        *drafted += (uint64_t)j->n_draft;
+        *drafted += (uint64_t)n_draft;
         *accepted += (uint64_t)right;
     }
 }
@@ -843,26 +829,26 @@ enum nb_status srv_engine_run(struct nb_server *s)
         pthread_mutex_unlock(&s->mu);
 
         /* the batch: decoders first, then prefill chunks */
-        b.n = b.n_out = b.n_drafted = 0;
-        plan_decoders(s, &b, &cache, run, n_run, short_pool);
-        int budget = n_batch - b.n;
+        b.in.n = b.n_out = b.n_drafted = b.n_put = 0;
+        plan_decoders(s, &b, run, n_run, short_pool);
+        int budget = n_batch - b.in.n;
         if (budget < 1) budget = 1;
         if (budget > cap) budget = cap;
         plan_prefill(s, &b, &cache, run, n_run, rr, budget);
         rr++;
-        if (b.n == 0) { /* every job waits for another's prefill (which runs): not expected */
+        if (b.in.n == 0) { /* every job waits for another's prefill (which runs): not expected */
             cap = n_batch;
             pthread_mutex_lock(&s->mu);
             continue;
         }
-        struct nb_batch batch = {
-            .n_tokens = b.n, .token = b.tok, .pos = b.pos, .seq = b.seq, .want_logits = b.want};
+        struct nb_batch batch = {.n_tokens = b.in.n, .token = b.in.tok, .pos = b.in.pos,
+                                 .seq = b.in.seq, .want_logits = b.in.want};
         enum nb_status ds = b.n_drafted ? nb_decode_verify(s->ctx, &batch, b.logits)
                                         : nb_decode(s->ctx, &batch, b.logits);
         if (ds == NB_ERR_RANGE && short_pool) { /* no blocks for the step: it ran nothing */
             NB_LOGI("serve: %s", nb_last_error());
             pthread_mutex_lock(&s->mu);
-            make_room(s, &cache, run, n_run, b.n_dec, b.n - b.n_dec, &cap);
+            make_room(s, &cache, run, n_run, b.n_dec, b.in.n - b.n_dec, &cap);
             continue;
         }
         cap = n_batch;
@@ -872,8 +858,13 @@ enum nb_status srv_engine_run(struct nb_server *s)
         if (ds != NB_OK) {
             snprintf(errmsg, sizeof errmsg, "%s", nb_last_error());
         } else {
+            for (int k = 0; k < b.n_put; k++) {
+                struct srv_job *j = b.put[k];
+                nb_sequence_ran(j->seq);
+                if (j->n_past < j->req.n_prompt) j->n_past = nb_sequence_cached(j->seq);
+            }
             sample_rows(s, &b);
-            keep_drafts(s, &b, &drafted, &accepted);
+            settle_rows(&b, &drafted, &accepted);
         }
 
         pthread_mutex_lock(&s->mu);
@@ -881,7 +872,7 @@ enum nb_status srv_engine_run(struct nb_server *s)
             NB_LOGE("serve: decode failed: %s", errmsg);
             for (int k = 0; k < n_run; k++) {
                 srv_fail(&run[k]->err, 500, NULL, NULL, "the model failed: %s", errmsg);
-                nb_ctx_clear_seq(s->ctx, run[k]->slot); /* what it holds is not known */
+                nb_sequence_rewind(run[k]->seq, 0); /* what it holds is not known */
                 job_done(s, run[k], NULL);
             }
             continue;
@@ -889,13 +880,13 @@ enum nb_status srv_engine_run(struct nb_server *s)
         s->met.steps++;
         s->met.lookup_drafted += drafted;
         s->met.lookup_accepted += accepted;
-        s->met.step_tokens += (uint64_t)b.n;
+        s->met.step_tokens += (uint64_t)b.in.n;
         publish(s, &b, t_step);
     }
     s->accepting = 0;
     pthread_mutex_unlock(&s->mu);
 done:
-    step_free(&b, &cache);
+    step_free(&b, &cache, n_slots);
     return st;
 }
 

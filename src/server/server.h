@@ -218,8 +218,7 @@ struct srv_job {
     int any_text;      /* Llama 3: something but whitespace generated (a call comes first) */
     double t_prev;     /* the previous token, for the inter-token histogram */
     double t_first;    /* the first token (the prompt done): the response's timings */
-    int32_t draft[SRV_MAX_DRAFT]; /* --lookup: this step's draft tokens, fed after `last` */
-    int n_draft, draft_pos;       /* how many, and the position `last` was fed at */
+    struct nb_sequence *seq; /* its slot's sequence (the library's: runtime/sequence.h) */
     int n_gen_counted; /* of n_gen, in the metrics already */
 
     /* shared, under srv->mu */
