@@ -243,7 +243,7 @@ void nb_gram_free(struct nb_gram *g)
 /* ---------------------------------------------------------------- JSON */
 
 enum {
-    J_TOP,       /* before the object: whitespace, then '{' */
+    J_TOP,       /* before the object: '{' */
     J_VALUE,     /* a value: after ':', or after ',' in an array */
     J_ARR_FIRST, /* after '[': a value or ']' */
     J_OBJ_FIRST, /* after '{': a key or '}' */
@@ -569,7 +569,9 @@ static int json_step(const struct nb_schema *S, struct nb_jstate *j, unsigned c,
     case J_COLON:
     case J_AFTER:
         if (is_ws(c)) {
-            if (closing || j->ws >= NB_JSON_MAX_WS) return 0;
+            /* none before the object (JSON mode's answer starts with '{', as llama.cpp's
+             * json grammar and OpenAI's do: a model that pads would fill its budget) */
+            if (closing || j->ws >= NB_JSON_MAX_WS || j->mode == J_TOP) return 0;
             j->ws++;
             return 1;
         }
