@@ -1,5 +1,7 @@
 /* nibble run — load a model, prefill a prompt, stream generated tokens.
  * Statistics and logs go to stderr; stdout carries only the generated output. */
+#include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,6 +53,8 @@ static void usage(FILE *f)
             "      --presence-penalty P, --frequency-penalty F  OpenAI's, -2..2, over the\n"
             "                          same window (default 0 = off)\n"
             "      --ignore-eos        keep generating past end-of-sequence / end-of-turn\n"
+            "  -l, --logit-bias ID+B   add B to token ID's logit (ID-B subtracts; ID-inf bans it;\n"
+            "                          repeatable, as llama.cpp's)\n"
             "      --stop STR          stop when the output contains STR (repeatable)\n"
             "  -j, --json-schema S     the output is one JSON object that keeps to the JSON\n"
             "                          Schema S: its text, or a file that holds it ('{}': any\n"
@@ -66,6 +70,7 @@ static void usage(FILE *f)
 }
 
 #define MAX_STOPS 16
+#define MAX_BIAS 256
 
 struct out_state {
     int print_ids, ignore_eos;
@@ -113,9 +118,40 @@ struct run_args {
     struct app_shift_opts so;
     const char *stops[MAX_STOPS];
     int n_stops;
+    int32_t bias_id[MAX_BIAS];
+    float bias[MAX_BIAS];
+    int n_bias;
     struct nb_ctx_params cp;
     struct nb_sampler_params sp;
 };
+
+/* -l ID+B, ID-B, ID-inf: one logit bias into a. 0 after saying why. */
+static int parse_bias(struct run_args *a, const char *v)
+{
+    char *end = NULL;
+    long id = strtol(v, &end, 10);
+    float b = 0;
+    int ok = end != v && id >= 0 && id <= INT32_MAX && (*end == '+' || *end == '-');
+    if (ok && !strcmp(end, "-inf"))
+        b = -INFINITY;
+    else if (ok) {
+        char *e2 = NULL;
+        b = strtof(end, &e2);
+        ok = e2 != end + 1 && !*e2 && isfinite(b);
+    }
+    if (!ok) {
+        fprintf(stderr, "nibble run: --logit-bias '%s': give TOKEN_ID+BIAS, TOKEN_ID-BIAS or "
+                        "TOKEN_ID-inf (e.g. 15043+1.5)\n", v);
+        return 0;
+    }
+    if (a->n_bias == MAX_BIAS) {
+        fprintf(stderr, "nibble run: at most %d --logit-bias\n", MAX_BIAS);
+        return 0;
+    }
+    a->bias_id[a->n_bias] = (int32_t)id;
+    a->bias[a->n_bias++] = b;
+    return 1;
+}
 
 /* Parse argv into a: 1 to go on, 0 when done (help printed: *rc 0), -1 on an error. */
 static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
@@ -150,6 +186,8 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
             if (!(v = arg_value(cmd, argc, argv, &i)) ||
                 !arg_ids(cmd, arg, v, &a->ids, &a->n_ids))
                 return -1;
+        } else if (!strcmp(arg, "-l") || !strcmp(arg, "--logit-bias")) {
+            if (!(v = arg_value(cmd, argc, argv, &i)) || !parse_bias(a, v)) return -1;
         } else if (!strcmp(arg, "--stop")) {
             if (!(v = arg_value(cmd, argc, argv, &i))) return -1;
             if (a->n_stops == MAX_STOPS) {
@@ -300,6 +338,7 @@ int cmd_run(int argc, char **argv)
     qp.max_draft = a.lookup; /* drafts verified: the same text, shifts included */
     if (nb_sequence_init(&seq, ctx, &qp) != NB_OK) goto fail;
     if (nb_sampler_init(&sampler, &a.sp, info.n_vocab) != NB_OK) goto fail;
+    if (nb_sampler_set_logit_bias(sampler, a.bias_id, a.bias, a.n_bias) != NB_OK) goto fail;
     if (!app_grammar_open(cmd, a.json_schema, tok, info.n_vocab, &grammar)) goto done;
     if (nb_sampler_set_grammar(sampler, grammar) != NB_OK) goto fail;
     fprintf(stderr, "nibble run: %s: %s (%s), %.2f M params, %d layers, vocab %d\n",

@@ -223,6 +223,11 @@ struct nb_sampler;
 NB_API enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_params *p,
                                int n_vocab);
 NB_API void nb_sampler_free(struct nb_sampler *s);
+/* Add bias[i] to the logit of token ids[i] before every draw, first in the chain (OpenAI's
+ * and llama.cpp's logit_bias; -INFINITY bans a token). Replaces the biases set before;
+ * n 0: none. NB_ERR_INVALID_ARG naming an id outside the vocabulary or a NaN or +inf bias. */
+NB_API enum nb_status nb_sampler_set_logit_bias(struct nb_sampler *s, const int32_t *ids,
+                                                const float *bias, int n);
 /* Tell the sampler about a token in the history (prompt or generated). */
 NB_API void nb_sampler_accept(struct nb_sampler *s, int32_t token);
 /* Choose the next token from `logits` (n_vocab floats; may be modified). With a grammar

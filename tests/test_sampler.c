@@ -130,6 +130,37 @@ static void test_presence_frequency(void **state)
     assert_int_equal(nb_sampler_init(&s, &p, 3), NB_ERR_INVALID_ARG);
 }
 
+/* logit_bias: added before everything else; -inf bans; replaced by the next call; errors. */
+static void test_logit_bias(void **state)
+{
+    (void)state;
+    struct nb_sampler *s = make(0, 40, 0.95f, 0.05f, 1, 1, 5);
+    const int32_t ids[2] = {1, 4};
+    const float ban[2] = {-INFINITY, 0.5f};
+    assert_int_equal(nb_sampler_set_logit_bias(s, ids, ban, 2), NB_OK);
+    float l[5] = {0.1f, 2.0f, -1.0f, 1.8f, 1.9f};
+    assert_int_equal(nb_sampler_sample(s, l), 4); /* 1 banned, 4: 1.9 + 0.5 */
+    float l2[5] = {0.1f, 2.0f, -1.0f, 1.8f, 1.9f};
+    assert_int_equal(nb_sampler_set_logit_bias(s, NULL, NULL, 0), NB_OK);
+    assert_int_equal(nb_sampler_sample(s, l2), 1); /* none again */
+    /* sampled at temperature 1: a banned token never comes */
+    nb_sampler_free(s);
+    s = make(1.0f, 0, 1.0f, 0, 1, 7, 5);
+    const int32_t one[1] = {3};
+    const float minf[1] = {-INFINITY};
+    assert_int_equal(nb_sampler_set_logit_bias(s, one, minf, 1), NB_OK);
+    for (int i = 0; i < 200; i++) {
+        float x[5] = {0, 0, 0, 3, 0};
+        assert_int_not_equal(nb_sampler_sample(s, x), 3);
+    }
+    const int32_t out[1] = {5};
+    const float b1[1] = {1};
+    assert_int_equal(nb_sampler_set_logit_bias(s, out, b1, 1), NB_ERR_INVALID_ARG);
+    const float pinf[1] = {INFINITY};
+    assert_int_equal(nb_sampler_set_logit_bias(s, one, pinf, 1), NB_ERR_INVALID_ARG);
+    nb_sampler_free(s);
+}
+
 /* top-k by heap selection must keep exactly the first k of a full sort, ties (equal
  * logits: lower id first) included: top_k = n - 1 with the one excluded token hopeless
  * (probability 0 either way) draws exactly what the full-sort path (top_k = n) draws. */
@@ -236,7 +267,7 @@ int main(void)
         cmocka_unit_test(test_greedy),      cmocka_unit_test(test_seeded_repeatable),
         cmocka_unit_test(test_distribution), cmocka_unit_test(test_filters),
         cmocka_unit_test(test_repeat_penalty), cmocka_unit_test(test_bad_params),
-        cmocka_unit_test(test_presence_frequency),
+        cmocka_unit_test(test_presence_frequency), cmocka_unit_test(test_logit_bias),
         cmocka_unit_test(test_top_k_select),
         cmocka_unit_test(test_large_vocab),
     };

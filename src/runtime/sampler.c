@@ -31,6 +31,9 @@ struct nb_sampler {
     const struct nb_grammar *grammar;
     struct nb_cons cons;
     float *work; /* [n_vocab] */
+    int32_t *bias_id; /* [n_bias] (nb_sampler_set_logit_bias) */
+    float *bias;
+    int n_bias;
 };
 
 struct nb_sampler_params nb_sampler_default_params(void)
@@ -90,6 +93,8 @@ void nb_sampler_free(struct nb_sampler *s)
     free(s->chunk_max);
     free(s->history);
     free(s->work);
+    free(s->bias_id);
+    free(s->bias);
     free(s);
 }
 
@@ -203,8 +208,40 @@ static void apply_penalty(struct nb_sampler *s, float *logits)
     }
 }
 
+enum nb_status nb_sampler_set_logit_bias(struct nb_sampler *s, const int32_t *ids,
+                                         const float *bias, int n)
+{
+    if (!s || n < 0 || (n > 0 && (!ids || !bias)))
+        return nb_set_error(NB_ERR_INVALID_ARG, "logit bias: no sampler, or no ids or biases");
+    for (int i = 0; i < n; i++) {
+        if (ids[i] < 0 || ids[i] >= s->n_vocab)
+            return nb_set_error(NB_ERR_INVALID_ARG, "logit bias: token %d is outside the "
+                                "vocabulary of %d", ids[i], s->n_vocab);
+        if (isnan(bias[i]) || bias[i] == INFINITY)
+            return nb_set_error(NB_ERR_INVALID_ARG, "logit bias: token %d's bias is %g", ids[i],
+                                bias[i]);
+    }
+    int32_t *id = NULL;
+    float *b = NULL;
+    if (n > 0 && (!(id = malloc(sizeof *id * (size_t)n)) || !(b = malloc(sizeof *b * (size_t)n)))) {
+        free(id);
+        return nb_set_error(NB_ERR_NOMEM, "logit bias: out of memory");
+    }
+    if (n > 0) {
+        memcpy(id, ids, sizeof *id * (size_t)n);
+        memcpy(b, bias, sizeof *b * (size_t)n);
+    }
+    free(s->bias_id);
+    free(s->bias);
+    s->bias_id = id;
+    s->bias = b;
+    s->n_bias = n;
+    return NB_OK;
+}
+
 static int32_t sample_free(struct nb_sampler *s, float *logits)
 {
+    for (int i = 0; i < s->n_bias; i++) logits[s->bias_id[i]] += s->bias[i];
     apply_penalty(s, logits);
     int n = s->n_vocab;
     if (s->p.temperature <= 0) { /* greedy: first index of the maximum (0 when logits[0]
@@ -276,7 +313,7 @@ int32_t nb_cons_sample(struct nb_sampler *s, const struct nb_gram *g, const stru
         return tok;
     const struct nb_sampler_params *p = &s->p;
     if (p->temperature <= 0 && p->repeat_penalty == 1.0f && p->presence_penalty == 0 &&
-        p->frequency_penalty == 0) { /* greedy on the raw row: its next best in turn */
+        p->frequency_penalty == 0 && s->n_bias == 0) { /* greedy on the raw row: its next best */
         for (int t = 0; t < 16 && tok >= 0; t++) {
             row[tok] = -INFINITY;
             int best = -1;

@@ -31,6 +31,8 @@ void srv_request_free(struct srv_request *r)
 {
     if (!r) return;
     free(r->prompt);
+    free(r->bias_id);
+    free(r->bias);
     for (int i = 0; i < r->n_stops; i++)
         free(r->stops[i]);
     for (int i = 0; i < r->n_tools; i++)
@@ -146,10 +148,6 @@ static int check_unsupported(const cJSON *o, struct srv_error *e)
     if (v && !cJSON_IsNull(v))
         return srv_fail(e, 400, "function_call", "unsupported_parameter",
                         "'function_call' is not supported by nibble serve (use 'tool_choice')");
-    v = cJSON_GetObjectItemCaseSensitive(o, "logit_bias");
-    if (v && !cJSON_IsNull(v) && !(cJSON_IsObject(v) && !v->child))
-        return srv_fail(e, 400, "logit_bias", "unsupported_parameter",
-                        "'logit_bias' is not supported yet by nibble serve (only {})");
     v = cJSON_GetObjectItemCaseSensitive(o, "echo");
     if (v && !cJSON_IsNull(v) && !cJSON_IsFalse(v))
         return srv_fail(e, 400, "echo", "unsupported_parameter",
@@ -382,13 +380,49 @@ static int parse_tools(const cJSON *o, struct srv_request *r, const cJSON **rend
     return 0;
 }
 
+/* logit_bias: {"TOKEN_ID": BIAS, ...}, each id in the vocabulary, each bias in [-100, 100]
+ * (OpenAI's; added to the logit before the sampler's chain: -100 all but bans). */
+static int parse_logit_bias(const struct srv_model *m, const cJSON *o, struct srv_request *r,
+                            struct srv_error *e)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "logit_bias");
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsObject(v))
+        return srv_fail(e, 400, "logit_bias", "invalid_type", "'logit_bias' must be an object");
+    int n = cJSON_GetArraySize(v);
+    if (n > SRV_MAX_BIAS)
+        return srv_fail(e, 400, "logit_bias", "invalid_value",
+                        "'logit_bias' has more than %d entries", SRV_MAX_BIAS);
+    if (n == 0) return 0;
+    if (!(r->bias_id = malloc(sizeof *r->bias_id * (size_t)n)) ||
+        !(r->bias = malloc(sizeof *r->bias * (size_t)n)))
+        return srv_fail(e, 500, NULL, NULL, "out of memory");
+    const cJSON *b;
+    cJSON_ArrayForEach(b, v)
+    {
+        char *end = NULL;
+        long id = strtol(b->string, &end, 10);
+        if (!b->string[0] || *end || id < 0 || id >= m->n_vocab)
+            return srv_fail(e, 400, "logit_bias", "invalid_value",
+                            "'logit_bias' key '%.32s' is not a token id of the vocabulary "
+                            "(0 to %d)", b->string, m->n_vocab - 1);
+        if (!cJSON_IsNumber(b) || !(fabs(b->valuedouble) <= 100))
+            return srv_fail(e, 400, "logit_bias", "invalid_value",
+                            "'logit_bias' of token %ld must be a number in [-100, 100]", id);
+        r->bias_id[r->n_bias] = (int32_t)id;
+        r->bias[r->n_bias++] = (float)b->valuedouble;
+    }
+    return 0;
+}
+
 /* The sampling and length fields both endpoints share. */
 static int parse_common(const struct srv_model *m, const cJSON *o, struct srv_request *r,
                         struct srv_error *e)
 {
     double x;
     int given = 0;
-    if (check_unsupported(o, e) || parse_logprobs(o, r, e) || parse_response_format(o, r, e))
+    if (check_unsupported(o, e) || parse_logprobs(o, r, e) || parse_response_format(o, r, e) ||
+        parse_logit_bias(m, o, r, e))
         return -1;
     x = 1;
     if (get_int(o, "n", 1, 1e9, &x, NULL, e)) return -1;

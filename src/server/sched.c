@@ -60,6 +60,7 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
     struct nb_text_out_params tp = {sizeof tp, srv_request_parses_tools(&j->req), 0,
                                     (const char *const *)j->req.stops, j->req.n_stops};
     if (nb_sampler_init(&j->sampler, &j->req.sp, s->m.n_vocab) != NB_OK ||
+        nb_sampler_set_logit_bias(j->sampler, j->req.bias_id, j->req.bias, j->req.n_bias) ||
         nb_text_out_init(&j->out, s->m.tok, &tp) != NB_OK) {
         j->refs = 1;
         srv_job_release(s, j);

@@ -61,6 +61,7 @@ int srv_fail(struct srv_error *e, int status, const char *param, const char *cod
 #define SRV_MAX_TOP_LOGPROBS 20
 #define SRV_MAX_TOOLS        128
 #define SRV_MAX_CALLS        8 /* tool calls in one answer to tool_choice "required" */
+#define SRV_MAX_BIAS         1024 /* logit_bias entries */
 #define SRV_MAX_DRAFT        16 /* --lookup: draft tokens a step at most */
 
 /* tool_choice: none (no tools rendered or parsed), auto (calls parsed from free text),
@@ -79,6 +80,9 @@ struct srv_request {
     int max_tokens; /* -1: not given */
     struct nb_sampler_params sp;
     int seed_given;
+    int32_t *bias_id; /* logit_bias: [n_bias] token ids and their biases */
+    float *bias;
+    int n_bias;
     char *stops[SRV_MAX_STOPS];
     int n_stops;
     int logprobs;     /* report each token's log-probability */

@@ -37,6 +37,15 @@ if [ -f "$gguf" ]; then
   want="271 261 614 634 839 4039 270 271 261 614 4039 270"
   if [ "$out" != "$want" ]; then echo "FAIL greedy ids: got '$out' want '$want'"; fail=$((fail+1)); else pass=$((pass+1)); fi
   expect_err "speed line" "tok/s"
+  # --logit-bias: the first greedy id (271) banned changes the answer; +100 forces a token
+  check "logit bias ban" 0 "$bin" run -m "$gguf" --path source --ids 1,1046,261,2074 -n 6 --print-ids -t 2 -l 271-inf
+  case " $out " in *" 271 "*) echo "FAIL logit bias ban: 271 in '$out'"; fail=$((fail+1));; *) pass=$((pass+1));; esac
+  check "logit bias force" 0 "$bin" run -m "$gguf" --path source --ids 1,1046,261,2074 -n 4 --print-ids -t 2 --logit-bias 614+100
+  [ "$out" = "614 614 614 614" ] && pass=$((pass+1)) || { echo "FAIL logit bias force: '$out'"; fail=$((fail+1)); }
+  check "logit bias outside" 1 "$bin" run -m "$gguf" --path source --ids 1,2 -n 2 -l 5000+1
+  expect_err "logit bias outside" "outside the vocabulary of 4096"
+  check "logit bias malformed" 1 "$bin" run -m "$gguf" --ids 1 -l 12x3
+  expect_err "logit bias malformed" "TOKEN_ID+BIAS"
   check "token out of range" 1 "$bin" run -m "$gguf" --path source --ids 1,5000 -n 2
   expect_err "token out of range" "not in the vocabulary"
   # a full context shifts and generation goes on; --no-shift stops there, not an error

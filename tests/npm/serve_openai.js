@@ -80,6 +80,29 @@ async function main() {
   check("completion", cmpl.choices[0].text.length > 0 && cmpl.usage.completion_tokens === 8 &&
         cmpl.choices[0].finish_reason === "length", JSON.stringify(cmpl));
 
+  // logit_bias: a banned token never comes (the greedy answer to these ids starts with
+  // 271), a token at +100 is all that comes; a key outside the vocabulary is a 400
+  const ids4 = [1, 1046, 261, 2074];
+  const plain = await client.completions.create({
+    model: ids[0], prompt: ids4, max_tokens: 6, temperature: 0, logprobs: 1,
+  });
+  const banned = await client.completions.create({
+    model: ids[0], prompt: ids4, max_tokens: 6, temperature: 0, logprobs: 1, logit_bias: { "271": -100 },
+  });
+  check("logit_bias ban", banned.choices[0].logprobs.tokens[0] !== plain.choices[0].logprobs.tokens[0] &&
+        banned.choices[0].text !== plain.choices[0].text, JSON.stringify([plain.choices[0].text, banned.choices[0].text]));
+  const forced = await client.completions.create({
+    model: ids[0], prompt: ids4, max_tokens: 5, temperature: 1, seed: 3, logprobs: 1, logit_bias: { "614": 100 },
+  });
+  const ft = forced.choices[0].logprobs.tokens;
+  check("logit_bias +100", ft.length === 5 && ft.every((t) => t === ft[0]), JSON.stringify(ft));
+  let biasErr = null;
+  try {
+    await client.completions.create({ model: ids[0], prompt: "In", max_tokens: 2, logit_bias: { "999999": 1 } });
+  } catch (e) { biasErr = e; }
+  check("logit_bias out of the vocabulary", biasErr && biasErr.status === 400 &&
+        biasErr.param === "logit_bias", String(biasErr));
+
   // tools: tool_choice "required" makes even kjv-7m call one of them
   const tools = [
     { type: "function", function: { name: "get_weather", description: "The weather in a city",
