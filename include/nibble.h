@@ -199,6 +199,10 @@ NB_API int nb_ctx_profile_get(const struct nb_ctx *ctx, struct nb_profile_entry 
 
 /* The model a context runs. */
 NB_API const struct nb_model *nb_ctx_model(const struct nb_ctx *ctx);
+/* Tokens each sequence may hold, and tokens one forward chunk takes, as the context
+ * resolved them from its params (llama.cpp's llama_n_ctx / llama_n_batch). */
+NB_API int nb_ctx_n_ctx(const struct nb_ctx *ctx);
+NB_API int nb_ctx_n_batch(const struct nb_ctx *ctx);
 
 /* ---------------------------------------------------------------- sampler */
 

@@ -258,6 +258,10 @@ void nb_ctx_clear_seq(struct nb_ctx *c, int seq) { nb_kv_clear(&c->kv, seq); }
 
 const struct nb_model *nb_ctx_model(const struct nb_ctx *c) { return c->model; }
 
+int nb_ctx_n_ctx(const struct nb_ctx *c) { return c->n_ctx; }
+
+int nb_ctx_n_batch(const struct nb_ctx *c) { return c->n_batch; }
+
 enum nb_status nb_ctx_truncate_seq(struct nb_ctx *c, int seq, int n)
 {
     if (seq < 0 || seq >= c->n_seq || n < 0 || n > c->kv.len[seq])

@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include "core/log.h"
-#include "model/context.h"
 #include "server/server.h"
 #include "nibble_server.h"
 
@@ -90,6 +89,38 @@ static void copy_str(char *dst, size_t size, const char *src)
     dst[n] = '\0';
 }
 
+/* What the requests read of the model: its tokenizer, chat template (Jinja or a built-in
+ * family), whether it reasons in <think>, bos/eos texts, the vocabulary's bytes. */
+static enum nb_status model_side(struct nb_server *s)
+{
+    enum nb_status st;
+    const struct nb_server_params *p = &s->p;
+    struct nb_model_info info;
+    nb_model_get_info(p->model, &info);
+    s->m.tok = p->tok;
+    if ((st = pick_jinja(s))) return st;
+    if ((st = pick_template(s))) return st;
+    {
+        /* a template that thinks in <think>: its answers' reasoning split off */
+        const char *src = !s->m.jinja                 ? NULL
+                          : s->p.chat_template_source ? s->p.chat_template_source
+                                                      : nb_tokenizer_chat_template(s->m.tok);
+        s->m.reasoning = !s->p.reasoning_inline &&
+                         (src ? strstr(src, "<think>") != NULL : s->m.tpl.kind == NB_CHAT_QWEN3);
+    }
+    int bos = nb_tokenizer_bos(p->tok), eos = nb_tokenizer_eos(p->tok);
+    s->m.bos_text = bos >= 0 ? nb_token_piece(p->tok, bos) : "";
+    s->m.eos_text = eos >= 0 ? nb_token_piece(p->tok, eos) : "";
+    s->m.n_vocab = info.n_vocab;
+    s->m.sp = p->sampler;
+    if (nb_tokenizer_n_vocab(p->tok) > info.n_vocab)
+        return nb_set_error(NB_ERR_INVALID_ARG, "serve: the tokenizer has %d tokens, the model %d",
+                            nb_tokenizer_n_vocab(p->tok), info.n_vocab);
+    if ((st = nb_vocab_bytes_init(&s->vb, p->tok, info.n_vocab))) return st;
+    s->m.vb = &s->vb;
+    return NB_OK;
+}
+
 enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_params *params)
 {
     enum nb_status st = NB_OK;
@@ -147,34 +178,7 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
     s->p.host = s->host;
     s->p.api_key = s->api_key;
 
-    struct nb_model_info info;
-    nb_model_get_info(p->model, &info);
-    s->m.tok = p->tok;
-    if ((st = pick_jinja(s))) goto fail;
-    if ((st = pick_template(s))) goto fail;
-    {
-        /* a template that thinks in <think>: its answers' reasoning split off */
-        const char *src = !s->m.jinja                 ? NULL
-                          : s->p.chat_template_source ? s->p.chat_template_source
-                                                      : nb_tokenizer_chat_template(s->m.tok);
-        s->m.reasoning = !s->p.reasoning_inline &&
-                         (src ? strstr(src, "<think>") != NULL : s->m.tpl.kind == NB_CHAT_QWEN3);
-    }
-    int bos = nb_tokenizer_bos(p->tok), eos = nb_tokenizer_eos(p->tok);
-    s->m.bos_text = bos >= 0 ? nb_token_piece(p->tok, bos) : "";
-    s->m.eos_text = eos >= 0 ? nb_token_piece(p->tok, eos) : "";
-    s->m.n_vocab = info.n_vocab;
-    s->m.sp = p->sampler;
-    if (nb_tokenizer_n_vocab(p->tok) > info.n_vocab) {
-        st = nb_set_error(NB_ERR_INVALID_ARG,
-                          "serve: the tokenizer has %d tokens, the model "
-                          "%d",
-                          nb_tokenizer_n_vocab(p->tok), info.n_vocab);
-        goto fail;
-    }
-
-    if ((st = nb_vocab_bytes_init(&s->vb, p->tok, info.n_vocab))) goto fail;
-    s->m.vb = &s->vb;
+    if ((st = model_side(s))) goto fail;
 
     struct nb_ctx_params cp = p->ctx;
     cp.n_seq = p->n_slots;
@@ -182,7 +186,7 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
      * engine lets prompts wait for blocks (sched.c make_room) */
     cp.n_ctx_total = p->ctx.n_ctx_total > 0 ? p->ctx.n_ctx_total : 0;
     if ((st = nb_ctx_init(&s->ctx, p->model, &cp))) goto fail;
-    s->n_ctx = s->ctx->n_ctx;
+    s->n_ctx = nb_ctx_n_ctx(s->ctx);
     if (cp.n_ctx_total > 0 && cp.n_ctx_total < s->n_ctx) {
         st = nb_set_error(NB_ERR_INVALID_ARG,
                           "serve: a KV pool of %lld tokens cannot hold one full context (%d): "
@@ -191,7 +195,7 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
         goto fail;
     }
     s->m.n_ctx = s->n_ctx;
-    s->p.ctx.n_batch = s->ctx->n_batch;
+    s->p.ctx.n_batch = nb_ctx_n_batch(s->ctx);
     if (!(s->slots = calloc((size_t)p->n_slots, sizeof *s->slots))) {
         st = nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
         goto fail;
