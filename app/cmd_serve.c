@@ -108,6 +108,7 @@ struct serve_args {
     const char *model_path, *path_name, *priority, *alias, *api_key, *template_file;
     int no_cache, log_disable;
     struct nb_server_params sp;
+    struct nb_sampler_params sampler; /* sp.sampler points here */
 };
 
 /* --max-body BYTES into *max_body: 0 (reported) when it is not a number in 1..2^34. */
@@ -134,7 +135,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a, int *rc)
     const struct arg_opt opts[] = {
         OPTS_MODEL(&a->model_path, &a->path_name, &a->priority, &a->no_cache),
         OPTS_CONTEXT(&sp->ctx, 16),
-        OPTS_SAMPLER(&sp->sampler),
+        OPTS_SAMPLER(&a->sampler),
         OPT_INT("-n|--predict|--n-predict", &sp->n_predict, -1, 1 << 24),
         OPT_STR("--host", &sp->host),
         OPT_INT("--port", &sp->port, 0, 65535),
@@ -242,11 +243,13 @@ int cmd_serve(int argc, char **argv)
     char name_buf[4096];
     int rc = 1;
     struct serve_args a = {.model_path = getenv("NIBBLE_MODEL"), .api_key = app_env_api_key(),
-                           .sp = nb_server_default_params()};
+                           .sp = nb_server_default_params(),
+                           .sampler = nb_sampler_default_params()};
     struct nb_model *model = NULL;
     struct nb_tokenizer *tok = NULL;
     struct nb_server *srv = NULL;
     if (parse_args(argc, argv, &a, &rc) <= 0) return rc;
+    a.sp.sampler = &a.sampler;
 
     if (a.template_file) {
         size_t n = 0;

@@ -63,6 +63,27 @@ enum nb_log_level { NB_LOG_ERROR = 0, NB_LOG_WARN, NB_LOG_INFO, NB_LOG_DEBUG };
  * overridden by the environment variable NIBBLE_LOG=error|warn|info|debug. */
 NB_API void nb_log_set_level(enum nb_log_level level);
 
+/* ---------------------------------------------------------------- versioned structs
+ * The structs that start with `size` are versioned: a params struct comes from its
+ * *_default_params() function (size set), an output struct is given with size = sizeof
+ * it. The library reads and writes only the first `size` bytes, so a program built
+ * against an older header keeps working with a newer library (fields are only ever added
+ * at the end). A versioned struct held by value inside another is that struct's last
+ * member (nb_open_params.select, nb_open_report.selection, nb_quantize_params.select,
+ * nb_quantize_stats.selection, nb_server_params.ctx), so it can grow without moving
+ * anything; the outer struct then gains no field after it (a field it needs would turn
+ * the member into a pointer: an ABI change); any other is held by pointer
+ * (nb_server_params.sampler). Structs without `size` (nb_batch, nb_model_info,
+ * nb_gen_stats, ...) have a fixed layout: changing one is an ABI change.
+ *
+ * Lifetime and threads: each object type below says who owns it, what must outlive it
+ * and whether several threads may use it at once. An object made by *_init / *_load is
+ * the caller's, freed by its *_free (NULL is fine); the library keeps no object alive on
+ * its own. Functions on different objects may run on different threads at once. */
+
+/* Progress of a long job (quantization): done of total units, called after each. */
+typedef void (*nb_progress_fn)(int64_t done, int64_t total, void *user);
+
 /* ---------------------------------------------------------------- model */
 
 struct nb_model;
@@ -82,10 +103,12 @@ struct nb_model_info {
 
 /* Load a model: a GGUF file, a llama2.c .bin checkpoint or a Hugging Face model
  * directory (config.json + *.safetensors). Weights are mapped read-only.
- * Lifetime and threads: a model is immutable once loaded; any number of contexts, on any
- * threads, may use it at once; free it after the last of them. */
+ * Lifetime and threads: the caller owns the model (nb_model_free). It is immutable once
+ * loaded: any number of contexts and servers, on any threads, may use it at once, and it
+ * must outlive every one of them (a tokenizer made from it need not). */
 NB_API enum nb_status nb_model_load(struct nb_model **out, const char *path);
 NB_API void nb_model_free(struct nb_model *model);
+/* The info's strings stay valid until nb_model_free. */
 NB_API void nb_model_get_info(const struct nb_model *model, struct nb_model_info *info);
 
 /* ---------------------------------------------------------------- context */
@@ -103,6 +126,7 @@ enum nb_kv_type { NB_KV_TYPE_DEFAULT, NB_KV_TYPE_F32, NB_KV_TYPE_F16, NB_KV_TYPE
  * a sequence takes blocks as it grows and returns them when cleared or truncated, and
  * sliding-window layers keep only the blocks their window reads. */
 struct nb_ctx_params {
+    size_t size;   /* from nb_ctx_default_params() */
     int n_ctx;     /* most tokens of one sequence (0: min(model's, 4096)) */
     int n_seq;     /* independent sequences sharing the weights (default 1) */
     int n_batch;   /* max tokens per forward call chunk (default 512) */
@@ -119,9 +143,11 @@ NB_API int nb_kv_type_parse(const char *name);
 NB_API struct nb_ctx_params nb_ctx_default_params(void);
 
 /* A context: the KV cache of its n_seq sequences, its scratch and its worker threads
- * (n_threads, started here, joined by nb_ctx_free). The model must outlive it. One thread
- * at a time may call functions on a context (the server's engine thread owns its one);
- * run several contexts for parallel callers. */
+ * (n_threads, started here, joined by nb_ctx_free). Lifetime and threads: the caller owns
+ * it (nb_ctx_free); the model must outlive it, and it must outlive the sequences made on
+ * it. One thread at a time may call functions on a context, its nb_sequence objects
+ * included (the server's engine thread owns its one); run several contexts for parallel
+ * callers. params NULL: the defaults; else only params->size bytes are read. */
 NB_API enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *model,
                            const struct nb_ctx_params *params);
 NB_API void nb_ctx_free(struct nb_ctx *ctx);
@@ -170,8 +196,9 @@ struct nb_kv_usage {
     int block_tokens;
 };
 NB_API void nb_ctx_kv_usage(const struct nb_ctx *ctx, struct nb_kv_usage *usage);
-/* The anonymous memory a context with these parameters takes once its sequences are
- * full (before making it: nibble kv-budget, and run's check against free memory). */
+/* The anonymous memory a context with these parameters (read as nb_ctx_init reads them)
+ * takes once its sequences are full (before making it: nibble kv-budget, and run's check
+ * against free memory). */
 struct nb_ctx_memory {
     int64_t kv_bytes;      /* the KV pools: full-attention layers hold every token,
                               sliding-window layers their window (hybrid accounting) */
@@ -207,6 +234,7 @@ NB_API int nb_ctx_n_batch(const struct nb_ctx *ctx);
 /* ---------------------------------------------------------------- sampler */
 
 struct nb_sampler_params {
+    size_t size;              /* from nb_sampler_default_params() (versioned) */
     float temperature;        /* <= 0: greedy */
     int top_k;                /* <= 0: off */
     float top_p;              /* >= 1: off */
@@ -221,8 +249,10 @@ struct nb_sampler_params {
 NB_API struct nb_sampler_params nb_sampler_default_params(void);
 
 /* A sampler holds one sequence's sampling state (its history for the penalties, its random
- * generator): one per sequence, used by one thread at a time; it refers to no model or
- * context and may outlive them. */
+ * generator). Lifetime and threads: the caller owns it (nb_sampler_free); one per
+ * sequence, used by one thread at a time; it refers to no model or context and may
+ * outlive them; a grammar set on it (nb_sampler_set_grammar) must live until the sampler
+ * is freed or given another grammar. */
 struct nb_sampler;
 NB_API enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_params *p,
                                int n_vocab);
@@ -244,8 +274,10 @@ NB_API int32_t nb_sampler_sample(struct nb_sampler *s, float *logits);
  * A grammar the output keeps to, made for one vocabulary: today one JSON object that keeps
  * to a JSON Schema — the subset docs/serve.md ("JSON schemas") lists (type, properties, required,
  * items, min/maxItems, enum, const, anyOf/oneOf of distinct types, local $ref); `{}` is
- * any JSON object. A grammar is read-only once made: any number of samplers, on any
- * threads, may use it at once; it must outlive them. */
+ * any JSON object. Lifetime and threads: the caller owns a grammar (nb_grammar_free); it
+ * copies what it needs of the tokenizer, which may be freed once it is made. It is
+ * read-only once made: any number of samplers, on any threads, may use it at once; it
+ * must outlive them. */
 struct nb_grammar;
 struct nb_tokenizer;
 /* Compile `schema` (len bytes of JSON text) for a tokenizer and the model's n_vocab (the
@@ -328,8 +360,10 @@ NB_API enum nb_status nb_generate_lookup(struct nb_ctx *ctx, int seq, struct nb_
  * when the next tokens do not fit n_ctx, keeps the first n_keep tokens, drops the oldest
  * half of the rest and runs the newest again (llama.cpp's context shift). With max_draft,
  * each step also runs up to that many prompt-lookup drafts, verified (nb_generate_lookup):
- * the output is the same as without, shifts included. One thread at a time; the context
- * must outlive it. */
+ * the output is the same as without, shifts included. Lifetime and threads: the caller
+ * owns it (nb_sequence_free); the context must outlive it; it keeps no sampler (each call
+ * is given one). It shares its context's rule: one thread at a time on the context and
+ * all its sequences. */
 struct nb_sequence_params {
     size_t size;   /* from nb_sequence_default_params() */
     int seq;       /* the context's sequence (0) */
@@ -372,15 +406,6 @@ struct nb_sequence_shifts {
 };
 NB_API void nb_sequence_shifts(const struct nb_sequence *s, struct nb_sequence_shifts *out);
 
-/* ---------------------------------------------------------------- versioned structs
- * The structs below start with `size`: a params struct comes from its *_default_params()
- * function (size set), an output struct is given with size = sizeof it. The library
- * reads and writes only the first `size` bytes, so a program built against an older
- * nibble.h keeps working with a newer library (fields are only ever added at the end). */
-
-/* Progress of a long job (quantization): done of total units, called after each. */
-typedef void (*nb_progress_fn)(int64_t done, int64_t total, void *user);
-
 /* ---------------------------------------------------------------- kernels */
 
 /* Before the first model runs: cap the kernel level ("ref", "avx2", "avx512"; NULL or
@@ -399,8 +424,10 @@ struct nb_tokenizer;
 /* The tokenizer of a model: `path` as given to nb_model_load (a GGUF's metadata, a
  * model directory's tokenizer.json / tokenizer.model, a llama2.c checkpoint's
  * tokenizer, a .nib's embedded copy), or a tokenizer file itself (tokenizer.json,
- * tokenizer.model, a llama2.c tokenizer .bin). A tokenizer is immutable and may be
- * shared between threads. */
+ * tokenizer.model, a llama2.c tokenizer .bin). Lifetime and threads: the caller owns it
+ * (nb_tokenizer_free); it must outlive the detokenizers, text outputs and servers made
+ * with it (a grammar copies what it needs). It is immutable once loaded: any number of
+ * threads may use it at once. */
 NB_API enum nb_status nb_tokenizer_load(struct nb_tokenizer **out, const char *path);
 /* The tokenizer of a loaded model, read from the file the model was loaded from (a .nib
  * or cache entry: its embedded copy), which is not opened or parsed again. The
@@ -449,7 +476,9 @@ NB_API int nb_tokenizer_is_eog(const struct nb_tokenizer *tok, int32_t id);
 NB_API int nb_tokenizer_is_special(const struct nb_tokenizer *tok, int32_t id);
 
 /* A streaming detokenizer: feed generated ids one at a time, get back complete UTF-8
- * only (bytes of a character split over tokens are held until it is whole). */
+ * only (bytes of a character split over tokens are held until it is whole). Lifetime and
+ * threads: the caller owns it (nb_detokenizer_free); the tokenizer must outlive it; one
+ * per sequence, used by one thread at a time. */
 struct nb_detokenizer;
 NB_API enum nb_status nb_detokenizer_init(struct nb_detokenizer **out,
                                           const struct nb_tokenizer *tok, int special);
@@ -462,7 +491,9 @@ NB_API enum nb_status nb_detokenizer_flush(struct nb_detokenizer *d, const char 
 NB_API void nb_detokenizer_free(struct nb_detokenizer *d);
 
 /* Stop strings: text is held back while it may be the start of one, so a caller that
- * prints only what the matcher releases never prints a stop string or part of it. */
+ * prints only what the matcher releases never prints a stop string or part of it.
+ * Lifetime and threads: the caller owns it (nb_stop_matcher_free); it refers to nothing
+ * else (the strings are copied); one per sequence, used by one thread at a time. */
 struct nb_stop_matcher;
 /* Copies the strings; empty ones are ignored. */
 NB_API enum nb_status nb_stop_matcher_init(struct nb_stop_matcher **out,
@@ -478,11 +509,12 @@ NB_API void nb_stop_matcher_free(struct nb_stop_matcher *m);
 /* The token -> text step of one generated sequence, as run, chat and serve take it: an
  * end-of-generation id ends it, every other id goes through the streaming detokenizer
  * and the stop strings, and only text that can no longer become part of a stop string
- * is released. One per sequence; not safe to share between threads; the tokenizer must
- * outlive it. */
+ * is released. Lifetime and threads: the caller owns it (nb_text_out_free); the
+ * tokenizer must outlive it (the stop strings are copied); one per sequence, used by one
+ * thread at a time. */
 struct nb_text_out;
 struct nb_text_out_params {
-    size_t size;              /* sizeof(struct nb_text_out_params) */
+    size_t size;              /* from nb_text_out_default_params() */
     int special;              /* 1: special tokens' text is output (a tool-call wrapper) */
     int ignore_eog;           /* 1: end-of-generation ids are text like any other */
     const char *const *stops; /* stop strings (copied; empty ones ignored) */
@@ -494,7 +526,9 @@ enum nb_text_event {
     NB_TEXT_EOG = 1,    /* an end-of-generation id: nothing added, the sequence ends */
     NB_TEXT_STOP = 2,   /* a stop string: the text before it released, the sequence ends */
 };
-/* p NULL: no stop strings, no special text, end-of-generation ids end it. */
+/* No stop strings, no special text, end-of-generation ids end the sequence. */
+NB_API struct nb_text_out_params nb_text_out_default_params(void);
+/* p NULL: the defaults; else only p->size bytes are read. */
 NB_API enum nb_status nb_text_out_init(struct nb_text_out **out, const struct nb_tokenizer *tok,
                                        const struct nb_text_out_params *p);
 /* One generated id: *text / *len the text released now (valid until the next call). */
@@ -620,7 +654,6 @@ struct nb_open_params {
     size_t size;
     const char *path;        /* "auto" (NULL): the selector's choice; "source": the weights
                                 as stored; or a weight path. A .nib is used as it is. */
-    struct nb_select_params select; /* for "auto" (measure_bw is ignored) */
     int n_threads;           /* for quantizing (0: all cores) */
     int use_cache;           /* 1 (default): find or write the quantized model in cache_dir */
     const char *cache_dir;   /* the warm-start cache (nb_cache_default_dir); NULL: none,
@@ -631,8 +664,11 @@ struct nb_open_params {
     void *user;
     /* the calibration text GPTQ uses when the choice asks for it (selection.gptq); NULL:
      * none, so the choice's recipe is quantized without GPTQ (the report's `why` says so).
-     * The CLI passes the text installed with nibble (share/nibble/calib.txt). */
+     * The CLI passes the text installed with nibble (share/nibble/calib.txt under the
+     * install prefix, from data/calib/kjv-7m-calib.txt). */
     const char *calib_path;
+    /* for "auto" (measure_bw is ignored). Versioned, so it stays the last member. */
+    struct nb_select_params select;
 };
 NB_API struct nb_open_params nb_open_default_params(void);
 
@@ -653,11 +689,11 @@ struct nb_open_report {
     int cache_waited;      /* another process was writing the entry: waited for it */
     int cache_off;         /* no cache was used because use_cache is 0 or cache_dir NULL */
     char why[8192];        /* stale / corrupt / memory / fell_back: why, in a sentence */
-    struct nb_selection selection;
     int repacked;          /* a GGUF file's k-quant blocks were shuffled, losslessly, into the
                               integer kernels' records (as_stored is 1: the file's weights) */
     double repack_s;       /* how long that took */
     char route[256];       /* auto on a quantized GGUF: why it runs as stored, in a sentence */
+    struct nb_selection selection; /* versioned, so it stays the last member */
 };
 
 /* Load `model` as `nibble run` does: resolve the path, quantize a float source once
@@ -707,12 +743,13 @@ struct nb_quantize_params {
      * embd_bits then). */
     const char *recipe;
     double bpw;
-    struct nb_select_params select; /* for "auto" (measure_bw is ignored); recipe, bpw and
-                                       head_bits given above stay over the choice's */
     /* int4 paths: widths per matrix class over the recipe, "v=8,down=6,head=6" (classes
      * q, k, v, o, gate, up, down, head, embd; widths 4, 6, 8, 16), as llama-quantize's
      * --tensor-type; NULL: none. Not with bpw. */
     const char *bits;
+    /* for "auto" (measure_bw is ignored); recipe, bpw and head_bits given above stay over
+     * the choice's. Versioned, so it stays the last member. */
+    struct nb_select_params select;
 };
 NB_API struct nb_quantize_params nb_quantize_default_params(void);
 
@@ -728,7 +765,7 @@ struct nb_quantize_stats {
     char recipe_table[2048];  /* its bits per class, one line each */
     char weight_path[16];     /* the path quantized to */
     int selected;             /* "auto" chose it: `selection` holds the decision */
-    struct nb_selection selection;
+    struct nb_selection selection; /* versioned, so it stays the last member */
 };
 
 /* Quantize the float model at `src` into a new .nib at `dst` (written under a temporary

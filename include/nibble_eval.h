@@ -155,6 +155,9 @@ enum nb_agent_outcome {
  * "incomplete" ("running" for NB_AGENT_RUNNING, "?" out of range). */
 NB_API const char *nb_agent_outcome_name(enum nb_agent_outcome outcome);
 
+/* A set of tasks. Lifetime and threads: the caller owns it (nb_agent_tasks_free); it must
+ * outlive the episodes made from it. It is read-only once made: any number of threads may
+ * read it and make episodes from it at once. */
 struct nb_agent_tasks;
 /* A task file (JSON, docs/agent.md). NB_ERR_FORMAT names the task and the key that is
  * wrong; NB_ERR_IO when it cannot be read. */
@@ -187,9 +190,13 @@ enum nb_agent_policy {
 };
 /* "scripted-correct", "scripted-reverse", "scripted-loop", "scripted-invalid-json",
  * "scripted-wrong-app", "scripted-wander"; find: the index, -1 if unknown. */
-NB_API const char *nb_agent_policy_name(int policy);
+NB_API const char *nb_agent_policy_name(enum nb_agent_policy policy);
+/* (an int: -1 is no policy, as nb_kv_type_parse's -1) */
 NB_API int nb_agent_policy_find(const char *name);
 
+/* One episode of one task. Lifetime and threads: the caller owns it
+ * (nb_agent_episode_free); its tasks must outlive it; one thread at a time (its screen and
+ * action texts live in it). Episodes of the same tasks may run on several threads. */
 struct nb_agent_episode;
 /* Task `task` of t (t must outlive the episode), its paraphrase and screen orders drawn
  * from seed; the phone starts on the home screen. */
@@ -216,13 +223,13 @@ NB_API enum nb_status nb_agent_episode_step(struct nb_agent_episode *e, const ch
 NB_API const char *nb_agent_episode_action(const struct nb_agent_episode *e);
 NB_API const char *nb_agent_episode_note(const struct nb_agent_episode *e);
 /* NB_AGENT_RUNNING until the episode ends, then its outcome. */
-NB_API int nb_agent_episode_outcome(const struct nb_agent_episode *e);
+NB_API enum nb_agent_outcome nb_agent_episode_outcome(const struct nb_agent_episode *e);
 NB_API int nb_agent_episode_steps(const struct nb_agent_episode *e);
 NB_API int nb_agent_episode_max_steps(const struct nb_agent_episode *e);
 /* The reply a scripted policy gives now (NUL-terminated, cut to cap). NB_ERR_INVALID_ARG
  * for an unknown policy or an episode that has ended. */
-NB_API enum nb_status nb_agent_policy_reply(struct nb_agent_episode *e, int policy, char *buf,
-                                            size_t cap);
+NB_API enum nb_status nb_agent_policy_reply(struct nb_agent_episode *e,
+                                            enum nb_agent_policy policy, char *buf, size_t cap);
 
 #ifdef __cplusplus
 }

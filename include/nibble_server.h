@@ -14,7 +14,13 @@ extern "C" {
  * `nibble serve`: an OpenAI-compatible HTTP server (docs/serve.md). HTTP runs on
  * libmicrohttpd's threads (one per connection); the model runs on the thread that calls
  * nb_server_run, which owns the context: its n_slots sequences decode together, one
- * batched forward step for every running request (continuous batching). */
+ * batched forward step for every running request (continuous batching).
+ * Lifetime and threads: the caller owns a server (nb_server_free, never while
+ * nb_server_run runs); the model and tokenizer of its params, and log_user while
+ * log_request is set, must outlive it; the strings of its params are copied or parsed
+ * in nb_server_init and may be freed after it. nb_server_run runs on one thread at a
+ * time; nb_server_stop may be called from any thread or a signal handler, and
+ * nb_server_port from any thread. The server makes and owns its context. */
 
 struct nb_server;
 
@@ -26,12 +32,6 @@ struct nb_server_params {
     const char *host;                  /* address to bind (default "127.0.0.1") */
     int port;                          /* 0: any free port (nb_server_port says which) */
     int n_slots;                       /* requests decoded together (default 4) */
-    struct nb_ctx_params ctx;          /* n_ctx is per slot (0: min(the model's, 4096));
-                                          n_seq is set to n_slots; n_ctx_total 0: every
-                                          slot can fill its context, else at least n_ctx:
-                                          prompts wait for blocks, and a request that finds
-                                          none mid-generation ends ("length") */
-    struct nb_sampler_params sampler;  /* defaults of the sampling fields a request omits */
     int n_predict;                     /* tokens a request without max_tokens gets at most
                                           (-1: until its context is full) */
     const char *chat_template;         /* a template name for chat requests; NULL: the
@@ -70,6 +70,16 @@ struct nb_server_params {
        thread that answered (NULL: none; the library itself prints nothing) */
     void (*log_request)(const char *line, void *user);
     void *log_user;
+    /* the defaults of the sampling fields a request omits (NULL: the library's); read at
+     * nb_server_init (a pointer: nb_sampler_params is versioned, and only the last member
+     * may be one held by value) */
+    const struct nb_sampler_params *sampler;
+    /* the last member: nb_ctx_params is versioned and may grow here */
+    struct nb_ctx_params ctx;          /* n_ctx is per slot (0: min(the model's, 4096));
+                                          n_seq is set to n_slots; n_ctx_total 0: every
+                                          slot can fill its context, else at least n_ctx:
+                                          prompts wait for blocks, and a request that finds
+                                          none mid-generation ends ("length") */
 };
 NB_API struct nb_server_params nb_server_default_params(void);
 

@@ -180,11 +180,16 @@ static void test_text_out(void **state)
     assert_string_equal(got, " In the beginning");
     nb_text_out_free(o);
 
-    p = (struct nb_text_out_params){sizeof p, 0, 1, NULL, 0};
+    p = nb_text_out_default_params();
+    p.ignore_eog = 1;
     assert_int_equal(nb_text_out_init(&o, tok, &p), NB_OK);
     assert_int_equal(nb_text_out_feed(o, 2, &t, &n), NB_TEXT_MORE);
     nb_text_out_free(o);
-    p.size = 1; /* an older, smaller struct than this library reads */
+    p.size = offsetof(struct nb_text_out_params, ignore_eog); /* an older, shorter struct */
+    assert_int_equal(nb_text_out_init(&o, tok, &p), NB_OK);   /* ignore_eog: the default */
+    assert_int_equal(nb_text_out_feed(o, 2, &t, &n), NB_TEXT_EOG);
+    nb_text_out_free(o);
+    p.size = 1; /* smaller than the size field: not from nb_text_out_default_params() */
     assert_int_equal(nb_text_out_init(&o, tok, &p), NB_ERR_INVALID_ARG);
     assert_null(o);
     nb_tokenizer_free(tok);
@@ -359,6 +364,17 @@ static void test_open(void **state)
     struct nb_sampler *smp = NULL;
     struct nb_sampler_params sp = nb_sampler_default_params();
     struct tu_collect col = {0};
+    /* a versioned struct: only cp.size bytes are read (an older, shorter one gets the
+     * defaults for the rest); one without a size is refused */
+    struct nb_ctx_memory mem_all, mem_old;
+    struct nb_ctx_params old = cp;
+    old.kv_type = NB_KV_TYPE_F32;
+    assert_int_equal(nb_ctx_memory(m, &cp, &mem_all), NB_OK);
+    old.size = offsetof(struct nb_ctx_params, kv_type);
+    assert_int_equal(nb_ctx_memory(m, &old, &mem_old), NB_OK);
+    assert_true(mem_old.kv_bytes == mem_all.kv_bytes); /* f32 not read: the default, f16 */
+    old.size = 0;
+    assert_int_equal(nb_ctx_init(&c, m, &old), NB_ERR_INVALID_ARG);
     assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
     assert_int_equal(nb_sampler_init(&smp, &sp, info.n_vocab), NB_OK);
     assert_int_equal(nb_generate(c, 0, smp, k_ids, 4, 4, 0, tu_collect_cb, &col, NULL), NB_OK);

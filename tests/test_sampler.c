@@ -2,6 +2,7 @@
 #include "helpers/testutil.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -259,6 +260,16 @@ static void test_bad_params(void **state)
     p = nb_sampler_default_params();
     assert_int_equal(nb_sampler_init(&s, &p, 0), NB_ERR_INVALID_ARG);
     assert_null(s);
+    /* versioned: a size of 0 is refused, an older, shorter struct gets the defaults after
+     * it (here: all but the temperature) */
+    p.size = 0;
+    assert_int_equal(nb_sampler_init(&s, &p, 10), NB_ERR_INVALID_ARG);
+    p = nb_sampler_default_params();
+    p.size = offsetof(struct nb_sampler_params, top_k);
+    p.temperature = 0;
+    p.repeat_penalty = 0; /* past size: not read (it would be refused) */
+    assert_int_equal(nb_sampler_init(&s, &p, 10), NB_OK);
+    nb_sampler_free(s);
 }
 
 int main(void)

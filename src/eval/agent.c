@@ -55,7 +55,7 @@ struct nb_agent_episode {
     struct nb_phone ph;
     int instr;            /* the paraphrase shown */
     int steps;
-    int outcome;          /* NB_AGENT_RUNNING until the end */
+    enum nb_agent_outcome outcome; /* NB_AGENT_RUNNING until the end */
     int ever_held;        /* the predicate held after some step */
     int reversed;         /* scripted-reverse: the undo was sent */
     uint64_t keys[AG_MAX_STEPS]; /* (screen, action) of each step, for loops */
@@ -78,9 +78,9 @@ static const char *const k_policy_name[NB_AGENT_N_POLICIES] = {
     "scripted-correct", "scripted-reverse", "scripted-loop", "scripted-invalid-json",
     "scripted-wrong-app", "scripted-wander"};
 
-const char *nb_agent_policy_name(int p)
+const char *nb_agent_policy_name(enum nb_agent_policy p)
 {
-    return p >= 0 && p < NB_AGENT_N_POLICIES ? k_policy_name[p] : "?";
+    return (unsigned)p < NB_AGENT_N_POLICIES ? k_policy_name[p] : "?";
 }
 
 int nb_agent_policy_find(const char *name)
@@ -596,7 +596,10 @@ const char *nb_agent_episode_instruction(const struct nb_agent_episode *e)
 const char *nb_agent_episode_app(const struct nb_agent_episode *e) { return ph_app_name[e->task->app]; }
 const char *nb_agent_episode_action(const struct nb_agent_episode *e) { return e->action; }
 const char *nb_agent_episode_note(const struct nb_agent_episode *e) { return e->note; }
-int nb_agent_episode_outcome(const struct nb_agent_episode *e) { return e->outcome; }
+enum nb_agent_outcome nb_agent_episode_outcome(const struct nb_agent_episode *e)
+{
+    return e->outcome;
+}
 int nb_agent_episode_steps(const struct nb_agent_episode *e) { return e->steps; }
 int nb_agent_episode_max_steps(const struct nb_agent_episode *e) { return e->task->max_steps; }
 
@@ -861,10 +864,11 @@ static void correct(const struct nb_phone *p, const struct task *t, struct ph_ac
         }
 }
 
-enum nb_status nb_agent_policy_reply(struct nb_agent_episode *e, int policy, char *buf, size_t cap)
+enum nb_status nb_agent_policy_reply(struct nb_agent_episode *e, enum nb_agent_policy policy,
+                                     char *buf, size_t cap)
 {
-    if (policy < 0 || policy >= NB_AGENT_N_POLICIES)
-        return nb_set_error(NB_ERR_INVALID_ARG, "policy %d: unknown", policy);
+    if ((unsigned)policy >= NB_AGENT_N_POLICIES)
+        return nb_set_error(NB_ERR_INVALID_ARG, "policy %d: unknown", (int)policy);
     if (e->outcome != NB_AGENT_RUNNING)
         return nb_set_error(NB_ERR_INVALID_ARG, "policy: the episode has ended");
     const struct nb_phone *p = &e->ph;

@@ -52,7 +52,8 @@ static int kv_elem(int t)
 
 struct nb_ctx_params nb_ctx_default_params(void)
 {
-    struct nb_ctx_params p = {.n_ctx = 0, .n_seq = 1, .n_batch = 512, .n_threads = 0};
+    struct nb_ctx_params p = {.size = sizeof p, .n_ctx = 0, .n_seq = 1, .n_batch = 512,
+                              .n_threads = 0};
     return p;
 }
 
@@ -175,7 +176,16 @@ static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
 static enum nb_status resolve(const struct nb_model *m, const struct nb_ctx_params *params,
                               struct nb_ctx_params *out, int warn)
 {
-    struct nb_ctx_params p = params ? *params : nb_ctx_default_params();
+    /* a versioned struct: the caller's first params->size bytes over the defaults */
+    struct nb_ctx_params p = nb_ctx_default_params();
+    if (params) {
+        if (params->size < sizeof(size_t))
+            return nb_set_error(NB_ERR_INVALID_ARG, "context: params->size is %zu: take the "
+                                "params from nb_ctx_default_params()", params->size);
+        size_t n = params->size < sizeof p ? params->size : sizeof p;
+        memcpy((char *)&p + sizeof(size_t), (const char *)params + sizeof(size_t),
+               n - sizeof(size_t));
+    }
     if (p.kv_type < 0 || p.kv_type > NB_KV_TYPE_Q8_0)
         return nb_set_error(NB_ERR_INVALID_ARG, "context: KV type %d is not one of f32, f16, "
                             "bf16, q8_0", p.kv_type);

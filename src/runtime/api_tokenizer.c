@@ -201,19 +201,25 @@ struct nb_text_out {
     size_t cap;
 };
 
-enum nb_status nb_text_out_init(struct nb_text_out **out, const struct nb_tokenizer *tok,
-                                const struct nb_text_out_params *p)
+struct nb_text_out_params nb_text_out_default_params(void)
 {
-    static const struct nb_text_out_params none = {sizeof none, 0, 0, NULL, 0};
-    if (!p) p = &none;
+    return (struct nb_text_out_params){.size = sizeof(struct nb_text_out_params)};
+}
+
+enum nb_status nb_text_out_init(struct nb_text_out **out, const struct nb_tokenizer *tok,
+                                const struct nb_text_out_params *params)
+{
+    struct nb_text_out_params pv = nb_text_out_default_params(), *p = &pv;
     if (out) *out = NULL;
-    if (!out || !tok || p->size < sizeof *p || p->n_stops < 0 || (p->n_stops && !p->stops))
+    enum nb_status st = nb_api_params_in(p, sizeof *p, params, "nb_text_out_params");
+    if (st) return st;
+    if (!out || !tok || p->n_stops < 0 || (p->n_stops && !p->stops))
         return nb_set_error(NB_ERR_INVALID_ARG,
-                            "nb_text_out_init: out, tok and params (size set; stops for "
-                            "n_stops > 0) must be given");
+                            "nb_text_out_init: out and tok must be given (and stops for "
+                            "n_stops > 0)");
     struct nb_text_out *o = calloc(1, sizeof *o);
     if (!o) return nb_set_error(NB_ERR_NOMEM, "out of memory");
-    enum nb_status st = nb_stop_init(&o->s, p->stops, p->n_stops);
+    st = nb_stop_init(&o->s, p->stops, p->n_stops);
     if (st) {
         free(o);
         return st;

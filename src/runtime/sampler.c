@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "nibble.h"
+#include "runtime/api.h"
 #include "runtime/constrain.h"
 
 #define SAMPLER_CHUNK 128 /* logits per chunk of top_k_select */
@@ -39,6 +40,7 @@ struct nb_sampler {
 struct nb_sampler_params nb_sampler_default_params(void)
 {
     struct nb_sampler_params p = {
+        .size = sizeof(struct nb_sampler_params),
         .temperature = 0.0f, .top_k = 40, .top_p = 0.95f, .min_p = 0.05f,
         .repeat_penalty = 1.0f, .repeat_last_n = 64, .seed = 0x5eed,
     };
@@ -56,10 +58,15 @@ static uint64_t rng_next(uint64_t *s)
 
 static double rng_uniform(uint64_t *s) { return (double)(rng_next(s) >> 11) * 0x1.0p-53; }
 
-enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_params *p,
+enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_params *params,
                                int n_vocab)
 {
     *out = NULL;
+    if (!params) return nb_set_error(NB_ERR_INVALID_ARG, "sampler: no params");
+    struct nb_sampler_params pv = nb_sampler_default_params();
+    enum nb_status st = nb_api_params_in(&pv, sizeof pv, params, "sampler params");
+    if (st) return st;
+    const struct nb_sampler_params *p = &pv;
     if (n_vocab <= 0) return nb_set_error(NB_ERR_INVALID_ARG, "sampler: vocabulary is empty");
     if (p->temperature < 0 || !isfinite(p->temperature) || p->top_p < 0 || p->min_p < 0 ||
         p->min_p > 1 || !(p->repeat_penalty > 0) || p->repeat_last_n < 0 ||

@@ -56,7 +56,7 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
              (unsigned long long)time(NULL), (unsigned long long)k);
     j->created = (int64_t)time(NULL);
     /* without a seed, each request its own: the server's seed and the request's number */
-    if (!j->req.seed_given) j->req.sp.seed = s->p.sampler.seed + k * 0x9e3779b97f4a7c15ull;
+    if (!j->req.seed_given) j->req.sp.seed = s->m.sp.seed + k * 0x9e3779b97f4a7c15ull;
     struct nb_text_out_params tp = {sizeof tp, srv_request_parses_tools(&j->req), 0,
                                     (const char *const *)j->req.stops, j->req.n_stops};
     if (nb_sampler_init(&j->sampler, &j->req.sp, s->m.n_vocab) != NB_OK ||

@@ -26,7 +26,6 @@ struct nb_server_params nb_server_default_params(void)
     p.port = 8080;
     p.n_slots = 4;
     p.ctx = nb_ctx_default_params();
-    p.sampler = nb_sampler_default_params();
     p.n_predict = -1;
     p.max_body = 1 << 20;
     p.timeout_s = 600;
@@ -112,7 +111,15 @@ static enum nb_status model_side(struct nb_server *s)
     s->m.bos_text = bos >= 0 ? nb_token_piece(p->tok, bos) : "";
     s->m.eos_text = eos >= 0 ? nb_token_piece(p->tok, eos) : "";
     s->m.n_vocab = info.n_vocab;
-    s->m.sp = p->sampler;
+    s->m.sp = nb_sampler_default_params();
+    if (p->sampler && p->sampler->size < sizeof(size_t))
+        return nb_set_error(NB_ERR_INVALID_ARG, "serve: the sampler params' size is %zu: take "
+                            "them from nb_sampler_default_params()", p->sampler->size);
+    if (p->sampler) /* an older, shorter struct: the defaults for the rest */
+        memcpy((char *)&s->m.sp + sizeof(size_t), (const char *)p->sampler + sizeof(size_t),
+               (p->sampler->size < sizeof s->m.sp ? p->sampler->size : sizeof s->m.sp) -
+                   sizeof(size_t));
+    s->p.sampler = &s->m.sp;
     if (nb_tokenizer_n_vocab(p->tok) > info.n_vocab)
         return nb_set_error(NB_ERR_INVALID_ARG, "serve: the tokenizer has %d tokens, the model %d",
                             nb_tokenizer_n_vocab(p->tok), info.n_vocab);
