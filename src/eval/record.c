@@ -93,7 +93,7 @@ enum nb_status nb_record_write(const struct nb_record_params *params,
                                struct nb_record_result *result)
 {
     struct nb_record_params r = nb_record_default_params();
-    enum nb_status st = nb_api_params_in(&r, sizeof r, params, "nb_record_write");
+    enum nb_status st = nb_params_in(&r, sizeof r, params, "nb_record_write");
     if (st) return st;
     if (!params || !r.dir || !r.model_arg || !r.info || (r.n_pp && !r.pp) || (r.n_tg && !r.tg) ||
         r.n_depth < 0)

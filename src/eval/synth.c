@@ -582,7 +582,7 @@ enum nb_status nb_synth_write_file(const char *shape, const struct nb_synth_para
                                    const char *path)
 {
     struct nb_synth_params p = nb_synth_default_params();
-    enum nb_status st = nb_api_params_in(&p, sizeof p, params, "nb_synth_write_file");
+    enum nb_status st = nb_params_in(&p, sizeof p, params, "nb_synth_write_file");
     if (st) return st;
     if (!path) return nb_set_error(NB_ERR_INVALID_ARG, "synth: no output path");
     const struct nb_synth_shape *s = shape ? nb_synth_find_shape(shape) : NULL;

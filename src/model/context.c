@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/log.h"
+#include "core/params.h"
 #include "model/context.h"
 
 static const char *const k_op_names[NB_OP_COUNT] = {
@@ -178,14 +179,8 @@ static enum nb_status resolve(const struct nb_model *m, const struct nb_ctx_para
 {
     /* a versioned struct: the caller's first params->size bytes over the defaults */
     struct nb_ctx_params p = nb_ctx_default_params();
-    if (params) {
-        if (params->size < sizeof(size_t))
-            return nb_set_error(NB_ERR_INVALID_ARG, "context: params->size is %zu: take the "
-                                "params from nb_ctx_default_params()", params->size);
-        size_t n = params->size < sizeof p ? params->size : sizeof p;
-        memcpy((char *)&p + sizeof(size_t), (const char *)params + sizeof(size_t),
-               n - sizeof(size_t));
-    }
+    enum nb_status st = nb_params_in(&p, sizeof p, params, "context params");
+    if (st) return st;
     if (p.kv_type < 0 || p.kv_type > NB_KV_TYPE_Q8_0)
         return nb_set_error(NB_ERR_INVALID_ARG, "context: KV type %d is not one of f32, f16, "
                             "bf16, q8_0", p.kv_type);

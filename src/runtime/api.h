@@ -8,25 +8,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/params.h"
 #include "runtime/selector.h"
-
-/* The caller's params over the defaults: *dst holds the defaults (size = sizeof *dst);
- * the first min(src->size, sizeof) bytes of src replace them. NB_ERR_INVALID_ARG when
- * src->size is smaller than the size field itself (a struct not from *_default_params). */
-static inline enum nb_status nb_api_params_in(void *dst, size_t dst_size, const void *src,
-                                              const char *what)
-{
-    if (!src) return NB_OK;
-    size_t n;
-    memcpy(&n, src, sizeof n);
-    if (n < sizeof(size_t))
-        return nb_set_error(NB_ERR_INVALID_ARG,
-                            "%s: size is %zu: take the struct from its *_default_params()", what,
-                            n);
-    memcpy((char *)dst + sizeof(size_t), (const char *)src + sizeof(size_t),
-           (n < dst_size ? n : dst_size) - sizeof(size_t));
-    return NB_OK;
-}
 
 /* The library's full output into the caller's struct (which may be shorter or longer:
  * its size field says). NULL dst: not wanted. */

@@ -21,7 +21,7 @@ enum nb_status nb_model_quantize(const char *src, const char *dst,
     struct nb_quantize_params p = nb_quantize_default_params();
     struct nb_quantize_opts o;
     struct nb_quantize_result r;
-    enum nb_status st = nb_api_params_in(&p, sizeof p, params, "nb_quantize_params");
+    enum nb_status st = nb_params_in(&p, sizeof p, params, "nb_quantize_params");
     if (st) return st;
     if (!src || !*src || !dst || !*dst)
         return nb_set_error(NB_ERR_INVALID_ARG, "nb_model_quantize: give a source and an output");

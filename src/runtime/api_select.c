@@ -134,7 +134,7 @@ enum nb_status nb_select_weight_path(const struct nb_select_params *params,
     static _Thread_local struct nb_probe_info pi;
     static _Thread_local struct nb_selection s;
     struct nb_select_params sp = nb_select_default_params();
-    enum nb_status st = nb_api_params_in(&sp, sizeof sp, params, "nb_select_params");
+    enum nb_status st = nb_params_in(&sp, sizeof sp, params, "nb_select_params");
     if (st || (st = nb_api_select(&sp, &p, &c, &s))) return st;
     if (probe && (st = probe_info(&pi, &p))) return st;
     nb_api_out(probe, &pi, sizeof pi);

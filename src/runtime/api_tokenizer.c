@@ -211,7 +211,7 @@ enum nb_status nb_text_out_init(struct nb_text_out **out, const struct nb_tokeni
 {
     struct nb_text_out_params pv = nb_text_out_default_params(), *p = &pv;
     if (out) *out = NULL;
-    enum nb_status st = nb_api_params_in(p, sizeof *p, params, "nb_text_out_params");
+    enum nb_status st = nb_params_in(p, sizeof *p, params, "nb_text_out_params");
     if (st) return st;
     if (!out || !tok || p->n_stops < 0 || (p->n_stops && !p->stops))
         return nb_set_error(NB_ERR_INVALID_ARG,

@@ -893,7 +893,7 @@ static enum nb_status parse_params(const struct nb_export_params *in, struct nb_
                                    enum nb_dtype *dt)
 {
     *p = nb_export_default_params();
-    enum nb_status st = nb_api_params_in(p, sizeof *p, in, "nb_export_params");
+    enum nb_status st = nb_params_in(p, sizeof *p, in, "nb_export_params");
     if (st) return st;
     const char *d = p->dtype ? p->dtype : "f16";
     if (!strcmp(d, "f16")) *dt = NB_DTYPE_F16;

@@ -201,7 +201,7 @@ enum nb_status nb_model_open(struct nb_model **out, const char *model,
     if (report && report->size < sizeof(size_t))
         return nb_set_error(NB_ERR_INVALID_ARG, "nb_model_open: report->size is %zu: set it to "
                             "sizeof(struct nb_open_report)", report->size);
-    if ((st = nb_api_params_in(&p, sizeof p, params, "nb_open_params"))) return st;
+    if ((st = nb_params_in(&p, sizeof p, params, "nb_open_params"))) return st;
     if (p.select.size < sizeof(size_t)) p.select = nb_select_default_params();
     if (!(o = calloc(1, sizeof *o)) || !(e = calloc(1, sizeof *e))) {
         st = nb_set_error(NB_ERR_NOMEM, "out of memory");

@@ -64,7 +64,7 @@ enum nb_status nb_sampler_init(struct nb_sampler **out, const struct nb_sampler_
     *out = NULL;
     if (!params) return nb_set_error(NB_ERR_INVALID_ARG, "sampler: no params");
     struct nb_sampler_params pv = nb_sampler_default_params();
-    enum nb_status st = nb_api_params_in(&pv, sizeof pv, params, "sampler params");
+    enum nb_status st = nb_params_in(&pv, sizeof pv, params, "sampler params");
     if (st) return st;
     const struct nb_sampler_params *p = &pv;
     if (n_vocab <= 0) return nb_set_error(NB_ERR_INVALID_ARG, "sampler: vocabulary is empty");

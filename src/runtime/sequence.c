@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/params.h"
 #include "core/timer.h"
 #include "nibble.h"
 #include "runtime/sequence.h"
@@ -138,13 +139,11 @@ enum nb_status nb_sequence_init(struct nb_sequence **out, struct nb_ctx *ctx,
     *out = NULL;
     if (!ctx) return nb_set_error(NB_ERR_INVALID_ARG, "nb_sequence_init: no context");
     struct nb_sequence_params p = nb_sequence_default_params();
-    if (params) {
-        if (params->size < sizeof(size_t) || params->size > sizeof p)
-            return nb_set_error(NB_ERR_INVALID_ARG, "nb_sequence_init: params->size is %zu: "
-                                "use nb_sequence_default_params()", params->size);
-        memcpy(&p, params, params->size);
-        p.size = sizeof p;
-    }
+    if (params && params->size > sizeof p)
+        return nb_set_error(NB_ERR_INVALID_ARG, "nb_sequence_init: params->size is %zu: "
+                            "use nb_sequence_default_params()", params->size);
+    enum nb_status pst = nb_params_in(&p, sizeof p, params, "nb_sequence_init");
+    if (pst) return pst;
     if (p.seq < 0 || p.n_ctx < 0 || p.max_draft < 0)
         return nb_set_error(NB_ERR_INVALID_ARG, "nb_sequence_init: seq %d, n_ctx %d and "
                             "max_draft %d must not be negative", p.seq, p.n_ctx, p.max_draft);

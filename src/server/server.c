@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "core/log.h"
+#include "core/params.h"
 #include "server/server.h"
 #include "nibble_server.h"
 
@@ -112,13 +113,8 @@ static enum nb_status model_side(struct nb_server *s)
     s->m.eos_text = eos >= 0 ? nb_token_piece(p->tok, eos) : "";
     s->m.n_vocab = info.n_vocab;
     s->m.sp = nb_sampler_default_params();
-    if (p->sampler && p->sampler->size < sizeof(size_t))
-        return nb_set_error(NB_ERR_INVALID_ARG, "serve: the sampler params' size is %zu: take "
-                            "them from nb_sampler_default_params()", p->sampler->size);
-    if (p->sampler) /* an older, shorter struct: the defaults for the rest */
-        memcpy((char *)&s->m.sp + sizeof(size_t), (const char *)p->sampler + sizeof(size_t),
-               (p->sampler->size < sizeof s->m.sp ? p->sampler->size : sizeof s->m.sp) -
-                   sizeof(size_t));
+    if ((st = nb_params_in(&s->m.sp, sizeof s->m.sp, p->sampler, "serve: sampler params")))
+        return st;
     s->p.sampler = &s->m.sp;
     if (nb_tokenizer_n_vocab(p->tok) > info.n_vocab)
         return nb_set_error(NB_ERR_INVALID_ARG, "serve: the tokenizer has %d tokens, the model %d",
@@ -139,18 +135,7 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
     s->stop_pipe[0] = s->stop_pipe[1] = -1;
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->engine_cv, NULL);
-    if (params) {
-        size_t n = params->size < sizeof s->p ? params->size : sizeof s->p;
-        if (params->size < sizeof(size_t)) {
-            st = nb_set_error(NB_ERR_INVALID_ARG,
-                              "serve: params.size is %zu: take the params "
-                              "from nb_server_default_params()",
-                              params->size);
-            goto fail;
-        }
-        memcpy((char *)&s->p + sizeof(size_t), (const char *)params + sizeof(size_t),
-               n - sizeof(size_t));
-    }
+    if ((st = nb_params_in(&s->p, sizeof s->p, params, "serve params"))) goto fail;
     const struct nb_server_params *p = &s->p;
     if (!p->model || !p->tok) {
         st = nb_set_error(NB_ERR_INVALID_ARG, "serve: a model and its tokenizer are needed");
