@@ -36,10 +36,8 @@ struct nb_sequence {
     int n, cap;
     int n_run;           /* ids[0 .. n_run) have run (the rest waits for the next step) */
     int off;             /* >= n_keep: the first token after the kept ones in the view */
-    /* the step */
-    int32_t *tok, *pos, *seqs; /* [bcap] */
-    uint8_t *want;
-    int bcap;
+    /* the step (nb_sequence_generate's own batch; a caller stepping it passes its own) */
+    struct nb_seq_batch b;
     int32_t draft[MAX_DRAFT];
     int k;               /* drafts fed after the view's last token */
     float *logits;       /* [(MAX_DRAFT + 1) * n_vocab] */
@@ -116,19 +114,25 @@ static enum nb_status grow(struct nb_sequence *s, int need)
         s->ids = ids;
         s->cap = cap;
     }
-    if (need + MAX_DRAFT + 1 > s->bcap) {
-        int cap = s->bcap ? s->bcap : 512;
-        while (cap < need + MAX_DRAFT + 1) cap *= 2;
-        int32_t *t = realloc(s->tok, sizeof *t * (size_t)cap * 3);
-        if (!t) return nb_set_error(NB_ERR_NOMEM, "generate: out of memory");
-        s->tok = t;
-        uint8_t *w = realloc(s->want, (size_t)cap);
-        if (!w) return nb_set_error(NB_ERR_NOMEM, "generate: out of memory");
-        s->want = w;
-        s->bcap = cap;
-    }
-    s->pos = s->tok + s->bcap;
-    s->seqs = s->tok + 2 * (size_t)s->bcap;
+    return NB_OK;
+}
+
+/* Room in the sequence's own batch for a step of `need` tokens and its drafts. */
+static enum nb_status grow_batch(struct nb_sequence *s, int need)
+{
+    struct nb_seq_batch *b = &s->b;
+    if (need + MAX_DRAFT + 1 <= b->cap) return NB_OK;
+    int cap = b->cap ? b->cap : 512;
+    while (cap < need + MAX_DRAFT + 1) cap *= 2;
+    int32_t *t = realloc(b->tok, sizeof *t * (size_t)cap * 3);
+    if (!t) return nb_set_error(NB_ERR_NOMEM, "generate: out of memory");
+    b->tok = t;
+    uint8_t *w = realloc(b->want, (size_t)cap);
+    if (!w) return nb_set_error(NB_ERR_NOMEM, "generate: out of memory");
+    b->want = w;
+    b->cap = cap;
+    b->pos = b->tok + cap;
+    b->seq = b->tok + 2 * (size_t)cap;
     return NB_OK;
 }
 
@@ -174,8 +178,8 @@ void nb_sequence_free(struct nb_sequence *s)
 {
     if (!s) return;
     free(s->ids);
-    free(s->tok);
-    free(s->want);
+    free(s->b.tok);
+    free(s->b.want);
     free(s->logits);
     free(s);
 }
@@ -231,28 +235,40 @@ static enum nb_status shift(struct nb_sequence *s)
     return NB_OK;
 }
 
-/* The step's batch: what the view holds beyond the cache (the prompt, the last token;
- * after a shift the newest tokens again), then up to `k` drafts copied from ids. Returns
- * the logits rows asked for: the last view token's, and one per draft. */
-static int prepare(struct nb_sequence *s, int k)
+/* Into b: view tokens [c, c + m), none asking for logits. */
+static void put_view(const struct nb_sequence *s, struct nb_seq_batch *b, int c, int m)
 {
-    int c = nb_sequence_cached(s), vis = view_len(s), nb = 0, seq = s->p.seq;
-    for (int i = c; i < vis; i++, nb++) {
-        s->tok[nb] = view_at(s, i);
-        s->pos[nb] = s->base + i;
-        s->seqs[nb] = seq;
-        s->want[nb] = 0;
+    for (int i = c; i < c + m; i++, b->n++) {
+        b->tok[b->n] = view_at(s, i);
+        b->pos[b->n] = s->base + i;
+        b->seq[b->n] = s->p.seq;
+        b->want[b->n] = 0;
     }
-    s->want[nb - 1] = 1;
+}
+
+/* Into b: the view's last token asks for logits, then k drafts (s->draft) after the view
+ * of vis tokens, each asking for its own. */
+static void put_drafts(struct nb_sequence *s, struct nb_seq_batch *b, int vis, int k)
+{
+    b->want[b->n - 1] = 1;
+    for (int i = 0; i < k; i++, b->n++) {
+        b->tok[b->n] = s->draft[i];
+        b->pos[b->n] = s->base + vis + i;
+        b->seq[b->n] = s->p.seq;
+        b->want[b->n] = 1;
+    }
     s->k = k;
-    for (int i = 0; i < k; i++, nb++) {
-        s->tok[nb] = s->draft[i];
-        s->pos[nb] = s->base + vis + i;
-        s->seqs[nb] = seq;
-        s->want[nb] = 1;
-    }
+}
+
+/* The step's batch: what the view holds beyond the cache (the prompt, the last token;
+ * after a shift the newest tokens again), then up to `k` drafts copied from ids. */
+static void prepare(struct nb_sequence *s, int k)
+{
+    int c = nb_sequence_cached(s), vis = view_len(s);
+    s->b.n = 0;
+    put_view(s, &s->b, c, vis - c);
+    put_drafts(s, &s->b, vis, k);
     s->rerun = (vis - c) - (s->n - s->n_run); /* run again besides the new tokens */
-    return nb;
 }
 
 /* Run the step (after a shift if the view does not fit), drafts first dropped when they
@@ -265,10 +281,11 @@ static enum nb_status run_step(struct nb_sequence *s, int k, int verify)
         if (view_len(s) + k > s->p.n_ctx) k = 0; /* no room for drafts */
         if ((st = shift(s))) return st;
     }
+    if ((st = grow_batch(s, view_len(s) - nb_sequence_cached(s)))) return st;
     for (;;) {
-        int nb = prepare(s, k);
-        struct nb_batch b = {.n_tokens = nb, .token = s->tok, .pos = s->pos, .seq = s->seqs,
-                             .want_logits = s->want};
+        prepare(s, k);
+        struct nb_batch b = {.n_tokens = s->b.n, .token = s->b.tok, .pos = s->b.pos,
+                             .seq = s->b.seq, .want_logits = s->b.want};
         st = verify && !s->dropped ? nb_decode_verify(s->ctx, &b, s->logits)
                                    : nb_decode(s->ctx, &b, s->logits);
         if (st == NB_ERR_RANGE && k > 0) { /* the drafts do not fit: try without */
@@ -447,33 +464,22 @@ enum nb_status nb_sequence_adopt(struct nb_sequence *s, const struct nb_sequence
 
 int nb_sequence_put(struct nb_sequence *s, struct nb_seq_batch *b, int max_new, int max_draft)
 {
-    int c = nb_sequence_cached(s), vis = view_len(s), m = vis - c, seq = s->p.seq;
+    int c = nb_sequence_cached(s), vis = view_len(s), m = vis - c;
     if (m > max_new) m = max_new;
     if (m > b->cap - b->n) m = b->cap - b->n;
     s->placed = m > 0 ? m : 0;
     s->k = 0;
     s->draws = 0;
-    for (int i = 0; i < m; i++, b->n++) {
-        b->tok[b->n] = view_at(s, c + i);
-        b->pos[b->n] = s->base + c + i;
-        b->seq[b->n] = seq;
-        b->want[b->n] = 0;
-    }
-    if (m <= 0 || c + m < vis) return 0;
-    b->want[b->n - 1] = 1;
+    if (m <= 0) return 0;
+    put_view(s, b, c, m);
+    if (c + m < vis) return 0;
     if (max_draft > MAX_DRAFT) max_draft = MAX_DRAFT;
     if (s->p.n_ctx > 0 && vis + max_draft > s->p.n_ctx) max_draft = s->p.n_ctx - vis;
     if (max_draft > b->cap - b->n) max_draft = b->cap - b->n;
     int k = max_draft > 0 ? nb_lookup_draft(s->ids, s->n, NGRAM_MIN, NGRAM_MAX, max_draft,
                                             s->draft)
                           : 0;
-    for (int i = 0; i < k; i++, b->n++) {
-        b->tok[b->n] = s->draft[i];
-        b->pos[b->n] = s->base + vis + i;
-        b->seq[b->n] = seq;
-        b->want[b->n] = 1;
-    }
-    s->k = k;
+    put_drafts(s, b, vis, k);
     return 1 + k;
 }
 
