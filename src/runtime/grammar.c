@@ -43,12 +43,8 @@ enum nb_status nb_grammar_from_json_schema(struct nb_grammar **out, const struct
                           cJSON_IsBool(js) ? "true/false" : "this value");
         goto done;
     }
+    /* refuses a root that allows no object: the output is one JSON object */
     if ((st = nb_schema_compile(js, &g->schema))) goto done;
-    if (g->schema->nodes[0].target[NB_JC_OBJ] == NB_SCHEMA_NONE) {
-        st = nb_set_error(NB_ERR_UNSUPPORTED, "json schema: the output is one JSON object, and "
-                          "this schema's root allows none (its \"type\" must allow \"object\")");
-        goto done;
-    }
     const struct nb_schema *one = g->schema;
     if (nb_gram_schema(&g->gram, &one, 1)) {
         st = nb_set_error(NB_ERR_NOMEM, "json schema: out of memory");
