@@ -686,6 +686,26 @@ static void check_schema_forced(const struct nb_vocab_bytes *v, int runs)
     nb_schema_free(s);
 }
 
+
+/* Decode `want` (whole: in its own tokens) at every budget from lo to hi: each output
+ * complete and accepted, and once it is `want` it stays so. The first budget that keeps
+ * it (-1: none). */
+static int kept_from_budget(const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                            const char *want, int whole, int lo, int hi, char *out, size_t cap)
+{
+    int kept_from = -1;
+    for (int budget = lo; budget <= hi; budget++) {
+        if (decode(g, v, NULL, want, whole, out, cap, budget) < 0)
+            fail_msg("budget %d: cut: %s", budget, out);
+        assert_int_equal(accepts(g, out, 1), 1);
+        if (getenv("NIBBLE_TEST_VERBOSE")) printf("# %d: %s\n", budget, out);
+        if (!strcmp(out, want) && kept_from < 0) kept_from = budget;
+        if (strcmp(out, want) && kept_from >= 0)
+            fail_msg("budget %d: the call changed (kept from %d): %s", budget, kept_from, out);
+    }
+    return kept_from;
+}
+
 static void test_forced_kjv(void **state)
 {
     (void)state;
@@ -754,16 +774,7 @@ static void test_forced_kjv(void **state)
     struct nb_cons c0;
     nb_cons_start(&g, &c0);
     const int worst = nb_cons_cost(&g, &c0), len = (int)strlen(want);
-    int kept_from = -1;
-    for (budget = len + 1; budget <= worst + 1; budget++) {
-        if (decode(&g, &v, NULL, want, 0, out, sizeof out, budget) < 0)
-            fail_msg("budget %d: cut: %s", budget, out);
-        assert_int_equal(accepts(&g, out, 1), 1);
-        if (getenv("NIBBLE_TEST_VERBOSE")) printf("# %d: %s\n", budget, out);
-        if (!strcmp(out, want) && kept_from < 0) kept_from = budget;
-        if (strcmp(out, want) && kept_from >= 0)
-            fail_msg("budget %d: the call changed (kept from %d): %s", budget, kept_from, out);
-    }
+    int kept_from = kept_from_budget(&g, &v, want, 0, len + 1, worst + 1, out, sizeof out);
     printf("# wanted call of %d bytes: kept from a budget of %d tokens (worst case %d)\n", len,
            kept_from, worst);
     assert_true(kept_from > 0 && kept_from <= worst - 8);
@@ -774,16 +785,7 @@ static void test_forced_kjv(void **state)
      * agent's calls (26 tokens, 77 bytes) came out `back` at max_tokens 64 (issue 34) */
     const int n_tok = decode(&g, &v, NULL, want, 1, out, sizeof out, 1000);
     assert_string_equal(out, want);
-    kept_from = -1;
-    for (budget = n_tok + 1; budget <= len + 1; budget++) {
-        if (decode(&g, &v, NULL, want, 1, out, sizeof out, budget) < 0)
-            fail_msg("budget %d: cut: %s", budget, out);
-        assert_int_equal(accepts(&g, out, 1), 1);
-        if (getenv("NIBBLE_TEST_VERBOSE")) printf("# %d: %s\n", budget, out);
-        if (!strcmp(out, want) && kept_from < 0) kept_from = budget;
-        if (strcmp(out, want) && kept_from >= 0)
-            fail_msg("budget %d: the call changed (kept from %d): %s", budget, kept_from, out);
-    }
+    kept_from = kept_from_budget(&g, &v, want, 1, n_tok + 1, len + 1, out, sizeof out);
     printf("# the call in its own %d tokens: kept from a budget of %d tokens (%d bytes)\n", n_tok,
            kept_from, len);
     assert_true(kept_from > 0 && kept_from <= n_tok + 8);
