@@ -454,9 +454,17 @@ static void test_open(void **state)
     assert_true(freed > 0);
 }
 
-/* nb_sequence: the one generation loop. Its ids, cache and pending token after a call;
- * a second call continues; rewind; a shift keeps generating in a small context; lookup
- * gives the same ids through shifts; bad parameters are refused. */
+/* A context of kjv-7m on 2 threads. */
+static struct nb_ctx *kjv_ctx(const struct nb_model *m, int n_ctx)
+{
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    struct nb_ctx *c = NULL;
+    cp.n_ctx = n_ctx;
+    cp.n_threads = 2;
+    assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
+    return c;
+}
+
 /* nb_grammar: a JSON Schema kept to by the sampler's constraint stage through a sequence,
  * greedy and sampled, within a budget; and its errors. */
 static void test_grammar(void **state)
@@ -466,13 +474,9 @@ static void test_grammar(void **state)
     if (!src) skip();
     struct nb_model *m = NULL;
     assert_int_equal(nb_model_load(&m, src), NB_OK);
+    struct nb_ctx *c = kjv_ctx(m, 128);
     struct nb_tokenizer *tok = NULL;
     assert_int_equal(nb_tokenizer_from_model(&tok, m), NB_OK);
-    struct nb_ctx_params cp = nb_ctx_default_params();
-    cp.n_ctx = 128;
-    cp.n_threads = 2;
-    struct nb_ctx *c = NULL;
-    assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
     static const char schema[] = "{\"type\": \"object\", \"properties\": {\"a\": {\"type\": "
                                  "\"integer\"}, \"b\": {\"enum\": [\"x\", \"yz\"]}}, "
                                  "\"required\": [\"a\", \"b\"]}";
@@ -531,6 +535,9 @@ static void test_grammar(void **state)
     nb_model_free(m);
 }
 
+/* nb_sequence: the one generation loop. Its ids, cache and pending token after a call;
+ * a second call continues; rewind; a shift keeps generating in a small context; lookup
+ * gives the same ids through shifts; bad parameters are refused. */
 static void test_sequence(void **state)
 {
     (void)state;
@@ -538,11 +545,7 @@ static void test_sequence(void **state)
     if (!src) skip();
     struct nb_model *m = NULL;
     assert_int_equal(nb_model_load(&m, src), NB_OK);
-    struct nb_ctx_params cp = nb_ctx_default_params();
-    cp.n_ctx = 64;
-    cp.n_threads = 2;
-    struct nb_ctx *c = NULL;
-    assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
+    struct nb_ctx *c = kjv_ctx(m, 64);
     struct nb_sampler_params sp = nb_sampler_default_params();
     struct nb_sampler *smp = NULL;
     assert_int_equal(nb_sampler_init(&smp, &sp, 4096), NB_OK);
@@ -717,17 +720,6 @@ static void test_quantize(void **state)
     q.group = 128;
     assert_int_not_equal(nb_model_quantize("/nonexistent.gguf", out, &q, NULL), NB_OK);
     assert_non_null(strstr(nb_last_error(), "/nonexistent.gguf"));
-}
-
-/* A context of kjv-7m for the evaluation and bench calls. */
-static struct nb_ctx *kjv_ctx(const struct nb_model *m, int n_ctx)
-{
-    struct nb_ctx_params cp = nb_ctx_default_params();
-    struct nb_ctx *c = NULL;
-    cp.n_ctx = n_ctx;
-    cp.n_threads = 2;
-    assert_int_equal(nb_ctx_init(&c, m, &cp), NB_OK);
-    return c;
 }
 
 static void test_eval(void **state)
