@@ -57,16 +57,12 @@ start_server steps -c 2048
 got=$("$py" - "$bin" "$gguf" "$url" "$tmp/tools.jsonl" <<'PYEOF' 2>&1
 import json, re, subprocess, sys, urllib.request
 nib, gguf, url, trace = sys.argv[1:5]
-# the agent's system turn and tools (app/cmd_agent.c); any prompt of the model's would do:
-# what is compared is the server's call against the model's own text for the same prompt
-system = ("You operate an Android phone to do the user's task. Each turn you see the task, the "
-          "screen (one line per element: id, class, \"text\", on/off for switches, * if it can be "
-          "tapped) and your previous actions. Answer with exactly one JSON object, one of:\n"
-          "{\"action\": \"tap\", \"id\": ID}\n{\"action\": \"type\", \"text\": TEXT}\n"
-          "{\"action\": \"back\"}\n{\"action\": \"home\"}\n"
-          "{\"action\": \"scroll\", \"direction\": \"up\" or \"down\"}\n"
-          "{\"action\": \"task_complete\"}\n"
-          "type writes into the field you tapped last. Say task_complete when the task is done.")
+# the agent's system turn, as `nibble agent` writes it, and its tools (app/cmd_agent.c);
+# any prompt of the model's would do: what is compared is the server's call against the
+# model's own text for the same prompt
+dump = subprocess.run([nib, "agent", "--dump-trajectories", "1"], capture_output=True, text=True,
+                      check=True).stdout
+system = json.loads(dump.splitlines()[0])["messages"][0]["content"]
 args = {"tap": {"id": None}, "type": {"text": None}, "back": {}, "home": {},
         "scroll": {"direction": ["up", "down"]}, "task_complete": {}}
 descr = {"tap": "Tap an element marked * on the screen", "type": "Type into the field tapped last",
