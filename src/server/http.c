@@ -34,7 +34,7 @@
 #include "core/error.h"
 #include "server/server.h"
 
-enum route { R_NONE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT };
+enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT };
 
 /* An open connection (MHD's socket context), in srv_http's list. */
 struct watch {
@@ -116,6 +116,7 @@ static size_t unescape_url(void *cls, struct MHD_Connection *c, char *uri)
 
 static enum route route_of(const char *url)
 {
+    if (!strcmp(url, "/") || !strcmp(url, "/index.html")) return R_PAGE;
     if (!strncmp(url, "/v1/", 4)) url += 3; /* "/v1/models" and "/models" alike */
     if (!strcmp(url, "/health")) return R_HEALTH;
     if (!strcmp(url, "/models")) return R_MODELS;
@@ -128,11 +129,25 @@ static enum route route_of(const char *url)
 
 /* ---------------------------------------------------------------- answers */
 
+/* Queue response r (destroyed here), counting it by status. */
+static enum MHD_Result send_counted(struct conn *k, struct MHD_Connection *c, int status,
+                                    struct MHD_Response *r)
+{
+    struct nb_server *s = k->s;
+    k->status = status;
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+    MHD_destroy_response(r);
+    pthread_mutex_lock(&s->mu);
+    s->met.requests[srv_status_index(status)]++;
+    pthread_mutex_unlock(&s->mu);
+    k->answered = 1;
+    return ret;
+}
+
 /* Queue a response with `body` (taken: freed by MHD), counting it by status. */
 static enum MHD_Result answer(struct conn *k, struct MHD_Connection *c, int status,
                               const char *type, char *body, const char *hdr, const char *val)
 {
-    struct nb_server *s = k->s;
     if (!body) {
         status = 500;
         type = "application/json";
@@ -148,14 +163,22 @@ static enum MHD_Result answer(struct conn *k, struct MHD_Connection *c, int stat
     }
     MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, type);
     if (hdr) MHD_add_response_header(r, hdr, val);
-    k->status = status;
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
-    MHD_destroy_response(r);
-    pthread_mutex_lock(&s->mu);
-    s->met.requests[srv_status_index(status)]++;
-    pthread_mutex_unlock(&s->mu);
-    k->answered = 1;
-    return ret;
+    return send_counted(k, c, status, r);
+}
+
+/* The chat page (GET /, /index.html): compiled in, public (its API calls carry the key),
+ * allowed to run only its own script and style and to talk only to this server. */
+static enum MHD_Result page(struct conn *k, struct MHD_Connection *c)
+{
+    struct MHD_Response *r = MHD_create_response_from_buffer(srv_webui_size, (void *)srv_webui_html,
+                                                             MHD_RESPMEM_PERSISTENT);
+    if (!r) return MHD_NO;
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "text/html; charset=utf-8");
+    MHD_add_response_header(r, "Content-Security-Policy", srv_webui_csp);
+    MHD_add_response_header(r, "X-Content-Type-Options", "nosniff");
+    MHD_add_response_header(r, "Referrer-Policy", "no-referrer");
+    MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-cache");
+    return send_counted(k, c, 200, r);
 }
 
 static enum MHD_Result answer_error(struct conn *k, struct MHD_Connection *c,
@@ -409,7 +432,7 @@ static int check_head(struct conn *k, struct MHD_Connection *c, const char *url,
         *ret = fail_now(k, c, 405, "method_not_allowed", "Allow", post ? "POST" : "GET, HEAD", msg);
         return 1;
     }
-    if (k->route != R_HEALTH && !authorized(s, c)) {
+    if (k->route != R_HEALTH && k->route != R_PAGE && !authorized(s, c)) {
         *ret = fail_now(k, c, 401, "invalid_api_key", "WWW-Authenticate", "Bearer",
                         "a valid API key is needed: send the header 'Authorization: Bearer "
                         "KEY'");
@@ -548,6 +571,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return fail_now(k, c, 413, "request_too_large", NULL, NULL, msg);
     }
     switch (k->route) {
+    case R_PAGE: return page(k, c);
     case R_HEALTH: {
         pthread_mutex_lock(&s->mu);
         int stopping = s->stopping;

@@ -1,7 +1,8 @@
 /* server/server.h — internal to server/: the pieces of `nibble serve` (nibble.h's
  * nb_server_*) and what they share.
  *
- *   http.c     libmicrohttpd: routing, API key, body limit, responses, server-sent events
+ *   http.c     libmicrohttpd: routing, API key, body limit, responses, server-sent events,
+ *              the chat page (GET /, webui/index.html compiled in)
  *   openai.c   request JSON -> struct srv_request (checked, tokenized), result -> JSON
  *   sched.c    the engine: queue, slots, one batched nb_decode per step (continuous
  *              batching), per-request sampling, stop strings, cancel and timeouts
@@ -344,6 +345,13 @@ char *srv_json_text_chunk(const struct nb_server *s, const struct srv_job *j, si
 char *srv_json_models(const struct nb_server *s);
 /* The one model's object (GET /v1/models/ID). */
 char *srv_json_model(const struct nb_server *s);
+
+/* The chat page (src/server/webui/index.html) and its Content-Security-Policy, which
+ * allows only the page's own inline script and style (by their SHA-256) and requests to
+ * this server: generated into the build by cmake/embed_webui.cmake. */
+extern const char srv_webui_html[];
+extern const size_t srv_webui_size;
+extern const char srv_webui_csp[];
 
 /* http.c */
 enum nb_status srv_http_start(struct nb_server *s);
