@@ -256,7 +256,8 @@ def lib():
                 continue
             missing = [f for f in _PROTOS if not hasattr(handle, f)]
             if missing:
-                tried.append(f"{name}: not nibble's library (lacks {', '.join(missing[:3])})")
+                tried.append(f"{name}: lacks {', '.join(missing[:3])} (an older libnibble, or "
+                             "not nibble's)")
                 continue
             for fname, (restype, argtypes) in _PROTOS.items():
                 fn = getattr(handle, fname)
@@ -268,6 +269,38 @@ def lib():
             "libnibble.so not found: set NIBBLE_LIB to its path (a build has it at "
             "build/<preset>/libnibble.so.0) or install it (cmake --install); tried: "
             + "; ".join(tried))
+
+
+def library_path():
+    """The file of the loaded libnibble (from /proc/self/maps), or None."""
+    lib()
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                path = line.rstrip("\n").split(None, 5)[-1]
+                if os.path.basename(path).startswith("libnibble.so"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def default_calib():
+    """The calibration text `nibble run` passes to nb_model_open (app/env.c): $NIBBLE_CALIB
+    (empty: none), else share/nibble/calib.txt of the build tree or install prefix the
+    library is in; None when there is none."""
+    env = os.environ.get("NIBBLE_CALIB")
+    if env is not None:
+        return env or None
+    path = library_path()
+    if not path:
+        return None
+    here = os.path.dirname(path)
+    for rel in ("share", "../share", "../../share"):  # build tree, prefix/lib, lib/<triplet>
+        cand = os.path.normpath(os.path.join(here, rel, "nibble", "calib.txt"))
+        if os.access(cand, os.R_OK):
+            return cand
+    return None
 
 
 def default_params(fname):

@@ -86,8 +86,8 @@ class Model:
         $XDG_CACHE_HOME/nibble or ~/.cache/nibble, as the CLI); use_cache=False
         quantizes into memory instead.
     priority: what "auto" optimises ("balanced", "speed", "fidelity", "memory").
-    calib_path: calibration text for GPTQ when "auto" asks for it (the CLI passes the one
-        installed with nibble; None: none, the recipe is quantized without GPTQ).
+    calib_path: calibration text for GPTQ when "auto" asks for it (None: the CLI's —
+        $NIBBLE_CALIB, else share/nibble/calib.txt beside the library; "": none).
     chat_format: a built-in chat template ("chatml", "qwen3", "llama3", "llama2",
         "gemma") instead of the model's own.
     context_shift: when the context is full, keep the start and drop the oldest half of
@@ -135,9 +135,14 @@ class Model:
                 op.cache_dir = s(buf.value) if st == _lib.NB_OK else None
             else:
                 op.cache_dir = s(os.fsencode(cache_dir))
-        op.calib_path = s(os.fsencode(calib_path)) if calib_path is not None else None
+        if calib_path is None:
+            calib_path = _lib.default_calib()
+        op.calib_path = s(os.fsencode(calib_path)) if calib_path else None
         op.select.priority = s(priority)
-        op.select.path_from = s("weights=") if weights not in (None, "auto") else None
+        # the CLI's environment (app/env.c): a forced path and more measurement records
+        op.select.path = s(os.environ.get("NIBBLE_WEIGHT_PATH") or None)
+        op.select.path_from = s("NIBBLE_WEIGHT_PATH")
+        op.select.records_dir = s(os.environ.get("NIBBLE_MEASUREMENTS") or None)
         report = _lib.OpenReport()
         report.size = ctypes.sizeof(report)
         h = ctypes.c_void_p()
