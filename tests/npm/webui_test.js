@@ -220,7 +220,9 @@ async function run(browser) {
 
 async function main() {
   const browser = await puppeteer.launch({
-    executablePath: chromium, headless: true, args: ["--no-sandbox", "--headless=new"],
+    // as root (CI) without the sandbox; /dev/shm may be small in a container
+    executablePath: chromium, headless: true,
+    args: ["--no-sandbox", "--headless=new", "--disable-dev-shm-usage", "--disable-gpu"],
   });
   try {
     await run(browser);
