@@ -73,6 +73,14 @@ struct arg_opt {
         OPT_FLAG("--no-cache", (no_cache))
 #define OPTS_MODEL(model, path, priority, no_cache)                                        \
     OPT_STR("-m|--model", (model)), OPTS_WEIGHTS(path, priority, no_cache)
+/* What the output keeps to (app_grammar_open): a JSON Schema, or a GBNF grammar as text or
+ * in a file; one at most. */
+struct app_grammar_opts {
+    const char *schema, *gbnf, *gbnf_file;
+};
+#define OPTS_GRAMMAR(g)                                                                     \
+    OPT_STR("-j|--json-schema|-jf|--json-schema-file", &(g)->schema),                       \
+        OPT_STR("--grammar", &(g)->gbnf), OPT_STR("--grammar-file", &(g)->gbnf_file)
 #define OPTS_SAMPLER(sp)                                                                    \
     OPT_FLOAT("--temp", &(sp)->temperature, 0, 100), OPT_INT("--top-k", &(sp)->top_k, 0, 1 << 24), \
         OPT_FLOAT("--top-p", &(sp)->top_p, 0, 1), OPT_FLOAT("--min-p", &(sp)->min_p, 0, 1),   \

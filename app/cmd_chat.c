@@ -39,6 +39,7 @@ static void usage(FILE *f)
                "  -s, --seed                           sampling, as for nibble run\n"
                "  -j, --json-schema S                  every answer is one JSON object that keeps\n"
                "                                       to the JSON Schema S (text or file), as for run\n"
+               "  --grammar G, --grammar-file F        every answer keeps to a GBNF grammar, as for run\n"
                "\n"
                "Reads one user message per line from standard input; /reset starts over,\n"
                "/exit (or end of input) quits. NAME: chatml, qwen3, llama3, llama2, gemma.\n"
@@ -378,7 +379,7 @@ int cmd_chat(int argc, char **argv)
 {
     const char *cmd = "chat", *model_path = getenv("NIBBLE_MODEL"), *system = NULL;
     const char *tpl_name = NULL, *tpl_file = NULL, *path_name = NULL, *priority = NULL;
-    const char *schema = NULL;
+    struct app_grammar_opts gram = {0};
     struct nb_grammar *grammar = NULL;
     char *tpl_src = NULL;
     struct chat c = {.n_predict = 256};
@@ -401,7 +402,7 @@ int cmd_chat(int argc, char **argv)
         OPTS_CONTEXT(&cp, 16),
         OPTS_SHIFT(&so),
         OPTS_SAMPLER(&sp),
-        OPT_STR("-j|--json-schema|-jf|--json-schema-file", &schema),
+        OPTS_GRAMMAR(&gram),
         OPT_END};
     int parsed = arg_parse(cmd, opts, argc, argv, usage);
     if (parsed <= 0) return parsed < 0 ? 1 : 0;
@@ -434,7 +435,7 @@ int cmd_chat(int argc, char **argv)
         goto done;
     }
     if (nb_sampler_init(&c.sampler, &sp, info.n_vocab) != NB_OK) goto fail;
-    if (!app_grammar_open(cmd, schema, tok, info.n_vocab, &grammar)) goto done;
+    if (!app_grammar_open(cmd, &gram, tok, info.n_vocab, &grammar)) goto done;
     c.grammar = grammar;
     if (system) c.msgs[c.n_msgs++] = (struct nb_chat_msg){"system", system};
     c.base_msgs = c.n_msgs;

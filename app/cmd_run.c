@@ -60,6 +60,9 @@ static void usage(FILE *f)
             "                          Schema S: its text, or a file that holds it ('{}': any\n"
             "                          object; the subset of docs/serve.md); it ends\n"
             "                          complete within -n tokens\n"
+            "      --grammar G         the output keeps to the GBNF grammar G (llama.cpp's\n"
+            "                          notation, from rule root; docs/grammar.md)\n"
+            "      --grammar-file F    the same, from file F\n"
             "      --no-special        treat special-token text in the prompt as plain text\n"
             "      --print-ids         stdout: only the generated ids, separated by spaces\n"
             "      --lookup N          prompt-lookup speculative decoding: up to N draft tokens\n"
@@ -112,7 +115,8 @@ static char *read_prompt(const char *path)
 
 /* What the command line asks for. */
 struct run_args {
-    const char *model_path, *prompt_text, *prompt_file, *path_name, *priority, *json_schema;
+    const char *model_path, *prompt_text, *prompt_file, *path_name, *priority;
+    struct app_grammar_opts gram; /* -j, --grammar, --grammar-file */
     int32_t *ids; /* --ids (owned) */
     int n_ids, n_predict, ignore_eos, no_special, no_cache, lookup, print_ids;
     struct app_shift_opts so;
@@ -169,7 +173,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
         OPT_FLAG("--ignore-eos", &a->ignore_eos),
         OPT_FLAG("--print-ids", &a->print_ids),
         OPT_INT("--lookup", &a->lookup, 0, 64),
-        OPT_STR("-j|--json-schema|-jf|--json-schema-file", &a->json_schema),
+        OPTS_GRAMMAR(&a->gram),
         OPT_END};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
@@ -209,9 +213,9 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
         }
         a->model_path = DEFAULT_MODEL;
     }
-    if (a->json_schema && a->ignore_eos) {
-        fprintf(stderr, "nibble run: --json-schema ends the output at its end-of-generation "
-                        "token: drop --ignore-eos\n");
+    if (app_grammar_flag(&a->gram) && a->ignore_eos) {
+        fprintf(stderr, "nibble run: %s ends the output at its end-of-generation "
+                        "token: drop --ignore-eos\n", app_grammar_flag(&a->gram));
         return -1;
     }
     return 1;
@@ -223,9 +227,10 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
 static int prompt_ids(struct run_args *a, const struct nb_model *model, const char *text,
                       struct nb_tokenizer **tok)
 {
-    if (!a->ids || !a->print_ids || a->json_schema) {
+    const int constrained = app_grammar_flag(&a->gram) != NULL;
+    if (!a->ids || !a->print_ids || constrained) {
         if (nb_tokenizer_from_model(tok, model) != NB_OK) {
-            if (!a->ids || a->json_schema) return -1;
+            if (!a->ids || constrained) return -1;
             fprintf(stderr, "nibble run: no tokenizer (%s): printing ids\n", nb_last_error());
         }
     }
@@ -339,7 +344,7 @@ int cmd_run(int argc, char **argv)
     if (nb_sequence_init(&seq, ctx, &qp) != NB_OK) goto fail;
     if (nb_sampler_init(&sampler, &a.sp, info.n_vocab) != NB_OK) goto fail;
     if (nb_sampler_set_logit_bias(sampler, a.bias_id, a.bias, a.n_bias) != NB_OK) goto fail;
-    if (!app_grammar_open(cmd, a.json_schema, tok, info.n_vocab, &grammar)) goto done;
+    if (!app_grammar_open(cmd, &a.gram, tok, info.n_vocab, &grammar)) goto done;
     if (nb_sampler_set_grammar(sampler, grammar) != NB_OK) goto fail;
     fprintf(stderr, "nibble run: %s: %s (%s), %.2f M params, %d layers, vocab %d\n",
             a.model_path, info.arch, info.source_kind, (double)info.n_params / 1e6,
@@ -360,8 +365,9 @@ int cmd_run(int argc, char **argv)
     fflush(stdout);
     report(&a, &gs, &out, n_keep, t_start, t_loaded, t_ready);
     if (grammar && !nb_sampler_grammar_complete(sampler))
-        fprintf(stderr, "nibble run: the output ended before it completed the --json-schema "
-                        "object (%s): it is cut\n", out.stopped == 2 ? "a --stop string"
+        fprintf(stderr, "nibble run: the output ended before it completed the %s "
+                        "(%s): it is cut\n", a.gram.schema ? "--json-schema object" : "grammar",
+                out.stopped == 2 ? "a --stop string"
                         : gs.stopped_by == NB_STOPPED_CONTEXT ? "the context is full"
                                                               : "-n is too small for it");
     rc = 0;

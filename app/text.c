@@ -1,6 +1,8 @@
 /* app/text.c — malloc'd results over nibble.h's caller-buffer calls (text.h). */
 #include "app/text.h"
 
+#include "app/args.h"
+
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,26 +123,38 @@ enum nb_status app_chat_apply(const struct nb_tokenizer *tok, const char *name,
     GROW_CALL(nb_chat_apply(tok, name, msgs, n_msgs, add_assistant, buf, size, &len));
 }
 
-int app_grammar_open(const char *cmd, const char *schema, const struct nb_tokenizer *tok,
-                     int n_vocab, struct nb_grammar **out)
+const char *app_grammar_flag(const struct app_grammar_opts *g)
+{
+    return g->schema ? "--json-schema" : g->gbnf ? "--grammar" : g->gbnf_file ? "--grammar-file" : NULL;
+}
+
+int app_grammar_open(const char *cmd, const struct app_grammar_opts *g,
+                     const struct nb_tokenizer *tok, int n_vocab, struct nb_grammar **out)
 {
     *out = NULL;
-    if (!schema) return 1;
-    if (!tok) {
-        fprintf(stderr, "nibble %s: --json-schema needs the model's tokenizer\n", cmd);
+    const char *flag = app_grammar_flag(g);
+    if (!flag) return 1;
+    if (!!g->schema + !!g->gbnf + !!g->gbnf_file > 1) {
+        fprintf(stderr, "nibble %s: give one of --json-schema, --grammar and --grammar-file\n", cmd);
         return 0;
     }
-    const char *p = schema;
-    while (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') p++;
-    char *text = NULL;
-    size_t len = strlen(schema);
-    if (*p != '{') { /* not a JSON object: the file that holds one */
-        if (!app_read_all(cmd, "--json-schema", schema, 16u << 20, &text, &len)) return 0;
-        schema = text;
+    if (!tok) {
+        fprintf(stderr, "nibble %s: %s needs the model's tokenizer\n", cmd, flag);
+        return 0;
     }
-    enum nb_status st = nb_grammar_from_json_schema(out, tok, n_vocab, schema, len);
-    if (st) fprintf(stderr, "nibble %s: --json-schema%s%s: %s\n", cmd, text ? " " : "",
-                    text ? p : "", nb_last_error());
-    free(text);
+    const char *text = g->schema ? g->schema : g->gbnf, *p = text, *file = g->gbnf_file;
+    char *buf = NULL;
+    size_t len = text ? strlen(text) : 0;
+    while (g->schema && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) p++;
+    if (g->schema && *p != '{') file = g->schema; /* not a JSON object: the file that holds one */
+    if (file) {
+        if (!app_read_all(cmd, flag, file, 16u << 20, &buf, &len)) return 0;
+        text = buf;
+    }
+    enum nb_status st = g->schema ? nb_grammar_from_json_schema(out, tok, n_vocab, text, len)
+                                  : nb_grammar_from_gbnf(out, tok, n_vocab, text, len);
+    if (st) fprintf(stderr, "nibble %s: %s%s%s: %s\n", cmd, flag, file ? " " : "",
+                    file ? file : "", nb_last_error());
+    free(buf);
     return st == NB_OK;
 }

@@ -24,9 +24,14 @@ enum nb_status app_detokenize(const struct nb_tokenizer *tok, const int32_t *ids
 enum nb_status app_chat_apply(const struct nb_tokenizer *tok, const char *name,
                               const struct nb_chat_msg *msgs, int n_msgs, int add_assistant,
                               char **text);
-/* The grammar of --json-schema SCHEMA (JSON text, or else a file that holds it), for the
- * model's vocabulary: 1 and *out (NULL when schema is NULL); 0 after printing why. */
-int app_grammar_open(const char *cmd, const char *schema, const struct nb_tokenizer *tok,
-                     int n_vocab, struct nb_grammar **out);
+/* The option of g that was given ("--json-schema", "--grammar", "--grammar-file"), or
+ * NULL. */
+struct app_grammar_opts;
+const char *app_grammar_flag(const struct app_grammar_opts *g);
+/* The grammar of --json-schema SCHEMA (JSON text, or else a file that holds it),
+ * --grammar GBNF or --grammar-file FILE, for the model's vocabulary: 1 and *out (NULL
+ * when none was given); 0 after printing why (two given, a file, the grammar's error). */
+int app_grammar_open(const char *cmd, const struct app_grammar_opts *g,
+                     const struct nb_tokenizer *tok, int n_vocab, struct nb_grammar **out);
 
 #endif

@@ -271,10 +271,10 @@ NB_API void nb_sampler_accept(struct nb_sampler *s, int32_t token);
 NB_API int32_t nb_sampler_sample(struct nb_sampler *s, float *logits);
 
 /* ---------------------------------------------------------------- constrained output
- * A grammar the output keeps to, made for one vocabulary: today one JSON object that keeps
+ * A grammar the output keeps to, made for one vocabulary: one JSON object that keeps
  * to a JSON Schema — the subset docs/serve.md ("JSON schemas") lists (type, properties, required,
  * items, min/maxItems, enum, const, anyOf/oneOf of distinct types, local $ref); `{}` is
- * any JSON object. Lifetime and threads: the caller owns a grammar (nb_grammar_free); it
+ * any JSON object — or a grammar in GBNF, llama.cpp's notation (docs/grammar.md). Lifetime and threads: the caller owns a grammar (nb_grammar_free); it
  * copies what it needs of the tokenizer, which may be freed once it is made. It is
  * read-only once made: any number of samplers, on any threads, may use it at once; it
  * must outlive them. */
@@ -287,10 +287,16 @@ struct nb_tokenizer;
 NB_API enum nb_status nb_grammar_from_json_schema(struct nb_grammar **out,
                                                   const struct nb_tokenizer *tok, int n_vocab,
                                                   const char *schema, size_t len);
+/* Compile len bytes of GBNF text (rules `name ::= ...`; the output is one `root`) for a
+ * tokenizer and n_vocab. NB_ERR_FORMAT naming the line and column of a syntax error, a
+ * rule used but not defined, no root, or a left-recursive rule; NB_ERR_UNSUPPORTED past
+ * the limits (docs/grammar.md); NB_ERR_NOMEM. */
+NB_API enum nb_status nb_grammar_from_gbnf(struct nb_grammar **out, const struct nb_tokenizer *tok,
+                                           int n_vocab, const char *text, size_t len);
 NB_API void nb_grammar_free(struct nb_grammar *g);
 /* Keep the sampler's draws to g from now on, from the start of the output (NULL: free
- * again). End-of-generation tokens are allowed only once the output is complete, and then
- * only they are. NB_ERR_INVALID_ARG when g was made for another n_vocab. */
+ * again). End-of-generation tokens are allowed only once the output is complete (a JSON
+ * object: then only they are; a GBNF grammar: with what else its rules allow to follow). NB_ERR_INVALID_ARG when g was made for another n_vocab. */
 NB_API enum nb_status nb_sampler_set_grammar(struct nb_sampler *s, const struct nb_grammar *g);
 /* Tokens the output may still take, the next draw included (< 0: no limit): a token is
  * drawn only if the output can still be completed in the rest, so a limit ends in a

@@ -252,11 +252,13 @@ int nb_cons_refused(const struct nb_gram *g, const struct nb_vocab_bytes *v, str
 
 /* ---------------------------------------------------------------- the sampler's stage */
 
-/* nibble.h's grammar: the element sequence, the schema it owns, and the bytes of the
- * vocabulary it was made for. */
+/* nibble.h's grammar: the element sequence and the schema it owns (a JSON Schema), or a
+ * compiled GBNF grammar (runtime/gbnf.h), and the bytes of the vocabulary it was made for. */
+struct nb_gbnf;
 struct nb_grammar {
     struct nb_gram gram;
     struct nb_schema *schema;
+    struct nb_gbnf *gbnf; /* not NULL: a GBNF grammar (gram unused) */
     struct nb_vocab_bytes vb;
 };
 

@@ -13,6 +13,7 @@
 #include "nibble.h"
 #include "runtime/api.h"
 #include "runtime/constrain.h"
+#include "runtime/gbnf.h"
 
 #define SAMPLER_CHUNK 128 /* logits per chunk of top_k_select */
 
@@ -30,7 +31,8 @@ struct nb_sampler {
     /* the constraint stage (nb_sampler_set_grammar): the grammar, where the output is in
      * it, room for a masked copy of a row */
     const struct nb_grammar *grammar;
-    struct nb_cons cons;
+    struct nb_cons cons;      /* a JSON grammar's state */
+    struct nb_gbstate *gbs;   /* a GBNF grammar's (made on first use) */
     float *work; /* [n_vocab] */
     int32_t *bias_id; /* [n_bias] (nb_sampler_set_logit_bias) */
     float *bias;
@@ -100,6 +102,7 @@ void nb_sampler_free(struct nb_sampler *s)
     free(s->chunk_max);
     free(s->history);
     free(s->work);
+    free(s->gbs);
     free(s->bias_id);
     free(s->bias);
     free(s);
@@ -308,16 +311,45 @@ static int32_t sample_free(struct nb_sampler *s, float *logits)
 
 /* ---------------------------------------------------------------- the constraint stage */
 
-int32_t nb_cons_sample(struct nb_sampler *s, const struct nb_gram *g, const struct nb_vocab_bytes *v,
-                       struct nb_cons *c, int special, float *row, float *work)
+/* One draw's constraint: a JSON grammar (g, c) or a GBNF one (gb, gs), over v. */
+struct cons_draw {
+    const struct nb_gram *g;
+    struct nb_cons *c;
+    const struct nb_gbnf *gb;
+    struct nb_gbstate *gs;
+    const struct nb_vocab_bytes *v;
+    int special;
+};
+
+static int d_allows(const struct cons_draw *d, int32_t tok)
+{
+    return d->gb ? nb_gb_allows(d->gb, d->v, d->gs, tok, d->special)
+                 : nb_cons_allows(d->g, d->v, d->c, tok, d->special);
+}
+
+static int d_refused(const struct cons_draw *d, int32_t tok)
+{
+    return d->gb ? nb_gb_refused(d->gb, d->v, d->gs, tok, d->special)
+                 : nb_cons_refused(d->g, d->v, d->c, tok, d->special);
+}
+
+static int d_next(const struct cons_draw *d, float *row, float *work)
+{
+    return d->gb ? nb_gb_next(d->gb, d->v, d->gs, d->gs->budget, d->special, row, work)
+                 : nb_cons_next(d->g, d->v, d->c, d->c->budget, d->special, row, work);
+}
+
+/* The sampler's choice when the constraint allows it; for greedy sampling without
+ * penalties the next candidates by logit (16 at most); else the sampler again over the
+ * row with every refused token masked. */
+static int32_t cons_draw(struct nb_sampler *s, const struct cons_draw *d, float *row, float *work)
 {
     int n_vocab = s->n_vocab;
     memcpy(work, row, sizeof *work * (size_t)n_vocab);
     int32_t tok = sample_free(s, work);
-    if (nb_cons_allows(g, v, c, tok, special)) return tok;
+    if (d_allows(d, tok)) return tok;
     /* the model's choice no longer fits the budget: close, and it may still be the way */
-    if (nb_cons_refused(g, v, c, tok, special) && nb_cons_allows(g, v, c, tok, special))
-        return tok;
+    if (d_refused(d, tok) && d_allows(d, tok)) return tok;
     const struct nb_sampler_params *p = &s->p;
     if (p->temperature <= 0 && p->repeat_penalty == 1.0f && p->presence_penalty == 0 &&
         p->frequency_penalty == 0 && s->n_bias == 0) { /* greedy on the raw row: its next best */
@@ -327,22 +359,34 @@ int32_t nb_cons_sample(struct nb_sampler *s, const struct nb_gram *g, const stru
             float bv = -INFINITY;
             for (int i = 0; i < n_vocab; i++)
                 if (row[i] > bv) bv = row[i], best = i;
-            if (best >= 0 && nb_cons_allows(g, v, c, best, special)) return best;
+            if (best >= 0 && d_allows(d, best)) return best;
             tok = best;
         }
     }
-    if (nb_cons_next(g, v, c, c->budget, special, row, work) == 0) return -1;
+    if (d_next(d, row, work) == 0) return -1;
     return sample_free(s, work);
+}
+
+int32_t nb_cons_sample(struct nb_sampler *s, const struct nb_gram *g, const struct nb_vocab_bytes *v,
+                       struct nb_cons *c, int special, float *row, float *work)
+{
+    struct cons_draw d = {.g = g, .c = c, .v = v, .special = special};
+    return cons_draw(s, &d, row, work);
 }
 
 int32_t nb_sampler_sample(struct nb_sampler *s, float *logits)
 {
     const struct nb_grammar *g = s->grammar;
     if (!g) return sample_free(s, logits);
-    int32_t tok = nb_cons_sample(s, &g->gram, &g->vb, &s->cons, 0, logits, s->work);
+    struct cons_draw d = {.g = &g->gram, .c = &s->cons, .gb = g->gbnf, .gs = s->gbs, .v = &g->vb};
+    int32_t tok = cons_draw(s, &d, logits, s->work);
     if (tok >= 0 && g->vb.kind[tok] != NB_VTOK_EOG) {
         const char *b = g->vb.bytes + g->vb.off[tok];
-        nb_cons_feed(&g->gram, &s->cons, b, g->vb.off[tok + 1] - g->vb.off[tok]);
+        uint32_t n = g->vb.off[tok + 1] - g->vb.off[tok];
+        if (g->gbnf)
+            nb_gb_feed(g->gbnf, s->gbs, b, n);
+        else
+            nb_cons_feed(&g->gram, &s->cons, b, n);
     }
     return tok;
 }
@@ -355,17 +399,26 @@ enum nb_status nb_sampler_set_grammar(struct nb_sampler *s, const struct nb_gram
                             "for %d tokens, the sampler draws from %d", g->vb.n_vocab, s->n_vocab);
     if (g && !s->work && !(s->work = malloc(sizeof *s->work * (size_t)s->n_vocab)))
         return nb_set_error(NB_ERR_NOMEM, "sampler: out of memory");
+    if (g && g->gbnf && !s->gbs && !(s->gbs = malloc(sizeof *s->gbs)))
+        return nb_set_error(NB_ERR_NOMEM, "sampler: out of memory");
     s->grammar = g;
-    if (g) nb_cons_start(&g->gram, &s->cons);
+    if (g && g->gbnf)
+        nb_gb_start(g->gbnf, s->gbs);
+    else if (g)
+        nb_cons_start(&g->gram, &s->cons);
     return NB_OK;
 }
 
 void nb_sampler_set_budget(struct nb_sampler *s, int n_tokens)
 {
-    if (s) s->cons.budget = n_tokens < 0 ? -1 : n_tokens;
+    if (!s) return;
+    s->cons.budget = n_tokens < 0 ? -1 : n_tokens;
+    if (s->gbs) s->gbs->budget = s->cons.budget;
 }
 
 int nb_sampler_grammar_complete(const struct nb_sampler *s)
 {
-    return s && s->grammar && nb_cons_complete(&s->grammar->gram, &s->cons);
+    if (!s || !s->grammar) return 0;
+    if (s->grammar->gbnf) return nb_gb_complete(s->grammar->gbnf, s->gbs);
+    return nb_cons_complete(&s->grammar->gram, &s->cons);
 }
