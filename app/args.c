@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "app/log.h"
+
 int arg_int(const char *cmd, const char *opt, const char *val, long lo, long hi, int *out)
 {
     char *end;
@@ -122,8 +124,9 @@ static int arg_int_list(const char *cmd, const char *opt, const char *val, long 
     }
 }
 
-/* 1 if `a` is one of the '|'-separated words of `list`. */
-static int one_of(const char *list, const char *a)
+#define one_of arg_one_of
+
+int arg_one_of(const char *list, const char *a)
 {
     size_t n = strlen(a);
     for (const char *p = list; *p;) {
@@ -134,10 +137,33 @@ static int one_of(const char *list, const char *a)
     return 0;
 }
 
+/* An ARG_NOTE option: its value skipped, its note said the first time. */
+static int note_option(const char *cmd, const struct arg_opt *o, const char *a, const char *v,
+                       int argc, char **argv, int *i)
+{
+    static const char *said[16];
+    int n_said = 0;
+    if (o->lo == 0 && v) {
+        fprintf(stderr, "nibble %s: %s takes no value\n", cmd, a);
+        return -1;
+    }
+    if (o->lo == 1 && !v && !arg_value(cmd, argc, argv, i)) return -1;
+    if (o->lo == 2 && !v && *i + 1 < argc && argv[*i + 1][0] != '-') ++*i;
+    while (n_said < 16 && said[n_said] && strcmp(said[n_said], o->choices)) n_said++;
+    if (n_said < 16 && !said[n_said]) {
+        said[n_said] = o->choices;
+        app_note(cmd, "%s: %s", a, o->choices);
+    }
+    return 1;
+}
+
+static const struct arg_opt *g_last_opts; /* for arg_unknown's suggestion */
+
 int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv, int *i)
 {
     const char *a = argv[*i], *v = NULL;
     char name[64];
+    g_last_opts = opts;
     if (!strncmp(a, "--", 2)) {
         /* --name=value; --ctx_size for --ctx-size, as llama.cpp's parser reads it */
         const char *eq = strchr(a, '=');
@@ -152,7 +178,8 @@ int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv
     }
     const struct arg_opt *o = opts;
     while (o->names && !one_of(o->names, a)) o++;
-    if (!o->names) return 0;
+    if (!o->names) return app_log_option(cmd, argc, argv, i); /* -q, -v, --log-format */
+    if (o->kind == ARG_NOTE) return note_option(cmd, o, a, v, argc, argv, i);
     if (o->kind == ARG_FLAG) {
         if (v) {
             fprintf(stderr, "nibble %s: %s takes no value\n", cmd, a);
@@ -198,11 +225,67 @@ int arg_table(const char *cmd, const struct arg_opt *opts, int argc, char **argv
 
 int arg_is_help(const char *a) { return !strcmp(a, "-h") || !strcmp(a, "--help"); }
 
-int arg_unknown(const char *cmd, const char *a)
+/* Edits from a[0..n) to b[0..m): insert, delete, replace, or swap two neighbours. */
+static int distance(const char *a, int n, const char *b, int m)
 {
-    fprintf(stderr, "nibble %s: unknown option '%s' (see nibble %s --help)\n", cmd, a, cmd);
+    int d[48][48];
+    if (n >= 48 || m >= 48) return 99;
+    for (int x = 0; x <= n; x++)
+        for (int y = 0; y <= m; y++) {
+            if (!x || !y) {
+                d[x][y] = x + y;
+                continue;
+            }
+            int best = d[x - 1][y - 1] + (a[x - 1] != b[y - 1]);
+            if (d[x - 1][y] + 1 < best) best = d[x - 1][y] + 1;
+            if (d[x][y - 1] + 1 < best) best = d[x][y - 1] + 1;
+            if (x > 1 && y > 1 && a[x - 1] == b[y - 2] && a[x - 2] == b[y - 1] &&
+                d[x - 2][y - 2] + 1 < best)
+                best = d[x - 2][y - 2] + 1;
+            d[x][y] = best;
+        }
+    return d[n][m];
+}
+
+const char *arg_nearest(const char *a, const char *const *names, int *len)
+{
+    int n = (int)strcspn(a, "="), best = 99, core = n - (int)strspn(a, "-");
+    const char *found = NULL;
+    int limit = core <= 1 ? 0 : core <= 3 ? 1 : 2; /* "-x" is near too much to say */
+    for (; *names; names++)
+        for (const char *p = *names; *p;) {
+            int m = (int)strcspn(p, "|");
+            int d = distance(a, n, p, m);
+            if (n >= 4 && n < m && !strncmp(a, p, (size_t)n)) d = limit; /* a prefix */
+            if (d && d <= limit && d < best && d < m) {
+                best = d;
+                found = p;
+                *len = m;
+            }
+            p += m + (p[m] == '|');
+        }
+    return found;
+}
+
+int arg_unknown_among(const char *cmd, const char *a, const char *more)
+{
+    const char *names[66];
+    int k = 0, len = 0;
+    for (const struct arg_opt *o = g_last_opts; o && o->names && k < 62; o++) names[k++] = o->names;
+    names[k++] = app_log_option_names;
+    names[k++] = "-h|--help";
+    if (more) names[k++] = more;
+    names[k] = NULL;
+    const char *near = a[0] == '-' ? arg_nearest(a, names, &len) : NULL;
+    if (near)
+        fprintf(stderr, "nibble %s: unknown option '%s': did you mean '%.*s'? (see nibble %s "
+                        "--help)\n", cmd, a, len, near, cmd);
+    else
+        fprintf(stderr, "nibble %s: unknown option '%s' (see nibble %s --help)\n", cmd, a, cmd);
     return 0;
 }
+
+int arg_unknown(const char *cmd, const char *a) { return arg_unknown_among(cmd, a, NULL); }
 
 int arg_parse(const char *cmd, const struct arg_opt *opts, int argc, char **argv,
               void (*usage)(FILE *))

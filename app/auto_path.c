@@ -7,22 +7,24 @@
 #include <string.h>
 
 #include "app/env.h"
+#include "app/log.h"
 #include "app/progress.h"
 
-/* The decision, and the reasons a user should see at every start (the record that
- * verifies it or the lack of one, a missing --priority, an environment override). */
+/* The decision, and the reasons a user should see when a model is quantized by it (the
+ * record that verifies it or the lack of one, a missing --priority, an environment
+ * override): once per model, not at every start (a cache hit says only which entry). */
 static void print_choice(const char *cmd, const struct nb_selection *c)
 {
     int host = !strcmp(c->target, "host");
-    fprintf(stderr, "nibble %s: --path auto: %s, recipe %s%s (kernel %s, %s) for %s%s%s\n", cmd,
-            c->weight_path, c->recipe, c->gptq ? " + GPTQ" : "", c->kernel,
-            c->verified ? "verified" : "unverified", c->priority, host ? "" : ", target ",
-            host ? "" : c->target);
+    app_note(cmd, "--path auto: %s, recipe %s%s (kernel %s, %s) for %s%s%s", c->weight_path,
+             c->recipe, c->gptq ? " + GPTQ" : "", c->kernel,
+             c->verified ? "verified" : "unverified", c->priority, host ? "" : ", target ",
+             host ? "" : c->target);
     for (int i = 0; i < c->n_reasons; i++)
         if (!strncmp(c->reasons[i], "verified", 8) || !strncmp(c->reasons[i], "unverified", 10) ||
             !strncmp(c->reasons[i], "target", 6) ||
             !strncmp(c->reasons[i], "no --priority", 13) || !strncmp(c->reasons[i], "NIBBLE_", 7))
-            fprintf(stderr, "nibble %s:   %s\n", cmd, c->reasons[i]);
+            app_note(cmd, "  %s", c->reasons[i]);
 }
 
 int app_weight_path(const char *cmd, const char *name, const char *priority, const char *target,
@@ -74,9 +76,12 @@ struct opening {
     char what[4400];
 };
 
-static void show_choice(struct opening *o)
+/* The choice, when the model is quantized now (or with -v): once. */
+static void show_choice(struct opening *o, int quantizing)
 {
-    if (o->rep->selected && !o->choice_printed) print_choice(o->cmd, &o->rep->selection);
+    if (o->rep->selected && !o->choice_printed &&
+        (quantizing || o->rep->quantized || app_log_verbose()))
+        print_choice(o->cmd, &o->rep->selection);
     o->choice_printed = 1;
 }
 
@@ -84,7 +89,7 @@ static void on_progress(int64_t done, int64_t total, void *user)
 {
     struct opening *o = user;
     if (!o->bar.started) {
-        show_choice(o);
+        show_choice(o, 1);
         snprintf(o->what, sizeof o->what, "quantizing %s as %s (first use: %s)", o->model,
                  o->rep->weight_path,
                  o->use_cache ? "the next start maps the cached file" : "--no-cache");
@@ -119,7 +124,7 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
     p.user = &o;
     p.calib_path = app_env_calib();
     enum nb_status st = nb_model_open(out, model, &p, r);
-    show_choice(&o);
+    if (st == NB_OK) show_choice(&o, 0); /* an error is its own message */
     if (r->path_ignored)
         fprintf(stderr, "nibble %s: %s is already packed: --path %s ignored\n", cmd, model,
                 path_name);
@@ -132,20 +137,19 @@ int app_open_model(const char *cmd, const char *model, const char *path_name,
                 use_cache ? " (--no-cache skips the cache quietly)" : "");
     else if (r->cache_event[0]) {
         int rebuilt = !strcmp(r->cache_event, "stale") || !strcmp(r->cache_event, "corrupt");
-        fprintf(stderr, "nibble %s: %s as %s: cache %s%s: %s%s%s%s\n", cmd, model,
-                r->weight_path, r->cache_event,
+        app_note(cmd, "%s as %s: cache %s%s: %s%s%s%s", model, r->weight_path, r->cache_event,
                 r->cache_waited ? " (after waiting for another nibble writing it)" : "",
                 r->loaded, rebuilt ? " (rebuilt: " : "", rebuilt ? r->why : "", rebuilt ? ")" : "");
     }
-    if (r->quantized) fprintf(stderr, "nibble %s: quantized in %.1f s\n", cmd, r->quantize_s);
-    if (r->route[0]) fprintf(stderr, "nibble %s: %s: %s\n", cmd, model, r->route);
+    if (r->quantized) app_note(cmd, "quantized in %.1f s", r->quantize_s);
+    if (r->route[0]) app_note(cmd, "%s: %s", model, r->route);
     if (r->repacked)
-        fprintf(stderr, "nibble %s: k-quant blocks repacked for the integer kernels in %.2f s "
-                "(lossless)\n", cmd, r->repack_s);
+        app_note(cmd, "k-quant blocks repacked for the integer kernels in %.2f s (lossless)",
+                 r->repack_s);
     snprintf(loaded, loaded_size, "%s", r->loaded);
     free(r);
     if (st != NB_OK) {
-        fprintf(stderr, "nibble %s: %s\n", cmd, nb_last_error());
+        app_error(cmd, "%s", nb_last_error());
         return 0;
     }
     return 1;

@@ -40,11 +40,12 @@ static void print_entry(const char *path, uint64_t bytes, const char *weight_pat
 int cmd_cache(int argc, char **argv)
 {
     const char *cmd = "cache";
-    if (argc != 2) {
-        if (argc > 1 && arg_is_help(argv[1])) {
+    for (int i = 1; i < argc; i++) /* nibble cache --help, nibble cache clear --help */
+        if (arg_is_help(argv[i])) {
             usage(stdout);
             return 0;
         }
+    if (argc != 2) {
         usage(stderr);
         return 1;
     }

@@ -11,6 +11,7 @@
 #include "app/auto_path.h"
 #include "app/commands.h"
 #include "app/ctxshift.h"
+#include "app/log.h"
 #include "app/memory.h"
 #include "app/text.h"
 #include "nibble.h"
@@ -55,7 +56,16 @@ static void usage(FILE *f)
             "      --ignore-eos        keep generating past end-of-sequence / end-of-turn\n"
             "  -l, --logit-bias ID+B   add B to token ID's logit (ID-B subtracts; ID-inf bans it;\n"
             "                          repeatable, as llama.cpp's)\n"
-            "      --stop STR          stop when the output contains STR (repeatable)\n"
+            "      --stop STR          stop when the output contains STR (repeatable;\n"
+            "                          -r, --reverse-prompt STR: the same)\n"
+            "  -sys, --system-prompt T the prompt is rendered with the chat template as a\n"
+            "                          user turn after the system message T, the assistant's\n"
+            "                          header appended (the model's template, or NAME:)\n"
+            "      --chat-template N   chatml, qwen3, llama3, llama2, gemma (with -sys; alone:\n"
+            "                          the prompt as a user turn without a system message)\n"
+            "  -cnv, -i                a conversation: nibble chat with these options (-sys, or\n"
+            "                          else -p, is its system message; --conversation,\n"
+            "                          --interactive, -if the same)\n"
             "  -j, --json-schema S     the output is one JSON object that keeps to the JSON\n"
             "                          Schema S: its text, or a file that holds it ('{}': any\n"
             "                          object; the subset of docs/serve.md); it ends\n"
@@ -69,7 +79,14 @@ static void usage(FILE *f)
             "                          a step copied from the text so far, verified in one\n"
             "                          batched step; the same output, context shifts\n"
             "                          included (default 0: off)\n"
-            "Every --option VALUE may also be written --option=VALUE.\n");
+            "Every --option VALUE may also be written --option=VALUE.\n"
+            "\n"
+            "llama.cpp's options: -ngl, --n-gpu-layers, -ngld, -mg, -sm, -ts, -dev, -ot, -nkvo\n"
+            "(nibble runs on the CPU), --no-mmap, --mlock and -fa, --flash-attn [on|off|auto]\n"
+            "are accepted and ignored, with one note each on stderr; -ctv, --cache-type-v sets\n"
+            "the KV type as -ctk does (K and V share one); -no-cnv is what run does anyway.\n"
+            "-q, --quiet: nothing on stderr but warnings and errors; -v, --verbose: the\n"
+            "weight-path choice and its reasons at every start; --log-format json.\n");
 }
 
 #define MAX_STOPS 16
@@ -116,9 +133,10 @@ static char *read_prompt(const char *path)
 /* What the command line asks for. */
 struct run_args {
     const char *model_path, *prompt_text, *prompt_file, *path_name, *priority;
+    const char *system, *chat_template; /* -sys, --chat-template: the prompt as a chat turn */
     struct app_grammar_opts gram; /* -j, --grammar, --grammar-file */
     int32_t *ids; /* --ids (owned) */
-    int n_ids, n_predict, ignore_eos, no_special, no_cache, lookup, print_ids;
+    int n_ids, n_predict, ignore_eos, no_special, no_cache, lookup, print_ids, no_cnv;
     struct app_shift_opts so;
     const char *stops[MAX_STOPS];
     int n_stops;
@@ -174,6 +192,9 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
         OPT_FLAG("--print-ids", &a->print_ids),
         OPT_INT("--lookup", &a->lookup, 0, 64),
         OPTS_GRAMMAR(&a->gram),
+        OPT_STR("-sys|--system-prompt", &a->system),
+        OPT_STR("--chat-template", &a->chat_template),
+        OPT_FLAG("-no-cnv|--no-conversation", &a->no_cnv),
         OPT_END};
     for (int i = 1; i < argc; i++) {
         const char *arg = argv[i], *v = NULL;
@@ -192,7 +213,8 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
                 return -1;
         } else if (!strcmp(arg, "-l") || !strcmp(arg, "--logit-bias")) {
             if (!(v = arg_value(cmd, argc, argv, &i)) || !parse_bias(a, v)) return -1;
-        } else if (!strcmp(arg, "--stop")) {
+        } else if (!strcmp(arg, "--stop") || !strcmp(arg, "-r") ||
+                   !strcmp(arg, "--reverse-prompt")) {
             if (!(v = arg_value(cmd, argc, argv, &i))) return -1;
             if (a->n_stops == MAX_STOPS) {
                 fprintf(stderr, "nibble run: at most %d --stop strings\n", MAX_STOPS);
@@ -200,7 +222,7 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
             }
             a->stops[a->n_stops++] = v;
         } else {
-            arg_unknown(cmd, arg);
+            arg_unknown_among(cmd, arg, "--ids|-l|--logit-bias|--stop|-r|--reverse-prompt");
             return -1;
         }
     }
@@ -213,12 +235,34 @@ static int parse_args(int argc, char **argv, struct run_args *a, int *rc)
         }
         a->model_path = DEFAULT_MODEL;
     }
+    if ((a->system || a->chat_template) && a->ids) {
+        fprintf(stderr, "nibble run: %s renders a text prompt: not with --ids\n",
+                a->system ? "-sys" : "--chat-template");
+        return -1;
+    }
     if (app_grammar_flag(&a->gram) && a->ignore_eos) {
         fprintf(stderr, "nibble run: %s ends the output at its end-of-generation "
                         "token: drop --ignore-eos\n", app_grammar_flag(&a->gram));
         return -1;
     }
     return 1;
+}
+
+/* -sys, --chat-template: the prompt as a user turn after the system message, rendered with
+ * the chat template, the assistant's header appended, into *text (malloc'd): 1; 0 after
+ * saying why. */
+static int chat_prompt(const struct run_args *a, const struct nb_tokenizer *tok,
+                       const char *user, char **text)
+{
+    struct nb_chat_msg msgs[2];
+    int n = 0;
+    if (a->system) msgs[n++] = (struct nb_chat_msg){"system", a->system};
+    msgs[n++] = (struct nb_chat_msg){"user", user};
+    if (app_chat_apply(tok, a->chat_template, msgs, n, 1, text) == NB_OK) return 1;
+    fprintf(stderr, "nibble run: %s: %s%s\n",
+            a->chat_template ? "--chat-template" : "-sys renders the model's chat template",
+            nb_last_error(), a->chat_template ? "" : " (name one with --chat-template NAME)");
+    return 0;
 }
 
 /* The tokenizer (the source's: a cache entry embeds the same one) when a text prompt, text
@@ -234,9 +278,14 @@ static int prompt_ids(struct run_args *a, const struct nb_model *model, const ch
             fprintf(stderr, "nibble run: no tokenizer (%s): printing ids\n", nb_last_error());
         }
     }
-    if (!a->ids && app_tokenize(*tok, text, strlen(text), 1, !a->no_special, &a->ids,
-                                &a->n_ids) != NB_OK)
+    char *chat = NULL; /* a rendered template holds its special tokens as text */
+    if (!a->ids && (a->system || a->chat_template) && !chat_prompt(a, *tok, text, &chat)) return 0;
+    if (!a->ids && app_tokenize(*tok, chat ? chat : text, strlen(chat ? chat : text), !chat,
+                                chat || !a->no_special, &a->ids, &a->n_ids) != NB_OK) {
+        free(chat);
         return -1;
+    }
+    free(chat);
     if (a->n_ids == 0) {
         fprintf(stderr, "nibble run: the prompt is empty after tokenization\n");
         return 0;
@@ -249,28 +298,70 @@ static void report(const struct run_args *a, const struct nb_gen_stats *gs,
                    const struct out_state *out, int n_keep, double t_start, double t_loaded,
                    double t_ready)
 {
-    fprintf(stderr, "nibble run: start to first token %.3f s (load %.3f s, context %.3f s, "
-                    "prefill %.3f s)\n", t_ready - t_start + gs->t_prompt_s, t_loaded - t_start,
+    app_note("run", "start to first token %.3f s (load %.3f s, context %.3f s, "
+                    "prefill %.3f s)", t_ready - t_start + gs->t_prompt_s, t_loaded - t_start,
             t_ready - t_loaded, gs->t_prompt_s);
-    fprintf(stderr, "nibble run: prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, "
-                    "%d decode steps in %.3f s (%.1f tok/s)%s\n",
+    app_note("run", "prompt %d tokens in %.3f s (%.1f tok/s); generated %d tokens, "
+                    "%d decode steps in %.3f s (%.1f tok/s)%s",
             gs->n_prompt, gs->t_prompt_s, gs->t_prompt_s > 0 ? gs->n_prompt / gs->t_prompt_s : 0.0,
             gs->n_gen, gs->n_decode, gs->t_gen_s, gs->t_gen_s > 0 ? gs->n_decode / gs->t_gen_s : 0.0,
             gs->stopped_by == NB_STOPPED_EOG || out->stopped == 1 ? ", stopped at end-of-generation token"
             : out->stopped == 2                     ? ", stopped at a stop string"
                                                     : "");
     if (a->lookup > 0)
-        fprintf(stderr, "nibble run: prompt lookup: %d draft tokens verified, %d accepted (%.1f "
-                        "tokens a decode step)\n", gs->n_drafted, gs->n_accepted,
+        app_note("run", "prompt lookup: %d draft tokens verified, %d accepted (%.1f "
+                        "tokens a decode step)", gs->n_drafted, gs->n_accepted,
                 gs->n_decode > 0 ? (double)gs->n_gen / (gs->n_decode + 1) : 0.0);
     if (gs->n_shifts)
-        fprintf(stderr, "nibble run: the context of %d tokens was full %d times: kept the first "
-                        "%d, dropped %d tokens in all, ran %d again in %.3f s\n", a->cp.n_ctx,
+        app_note("run", "the context of %d tokens was full %d times: kept the first "
+                        "%d, dropped %d tokens in all, ran %d again in %.3f s", a->cp.n_ctx,
                 gs->n_shifts, n_keep, gs->n_dropped, gs->n_rerun, gs->t_shift_s);
     /* the user asked for it: the text so far is the answer, not an error */
     if (gs->stopped_by == NB_STOPPED_CONTEXT)
         fprintf(stderr, "[context of %d tokens full: stopped; a larger -c, or context shift "
                         "(no --no-shift), goes on]\n", a->cp.n_ctx);
+}
+
+/* -cnv, -i (llama-cli's conversation mode): nibble chat with run's options, -sys (else -p,
+ * as llama-cli reads it there) its --system; -r means nothing there (a turn ends at its
+ * end-of-turn token). Chat's exit status, or -1 when no such option was given. */
+static int conversation(int argc, char **argv)
+{
+    static const char conv[] = "-cnv|--conversation|-i|--interactive|-if|--interactive-first";
+    int found = 0, has_sys = 0, rc = 1;
+    for (int i = 1; i < argc; i++) {
+        found |= arg_one_of(conv, argv[i]);
+        has_sys |= arg_one_of("-sys|--system-prompt", argv[i]);
+    }
+    char **v = found ? malloc((size_t)(argc + 1) * sizeof *v) : NULL;
+    if (!v) return found ? 1 : -1;
+    int n = 0;
+    v[n++] = "chat";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        int sys = arg_one_of("-sys|--system-prompt", a), p = arg_one_of("-p|--prompt", a);
+        if (arg_one_of(conv, a)) continue;
+        if ((sys || p) && i + 1 < argc) {
+            if (p && has_sys) {
+                fprintf(stderr, "nibble run: -cnv with -sys: the messages come from standard "
+                                "input (nibble chat), not -p\n");
+                goto done;
+            }
+            v[n++] = "--system";
+            v[n++] = argv[++i];
+        } else if (arg_one_of("-r|--reverse-prompt|--stop", a) && i + 1 < argc) {
+            app_note("run", "%s %s: ignored in a conversation (a turn ends at its end-of-turn "
+                            "token)", a, argv[++i]);
+        } else {
+            v[n++] = argv[i];
+        }
+    }
+    v[n] = NULL;
+    app_note("run", "-cnv, -i: a conversation: nibble chat");
+    rc = cmd_chat(n, v);
+done:
+    free(v);
+    return rc;
 }
 
 int cmd_run(int argc, char **argv)
@@ -288,6 +379,8 @@ int cmd_run(int argc, char **argv)
     struct nb_ctx *ctx = NULL;
     struct nb_sampler *sampler = NULL;
     struct nb_grammar *grammar = NULL;
+    int conv = conversation(argc, argv);
+    if (conv >= 0) return conv;
     if (parse_args(argc, argv, &a, &rc) <= 0) goto done;
     struct nb_ctx_params cp = a.cp;
     int32_t *ids = a.ids;
@@ -346,7 +439,7 @@ int cmd_run(int argc, char **argv)
     if (nb_sampler_set_logit_bias(sampler, a.bias_id, a.bias, a.n_bias) != NB_OK) goto fail;
     if (!app_grammar_open(cmd, &a.gram, tok, info.n_vocab, &grammar)) goto done;
     if (nb_sampler_set_grammar(sampler, grammar) != NB_OK) goto fail;
-    fprintf(stderr, "nibble run: %s: %s (%s), %.2f M params, %d layers, vocab %d\n",
+    app_note(cmd, "%s: %s (%s), %.2f M params, %d layers, vocab %d",
             a.model_path, info.arch, info.source_kind, (double)info.n_params / 1e6,
             info.n_layers, info.n_vocab);
 
@@ -373,7 +466,7 @@ int cmd_run(int argc, char **argv)
     rc = 0;
     goto done;
 fail:
-    fprintf(stderr, "nibble run: %s\n", nb_last_error());
+    app_error(cmd, "%s", nb_last_error());
     rc = 1;
 done:
     nb_text_out_free(out.text);
