@@ -53,26 +53,9 @@ int app_env_cache_dir(char *out, size_t size, const char **why)
 
 const char *app_env_calib(void)
 {
-    static char found[4096];
     const char *env = getenv("NIBBLE_CALIB");
     if (env) return *env ? env : NULL; /* NIBBLE_CALIB= : none */
-    char exe[4096];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    if (n <= 0) return NULL;
-    exe[n] = '\0';
-    char *slash = strrchr(exe, '/');
-    if (!slash) return NULL;
-    *slash = '\0';
-    /* the build tree (CMake copies it beside the binary), then an installed prefix */
-    static const char *const rel[] = {"/share/nibble/calib.txt", "/../share/nibble/calib.txt"};
-    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
-        size_t a = strlen(exe), b = strlen(rel[i]);
-        if (a + b >= sizeof found) continue;
-        memcpy(found, exe, a);
-        memcpy(found + a, rel[i], b + 1);
-        if (access(found, R_OK) == 0) return found;
-    }
-    return NULL;
+    return nb_calib_default_path();    /* the library's lookup, so it finds the same text */
 }
 
 void app_env_select(struct nb_select_params *sp)

@@ -1,7 +1,8 @@
 /* app/env.h — the one place nibble reads its environment variables (README: the table
- * "Environment variables"). The library reads none: what a variable changes is passed
- * down as a parameter, so a program using libnibble behaves the same whatever its
- * environment holds. */
+ * "Environment variables"). The library reads none of them: what a variable changes is
+ * passed down as a parameter, so a program using libnibble behaves the same whatever its
+ * NIBBLE_* environment holds (nb_open_default_params reads only XDG_CACHE_HOME and HOME,
+ * for the cache folder, as app_env_cache_dir does). */
 #ifndef NB_APP_ENV_H
 #define NB_APP_ENV_H
 
@@ -17,8 +18,9 @@ void app_env_init(void);
 /* NIBBLE_WEIGHT_PATH and NIBBLE_MEASUREMENTS into the selector's params. */
 void app_env_select(struct nb_select_params *sp);
 /* The calibration text GPTQ uses when a float model is first quantized: NIBBLE_CALIB
- * (empty: none), else share/nibble/calib.txt beside the binary (the build tree) or in
- * its prefix (installed); NULL when there is none. */
+ * (empty: none), else nb_calib_default_path() (share/nibble/calib.txt of the build tree
+ * or install prefix, what nb_open_default_params gives every program); NULL when there
+ * is none. */
 const char *app_env_calib(void);
 
 /* NIBBLE_API_KEY (nibble serve's --api-key when not given), or NULL. */

@@ -59,8 +59,10 @@ NB_API const char *nb_version(void);
 /* ---------------------------------------------------------------- logging */
 
 enum nb_log_level { NB_LOG_ERROR = 0, NB_LOG_WARN, NB_LOG_INFO, NB_LOG_DEBUG };
-/* Messages at or below `level` are written to stderr. Default: NB_LOG_WARN,
- * overridden by the environment variable NIBBLE_LOG=error|warn|info|debug. */
+/* Messages at or below `level` are written to stderr. Default: NB_LOG_WARN. The library
+ * reads no NIBBLE_* environment variable (the nibble CLI calls this with its NIBBLE_LOG=
+ * error|warn|info|debug); the only ones it reads are XDG_CACHE_HOME and HOME, for
+ * nb_open_default_params' cache folder. */
 NB_API void nb_log_set_level(enum nb_log_level level);
 
 /* ---------------------------------------------------------------- versioned structs
@@ -662,21 +664,33 @@ struct nb_open_params {
                                 as stored; or a weight path. A .nib is used as it is. */
     int n_threads;           /* for quantizing (0: all cores) */
     int use_cache;           /* 1 (default): find or write the quantized model in cache_dir */
-    const char *cache_dir;   /* the warm-start cache (nb_cache_default_dir); NULL: none,
-                                quantize into memory */
+    const char *cache_dir;   /* the warm-start cache; default: the CLI's, nb_cache_default_dir
+                                of $XDG_CACHE_HOME and $HOME (NULL when neither is set);
+                                NULL: none, quantize into memory */
     int layout_rows;         /* int4 matrices row-major instead of X16 (to compare) */
     int64_t repack_rows;     /* rows per repack step (0: whole matrices; for timing) */
     nb_progress_fn progress; /* during a first-use quantization; may be NULL */
     void *user;
-    /* the calibration text GPTQ uses when the choice asks for it (selection.gptq); NULL:
-     * none, so the choice's recipe is quantized without GPTQ (the report's `why` says so).
-     * The CLI passes the text installed with nibble (share/nibble/calib.txt under the
-     * install prefix, from data/calib/kjv-7m-calib.txt). */
+    /* the calibration text GPTQ uses when the choice asks for it (selection.gptq); default:
+     * nb_calib_default_path(), the text installed with nibble, as the CLI's (which a
+     * NIBBLE_CALIB in its environment replaces); NULL: none, so the choice's recipe is
+     * quantized without GPTQ. */
     const char *calib_path;
     /* for "auto" (measure_bw is ignored). Versioned, so it stays the last member. */
     struct nb_select_params select;
 };
+/* use_cache 1, the cache folder and calibration text below, "auto" as the selector's
+ * defaults: with them nb_model_open builds and caches the bytes `nibble run` does (when
+ * the CLI's NIBBLE_* variables are unset). The folder and text are found at the first
+ * call (of this or nb_calib_default_path) and kept for the process; their strings stay
+ * valid for it. */
 NB_API struct nb_open_params nb_open_default_params(void);
+/* The calibration text installed with nibble, share/nibble/calib.txt (from
+ * data/calib/kjv-7m-calib.txt) of the tree the library runs from: beside it in a build
+ * folder, or in the install prefix of its lib/, lib/<multiarch>/ or bin/ (libnibble.so's
+ * folder, or that of the program the static library is linked into). The resolved path,
+ * or NULL when there is none. */
+NB_API const char *nb_calib_default_path(void);
 
 /* What nb_model_open did. The choice (weight_path, selected, selection) is filled
  * before the first progress call, so a progress callback may print it. */
@@ -703,7 +717,8 @@ struct nb_open_report {
 };
 
 /* Load `model` as `nibble run` does: resolve the path, quantize a float source once
- * into the cache (or memory), map the result. report may be NULL. Errors: a bad path
+ * into the cache (or memory), map the result. params NULL: nb_open_default_params().
+ * report may be NULL. Errors: a bad path
  * or priority name (NB_ERR_INVALID_ARG), a missing or malformed model. */
 NB_API enum nb_status nb_model_open(struct nb_model **out, const char *model,
                                     const struct nb_open_params *params,
@@ -839,7 +854,7 @@ NB_API enum nb_status nb_nib_dump_f32(const char *nib_path, const char *tensor,
 /* ---------------------------------------------------------------- warm-start cache */
 
 /* The usual folder: xdg_cache_home/nibble when that is an absolute path, else
- * home/.cache/nibble (the CLI passes $XDG_CACHE_HOME and $HOME). NB_ERR_NOT_FOUND
+ * home/.cache/nibble (the CLI and nb_open_default_params pass $XDG_CACHE_HOME and $HOME). NB_ERR_NOT_FOUND
  * when neither is set. */
 NB_API enum nb_status nb_cache_default_dir(const char *xdg_cache_home, const char *home,
                                            char *out, size_t size);

@@ -427,6 +427,7 @@ static void test_open(void **state)
     r = (struct nb_open_report){.size = sizeof r};
     p = nb_open_default_params();
     p.cache_dir = cache;
+    p.calib_path = NULL; /* the choice, not GPTQ's minute on the installed text, is checked */
     p.select.priority = "fidelity";
     assert_int_equal(nb_model_open(&m, src, &p, &r), NB_OK);
     assert_true(r.selected);
@@ -627,6 +628,18 @@ static void test_open_errors(void **state)
     struct nb_model *m = (struct nb_model *)&m;
     struct nb_open_params p = nb_open_default_params();
     struct nb_open_report r = {.size = sizeof r};
+    /* the defaults are nibble run's: the cache folder of $XDG_CACHE_HOME or $HOME, and the
+     * calibration text installed beside the program (this build folder's share/nibble) */
+    const char *calib = nb_calib_default_path();
+    char cache[4096];
+    assert_non_null(calib);
+    assert_ptr_equal(p.calib_path, calib);
+    assert_non_null(strstr(calib, "/share/nibble/calib.txt"));
+    if (nb_cache_default_dir(getenv("XDG_CACHE_HOME"), getenv("HOME"), cache, sizeof cache) ==
+        NB_OK)
+        assert_string_equal(p.cache_dir, cache);
+    else
+        assert_null(p.cache_dir);
     /* names are checked before the model is looked at */
     p.path = "w5";
     assert_int_equal(nb_model_open(&m, "/nonexistent.gguf", &p, &r), NB_ERR_INVALID_ARG);

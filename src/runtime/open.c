@@ -3,9 +3,13 @@
  * warm-start cache (or into memory) and the verified mapping is loaded; a .nib runs as
  * it is. Nothing is printed: what happened goes to the caller's report, which the CLI
  * turns into its stderr lines. */
+#include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/timer.h"
 #include "formats/gguf.h"
@@ -18,9 +22,82 @@
 #include "runtime/quantize.h"
 #include "runtime/recipe.h"
 
+/* ---------------------------------------------------------------- defaults
+ * What `nibble run` opens a model with unless told otherwise, found here once per
+ * process so that every program of the library gets the same: the warm-start cache
+ * folder (nb_cache_default_dir over $XDG_CACHE_HOME and $HOME) and the calibration text
+ * installed with nibble. */
+
+static pthread_once_t g_defaults_once = PTHREAD_ONCE_INIT;
+static char g_cache_dir[3072]; /* "" when neither variable is set */
+static char g_calib[4096];     /* "" when no text is installed */
+
+/* The folder of the file this code runs from, resolved: libnibble.so's, or that of the
+ * program the static library is linked into (the main program's link map has no name).
+ * 0 when it cannot be told. */
+static int code_dir(char *out, size_t size)
+{
+    Dl_info info;
+    struct link_map *lm = NULL;
+    char exe[4096];
+    const char *file = NULL;
+    if (dladdr1(g_calib, &info, (void **)&lm, RTLD_DL_LINKMAP) && lm && lm->l_name &&
+        lm->l_name[0])
+        file = lm->l_name;
+    if (!file) {
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        if (n <= 0) return 0;
+        exe[n] = '\0';
+        file = exe;
+    }
+    char *real = realpath(file, NULL);
+    char *slash = real ? strrchr(real, '/') : NULL;
+    int ok = slash && (size_t)(slash - real) < size;
+    if (ok) {
+        *slash = '\0';
+        snprintf(out, size, "%s", real);
+    }
+    free(real);
+    return ok;
+}
+
+static void find_defaults(void)
+{
+    if (nb_cache_default_dir(getenv("XDG_CACHE_HOME"), getenv("HOME"), g_cache_dir,
+                             sizeof g_cache_dir) != NB_OK)
+        g_cache_dir[0] = '\0';
+    /* share/nibble/calib.txt of the tree the code is in: a build folder (CMake copies it
+     * there, beside the program and the library), or the prefix of an installed lib/,
+     * lib/<multiarch>/ or bin/ */
+    static const char *const rel[] = {"/share/nibble/calib.txt", "/../share/nibble/calib.txt",
+                                      "/../../share/nibble/calib.txt"};
+    char dir[4096], path[4200];
+    if (!code_dir(dir, sizeof dir)) return;
+    for (size_t i = 0; i < sizeof rel / sizeof rel[0]; i++) {
+        snprintf(path, sizeof path, "%s%s", dir, rel[i]);
+        char *real = access(path, R_OK) == 0 ? realpath(path, NULL) : NULL;
+        if (real && strlen(real) < sizeof g_calib) {
+            /* one spelling, whoever finds it: the path is recorded in the .nib it builds */
+            memcpy(g_calib, real, strlen(real) + 1);
+            free(real);
+            return;
+        }
+        free(real);
+    }
+}
+
+const char *nb_calib_default_path(void)
+{
+    pthread_once(&g_defaults_once, find_defaults);
+    return g_calib[0] ? g_calib : NULL;
+}
+
 struct nb_open_params nb_open_default_params(void)
 {
     struct nb_open_params p = {.size = sizeof p, .use_cache = 1};
+    pthread_once(&g_defaults_once, find_defaults);
+    p.cache_dir = g_cache_dir[0] ? g_cache_dir : NULL;
+    p.calib_path = g_calib[0] ? g_calib : NULL;
     p.select = nb_select_default_params();
     return p;
 }
