@@ -383,7 +383,8 @@ static void push_all(struct builder *b, struct seq *s, const struct gel *src, in
 static void repeat(struct builder *b, struct seq *s, int start, long min, long max)
 {
     int n = s->n - start;
-    struct gel *x = malloc(sizeof *x * (size_t)(n ? n : 1));
+    if (!n) return; /* "" repeated is "" */
+    struct gel *x = malloc(sizeof *x * (size_t)n);
     if (!x) return oom(b);
     memcpy(x, s->e + start, sizeof *x * (size_t)n);
     s->n = start;
@@ -538,27 +539,40 @@ static void parse_rules(struct builder *b)
 
 static int add_cost(int a, int b) { return a >= NB_GB_INF - b ? NB_GB_INF : a + b; }
 
-static int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
 
-/* The fewest bytes of a character the class takes (NB_GB_INF: none). */
+/* Does the union of the class's ranges cover every code point of [lo, hi]? */
+static int covered(const uint32_t *r, uint32_t n, uint32_t lo, uint32_t hi)
+{
+    for (uint32_t pass = 0; pass <= n; pass++) {
+        uint32_t i = 0;
+        while (i < n && !(r[2 * i] <= lo && lo <= r[2 * i + 1])) i++;
+        if (i == n) return 0;
+        if (r[2 * i + 1] >= hi) return 1;
+        lo = r[2 * i + 1] + 1;
+    }
+    return 0;
+}
+
+/* The fewest bytes of a character the class takes (NB_GB_INF: none; U+0000 never comes,
+ * nor a surrogate). */
 static int class_min(const struct nb_gbnf *g, const struct gel *e)
 {
+    static const uint32_t band[4][2] = {{1, 0x7f}, {0x80, 0x7ff}, {0x800, 0xffff}, {0x10000, 0x10ffff}};
     const uint32_t *r = g->rng + e->a;
-    if (!e->neg) {
-        int m = NB_GB_INF;
-        for (uint32_t i = 0; i < e->n; i++)
-            if (utf8_len(r[2 * i]) < m) m = utf8_len(r[2 * i]);
-        return m;
+    for (int k = 0; k < 4; k++) {
+        if (e->neg) {
+            if (!covered(r, e->n, band[k][0], k == 2 ? 0xd7ff : band[k][1]) ||
+                (k == 2 && !covered(r, e->n, 0xe000, 0xffff)))
+                return k + 1;
+            continue;
+        }
+        for (uint32_t i = 0; i < e->n; i++) {
+            uint32_t lo = r[2 * i] > band[k][0] ? r[2 * i] : band[k][0];
+            uint32_t hi = r[2 * i + 1] < band[k][1] ? r[2 * i + 1] : band[k][1];
+            if (lo <= hi && !(k == 2 && lo >= 0xd800 && hi <= 0xdfff)) return k + 1;
+        }
     }
-    uint32_t x = 1; /* the smallest code point outside every range (U+0000 never comes) */
-    for (uint32_t pass = 0; pass <= e->n; pass++) {
-        int moved = 0;
-        for (uint32_t i = 0; i < e->n; i++)
-            if (r[2 * i] <= x && x <= r[2 * i + 1]) x = r[2 * i + 1] + 1, moved = 1;
-        if (x >= 0xd800 && x <= 0xdfff) x = 0xe000, moved = 1;
-        if (!moved) break;
-    }
-    return x > 0x10ffff ? NB_GB_INF : utf8_len(x);
+    return NB_GB_INF;
 }
 
 static int elem_min(const struct nb_gbnf *g, const int *rmin, int p)
@@ -619,7 +633,8 @@ static void flatten(struct builder *b, struct nb_gbnf *g)
     g->alt_off = malloc(sizeof *g->alt_off * (size_t)(b->n_rules + 1));
     g->rest = malloc(sizeof *g->rest * (size_t)(g->n_el ? g->n_el : 1));
     g->rng = b->rng, b->rng = NULL;
-    if (!g->el || !g->alt || !g->alt_off || !g->rest) return oom(b);
+    if (!g->rng) g->rng = malloc(sizeof *g->rng * 2); /* no ranges ('.' only): not NULL */
+    if (!g->rng || !g->el || !g->alt || !g->alt_off || !g->rest) return oom(b);
     uint32_t p = 0, a = 0;
     for (int r = 0; r < b->n_rules; r++) {
         g->alt_off[r] = a;
@@ -796,9 +811,7 @@ static int class_has(const struct nb_gbnf *g, const struct gel *e, uint32_t lo, 
             if (r[2 * i] <= hi && lo <= r[2 * i + 1]) return 1;
         return 0;
     }
-    for (uint32_t i = 0; i < e->n; i++) /* excluded only when one range covers them all */
-        if (r[2 * i] <= lo && hi <= r[2 * i + 1]) return 0;
-    return 1;
+    return !covered(r, e->n, lo, hi);
 }
 
 static void header(struct nb_gbstate *o, const struct nb_gbstate *c)
