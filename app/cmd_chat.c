@@ -3,7 +3,9 @@
  * it, as nibble serve does; else the built-in family it is recognised as); only the tokens
  * that differ from what the KV cache already holds are run, so earlier turns are not
  * recomputed. When the context fills, it shifts as nibble run's does (app/ctxshift.h),
- * keeping the conversation's start. */
+ * keeping the conversation's start. Input (app/chat_input.h): at a terminal libedit's line
+ * editing and history, Ctrl-C stops a reply (what was said stays in the conversation);
+ * messages over several lines; /commands answered here, never sent (/help). */
 #include <cjson/cJSON.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +14,8 @@
 
 #include "app/args.h"
 #include "app/auto_path.h"
+#include "app/chat_file.h"
+#include "app/chat_input.h"
 #include "app/commands.h"
 #include "app/ctxshift.h"
 #include "app/memory.h"
@@ -26,6 +30,7 @@ static void usage(FILE *f)
                "                   [--chat-template-file F] [-n N]\n"
                "                   [model, context and sampler options of nibble run]\n"
                "\n"
+               "  --system TEXT, -sys TEXT             the system prompt (/set system changes it)\n"
                "  --chat-template NAME                 a built-in template instead of the model's\n"
                "  --chat-template-file F               the Jinja template in F instead of the model's\n"
                "  -n N                                 tokens per answer at most (default 256;\n"
@@ -40,12 +45,23 @@ static void usage(FILE *f)
                "  -j, --json-schema S                  every answer is one JSON object that keeps\n"
                "                                       to the JSON Schema S (text or file), as for run\n"
                "  --grammar G, --grammar-file F        every answer keeps to a GBNF grammar, as for run\n"
+               "  -cnv, -i, -if (--conversation, --interactive, --interactive-first)\n"
+               "                                       accepted, as llama-cli's (chat always is)\n"
                "\n"
-               "Reads one user message per line from standard input; /reset starts over,\n"
-               "/exit (or end of input) quits. NAME: chatml, qwen3, llama3, llama2, gemma.\n"
-               "The model's own template (GGUF tokenizer.chat_template, tokenizer_config.json's\n"
-               "chat_template) is rendered as it is written when nibble's Jinja interpreter\n"
-               "runs it, else as the built-in family it is recognised as.\n"
+               "Reads one user message per line from standard input. A line ending in \\\n"
+               "goes on onto the next; a line beginning with \"\"\" opens a message that the\n"
+               "first line ending in \"\"\" closes. At a terminal: line editing and history\n"
+               "(libedit; $XDG_STATE_HOME/nibble/chat_history, else\n"
+               "~/.local/state/nibble/chat_history), the prompt on stdout, Ctrl-C stops a reply\n"
+               "(what it said stays in the conversation) and at the prompt drops what was\n"
+               "typed; a second Ctrl-C in a row, Ctrl-D or /bye quits (status 0).\n"
+               "Commands, answered and never sent (a line beginning with // is sent with one /):\n"
+               "  /help  /bye (/exit)  /clear (/reset)  /save FILE  /load FILE  /set system TEXT\n"
+               "NAME: chatml, qwen3, llama3, llama2, gemma. The model's own template (GGUF\n"
+               "tokenizer.chat_template, tokenizer_config.json's chat_template) is rendered as it\n"
+               "is written when nibble's Jinja interpreter runs it, else as the built-in family\n"
+               "it is recognised as; a model with none (or one nibble does not know) is chatted\n"
+               "with in ChatML, said once, as nibble serve does.\n"
                "\n"
                "When a turn or an answer does not fit the context, the oldest half of the\n"
                "conversation after its start is dropped and the chat goes on. The start kept\n"
@@ -80,7 +96,7 @@ static int on_token(int32_t id, void *user)
     memcpy(o->text + o->len, t, n);
     o->len += n;
     o->text[o->len] = '\0';
-    return 0;
+    return chat_input_interrupted(); /* Ctrl-C: the reply ends here */
 }
 
 /* How conversations are rendered: a Jinja template (the model's own when source is NULL,
@@ -147,7 +163,8 @@ static enum nb_status render_ids(const struct chat_tpl *tpl, const struct nb_cha
 
 /* Which template renders the chat: --chat-template NAME (a built-in family),
  * --chat-template-file F (its Jinja source, which must run), else the model's own Jinja
- * template when it runs here, else the built-in family the model's is recognised as.
+ * template when it runs here, else nibble serve's rule (nb_chat_template_choose): the
+ * built-in family the model's is recognised as, else ChatML, said once.
  * *kind: what to tell the user. 0 after printing why not. */
 static int choose_template(const struct nb_tokenizer *tok, const char *model_path,
                            const char *name, const char *file, const char *file_src,
@@ -180,18 +197,13 @@ static int choose_template(const struct nb_tokenizer *tok, const char *model_pat
                     "built-in family it is recognised as renders the chat\n",
                     nb_last_error());
     }
-    t->name = name;
-    enum nb_status st = nb_chat_template_resolve(tok, name, kind);
-    if (st == NB_ERR_NOT_FOUND) {
-        fprintf(stderr, "nibble chat: %s has no chat template; choose one with --chat-template "
-                        "NAME (chatml, qwen3, llama3, llama2, gemma) or --chat-template-file F\n",
-                model_path);
-        return 0;
-    }
-    if (st != NB_OK) {
+    const char *note = NULL;
+    if (nb_chat_template_choose(tok, name, kind, &note) != NB_OK) {
         fprintf(stderr, "nibble chat: %s\n", nb_last_error());
         return 0;
     }
+    t->name = note ? *kind : name; /* the fallback by its name: the model has none */
+    if (note) fprintf(stderr, "nibble chat: %s: %s\n", model_path, note);
     return 1;
 }
 
@@ -232,13 +244,18 @@ static enum nb_status conversation_start(const struct chat_tpl *tpl, const char 
 struct chat {
     struct chat_tpl tpl;
     const struct nb_tokenizer *tok;
+    struct nb_ctx *ctx;
     struct nb_sequence *seq; /* what the cache holds, every token of this conversation */
     struct nb_sampler *sampler;
     const struct nb_grammar *grammar; /* -j: every answer keeps to it (NULL: free) */
+    const struct app_shift_opts *so;  /* --keep, --no-shift */
     struct nb_chat_msg msgs[MAX_TURNS];
-    char *owned[MAX_TURNS];
-    int n_msgs, base_msgs; /* base_msgs: the system turn (0 or 1) */
-    int n_ctx, n_keep, no_shift, n_predict;
+    char *owned[MAX_TURNS]; /* the messages' texts after the system turn */
+    char *system;           /* the system turn's text (msgs[0] when base_msgs is 1) */
+    int n_msgs, base_msgs;  /* base_msgs: the system turn (0 or 1) */
+    int n_ctx, n_keep, no_shift, n_predict, bos_id;
+    struct chat_input in;
+    FILE *say; /* where commands are answered: stdout at a terminal, else stderr */
 };
 
 /* Forget every turn but the system one; keep[0] (may be NULL) becomes the first user turn. */
@@ -348,31 +365,178 @@ static enum nb_status turn(struct chat *c, const char *line)
                 c->n_keep);
     if (gs.stopped_by == NB_STOPPED_CONTEXT)
         fprintf(stderr, "[the context of %d tokens is full: the answer was cut]\n", c->n_ctx);
+    if (chat_input_interrupted())
+        fprintf(stderr, "[stopped (Ctrl-C): the answer so far stays in the conversation]\n");
     c->owned[c->n_msgs] = out.text ? out.text : strdup("");
     c->msgs[c->n_msgs] = (struct nb_chat_msg){"assistant", c->owned[c->n_msgs]};
     c->n_msgs++;
     return NB_OK;
 }
 
-/* The context and the sequence for the conversation; n_keep: its start (what a shift
- * keeps). 1 on success, 0 when said, -1 on a library failure. */
-static int start_chat(struct chat *c, const struct nb_model *model, struct nb_ctx_params *cp,
-                      const struct app_shift_opts *so, const char *system, int bos_id,
-                      struct nb_ctx **ctx)
+/* What a shift keeps of conversations with this system turn (NULL: none): their start.
+ * 1 on success, 0 when said, -1 on a library failure. */
+static int resolve_keep(struct chat *c, const char *system, int *n_keep)
 {
     int32_t *start = NULL;
     int n_start = 0;
     if (conversation_start(&c->tpl, system, c->tok, &start, &n_start) != NB_OK) return -1;
-    int ok = app_keep_resolve("chat", so, "the conversation's start", start, n_start, bos_id,
-                              cp->n_ctx, &c->n_keep);
+    int ok = app_keep_resolve("chat", c->so, "the conversation's start", start, n_start,
+                              c->bos_id, c->n_ctx, n_keep);
     free(start);
-    if (!ok) return 0;
-    if (nb_ctx_init(ctx, model, cp) != NB_OK) return -1;
+    return ok;
+}
+
+/* A new, empty sequence (the old one freed, its cache cleared) whose shifts keep n_keep. */
+static enum nb_status new_sequence(struct chat *c, int n_keep)
+{
     struct nb_sequence_params qp = nb_sequence_default_params();
-    qp.n_ctx = c->n_ctx = cp->n_ctx;
-    qp.shift = !(c->no_shift = so->no_shift);
-    qp.n_keep = c->n_keep;
-    return nb_sequence_init(&c->seq, *ctx, &qp) == NB_OK ? 1 : -1;
+    qp.n_ctx = c->n_ctx;
+    qp.shift = !c->no_shift;
+    qp.n_keep = c->n_keep = n_keep;
+    nb_sequence_free(c->seq);
+    c->seq = NULL;
+    nb_ctx_clear_seq(c->ctx, qp.seq);
+    return nb_sequence_init(&c->seq, c->ctx, &qp);
+}
+
+/* The context and the sequence for the conversation. 1 on success, 0 when said, -1 on a
+ * library failure. */
+static int start_chat(struct chat *c, const struct nb_model *model, struct nb_ctx_params *cp)
+{
+    int n_keep = 0;
+    c->n_ctx = cp->n_ctx;
+    c->no_shift = c->so->no_shift;
+    int ok = resolve_keep(c, c->system, &n_keep);
+    if (ok <= 0) return ok;
+    if (nb_ctx_init(&c->ctx, model, cp) != NB_OK) return -1;
+    return new_sequence(c, n_keep) == NB_OK ? 1 : -1;
+}
+
+/* A new system turn (NULL or "": none); the conversation starts over. 1 on success, 0
+ * when said (the old one kept), -1 on a failure. */
+static int set_system(struct chat *c, const char *text)
+{
+    int n_keep = 0, ok;
+    char *copy = NULL;
+    if (text && !*text) text = NULL;
+    if (text ? c->system && !strcmp(text, c->system) : !c->system) {
+        restart(c, NULL);
+        nb_sequence_rewind(c->seq, 0); /* the same start: the cache keeps it */
+        return 1;
+    }
+    if (text && !(copy = strdup(text))) return -1;
+    if ((ok = resolve_keep(c, copy, &n_keep)) <= 0) {
+        free(copy);
+        return ok;
+    }
+    restart(c, NULL);
+    free(c->system);
+    c->system = copy;
+    c->base_msgs = c->n_msgs = copy != NULL;
+    if (copy) c->msgs[0] = (struct nb_chat_msg){"system", copy};
+    return new_sequence(c, n_keep) == NB_OK ? 1 : -1;
+}
+
+/* /load FILE: its messages become the conversation (its system turn, or none, too). */
+static int load(struct chat *c, const char *path)
+{
+    const char *roles[MAX_TURNS];
+    char *texts[MAX_TURNS];
+    int n = 0;
+    if (!app_chat_load(path, MAX_TURNS - 2, roles, texts, &n)) return 1;
+    int sys = n > 0 && !strcmp(roles[0], "system");
+    int ok = set_system(c, sys ? texts[0] : NULL);
+    if (sys) free(texts[0]);
+    for (int i = sys; i < n; i++) {
+        if (ok <= 0) {
+            free(texts[i]);
+            continue;
+        }
+        c->owned[c->n_msgs] = texts[i];
+        c->msgs[c->n_msgs++] = (struct nb_chat_msg){roles[i], texts[i]};
+    }
+    if (ok > 0)
+        fprintf(c->say, "[%d messages loaded from %s: the conversation goes on from them]\n", n,
+                path);
+    return ok < 0 ? -1 : 1;
+}
+
+static void help(FILE *f)
+{
+    fprintf(f, "  /help            this list\n"
+               "  /bye, /exit      quit (so do Ctrl-D, and Ctrl-C twice at the prompt)\n"
+               "  /clear, /reset   forget the conversation (the system prompt stays)\n"
+               "  /save FILE       write the conversation to FILE as JSON messages\n"
+               "  /load FILE       go on from a conversation /save wrote\n"
+               "  /set system TEXT a new system prompt (none without TEXT); starts over\n"
+               "  \"\"\"              a message over several lines, to a line ending in \"\"\"\n"
+               "  a line ending in \\ goes on onto the next; // at the start sends one /\n"
+               "  Ctrl-C           stops a reply (what it said stays in the conversation)\n");
+}
+
+/* A /command, answered here and never sent. 0 to quit, 1 to go on, -1 on a failure. */
+static int command(struct chat *c, char *line)
+{
+    char *arg = line + strcspn(line, " \t");
+    if (*arg) *arg++ = '\0';
+    arg += strspn(arg, " \t");
+    if (!strcmp(line, "/help") || !strcmp(line, "/?")) help(c->say);
+    else if (!strcmp(line, "/bye") || !strcmp(line, "/exit") || !strcmp(line, "/quit")) return 0;
+    else if (!strcmp(line, "/clear") || !strcmp(line, "/reset")) {
+        restart(c, NULL);
+        nb_sequence_rewind(c->seq, 0);
+        fprintf(c->say, "[the conversation is forgotten]\n");
+    } else if ((!strcmp(line, "/save") || !strcmp(line, "/load")) && !*arg)
+        fprintf(c->say, "%s needs a file: %s FILE\n", line, line);
+    else if (!strcmp(line, "/save")) {
+        if (app_chat_save(arg, c->msgs, c->n_msgs))
+            fprintf(c->say, "[%d message%s saved to %s]\n", c->n_msgs, c->n_msgs == 1 ? "" : "s",
+                    arg);
+    } else if (!strcmp(line, "/load")) return load(c, arg);
+    else if (!strcmp(line, "/set") && !strncmp(arg, "system", 6) &&
+             (!arg[6] || arg[6] == ' ' || arg[6] == '\t')) {
+        arg += 6 + strspn(arg + 6, " \t");
+        int ok = set_system(c, arg);
+        if (ok > 0)
+            fprintf(c->say, "[%s; the conversation starts over]\n",
+                    *arg ? "a new system prompt" : "no system prompt");
+        return ok < 0 ? -1 : 1;
+    } else if (!strcmp(line, "/set")) fprintf(c->say, "/set system TEXT is the one setting\n");
+    else
+        fprintf(c->say, "unknown command %s, /help lists them (// sends a line beginning /)\n",
+                line);
+    return 1;
+}
+
+/* The conversation, message by message, until /bye or the end of input. 0 then; 1 when a
+ * failure was said, -1 when not. */
+static int chat_loop(struct chat *c)
+{
+    for (;;) {
+        enum chat_in r = chat_input_read(&c->in);
+        if (r != CHAT_IN_MSG) return 0;
+        char *line = c->in.msg;
+        /* a command: one line, '/' and a letter (or "/?"); "//..." sends "/..." */
+        if (!c->in.block && line[0] == '/' &&
+            ((line[1] >= 'a' && line[1] <= 'z') || (line[1] >= 'A' && line[1] <= 'Z') ||
+             line[1] == '?')) {
+            int k = command(c, line);
+            if (k <= 0) return k;
+            continue;
+        }
+        if (!c->in.block && line[0] == '/' && line[1] == '/') line++;
+        if (c->in.tty && !line[0]) continue; /* Enter alone at a terminal sends nothing */
+        if (c->n_msgs + 2 > MAX_TURNS) {
+            restart(c, NULL);
+            nb_sequence_rewind(c->seq, 0);
+        }
+        int fits = fits_alone(c, line);
+        if (fits < 0) return -1;
+        if (fits == 0) continue;
+        enum nb_status st = turn(c, line);
+        if (st == NB_ERR_NOMEM) return 1;
+        if (st) return -1;
+    }
 }
 
 int cmd_chat(int argc, char **argv)
@@ -382,23 +546,22 @@ int cmd_chat(int argc, char **argv)
     struct app_grammar_opts gram = {0};
     struct nb_grammar *grammar = NULL;
     char *tpl_src = NULL;
-    struct chat c = {.n_predict = 256};
-    int rc = 1, no_cache = 0;
+    struct app_shift_opts so = {.keep = -1};
+    struct chat c = {.n_predict = 256, .so = &so};
+    int rc = 1, no_cache = 0, conversation = 0;
     char loaded[4096];
     struct nb_ctx_params cp = nb_ctx_default_params();
     struct nb_sampler_params sp = nb_sampler_default_params();
     struct nb_model *model = NULL;
-    struct nb_ctx *ctx = NULL;
     struct nb_tokenizer *tok = NULL;
-    struct app_shift_opts so = {.keep = -1};
-    char *line = NULL;
-    size_t line_cap = 0;
     const struct arg_opt opts[] = {
         OPTS_MODEL(&model_path, &path_name, &priority, &no_cache),
-        OPT_STR("--system", &system),
+        OPT_STR("--system|-sys|--system-prompt", &system),
         OPT_STR("--chat-template", &tpl_name),
         OPT_STR("--chat-template-file", &tpl_file),
         OPT_INT("-n|--predict|--n-predict", &c.n_predict, -1, 1 << 20),
+        /* llama-cli's conversation mode, which chat always is */
+        OPT_FLAG("-cnv|--conversation|-i|--interactive|-if|--interactive-first", &conversation),
         OPTS_CONTEXT(&cp, 16),
         OPTS_SHIFT(&so),
         OPTS_SAMPLER(&sp),
@@ -425,11 +588,15 @@ int cmd_chat(int argc, char **argv)
         goto done;
     struct nb_model_info info;
     nb_model_get_info(model, &info);
+    c.bos_id = info.bos_id;
+    if (system && *system && !(c.system = strdup(system))) goto fail;
+    if (c.system) c.msgs[c.n_msgs++] = (struct nb_chat_msg){"system", c.system};
+    c.base_msgs = c.n_msgs;
     /* The context is fixed here (the library's default when -c is not given) so that
      * each turn can be checked against it before it runs. */
     cp.n_ctx = app_ctx_size(&info, cp.n_ctx);
     if (!app_context_fits(cmd, model, &cp)) goto done;
-    int started = start_chat(&c, model, &cp, &so, system, info.bos_id, &ctx);
+    int started = start_chat(&c, model, &cp);
     if (started <= 0) {
         if (started < 0) goto fail;
         goto done;
@@ -437,41 +604,26 @@ int cmd_chat(int argc, char **argv)
     if (nb_sampler_init(&c.sampler, &sp, info.n_vocab) != NB_OK) goto fail;
     if (!app_grammar_open(cmd, &gram, tok, info.n_vocab, &grammar)) goto done;
     c.grammar = grammar;
-    if (system) c.msgs[c.n_msgs++] = (struct nb_chat_msg){"system", system};
-    c.base_msgs = c.n_msgs;
-    int interactive = isatty(0);
-    fprintf(stderr, "nibble chat: %s, template %s; /reset, /exit\n", model_path, tpl_kind);
-    for (;;) {
-        if (interactive) fprintf(stderr, "> ");
-        ssize_t got = getline(&line, &line_cap, stdin);
-        if (got < 0) break;
-        while (got > 0 && (line[got - 1] == '\n' || line[got - 1] == '\r')) line[--got] = '\0';
-        if (!strcmp(line, "/exit")) break;
-        if (!strcmp(line, "/reset") || c.n_msgs + 2 > MAX_TURNS) {
-            restart(&c, NULL);
-            nb_sequence_rewind(c.seq, 0);
-            if (!strcmp(line, "/reset")) continue;
-        }
-        int fits = fits_alone(&c, line);
-        if (fits < 0) goto fail;
-        if (fits == 0) continue;
-        enum nb_status st = turn(&c, line);
-        if (st == NB_ERR_NOMEM) goto done;
-        if (st) goto fail;
-    }
-    rc = 0;
+    chat_input_open(&c.in);
+    c.say = c.in.tty ? stdout : stderr;
+    fprintf(stderr, "nibble chat: %s, template %s; /help lists the commands, /bye quits\n",
+            model_path, tpl_kind);
+    int looped = chat_loop(&c);
+    chat_input_close(&c.in);
+    if (looped < 0) goto fail;
+    rc = looped;
     goto done;
 fail:
     fprintf(stderr, "nibble chat: %s\n", nb_last_error());
     rc = 1;
 done:
     for (int i = 0; i < MAX_TURNS; i++) free(c.owned[i]);
+    free(c.system);
     free(tpl_src);
     nb_sequence_free(c.seq);
-    free(line);
     nb_sampler_free(c.sampler);
     nb_grammar_free(grammar);
-    nb_ctx_free(ctx);
+    nb_ctx_free(c.ctx);
     nb_tokenizer_free(tok);
     nb_model_free(model);
     return rc;

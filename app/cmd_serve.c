@@ -221,7 +221,7 @@ static int run_server(struct nb_server *srv, const struct serve_args *a,
     sigaction(SIGINT, &sa, NULL);
     signal(SIGPIPE, SIG_IGN);
     const char *kind = NULL;
-    if (nb_chat_template_resolve(tok, sp->chat_template, &kind) != NB_OK) kind = "chatml";
+    if (nb_chat_template_choose(tok, sp->chat_template, &kind, NULL) != NB_OK) kind = "chatml";
     fprintf(stderr, "nibble serve: %s: %s, %d slots of %d tokens, chat template %s%s%s\n",
             sp->model_name, info->arch, sp->n_slots, n_ctx,
             a->template_file ? a->template_file : kind, a->template_file ? " (Jinja)" : "",

@@ -1,9 +1,11 @@
 /* app/env.c — nibble's environment variables, read here and nowhere else (env.h). */
 #include "app/env.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void app_env_init(void)
@@ -64,4 +66,21 @@ void app_env_select(struct nb_select_params *sp)
     sp->path_from = "NIBBLE_WEIGHT_PATH";
     sp->records_dir = getenv("NIBBLE_MEASUREMENTS");
     if (sp->records_dir && !*sp->records_dir) sp->records_dir = NULL;
+}
+
+int app_env_chat_history(char *out, size_t size)
+{
+    const char *state = getenv("XDG_STATE_HOME"), *home = getenv("HOME");
+    int n = -1;
+    if (state && state[0] == '/') n = snprintf(out, size, "%s/nibble/chat_history", state);
+    else if (home && *home) n = snprintf(out, size, "%s/.local/state/nibble/chat_history", home);
+    if (n < 0 || (size_t)n >= size) return 0;
+    /* each folder of the path in turn (mkdir -p), the file's name left out */
+    for (char *p = out + 1; (p = strchr(p, '/')); p++) {
+        *p = '\0';
+        int ok = mkdir(out, 0700) == 0 || errno == EEXIST;
+        *p = '/';
+        if (!ok) return 0;
+    }
+    return 1;
 }

@@ -33,4 +33,9 @@ void app_env_layout(int *layout_rows, int64_t *repack_rows);
  * Returns 0 (and *why says so) when neither is set. */
 int app_env_cache_dir(char *out, size_t size, const char **why);
 
+/* nibble chat's line history at a terminal: $XDG_STATE_HOME/nibble/chat_history, else
+ * $HOME/.local/state/nibble/chat_history, its folder made. 0 when neither is set or the
+ * folder cannot be made (chat then keeps no history across sessions). */
+int app_env_chat_history(char *out, size_t size);
+
 #endif

@@ -562,6 +562,14 @@ struct nb_chat_msg {
  * know (the message quotes its start); NB_ERR_INVALID_ARG for an unknown name. */
 NB_API enum nb_status nb_chat_template_resolve(const struct nb_tokenizer *tok, const char *name,
                                                const char **kind);
+/* The built-in family nibble chat and nibble serve render with when the model's own
+ * Jinja template does not run (one rule for both): `name` when given (NB_ERR_INVALID_ARG
+ * when unknown), else the one the tokenizer's template is recognised as, else ChatML;
+ * then *note (may be NULL) is the sentence to say once ("no chat template in the model:
+ * using ChatML; --chat-template NAME picks another"), NULL otherwise. *kind as for
+ * nb_chat_template_resolve. */
+NB_API enum nb_status nb_chat_template_choose(const struct nb_tokenizer *tok, const char *name,
+                                              const char **kind, const char **note);
 /* Render messages as that template does (the Jinja rendering of the model's own
  * template), with the assistant header appended when add_assistant; the tokenizer
  * (may be NULL when `name` is given) supplies the bos/eos texts. The text goes to

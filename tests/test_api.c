@@ -221,6 +221,16 @@ static void test_chat(void **state)
     if (!tok) skip();
     /* kjv-7m has no template of its own; llama2's bos_token is the tokenizer's "<s>" */
     assert_int_equal(nb_chat_template_resolve(tok, NULL, &kind), NB_ERR_NOT_FOUND);
+    /* chat's and serve's rule: no template falls back to ChatML, said; a name is taken */
+    const char *note = NULL;
+    assert_int_equal(nb_chat_template_choose(tok, NULL, &kind, &note), NB_OK);
+    assert_string_equal(kind, "chatml");
+    assert_non_null(note);
+    assert_non_null(strstr(note, "--chat-template NAME"));
+    assert_int_equal(nb_chat_template_choose(tok, "gemma", &kind, &note), NB_OK);
+    assert_string_equal(kind, "gemma");
+    assert_null(note);
+    assert_int_equal(nb_chat_template_choose(tok, "nosuch", &kind, &note), NB_ERR_INVALID_ARG);
     assert_int_equal(nb_chat_apply(tok, "llama2", msgs, 2, 1, buf, sizeof buf, &len), NB_OK);
     assert_string_equal(buf, "<s>[INST] <<SYS>>\nBe brief.\n<</SYS>>\n\nHi [/INST]");
     nb_tokenizer_free(tok);

@@ -314,6 +314,19 @@ enum nb_status nb_chat_template_resolve(const struct nb_tokenizer *tok, const ch
     return st;
 }
 
+enum nb_status nb_chat_template_choose(const struct nb_tokenizer *tok, const char *name,
+                                       const char **kind, const char **note)
+{
+    struct nb_chat_template tpl;
+    if (!name && !tok)
+        return nb_set_error(NB_ERR_INVALID_ARG,
+                            "chat template: give a template name or a tokenizer");
+    enum nb_status st =
+        nb_chat_template_pick(name, name ? NULL : nb_tokenizer_chat_template(tok), &tpl, note);
+    if (st == NB_OK && kind) *kind = nb_chat_kind_name(tpl.kind);
+    return st;
+}
+
 enum nb_status nb_chat_apply(const struct nb_tokenizer *tok, const char *name,
                              const struct nb_chat_msg *msgs, int n_msgs, int add_assistant,
                              char *buf, size_t size, size_t *len)

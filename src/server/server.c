@@ -42,17 +42,16 @@ struct nb_server_params nb_server_default_params(void)
 static const double k_ttft_bounds[] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30};
 static const double k_itl_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1};
 
-/* The chat template: the one named, else the tokenizer's own, else ChatML. */
+/* The built-in family: nibble chat's rule (nb_chat_template_pick): the one named, else the
+ * tokenizer's own, else ChatML, said once (not when the model's Jinja template runs:
+ * then it is only a fallback). */
 static enum nb_status pick_template(struct nb_server *s)
 {
-    const char *name = s->p.chat_template;
-    if (name) return nb_chat_template_by_name(name, &s->m.tpl);
-    const char *jinja = nb_tokenizer_chat_template(s->m.tok);
-    if (jinja && nb_chat_template_detect(jinja, &s->m.tpl) == NB_OK) return NB_OK;
-    if (!s->m.jinja) /* (with the model's Jinja template running, ChatML is only a fallback) */
-        NB_LOGW("serve: %s: chat requests use ChatML (name another with --chat-template)",
-                jinja ? nb_last_error() : "the model has no chat template");
-    return nb_chat_template_by_name("chatml", &s->m.tpl);
+    const char *name = s->p.chat_template, *note = NULL;
+    enum nb_status st = nb_chat_template_pick(
+        name, name ? NULL : nb_tokenizer_chat_template(s->m.tok), &s->m.tpl, &note);
+    if (st == NB_OK && note && !s->m.jinja) NB_LOGW("serve: %s", note);
+    return st;
 }
 
 /* The Jinja template chat requests render through (s->m.jinja): the source given

@@ -83,6 +83,23 @@ enum nb_status nb_chat_template_detect(const char *j, struct nb_chat_template *o
                         head, strlen(j) > k ? "..." : "");
 }
 
+/* Said once when the rule below falls back (literals: they outlive later errors). */
+static const char k_no_template[] =
+    "no chat template in the model: using ChatML; --chat-template NAME picks another";
+static const char k_unknown_template[] =
+    "the model's chat template is not one nibble knows: using ChatML; --chat-template NAME "
+    "picks another";
+
+enum nb_status nb_chat_template_pick(const char *name, const char *jinja,
+                                     struct nb_chat_template *out, const char **note)
+{
+    if (note) *note = NULL;
+    if (name) return nb_chat_template_by_name(name, out);
+    if (nb_chat_template_detect(jinja, out) == NB_OK) return NB_OK;
+    if (note) *note = jinja && jinja[0] ? k_unknown_template : k_no_template;
+    return nb_chat_template_by_name("chatml", out);
+}
+
 /* ---------------------------------------------------------------- output buffer */
 
 /* The rendered text, and with `track` which of its bytes came from the messages

@@ -213,6 +213,13 @@ enum nb_status nb_chat_template_detect(const char *jinja, struct nb_chat_templat
 /* By name: "chatml", "qwen3", "llama3", "llama2", "gemma". */
 enum nb_status nb_chat_template_by_name(const char *name, struct nb_chat_template *out);
 const char *nb_chat_kind_name(enum nb_chat_kind kind);
+/* The one rule nibble chat and nibble serve pick a built-in family by: `name` when given
+ * (NB_ERR_INVALID_ARG when unknown); else the one the model's template (`jinja`, may be
+ * NULL) is recognised as; else ChatML, and *note (may be NULL) is the sentence to say
+ * once ("no chat template in the model: using ChatML; --chat-template NAME picks
+ * another"), NULL otherwise. */
+enum nb_status nb_chat_template_pick(const char *name, const char *jinja,
+                                     struct nb_chat_template *out, const char **note);
 /* Render messages as the template does. bos/eos: the texts of the tokenizer's BOS
  * and EOS tokens (the templates' bos_token / eos_token; NULL = ""). *out malloc'd.
  * Invalid conversations (roles not alternating where the template requires it) are
