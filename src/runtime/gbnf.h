@@ -84,4 +84,12 @@ int nb_gb_next(const struct nb_gbnf *g, const struct nb_vocab_bytes *v, struct n
 int nb_gb_refused(const struct nb_gbnf *g, const struct nb_vocab_bytes *v,
                   struct nb_gbstate *c, int32_t tok, int allow_special);
 
+/* The next token under GBNF grammar g from state c (not advanced): as nb_cons_sample
+ * (constrain.h) does for the JSON grammars — the sampler's choice when allowed, else the
+ * next candidates (greedy), else a draw over the masked row (nb_gb_next with c->budget).
+ * -1: no token continues the output. (runtime/sampler.c; the server's "grammar".) */
+struct nb_sampler;
+int32_t nb_gb_sample(struct nb_sampler *s, const struct nb_gbnf *g, const struct nb_vocab_bytes *v,
+                     struct nb_gbstate *c, int allow_special, float *row, float *work);
+
 #endif

@@ -374,6 +374,13 @@ int32_t nb_cons_sample(struct nb_sampler *s, const struct nb_gram *g, const stru
     return cons_draw(s, &d, row, work);
 }
 
+int32_t nb_gb_sample(struct nb_sampler *s, const struct nb_gbnf *g, const struct nb_vocab_bytes *v,
+                     struct nb_gbstate *c, int special, float *row, float *work)
+{
+    struct cons_draw d = {.gb = g, .gs = c, .v = v, .special = special};
+    return cons_draw(s, &d, row, work);
+}
+
 int32_t nb_sampler_sample(struct nb_sampler *s, float *logits)
 {
     const struct nb_grammar *g = s->grammar;

@@ -40,6 +40,7 @@ void srv_request_free(struct srv_request *r)
     free(r->tools);
     nb_gram_free(r->grammar); /* before the schemas it borrows */
     free(r->grammar);
+    nb_gbnf_free(r->gbnf);
     nb_schema_free(r->schema);
     for (int i = 0; r->tool_schemas && i < r->n_tools; i++)
         nb_schema_free(r->tool_schemas[i]);
@@ -415,6 +416,20 @@ static int parse_logit_bias(const struct srv_model *m, const cJSON *o, struct sr
     return 0;
 }
 
+/* grammar: GBNF text the output keeps to (llama-server's field; docs/grammar.md). */
+static int parse_gbnf(const cJSON *o, struct srv_request *r, struct srv_error *e)
+{
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, "grammar");
+    if (!v || cJSON_IsNull(v)) return 0;
+    if (!cJSON_IsString(v))
+        return srv_fail(e, 400, "grammar", "invalid_type",
+                        "'grammar' must be a string of GBNF rules");
+    enum nb_status st = nb_gbnf_compile(v->valuestring, strlen(v->valuestring), &r->gbnf);
+    if (st == NB_ERR_NOMEM) return srv_fail(e, 500, NULL, NULL, "out of memory");
+    if (st) return srv_fail(e, 400, "grammar", "invalid_value", "'grammar': %s", nb_last_error());
+    return 0;
+}
+
 /* The sampling and length fields both endpoints share. */
 static int parse_common(const struct srv_model *m, const cJSON *o, struct srv_request *r,
                         struct srv_error *e)
@@ -422,7 +437,7 @@ static int parse_common(const struct srv_model *m, const cJSON *o, struct srv_re
     double x;
     int given = 0;
     if (check_unsupported(o, e) || parse_logprobs(o, r, e) || parse_response_format(o, r, e) ||
-        parse_logit_bias(m, o, r, e))
+        parse_gbnf(o, r, e) || parse_logit_bias(m, o, r, e))
         return -1;
     x = 1;
     if (get_int(o, "n", 1, 1e9, &x, NULL, e)) return -1;
@@ -827,6 +842,9 @@ static int make_grammar(const struct srv_model *m, struct srv_request *r, struct
 {
     r->tool_format = srv_tool_format_of(m);
     int call = r->tool_choice == SRV_TC_REQUIRED || r->tool_choice == SRV_TC_NAMED;
+    if (r->gbnf && (r->json_format || srv_request_parses_tools(r)))
+        return srv_fail(e, 400, "grammar", "invalid_value",
+                        "'grammar' cannot be combined with a JSON response_format or with tools");
     if (!call && !r->json_format) return 0;
     if (!(r->grammar = calloc(1, sizeof *r->grammar)))
         return srv_fail(e, 500, NULL, NULL, "out of memory");

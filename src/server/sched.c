@@ -67,6 +67,13 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
         return NULL;
     }
     if (j->req.grammar) nb_cons_start(j->req.grammar, &j->cons);
+    if (j->req.gbnf) {
+        if (!(j->gbs = malloc(sizeof *j->gbs))) {
+            srv_job_release(s, j);
+            return NULL;
+        }
+        nb_gb_start(j->req.gbnf, j->gbs);
+    }
     if (!j->req.grammar && j->req.tool_choice == SRV_TC_AUTO && srv_request_parses_tools(&j->req)) {
         if (!(j->auto_g = calloc(1, sizeof *j->auto_g)) ||
             srv_tool_grammar_schema(j->auto_g, j->req.tool_format, j->req.tools,
@@ -85,6 +92,7 @@ static void job_free(struct srv_job *j)
     nb_text_out_free(j->out);
     nb_gram_free(j->auto_g);
     free(j->auto_g);
+    free(j->gbs);
     srv_request_free(&j->req);
     free(j->text);
     free(j->lps);
@@ -538,6 +546,10 @@ static void auto_begin(struct srv_job *j, const char *b, size_t n)
  * logits (modified), `work` room for a copy. -1: no token continues the output. */
 static int32_t sample_constrained(struct nb_server *s, struct srv_job *j, float *row, float *work)
 {
+    if (j->gbs) {
+        j->gbs->budget = j->max_tokens - j->n_gen - 1;
+        return nb_gb_sample(j->sampler, j->req.gbnf, s->m.vb, j->gbs, 0, row, work);
+    }
     j->cons.budget = j->max_tokens - j->n_gen - 1;
     return nb_cons_sample(j->sampler, job_grammar(j), s->m.vb, &j->cons,
                           srv_request_parses_tools(&j->req), row, work);
@@ -561,7 +573,9 @@ static const char *take_token(struct nb_server *s, struct srv_job *j, int32_t to
     const struct nb_vocab_bytes *v = s->m.vb;
     const char *tb = v->bytes + v->off[tok];
     size_t tn = v->off[tok + 1] - v->off[tok];
-    if (job_grammar(j)) {
+    if (j->gbs) {
+        nb_gb_feed(j->req.gbnf, j->gbs, tb, tn);
+    } else if (job_grammar(j)) {
         nb_cons_feed(job_grammar(j), &j->cons, tb, tn);
         /* auto: the call is complete, free text again (more calls, or words) */
         if (j->auto_on && nb_cons_complete(j->auto_g, &j->cons)) j->auto_on = 0;
@@ -742,7 +756,7 @@ static void sample_rows(struct nb_server *s, struct step *b)
             continue;
         b->taken[k] = 1;
         if (j->req.logprobs) memcpy(b->raw, row, sizeof *b->raw * (size_t)n_vocab);
-        int32_t tok = job_grammar(j) ? sample_constrained(s, j, row, b->work)
+        int32_t tok = job_grammar(j) || j->gbs ? sample_constrained(s, j, row, b->work)
                                      : nb_sampler_sample(j->sampler, row);
         if (j->req.logprobs && tok >= 0)
             srv_logprob_of(b->raw, n_vocab, tok, j->req.top_logprobs, &b->row_lp[k]);

@@ -24,6 +24,7 @@
 #include "nibble.h"
 #include "nibble_server.h"
 #include "runtime/constrain.h"
+#include "runtime/gbnf.h"
 #include "tokenizer/jinja.h"
 #include "tokenizer/tokenizer.h"
 
@@ -96,6 +97,7 @@ struct srv_request {
     enum srv_tool_format tool_format;
     int json_format;             /* response_format json_object / json_schema */
     struct nb_gram *grammar; /* the output's constraint, or NULL */
+    struct nb_gbnf *gbnf;    /* or a GBNF grammar: the request's "grammar" (llama-server's) */
     /* the schemas enforced (constrain.h): json_schema's, each tool's parameters' [n_tools]
      * (NULL: none given, or outside the subset and not strict: any object) */
     struct nb_schema *schema;
@@ -214,6 +216,7 @@ struct srv_job {
     struct nb_sampler *sampler;
     struct nb_text_out *out; /* the token -> text step: detokenizer and stop strings */
     struct nb_cons cons; /* where the output is in the grammar (job_grammar in sched.c) */
+    struct nb_gbstate *gbs; /* where it is in req.gbnf's */
     /* tool_choice auto: the call's grammar, on from where the model begins a call (the
      * wrapper written) until the call is complete */
     struct nb_gram *auto_g;

@@ -25,27 +25,7 @@ ok() { pass=$((pass+1)); }
 bad() { echo "FAIL $*"; fail=$((fail+1)); }
 
 # check KIND FILE: the text (the last newline is run's) matches the grammar's equivalent.
-check() {
-  python3 - "$1" "$2" <<'PY'
-import json, re, sys
-kind, path = sys.argv[1], sys.argv[2]
-text = open(path, encoding="utf-8").read()
-if text.endswith("\n"):
-    text = text[:-1]
-pats = {
-    "sentence": r"And (God|the LORD|Moses|the people) (said|saw|made|called) [a-z]+( [a-z]+){0,4}\.",
-    "list": r"\[[1-9][0-9]{0,2}(, [1-9][0-9]{0,2}){2,4}\]",
-    "greek": r"«[α-ω]{1,8}» (ναι|όχι)",
-}
-if kind == "json":
-    if text.rstrip(" \n\t") != text:  # the grammar's trailing ws is allowed, nothing else
-        text = text.rstrip(" \n\t")
-    ok = isinstance(json.loads(text), dict)
-else:
-    ok = re.fullmatch(pats[kind], text) is not None
-sys.exit(0 if ok else 1)
-PY
-}
+check() { python3 "$src/tests/helpers/grammar_check.py" "$1" "$2"; }
 
 for g in sentence list greek json; do
   for args in "--temp 0" "--temp 1 -s 1" "--temp 1 -s 2" "--temp 1 -s 3"; do
