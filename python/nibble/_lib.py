@@ -216,7 +216,6 @@ _PROTOS = {
     "nb_open_default_params": (_returned(OpenParams), []),
     "nb_model_open": (c_int, [ctypes.POINTER(c_void_p), c_char_p, ctypes.POINTER(OpenParams),
                               ctypes.POINTER(OpenReport)]),
-    "nb_cache_default_dir": (c_int, [c_char_p, c_char_p, c_void_p, c_size_t]),
 }
 
 _lock = threading.Lock()
@@ -269,38 +268,6 @@ def lib():
             "libnibble.so not found: set NIBBLE_LIB to its path (a build has it at "
             "build/<preset>/libnibble.so.0) or install it (cmake --install); tried: "
             + "; ".join(tried))
-
-
-def library_path():
-    """The file of the loaded libnibble (from /proc/self/maps), or None."""
-    lib()
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="replace") as f:
-            for line in f:
-                path = line.rstrip("\n").split(None, 5)[-1]
-                if os.path.basename(path).startswith("libnibble.so"):
-                    return path
-    except OSError:
-        pass
-    return None
-
-
-def default_calib():
-    """The calibration text `nibble run` passes to nb_model_open (app/env.c): $NIBBLE_CALIB
-    (empty: none), else share/nibble/calib.txt of the build tree or install prefix the
-    library is in; None when there is none."""
-    env = os.environ.get("NIBBLE_CALIB")
-    if env is not None:
-        return env or None
-    path = library_path()
-    if not path:
-        return None
-    here = os.path.dirname(path)
-    for rel in ("share", "../share", "../../share"):  # build tree, prefix/lib, lib/<triplet>
-        cand = os.path.normpath(os.path.join(here, rel, "nibble", "calib.txt"))
-        if os.access(cand, os.R_OK):
-            return cand
-    return None
 
 
 def default_params(fname):

@@ -87,7 +87,8 @@ class Model:
         quantizes into memory instead.
     priority: what "auto" optimises ("balanced", "speed", "fidelity", "memory").
     calib_path: calibration text for GPTQ when "auto" asks for it (None: the CLI's —
-        $NIBBLE_CALIB, else share/nibble/calib.txt beside the library; "": none).
+        $NIBBLE_CALIB, else the library's default, share/nibble/calib.txt beside it; "":
+        none).
     chat_format: a built-in chat template ("chatml", "qwen3", "llama3", "llama2",
         "gemma") instead of the model's own.
     context_shift: when the context is full, keep the start and drop the oldest half of
@@ -127,17 +128,14 @@ class Model:
         op.path = s(weights)
         op.n_threads = n_threads or 0
         op.use_cache = 1 if use_cache else 0
-        if use_cache:
-            if cache_dir is None:
-                buf = ctypes.create_string_buffer(4096)
-                st = L.nb_cache_default_dir(_cstr(os.environ.get("XDG_CACHE_HOME")),
-                                            _cstr(os.environ.get("HOME")), buf, 4096)
-                op.cache_dir = s(buf.value) if st == _lib.NB_OK else None
-            else:
-                op.cache_dir = s(os.fsencode(cache_dir))
+        # the library's defaults are the CLI's (its cache folder, its shipped calibration
+        # text); the CLI's $NIBBLE_CALIB overrides the latter, as in app/env.c
+        if cache_dir is not None:
+            op.cache_dir = s(os.fsencode(cache_dir))
         if calib_path is None:
-            calib_path = _lib.default_calib()
-        op.calib_path = s(os.fsencode(calib_path)) if calib_path else None
+            calib_path = os.environ.get("NIBBLE_CALIB")
+        if calib_path is not None:
+            op.calib_path = s(os.fsencode(calib_path)) if calib_path else None
         op.select.priority = s(priority)
         # the CLI's environment (app/env.c): a forced path and more measurement records
         op.select.path = s(os.environ.get("NIBBLE_WEIGHT_PATH") or None)
