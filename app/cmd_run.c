@@ -259,6 +259,12 @@ static int chat_prompt(const struct run_args *a, const struct nb_tokenizer *tok,
     if (a->system) msgs[n++] = (struct nb_chat_msg){"system", a->system};
     msgs[n++] = (struct nb_chat_msg){"user", user};
     if (app_chat_apply(tok, a->chat_template, msgs, n, 1, text) == NB_OK) return 1;
+    const char *kind, *note = NULL; /* chat's and serve's rule: a built-in family, said once */
+    if (!a->chat_template && nb_chat_template_choose(tok, NULL, &kind, &note) == NB_OK &&
+        app_chat_apply(tok, kind, msgs, n, 1, text) == NB_OK) {
+        if (note) fprintf(stderr, "nibble run: %s\n", note);
+        return 1;
+    }
     fprintf(stderr, "nibble run: %s: %s%s\n",
             a->chat_template ? "--chat-template" : "-sys renders the model's chat template",
             nb_last_error(), a->chat_template ? "" : " (name one with --chat-template NAME)");
