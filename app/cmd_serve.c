@@ -72,6 +72,8 @@ static void usage(FILE *f)
             "                          tokens a step copied from a request's own prompt and\n"
             "                          output, verified in the batched step (0..16; default 0:\n"
             "                          off); the same tokens as without (docs/speculative.md)\n"
+            "      --pooling P         how POST /v1/embeddings pools a text's hidden states:\n"
+            "                          mean (default), last or cls (its first token)\n"
             "      --kv-tokens N       tokens the KV pool holds for all slots together (default\n"
             "                          0: slots x context); fewer: prompts wait for blocks, and a\n"
             "                          request that finds none mid-generation ends ('length')\n"
@@ -106,6 +108,7 @@ static void log_line(const char *line, void *user)
 /* What the command line asks for. */
 struct serve_args {
     const char *model_path, *path_name, *priority, *alias, *api_key, *template_file;
+    const char *pooling; /* of /v1/embeddings */
     int no_cache, log_disable;
     struct nb_server_params sp;
     struct nb_sampler_params sampler; /* sp.sampler points here */
@@ -154,6 +157,7 @@ static int parse_args(int argc, char **argv, struct serve_args *a, int *rc)
         OPT_FLAG("--no-prefix-cache", &no_prefix_cache),
         OPT_INT("--kv-tokens", &kv_tokens, 0, 1 << 30),
         OPT_INT("--lookup", &sp->lookup, 0, 16),
+        OPT_CHOICE("--pooling", &a->pooling, "mean|last|cls"),
         OPT_FLAG("--log-disable", &a->log_disable),
         OPT_END};
     int r = arg_parse("serve", opts, argc, argv, usage);
@@ -243,7 +247,7 @@ int cmd_serve(int argc, char **argv)
     char name_buf[4096];
     int rc = 1;
     struct serve_args a = {.model_path = getenv("NIBBLE_MODEL"), .api_key = app_env_api_key(),
-                           .sp = nb_server_default_params(),
+                           .pooling = "mean", .sp = nb_server_default_params(),
                            .sampler = nb_sampler_default_params()};
     struct nb_model *model = NULL;
     struct nb_tokenizer *tok = NULL;
@@ -270,6 +274,7 @@ int cmd_serve(int argc, char **argv)
         fprintf(stderr, "nibble serve: %s\n", nb_last_error());
         goto done;
     }
+    nb_server_set_pooling(srv, (enum nb_pooling)nb_pooling_parse(a.pooling));
     rc = run_server(srv, &a, tok, &info, cp.n_ctx);
 done:
     g_server = NULL;

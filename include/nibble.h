@@ -233,6 +233,20 @@ NB_API const struct nb_model *nb_ctx_model(const struct nb_ctx *ctx);
 NB_API int nb_ctx_n_ctx(const struct nb_ctx *ctx);
 NB_API int nb_ctx_n_batch(const struct nb_ctx *ctx);
 
+/* How nb_embed pools a sequence's last hidden states (after the final norm: what HF's
+ * LlamaModel returns as last_hidden_state) into one vector, as llama-server's --pooling:
+ * their mean, the last token's, or the first token's (CLS; a causal model's first token
+ * sees only itself). */
+enum nb_pooling { NB_POOLING_MEAN, NB_POOLING_LAST, NB_POOLING_CLS };
+/* "mean", "last", "cls" -> enum nb_pooling; -1 for anything else. */
+NB_API int nb_pooling_parse(const char *name);
+/* The embedding of tokens[0..n): run as sequence `seq` (cleared before and after), in
+ * chunks of n_batch, pooled into out[n_embd] (nb_model_info.n_embd) and L2-normalized (a
+ * unit vector, as OpenAI's and llama-server's). NB_ERR_INVALID_ARG for n <= 0, a bad
+ * sequence, pooling or token; NB_ERR_RANGE for n > n_ctx or a full KV pool. */
+NB_API enum nb_status nb_embed(struct nb_ctx *ctx, int seq, const int32_t *tokens, int n,
+                               enum nb_pooling pooling, float *out);
+
 /* ---------------------------------------------------------------- sampler */
 
 struct nb_sampler_params {

@@ -89,6 +89,10 @@ NB_API struct nb_server_params nb_server_default_params(void);
 NB_API enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_params *p);
 /* The port bound (the one chosen when params.port was 0). */
 NB_API int nb_server_port(const struct nb_server *s);
+/* How POST /v1/embeddings pools a sequence (nb_embed; default NB_POOLING_MEAN), as
+ * llama-server's --pooling. A setter, not a field: nb_server_params ends with its
+ * versioned ctx member and gains no field after it. Call it before nb_server_run. */
+NB_API enum nb_status nb_server_set_pooling(struct nb_server *s, enum nb_pooling pooling);
 /* Run the engine on this thread until nb_server_stop: then stop accepting connections,
  * answer queued requests 503, let running ones finish (at most drain_s), and return. */
 NB_API enum nb_status nb_server_run(struct nb_server *s);

@@ -65,6 +65,7 @@ struct nb_ctx {
     void *observe_user;
 
     int attn_per_token; /* every token's attention as a decode step's (nb_decode_verify) */
+    int embed_rows; /* the output rows are the normed hidden states [E], not logits (nb_embed) */
 
     int profiling;
     struct nb_prof_slot prof[NB_OP_COUNT];
@@ -124,5 +125,12 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
  * want[t] after the *n_out rows already in `logits`, and add their count to *n_out. */
 void nb_forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int32_t *pos,
                       const int32_t *seq, const uint8_t *want, float *logits, int *n_out);
+
+/* ---------------------------------------------------------------- embed.c */
+
+/* nb_embed before its L2 normalization: the pooled hidden state itself (tests check it
+ * against the head's logits). */
+enum nb_status nb_embed_pooled(struct nb_ctx *c, int seq, const int32_t *tok, int n,
+                               enum nb_pooling pooling, float *out);
 
 #endif

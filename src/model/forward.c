@@ -17,6 +17,7 @@
  *       h = rmsnorm(x) * ffn_norm
  *       x += (act(h Wgate) * (h Wup)) Wdown                 act: silu or tanh-gelu; [n][F]
  *   logits = rmsnorm(x) * out_norm Wout                     only rows that want them [V]
+ *                (nb_embed: rmsnorm(x) * out_norm itself)   [E]
  *
  * Prefill is this same pass over many tokens: every weight row is read once per chunk
  * and used for all its tokens. How each op runs on the threads (and is profiled):
@@ -184,7 +185,9 @@ void nb_forward_chunk(struct nb_ctx *c, int n, const int32_t *tok, const int32_t
             rows++;
         }
     observe(c, NB_SITE_OUT_IN, -1, c->h, rows, E);
-    if (rows) {
+    if (rows && c->embed_rows) { /* nb_embed: the normed rows themselves, no head */
+        memcpy(logits + (int64_t)*n_out * E, c->h, sizeof(float) * (size_t)(rows * E));
+    } else if (rows) {
         struct nb_input hin = nb_input(c->h, E, rows);
         nb_input_quantize(c, &hin, &m->output);
         nb_matmul(c, NB_OP_OUTPUT, logits + (int64_t)*n_out * cfg->n_vocab, cfg->n_vocab, &hin,

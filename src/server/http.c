@@ -34,7 +34,8 @@
 #include "core/error.h"
 #include "server/server.h"
 
-enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT };
+enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT,
+             R_EMBED };
 
 /* An open connection (MHD's socket context), in srv_http's list. */
 struct watch {
@@ -124,6 +125,7 @@ static enum route route_of(const char *url)
     if (!strcmp(url, "/metrics")) return R_METRICS;
     if (!strcmp(url, "/completions")) return R_COMPLETIONS;
     if (!strcmp(url, "/chat/completions")) return R_CHAT;
+    if (!strcmp(url, "/embeddings")) return R_EMBED;
     return R_NONE;
 }
 
@@ -317,7 +319,9 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
     struct srv_request r;
     struct srv_error e;
     enum srv_kind kind = k->route == R_CHAT ? SRV_CHAT : SRV_COMPLETION;
-    if (srv_parse_request(&s->m, kind, k->body ? k->body : "", k->n, &r, &e))
+    const char *body = k->body ? k->body : "";
+    if (k->route == R_EMBED ? srv_parse_embed(&s->m, body, k->n, &r, &e)
+                            : srv_parse_request(&s->m, kind, body, k->n, &r, &e))
         return answer_error(k, c, &e, NULL, NULL);
     struct srv_job *j = srv_job_new(s, &r);
     if (!j) {
@@ -361,10 +365,11 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
         pthread_mutex_unlock(&s->mu);
         return MHD_NO; /* the client is gone: close */
     }
-    char *body = j->err.status ? srv_json_error(&j->err) : srv_json_result(s, j);
+    char *out = j->err.status ? srv_json_error(&j->err)
+                : j->req.kind == SRV_EMBED ? srv_json_embed(s, j) : srv_json_result(s, j);
     int status = j->err.status ? j->err.status : 200;
     pthread_mutex_unlock(&s->mu);
-    return answer(k, c, status, "application/json", body, NULL, NULL);
+    return answer(k, c, status, "application/json", out, NULL, NULL);
 }
 
 static enum MHD_Result metrics(struct conn *k, struct MHD_Connection *c)
@@ -420,7 +425,7 @@ static int check_head(struct conn *k, struct MHD_Connection *c, const char *url,
                       enum MHD_Result *ret)
 {
     struct nb_server *s = k->s;
-    int post = k->route == R_COMPLETIONS || k->route == R_CHAT;
+    int post = k->route == R_COMPLETIONS || k->route == R_CHAT || k->route == R_EMBED;
     char msg[160];
     if (k->route == R_NONE) {
         snprintf(msg, sizeof msg, "no such endpoint: %s %.80s", method, url);
@@ -501,7 +506,11 @@ static void log_request(struct nb_server *s, const struct conn *k,
     int n = snprintf(line, sizeof line, "%s %s %d %.3f s %s", k->method, k->path,
                      k->status, now_s() - k->t0, k->addr);
     const struct srv_job *j = k->job;
-    if (j && n > 0 && (size_t)n < sizeof line)
+    if (j && j->req.kind == SRV_EMBED && n > 0 && (size_t)n < sizeof line)
+        n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d inputs %d of %d %s",
+                      j->req.n_prompt, j->emb_done, j->req.n_inputs,
+                      j->state != JOB_DONE ? "cut" : j->err.status ? "error" : "done");
+    else if (j && n > 0 && (size_t)n < sizeof line)
         n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d generated %d %s",
                       j->req.n_prompt, j->n_gen,
                       j->state != JOB_DONE ? "cut" : j->finish ? j->finish : "error");
@@ -591,7 +600,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         return answer(k, c, 200, "application/json", srv_json_model(s), NULL, NULL);
     case R_METRICS: return metrics(k, c);
     case R_COMPLETIONS:
-    case R_CHAT: return completion(k, c);
+    case R_CHAT:
+    case R_EMBED: return completion(k, c);
     default: return MHD_NO;
     }
 }

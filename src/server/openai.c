@@ -45,6 +45,7 @@ void srv_request_free(struct srv_request *r)
     for (int i = 0; r->tool_schemas && i < r->n_tools; i++)
         nb_schema_free(r->tool_schemas[i]);
     free(r->tool_schemas);
+    free(r->emb_off);
     memset(r, 0, sizeof *r);
 }
 
@@ -873,35 +874,46 @@ static size_t nul_at(const char *s, size_t len)
     return len;
 }
 
-int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
-                      struct srv_request *r, struct srv_error *e)
+cJSON *srv_parse_body(const char *body, size_t len, struct srv_error *e)
 {
-    memset(r, 0, sizeof *r);
-    r->kind = kind;
-    if (!srv_utf8_valid(body, len))
-        return srv_fail(e, 400, NULL, "invalid_encoding", "the request body is not valid UTF-8");
+    if (!srv_utf8_valid(body, len)) {
+        srv_fail(e, 400, NULL, "invalid_encoding", "the request body is not valid UTF-8");
+        return NULL;
+    }
     size_t nul = nul_at(body, len);
-    if (nul < len) /* C strings end there: the text after it would be lost without a word */
-        return srv_fail(e, 400, NULL, "invalid_value", "the request body has a NUL character "
-                        "(byte %zu): text with NUL is not supported", nul);
+    if (nul < len) { /* C strings end there: the text after it would be lost without a word */
+        srv_fail(e, 400, NULL, "invalid_value", "the request body has a NUL character "
+                 "(byte %zu): text with NUL is not supported", nul);
+        return NULL;
+    }
     const char *end = NULL;
     cJSON *o = cJSON_ParseWithLengthOpts(body, len, &end, 0);
-    int rc = -1;
     if (!o) {
         srv_fail(e, 400, NULL, "invalid_json", "the request body is not valid JSON (near byte %zu)",
                  end && end >= body ? (size_t)(end - body) : (size_t)0);
-        goto done;
+        return NULL;
     }
     while (end < body + len && (*end == ' ' || *end == '\t' || *end == '\n' || *end == '\r')) end++;
     if (end < body + len) {
         srv_fail(e, 400, NULL, "invalid_json", "the request body has bytes after its JSON value "
                  "(from byte %zu)", (size_t)(end - body));
-        goto done;
-    }
-    if (!cJSON_IsObject(o)) {
+    } else if (!cJSON_IsObject(o)) {
         srv_fail(e, 400, NULL, "invalid_json", "the request body must be a JSON object");
-        goto done;
+    } else {
+        return o;
     }
+    cJSON_Delete(o);
+    return NULL;
+}
+
+int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
+                      struct srv_request *r, struct srv_error *e)
+{
+    memset(r, 0, sizeof *r);
+    r->kind = kind;
+    cJSON *o = srv_parse_body(body, len, e);
+    if (!o) return -1;
+    int rc = -1;
     if (parse_common(m, o, r, e)) goto done;
     const cJSON *tools = NULL;
     if (kind == SRV_CHAT) {

@@ -11,6 +11,8 @@
  *   4. per output row, the job's own sampler; its text through the detokenizer and the
  *      stop strings; end of generation, max_tokens and a full context finish it;
  *   5. under the lock: the new text appended, the waiting connections signalled.
+ * An embeddings job (embed.c) takes a slot too but no part in the batch: before each step
+ * it runs one of its inputs alone (nb_embed on its slot's sequence: run_embeds).
  * Nothing but this thread touches the context; KV usage is copied out for /metrics.
  *
  * Prefix sharing (prefix_cache, as llama-server's cache_prompt): a slot keeps its
@@ -52,7 +54,8 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
     pthread_mutex_lock(&s->mu);
     uint64_t k = ++s->n_jobs;
     pthread_mutex_unlock(&s->mu);
-    snprintf(j->id, sizeof j->id, "%s-%llx%06llx", j->req.kind == SRV_CHAT ? "chatcmpl" : "cmpl",
+    snprintf(j->id, sizeof j->id, "%s-%llx%06llx",
+             j->req.kind == SRV_CHAT ? "chatcmpl" : j->req.kind == SRV_EMBED ? "embd" : "cmpl",
              (unsigned long long)time(NULL), (unsigned long long)k);
     j->created = (int64_t)time(NULL);
     /* without a seed, each request its own: the server's seed and the request's number */
@@ -96,6 +99,7 @@ static void job_free(struct srv_job *j)
     srv_request_free(&j->req);
     free(j->text);
     free(j->lps);
+    free(j->emb);
     pthread_cond_destroy(&j->cv);
     free(j);
 }
@@ -478,7 +482,12 @@ static void admit(struct nb_server *s, struct cache *c, double now, int draining
             job_done(s, j, "stop");
         else if (j->err.status && j->n_past < j->req.n_prompt) /* failed before its rows */
             job_done(s, j, NULL);
-        else if (now > j->deadline || (draining && now > drain_deadline)) {
+        else if (j->req.kind == SRV_EMBED &&
+                 (now > j->deadline || (draining && now > drain_deadline))) {
+            srv_fail(&j->err, 503, NULL, draining ? "server_shutting_down" : "timeout",
+                     "the embeddings were cut by %s", draining ? "the shutdown" : "the timeout");
+            job_done(s, j, NULL);
+        } else if (now > j->deadline || (draining && now > drain_deadline)) {
             NB_LOGW("serve: %s: %s after %d tokens: finished as 'length'", j->id,
                     now > j->deadline ? "timed out" : "cut by the shutdown", j->n_gen);
             job_done(s, j, "length");
@@ -812,6 +821,36 @@ static void publish(struct nb_server *s, struct step *b, double t_step)
         s->met.kv_blocks_peak = s->met.kv.blocks_used;
 }
 
+/* Embedding jobs take no part in the batch: each runs its next input now (nb_embed on its
+ * slot's sequence, cleared before and after), between steps, so a long list does not
+ * stall the streams; a finished one leaves (under the lock). run[] keeps the others.
+ * Engine thread, outside the lock. */
+static void run_embeds(struct nb_server *s, struct srv_job **run, int *n_run)
+{
+    struct srv_job *done[256];
+    int n = 0, n_done = 0;
+    for (int k = 0; k < *n_run; k++) {
+        struct srv_job *j = run[k];
+        if (j->req.kind != SRV_EMBED) {
+            run[n++] = j;
+            continue;
+        }
+        if (!j->err.status) {
+            nb_sequence_rewind(j->seq, 0); /* the slot's cached tokens are gone */
+            srv_embed_step(s, j);
+        }
+        if (j->err.status || j->emb_done == j->req.n_inputs) done[n_done++] = j;
+    }
+    *n_run = n;
+    if (!n_done) return;
+    pthread_mutex_lock(&s->mu);
+    for (int k = 0; k < n_done; k++) {
+        if (!done[k]->err.status) s->met.prompt_tokens += (uint64_t)done[k]->req.n_prompt;
+        job_done(s, done[k], "stop");
+    }
+    pthread_mutex_unlock(&s->mu);
+}
+
 enum nb_status srv_engine_run(struct nb_server *s)
 {
     struct step b = {0};
@@ -842,6 +881,11 @@ enum nb_status srv_engine_run(struct nb_server *s)
         for (int i = 0; i < n_slots; i++)
             if (s->slots[i]) run[n_run++] = s->slots[i];
         pthread_mutex_unlock(&s->mu);
+        run_embeds(s, run, &n_run);
+        if (n_run == 0) {
+            pthread_mutex_lock(&s->mu);
+            continue;
+        }
 
         /* the batch: decoders first, then prefill chunks */
         b.in.n = b.n_out = b.n_drafted = b.n_put = 0;

@@ -186,6 +186,9 @@ enum nb_status nb_server_init(struct nb_server **out, const struct nb_server_par
         goto fail;
     }
     s->m.n_ctx = s->n_ctx;
+    struct nb_model_info mi;
+    nb_model_get_info(p->model, &mi);
+    s->n_embd = s->m.n_embd = mi.n_embd;
     s->p.ctx.n_batch = nb_ctx_n_batch(s->ctx);
     if (!(s->slots = calloc((size_t)p->n_slots, sizeof *s->slots))) {
         st = nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
@@ -210,6 +213,14 @@ fail:
 int nb_server_port(const struct nb_server *s)
 {
     return s ? s->port : 0;
+}
+
+enum nb_status nb_server_set_pooling(struct nb_server *s, enum nb_pooling pooling)
+{
+    if (!s || (int)pooling < NB_POOLING_MEAN || (int)pooling > NB_POOLING_CLS)
+        return nb_set_error(NB_ERR_INVALID_ARG, "serve: unknown pooling %d", (int)pooling);
+    s->pooling = pooling; /* read by the engine, which has not started (before run) */
+    return NB_OK;
 }
 
 /* Waits for nb_server_stop's byte, then starts the drain. The daemon keeps accepting

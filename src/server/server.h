@@ -4,6 +4,7 @@
  *   http.c     libmicrohttpd: routing, API key, body limit, responses, server-sent events,
  *              the chat page (GET /, webui/index.html compiled in)
  *   openai.c   request JSON -> struct srv_request (checked, tokenized), result -> JSON
+ *   embed.c    /v1/embeddings: its request and its answer (run by sched.c: nb_embed)
  *   sched.c    the engine: queue, slots, one batched nb_decode per step (continuous
  *              batching), per-request sampling, stop strings, cancel and timeouts
  *   metrics.c  counters and histograms, Prometheus text
@@ -44,7 +45,7 @@ static inline void srv_wait_ms(pthread_cond_t *cv, pthread_mutex_t *mu, long ms)
 
 /* ---------------------------------------------------------------- requests */
 
-enum srv_kind { SRV_COMPLETION, SRV_CHAT };
+enum srv_kind { SRV_COMPLETION, SRV_CHAT, SRV_EMBED };
 
 /* An answer that is an OpenAI error object:
  * {"error":{"message":..,"type":..,"param":..,"code":..}} with HTTP status `status`. */
@@ -65,6 +66,7 @@ int srv_fail(struct srv_error *e, int status, const char *param, const char *cod
 #define SRV_MAX_CALLS        8 /* tool calls in one answer to tool_choice "required" */
 #define SRV_MAX_BIAS         1024 /* logit_bias entries */
 #define SRV_MAX_DRAFT        16 /* --lookup: draft tokens a step at most */
+#define SRV_MAX_EMBED_INPUTS 64 /* /v1/embeddings: inputs in one request */
 
 /* tool_choice: none (no tools rendered or parsed), auto (calls parsed from free text),
  * required / a named function (the output constrained to one call). */
@@ -105,6 +107,10 @@ struct srv_request {
     /* a chat answer's <think>...</think> goes to reasoning_content (reasoning.c);
      * think_open: the prompt itself ends with <think> (the answer starts inside it) */
     int reasoning, think_open;
+    /* embeddings: input i is prompt[emb_off[i]..emb_off[i + 1]) [n_inputs + 1]; base64:
+     * encoding_format "base64" */
+    int *emb_off;
+    int n_inputs, base64;
 };
 void srv_request_free(struct srv_request *r);
 /* Is the answer parsed for tool calls (chat, tools offered, tool_choice not "none")? Its
@@ -117,7 +123,7 @@ struct srv_model {
     struct nb_chat_template tpl; /* the built-in family: the fallback */
     struct nb_jinja *jinja;      /* the model's own template parsed, or NULL (tokenizer/jinja.h) */
     const char *bos_text, *eos_text;
-    int n_vocab, n_ctx;
+    int n_vocab, n_ctx, n_embd;
     struct nb_sampler_params sp;      /* the server's defaults */
     const struct nb_vocab_bytes *vb; /* each token's bytes, for constrained decoding */
     int reasoning; /* the template thinks in <think> and --reasoning-format is not none */
@@ -130,6 +136,12 @@ int srv_utf8_valid(const char *s, size_t len);
  * and *e (the 4xx to answer). */
 int srv_parse_request(const struct srv_model *m, enum srv_kind kind, const char *body, size_t len,
                       struct srv_request *r, struct srv_error *e);
+/* The same for an embeddings body (embed.c): its inputs tokenized into r->prompt. */
+int srv_parse_embed(const struct srv_model *m, const char *body, size_t len, struct srv_request *r,
+                    struct srv_error *e);
+struct cJSON;
+/* openai.c's start of a body: valid UTF-8 without NUL, one JSON object; NULL and *e. */
+struct cJSON *srv_parse_body(const char *body, size_t len, struct srv_error *e);
 
 /* ---------------------------------------------------------------- reasoning */
 
@@ -228,6 +240,8 @@ struct srv_job {
     double t_first;    /* the first token (the prompt done): the response's timings */
     struct nb_sequence *seq; /* its slot's sequence (the library's: runtime/sequence.h) */
     int n_gen_counted; /* of n_gen, in the metrics already */
+    float *emb;     /* embeddings: [req.n_inputs][n_embd], emb_done of them run */
+    int emb_done;
 
     /* shared, under srv->mu */
     enum srv_job_state state;
@@ -285,6 +299,8 @@ struct nb_server {
     struct nb_vocab_bytes vb;
     struct nb_ctx *ctx;
     int n_ctx;
+    int n_embd;
+    enum nb_pooling pooling; /* of /v1/embeddings (nb_server_set_pooling) */
     int port;
     struct MHD_Daemon *mhd;
     int listen_fd;   /* after quiesce: closed once the daemon is stopped */
@@ -315,6 +331,9 @@ int srv_submit(struct nb_server *s, struct srv_job *j);
 int srv_peer_gone(int fd);
 /* The engine loop (nb_server_run): until stopped and drained. */
 enum nb_status srv_engine_run(struct nb_server *s);
+/* embed.c: the next input of embeddings job j (running in its slot) into j->emb (engine
+ * thread, outside the lock); j->err on a failure. */
+void srv_embed_step(struct nb_server *s, struct srv_job *j);
 /* Stop taking jobs; end every queued and running one with a 503 (connections waiting for
  * them are woken). For a server that is stopped without its engine running. */
 void srv_engine_abort(struct nb_server *s);
@@ -346,6 +365,8 @@ char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const c
 char *srv_json_text_chunk(const struct nb_server *s, const struct srv_job *j, size_t from,
                           size_t to, int lp_from, int lp_to);
 char *srv_json_models(const struct nb_server *s);
+/* embed.c: the answer of a finished embeddings job. */
+char *srv_json_embed(const struct nb_server *s, const struct srv_job *j);
 /* The one model's object (GET /v1/models/ID). */
 char *srv_json_model(const struct nb_server *s);
 

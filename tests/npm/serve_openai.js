@@ -261,6 +261,32 @@ async function main() {
           `${e.status} ${e.param} ${e.message}`);
   }
 
+  // embeddings: unit vectors of n_embd floats; the client asks for base64 unless told
+  // (and decodes it): the same floats as encoding_format "float"
+  const texts = ["In the beginning God created the heaven and the earth.", "And God said, Let there be light"];
+  const emb = await client.embeddings.create({ model: ids[0], input: texts });
+  const embF = await client.embeddings.create({ model: ids[0], input: texts, encoding_format: "float" });
+  const unit = (v) => Math.abs(Math.sqrt(v.reduce((a, x) => a + x * x, 0)) - 1) < 1e-5;
+  check("embeddings", emb.object === "list" && emb.data.length === 2 &&
+        emb.data.every((d, i) => d.object === "embedding" && d.index === i && d.embedding.length === 256 &&
+                       unit(d.embedding)) &&
+        emb.usage.prompt_tokens > 2 && emb.usage.total_tokens === emb.usage.prompt_tokens,
+        JSON.stringify(emb).slice(0, 300));
+  check("embeddings base64 = float", emb.data.every((d, i) =>
+        d.embedding.every((x, k) => x === Math.fround(embF.data[i].embedding[k]))),
+        JSON.stringify(embF.data[0].embedding.slice(0, 4)));
+  check("embeddings differ", emb.data[0].embedding.some((x, k) => x !== emb.data[1].embedding[k]), "");
+  const again = await client.embeddings.create({ model: ids[0], input: texts[1] });
+  check("embeddings: same text, same vector",
+        again.data[0].embedding.every((x, k) => x === emb.data[1].embedding[k]), "");
+  try {
+    await client.embeddings.create({ model: ids[0], input: "In", dimensions: 3 });
+    check("embeddings dimensions refused", false, "no error");
+  } catch (e) {
+    check("embeddings dimensions refused", e instanceof OpenAI.BadRequestError && e.param === "dimensions",
+          `${e.status} ${e.param} ${e.message}`);
+  }
+
   // errors: APIError with the status and the error object's fields
   try {
     await client.chat.completions.create({ model: ids[0], messages, n: 2 });
