@@ -453,6 +453,51 @@ class Model:
             self._free(seq, sampler, text)
             self._busy.release()
 
+    # ------------------------------------------------------------ embeddings
+
+    def embed(self, input, pooling="mean"):
+        """The embedding of `input` (str, or a list of token ids), or a list of them for a
+        list of inputs: the last hidden states after the final norm, pooled ("mean",
+        "last", "cls": the first token) and scaled to length 1 (nb_embed; as nibble serve's
+        /v1/embeddings and llama-cpp-python's embed)."""
+        L = _lib.lib()
+        pool = L.nb_pooling_parse(_cstr(pooling)) if isinstance(pooling, str) else -1
+        if pool < 0:
+            raise ValueError("pooling must be 'mean', 'last' or 'cls'")
+        one = isinstance(input, str) or (isinstance(input, (list, tuple)) and input and
+                                          all(isinstance(t, int) for t in input))
+        items = [input] if one else list(input)
+        if not items:
+            raise ValueError("embed: no input")
+        if not self._busy.acquire(blocking=False):
+            raise RuntimeError("the model is busy with another generation (finish or close "
+                               "its stream first)")
+        try:
+            out = []
+            for item in items:
+                ids = self._prompt_ids(item)
+                n_embd = self.info["n_embd"]
+                arr = (ctypes.c_int32 * max(1, len(ids)))(*ids)
+                vec = (ctypes.c_float * n_embd)()
+                _lib.check(L.nb_embed(self._ctx, 0, arr, len(ids), pool, vec), "embed")
+                out.append(list(vec))
+        finally:
+            self._busy.release()
+        return out[0] if one else out
+
+    def create_embedding(self, input, model=None, pooling="mean"):
+        """OpenAI's embeddings response for `input` (a str, a list of str, or token ids)."""
+        items = [input] if isinstance(input, str) else list(input)
+        if items and all(isinstance(t, int) for t in items):
+            items = [items]
+        vecs = self.embed(items, pooling=pooling)
+        n = sum(len(self._prompt_ids(i)) for i in items)
+        return {"object": "list",
+                "data": [{"object": "embedding", "index": i, "embedding": v}
+                         for i, v in enumerate(vecs)],
+                "model": model or self.model_path,
+                "usage": {"prompt_tokens": n, "total_tokens": n}}
+
     # ------------------------------------------------------------ completions
 
     def _prompt_ids(self, prompt):

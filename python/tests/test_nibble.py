@@ -3,6 +3,7 @@ streaming, stop strings, chat, errors."""
 
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -259,3 +260,56 @@ def test_closed_model(kjv_path):
     with pytest.raises(nibble.NibbleError, match="closed"):
         m.tokenize("God")
     m.close()  # twice is fine
+
+
+def _serve_embeddings(kjv_path, inputs):
+    """nibble serve's /v1/embeddings for inputs (the CLI's server on a free port)."""
+    import re
+    import time
+    import urllib.request
+    binary = os.environ["NIBBLE_BIN"]
+    env = dict(os.environ)
+    env.pop("LD_PRELOAD", None)
+    p = subprocess.Popen([binary, "serve", "-m", kjv_path, "--path", "source", "--port", "0",
+                          "-t", "2"], stderr=subprocess.PIPE, env=env)
+    try:
+        port, deadline = None, time.time() + 60
+        while port is None and time.time() < deadline:
+            line = p.stderr.readline().decode("utf-8", "replace")
+            if not line and p.poll() is not None:
+                break
+            m = re.search(r"listening on http://[^:]*:(\d+)", line)
+            if m:
+                port = int(m.group(1))
+        assert port, "the server did not start"
+        req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/embeddings",
+                                     data=json.dumps({"input": inputs}).encode(),
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return json.load(r)
+    finally:
+        p.terminate()
+        p.wait(timeout=30)
+
+
+def test_embeddings(kjv, kjv_path):
+    texts = ["In the beginning God created the heaven and the earth.", "And the LORD said"]
+    one = kjv.embed(texts[0])
+    assert len(one) == kjv.info["n_embd"]
+    assert abs(sum(x * x for x in one) - 1.0) < 1e-4
+    assert kjv.embed(texts[0]) == one  # the same text, the same vector
+    assert kjv.embed(kjv.tokenize(texts[0], special=True)) == one  # ids as the text's
+    both = kjv.embed(texts)
+    assert both[0] == one and both[1] != one
+    assert kjv.embed(texts[1], pooling="last") != both[1]
+    r = kjv.create_embedding(texts)
+    assert r["object"] == "list" and [d["index"] for d in r["data"]] == [0, 1]
+    assert r["usage"]["prompt_tokens"] == sum(len(kjv.tokenize(t, special=True)) for t in texts)
+    # the server's vectors for the same texts (mean pooling, its default)
+    srv = _serve_embeddings(kjv_path, texts)
+    for mine, theirs in zip(both, srv["data"]):
+        assert max(abs(a - b) for a, b in zip(mine, theirs["embedding"])) < 1e-6
+    with pytest.raises(ValueError):
+        kjv.embed(texts[0], pooling="max")
+    with pytest.raises(ValueError):
+        kjv.embed([])
