@@ -7,7 +7,9 @@
  * object must print; an accepted one must hold ids of the vocabulary. An accepted body
  * with a constraint (tool_choice required, json_object) then has the body's bytes fed to
  * it as if generated, and the token mask computed where they stop; and the bytes are
- * parsed as a model's answer for tool calls in both formats. Seeds:
+ * parsed as a model's answer for tool calls in both formats. A "grammar" (GBNF) is walked
+ * the same way. The body is also read as an embeddings request (srv_parse_embed): its
+ * inputs must be ids of the vocabulary, each 1..n_ctx long. Seeds:
  * tests/fuzz/corpus/serve_request/. */
 #include <stdint.h>
 #include <stdio.h>
@@ -85,6 +87,49 @@ static void run_constraint(const struct srv_request *r, const uint8_t *data, siz
     if (n != 0) abort();
 }
 
+/* The body's bytes as the output of a request's GBNF grammar: fed while taken; the mask
+ * where they stop must agree with the one-token check. */
+static void run_gbnf(const struct srv_request *r, const uint8_t *data, size_t size)
+{
+    struct nb_gbstate *c = malloc(sizeof *c), *t = malloc(sizeof *t);
+    if (!c || !t) abort();
+    nb_gb_start(r->gbnf, c);
+    for (size_t i = 0; i < size; i++) {
+        memcpy(t, c, sizeof *t);
+        if (!nb_gb_feed(r->gbnf, t, (const char *)data + i, 1)) break;
+        memcpy(c, t, sizeof *c);
+    }
+    for (int i = 0; i < g_vb.n_vocab; i++)
+        g_logits[i] = 0;
+    nb_gb_mask(r->gbnf, &g_vb, c, 0, g_logits);
+    for (int i = 0; i < g_vb.n_vocab; i++)
+        if ((g_logits[i] == 0) != (nb_gb_allows(r->gbnf, &g_vb, c, i, 0) != 0)) abort();
+    free(c);
+    free(t);
+}
+
+/* The body as an embeddings request: accepted inputs are ids, each 1..n_ctx long. */
+static void run_embed(const struct srv_model *m, const uint8_t *data, size_t size)
+{
+    struct srv_request r;
+    struct srv_error e = {0};
+    if (srv_parse_embed(m, (const char *)data, size, &r, &e) == 0) {
+        if (r.n_inputs < 1 || r.n_inputs > SRV_MAX_EMBED_INPUTS) abort();
+        for (int k = 0; k < r.n_inputs; k++) {
+            int n = r.emb_off[k + 1] - r.emb_off[k];
+            if (n < 1 || n > m->n_ctx) abort();
+        }
+        for (int i = 0; i < r.n_prompt; i++)
+            if (r.prompt[i] < 0 || r.prompt[i] >= m->n_vocab) abort();
+        srv_request_free(&r);
+    } else {
+        if (e.status < 400 || !e.message[0]) abort();
+        char *json = srv_json_error(&e);
+        if (!json) abort();
+        free(json);
+    }
+}
+
 /* The bytes as a model's answer: calls to "f" or "get_weather" in either format. */
 static void run_tool_parse(const uint8_t *data, size_t size)
 {
@@ -131,6 +176,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             for (int i = 0; i < r.n_prompt; i++)
                 if (r.prompt[i] < 0 || r.prompt[i] >= m.n_vocab) abort();
             if (r.grammar) run_constraint(&r, data, size);
+            if (r.gbnf) run_gbnf(&r, data, size);
             srv_request_free(&r);
         } else {
             if (e.status < 400 || !e.message[0]) abort();
@@ -139,5 +185,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             free(json);
         }
     }
+    run_embed(&m, data, size);
     return 0;
 }
