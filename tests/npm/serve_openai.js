@@ -1,6 +1,6 @@
 // nibble serve against the official OpenAI client (the `openai` package pinned in
 // package.json): chat, a streamed chat whose chunks add up to the plain answer, a
-// completion, the model list, tool calls (plain, streamed through the client's own
+// completion, the model list, logit_bias, presence/frequency penalties, tool calls (plain, streamed through the client's own
 // ChatCompletionStream, and a conversation with a call and its result), json_object
 // answers, json_schema answers and call arguments that keep to their schemas (checked by
 // ajv, pinned in package.json, as an independent validator), and errors the client raises
@@ -102,6 +102,26 @@ async function main() {
   } catch (e) { biasErr = e; }
   check("logit_bias out of the vocabulary", biasErr && biasErr.status === 400 &&
         biasErr.param === "logit_bias", String(biasErr));
+
+  // presence / frequency penalties: OpenAI's, over the penalty window; greedy, 32 tokens:
+  // each penalty makes the answer repeat less (more distinct tokens) and differ from the
+  // plain one; out of -2..2 a 400 naming the field
+  const distinct = (r) => new Set(r.choices[0].logprobs.tokens).size;
+  const unpen = await client.completions.create({
+    model: ids[0], prompt: "And the LORD said", max_tokens: 32, temperature: 0, logprobs: 1,
+  });
+  for (const field of ["presence_penalty", "frequency_penalty"]) {
+    const pen = await client.completions.create({
+      model: ids[0], prompt: "And the LORD said", max_tokens: 32, temperature: 0, logprobs: 1, [field]: 2,
+    });
+    check(`${field} 2`, pen.choices[0].text !== unpen.choices[0].text && distinct(pen) > distinct(unpen),
+          JSON.stringify([distinct(unpen), distinct(pen), unpen.choices[0].text, pen.choices[0].text]));
+    let penErr = null;
+    try {
+      await client.completions.create({ model: ids[0], prompt: "In", max_tokens: 2, [field]: 3 });
+    } catch (e) { penErr = e; }
+    check(`${field} out of range`, penErr && penErr.status === 400 && penErr.param === field, String(penErr));
+  }
 
   // tools: tool_choice "required" makes even kjv-7m call one of them
   const tools = [
