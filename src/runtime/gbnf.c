@@ -972,13 +972,14 @@ int nb_gb_allows(const struct nb_gbnf *g, const struct nb_vocab_bytes *v,
     }
     uint32_t len = v->off[tok + 1] - v->off[tok];
     if (!len) return 0;
-    struct nb_gbstate *t = malloc(sizeof *t);
-    if (!t) return 0;
-    copy_state(t, c);
-    int ok = nb_gb_feed(g, t, v->bytes + v->off[tok], len) &&
-             within(g, c, c->closing ? nb_gb_cost(g, c) : 0, t, len);
-    free(t);
-    return ok;
+    struct nb_gbstate buf[2]; /* the token's bytes stepped between two states, c untouched */
+    const struct nb_gbstate *at = c;
+    const unsigned char *b = (const unsigned char *)v->bytes + v->off[tok];
+    for (uint32_t i = 0; i < len; i++) {
+        if (!gb_byte(g, at, b[i], &buf[i & 1])) return 0;
+        at = &buf[i & 1];
+    }
+    return within(g, c, c->closing ? nb_gb_cost(g, c) : 0, at, len);
 }
 
 /* The tokens in the order of their bytes (v->by_bytes), each advanced from the state of

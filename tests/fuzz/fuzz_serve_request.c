@@ -108,6 +108,15 @@ static void run_gbnf(const struct srv_request *r, const uint8_t *data, size_t si
     free(t);
 }
 
+/* A refused body: a 4xx/5xx with a message, and an error object that prints. */
+static void check_refused(const struct srv_error *e)
+{
+    if (e->status < 400 || !e->message[0]) abort();
+    char *json = srv_json_error(e);
+    if (!json) abort();
+    free(json);
+}
+
 /* The body as an embeddings request: accepted inputs are ids, each 1..n_ctx long. */
 static void run_embed(const struct srv_model *m, const uint8_t *data, size_t size)
 {
@@ -123,10 +132,7 @@ static void run_embed(const struct srv_model *m, const uint8_t *data, size_t siz
             if (r.prompt[i] < 0 || r.prompt[i] >= m->n_vocab) abort();
         srv_request_free(&r);
     } else {
-        if (e.status < 400 || !e.message[0]) abort();
-        char *json = srv_json_error(&e);
-        if (!json) abort();
-        free(json);
+        check_refused(&e);
     }
 }
 
@@ -179,10 +185,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             if (r.gbnf) run_gbnf(&r, data, size);
             srv_request_free(&r);
         } else {
-            if (e.status < 400 || !e.message[0]) abort();
-            char *json = srv_json_error(&e);
-            if (!json) abort();
-            free(json);
+            check_refused(&e);
         }
     }
     run_embed(&m, data, size);
