@@ -65,7 +65,7 @@ static void usage(FILE *f)
             "                          seconds of opening (or of its previous request's end),\n"
             "                          else it is closed: slow clients (default 10; 0: none)\n"
             "      --max-conn-per-ip N open connections from one address at most (default\n"
-            "                          128; 0: no limit)\n"
+            "                          512 of 1024 in all; 0: no limit)\n"
             "      --no-prefix-cache   prefill every prompt whole (default: a prompt that starts\n"
             "                          like a cached sequence reuses its KV)\n"
             "      --lookup N          prompt-lookup speculative decoding: up to N draft\n"

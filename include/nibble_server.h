@@ -41,14 +41,14 @@ struct nb_server_params {
     int64_t max_body;                  /* request bodies larger than this get 413 (1 MiB) */
     double timeout_s;                  /* a request waiting or running longer is ended (600) */
     int max_queue;                     /* requests waiting for a slot; more get 503 (64) */
-    int max_connections;               /* open connections at most (256) */
+    int max_connections;               /* open connections at most (1024) */
     double drain_s;                    /* after nb_server_stop, running requests get this
                                           long to finish before they are cut (30) */
     double read_timeout_s;             /* a request's headers and body must arrive within
                                           this of its connection's accept (or of the end of
                                           its previous request), else the connection is
                                           closed: slow clients (10; 0: no limit) */
-    int max_conn_per_ip;               /* open connections from one address (128; 0: any) */
+    int max_conn_per_ip;               /* open connections from one address (512; 0: any) */
     int prefix_cache;                  /* a prompt that starts like a cached sequence (a
                                           finished request's, or a running one's) reuses its
                                           KV instead of prefilling it again (1; 0: off) */

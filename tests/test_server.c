@@ -61,12 +61,12 @@ static void test_marked_tokenize(void **state)
     memset(msg + 16, 1, 4); /* "</s>" */
     int32_t *a = NULL, *b = NULL, *c = NULL, *d = NULL;
     int na, nb, nc, nd;
-    assert_int_equal(nb_tokenize_marked(t, text, n, 0, none, &a, &na), NB_OK);
+    assert_int_equal(nb_tokenize_marked(t, text, n, 0, none, 0, &a, &na), NB_OK);
     assert_int_equal(nb_tokenize(t, text, n, 0, 1, &b, &nb), NB_OK);
     assert_int_equal(na, nb);
     assert_memory_equal(a, b, sizeof *a * (size_t)na);
     assert_int_equal(count_id(a, na, 2), 1);
-    assert_int_equal(nb_tokenize_marked(t, text, n, 0, msg, &c, &nc), NB_OK);
+    assert_int_equal(nb_tokenize_marked(t, text, n, 0, msg, 0, &c, &nc), NB_OK);
     assert_int_equal(nb_tokenize(t, text, n, 0, 0, &d, &nd), NB_OK);
     assert_int_equal(count_id(c, nc, 2), 0);
     assert_int_equal(nc, nd);
@@ -75,12 +75,12 @@ static void test_marked_tokenize(void **state)
     memset(msg, 0, sizeof msg);
     msg[19] = 1;
     free(c);
-    assert_int_equal(nb_tokenize_marked(t, text, n, 0, msg, &c, &nc), NB_OK);
+    assert_int_equal(nb_tokenize_marked(t, text, n, 0, msg, 0, &c, &nc), NB_OK);
     assert_int_equal(count_id(c, nc, 2), 0);
     /* marks need valid UTF-8 (they would not line up with the sanitized text) */
     free(d);
     d = NULL;
-    assert_int_equal(nb_tokenize_marked(t, "a\xff", 2, 0, none, &d, &nd), NB_ERR_INVALID_ARG);
+    assert_int_equal(nb_tokenize_marked(t, "a\xff", 2, 0, none, 0, &d, &nd), NB_ERR_INVALID_ARG);
     free(a);
     free(b);
     free(c);

@@ -36,7 +36,12 @@ static int parse_input(const struct srv_model *m, const cJSON *in, int i, struct
     if (cJSON_IsString(in)) {
         size_t len = strlen(in->valuestring);
         if (!len) return srv_fail(e, 400, "input", "invalid_value", "input %d is an empty string", i);
-        if (nb_tokenize(m->tok, in->valuestring, len, 1, 1, &ids, &n) != NB_OK)
+        enum nb_status ts = nb_tokenize_max(m->tok, in->valuestring, len, 1, 1, m->n_ctx, &ids, &n);
+        if (ts == NB_ERR_RANGE)
+            return srv_fail(e, 400, "input", "context_length_exceeded",
+                            "input %d is more than %d tokens: this server's context is %d tokens",
+                            i, m->n_ctx, m->n_ctx);
+        if (ts != NB_OK)
             return srv_fail(e, 400, "input", "invalid_value", "input %d: %s", i, nb_last_error());
     } else {
         n = cJSON_GetArraySize(in);

@@ -1,12 +1,33 @@
-/* server/http.c — HTTP on libmicrohttpd, one thread per connection.
+/* server/http.c — HTTP on libmicrohttpd: a few threads, each an epoll loop over its
+ * connections (MHD's thread pool); no thread is a connection's.
  *
  * A request's first call checks what can be checked before its body (route, method, API
- * key, Content-Length against the body limit) and answers at once when that fails; the
- * body is gathered up to the limit; the last call parses it (openai.c) and submits a job
- * (sched.c). A plain response waits for the job on this connection's thread; a stream is
- * a response whose reader waits for the job's next text and writes it as server-sent
- * events. While waiting, the socket is watched: a client that hung up cancels its job,
- * and the engine frees its sequence at the next step.
+ * key, Content-Length against the body limit and the bodies held) and answers at once
+ * when that fails; the body is gathered up to the limit; the last call parses it
+ * (openai.c) through the parse gate and submits a job (sched.c). Nothing waits on a
+ * loop's thread: a connection whose job has no news is suspended (parked) and the job's
+ * wake hook, called by the engine under s->mu on new text, the end or a cancel, resumes
+ * it. A plain answer is queued when the job is done; a stream's reader writes the text
+ * there is as server-sent events and parks when there is none.
+ *
+ * Gone clients: MHD does not watch a suspended socket, so the deadline thread polls the
+ * parked ones. A reset or failed socket is gone: its job is cancelled and the engine frees
+ * its sequence at the next step. A socket whose client shut down its sending side may be
+ * a client gone (close) or one waiting for its answer (HTTP allows a half-close: `nc -N`);
+ * one write tells them apart, as a closed socket answers it with a reset: an interim
+ * "100 Continue" (which HTTP clients skip) before a plain answer, an SSE comment line in a
+ * stream.
+ *
+ * Send deadline: MHD's connection timeout (idle_s) stays on while an answer is written,
+ * so a client that stops reading is cut after idle_s without progress; a parked
+ * connection has nothing to write and does not time out (the engine's --timeout bounds
+ * its job).
+ *
+ * Memory: a body is held at most max_body, all bodies together at most body_budget
+ * (Content-Length reserves it before the body comes; 503 beyond); a body's parse (cJSON's
+ * nodes, the text's copies, the tokens) is estimated from its size and count of JSON
+ * values, bodies with more values than a request can use are refused before parsing, and
+ * parses run together only while their estimates fit parse_budget.
  *
  * Slow clients: a connection must send a whole request (headers and body) within
  * read_timeout_s of its accept, or of the end of its previous request (an idle keep-alive
@@ -18,6 +39,7 @@
  * with every byte: alone it would let a byte every few seconds hold a connection forever.
  */
 #include <errno.h>
+#include <malloc.h>
 #include <netdb.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -25,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -32,6 +55,7 @@
 #include <microhttpd.h>
 
 #include "core/error.h"
+#include "core/threadpool.h"
 #include "server/server.h"
 
 enum route { R_NONE, R_PAGE, R_HEALTH, R_MODELS, R_MODEL, R_METRICS, R_COMPLETIONS, R_CHAT,
@@ -46,7 +70,9 @@ struct watch {
     int cut;       /* shut down for its deadline */
 };
 
-/* The read deadlines (s->http). */
+struct conn;
+
+/* The read deadlines, the parked connections and the memory gates (s->http). */
 struct srv_http {
     pthread_mutex_t mu; /* the list; never held with s->mu */
     pthread_cond_t cv;
@@ -54,7 +80,21 @@ struct srv_http {
     int stop;
     pthread_t thread;
     int started;
+    /* under s->mu */
+    struct conn *parked; /* suspended until their job has news */
+    int closing;         /* the daemon stops: nothing parks any more */
+    /* under gate_mu */
+    pthread_mutex_t gate_mu;
+    pthread_cond_t gate_cv;
+    size_t body_held, body_budget;   /* request bodies being received or parsed */
+    size_t parse_used, parse_budget; /* the estimates of the parses running */
+    size_t max_values;               /* JSON values a body may have */
 };
+
+/* Every parse fits this together (one larger than it runs alone). */
+#define PARSE_BUDGET ((size_t)32 << 20)
+/* HTTP threads, each an epoll loop over its share of the connections. */
+#define HTTP_THREADS 4
 
 static double now_s(void)
 {
@@ -69,7 +109,7 @@ struct conn {
     enum route route;
     char *body;
     size_t n, cap;
-    int too_large, answered;
+    int too_large, too_busy, answered;
     int fd;
     struct srv_job *job; /* a reference, released when the request completes */
     /* a stream: the events formatted and not yet handed to MHD */
@@ -79,6 +119,13 @@ struct conn {
     int lps_sent; /* of job->lps */
     int started, ended;
     int received; /* the whole request is read */
+    struct MHD_Connection *c;
+    struct conn *pprev, *pnext; /* in s->http->parked */
+    int parked;                 /* suspended until its job has news */
+    int probe;                  /* a stream: an SSE comment next (is its client there?) */
+    int probed;                 /* its client's half-close seen, and written to once */
+    int expect;                 /* it asked for 100-continue (MHD may be writing one) */
+    size_t held;                /* of h->body_held */
     /* for the request's log line */
     double t0;
     int status;
@@ -199,27 +246,105 @@ static enum MHD_Result fail_now(struct conn *k, struct MHD_Connection *c, int st
 
 /* ---------------------------------------------------------------- waiting */
 
-int srv_peer_gone(int fd)
+/* 0: the client is there; 1: it shut down its sending side (a half-close, or a close
+ * whose reset has not come); 2: gone (reset, failed). */
+static int peer_state(int fd)
 {
     if (fd < 0) return 0;
     struct pollfd p = {.fd = fd, .events = POLLRDHUP};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL));
+    if (poll(&p, 1, 0) <= 0) return 0;
+    if (p.revents & (POLLHUP | POLLERR | POLLNVAL)) return 2;
+    return (p.revents & POLLRDHUP) ? 1 : 0;
 }
 
-/* Under s->mu: wait until `ready` or the job is done; 0, or -1 when the client went away
- * (the job is then cancelled). */
-static int wait_job(struct nb_server *s, struct conn *k, int (*ready)(const struct conn *))
+int srv_peer_gone(int fd)
 {
-    struct srv_job *j = k->job;
-    while (j->state != JOB_DONE && !(ready && ready(k))) {
-        srv_wait_ms(&j->cv, &s->mu, 200);
-        if (j->state != JOB_DONE && srv_peer_gone(k->fd)) {
-            j->cancel = 1;
-            pthread_cond_signal(&s->engine_cv);
-            return -1;
+    return peer_state(fd) == 2;
+}
+
+/* Under s->mu: the connection waits, suspended, for its job's news (MHD allows the call
+ * from the request and reader callbacks, where it is made). */
+static void park(struct nb_server *s, struct conn *k)
+{
+    struct srv_http *h = s->http;
+    k->parked = 1;
+    k->pprev = NULL;
+    k->pnext = h->parked;
+    if (h->parked) h->parked->pprev = k;
+    h->parked = k;
+    MHD_suspend_connection(k->c);
+}
+
+static void unlink_parked(struct srv_http *h, struct conn *k)
+{
+    if (k->pprev)
+        k->pprev->pnext = k->pnext;
+    else
+        h->parked = k->pnext;
+    if (k->pnext) k->pnext->pprev = k->pprev;
+    k->parked = 0;
+}
+
+/* Under s->mu: a parked connection goes on (MHD takes the call from any thread). */
+static void unpark(struct nb_server *s, struct conn *k)
+{
+    if (!k->parked) return;
+    unlink_parked(s->http, k);
+    MHD_resume_connection(k->c);
+}
+
+/* The job's wake hook (under s->mu). */
+static void job_news(void *arg)
+{
+    struct conn *k = arg;
+    unpark(k->s, k);
+}
+
+/* A client that shut down its sending side is written to once: a socket closed for good
+ * answers with a reset (then peer_state is 2), a half-closed one reads on. Before a plain
+ * answer, an interim 100 Continue, written here while MHD writes nothing on this
+ * connection (parked, or in its request callback with no answer queued; not when the
+ * request asked for 100-continue, which MHD may be writing itself); in a stream, an SSE
+ * comment line that the stream's reader writes. Under s->mu. */
+static void probe(struct nb_server *s, struct conn *k)
+{
+    k->probed = 1;
+    if (k->job && k->job->req.stream) {
+        k->probe = 1;
+        unpark(s, k);
+    } else if (!k->expect) {
+        static const char cont[] = "HTTP/1.1 100 Continue\r\n\r\n";
+        ssize_t w = send(k->fd, cont, sizeof cont - 1, MSG_NOSIGNAL | MSG_DONTWAIT);
+        (void)w;
+    }
+}
+
+/* The deadline thread, every 100 ms: the parked connections whose client is gone end
+ * (their job cancelled), a half-closed one is probed once. */
+static void check_parked(struct nb_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    for (struct conn *k = s->http->parked, *next; k; k = next) {
+        next = k->pnext;
+        int st = peer_state(k->fd);
+        if (st == 2) {
+            if (k->job && k->job->state != JOB_DONE && !k->job->cancel) {
+                k->job->cancel = 1;
+                pthread_cond_signal(&s->engine_cv);
+            }
+            unpark(s, k);
+        } else if (st == 1 && !k->probed) {
+            probe(s, k);
         }
     }
-    return 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+/* Under s->mu: the request's job cannot give it an answer (its client is gone, or the
+ * daemon stops before the job is done). */
+static int no_answer(const struct nb_server *s, const struct conn *k)
+{
+    return k->job->state != JOB_DONE && (k->job->cancel || s->http->closing);
 }
 
 static int has_text(const struct conn *k)
@@ -256,7 +381,8 @@ static int event(struct conn *k, char *json)
     return rc;
 }
 
-/* MHD's reader of a stream: the events not yet handed over, else wait for the job. */
+/* MHD's reader of a stream: the events not yet handed over, else the job's news; with
+ * none, the connection parks (0 bytes: MHD calls again once it is resumed). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct conn *k = cls;
@@ -268,14 +394,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         pthread_mutex_lock(&s->mu);
         struct srv_job *j = k->job;
         int rc = 0;
+        if (no_answer(s, k)) {
+            pthread_mutex_unlock(&s->mu);
+            return MHD_CONTENT_READER_END_WITH_ERROR;
+        }
         if (!k->started) { /* the role first, so the client sees the stream open */
             k->started = 1;
             if (j->req.kind == SRV_CHAT)
                 rc = event(k, srv_json_chunk(s, j, "", 0, 1, NULL, 0, 0, 0));
-        }
-        if (rc == 0 && k->pend_n == 0 && wait_job(s, k, has_text)) {
-            pthread_mutex_unlock(&s->mu);
-            return MHD_CONTENT_READER_END_WITH_ERROR;
         }
         if (rc == 0 && has_text(k)) {
             size_t upto = srv_stream_sendable(j);
@@ -302,6 +428,14 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
             if (rc == 0) rc = pend_add(k, "data: [DONE]", "", 0, "\n\n");
             k->ended = 1;
         }
+        if (rc == 0 && k->pend_n == 0 && k->probe) /* a comment: is the client there? */
+            rc = pend_add(k, ":", "", 0, "\n\n");
+        k->probe = 0;
+        if (rc == 0 && k->pend_n == 0) {
+            park(s, k);
+            pthread_mutex_unlock(&s->mu);
+            return 0;
+        }
         pthread_mutex_unlock(&s->mu);
         if (rc) return MHD_CONTENT_READER_END_WITH_ERROR;
     }
@@ -313,25 +447,148 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 
 /* ---------------------------------------------------------------- endpoints */
 
+/* ---------------------------------------------------------------- memory */
+
+/* What parsing a body may take: cJSON's nodes (about 80 bytes a value; a body has at most
+ * one value more than its commas, brackets and braces outside strings) and the copies of
+ * its text (its strings, a chat's rendering and its marks, the sanitized text: 6 bytes a
+ * byte of body, measured on a 1 MB chat body). */
+static size_t parse_cost(const char *b, size_t n, size_t *values)
+{
+    size_t v = 1;
+    int in_str = 0;
+    for (size_t i = 0; i < n; i++) {
+        char ch = b[i];
+        if (in_str) {
+            if (ch == '\\')
+                i++;
+            else if (ch == '"')
+                in_str = 0;
+        } else if (ch == '"') {
+            in_str = 1;
+        } else if (ch == ',' || ch == '[' || ch == '{') {
+            v++;
+        }
+    }
+    *values = v;
+    return 80 * v + 6 * n;
+}
+
+/* Wait until a parse estimated at `cost` fits the budget beside those running (one larger
+ * than the whole budget waits to run alone); returns what it holds. */
+static size_t gate_enter(struct srv_http *h, size_t cost)
+{
+    if (cost > h->parse_budget) cost = h->parse_budget;
+    pthread_mutex_lock(&h->gate_mu);
+    while (h->parse_used + cost > h->parse_budget)
+        pthread_cond_wait(&h->gate_cv, &h->gate_mu);
+    h->parse_used += cost;
+    pthread_mutex_unlock(&h->gate_mu);
+    return cost;
+}
+
+static void gate_leave(struct srv_http *h, size_t cost)
+{
+    pthread_mutex_lock(&h->gate_mu);
+    h->parse_used -= cost;
+    pthread_cond_broadcast(&h->gate_cv);
+    pthread_mutex_unlock(&h->gate_mu);
+}
+
+/* Count n more bytes of body as held (n may be what Content-Length announced); -1 when
+ * that would pass the budget. */
+static int hold_body(struct srv_http *h, struct conn *k, size_t n)
+{
+    int ok;
+    pthread_mutex_lock(&h->gate_mu);
+    ok = h->body_held + n <= h->body_budget;
+    if (ok) {
+        h->body_held += n;
+        k->held += n;
+    }
+    pthread_mutex_unlock(&h->gate_mu);
+    return ok ? 0 : -1;
+}
+
+/* The request's body is no longer needed: freed and no longer counted. */
+static void drop_body(struct srv_http *h, struct conn *k)
+{
+    free(k->body);
+    k->body = NULL;
+    k->n = k->cap = 0;
+    pthread_mutex_lock(&h->gate_mu);
+    h->body_held -= k->held;
+    k->held = 0;
+    pthread_mutex_unlock(&h->gate_mu);
+}
+
+/* ---------------------------------------------------------------- endpoints */
+
+/* A plain answer once the request's job is done; until then the connection parks. */
+static enum MHD_Result plain_answer(struct conn *k, struct MHD_Connection *c)
+{
+    struct nb_server *s = k->s;
+    struct srv_job *j = k->job;
+    pthread_mutex_lock(&s->mu);
+    if (no_answer(s, k)) {
+        pthread_mutex_unlock(&s->mu);
+        return MHD_NO; /* the client is gone, or the server stops: close */
+    }
+    if (j->state != JOB_DONE) {
+        park(s, k);
+        pthread_mutex_unlock(&s->mu);
+        return MHD_YES;
+    }
+    char *out = j->err.status ? srv_json_error(&j->err)
+                : j->req.kind == SRV_EMBED ? srv_json_embed(s, j) : srv_json_result(s, j);
+    int status = j->err.status ? j->err.status : 200;
+    pthread_mutex_unlock(&s->mu);
+    return answer(k, c, status, "application/json", out, NULL, NULL);
+}
+
 static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
 {
     struct nb_server *s = k->s;
+    struct srv_http *h = s->http;
     struct srv_request r;
     struct srv_error e;
     enum srv_kind kind = k->route == R_CHAT ? SRV_CHAT : SRV_COMPLETION;
     const char *body = k->body ? k->body : "";
-    if (k->route == R_EMBED ? srv_parse_embed(&s->m, body, k->n, &r, &e)
-                            : srv_parse_request(&s->m, kind, body, k->n, &r, &e))
-        return answer_error(k, c, &e, NULL, NULL);
+    size_t values, cost = parse_cost(body, k->n, &values);
+    if (values > h->max_values) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "the request body has more than %zu JSON values: no request "
+                 "uses that many", h->max_values);
+        drop_body(h, k);
+        return fail_now(k, c, 400, "invalid_request", NULL, NULL, msg);
+    }
+    size_t held = gate_enter(h, cost);
+    int bad = k->route == R_EMBED ? srv_parse_embed(&s->m, body, k->n, &r, &e)
+                                  : srv_parse_request(&s->m, kind, body, k->n, &r, &e);
+    gate_leave(h, held);
+    /* a large body's memory goes back to the system now, not at some later request's */
+    int large = k->n >= ((size_t)256 << 10);
+    drop_body(h, k);
+#ifdef __GLIBC__
+    if (large) malloc_trim(0);
+#else
+    (void)large;
+#endif
+    if (bad) return answer_error(k, c, &e, NULL, NULL);
     struct srv_job *j = srv_job_new(s, &r);
     if (!j) {
         srv_request_free(&r);
         return fail_now(k, c, 500, NULL, NULL, NULL, "out of memory");
     }
     k->job = j;
-    j->fd = k->fd;
     pthread_mutex_lock(&s->mu);
+    j->fd = k->fd;
+    j->wake = job_news;
+    j->wake_arg = k;
     s->n_answering++; /* until on_completed: a drain lets the answer out before stopping */
+    /* a client that has already shut down its side: written to once, before the job
+     * counts, so that a submit finding the queue full knows it gone */
+    if (peer_state(k->fd) == 1) probe(s, k);
     pthread_mutex_unlock(&s->mu);
     int q = srv_submit(s, j);
     if (q == -1)
@@ -341,9 +598,6 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
     if (q == -2)
         return fail_now(k, c, 503, "server_shutting_down", NULL, NULL,
                         "the server is shutting down");
-    /* the engine times the job (--timeout): no idle timeout while it runs (the daemon's
-     * would close a connection waiting for a long answer); back on when it completes */
-    MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, 0u);
     if (j->req.stream) {
         struct MHD_Response *resp =
             MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 4096, stream_read, k, NULL);
@@ -360,16 +614,7 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
         k->answered = 1;
         return ret;
     }
-    pthread_mutex_lock(&s->mu);
-    if (wait_job(s, k, NULL)) {
-        pthread_mutex_unlock(&s->mu);
-        return MHD_NO; /* the client is gone: close */
-    }
-    char *out = j->err.status ? srv_json_error(&j->err)
-                : j->req.kind == SRV_EMBED ? srv_json_embed(s, j) : srv_json_result(s, j);
-    int status = j->err.status ? j->err.status : 200;
-    pthread_mutex_unlock(&s->mu);
-    return answer(k, c, status, "application/json", out, NULL, NULL);
+    return plain_answer(k, c);
 }
 
 static enum MHD_Result metrics(struct conn *k, struct MHD_Connection *c)
@@ -455,10 +700,17 @@ static int check_head(struct conn *k, struct MHD_Connection *c, const char *url,
     }
     const char *cl =
         MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-    if (cl && strtoull(cl, NULL, 10) > (unsigned long long)s->p.max_body) {
+    unsigned long long len = cl ? strtoull(cl, NULL, 10) : 0;
+    if (len > (unsigned long long)s->p.max_body) {
         snprintf(msg, sizeof msg, "the request body is %.20s bytes: at most %lld are taken", cl,
                  (long long)s->p.max_body);
         *ret = fail_now(k, c, 413, "request_too_large", NULL, NULL, msg);
+        return 1;
+    }
+    /* the body's memory, reserved before it comes */
+    if (len && hold_body(s->http, k, (size_t)len + 1) < 0) {
+        *ret = fail_now(k, c, 503, "server_busy", "Retry-After", "1",
+                        "the server holds as many request bodies as it takes; retry later");
         return 1;
     }
     return 0;
@@ -539,6 +791,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         k->s = s;
         k->fd = -1;
         k->route = route_of(url);
+        k->c = c;
+        k->expect = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT) != NULL;
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) k->fd = ci->connect_fd;
@@ -552,15 +806,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
+    if (k->job) return plain_answer(k, c); /* resumed: the job has news */
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
-        if (k->too_large || k->n + n > (size_t)s->p.max_body) {
-            k->too_large = 1;
+        if (k->too_large || k->too_busy || k->n + n > (size_t)s->p.max_body) {
+            k->too_large |= !k->too_busy;
+            return MHD_YES;
+        }
+        /* without Content-Length (chunked) the body is held as it grows */
+        if (k->n + n + 1 > k->held && hold_body(s->http, k, k->n + n + 1 - k->held) < 0) {
+            k->too_busy = 1;
             return MHD_YES;
         }
         if (k->n + n + 1 > k->cap) {
-            size_t cap = k->cap ? k->cap : 4096;
+            /* the size announced (held) at once, else doubling */
+            size_t cap = k->held >= k->n + n + 1 ? k->held : k->cap ? k->cap : 4096;
             while (cap < k->n + n + 1)
                 cap *= 2;
             char *p = realloc(k->body, cap);
@@ -572,6 +833,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         k->n += n;
         k->body[k->n] = '\0';
         return MHD_YES;
+    }
+    if (k->too_busy) {
+        drop_body(s->http, k);
+        return fail_now(k, c, 503, "server_busy", "Retry-After", "1",
+                        "the server holds as many request bodies as it takes; retry later");
     }
     if (k->too_large) {
         char msg[128];
@@ -615,10 +881,13 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     watch_mark(s, c, 0); /* a keep-alive connection: the next request's deadline runs */
     if (!k) return;
     if (s->p.log_request) log_request(s, k, toe);
+    drop_body(s->http, k);
     pthread_mutex_lock(&s->mu);
+    if (k->parked) unlink_parked(s->http, k); /* MHD ends it: nothing to resume */
     if (k->job) {
         s->n_answering--;
-        MHD_set_connection_option(c, MHD_CONNECTION_OPTION_TIMEOUT, s->idle_s);
+        k->job->wake = NULL; /* the job may outlive this request */
+        k->job->fd = -1;
         if (k->job->state != JOB_DONE) {
             k->job->cancel = 1;
             pthread_cond_signal(&s->engine_cv);
@@ -626,7 +895,6 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         srv_job_release(s, k->job);
     }
     pthread_mutex_unlock(&s->mu);
-    free(k->body);
     free(k->pend);
     free(k);
     *con_cls = NULL;
@@ -681,7 +949,7 @@ static void on_connection(void *cls, struct MHD_Connection *c, void **socket_con
 }
 
 /* The deadline thread: every 100 ms, shut down the connections still reading a request
- * read_timeout_s after their wait began. */
+ * read_timeout_s after their wait began, and look at the parked ones (check_parked). */
 static void *deadlines(void *arg)
 {
     struct nb_server *s = arg;
@@ -689,12 +957,16 @@ static void *deadlines(void *arg)
     pthread_mutex_lock(&h->mu);
     while (!h->stop) {
         double now = now_s();
-        for (struct watch *w = h->head; w; w = w->next)
-            if (w->receiving && !w->cut && now - w->t0 > s->p.read_timeout_s) {
-                w->cut = 1;
-                shutdown(w->fd, SHUT_RDWR);
-            }
-        srv_wait_ms(&h->cv, &h->mu, 100);
+        if (s->p.read_timeout_s > 0)
+            for (struct watch *w = h->head; w; w = w->next)
+                if (w->receiving && !w->cut && now - w->t0 > s->p.read_timeout_s) {
+                    w->cut = 1;
+                    shutdown(w->fd, SHUT_RDWR);
+                }
+        pthread_mutex_unlock(&h->mu); /* never held with s->mu */
+        check_parked(s);
+        pthread_mutex_lock(&h->mu);
+        if (!h->stop) srv_wait_ms(&h->cv, &h->mu, 100);
     }
     pthread_mutex_unlock(&h->mu);
     return NULL;
@@ -718,6 +990,8 @@ static void http_free(struct nb_server *s)
     }
     pthread_cond_destroy(&h->cv);
     pthread_mutex_destroy(&h->mu);
+    pthread_cond_destroy(&h->gate_cv);
+    pthread_mutex_destroy(&h->gate_mu);
     free(h);
     s->http = NULL;
 }
@@ -740,33 +1014,70 @@ enum nb_status srv_http_start(struct nb_server *s)
     memcpy(&addr, ai->ai_addr, ai->ai_addrlen < sizeof addr ? ai->ai_addrlen : sizeof addr);
     int v6 = ai->ai_family == AF_INET6;
     freeaddrinfo(ai);
-    /* an idle connection (a slow client, an unused keep-alive) is closed after this */
+    /* a connection that makes no progress this long is closed: an unused keep-alive, or
+     * a client that takes nothing of its answer (the send deadline) */
     s->idle_s = s->p.timeout_s < 30 ? (unsigned)(s->p.timeout_s > 1 ? s->p.timeout_s : 1) : 30;
     unsigned idle = s->idle_s;
-    unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ITC |
-                     MHD_USE_POLL | (v6 ? MHD_USE_IPv6 : 0);
+    /* MHD's thread pool, each thread an epoll loop (MHD_USE_AUTO picks epoll on Linux);
+     * connections wait for their jobs suspended */
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_AUTO | MHD_ALLOW_SUSPEND_RESUME |
+                     (v6 ? MHD_USE_IPv6 : 0);
     struct srv_http *h = calloc(1, sizeof *h);
     if (!h) return nb_set_error(NB_ERR_NOMEM, "serve: out of memory");
     pthread_mutex_init(&h->mu, NULL);
     pthread_cond_init(&h->cv, NULL);
+    pthread_mutex_init(&h->gate_mu, NULL);
+    pthread_cond_init(&h->gate_cv, NULL);
+    size_t max_body = (size_t)s->p.max_body;
+    h->body_budget = 16 * max_body > ((size_t)64 << 20) ? 16 * max_body : (size_t)64 << 20;
+    h->parse_budget = PARSE_BUDGET;
+    /* the most a request can use: 64 embeddings inputs of a context each, and room for
+     * the rest (messages, tools, logit_bias) */
+    h->max_values = (size_t)64 * (size_t)s->n_ctx + 65536;
     s->http = h;
-    if (s->p.read_timeout_s > 0) {
-        int e = pthread_create(&h->thread, NULL, deadlines, s);
-        if (e) {
-            http_free(s);
-            return nb_set_error(NB_ERR_INTERNAL, "serve: cannot start a thread: %s", strerror(e));
+    /* the HTTP threads run on any core: not on the one the engine's thread was pinned to
+     * (nb_pool_init pins its caller), which they would inherit, preempting the engine at
+     * every token it sends them */
+    cpu_set_t pinned, any;
+    int repin = !pthread_getaffinity_np(pthread_self(), sizeof pinned, &pinned);
+    CPU_ZERO(&any);
+    for (int i = 0; i < CPU_SETSIZE && i < nb_cpu_count(); i++)
+        CPU_SET(i, &any);
+    if (repin) pthread_setaffinity_np(pthread_self(), sizeof any, &any);
+    int te = pthread_create(&h->thread, NULL, deadlines, s);
+    if (te) {
+        if (repin) pthread_setaffinity_np(pthread_self(), sizeof pinned, &pinned);
+        http_free(s);
+        return nb_set_error(NB_ERR_INTERNAL, "serve: cannot start a thread: %s", strerror(te));
+    }
+    h->started = 1;
+    /* each connection is a socket: the soft limit of open files raised (to the hard
+     * one at most) so that max_connections can be open, else fewer are taken */
+    unsigned max_conn = (unsigned)s->p.max_connections;
+    struct rlimit rl;
+    if (!getrlimit(RLIMIT_NOFILE, &rl)) {
+        rlim_t need = (rlim_t)max_conn + 64;
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need) {
+            rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max > need ? need : rl.rlim_max;
+            setrlimit(RLIMIT_NOFILE, &rl);
+            getrlimit(RLIMIT_NOFILE, &rl);
         }
-        h->started = 1;
+        if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < need)
+            max_conn = rl.rlim_cur > 128 ? (unsigned)(rl.rlim_cur - 64) : 64;
     }
     /* 0: no limit per address */
     unsigned per_ip = (unsigned)s->p.max_conn_per_ip;
     errno = 0;
     s->mhd = MHD_start_daemon(
         flags, (uint16_t)s->p.port, NULL, NULL, on_request, s, MHD_OPTION_SOCK_ADDR,
-        (struct sockaddr *)&addr, MHD_OPTION_CONNECTION_LIMIT, (unsigned)s->p.max_connections,
+        (struct sockaddr *)&addr, MHD_OPTION_THREAD_POOL_SIZE, (unsigned)HTTP_THREADS,
+        MHD_OPTION_CONNECTION_LIMIT, max_conn,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, per_ip, MHD_OPTION_CONNECTION_TIMEOUT, idle,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, s, MHD_OPTION_NOTIFY_CONNECTION, on_connection,
         s, MHD_OPTION_UNESCAPE_CALLBACK, unescape_url, NULL, MHD_OPTION_END);
+    int started_errno = errno;
+    if (repin) pthread_setaffinity_np(pthread_self(), sizeof pinned, &pinned);
+    errno = started_errno;
     if (!s->mhd) {
         int e = errno;
         http_free(s);
@@ -797,6 +1108,13 @@ void srv_http_quiesce(struct nb_server *s)
 
 void srv_http_stop(struct nb_server *s)
 {
+    if (s->http) { /* MHD must not be stopped with suspended connections */
+        pthread_mutex_lock(&s->mu);
+        s->http->closing = 1;
+        while (s->http->parked)
+            unpark(s, s->http->parked);
+        pthread_mutex_unlock(&s->mu);
+    }
     if (s->mhd) MHD_stop_daemon(s->mhd);
     s->mhd = NULL;
     http_free(s);

@@ -767,7 +767,16 @@ static int chat_prompt(const struct srv_model *m, const cJSON *o, const cJSON *t
         }
         len = strlen(text);
     }
-    if (nb_tokenize_marked(m->tok, text, len, 0, mark, &r->prompt, &r->n_prompt) != NB_OK) {
+    /* at most n_ctx tokens: a longer prompt is refused without tokenizing all of it */
+    enum nb_status ts = nb_tokenize_marked(m->tok, text, len, 0, mark, m->n_ctx, &r->prompt,
+                                           &r->n_prompt);
+    if (ts == NB_ERR_RANGE) {
+        srv_fail(e, 400, "messages", "context_length_exceeded", "the prompt is more than %d "
+                 "tokens: this server's context is %d tokens per request, and at least one "
+                 "must be left to generate", m->n_ctx, m->n_ctx);
+        goto done;
+    }
+    if (ts != NB_OK) {
         srv_fail(e, 400, "messages", "invalid_value", "%s", nb_last_error());
         goto done;
     }
@@ -806,9 +815,14 @@ static int completion_prompt(const struct srv_model *m, const cJSON *o, struct s
     if (cJSON_IsString(p)) {
         /* as nibble run reads -p: BOS as the tokenizer adds it, special-token text parsed
          * (the whole prompt is the client's) */
-        if (nb_tokenize(m->tok, p->valuestring, strlen(p->valuestring), 1, 1, &r->prompt,
-                        &r->n_prompt) != NB_OK)
-            return srv_fail(e, 400, "prompt", "invalid_value", "%s", nb_last_error());
+        enum nb_status ts = nb_tokenize_max(m->tok, p->valuestring, strlen(p->valuestring), 1,
+                                            1, m->n_ctx, &r->prompt, &r->n_prompt);
+        if (ts == NB_ERR_RANGE)
+            return srv_fail(e, 400, "prompt", "context_length_exceeded",
+                            "the prompt is more than %d tokens: this server's context is %d "
+                            "tokens per request, and at least one must be left to generate",
+                            m->n_ctx, m->n_ctx);
+        if (ts != NB_OK) return srv_fail(e, 400, "prompt", "invalid_value", "%s", nb_last_error());
         return 0;
     }
     if (!cJSON_IsArray(p))

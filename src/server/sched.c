@@ -50,7 +50,6 @@ struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
     j->slot = -1;
     j->max_tokens = -1; /* set when its prefill starts */
     j->state = JOB_QUEUED;
-    pthread_cond_init(&j->cv, NULL);
     pthread_mutex_lock(&s->mu);
     uint64_t k = ++s->n_jobs;
     pthread_mutex_unlock(&s->mu);
@@ -100,7 +99,6 @@ static void job_free(struct srv_job *j)
     free(j->text);
     free(j->lps);
     free(j->emb);
-    pthread_cond_destroy(&j->cv);
     free(j);
 }
 
@@ -111,6 +109,12 @@ void srv_job_release(struct nb_server *s, struct srv_job *j)
 }
 
 static void job_done(struct nb_server *s, struct srv_job *j, const char *finish);
+
+/* Under mu: the job has news (text, done, cancelled) for its connection. */
+static void job_wake(struct srv_job *j)
+{
+    if (j->wake) j->wake(j->wake_arg);
+}
 
 /* Under mu, when the queue looks full: jobs whose client has gone count for nothing. Queued
  * ones leave the queue now; running ones are cancelled (the engine frees their slot at its
@@ -238,7 +242,7 @@ static void job_done(struct nb_server *s, struct srv_job *j, const char *finish)
     }
     if (!j->err.status) j->finish = finish;
     j->state = JOB_DONE;
-    pthread_cond_broadcast(&j->cv);
+    job_wake(j);
     srv_job_release(s, j);
 }
 
@@ -811,7 +815,7 @@ static void publish(struct nb_server *s, struct step *b, double t_step)
         if (j->req.logprobs && b->gained[k]) append_logprob(j, &b->row_lp[k]);
         s->met.gen_tokens += (uint64_t)(j->n_gen - j->n_gen_counted);
         j->n_gen_counted = j->n_gen;
-        pthread_cond_broadcast(&j->cv);
+        job_wake(j);
         /* done after the job's last row this step (its taken rows come together) */
         int last_row = k + 1 == b->n_out || b->out_job[k + 1] != j || !b->taken[k + 1];
         if (last_row && (b->finish[k] || j->err.status)) job_done(s, j, b->finish[k]);

@@ -31,10 +31,10 @@ struct nb_server_params nb_server_default_params(void)
     p.max_body = 1 << 20;
     p.timeout_s = 600;
     p.max_queue = 64;
-    p.max_connections = 256;
+    p.max_connections = 1024;
     p.drain_s = 30;
     p.read_timeout_s = 10;
-    p.max_conn_per_ip = 128;
+    p.max_conn_per_ip = 512;
     p.prefix_cache = 1;
     return p;
 }

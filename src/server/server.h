@@ -253,7 +253,10 @@ struct srv_job {
     int n_gen;
     const char *finish;   /* "stop", "length" once done (NULL: error) */
     struct srv_error err; /* err.status != 0: failed */
-    pthread_cond_t cv;    /* signalled on new text and when done */
+    /* called on new text, when done and when cancelled (under mu): the connection that
+     * waits for the job, suspended, resumes (http.c); NULL once it has gone */
+    void (*wake)(void *arg);
+    void *wake_arg;
 };
 
 /* ---------------------------------------------------------------- metrics */
@@ -327,7 +330,9 @@ struct nb_server {
 /* 0: queued; -1: queue full (503 + Retry-After), -2: the server is stopping. Takes a
  * reference for the engine. */
 int srv_submit(struct nb_server *s, struct srv_job *j);
-/* The client has closed its end of socket fd (or it failed); 0 for fd < 0. */
+/* The client of socket fd is gone: the connection was reset or failed (a client that
+ * only shut down its sending side, HTTP's half-close, still reads: not gone); 0 for
+ * fd < 0. */
 int srv_peer_gone(int fd);
 /* The engine loop (nb_server_run): until stopped and drained. */
 enum nb_status srv_engine_run(struct nb_server *s);

@@ -68,6 +68,7 @@ struct nb_tokenizer {
     int32_t n_vocab;
     char **piece;        /* [n_vocab] NUL-terminated, arena */
     uint32_t *piece_len; /* [n_vocab] */
+    uint32_t max_piece_len; /* the longest piece: no token covers more normalized bytes */
     float *score;        /* [n_vocab] SPM merge score */
     uint8_t *type;       /* [n_vocab] enum nb_tok_type */
     uint8_t *flags;      /* [n_vocab] TF_* */

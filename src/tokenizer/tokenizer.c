@@ -61,6 +61,7 @@ enum nb_status tok_set_piece(struct nb_tokenizer *t, int32_t id, const char *s, 
     p[len] = '\0';
     t->piece[id] = p;
     t->piece_len[id] = (uint32_t)len;
+    if ((uint32_t)len > t->max_piece_len) t->max_piece_len = (uint32_t)len;
     return NB_OK;
 }
 
@@ -562,7 +563,20 @@ struct enc_state {
     struct tok_scratch *scratch;
     pcre2_match_data *md;
     struct spans a, b;
+    size_t max_tokens; /* 0: any number; else more is NB_ERR_RANGE, found early */
 };
+
+/* More than es->max_tokens already, or certainly once `n` more normalized bytes are
+ * encoded (no token covers more than the longest piece): a text far over the limit is
+ * refused before the merges, whose memory grows with the text. */
+static enum nb_status over_limit(const struct nb_tokenizer *t, const struct enc_state *es,
+                                 const struct tok_buf *out, size_t n)
+{
+    if (!es->max_tokens) return NB_OK;
+    size_t at_least = out->n + (t->max_piece_len ? (n + t->max_piece_len - 1) / t->max_piece_len : n);
+    if (at_least <= es->max_tokens) return NB_OK;
+    return nb_set_error(NB_ERR_RANGE, "tokenize: more than %zu tokens", es->max_tokens);
+}
 
 /* Normalize, pre-tokenize and encode one section of text (no added tokens in it). */
 static enum nb_status encode_section(const struct nb_tokenizer *t, struct enc_state *es,
@@ -602,6 +616,7 @@ static enum nb_status encode_section(const struct nb_tokenizer *t, struct enc_st
         cur_len = next_len;
     }
     const char *txt = cur ? cur : s;
+    if ((st = over_limit(t, es, out, cur_len))) goto fail;
     es->a.n = 0;
     if ((st = spans_push(&es->a, 0, cur_len))) goto fail;
     for (int i = 0; i < t->n_pre; i++) {
@@ -613,7 +628,7 @@ static enum nb_status encode_section(const struct nb_tokenizer *t, struct enc_st
     }
     for (size_t k = 0; k < es->a.n; k++) {
         st = tok_model_encode(t, es->scratch, txt + es->a.v[k].off, es->a.v[k].len, out);
-        if (st) goto fail;
+        if (st || (st = over_limit(t, es, out, 0))) goto fail;
     }
 fail:
     free(cur);
@@ -624,11 +639,11 @@ fail:
  * and with `untrusted`, only over bytes it does not mark. */
 static enum nb_status tokenize(const struct nb_tokenizer *t, const char *text, size_t len,
                                int add_special, int parse_special, const uint8_t *untrusted,
-                               int32_t **ids, int *n_ids)
+                               size_t max_tokens, int32_t **ids, int *n_ids)
 {
     enum nb_status st = NB_OK;
     struct tok_buf out = {0};
-    struct enc_state es = {0};
+    struct enc_state es = {.max_tokens = max_tokens};
     char *buf = NULL;
     size_t n = 0;
     *ids = NULL;
@@ -678,7 +693,7 @@ static enum nb_status tokenize(const struct nb_tokenizer *t, const char *text, s
             continue;
         }
         if ((st = encode_section(t, &es, buf + sec, i - sec, &out))) goto fail;
-        if ((st = tok_buf_push(&out, best))) goto fail;
+        if ((st = tok_buf_push(&out, best)) || (st = over_limit(t, &es, &out, 0))) goto fail;
         i += best_len;
         sec = i;
     }
@@ -691,6 +706,7 @@ static enum nb_status tokenize(const struct nb_tokenizer *t, const char *text, s
             if ((st = tok_buf_push(&out, t->eos))) goto fail;
         }
     }
+    if ((st = over_limit(t, &es, &out, 0))) goto fail;
     if (out.n > (size_t)INT32_MAX) {
         st = nb_set_error(NB_ERR_RANGE, "tokenize: too many tokens");
         goto fail;
@@ -715,15 +731,24 @@ fail:
 enum nb_status nb_tokenize(const struct nb_tokenizer *t, const char *text, size_t len,
                            int add_special, int parse_special, int32_t **ids, int *n_ids)
 {
-    return tokenize(t, text, len, add_special, parse_special, NULL, ids, n_ids);
+    return tokenize(t, text, len, add_special, parse_special, NULL, 0, ids, n_ids);
+}
+
+enum nb_status nb_tokenize_max(const struct nb_tokenizer *t, const char *text, size_t len,
+                               int add_special, int parse_special, int max_tokens, int32_t **ids,
+                               int *n_ids)
+{
+    return tokenize(t, text, len, add_special, parse_special, NULL,
+                    max_tokens > 0 ? (size_t)max_tokens : 0, ids, n_ids);
 }
 
 enum nb_status nb_tokenize_marked(const struct nb_tokenizer *t, const char *text, size_t len,
-                                  int add_special, const uint8_t *untrusted, int32_t **ids,
-                                  int *n_ids)
+                                  int add_special, const uint8_t *untrusted, int max_tokens,
+                                  int32_t **ids, int *n_ids)
 {
     *ids = NULL;
     *n_ids = 0;
     if (!untrusted) return nb_set_error(NB_ERR_INVALID_ARG, "tokenize: no marks");
-    return tokenize(t, text, len, add_special, 1, untrusted, ids, n_ids);
+    return tokenize(t, text, len, add_special, 1, untrusted,
+                    max_tokens > 0 ? (size_t)max_tokens : 0, ids, n_ids);
 }

@@ -127,14 +127,22 @@ const char *nb_tokenizer_desc(const struct nb_tokenizer *tok);
  * (free it); *n_ids its length. */
 enum nb_status nb_tokenize(const struct nb_tokenizer *tok, const char *text, size_t len,
                            int add_special, int parse_special, int32_t **ids, int *n_ids);
+/* nb_tokenize for untrusted sizes: more than max_tokens ids (> 0) is NB_ERR_RANGE ("more
+ * than N tokens"), found as early as the text allows (a text longer than max_tokens times
+ * the longest piece before any merge), so the memory spent stays in proportion to
+ * max_tokens, not to the text. 0: no limit. */
+enum nb_status nb_tokenize_max(const struct nb_tokenizer *tok, const char *text, size_t len,
+                               int add_special, int parse_special, int max_tokens, int32_t **ids,
+                               int *n_ids);
 /* nb_tokenize with parse_special 1, except that a special token's text becomes its id only
  * where none of its bytes is marked untrusted (untrusted[i] != 0: byte i came from a user,
  * nb_chat_render_marked's from_msg). Text between the special tokens is encoded as one
  * section, so the ids are those of nb_tokenize wherever no special token is refused.
- * NB_ERR_INVALID_ARG when text is not valid UTF-8 (the marks would not line up). */
+ * NB_ERR_INVALID_ARG when text is not valid UTF-8 (the marks would not line up).
+ * max_tokens as nb_tokenize_max's (0: no limit). */
 enum nb_status nb_tokenize_marked(const struct nb_tokenizer *tok, const char *text, size_t len,
-                                  int add_special, const uint8_t *untrusted, int32_t **ids,
-                                  int *n_ids);
+                                  int add_special, const uint8_t *untrusted, int max_tokens,
+                                  int32_t **ids, int *n_ids);
 
 /* ---------------------------------------------------------------- decoding
  * A streaming detokenizer: feed ids one at a time, get back only complete UTF-8.
