@@ -109,7 +109,7 @@ static void test_corrupt_header(void **state)
     assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
     assert_non_null(strstr(nb_last_error(), "header checksum"));
     write_sample(g_path, (uint64_t)pl.total);
-    patch_byte(g_path, 8, 0x02); /* version 1 -> 3 */
+    patch_byte(g_path, 8, 0x03); /* version 2 -> 1 */
     assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_UNSUPPORTED);
     assert_non_null(strstr(nb_last_error(), "version"));
     write_sample(g_path, (uint64_t)pl.total);
@@ -126,7 +126,7 @@ static void test_corrupt_padding(void **state)
     nb_layout_planes(NB_WPATH_W4A8, 128, 8, 128, &pl);
     struct nb_nib *n = NULL;
     write_sample(g_path, (uint64_t)pl.total);
-    patch_byte(g_path, 50, 0x01); /* a reserved byte */
+    patch_byte(g_path, 58, 0x01); /* a reserved byte */
     assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
     assert_non_null(strstr(nb_last_error(), "not zero"));
     write_sample(g_path, (uint64_t)pl.total);
@@ -134,11 +134,12 @@ static void test_corrupt_padding(void **state)
     FILE *f = fopen(g_path, "rb");
     assert_int_equal(fread(fixed, 1, 64, f), 64);
     fclose(f);
-    uint64_t hsize, doff;
+    uint64_t hsize, doff, tsize;
     memcpy(&hsize, fixed + 16, 8);
     memcpy(&doff, fixed + 24, 8);
-    assert_true(doff > 64 + hsize); /* the sample's header is padded */
-    patch_byte(g_path, (long)(64 + hsize), 0x01);
+    memcpy(&tsize, fixed + 48, 8);
+    assert_true(doff > 64 + hsize + tsize); /* the sample's header and table are padded */
+    patch_byte(g_path, (long)(64 + hsize + tsize), 0x01);
     assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
     assert_non_null(strstr(nb_last_error(), "header padding"));
     /* the blob is last and not a multiple of 64 bytes: the file's last byte is padding */
@@ -172,20 +173,88 @@ static void test_truncated(void **state)
     free(buf);
 }
 
+/* A packed tensor's size is not stored (the layout gives it): the writer refuses one
+ * that is not the layout's, and leaves no file. */
 static void test_wrong_layout_size(void **state)
 {
     struct nb_layout_planes pl;
     nb_layout_planes(NB_WPATH_W4A8, 128, 8, 128, &pl);
-    write_sample(g_path, (uint64_t)pl.total - 64);
-    struct nb_nib *n = NULL;
-    assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
+    struct nb_nib_writer *w = NULL;
+    char path[4300];
+    snprintf(path, sizeof path, "%s/short.nib", tu_dir);
+    int64_t shape[2] = {8, 128};
+    assert_int_equal(nb_nib_writer_init(&w), NB_OK);
+    assert_int_equal(nb_nib_writer_add(w, "blk.0.attn_q.weight", NB_NIB_PACKED, NB_WPATH_W4A8,
+                                       128, 0, 2, shape, g_packed, (uint64_t)pl.total - 64),
+                     NB_OK);
+    assert_int_equal(nb_nib_writer_write(w, cJSON_CreateObject(), path), NB_ERR_INVALID_ARG);
     assert_non_null(strstr(nb_last_error(), "layout needs"));
+    assert_int_equal(access(path, F_OK), -1);
+    nb_nib_writer_free(w);
+}
+
+/* The tensor table of the file at path: its offset and size; fix_checksum rewrites the
+ * header checksum after a patch of the JSON or the table. */
+static void table_at(const char *path, long *off, long *size)
+{
+    unsigned char fixed[64];
+    FILE *f = fopen(path, "rb");
+    assert_int_equal(fread(fixed, 1, 64, f), 64);
+    fclose(f);
+    uint64_t hsize, tsize;
+    memcpy(&hsize, fixed + 16, 8);
+    memcpy(&tsize, fixed + 48, 8);
+    *off = (long)(64 + hsize);
+    *size = (long)tsize;
+}
+
+static void fix_checksum(const char *path)
+{
+    char *buf;
+    size_t n;
+    assert_int_equal(nb_file_read_all(path, 64u << 20, &buf, &n), NB_OK);
+    uint64_t hsize, tsize, hash;
+    memcpy(&hsize, buf + 16, 8);
+    memcpy(&tsize, buf + 48, 8);
+    hash = XXH3_64bits(buf + 64, hsize + tsize);
+    memcpy(buf + 40, &hash, 8);
+    FILE *f = fopen(path, "wb");
+    assert_int_equal(fwrite(buf, 1, n, f), n);
+    fclose(f);
+    free(buf);
+}
+
+/* A checksummed table that lies is refused by name: a count past the table, a name
+ * sharing more than the previous name has or running past the table, an unknown kind,
+ * three dimensions. */
+static void test_bad_table(void **state)
+{
+    struct nb_layout_planes pl;
+    nb_layout_planes(NB_WPATH_W4A8, 128, 8, 128, &pl);
+    struct nb_nib *n = NULL;
+    long toff, tsize;
+    /* the sample's table: count 3, then "blk.0.attn_q.weight" (shared 0, 19 bytes) */
+    static const struct {
+        long at;
+        unsigned char x;
+        const char *msg;
+    } bad[] = {{0, 0x03 ^ 0x7f, "count"},          {1, 0x01, "bad name"},
+               {2, 19 ^ 0x7f, "bad name"},         {2 + 1 + 19, 5 ^ 0x7f, "unknown kind"},
+               {2 + 1 + 19 + 1, 2 ^ 3, "dimensions"}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+        write_sample(g_path, (uint64_t)pl.total);
+        table_at(g_path, &toff, &tsize);
+        patch_byte(g_path, toff + bad[i].at, bad[i].x);
+        fix_checksum(g_path);
+        assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
+        if (!strstr(nb_last_error(), bad[i].msg)) fail_msg("entry %zu: %s", i, nb_last_error());
+    }
 }
 
 /* GGUF block kinds: Q6_K records and Q8_0 rows round-trip with their format; a size the
  * format does not have, an unknown or upper-case block name and a bad layout are refused. */
-static void write_blocks(const char *path, uint64_t rec_size, const char *patch_from,
-                         const char *patch_to)
+static void write_blocks(const char *path, uint64_t rec_size, long patch_at,
+                         unsigned char patch_x)
 {
     static unsigned char rec[2 * NB_Q6_K_X16_BYTES] __attribute__((aligned(64)));
     static unsigned char rows[16 * 256 / 32 * 34];
@@ -201,30 +270,19 @@ static void write_blocks(const char *path, uint64_t rec_size, const char *patch_
                      NB_ERR_INVALID_ARG);
     assert_int_equal(nb_nib_writer_write(w, cJSON_CreateObject(), path), NB_OK);
     nb_nib_writer_free(w);
-    if (!patch_from) return;
-    /* the header is JSON at offset 64: patch a same-length string in place */
-    FILE *f = fopen(path, "r+b");
-    char buf[4096] = {0};
-    size_t n = fread(buf, 1, sizeof buf - 1, f);
-    char *at = memmem(buf, n, patch_from, strlen(patch_from));
-    assert_non_null(at);
-    memcpy(at, patch_to, strlen(patch_to));
-    fseek(f, at - buf, SEEK_SET);
-    fwrite(patch_to, 1, strlen(patch_to), f);
-    uint64_t hsize, hash;
-    memcpy(&hsize, buf + 16, 8); /* the header's checksum follows the patch */
-    assert_true(64 + hsize < n);
-    hash = (uint64_t)XXH3_64bits(buf + 64, (size_t)hsize);
-    fseek(f, 40, SEEK_SET);
-    fwrite(&hash, 8, 1, f);
-    fclose(f);
+    if (patch_at < 0) return;
+    /* patch one byte of the table, then its checksum: the entry fails on the tensor */
+    long toff, tsize;
+    table_at(path, &toff, &tsize);
+    patch_byte(path, toff + patch_at, patch_x);
+    fix_checksum(path);
 }
 
 static void test_block_kinds(void **state)
 {
     (void)state;
     struct nb_nib *n = NULL;
-    write_blocks(g_path, 2 * NB_Q6_K_X16_BYTES, NULL, NULL);
+    write_blocks(g_path, 2 * NB_Q6_K_X16_BYTES, -1, 0);
     assert_int_equal(nb_nib_open(&n, g_path), NB_OK);
     const struct nb_nib_tensor *t = nb_nib_find(n, "output.weight");
     assert_non_null(t);
@@ -236,20 +294,28 @@ static void test_block_kinds(void **state)
     assert_string_equal(nb_nib_kind_name(t->path, t->format), "q8_0");
     assert_int_equal(nb_nib_verify(n), NB_OK);
     nb_nib_free(n);
-    /* records one short */
-    write_blocks(g_path, NB_Q6_K_X16_BYTES, NULL, NULL);
-    assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
-    assert_non_null(strstr(nb_last_error(), "Q6_K needs"));
-    /* unknown or upper-case names, a layout neither rows nor records (the header's own
-     * checksum rewritten: they fail on the tensor) */
-    static const char *const bad[][3] = {{"\"q6_k\"", "\"q7_k\"", "unknown kind"},
-                                         {"\"q8_0\"", "\"Q8_0\"", "unknown kind"},
-                                         {"\"layout\":2", "\"layout\":3", "layout 3"}};
+    /* records one short: the writer refuses them (the size is the layout's) */
+    struct nb_nib_writer *w = NULL;
+    static unsigned char rec[NB_Q6_K_X16_BYTES] __attribute__((aligned(64)));
+    assert_int_equal(nb_nib_writer_init(&w), NB_OK);
+    assert_int_equal(nb_nib_writer_add_block(w, "output.weight", NB_WF_Q6_K_X16, 16, 512, rec,
+                                             sizeof rec),
+                     NB_OK);
+    assert_int_equal(nb_nib_writer_write(w, cJSON_CreateObject(), g_path), NB_ERR_INVALID_ARG);
+    assert_non_null(strstr(nb_last_error(), "q6_k layout needs"));
+    nb_nib_writer_free(w);
+    /* the first entry, "output.weight" (shared 0, 13 bytes): kind q6_k (8), layout 2 at
+     * 2 + 13 + 0 and + 2; an unknown kind and a layout neither rows nor records */
+    static const struct {
+        long at;
+        unsigned char x;
+        const char *msg;
+    } bad[] = {{2 + 13, 8 ^ 13, "unknown kind"}, {2 + 13 + 2, 2 ^ 3, "layout 3"},
+               {2 + 13, 8 ^ 10, "past the end"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
-        write_blocks(g_path, 2 * NB_Q6_K_X16_BYTES, bad[i][0], bad[i][1]);
+        write_blocks(g_path, 2 * NB_Q6_K_X16_BYTES, 1 + bad[i].at, bad[i].x);
         assert_int_equal(nb_nib_open(&n, g_path), NB_ERR_FORMAT);
-        if (!strstr(nb_last_error(), bad[i][2]))
-            fail_msg("%s: %s", bad[i][1], nb_last_error());
+        if (!strstr(nb_last_error(), bad[i].msg)) fail_msg("%zu: %s", i, nb_last_error());
     }
 }
 
@@ -297,21 +363,12 @@ static void test_many_entries(void **state)
         }
         assert_int_equal(nb_nib_writer_write(w, cJSON_CreateObject(), path), NB_OK);
         nb_nib_writer_free(w);
-        if (dup) { /* rename the last entry to the first's name, checksum patched */
-            char *buf;
-            size_t n;
-            assert_int_equal(nb_file_read_all(path, 64u << 20, &buf, &n), NB_OK);
-            char *last = strstr(buf + 64, "\"blob.99999\"");
-            assert_non_null(last);
-            memcpy(last, "\"blob.0\"    ", 12); /* same length: offsets stay valid */
-            uint64_t hsize, hash;
-            memcpy(&hsize, buf + 16, 8);
-            hash = XXH3_64bits(buf + 64, hsize);
-            memcpy(buf + 40, &hash, 8);
-            FILE *f = fopen(path, "wb");
-            assert_int_equal(fwrite(buf, 1, n, f), n);
-            fclose(f);
-            free(buf);
+        if (dup) { /* the last entry's name "blob.99999" (front-coded after "blob.99998":
+                    * its one own byte, 12 bytes before the table's end) made "blob.99998" */
+            long toff, tsize;
+            table_at(path, &toff, &tsize);
+            patch_byte(path, toff + tsize - 12, '9' ^ '8');
+            fix_checksum(path);
         }
         struct nb_nib *nb = NULL;
         if (!dup) {
@@ -322,7 +379,7 @@ static void test_many_entries(void **state)
             nb_nib_free(nb);
         } else {
             assert_int_equal(nb_nib_open(&nb, path), NB_ERR_FORMAT);
-            assert_non_null(strstr(nb_last_error(), "'blob.0' appears twice"));
+            assert_non_null(strstr(nb_last_error(), "'blob.99998' appears twice"));
         }
     }
 }
@@ -335,6 +392,7 @@ int main(void)
         cmocka_unit_test(test_corrupt_padding), cmocka_unit_test(test_truncated),
         cmocka_unit_test(test_wrong_layout_size), cmocka_unit_test(test_writer_duplicate),
         cmocka_unit_test(test_many_entries),  cmocka_unit_test(test_block_kinds),
+        cmocka_unit_test(test_bad_table),
     };
     return cmocka_run_group_tests(tests, setup, tu_dir_teardown);
 }

@@ -2,7 +2,6 @@
 #include "formats/nib.h"
 
 #include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +16,7 @@
 #include "formats/json.h"
 
 #define FIXED_HEADER 64
-#define MAX_JSON_HEADER (256u << 20)
+#define MAX_HEADER (256u << 20) /* the JSON, and the table, each */
 
 struct nb_nib {
     struct nb_mapped_file file; /* when opened from a path */
@@ -29,6 +28,7 @@ struct nb_nib {
     cJSON *header;
     int64_t n_tensors;
     struct nb_nib_tensor *tensors;
+    char *names; /* the tensors' names, NUL-terminated one after another */
     struct nb_strindex index; /* names -> tensors */
 };
 
@@ -58,18 +58,50 @@ static uint32_t rd32(const unsigned char *p)
     return v;
 }
 
-static int parse_hex64(const char *s, uint64_t *out)
+/* The tensor table's kind codes (the index is the code): fixed, append only. */
+static const char *const k_kinds[] = {"blob", "f32",  "bf16", "w8a16", "w4a16", "w4a8",  "q4_k",
+                                      "q5_k", "q6_k", "q4_0", "q8_0",  "iq4_nl", "iq4_xs"};
+#define N_KINDS ((int)(sizeof k_kinds / sizeof *k_kinds))
+
+/* A cursor over the tensor table: every read is bounds-checked, the first failure
+ * sticks (ok = 0) and later reads return 0. */
+struct cursor {
+    const unsigned char *p, *end;
+    int ok;
+};
+
+static uint64_t fail(struct cursor *c)
 {
-    if (!s || strlen(s) != 16) return 0;
+    c->ok = 0;
+    return 0;
+}
+
+static uint64_t get_u8(struct cursor *c)
+{
+    if (!c->ok || c->p >= c->end) return fail(c);
+    return *c->p++;
+}
+
+/* LEB128: 7 bits a byte, low first, at most 63 bits. */
+static uint64_t get_varint(struct cursor *c)
+{
     uint64_t v = 0;
-    for (int i = 0; i < 16; i++) {
-        char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-        if (d < 0) return 0;
-        v = v << 4 | (uint64_t)d;
+    for (int shift = 0; shift < 63; shift += 7) {
+        uint64_t b = get_u8(c);
+        if (!c->ok) return 0;
+        if (shift == 56 && b > 0x7f) break; /* a 10th byte or bit 63: too large */
+        v |= (b & 0x7f) << shift;
+        if (!(b & 0x80)) return v;
     }
-    *out = v;
-    return 1;
+    return fail(c);
+}
+
+static uint64_t get_u64(struct cursor *c)
+{
+    if (!c->ok || c->end - c->p < 8) return fail(c);
+    uint64_t v = rd64(c->p);
+    c->p += 8;
+    return v;
 }
 
 static enum nb_status parse_kind(const char *name, const char *tname, const char *s,
@@ -101,87 +133,87 @@ const char *nb_nib_kind_name(enum nb_wpath path, enum nb_wformat format)
     return nb_wformat_info(bi.rows)->name; /* "q6_k": the rows' name is the type's */
 }
 
-/* Validate one entry of the "tensors" array into *t. */
-static enum nb_status parse_tensor(struct nb_nib *n, const cJSON *e, int64_t idx,
-                                   uint64_t data_offset, uint64_t data_size,
+/* Read and validate table entry idx into *t (its name at *name_at, which advances; the
+ * previous entry's name is prev, NULL for the first), at data offset *off (advanced past
+ * its 64-byte aligned end). */
+static enum nb_status parse_tensor(struct nb_nib *n, struct cursor *c, int64_t idx,
+                                   const char *prev, char **name_at, uint64_t *off,
                                    struct nb_nib_tensor *t)
 {
-    const char *name = n->name, *tname = NULL, *kind = NULL, *hash = NULL;
-    int64_t off, size, group, layout;
-    enum nb_status st;
-    if (!cJSON_IsObject(e))
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensors[%lld] is not an object", name,
-                            (long long)idx);
-    if ((st = nb_json_get_str(e, "name", NULL, &tname, name)) ||
-        (st = nb_json_get_str(e, "kind", NULL, &kind, name)) ||
-        (st = nb_json_get_str(e, "xxh3", NULL, &hash, name)) ||
-        (st = nb_json_get_int(e, "offset", -1, &off, name)) ||
-        (st = nb_json_get_int(e, "size", -1, &size, name)) ||
-        (st = nb_json_get_int(e, "group", 0, &group, name)) ||
-        (st = nb_json_get_int(e, "layout", NB_LAYOUT_ROWS, &layout, name)))
-        return st;
-    if (!tname || !kind || !hash || off < 0 || size < 0)
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensors[%lld] lacks name, kind, xxh3, offset or "
-                            "size", name, (long long)idx);
+    const char *name = n->name;
+    uint64_t shared = get_varint(c), rest = get_varint(c);
+    size_t prev_len = prev ? strlen(prev) : 0;
+    if (!c->ok || shared > prev_len || rest > NB_NIB_NAME_MAX ||
+        shared + rest > NB_NIB_NAME_MAX || shared + rest == 0 ||
+        (uint64_t)(c->end - c->p) < rest || memchr(c->p, 0, rest))
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor table entry %lld: bad name (empty, over "
+                            "%d bytes, a NUL, or past the table)", name, (long long)idx,
+                            NB_NIB_NAME_MAX);
+    char *tname = *name_at;
+    memcpy(tname, prev, shared);
+    memcpy(tname + shared, c->p, rest);
+    tname[shared + rest] = '\0';
+    c->p += rest;
+    *name_at += shared + rest + 1;
     t->name = tname;
-    if ((st = parse_kind(name, tname, kind, t))) return st;
-    if (!parse_hex64(hash, &t->xxh3))
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': bad xxh3 '%s'", name, tname, hash);
-    if (off % NB_LAYOUT_ALIGN)
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': offset %lld is not 64-byte aligned",
-                            name, tname, (long long)off);
-    uint64_t end;
-    if (nb_add_u64((uint64_t)off, (uint64_t)size, &end) || end > data_size)
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': bytes %lld..+%lld lie past the end "
-                            "of the data (%llu bytes)", name, tname, (long long)off,
-                            (long long)size, (unsigned long long)data_size);
-    t->data = n->data + data_offset + (uint64_t)off;
-    t->size = (uint64_t)size;
-    t->group = (int)(group >= 0 && group <= 1024 ? group : -1);
-    t->layout = (int)(layout >= 0 && layout <= 16 ? layout : -1);
-
-    const cJSON *shape = cJSON_GetObjectItemCaseSensitive(e, "shape");
-    int nd = cJSON_IsArray(shape) ? cJSON_GetArraySize(shape) : -1;
-    if (nd < 0 || nd > 2)
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape must be an array of 0..2 "
-                            "sizes", name, tname);
-    t->n_dims = nd;
+    uint64_t kind = get_u8(c), nd = get_u8(c);
+    enum nb_status st;
+    if (!c->ok || kind >= (uint64_t)N_KINDS || nd > 2)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': %s", name, tname,
+                            !c->ok ? "the entry runs past the table"
+                            : nd > 2 ? "more than 2 dimensions" : "unknown kind");
+    if ((st = parse_kind(name, tname, k_kinds[kind], t))) return st;
+    uint64_t layout = t->kind == NB_NIB_PACKED ? get_u8(c) : 0;
+    uint64_t group = t->kind == NB_NIB_PACKED && nb_wpath_is_int4(t->path) ? get_varint(c) : 0;
+    t->n_dims = (int)nd;
     t->shape[0] = t->shape[1] = 1;
-    for (int i = 0; i < nd; i++) {
-        const cJSON *d = cJSON_GetArrayItem(shape, i);
-        if (!cJSON_IsNumber(d) || d->valuedouble < 1 || d->valuedouble > (double)(1u << 31) ||
-            d->valuedouble != (double)(int64_t)d->valuedouble)
+    for (int i = 0; i < t->n_dims; i++) {
+        uint64_t d = get_varint(c);
+        if (c->ok && (d < 1 || d > (1u << 31)))
             return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape[%d] is not a size in "
                                 "1..2^31", name, tname, i);
-        t->shape[i] = (int64_t)d->valuedouble;
+        t->shape[i] = (int64_t)d;
     }
-    if (t->kind == NB_NIB_BLOB) return NB_OK;
-    /* packed: the size must be what the layout says (vectors are [1][n]) */
-    struct nb_layout_planes pl;
-    int64_t n_out = nd == 2 ? t->shape[0] : 1, n_in = nd == 2 ? t->shape[1] : t->shape[0];
-    if (t->path == NB_WPATH_COUNT) { /* a block kind: its rows or records, a matrix */
-        struct nb_block_info bi;
-        nb_wformat_block(t->format, &bi);
-        if (t->layout == NB_LAYOUT_X16) t->format = bi.x16;
-        if (nd != 2 || (t->layout != NB_LAYOUT_ROWS && t->layout != NB_LAYOUT_X16) ||
-            !nb_wformat_planes(t->format, 0, n_out, n_in, &pl))
-            return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld] does not fit "
-                                "%s in layout %d", name, tname, (long long)n_out,
-                                (long long)n_in, bi.dtype, t->layout);
-        if (pl.total != size)
-            return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': %lld bytes, %s needs %lld", name,
-                                tname, (long long)size, bi.dtype, (long long)pl.total);
-        return NB_OK;
+    uint64_t size = t->kind == NB_NIB_BLOB ? get_varint(c) : 0;
+    t->xxh3 = get_u64(c);
+    if (!c->ok)
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': the entry runs past the table",
+                            name, tname);
+    t->group = group <= 1024 ? (int)group : -1;
+    t->layout = layout <= 16 ? (int)layout : -1;
+    if (t->kind == NB_NIB_PACKED) { /* the size is the layout's (vectors are [1][n]) */
+        struct nb_layout_planes pl;
+        int64_t n_out = nd == 2 ? t->shape[0] : 1, n_in = nd == 2 ? t->shape[1] : t->shape[0];
+        if (t->path == NB_WPATH_COUNT) { /* a block kind: its rows or records, a matrix */
+            struct nb_block_info bi;
+            nb_wformat_block(t->format, &bi);
+            if (t->layout == NB_LAYOUT_X16) t->format = bi.x16;
+            if (nd != 2 || (t->layout != NB_LAYOUT_ROWS && t->layout != NB_LAYOUT_X16) ||
+                !nb_wformat_planes(t->format, 0, n_out, n_in, &pl))
+                return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld] does "
+                                    "not fit %s in layout %d", name, tname, (long long)n_out,
+                                    (long long)n_in, bi.dtype, t->layout);
+        } else {
+            if (!nb_wformat_of(t->path, (enum nb_layout)t->layout, &t->format))
+                t->format = NB_WF_COUNT;
+            if (nd == 0 || !nb_layout_planes_x(t->path, (enum nb_layout)t->layout, t->group,
+                                               n_out, n_in, &pl))
+                return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld] does "
+                                    "not fit %s with group %d, layout %d", name, tname,
+                                    (long long)n_out, (long long)n_in, nb_wpath_name(t->path),
+                                    t->group, t->layout);
+        }
+        size = (uint64_t)pl.total;
     }
-    if (!nb_wformat_of(t->path, (enum nb_layout)t->layout, &t->format)) t->format = NB_WF_COUNT;
-    if (nd == 0 || !nb_layout_planes_x(t->path, (enum nb_layout)t->layout, t->group, n_out, n_in, &pl))
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': shape [%lld, %lld] does not fit "
-                            "%s with group %d, layout %d", name, tname, (long long)n_out,
-                            (long long)n_in, nb_wpath_name(t->path), t->group, t->layout);
-    if (pl.total != size)
-        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': %lld bytes, the %s layout needs "
-                            "%lld", name, tname, (long long)size, nb_wpath_name(t->path),
-                            (long long)pl.total);
+    uint64_t end, next;
+    if (nb_add_u64(*off, size, &end) || end > n->data_size ||
+        nb_align_u64(end, NB_LAYOUT_ALIGN, &next))
+        return nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s': bytes %llu..+%llu lie past the end "
+                            "of the data (%llu bytes)", name, tname, (unsigned long long)*off,
+                            (unsigned long long)size, (unsigned long long)n->data_size);
+    t->data = n->data + n->data_offset + *off;
+    t->size = size;
+    *off = next;
     return NB_OK;
 }
 
@@ -211,50 +243,64 @@ enum nb_status nb_nib_parse(struct nb_nib **out, const void *data, size_t size, 
                           NB_NIB_VERSION);
         goto fail;
     }
-    uint64_t hsize = rd64(p + 16), doff = rd64(p + 24), dsize = rd64(p + 32), hhash = rd64(p + 40);
-    uint64_t end;
-    if (hsize == 0 || hsize > MAX_JSON_HEADER || doff % NB_LAYOUT_ALIGN ||
-        doff < FIXED_HEADER + hsize || nb_add_u64(doff, dsize, &end) || end != size) {
-        st = nb_set_error(NB_ERR_FORMAT, "%s: header sizes are inconsistent (header %llu, data "
-                          "at %llu + %llu, file %zu bytes): truncated or corrupt", name,
-                          (unsigned long long)hsize, (unsigned long long)doff,
-                          (unsigned long long)dsize, size);
+    uint64_t hsize = rd64(p + 16), doff = rd64(p + 24), dsize = rd64(p + 32), hhash = rd64(p + 40),
+             tsize = rd64(p + 48);
+    uint64_t hend, end;
+    if (hsize == 0 || hsize > MAX_HEADER || tsize == 0 || tsize > MAX_HEADER ||
+        nb_add_u64(FIXED_HEADER + hsize, tsize, &hend) || doff % NB_LAYOUT_ALIGN || doff < hend ||
+        nb_add_u64(doff, dsize, &end) || end != size) {
+        st = nb_set_error(NB_ERR_FORMAT, "%s: header sizes are inconsistent (header %llu + table "
+                          "%llu, data at %llu + %llu, file %zu bytes): truncated or corrupt", name,
+                          (unsigned long long)hsize, (unsigned long long)tsize,
+                          (unsigned long long)doff, (unsigned long long)dsize, size);
         goto fail;
     }
-    /* bytes no checksum covers must be zero (the flags, the reserved words, the padding
-     * after the JSON): then a change anywhere in the file is seen (issue 35 item 12) */
-    if (rd32(p + 12) != 0 || !all_zero(p + 48, 16) ||
-        !all_zero(p + FIXED_HEADER + hsize, doff - FIXED_HEADER - hsize)) {
+    /* bytes no checksum covers must be zero (the flags, the reserved word, the padding
+     * after the table): then a change anywhere in the file is seen (issue 35 item 12) */
+    if (rd32(p + 12) != 0 || !all_zero(p + 56, 8) || !all_zero(p + hend, doff - hend)) {
         st = nb_set_error(NB_ERR_FORMAT, "%s: the flags, reserved bytes or header padding are "
                           "not zero: the file is corrupt", name);
         goto fail;
     }
     n->data_offset = doff;
     n->data_size = dsize;
-    if (XXH3_64bits(p + FIXED_HEADER, hsize) != hhash) {
+    if (XXH3_64bits(p + FIXED_HEADER, hsize + tsize) != hhash) {
         st = nb_set_error(NB_ERR_FORMAT, "%s: header checksum mismatch: the file is corrupt", name);
         goto fail;
     }
     if ((st = nb_json_parse((const char *)p + FIXED_HEADER, hsize, name, &n->header))) goto fail;
-    const cJSON *tensors = cJSON_GetObjectItemCaseSensitive(n->header, "tensors");
-    if (!cJSON_IsObject(n->header) || !cJSON_IsArray(tensors)) {
-        st = nb_set_error(NB_ERR_FORMAT, "%s: header has no \"tensors\" array", name);
+    if (!cJSON_IsObject(n->header)) {
+        st = nb_set_error(NB_ERR_FORMAT, "%s: the header is not a JSON object", name);
         goto fail;
     }
-    n->n_tensors = cJSON_GetArraySize(tensors);
-    n->tensors = calloc((size_t)(n->n_tensors ? n->n_tensors : 1), sizeof *n->tensors);
-    if (!n->tensors) {
+    struct cursor c = {p + FIXED_HEADER + hsize, p + hend, 1};
+    uint64_t nt = get_varint(&c);
+    /* an entry is at least 12 bytes; a name at most NB_NIB_NAME_MAX + 1 with its NUL */
+    if (!c.ok || nt > tsize / 12 || nt > NB_NIB_MAX_TENSORS) {
+        st = nb_set_error(NB_ERR_FORMAT, "%s: the tensor table's count is bad or larger than "
+                          "the table holds", name);
+        goto fail;
+    }
+    n->n_tensors = (int64_t)nt;
+    n->tensors = calloc((size_t)(nt ? nt : 1), sizeof *n->tensors);
+    n->names = malloc((size_t)(nt ? nt : 1) * (NB_NIB_NAME_MAX + 1));
+    if (!n->tensors || !n->names) {
         st = nb_set_error(NB_ERR_NOMEM, "%s: out of memory", name);
         goto fail;
     }
-    int64_t i = 0;
-    const cJSON *e;
-    cJSON_ArrayForEach(e, tensors)
-    {
-        if ((st = parse_tensor(n, e, i, doff, dsize, &n->tensors[i]))) goto fail;
-        i++;
+    char *name_at = n->names;
+    uint64_t off = 0;
+    for (int64_t i = 0; i < n->n_tensors; i++)
+        if ((st = parse_tensor(n, &c, i, i ? n->tensors[i - 1].name : NULL, &name_at, &off,
+                               &n->tensors[i])))
+            goto fail;
+    if (c.p != c.end || off != dsize) {
+        st = nb_set_error(NB_ERR_FORMAT, "%s: %s", name, c.p != c.end
+                          ? "bytes follow the tensor table's last entry"
+                          : "the data size is not the tensors' (each 64-byte aligned)");
+        goto fail;
     }
-    int64_t d0, d1; /* a hash index: a header of 80k entries is not 3.2e9 comparisons */
+    int64_t d0, d1; /* a hash index: a table of 80k entries is not 3.2e9 comparisons */
     if ((st = nb_strindex_build(&n->index, n->n_tensors, tensor_name, n->tensors, &d0, &d1))) {
         if (st == NB_ERR_FORMAT)
             st = nb_set_error(NB_ERR_FORMAT, "%s: tensor '%s' appears twice (entries %lld and "
@@ -302,6 +348,7 @@ void nb_nib_free(struct nb_nib *n)
     cJSON_Delete(n->header);
     nb_strindex_free(&n->index);
     free(n->tensors);
+    free(n->names);
     free(n->name);
     nb_file_unmap(&n->file);
     free(n);
@@ -459,13 +506,102 @@ void nb_nib_writer_checksum(struct nb_nib_writer *w, int64_t i)
     t->have_xxh3 = 1;
 }
 
+/* A growing byte buffer for the tensor table. */
+struct bytes {
+    unsigned char *p;
+    size_t n, cap;
+    int failed;
+};
+
+static void put(struct bytes *b, const void *src, size_t n)
+{
+    if (b->failed) return;
+    if (b->n + n > b->cap) {
+        size_t cap = b->cap ? b->cap * 2 : 4096;
+        while (cap < b->n + n) cap *= 2;
+        unsigned char *np = realloc(b->p, cap);
+        if (!np) {
+            b->failed = 1;
+            return;
+        }
+        b->p = np;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->n, src, n);
+    b->n += n;
+}
+
+static void put_u8(struct bytes *b, unsigned v)
+{
+    unsigned char c = (unsigned char)v;
+    put(b, &c, 1);
+}
+
+static void put_varint(struct bytes *b, uint64_t v)
+{
+    for (; v > 0x7f; v >>= 7) put_u8(b, (unsigned)(v & 0x7f) | 0x80);
+    put_u8(b, (unsigned)v);
+}
+
+static int kind_code(const struct wtensor *t)
+{
+    const char *s = t->kind == NB_NIB_BLOB ? "blob" : nb_nib_kind_name(t->path, t->format);
+    for (int k = 0; s && k < N_KINDS; k++)
+        if (!strcmp(k_kinds[k], s)) return k;
+    return -1;
+}
+
+/* Tensor t's table entry after prev's (NULL for the first). */
+static enum nb_status put_entry(struct bytes *b, const struct wtensor *t, const char *prev)
+{
+    size_t len = strlen(t->name), shared = 0;
+    int kind = kind_code(t);
+    if (len == 0 || len > NB_NIB_NAME_MAX || kind < 0)
+        return nb_set_error(NB_ERR_INVALID_ARG, "nib writer: tensor '%s': %s", t->name,
+                            kind < 0 ? "a kind the table has no code for"
+                                     : "the name is empty or longer than 255 bytes");
+    while (prev && shared < len && prev[shared] == t->name[shared]) shared++;
+    put_varint(b, shared);
+    put_varint(b, len - shared);
+    put(b, t->name + shared, len - shared);
+    put_u8(b, (unsigned)kind);
+    put_u8(b, (unsigned)t->n_dims);
+    if (t->kind == NB_NIB_PACKED) put_u8(b, (unsigned)t->layout);
+    if (t->kind == NB_NIB_PACKED && nb_wpath_is_int4(t->path)) put_varint(b, (uint64_t)t->group);
+    for (int d = 0; d < t->n_dims; d++) put_varint(b, (uint64_t)t->shape[d]);
+    if (t->kind == NB_NIB_BLOB) put_varint(b, t->size);
+    unsigned char h[8];
+    memcpy(h, &t->xxh3, 8);
+    put(b, h, 8);
+    return NB_OK;
+}
+
+/* A packed tensor's size is not stored: it must be what its layout says. */
+static enum nb_status check_size(const struct wtensor *t)
+{
+    struct nb_layout_planes pl;
+    int64_t n_out = t->n_dims == 2 ? t->shape[0] : 1;
+    int64_t n_in = t->n_dims == 2 ? t->shape[1] : t->shape[0];
+    if (t->kind == NB_NIB_BLOB) return NB_OK;
+    int ok = t->n_dims > 0 &&
+             (t->path == NB_WPATH_COUNT
+                  ? nb_wformat_planes(t->format, 0, n_out, n_in, &pl)
+                  : nb_layout_planes_x(t->path, (enum nb_layout)t->layout, t->group, n_out, n_in,
+                                       &pl));
+    if (!ok || (uint64_t)pl.total != t->size)
+        return nb_set_error(NB_ERR_INVALID_ARG, "nib writer: tensor '%s': %llu bytes, the %s "
+                            "layout needs %lld", t->name, (unsigned long long)t->size,
+                            nb_nib_kind_name(t->path, t->format), ok ? (long long)pl.total : -1LL);
+    return NB_OK;
+}
+
 /* The header (consumed) and the tensors into f. */
 static enum nb_status write_to(struct nb_nib_writer *w, cJSON *header, struct nb_outfile *f)
 {
     enum nb_status st = NB_OK;
     char *json = NULL;
-    cJSON *arr = cJSON_CreateArray();
-    if (!header || !cJSON_IsObject(header) || !arr) {
+    struct bytes table = {0};
+    if (!header || !cJSON_IsObject(header)) {
         st = nb_set_error(NB_ERR_INVALID_ARG, "nib writer: the header must be a JSON object");
         goto done;
     }
@@ -478,54 +614,45 @@ static enum nb_status write_to(struct nb_nib_writer *w, cJSON *header, struct nb
         goto done;
     }
     nb_strindex_free(&names);
-    cJSON_DeleteItemFromObject(header, "tensors");
+    cJSON_DeleteItemFromObject(header, "tensors"); /* the table holds them */
     uint64_t off = 0;
+    put_varint(&table, (uint64_t)w->n);
     for (int64_t i = 0; i < w->n; i++) {
         struct wtensor *t = &w->t[i];
-        char hex[17];
         if (!t->have_xxh3) nb_nib_writer_checksum(w, i);
-        snprintf(hex, sizeof hex, "%016" PRIx64, t->xxh3);
+        if ((st = check_size(t)) || (st = put_entry(&table, t, i ? w->t[i - 1].name : NULL)))
+            goto done;
         t->offset = off;
         off += (t->size + NB_LAYOUT_ALIGN - 1) & ~(uint64_t)(NB_LAYOUT_ALIGN - 1);
-        cJSON *e = cJSON_CreateObject();
-        cJSON *shape = cJSON_CreateArray();
-        for (int d = 0; d < t->n_dims; d++)
-            cJSON_AddItemToArray(shape, cJSON_CreateNumber((double)t->shape[d]));
-        cJSON_AddStringToObject(e, "name", t->name);
-        cJSON_AddStringToObject(e, "kind", t->kind == NB_NIB_BLOB ? "blob"
-                                           : nb_nib_kind_name(t->path, t->format));
-        cJSON_AddItemToObject(e, "shape", shape);
-        if (t->kind == NB_NIB_PACKED && nb_wpath_is_int4(t->path)) {
-            cJSON_AddNumberToObject(e, "group", t->group);
-            cJSON_AddNumberToObject(e, "layout", t->layout);
-        }
-        if (t->kind == NB_NIB_PACKED && t->path == NB_WPATH_COUNT)
-            cJSON_AddNumberToObject(e, "layout", t->layout);
-        cJSON_AddNumberToObject(e, "offset", (double)t->offset);
-        cJSON_AddNumberToObject(e, "size", (double)t->size);
-        cJSON_AddStringToObject(e, "xxh3", hex);
-        cJSON_AddItemToArray(arr, e);
     }
-    cJSON_AddItemToObject(header, "tensors", arr);
-    arr = NULL;
     json = cJSON_PrintUnformatted(header);
-    if (!json) {
+    if (!json || table.failed) {
         st = nb_set_error(NB_ERR_NOMEM, "nib writer: out of memory");
         goto done;
     }
-    uint64_t hsize = strlen(json);
-    uint64_t doff = (FIXED_HEADER + hsize + NB_LAYOUT_ALIGN - 1) & ~(uint64_t)(NB_LAYOUT_ALIGN - 1);
+    uint64_t hsize = strlen(json), tsize = table.n;
+    uint64_t doff = (FIXED_HEADER + hsize + tsize + NB_LAYOUT_ALIGN - 1) &
+                    ~(uint64_t)(NB_LAYOUT_ALIGN - 1);
     unsigned char fixed[FIXED_HEADER] = {0};
     uint32_t version = NB_NIB_VERSION;
-    uint64_t hhash = XXH3_64bits(json, hsize);
+    put(&table, json, hsize); /* then the JSON and the table as one run, checksummed */
+    if (table.failed) {
+        st = nb_set_error(NB_ERR_NOMEM, "nib writer: out of memory");
+        goto done;
+    }
+    memmove(table.p + hsize, table.p, tsize);
+    memcpy(table.p, json, hsize);
+    uint64_t hhash = XXH3_64bits(table.p, hsize + tsize);
     memcpy(fixed, NB_NIB_MAGIC, 8);
     memcpy(fixed + 8, &version, 4);
     memcpy(fixed + 16, &hsize, 8);
     memcpy(fixed + 24, &doff, 8);
     memcpy(fixed + 32, &off, 8);
     memcpy(fixed + 40, &hhash, 8);
-    if ((st = nb_outfile_write(f, fixed, sizeof fixed)) || (st = nb_outfile_write(f, json, hsize)) ||
-        (st = nb_outfile_zeros(f, doff - FIXED_HEADER - hsize)))
+    memcpy(fixed + 48, &tsize, 8);
+    if ((st = nb_outfile_write(f, fixed, sizeof fixed)) ||
+        (st = nb_outfile_write(f, table.p, hsize + tsize)) ||
+        (st = nb_outfile_zeros(f, doff - FIXED_HEADER - hsize - tsize)))
         goto done;
     for (int64_t i = 0; i < w->n; i++) {
         const struct wtensor *t = &w->t[i];
@@ -536,7 +663,7 @@ static enum nb_status write_to(struct nb_nib_writer *w, cJSON *header, struct nb
     }
 done:
     free(json);
-    cJSON_Delete(arr);
+    free(table.p);
     cJSON_Delete(header);
     return st;
 }

@@ -6,27 +6,38 @@
  *        8     4  u32 format version (NB_NIB_VERSION)
  *       12     4  u32 flags (0; must be 0)
  *       16     8  u64 header_size: bytes of JSON at offset 64
- *       24     8  u64 data_offset: 64-aligned, >= 64 + header_size
+ *       24     8  u64 data_offset: 64-aligned, >= 64 + header_size + table_size
  *       32     8  u64 data_size: the file is exactly data_offset + data_size bytes
- *       40     8  u64 XXH3-64 of the JSON header bytes
- *       48    16  zero
- *       64     …  JSON header (UTF-8), zero padding up to data_offset
- *   data_offset …  tensors, each at data_offset + its "offset" (64-aligned), zero padding
- *                  between them and after the last
+ *       40     8  u64 XXH3-64 of the JSON header and the tensor table (one run of bytes)
+ *       48     8  u64 table_size: bytes of the tensor table, right after the JSON
+ *       56     8  zero
+ *       64     …  JSON header (UTF-8), the tensor table, zero padding up to data_offset
+ *   data_offset …  tensors in table order, each at the 64-aligned end of the one before
+ *                  (the first at data_offset), zero padding between them and after the last
  * Every byte is covered by a checksum or must be zero: nb_nib_parse checks the flags, the
- * reserved words and the header padding, nb_nib_verify the tensors and the data padding,
+ * reserved word and the header padding, nb_nib_verify the tensors and the data padding,
  * so a change anywhere in the file is seen.
  *
- * The JSON header is an object with, at least:
- *   "nibble_version", "weight_path", "layout", "config" {…}, and "tensors": an array of
- *   {"name", "kind" ("f32","bf16","w8a16","w4a16","w4a8", a GGUF block type in lower case
- *    ("q6_k", "q8_0", ...: core/wformat.h's block formats) or "blob"), "shape" [n_out, n_in]
- *    (vectors [n]; blobs []), "group" and "layout" (int4 kinds; layout 1 = rows,
- *    2 = x16, see core/wformat.h; block kinds: "layout" 1 = the GGUF rows, 2 = their X16
- *    records, kernels/qblock.h), "offset", "size",
- *    "xxh3" (16 hex digits: XXH3-64 of the tensor's bytes)}.
- * Everything else (recipe, source, bits per weight, tokenizer) is free-form and read by
- * the layers that need it. Sizes of packed kinds must equal nb_layout_planes().total. */
+ * The JSON header is an object with, at least, "nibble_version", "weight_path", "layout"
+ * and "config" {…}; everything else (recipe, source, bits per weight) is free-form and
+ * read by the layers that need it.
+ *
+ * The tensor table (version 2; version 1 had it in the JSON, 3x the bytes) is binary,
+ * integers as LEB128 varints (7 bits a byte, low first) unless sized:
+ *   varint n_tensors, then per tensor
+ *   varint shared    bytes of the previous tensor's name this one starts with (0 first)
+ *   varint rest      then that many bytes: the rest of the name (1..255 bytes, no NUL)
+ *   u8     kind      0 blob, 1 f32, 2 bf16, 3 w8a16, 4 w4a16, 5 w4a8, 6 q4_k, 7 q5_k,
+ *                    8 q6_k, 9 q4_0, 10 q8_0, 11 iq4_nl, 12 iq4_xs (GGUF block types:
+ *                    core/wformat.h's block formats); codes are only ever appended
+ *   u8     n_dims    0 (blobs), 1 (vectors) or 2 ([n_out, n_in])
+ *   u8     layout    packed kinds only: 1 rows, 2 x16 (core/wformat.h; block kinds: the
+ *                    GGUF rows or their X16 records, kernels/qblock.h)
+ *   varint group     int4 kinds only
+ *   varint shape[n_dims]
+ *   varint size      blobs only: a packed tensor's size is its layout's
+ *                    (nb_layout_planes / nb_wformat_planes), never stored
+ *   u64    xxh3      XXH3-64 of the tensor's bytes */
 #ifndef NB_FORMATS_NIB_H
 #define NB_FORMATS_NIB_H
 
@@ -38,7 +49,9 @@
 #include "core/error.h"
 #include "core/wformat.h"
 
-#define NB_NIB_VERSION 1
+#define NB_NIB_VERSION 2
+#define NB_NIB_NAME_MAX 255          /* bytes of a tensor's name */
+#define NB_NIB_MAX_TENSORS (1 << 20) /* entries of a table */
 #define NB_NIB_MAGIC "NIBBLE\r\n"
 
 enum nb_nib_kind { NB_NIB_PACKED = 0, NB_NIB_BLOB };
@@ -60,7 +73,8 @@ struct nb_nib_tensor {
 struct nb_nib;
 
 /* Open, map and validate the header and the tensor table (not the tensor bytes:
- * see nb_nib_verify). A file of another format version is NB_ERR_UNSUPPORTED. */
+ * see nb_nib_verify). A file of another format version (1: before 2026-12-05) is
+ * NB_ERR_UNSUPPORTED, "quantize the model again". */
 enum nb_status nb_nib_open(struct nb_nib **out, const char *path);
 /* The same from an open descriptor (mapped; the caller may close it afterwards). */
 enum nb_status nb_nib_open_fd(struct nb_nib **out, int fd, const char *name);
@@ -79,8 +93,9 @@ const struct nb_nib_tensor *nb_nib_find(const struct nb_nib *n, const char *name
 
 /* ---- writing ----
  * Tensors are added with their bytes (kept by the caller until write); a name added
- * twice fails the write (NB_ERR_INVALID_ARG) before anything is written. The header
- * object (without "tensors") is given at write time and is consumed. The file is
+ * twice, a name over NB_NIB_NAME_MAX bytes or a packed tensor whose size is not its
+ * layout's fails the write (NB_ERR_INVALID_ARG) before anything is written. The header
+ * object (a "tensors" item in it is dropped) is given at write time and is consumed. The file is
  * written to a new unique temporary beside PATH (never following a symlink), synced and
  * renamed over it, so a reader never sees a half-written file (core/outfile.h). */
 struct nb_nib_writer;

@@ -190,18 +190,18 @@ enum nb_status nb_cache_get(struct nb_source *src, const struct nb_quantize_opts
     if (!dir) return build_in_memory(src, &with_hash, e, "the cache is turned off");
     if (make_dir(dir) != NB_OK) return build_in_memory(src, &with_hash, e, nb_last_error());
     /* the key: source bytes, weight path and recipe, calibration (text bytes and how
-     * it is used), layout, version */
+     * it is used), layout, version, .nib format version */
     uint64_t calib_hash = 0;
     if (o->calib_path && (st = nb_file_hash(o->calib_path, &calib_hash)))
         return nb_wrap_error(st, "calibration text: ");
     char recipe[512];
     snprintf(recipe, sizeof recipe,
              "%016llx|%s|g%d|h%d|e%d|s%d|layout%d|%s|r%s.v%d|bpw%.4f|c%016llx|ct%d|gptq%d|ao%d|"
-             "damp%.6g",
+             "damp%.6g|nib%d",
              (unsigned long long)src_hash, nb_wpath_name(o->path), o->group, o->head_bits,
              o->embd_bits, o->search, nb_quantize_opts_layout(o), NIBBLE_VERSION_STRING,
              o->recipe ? o->recipe : "", NB_RECIPE_VERSION, o->bpw, (unsigned long long)calib_hash,
-             o->calib_tokens, o->gptq, o->act_order, o->gptq_damp);
+             o->calib_tokens, o->gptq, o->act_order, o->gptq_damp, NB_NIB_VERSION);
     uint64_t key = XXH3_64bits(recipe, strlen(recipe));
     const char *base = strrchr(src_path, '/');
     base = base && base[1] ? base + 1 : src_path;

@@ -7,11 +7,11 @@
  * mapping would be) so the fuzzer reaches the JSON and tensor-table validation:
  *
  *   bit 0  patch the checksum: u64 at offset 40 := XXH3-64 of the header_size (u64 at
- *          16) bytes at offset 64, when they lie inside the file.
- *   bit 1  patch the sizes first: header_size := the length of the JSON up to its
- *          first NUL (the writer pads it with zeros up to data_offset), and data_size
- *          := file size - data_offset, when data_offset (u64 at 24) lies inside the
- *          file. This lets inserted or deleted bytes keep the file consistent.
+ *          16) + table_size (u64 at 48) bytes at offset 64, when they lie inside the file.
+ *   bit 1  patch the sizes first: table_size := the bytes after the JSON up to the last
+ *          non-zero byte before data_offset (the writer pads the table with zeros), and
+ *          data_size := file size - data_offset, when data_offset (u64 at 24) lies inside
+ *          the file. This lets inserted or deleted bytes keep the file consistent.
  *
  * Mode 0 passes the file unchanged, so the magic, version, size and checksum checks
  * themselves stay reachable (and a real .nib file prefixed with a 0 byte is a valid
@@ -45,15 +45,16 @@ static void patch(unsigned char *p, size_t size, unsigned mode)
 {
     if (size < FIXED_HEADER) return;
     if (mode & 2) {
-        uint64_t doff = rd64(p + 24);
+        uint64_t doff = rd64(p + 24), hsize = rd64(p + 16);
         size_t lim = doff > FIXED_HEADER && doff <= size ? (size_t)doff : size;
-        const unsigned char *nul = memchr(p + FIXED_HEADER, 0, lim - FIXED_HEADER);
-        wr64(p + 16, nul ? (uint64_t)(nul - p - FIXED_HEADER) : lim - FIXED_HEADER);
+        while (lim > FIXED_HEADER && !p[lim - 1]) lim--;
+        if (hsize < lim - FIXED_HEADER) wr64(p + 48, lim - FIXED_HEADER - hsize);
         if (doff <= size) wr64(p + 32, size - doff);
     }
     if (mode & 1) {
-        uint64_t hsize = rd64(p + 16);
-        if (hsize <= size - FIXED_HEADER) wr64(p + 40, XXH3_64bits(p + FIXED_HEADER, hsize));
+        uint64_t hsize = rd64(p + 16), tsize = rd64(p + 48);
+        if (hsize <= size - FIXED_HEADER && tsize <= size - FIXED_HEADER - hsize)
+            wr64(p + 40, XXH3_64bits(p + FIXED_HEADER, hsize + tsize));
     }
 }
 
