@@ -43,8 +43,10 @@ static void usage(FILE *f)
             "                up, down, head, embd and widths 4, 6 (Q6_K), 8 (Q8_0 blocks on\n"
             "                the integer kernels; embeddings: int8 rows) or 16 (bf16),\n"
             "                e.g. --recipe balanced --bits v=8,down=8\n"
-            "  --bpw B       a budget instead: matrices go from 4 to 8 bits, most measured\n"
-            "                error per byte first, while all stay within B bits per weight\n"
+            "  --bpw B       a budget instead, in bits per weight over the model's tensors:\n"
+            "                the largest of q3..q8 within it, then 6- and 8-bit steps for\n"
+            "                the matrices whose measured error drops most per byte, while\n"
+            "                the file's tensors stay within B (below q3: refused)\n"
             "  --head B      output head: 4 (the path's int4 grid), 6 (GGUF Q6_K blocks on\n"
             "                their integer kernels), 8 (Q8_0 blocks on the int4 paths, int8\n"
             "                per row on w8a16) or 16 (bf16); default\n"
@@ -60,7 +62,8 @@ static void usage(FILE *f)
             "                layer by layer, on the outputs of the layers before it as\n"
             "                quantized\n"
             "  --act-order   GPTQ sweeps columns by descending activation energy\n"
-            "  --damp X      GPTQ dampening, a fraction of the Hessian's mean diagonal (0.01)\n"
+            "  --damp X      GPTQ dampening, a fraction of the Hessian's mean diagonal (0.01;\n"
+            "                the q8 recipe: 0.02)\n"
             "  --absmax      plain absmax scales instead of the weighted MSE search\n"
             "  -q            no per-tensor table\n");
 }

@@ -781,9 +781,10 @@ struct nb_quantize_params {
      * embeddings at 8), "uniform" (NULL: the layers at 4, head and embeddings at 8);
      * widths 4, 6 (Q6_K), 8 (Q8_0 blocks on a GEMM, int8 rows for the embeddings), 16;
      * head_bits / embd_bits override its head and embeddings. Or, with bpw > 0, a
-     * budget: matrices go from 4 to 8 bits, most measured error per byte first, while
-     * the quantized matrices stay within bpw bits per weight (no recipe, head_bits or
-     * embd_bits then). */
+     * budget in bits per weight over the model's tensors: the largest ladder recipe
+     * (q3..q8) within it, then 6- and 8-bit steps for the matrices whose measured error
+     * drops most per byte, while the tensors stay within bpw (no recipe, head_bits or
+     * embd_bits then; below q3: NB_ERR_INVALID_ARG). */
     const char *recipe;
     double bpw;
     /* int4 paths: widths per matrix class over the recipe, "v=8,down=6,head=6" (classes

@@ -629,7 +629,7 @@ static int shared_head(const struct nb_model *m, const struct nb_quantize_opts *
                        const struct nb_recipe *rc)
 {
     if (!m->cfg.tied_head || m->output.data != m->tok_embd.data) return 0;
-    return nb_wpath_is_int4(o->path) ? rc->head_bits == rc->embd_bits
+    return nb_wpath_is_int4(o->path) ? nb_recipe_shared_head(m, rc)
                                      : head_path(o, rc) == src_embd_path(m, o, rc);
 }
 
@@ -752,7 +752,9 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     if (o->gptq) {
         cJSON *g = cJSON_AddObjectToObject(r, "gptq");
         cJSON_AddStringToObject(g, "groups", "static (scales chosen before the sweep)");
-        cJSON_AddNumberToObject(g, "damp", o->gptq_damp > 0 ? o->gptq_damp : 0.01);
+        cJSON_AddNumberToObject(g, "damp", o->gptq_damp > 0 ? o->gptq_damp
+                                           : rc->damp > 0   ? rc->damp
+                                                            : 0.01);
         cJSON_AddBoolToObject(g, "act_order", o->act_order != 0);
     }
     struct nb_config cfg = m->cfg;
@@ -761,8 +763,8 @@ static cJSON *make_header(const struct nb_model *m, const struct nb_quantize_opt
     return h;
 }
 
-/* The widths before calibration: the named recipe with --head/--embd over it, or for
- * --bpw the all-4-bit start the budget widens once the activations are known. */
+/* The widths before calibration: the named recipe with --head/--embd over it; for --bpw
+ * balanced until the budget (which needs the activations) chooses, before GPTQ runs. */
 static enum nb_status start_recipe(struct qctx *q, const struct nb_model *m,
                                    const struct nb_quantize_opts *o)
 {
@@ -779,11 +781,8 @@ static enum nb_status start_recipe(struct qctx *q, const struct nb_model *m,
                             "drop --recipe, --head, --embd and --bits");
     enum nb_status st = nb_recipe_named(o->bpw > 0 ? "balanced" : o->recipe, L, &q->rc);
     if (st) return st;
-    if (o->bpw > 0) q->rc.head_bits = q->rc.embd_bits = 4; /* the budget widens 4 to 8 */
     /* a recipe's finer groups, never coarser than the build's, and only where they fit */
-    int *finer[2] = {&q->rc.head_group, &q->rc.embd_group};
-    for (int i = 0; i < 2; i++)
-        if (*finer[i] && (*finer[i] >= o->group || m->cfg.n_embd % *finer[i])) *finer[i] = 0;
+    nb_recipe_fit_groups(&q->rc, m, o->group);
     size_t n = strlen(q->rc.name);
     if (o->head_bits && o->head_bits != q->rc.head_bits) {
         q->rc.head_bits = (uint8_t)o->head_bits;
@@ -934,6 +933,12 @@ static enum nb_status quantize_to(struct nb_source *src, const struct nb_quantiz
         if ((st = nb_act_stats_init(&calib, cc)) ||
             (st = nb_calib_load(&cal, opts->calib_path, m, opts->calib_tokens)))
             goto fail;
+        /* the budget's widths come first: GPTQ sweeps each matrix on its final grid */
+        if (opts->bpw > 0 && nb_wpath_is_int4(opts->path) &&
+            ((st = nb_calib_stats(m, &cal, opts->n_threads, &calib)) ||
+             (st = nb_recipe_budget(m, opts->path, opts->group, opts->bpw, &calib,
+                                    opts->n_threads, &q.rc))))
+            goto fail;
         if (eff.gptq) {
             /* a Q6_K or Q8_0 head: GPTQ on that block grid */
             enum nb_wformat hb = nb_recipe_block_of(m, opts->path, &m->output, q.rc.head_bits, 1);
@@ -942,20 +947,23 @@ static enum nb_status quantize_to(struct nb_source *src, const struct nb_quantiz
                                       .recipe = &q.rc,
                                       .group = opts->group, .layout = nb_quantize_opts_layout(opts),
                                       .search = opts->search, .act_order = opts->act_order,
-                                      .n_threads = opts->n_threads, .damp = opts->gptq_damp,
+                                      .n_threads = opts->n_threads,
+                                      .damp = opts->gptq_damp > 0 ? opts->gptq_damp : q.rc.damp,
                                       .max_tokens = opts->calib_tokens,
                                       .progress = opts->progress, .user = opts->user};
-            st = nb_gptq_model(m, &cal, &go, &q.pre, &q.n_pre, &calib);
-        } else {
+            nb_act_stats_free(&calib); /* GPTQ's passes sum them again, as quantized */
+            if (!(st = nb_act_stats_init(&calib, &m->cfg)))
+                st = nb_gptq_model(m, &cal, &go, &q.pre, &q.n_pre, &calib);
+        } else if (opts->bpw <= 0) {
             st = nb_calib_stats(m, &cal, opts->n_threads, &calib);
         }
         if (st) goto fail;
         q.stats = &calib;
-    }
-    if (nb_wpath_is_int4(opts->path) && opts->bpw > 0 &&
-        (st = nb_recipe_budget(m, opts->path, opts->group, opts->bpw, q.stats, opts->n_threads,
-                               &q.rc)))
+    } else if (nb_wpath_is_int4(opts->path) && opts->bpw > 0 &&
+               (st = nb_recipe_budget(m, opts->path, opts->group, opts->bpw, NULL,
+                                      opts->n_threads, &q.rc))) {
         goto fail;
+    }
     if (nb_wpath_is_int4(opts->path)) {
         snprintf(res->recipe, sizeof res->recipe, "%s", q.rc.name);
         nb_recipe_table(&q.rc, res->recipe_table, sizeof res->recipe_table);
@@ -967,6 +975,13 @@ static enum nb_status quantize_to(struct nb_source *src, const struct nb_quantiz
     const struct nb_config *c = &m->cfg;
     q.total = 4 + (int64_t)c->n_layers * 16; /* add_tensors' calls: absent ones tick too */
     if ((st = add_tensors(&q, m))) goto fail;
+    uint64_t planned;
+    int64_t pp;
+    if (nb_wpath_is_int4(opts->path) && !m->source_quant &&
+        nb_recipe_plan(m, opts->path, opts->group, &q.rc, &planned, &pp) == NB_OK &&
+        planned != q.file_bytes) /* the budget counts on the plan */
+        NB_LOGW("quantize: %s: the recipe's plan is %llu bytes of tensors, %llu were written",
+                src_path, (unsigned long long)planned, (unsigned long long)q.file_bytes);
     if (m->source_quant && nb_wpath_is_int4(opts->path))
         NB_LOGI("quantize: %s: %lld int4 matrices kept the checkpoint's codes, %lld were "
                 "re-quantized", m->source_quant, (long long)q.n_kept, (long long)q.n_requant);

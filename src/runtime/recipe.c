@@ -7,6 +7,9 @@
 #include <string.h>
 
 #include "core/threadpool.h"
+#include "formats/tensor.h"
+#include "quant/dequant.h"
+#include "quant/kquant.h"
 #include "quant/quant.h"
 #include "quant/unpack.h"
 #include "runtime/calib.h"
@@ -72,6 +75,7 @@ enum nb_status nb_recipe_named(const char *name, int n_layers, struct nb_recipe 
     if (!strcmp(name, "q8")) { /* every matrix at 8 */
         for (int c = 0; c < NB_TC_LAYER_COUNT; c++) set_class(r, (enum nb_tclass)c, 8);
         r->head_bits = r->embd_bits = 8;
+        r->damp = 0.02; /* both models' top-1 agreement up at the same KL (0.01: 89 of 95) */
         return NB_OK;
     }
     return nb_set_error(NB_ERR_INVALID_ARG, "recipe '%s' is not one of speed, balanced, fidelity, "
@@ -142,27 +146,138 @@ enum nb_wpath nb_recipe_path(enum nb_wpath path, int bits)
     return bits == 16 ? NB_WPATH_BF16 : bits == 8 ? NB_WPATH_W8A16 : path;
 }
 
+void nb_recipe_fit_groups(struct nb_recipe *r, const struct nb_model *m, int group)
+{
+    int *finer[2] = {&r->head_group, &r->embd_group};
+    for (int i = 0; i < 2; i++)
+        if (*finer[i] && (*finer[i] >= group || m->cfg.n_embd % *finer[i])) *finer[i] = 0;
+}
+
+int nb_recipe_shared_head(const struct nb_model *m, const struct nb_recipe *r)
+{
+    return m->cfg.tied_head && m->output.data == m->tok_embd.data &&
+           r->head_bits == r->embd_bits;
+}
+
+/* ---------------------------------------------------------------- the plan */
+
+enum role { LAYER, HEAD, EMBD };
+
+/* The bytes quantize writes for w at width bits (runtime/quantize.c add_width): the
+ * block format where the shape takes it, else the width's row form (4 and a 6 that Q6_K
+ * cannot take: the int4 grid, the embeddings' asymmetric one; 8: int8 rows; 16: bf16)
+ * in the role's group. 0: the shape fits neither. */
+static uint64_t matrix_bytes(const struct nb_model *m, enum nb_wpath path, int group,
+                             const struct nb_recipe *r, const struct nb_weight *w, int bits,
+                             enum role role)
+{
+    uint64_t bytes = 0;
+    struct nb_layout_planes pl;
+    if (!w->data) return 0;
+    const int linear = role != EMBD;
+    if ((bits == 6 || bits == 8) && nb_recipe_block_of(m, path, w, bits, linear) != NB_WF_COUNT &&
+        nb_recipe_block(w, bits, linear, &bytes) != NB_WF_COUNT)
+        return bytes;
+    enum nb_wpath p = role == EMBD ? (bits == 4 || bits == 6 ? NB_WPATH_W4A16
+                                                             : nb_recipe_path(path, bits))
+                                   : nb_recipe_path(path, bits);
+    int g = role == HEAD && r->head_group ? r->head_group
+            : role == EMBD && r->embd_group ? r->embd_group
+                                           : group;
+    return nb_layout_planes(p, g, w->n_out, w->n_in, &pl) ? (uint64_t)pl.total : 0;
+}
+
+/* The model's vectors (norms, biases, RoPE frequencies), stored as f32: their count. */
+static int64_t vector_params(const struct nb_model *m)
+{
+    const struct nb_config *c = &m->cfg;
+    int64_t E = c->n_embd, Q = (int64_t)c->n_heads * c->head_dim;
+    int64_t KV = (int64_t)c->n_kv_heads * c->head_dim, n = E + c->head_dim / 2;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct nb_layer *L = &m->layers[l];
+        n += 2 * E; /* attention and FFN norms */
+        n += (L->bq ? Q : 0) + (L->bk ? KV : 0) + (L->bv ? KV : 0) + (L->bo ? E : 0);
+        n += (L->q_norm ? c->head_dim : 0) + (L->k_norm ? c->head_dim : 0);
+    }
+    return n;
+}
+
+static int64_t params_of(const struct nb_weight *w)
+{
+    return w->data ? w->n_out * w->n_in : 0;
+}
+
+/* The matrices of layer l's class k (q takes a Spark head gate with it). */
+static int class_weights(const struct nb_layer *L, int k, const struct nb_weight *w[2])
+{
+    const struct nb_weight *one[NB_TC_LAYER_COUNT] = {&L->wq,     &L->wk,   &L->wv,    &L->wo,
+                                                      &L->w_gate, &L->w_up, &L->w_down};
+    w[0] = one[k];
+    w[1] = k == NB_TC_Q && L->head_gate.data ? &L->head_gate : NULL;
+    return w[1] ? 2 : 1;
+}
+
+enum nb_status nb_recipe_plan(const struct nb_model *m, enum nb_wpath path, int group,
+                              const struct nb_recipe *r, uint64_t *bytes, int64_t *params)
+{
+    const struct nb_config *c = &m->cfg;
+    uint64_t b = 0;
+    int64_t n = vector_params(m);
+    for (int l = 0; l < c->n_layers; l++)
+        for (int k = 0; k < NB_TC_LAYER_COUNT; k++) {
+            const struct nb_weight *w[2];
+            for (int i = 0, nw = class_weights(&m->layers[l], k, w); i < nw; i++) {
+                uint64_t wb = matrix_bytes(m, path, group, r, w[i], r->bits[l][k], LAYER);
+                if (!wb && w[i]->data) goto unfit;
+                b += wb;
+                n += params_of(w[i]);
+            }
+        }
+    const int shared = nb_recipe_shared_head(m, r);
+    uint64_t hb = matrix_bytes(m, path, group, r, &m->output, r->head_bits, HEAD);
+    uint64_t eb = shared ? 0 : matrix_bytes(m, path, group, r, &m->tok_embd, r->embd_bits, EMBD);
+    if (!hb || (!shared && !eb)) goto unfit;
+    b += hb + eb + 4 * (uint64_t)vector_params(m);
+    n += params_of(&m->output);
+    if (m->output.data != m->tok_embd.data) n += params_of(&m->tok_embd);
+    *bytes = b;
+    if (params) *params = n;
+    return NB_OK;
+unfit:
+    return nb_set_error(NB_ERR_INVALID_ARG, "recipe %s: a matrix does not fit %s with groups "
+                        "of %d", r->name, nb_wpath_name(path), group);
+}
+
 /* ---------------------------------------------------------------- the budget */
 
-/* One matrix the budget may widen. */
+/* What the budget may widen: one class of one layer, the head (with the embeddings
+ * when one copy serves both) or the embeddings. */
 struct unit {
-    const struct nb_weight *w;
+    const struct nb_weight *w[2]; /* its matrices (w[1]: a Spark head gate, or NULL) */
+    int nw;
+    enum role role;
     const double *sum; /* its input channels' squared-activation sums, or NULL */
-    uint8_t *bits;     /* where its width goes */
-    uint64_t bytes4, bytes8;
-    double err4; /* output error at 4 bits, on sampled rows */
-    int gather;  /* the embeddings: one row per token */
-    int group;   /* its int4 group */
+    uint8_t *bits, *bits2; /* its width (bits2: the embeddings a shared head carries) */
+    int group;             /* its int4 group */
+    uint64_t bytes[3];     /* at widths 4, 6, 8 (0: no such step) */
+    double err[3];         /* output error at widths 4, 6, 8 on sampled rows */
 };
+
+static int width_index(int bits)
+{
+    return bits == 4 ? 0 : bits == 6 ? 1 : bits == 8 ? 2 : -1;
+}
 
 #define SAMPLE_ROWS 64
 
-/* sum_i imp_i (w_i - w^_i)^2 / sum_i imp_i w_i^2 over SAMPLE_ROWS rows spread over w,
- * each row quantized on the int4 grid with the scale search. */
-static enum nb_status unit_error(struct unit *u, enum nb_wpath path, int64_t n_tok, float *imp)
+/* Sum over sampled rows of w of imp . (x - x^)^2 at widths 4, 6 and 8, each as quantize
+ * would store it (the int4 grid with the scale search, Q6_K, Q8_0 or int8 rows), scaled to
+ * the whole matrix; a gather (the embeddings) counts one row per token: the mean row. */
+static enum nb_status weight_error(const struct unit *u, const struct nb_weight *w,
+                                   enum nb_wpath path, int64_t n_tok, float *imp, float *dec,
+                                   void *scratch, double err[3])
 {
-    const struct nb_weight *w = u->w;
-    int group = u->group;
+    const int group = u->group;
     const float *f;
     float *owned;
     enum nb_status st = nb_weight_f32(w, &f, &owned);
@@ -170,25 +285,38 @@ static enum nb_status unit_error(struct unit *u, enum nb_wpath path, int64_t n_t
     int64_t K = w->n_in;
     if (u->sum) nb_act_importance(u->sum, K, n_tok, imp);
     const float *ip = u->sum ? imp : NULL;
-    double err = 0, ref = 0;
-    int64_t step = w->n_out > SAMPLE_ROWS ? w->n_out / SAMPLE_ROWS : 1;
+    const int linear = u->role != EMBD;
+    const int has6 = nb_recipe_block(w, 6, linear, NULL) != NB_WF_COUNT;
+    const int has8 = nb_recipe_block(w, 8, linear, NULL) != NB_WF_COUNT;
+    int64_t step = w->n_out > SAMPLE_ROWS ? w->n_out / SAMPLE_ROWS : 1, sampled = 0;
     uint8_t q[NB_QUANT_GROUP_MAX];
-    for (int64_t r = 0; r < w->n_out; r += step) {
+    int8_t *codes = (int8_t *)dec + K; /* dec holds 2 K floats: the decoded row, then codes */
+    double e[3] = {0, 0, 0};
+    for (int64_t r = 0; r < w->n_out && !st; r += step, sampled++) {
         const float *row = f + r * K;
         for (int64_t g = 0; g + group <= K; g += group) {
-            uint16_t d, m;
+            uint16_t d, mm;
             const float *ig = ip ? ip + g : NULL;
-            err += path == NB_WPATH_W4A8 && !u->gather
-                       ? nb_quant_group_w4a8(row + g, ig, group, 1, q, &d)
-                       : nb_quant_group_w4a16(row + g, ig, group, 1, q, &d, &m);
+            e[0] += path == NB_WPATH_W4A8 && linear
+                        ? nb_quant_group_w4a8(row + g, ig, group, 1, q, &d)
+                        : nb_quant_group_w4a16(row + g, ig, group, 1, q, &d, &mm);
         }
-        for (int64_t i = 0; i < K; i++) ref += (ip ? ip[i] : 1.0) * (double)row[i] * row[i];
+        if (has6 && !(st = nb_kquant_rows(NB_WF_Q6_K, row, 1, K, ip, 0, 1, scratch)) &&
+            !(st = nb_dequant_blocks(NB_DTYPE_Q6_K, scratch, dec, K)))
+            e[1] += nb_quant_wsqerr(row, dec, ip, K);
+        if (has8 && !st && !(st = nb_kquant_rows(NB_WF_Q8_0, row, 1, K, ip, 0, 1, scratch)) &&
+            !(st = nb_dequant(NB_DTYPE_Q8_0, scratch, dec, K)))
+            e[2] += nb_quant_wsqerr(row, dec, ip, K);
+        if (!has8 && !st) { /* int8 rows */
+            float d8;
+            e[2] += nb_quant_row_w8a16(row, ip, K, 1, codes, &d8, scratch);
+        }
     }
     free(owned);
-    (void)ref;
-    int64_t sampled = (w->n_out + step - 1) / step;
-    u->err4 = u->gather ? err / (double)sampled : err * (double)w->n_out / (double)sampled;
-    return NB_OK;
+    if (!has6) e[1] = e[0]; /* 6 is the 4-bit form there */
+    double scale = u->role == EMBD ? 1.0 / (double)sampled : (double)w->n_out / (double)sampled;
+    for (int i = 0; i < 3; i++) err[i] += e[i] * scale;
+    return st;
 }
 
 struct err_job {
@@ -204,30 +332,21 @@ static void err_worker(void *arg, int ith, int nth)
     struct err_job *j = arg;
     j->st[ith] = NB_OK;
     float *imp = malloc(sizeof(float) * (size_t)j->widest);
-    if (!imp) {
+    float *dec = malloc(sizeof(float) * 2 * (size_t)j->widest);
+    void *scratch = malloc(NB_QUANT_W8_SCRATCH(j->widest) + 2 * (size_t)j->widest);
+    if (!imp || !dec || !scratch)
         j->st[ith] = nb_set_error(NB_ERR_NOMEM, "recipe: out of memory");
-        return;
-    }
     for (int i = ith; i < j->n && !j->st[ith]; i += nth)
-        j->st[ith] = unit_error(&j->u[i], j->path, j->n_tok, imp);
+        for (int k = 0; k < j->u[i].nw && !j->st[ith]; k++)
+            j->st[ith] = weight_error(&j->u[i], j->u[i].w[k], j->path, j->n_tok, imp, dec,
+                                      scratch, j->u[i].err);
     free(imp);
+    free(dec);
+    free(scratch);
 }
 
-static int by_gain(const void *a, const void *b)
-{
-    const struct unit *x = *(const struct unit *const *)a, *y = *(const struct unit *const *)b;
-    double gx = x->err4 / (double)(x->bytes8 - x->bytes4);
-    double gy = y->err4 / (double)(y->bytes8 - y->bytes4);
-    return gx < gy ? 1 : gx > gy ? -1 : 0;
-}
-
-static uint64_t bytes_of(enum nb_wpath path, int group, const struct nb_weight *w)
-{
-    struct nb_layout_planes pl;
-    return nb_layout_planes(path, group, w->n_out, w->n_in, &pl) ? (uint64_t)pl.total : 0;
-}
-
-/* The matrices of the model as units (head and embeddings last), into u. */
+/* The matrices of the model as units (the head, and the embeddings unless the head's
+ * copy serves them, last), with their bytes at each width; into u. */
 static int list_units(const struct nb_model *m, const struct nb_act_stats *s, struct nb_recipe *r,
                       enum nb_wpath path, int group, struct unit *u)
 {
@@ -235,30 +354,36 @@ static int list_units(const struct nb_model *m, const struct nb_act_stats *s, st
     int64_t E = c->n_embd, Q = (int64_t)c->n_heads * c->head_dim, F = c->n_ff;
     int n = 0;
     for (int l = 0; l < c->n_layers; l++) {
-        const struct nb_layer *L = &m->layers[l];
-        const struct nb_weight *w[NB_TC_LAYER_COUNT] = {&L->wq, &L->wk,     &L->wv,  &L->wo,
-                                                        &L->w_gate, &L->w_up, &L->w_down};
         const double *sum[NB_TC_LAYER_COUNT] = {
             s ? s->attn_in + l * E : NULL, s ? s->attn_in + l * E : NULL,
             s ? s->attn_in + l * E : NULL, s ? s->attn_out + l * Q : NULL,
             s ? s->ffn_in + l * E : NULL,  s ? s->ffn_in + l * E : NULL,
             s ? s->ffn_mid + l * F : NULL};
-        for (int k = 0; k < NB_TC_LAYER_COUNT; k++)
-            u[n++] = (struct unit){.w = w[k], .sum = sum[k], .bits = &r->bits[l][k],
-                                   .group = group};
+        for (int k = 0; k < NB_TC_LAYER_COUNT; k++) {
+            u[n] = (struct unit){.role = LAYER, .sum = sum[k], .bits = &r->bits[l][k]};
+            u[n].nw = class_weights(&m->layers[l], k, u[n].w);
+            n++;
+        }
     }
-    u[n++] = (struct unit){.w = &m->output, .sum = s ? s->out_in : NULL, .bits = &r->head_bits,
-                           .group = r->head_group ? r->head_group : group};
-    u[n++] = (struct unit){.w = &m->tok_embd, .bits = &r->embd_bits, .gather = 1,
-                           .group = r->embd_group ? r->embd_group : group};
+    const int shared = nb_recipe_shared_head(m, r);
+    u[n++] = (struct unit){.w = {&m->output}, .nw = 1, .role = HEAD, .sum = s ? s->out_in : NULL,
+                           .bits = &r->head_bits, .bits2 = shared ? &r->embd_bits : NULL};
+    if (!shared)
+        u[n++] = (struct unit){.w = {&m->tok_embd}, .nw = 1, .role = EMBD, .bits = &r->embd_bits};
     for (int i = 0; i < n; i++) {
-        u[i].bytes4 = bytes_of(u[i].gather ? NB_WPATH_W4A16 : path, u[i].group, u[i].w);
-        /* 8 bits as quantize writes them: Q8_0 records on a GEMM, else int8 rows */
-        if (nb_recipe_block(u[i].w, 8, !u[i].gather, &u[i].bytes8) == NB_WF_COUNT)
-            u[i].bytes8 = bytes_of(NB_WPATH_W8A16, 0, u[i].w);
+        u[i].group = u[i].role == HEAD && r->head_group   ? r->head_group
+                     : u[i].role == EMBD && r->embd_group ? r->embd_group
+                                                          : group;
+        for (int b = 4; b <= 8; b += 2)
+            for (int k = 0; k < u[i].nw; k++)
+                u[i].bytes[width_index(b)] +=
+                    matrix_bytes(m, path, group, r, u[i].w[k], b, u[i].role);
     }
     return n;
 }
+
+/* The ladder's rungs, smallest first: the budget starts from the largest that fits. */
+static const char *const k_rungs[] = {"q3", "q4", "q5", "q6", "q8"};
 
 enum nb_status nb_recipe_budget(const struct nb_model *m, enum nb_wpath path, int group,
                                 double bpw, const struct nb_act_stats *stats, int n_threads,
@@ -266,63 +391,81 @@ enum nb_status nb_recipe_budget(const struct nb_model *m, enum nb_wpath path, in
 {
     const struct nb_config *c = &m->cfg;
     enum nb_status st = NB_OK;
-    snprintf(r->name, sizeof r->name, "bpw %.2f", bpw);
     int cap = c->n_layers * NB_TC_LAYER_COUNT + 2;
     struct unit *u = calloc((size_t)cap, sizeof *u);
-    struct unit **order = calloc((size_t)cap, sizeof *order);
     struct nb_pool *pool = NULL;
-    if (!u || !order) {
+    struct err_job *j = calloc(1, sizeof *j);
+    if (!u || !j) {
         st = nb_set_error(NB_ERR_NOMEM, "recipe: out of memory");
         goto done;
     }
+    /* the largest rung whose tensors fit: bits per weight over the model's parameters
+     * (a tied head once), the bytes every tensor takes as quantize writes it */
+    uint64_t bytes = 0, rb;
+    int64_t params = 0;
+    int rung = -1;
+    double low = 0;
+    for (int i = 0; i < (int)(sizeof k_rungs / sizeof *k_rungs); i++) {
+        struct nb_recipe t;
+        if ((st = nb_recipe_named(k_rungs[i], c->n_layers, &t))) goto done;
+        nb_recipe_fit_groups(&t, m, group);
+        if ((st = nb_recipe_plan(m, path, group, &t, &rb, &params))) goto done;
+        if (i == 0) low = 8.0 * (double)rb / (double)params;
+        if (8.0 * (double)rb > bpw * (double)params) break;
+        *r = t;
+        bytes = rb;
+        rung = i;
+    }
+    if (rung < 0) {
+        st = nb_set_error(NB_ERR_INVALID_ARG, "--bpw %.4g is below q3, the smallest recipe "
+                          "(%.4f bits per weight for this model with groups of %d)", bpw, low,
+                          group);
+        goto done;
+    }
+    snprintf(r->name, sizeof r->name, "bpw %.2f (%s+)", bpw, k_rungs[rung]);
+    /* then the widening steps (4 to 6, 6 to 8; 4 to 8 where Q6_K does not fit) that buy
+     * the most error per byte, while they fit */
     const struct nb_act_stats *s = stats && stats->n_tokens > 0 ? stats : NULL;
     int n = list_units(m, s, r, path, group, u);
-    uint64_t bytes = 0;
-    double params = 0;
     int64_t widest = 0;
-    for (int i = 0; i < n; i++) {
-        if (!u[i].bytes4 || !u[i].bytes8) {
-            st = nb_set_error(NB_ERR_INVALID_ARG, "--bpw: a [%lld, %lld] matrix does not fit %s "
-                              "with groups of %d", (long long)u[i].w->n_out,
-                              (long long)u[i].w->n_in, nb_wpath_name(path), group);
-            goto done;
-        }
-        bytes += u[i].bytes4;
-        params += (double)u[i].w->n_out * (double)u[i].w->n_in;
-        widest = u[i].w->n_in > widest ? u[i].w->n_in : widest;
-        order[i] = &u[i];
-    }
-    double budget = bpw * params / 8.0;
-    if ((double)bytes > budget) {
-        st = nb_set_error(NB_ERR_INVALID_ARG, "--bpw %.3g is below the all-4-bit build of this "
-                          "model (%.3f bits per weight with groups of %d)", bpw,
-                          8.0 * (double)bytes / params, group);
-        goto done;
-    }
+    for (int i = 0; i < n; i++)
+        for (int k = 0; k < u[i].nw; k++)
+            if (u[i].w[k]->n_in > widest) widest = u[i].w[k]->n_in;
     if ((st = nb_pool_init(&pool, n_threads, 0))) goto done;
-    struct err_job *j = calloc(1, sizeof *j);
-    if (!j) {
-        st = nb_set_error(NB_ERR_NOMEM, "recipe: out of memory");
-        goto done;
-    }
-    *j = (struct err_job){.u = u, .n = n, .path = path,
-                          .n_tok = s ? s->n_tokens : 1, .widest = widest};
+    *j = (struct err_job){.u = u, .n = n, .path = path, .n_tok = s ? s->n_tokens : 1,
+                          .widest = widest};
     int nth = nb_pool_size(pool) < 64 ? nb_pool_size(pool) : 64;
     nb_pool_run_n(pool, err_worker, j, nth);
     for (int i = 0; i < nth && !st; i++) st = j->st[i];
-    free(j);
     if (st) goto done;
-    qsort(order, (size_t)n, sizeof *order, by_gain);
-    for (int i = 0; i < n; i++) { /* most error per extra byte first, while it fits */
-        uint64_t more = order[i]->bytes8 - order[i]->bytes4;
-        if ((double)(bytes + more) > budget) continue;
-        bytes += more;
-        *order[i]->bits = 8;
+    const uint64_t budget = (uint64_t)(bpw * (double)params / 8.0);
+    for (;;) {
+        int best = -1, best_to = 0;
+        double best_gain = 0;
+        for (int i = 0; i < n; i++) {
+            int at = width_index(*u[i].bits);
+            if (at < 0) continue;
+            for (int to = at + 1; to < 3; to++) { /* the next width that costs bytes */
+                if (u[i].bytes[to] <= u[i].bytes[at]) continue;
+                uint64_t more = u[i].bytes[to] - u[i].bytes[at];
+                double gain = (u[i].err[at] - u[i].err[to]) / (double)more;
+                if (bytes + more <= budget && gain > best_gain) {
+                    best = i;
+                    best_to = to;
+                    best_gain = gain;
+                }
+                break;
+            }
+        }
+        if (best < 0) break;
+        bytes += u[best].bytes[best_to] - u[best].bytes[width_index(*u[best].bits)];
+        *u[best].bits = (uint8_t)(4 + 2 * best_to);
+        if (u[best].bits2) *u[best].bits2 = *u[best].bits;
     }
 done:
     nb_pool_free(pool);
     free(u);
-    free(order);
+    free(j);
     return st;
 }
 

@@ -28,17 +28,16 @@
  *
  * 4-bit embeddings always use the asymmetric w4a16 grid: they are a row gather, not a
  * GEMM, so the build's activation type does not matter to them. And a budget
- * (`--bpw B`): start from balanced, measure each matrix's output error at 4
- * bits on the calibration activations (or on the weights alone), and move matrices to 8
- * bits, most error per extra byte first, while the whole (embeddings + linear + head)
- * stays within B bits per weight. The resolved table is printed by quantize and stored
- * in the .nib header ("recipe"). */
+ * (`--bpw B`, nb_recipe_budget): the largest rung within B bits per weight, then the
+ * 6- and 8-bit steps that pay most while the file's tensors stay within B. The resolved
+ * table is printed by quantize and stored in the .nib header ("recipe"). */
 #ifndef NB_RUNTIME_RECIPE_H
 #define NB_RUNTIME_RECIPE_H
 
 /* Bumped whenever a named recipe's widths change: the warm-start cache's key holds it, so
- * an entry built by an older "balanced" is not taken for the new one. */
-#define NB_RECIPE_VERSION 4
+ * an entry built by an older "balanced" is not taken for the new one (5: --bpw starts from
+ * the ladder's rungs and has 6-bit steps; q8's GPTQ dampening 0.02). */
+#define NB_RECIPE_VERSION 5
 
 #include <stdint.h>
 
@@ -59,6 +58,8 @@ struct nb_recipe {
     uint8_t head_bits, embd_bits;
     int head_group, embd_group; /* int4 group of the head and the embeddings (0: the
                                    build's); 4-bit embeddings use the w4a16 grid */
+    double damp; /* GPTQ's dampening when none is asked for (0: gptq's 0.01); q8: 0.02,
+                    measured (docs/quantization.md, "8 bits as Q8_0 blocks") */
 };
 
 const char *nb_tclass_name(enum nb_tclass c);
@@ -84,11 +85,29 @@ enum nb_status nb_recipe_set_bits(struct nb_recipe *r, const char *spec);
 /* The path a width stands for in a build whose int4 path is `path`. */
 enum nb_wpath nb_recipe_path(enum nb_wpath path, int bits);
 
+/* A recipe's finer head and embedding groups kept only where they are finer than the
+ * build's group and divide n_embd (else 0: the build's). */
+void nb_recipe_fit_groups(struct nb_recipe *r, const struct nb_model *m, int group);
+/* 1 when the head is tied to the embeddings and r gives both one width: quantize stores
+ * one copy, the head's, which the embedding gather reads. */
+int nb_recipe_shared_head(const struct nb_model *m, const struct nb_recipe *r);
+/* The plan of a float source's build in int4 path `path` with groups of `group` under r
+ * (its groups fitted): the bytes of every tensor as quantize writes them (matrices in
+ * their formats, one copy of a shared head, f32 vectors; not the tokenizer or the header)
+ * and the model's parameters (a tied head once). Computed from the shapes alone.
+ * NB_ERR_INVALID_ARG when a matrix fits no format of its width. */
+enum nb_status nb_recipe_plan(const struct nb_model *m, enum nb_wpath path, int group,
+                              const struct nb_recipe *r, uint64_t *bytes, int64_t *params);
+
 struct nb_act_stats;
-/* The budget recipe: see above. r holds the start (its head and embedding groups
- * resolved) and gets the result; `path` is an int4 path. `stats` (may be NULL) weights
- * the error by each input channel's mean squared activation. NB_ERR_INVALID_ARG when
- * even the start is over the budget (the message names its bits per weight). */
+/* The budget recipe (--bpw): the largest rung of the ladder (q3, q4, q5, q6, q8) whose
+ * plan is within bpw bits per parameter (nb_recipe_plan), then the widening steps (4 to 6
+ * and 6 to 8 bits; 4 to 8 where Q6_K does not fit) that remove the most output error per
+ * extra byte, while the plan stays within the budget. The error of each class of each
+ * layer, the head and the embeddings at widths 4, 6 and 8 is measured on 64 sampled rows
+ * quantized as quantize stores them, weighted by `stats`' mean squared input activation
+ * (may be NULL: unweighted). r gets the result; `path` is an int4 path.
+ * NB_ERR_INVALID_ARG when even q3 does not fit (the message names its bits per weight). */
 enum nb_status nb_recipe_budget(const struct nb_model *m, enum nb_wpath path, int group,
                                 double bpw, const struct nb_act_stats *stats,
                                 int n_threads, struct nb_recipe *r);

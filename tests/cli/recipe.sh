@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # nibble quantize --recipe / --bpw on kjv-7m: each recipe's widths land in the file
 # (tensor kinds and the header's table), the byte order speed < balanced < fidelity
-# holds, a budget stays within its bits per weight and gives the head or layers 8 bits
-# when it can, 4-bit embeddings run (greedy ids through the row gather), and bad
+# holds, a budget picks the largest rung within it (q5's own bits per weight gives q5's
+# widths) and spends the rest on 6- and 8-bit steps within it, one below q3 is refused
+# by name, 4-bit embeddings run (greedy ids through the row gather), and bad
 # combinations are refused by name; the ladder names (q3..q8) and GPTQ on the Q8_0 grid.
 set -u
 bin="${NIBBLE_BIN:?}"
@@ -32,7 +33,7 @@ if [ -f "$gguf" ]; then
   "$bin" quantize -m "$gguf" --path w8a16 --bits v=8 -o "$tmp/b.nib" 2>"$tmp/err"
   ok test $? -eq 1; ok grep -q "need an int4 weight path" "$tmp/err"
   "$bin" quantize -m "$gguf" --path w4a8 --bpw 4.01 -o "$tmp/b.nib" 2>"$tmp/err"
-  ok test $? -eq 1; ok grep -q "below the all-4-bit build" "$tmp/err"
+  ok test $? -eq 1; ok grep -q "below q3, the smallest recipe (4.14.. bits per weight" "$tmp/err"
   for r in speed balanced fidelity; do
     "$bin" quantize -m "$gguf" --path w4a8 --recipe $r -t 2 -q -o "$tmp/$r.nib" >"$tmp/$r.out" \
       2>/dev/null; ok test $? -eq 0
@@ -41,40 +42,42 @@ if [ -f "$gguf" ]; then
     "$bin" run -m "$tmp/$r.nib" --ids 1,1046,261,2074 -n 8 --print-ids -t 1 >"$tmp/$r.ids" \
       2>/dev/null; ok test $? -eq 0
   done
-  "$bin" quantize -m "$gguf" --path w4a8 --bpw 5 -t 2 -q -o "$tmp/bpw.nib" >/dev/null 2>&1
-  ok test $? -eq 0
+  # the budget: q4's and q5's own bits per weight (the header's, rounded up at 1e-6) give
+  # their widths; 5.0 lies between them: within it, above q4, something wider than q4
+  for r in q4 q5; do
+    "$bin" quantize -m "$gguf" --path w4a8 --recipe $r -t 2 -q -o "$tmp/$r.nib" >/dev/null 2>&1
+    ok test $? -eq 0
+    "$bin" inspect --json "$tmp/$r.nib" > "$tmp/$r.json" 2>/dev/null
+    b=$("$py" -c 'import json, math, sys
+b = json.load(open(sys.argv[1]))["header"]["bits_per_weight"]["tensors"]
+print("%.6f" % (math.ceil(b * 1e6) / 1e6))' "$tmp/$r.json")
+    "$bin" quantize -m "$gguf" --path w4a8 --bpw "$b" -t 2 -q -o "$tmp/bpw-$r.nib" \
+      >"$tmp/bpw-$r.out" 2>&1
+    ok test $? -eq 0; ok grep -q "recipe bpw .* ($r+)" "$tmp/bpw-$r.out"
+    ok test "$(grep -c 'plan' "$tmp/bpw-$r.out")" -eq 0 # the plan was what was written
+    "$bin" inspect --json "$tmp/bpw-$r.nib" > "$tmp/bpw-$r.json" 2>/dev/null
+  done
+  "$bin" quantize -m "$gguf" --path w4a8 --bpw 5 -t 2 -q -o "$tmp/bpw.nib" >"$tmp/bpw.out" 2>&1
+  ok test $? -eq 0; ok test "$(grep -c 'plan' "$tmp/bpw.out")" -eq 0
   "$bin" inspect --json "$tmp/bpw.nib" > "$tmp/bpw.json" 2>/dev/null
   ok "$py" - "$tmp" <<'PY'
 import json, sys
 d = sys.argv[1]
-f = {r: json.load(open(f"{d}/{r}.json")) for r in ("speed", "balanced", "fidelity", "bpw")}
-def kinds(j):
-    return {t["name"]: t for t in j["tensors"]}
-def kind(j, name):
-    t = kinds(j)[name]
-    return t.get("path") or t.get("kind")
-sizes = {r: j["bytes"] for r, j in f.items()}
-bits = {r: j["header"]["recipe"]["bits"] for r, j in f.items()}
-print(sizes, {r: (b["head"], b["embeddings"], b["v"], b["down"]) for r, b in bits.items()})
-# kjv-7m's head is tied: each recipe stores its head and embeddings once (the same width)
-ok = sizes["speed"] < sizes["balanced"] < sizes["fidelity"]
-ok &= bits["balanced"]["head"] == 6 and bits["balanced"]["embeddings"] == 6
-ok &= kind(f["balanced"], "token_embd.weight") == "q6_k" and "output.weight" not in kinds(f["balanced"])
-ok &= bits["fidelity"]["head"] == 8 and bits["fidelity"]["v"] == 8 and bits["fidelity"]["down"] == 8
-# width 8 on a GEMM: Q8_0 blocks (X16 records) on the integer kernels
-ok &= kind(f["fidelity"], "blk.0.attn_v.weight") == "q8_0"
-ok &= kind(f["fidelity"], "blk.0.ffn_down.weight") == "q8_0"
-ok &= kind(f["fidelity"], "token_embd.weight") == "q8_0"
-ok &= "output.weight" not in kinds(f["fidelity"])
-ok &= kind(f["speed"], "token_embd.weight") == "w4a8" and "output.weight" not in kinds(f["speed"])
-# the budget: within 5 bits per weight over its quantized matrices, something at 8 bits
-b = bits["bpw"]
-wide = [k for k, v in b.items() if v == 8 or (isinstance(v, list) and 8 in v)]
-mat = [t for t in f["bpw"]["tensors"] if len(t.get("shape", [])) == 2]
-nbytes = sum(t["bytes"] for t in mat)
-params = sum(t["shape"][0] * t["shape"][1] for t in mat)
-print("bpw build:", 8 * nbytes / params, "bits per weight; wider:", wide)
-ok &= 8 * nbytes / params <= 5.0 and len(wide) > 0
+j = {r: json.load(open(f"{d}/{r}.json")) for r in ("q4", "q5", "bpw-q4", "bpw-q5", "bpw")}
+def widths(r):
+    b = dict(j[r]["header"]["recipe"]["bits"])
+    b.pop("name")
+    return b
+def kinds(r):
+    return {t["name"]: t["kind"] for t in j[r]["tensors"]}
+def bpw(r):
+    return j[r]["header"]["bits_per_weight"]["tensors"]
+ok = True
+for r in ("q4", "q5"):
+    print(r, widths(r), "budget:", widths("bpw-" + r))
+    ok &= widths(r) == widths("bpw-" + r) and kinds(r) == kinds("bpw-" + r)
+print("bpw 5:", bpw("bpw"), widths("bpw"))
+ok &= bpw("q4") < bpw("bpw") <= 5.0 and widths("bpw") != widths("q4")
 sys.exit(0 if ok else 1)
 PY
   # width 6: Q6_K blocks written by nibble (quant/kquant.h), the head as X16 records on the
