@@ -240,7 +240,7 @@ static void test_bad_table(void **state)
         const char *msg;
     } bad[] = {{0, 0x03 ^ 0x7f, "count"},          {1, 0x01, "bad name"},
                {2, 19 ^ 0x7f, "bad name"},         {2 + 1 + 19, 5 ^ 0x7f, "unknown kind"},
-               {2 + 1 + 19 + 1, 2 ^ 3, "dimensions"}};
+               {2 + 1 + 19 + 1, 0x02 ^ 0x03, "dimensions"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         write_sample(g_path, (uint64_t)pl.total);
         table_at(g_path, &toff, &tsize);
@@ -310,7 +310,7 @@ static void test_block_kinds(void **state)
         long at;
         unsigned char x;
         const char *msg;
-    } bad[] = {{2 + 13, 8 ^ 13, "unknown kind"}, {2 + 13 + 2, 2 ^ 3, "layout 3"},
+    } bad[] = {{2 + 13, 8 ^ 13, "unknown kind"}, {2 + 13 + 2, 0x02 ^ 0x03, "layout 3"},
                {2 + 13, 8 ^ 10, "past the end"}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
         write_blocks(g_path, 2 * NB_Q6_K_X16_BYTES, 1 + bad[i].at, bad[i].x);

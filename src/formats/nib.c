@@ -150,7 +150,7 @@ static enum nb_status parse_tensor(struct nb_nib *n, struct cursor *c, int64_t i
                             "%d bytes, a NUL, or past the table)", name, (long long)idx,
                             NB_NIB_NAME_MAX);
     char *tname = *name_at;
-    memcpy(tname, prev, shared);
+    if (shared) memcpy(tname, prev, shared); /* prev is NULL for the first entry */
     memcpy(tname + shared, c->p, rest);
     tname[shared + rest] = '\0';
     c->p += rest;

@@ -54,11 +54,15 @@ print("%.6f" % (math.ceil(b * 1e6) / 1e6))' "$tmp/$r.json")
     "$bin" quantize -m "$gguf" --path w4a8 --bpw "$b" -t 2 -q -o "$tmp/bpw-$r.nib" \
       >"$tmp/bpw-$r.out" 2>&1
     ok test $? -eq 0; ok grep -q "recipe bpw .* ($r+)" "$tmp/bpw-$r.out"
-    ok test "$(grep -c 'plan' "$tmp/bpw-$r.out")" -eq 0 # the plan was what was written
+    ok test "$(grep -c "recipe's plan" "$tmp/bpw-$r.out")" -eq 0 # the plan was what was written
     "$bin" inspect --json "$tmp/bpw-$r.nib" > "$tmp/bpw-$r.json" 2>/dev/null
   done
   "$bin" quantize -m "$gguf" --path w4a8 --bpw 5 -t 2 -q -o "$tmp/bpw.nib" >"$tmp/bpw.out" 2>&1
-  ok test $? -eq 0; ok test "$(grep -c 'plan' "$tmp/bpw.out")" -eq 0
+  ok test $? -eq 0; ok test "$(grep -c "recipe's plan" "$tmp/bpw.out")" -eq 0
+  # the plan of other paths, groups and widths is what is written too
+  "$bin" quantize -m "$gguf" --path w4a16 --group 64 --recipe q5 --bits q=16 --embd 4 -t 2 -q \
+    -o "$tmp/plan.nib" >"$tmp/plan.out" 2>&1
+  ok test $? -eq 0; ok test "$(grep -c "recipe's plan" "$tmp/plan.out")" -eq 0
   "$bin" inspect --json "$tmp/bpw.nib" > "$tmp/bpw.json" 2>/dev/null
   ok "$py" - "$tmp" <<'PY'
 import json, sys
