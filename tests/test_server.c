@@ -177,7 +177,13 @@ static void test_parse(void **state)
          "max_completion_tokens", "invalid_type"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"top_p\": 1.5}", 400, "top_p", "invalid_value"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"top_k\": -1}", 400, "top_k", "invalid_value"},
-        {SRV_COMPLETION, "{\"prompt\": \"x\", \"n\": 3}", 400, "n", "unsupported_value"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"n\": 3}", 0, "", NULL},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"n\": 8}", 0, "", NULL},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"n\": 0}", 400, "n", "invalid_value"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"n\": 9}", 400, "n", "invalid_value"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"n\": 1.5}", 400, "n", "invalid_type"},
+        {SRV_COMPLETION, "{\"prompt\": \"x\", \"n\": \"2\"}", 400, "n", "invalid_type"},
+        {SRV_CHAT, U "\"n\": 9}", 400, "n", "invalid_value"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"stream\": 1}", 400, "stream", "invalid_type"},
         {SRV_COMPLETION, "{\"prompt\": \"x\", \"stream_options\": {\"include_usage\": 1}}", 400,
          "stream_options.include_usage", "invalid_type"},
@@ -978,6 +984,7 @@ static void test_reasoning_answer(void **state)
     (void)state;
     static struct nb_server s;
     static struct srv_job j;
+    struct srv_job *jp = &j;
     memset(&j, 0, sizeof j);
     snprintf(s.model_name, sizeof s.model_name, "m");
     snprintf(j.id, sizeof j.id, "chatcmpl-x");
@@ -1018,7 +1025,7 @@ static void test_reasoning_answer(void **state)
     assert_string_equal(reasoning, "\nOkay, the user asks.\n");
     assert_string_equal(content, "Hello there!");
     j.finish = "stop";
-    char *res = srv_json_result(&s, &j);
+    char *res = srv_json_result(&s, &jp, 1);
     cJSON *o = cJSON_Parse(res);
     const cJSON *m = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0), "message");
@@ -1029,7 +1036,7 @@ static void test_reasoning_answer(void **state)
     free(res);
     /* --reasoning-format none (reasoning off): the text as written, no reasoning_content */
     j.req.reasoning = 0;
-    res = srv_json_result(&s, &j);
+    res = srv_json_result(&s, &jp, 1);
     o = cJSON_Parse(res);
     m = cJSON_GetObjectItemCaseSensitive(
         cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0), "message");
@@ -1047,7 +1054,7 @@ static void test_reasoning_answer(void **state)
              "<think>call f</think>\n\n<tool_call>\n{\"name\": \"f\", "
              "\"arguments\": {}}\n</tool_call>");
     j.text_len = strlen(text);
-    res = srv_json_result(&s, &j);
+    res = srv_json_result(&s, &jp, 1);
     o = cJSON_Parse(res);
     const cJSON *ch = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(o, "choices"), 0);
     m = cJSON_GetObjectItemCaseSensitive(ch, "message");

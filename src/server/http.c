@@ -7,8 +7,10 @@
  * (openai.c) through the parse gate and submits a job (sched.c). Nothing waits on a
  * loop's thread: a connection whose job has no news is suspended (parked) and the job's
  * wake hook, called by the engine under s->mu on new text, the end or a cancel, resumes
- * it. A plain answer is queued when the job is done; a stream's reader writes the text
- * there is as server-sent events and parks when there is none.
+ * it. A request has a job per choice ("n"), submitted together, each of which wakes it.
+ * A plain answer is queued when every job is done; a stream's reader writes the text
+ * there is of each job as server-sent events (with the choice's index) and parks when
+ * there is none.
  *
  * Gone clients: MHD does not watch a suspended socket, so the deadline thread polls the
  * parked ones. A reset or failed socket is gone: its job is cancelled and the engine frees
@@ -111,12 +113,16 @@ struct conn {
     size_t n, cap;
     int too_large, too_busy, answered;
     int fd;
-    struct srv_job *job; /* a reference, released when the request completes */
+    /* a job per choice ("n"), a reference each, released when the request completes */
+    struct srv_job *jobs[SRV_MAX_CHOICES];
+    int n_jobs;
     /* a stream: the events formatted and not yet handed to MHD */
     char *pend;
     size_t pend_n, pend_off, pend_cap;
-    size_t sent;  /* bytes of job->text already in events */
-    int lps_sent; /* of job->lps */
+    size_t sent[SRV_MAX_CHOICES];       /* bytes of each job's text already in events */
+    int lps_sent[SRV_MAX_CHOICES];      /* of its lps */
+    unsigned char fin[SRV_MAX_CHOICES]; /* its finish sent */
+    int n_fin;
     int started, ended;
     int received; /* the whole request is read */
     struct MHD_Connection *c;
@@ -309,7 +315,7 @@ static void job_news(void *arg)
 static void probe(struct nb_server *s, struct conn *k)
 {
     k->probed = 1;
-    if (k->job && k->job->req.stream) {
+    if (k->n_jobs && k->jobs[0]->req.stream) {
         k->probe = 1;
         unpark(s, k);
     } else if (!k->expect) {
@@ -319,8 +325,20 @@ static void probe(struct nb_server *s, struct conn *k)
     }
 }
 
+/* Under s->mu: the request's jobs not done are cancelled (the engine drops them). */
+static void cancel_jobs(struct nb_server *s, struct conn *k)
+{
+    for (int i = 0; i < k->n_jobs; i++) {
+        struct srv_job *j = k->jobs[i];
+        if (j->state != JOB_DONE && !j->cancel) {
+            j->cancel = 1;
+            pthread_cond_signal(&s->engine_cv);
+        }
+    }
+}
+
 /* The deadline thread, every 100 ms: the parked connections whose client is gone end
- * (their job cancelled), a half-closed one is probed once. */
+ * (their jobs cancelled), a half-closed one is probed once. */
 static void check_parked(struct nb_server *s)
 {
     pthread_mutex_lock(&s->mu);
@@ -328,10 +346,7 @@ static void check_parked(struct nb_server *s)
         next = k->pnext;
         int st = peer_state(k->fd);
         if (st == 2) {
-            if (k->job && k->job->state != JOB_DONE && !k->job->cancel) {
-                k->job->cancel = 1;
-                pthread_cond_signal(&s->engine_cv);
-            }
+            cancel_jobs(s, k);
             unpark(s, k);
         } else if (st == 1 && !k->probed) {
             probe(s, k);
@@ -340,16 +355,20 @@ static void check_parked(struct nb_server *s)
     pthread_mutex_unlock(&s->mu);
 }
 
-/* Under s->mu: the request's job cannot give it an answer (its client is gone, or the
- * daemon stops before the job is done). */
+/* Under s->mu: the request's jobs cannot give it an answer (its client is gone, or the
+ * daemon stops before they are done). */
 static int no_answer(const struct nb_server *s, const struct conn *k)
 {
-    return k->job->state != JOB_DONE && (k->job->cancel || s->http->closing);
+    for (int i = 0; i < k->n_jobs; i++)
+        if (k->jobs[i]->state != JOB_DONE && (k->jobs[i]->cancel || s->http->closing)) return 1;
+    return 0;
 }
 
-static int has_text(const struct conn *k)
+static int all_done(const struct conn *k)
 {
-    return srv_stream_sendable(k->job) > k->sent;
+    for (int i = 0; i < k->n_jobs; i++)
+        if (k->jobs[i]->state != JOB_DONE) return 0;
+    return 1;
 }
 
 /* ---------------------------------------------------------------- streams */
@@ -381,8 +400,40 @@ static int event(struct conn *k, char *json)
     return rc;
 }
 
-/* MHD's reader of a stream: the events not yet handed over, else the job's news; with
- * none, the connection parks (0 bytes: MHD calls again once it is resumed). */
+/* A stream's events of choice i's news: its text not yet sent, and once its job is done
+ * its end (an error ends the stream). 0, or -1 out of memory. Under s->mu. */
+static int choice_events(struct conn *k, int i)
+{
+    struct nb_server *s = k->s;
+    struct srv_job *j = k->jobs[i];
+    int rc = 0;
+    size_t upto = srv_stream_sendable(j);
+    if (upto > k->sent[i]) {
+        rc = event(k, srv_json_text_chunk(s, j, k->sent[i], upto, k->lps_sent[i], j->n_lps));
+        k->sent[i] = upto;
+        k->lps_sent[i] = j->n_lps;
+    }
+    if (rc || j->state != JOB_DONE || k->fin[i]) return rc;
+    k->fin[i] = 1;
+    k->n_fin++;
+    if (j->err.status) {
+        k->n_fin = k->n_jobs; /* the stream ends with the error */
+        return event(k, srv_json_error(&j->err));
+    }
+    char **ev = NULL; /* tool calls: the rest of the content and the calls */
+    int n_ev = 0;
+    rc = srv_json_tool_chunks(s, j, k->sent[i], &ev, &n_ev);
+    for (int e = 0; e < n_ev; e++)
+        rc = rc ? (free(ev[e]), rc) : event(k, ev[e]);
+    free(ev);
+    if (rc == 0)
+        rc = event(k, srv_json_chunk(s, j, NULL, 0, 0, j->finish, k->lps_sent[i], j->n_lps));
+    return rc;
+}
+
+/* MHD's reader of a stream: the events not yet handed over, else the jobs' news (each
+ * choice's chunks with its index, interleaved as they come); with none, the connection
+ * parks (0 bytes: MHD calls again once it is resumed). */
 static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
 {
     struct conn *k = cls;
@@ -392,7 +443,7 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         if (k->ended) return MHD_CONTENT_READER_END_OF_STREAM;
         k->pend_off = k->pend_n = 0;
         pthread_mutex_lock(&s->mu);
-        struct srv_job *j = k->job;
+        struct srv_job *j0 = k->jobs[0];
         int rc = 0;
         if (no_answer(s, k)) {
             pthread_mutex_unlock(&s->mu);
@@ -400,31 +451,17 @@ static ssize_t stream_read(void *cls, uint64_t pos, char *buf, size_t max)
         }
         if (!k->started) { /* the role first, so the client sees the stream open */
             k->started = 1;
-            if (j->req.kind == SRV_CHAT)
-                rc = event(k, srv_json_chunk(s, j, "", 0, 1, NULL, 0, 0, 0));
+            for (int i = 0; rc == 0 && i < k->n_jobs && j0->req.kind == SRV_CHAT; i++)
+                rc = event(k, srv_json_chunk(s, k->jobs[i], "", 0, 1, NULL, 0, 0));
         }
-        if (rc == 0 && has_text(k)) {
-            size_t upto = srv_stream_sendable(j);
-            rc = event(k, srv_json_text_chunk(s, j, k->sent, upto, k->lps_sent, j->n_lps));
-            k->sent = upto;
-            k->lps_sent = j->n_lps;
-        }
-        if (rc == 0 && j->state == JOB_DONE) {
-            if (j->err.status) {
-                rc = event(k, srv_json_error(&j->err));
-            } else {
-                char **ev = NULL; /* tool calls: the rest of the content and the calls */
-                int n_ev = 0;
-                rc = srv_json_tool_chunks(s, j, k->sent, &ev, &n_ev);
-                for (int i = 0; i < n_ev; i++)
-                    rc = rc ? (free(ev[i]), rc) : event(k, ev[i]);
-                free(ev);
-                if (rc == 0)
-                    rc = event(
-                        k, srv_json_chunk(s, j, NULL, 0, 0, j->finish, 0, k->lps_sent, j->n_lps));
-                if (rc == 0 && j->req.include_usage)
-                    rc = event(k, srv_json_chunk(s, j, NULL, 0, 0, NULL, 1, 0, 0));
-            }
+        for (int i = 0; rc == 0 && i < k->n_jobs && k->n_fin < k->n_jobs; i++)
+            rc = choice_events(k, i);
+        if (rc == 0 && k->n_fin == k->n_jobs) {
+            int failed = 0;
+            for (int i = 0; i < k->n_jobs; i++)
+                failed |= k->jobs[i]->err.status != 0;
+            if (!failed && j0->req.include_usage)
+                rc = event(k, srv_json_usage_chunk(s, k->jobs, k->n_jobs));
             if (rc == 0) rc = pend_add(k, "data: [DONE]", "", 0, "\n\n");
             k->ended = 1;
         }
@@ -524,23 +561,26 @@ static void drop_body(struct srv_http *h, struct conn *k)
 
 /* ---------------------------------------------------------------- endpoints */
 
-/* A plain answer once the request's job is done; until then the connection parks. */
+/* A plain answer once the request's jobs are all done; until then the connection parks. */
 static enum MHD_Result plain_answer(struct conn *k, struct MHD_Connection *c)
 {
     struct nb_server *s = k->s;
-    struct srv_job *j = k->job;
     pthread_mutex_lock(&s->mu);
     if (no_answer(s, k)) {
         pthread_mutex_unlock(&s->mu);
         return MHD_NO; /* the client is gone, or the server stops: close */
     }
-    if (j->state != JOB_DONE) {
+    if (!all_done(k)) {
         park(s, k);
         pthread_mutex_unlock(&s->mu);
         return MHD_YES;
     }
+    struct srv_job *j = k->jobs[0]; /* the answer's: the first that failed, else the first */
+    for (int i = 0; i < k->n_jobs && !j->err.status; i++)
+        if (k->jobs[i]->err.status) j = k->jobs[i];
     char *out = j->err.status ? srv_json_error(&j->err)
-                : j->req.kind == SRV_EMBED ? srv_json_embed(s, j) : srv_json_result(s, j);
+                : j->req.kind == SRV_EMBED ? srv_json_embed(s, j)
+                                           : srv_json_result(s, k->jobs, k->n_jobs);
     int status = j->err.status ? j->err.status : 200;
     pthread_mutex_unlock(&s->mu);
     return answer(k, c, status, "application/json", out, NULL, NULL);
@@ -575,22 +615,43 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
     (void)large;
 #endif
     if (bad) return answer_error(k, c, &e, NULL, NULL);
+    int n = r.n_choices > 1 ? r.n_choices : 1;
+    if (n > s->p.n_slots + s->p.max_queue) {
+        char msg[160];
+        snprintf(msg, sizeof msg, "'n' is %d: this server runs and queues at most %d jobs", n,
+                 s->p.n_slots + s->p.max_queue);
+        srv_request_free(&r);
+        return answer_error(k, c,
+                            (srv_fail(&e, 400, "n", "invalid_value", "%s", msg), &e), NULL, NULL);
+    }
+    /* a job per choice: the first owns the request, the others share it */
     struct srv_job *j = srv_job_new(s, &r);
+    if (j) k->jobs[k->n_jobs++] = j;
+    for (int i = 1; j && i < n; i++)
+        if ((k->jobs[k->n_jobs] = srv_job_choice(s, k->jobs[0], i)))
+            k->n_jobs++;
+        else
+            j = NULL;
     if (!j) {
         srv_request_free(&r);
+        pthread_mutex_lock(&s->mu);
+        while (k->n_jobs > 0) /* the first (the request's owner) last */
+            srv_job_release(s, k->jobs[--k->n_jobs]);
+        pthread_mutex_unlock(&s->mu);
         return fail_now(k, c, 500, NULL, NULL, NULL, "out of memory");
     }
-    k->job = j;
     pthread_mutex_lock(&s->mu);
-    j->fd = k->fd;
-    j->wake = job_news;
-    j->wake_arg = k;
+    for (int i = 0; i < n; i++) {
+        k->jobs[i]->fd = k->fd;
+        k->jobs[i]->wake = job_news;
+        k->jobs[i]->wake_arg = k;
+    }
     s->n_answering++; /* until on_completed: a drain lets the answer out before stopping */
     /* a client that has already shut down its side: written to once, before the job
      * counts, so that a submit finding the queue full knows it gone */
     if (peer_state(k->fd) == 1) probe(s, k);
     pthread_mutex_unlock(&s->mu);
-    int q = srv_submit(s, j);
+    int q = srv_submit(s, k->jobs, n);
     if (q == -1)
         return fail_now(k, c, 503, "server_busy", "Retry-After", "1",
                         "the server is busy: every slot is running and the queue is full; "
@@ -757,15 +818,23 @@ static void log_request(struct nb_server *s, const struct conn *k,
     char line[512];
     int n = snprintf(line, sizeof line, "%s %s %d %.3f s %s", k->method, k->path,
                      k->status, now_s() - k->t0, k->addr);
-    const struct srv_job *j = k->job;
-    if (j && j->req.kind == SRV_EMBED && n > 0 && (size_t)n < sizeof line)
+    const struct srv_job *j = k->n_jobs ? k->jobs[0] : NULL;
+    if (j && j->req.kind == SRV_EMBED && n > 0 && (size_t)n < sizeof line) {
         n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d inputs %d of %d %s",
                       j->req.n_prompt, j->emb_done, j->req.n_inputs,
                       j->state != JOB_DONE ? "cut" : j->err.status ? "error" : "done");
-    else if (j && n > 0 && (size_t)n < sizeof line)
-        n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d generated %d %s",
-                      j->req.n_prompt, j->n_gen,
-                      j->state != JOB_DONE ? "cut" : j->finish ? j->finish : "error");
+    } else if (j && n > 0 && (size_t)n < sizeof line) {
+        int gen = 0;
+        for (int i = 0; i < k->n_jobs; i++)
+            gen += k->jobs[i]->n_gen;
+        n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d generated %d", j->req.n_prompt,
+                      gen);
+        for (int i = 0; i < k->n_jobs && n > 0 && (size_t)n < sizeof line; i++) { /* each choice's */
+            j = k->jobs[i];
+            n += snprintf(line + n, sizeof line - (size_t)n, "%s%s", i ? "," : " ",
+                          j->state != JOB_DONE ? "cut" : j->finish ? j->finish : "error");
+        }
+    }
     if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && n > 0 && (size_t)n < sizeof line)
         snprintf(line + n, sizeof line - (size_t)n, " (%s)",
                  toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? "client closed"
@@ -806,7 +875,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         *upload_size = 0;
         return MHD_YES;
     }
-    if (k->job) return plain_answer(k, c); /* resumed: the job has news */
+    if (k->n_jobs) return plain_answer(k, c); /* resumed: a job has news */
     if (*upload_size) {
         size_t n = *upload_size;
         *upload_size = 0;
@@ -884,16 +953,14 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     drop_body(s->http, k);
     pthread_mutex_lock(&s->mu);
     if (k->parked) unlink_parked(s->http, k); /* MHD ends it: nothing to resume */
-    if (k->job) {
-        s->n_answering--;
-        k->job->wake = NULL; /* the job may outlive this request */
-        k->job->fd = -1;
-        if (k->job->state != JOB_DONE) {
-            k->job->cancel = 1;
-            pthread_cond_signal(&s->engine_cv);
-        }
-        srv_job_release(s, k->job);
+    if (k->n_jobs) s->n_answering--;
+    cancel_jobs(s, k);
+    for (int i = 0; i < k->n_jobs; i++) {
+        k->jobs[i]->wake = NULL; /* the job may outlive this request */
+        k->jobs[i]->fd = -1;
     }
+    for (int i = k->n_jobs - 1; i >= 0; i--) /* the first (the request's owner) last */
+        srv_job_release(s, k->jobs[i]);
     pthread_mutex_unlock(&s->mu);
     free(k->pend);
     free(k);

@@ -440,12 +440,9 @@ static int parse_common(const struct srv_model *m, const cJSON *o, struct srv_re
     if (check_unsupported(o, e) || parse_logprobs(o, r, e) || parse_response_format(o, r, e) ||
         parse_gbnf(o, r, e) || parse_logit_bias(m, o, r, e))
         return -1;
-    x = 1;
-    if (get_int(o, "n", 1, 1e9, &x, NULL, e)) return -1;
-    if (x != 1)
-        return srv_fail(e, 400, "n", "unsupported_value",
-                        "'n' must be 1 (one choice per "
-                        "request)");
+    x = 1; /* choices: a job each (http.c), sampled apart */
+    if (get_int(o, "n", 1, SRV_MAX_CHOICES, &x, NULL, e)) return -1;
+    r->n_choices = (int)x;
     x = 1;
     if (get_int(o, "best_of", 1, 1e9, &x, NULL, e)) return -1;
     if (x != 1) return srv_fail(e, 400, "best_of", "unsupported_value", "'best_of' must be 1");
@@ -986,22 +983,33 @@ char *srv_json_error(const struct srv_error *e)
     return print_free(o);
 }
 
-static void add_usage(cJSON *o, const struct srv_job *j)
+/* The usage of a request whose choices are jobs[0..n): the prompt counted once, the
+ * completions summed; cached_tokens the longest prefix a choice found cached (its KV
+ * reused: prefix sharing, and the prompt of a choice prefilled once for all); the timings'
+ * prompt_n the prompt tokens the choices prefilled in all. */
+static void add_usage(cJSON *o, struct srv_job *const *jobs, int n)
 {
+    const struct srv_job *j = jobs[0];
+    int gen = 0, cached = 0, prefilled = 0;
+    for (int i = 0; i < n; i++) {
+        gen += jobs[i]->n_gen;
+        if (jobs[i]->n_cached > cached) cached = jobs[i]->n_cached;
+        prefilled += jobs[i]->req.n_prompt - jobs[i]->n_cached;
+    }
     cJSON *u = cJSON_AddObjectToObject(o, "usage");
     cJSON_AddNumberToObject(u, "prompt_tokens", j->req.n_prompt);
-    cJSON_AddNumberToObject(u, "completion_tokens", j->n_gen);
-    cJSON_AddNumberToObject(u, "total_tokens", j->req.n_prompt + j->n_gen);
+    cJSON_AddNumberToObject(u, "completion_tokens", gen);
+    cJSON_AddNumberToObject(u, "total_tokens", j->req.n_prompt + gen);
     /* as OpenAI's: the prompt tokens whose KV was reused (prefix sharing) */
     cJSON *d = cJSON_AddObjectToObject(u, "prompt_tokens_details");
-    cJSON_AddNumberToObject(d, "cached_tokens", j->n_cached);
+    cJSON_AddNumberToObject(d, "cached_tokens", cached);
     /* llama-server's timings (a client such as nibble agent reads decode speed from them):
      * the prompt from submission (queueing included) to the first token; the tokens after
-     * the first over the decode steps that made them */
+     * the first over the decode steps that made them (choice 0's) */
     cJSON *t = cJSON_AddObjectToObject(o, "timings");
     int decoded = j->n_gen > 1 ? j->n_gen - 1 : 0;
     double gen_ms = decoded && j->t_first > 0 ? (j->t_prev - j->t_first) * 1e3 : 0;
-    cJSON_AddNumberToObject(t, "prompt_n", j->req.n_prompt - j->n_cached);
+    cJSON_AddNumberToObject(t, "prompt_n", prefilled);
     cJSON_AddNumberToObject(t, "prompt_ms", j->t_first > 0 ? (j->t_first - j->t_submit) * 1e3 : 0);
     cJSON_AddNumberToObject(t, "predicted_n", decoded);
     cJSON_AddNumberToObject(t, "predicted_ms", gen_ms);
@@ -1129,7 +1137,8 @@ static void call_id(const struct srv_job *j, int k, char *out, size_t size)
     uint64_t h = 0xcbf29ce484222325ull;
     for (const char *p = j->id; *p; p++)
         h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
-    h ^= (uint64_t)j->created * 0x9e3779b97f4a7c15ull + (uint64_t)k;
+    /* the choice's index too: the choices of a request share its id */
+    h ^= (uint64_t)j->created * 0x9e3779b97f4a7c15ull + (uint64_t)k + ((uint64_t)j->index << 32);
     size_t n = snprintf(out, size, "call_");
     for (int i = 0; i < 24 && n + 1 < size; i++) {
         h += 0x9e3779b97f4a7c15ull; /* splitmix64 */
@@ -1198,14 +1207,13 @@ static const char *finish_of(const struct srv_job *j, const char *finish)
     return n ? "tool_calls" : finish;
 }
 
-char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
+/* Choice j->index of a plain answer; NULL when out of memory. */
+static cJSON *choice_json(const struct nb_server *s, const struct srv_job *j)
 {
     int chat = j->req.kind == SRV_CHAT;
     const char *finish = j->finish ? j->finish : "stop";
-    cJSON *o = head(s, j, chat ? "chat.completion" : "text_completion");
-    cJSON *cs = cJSON_AddArrayToObject(o, "choices"), *c = cJSON_CreateObject();
-    cJSON_AddItemToArray(cs, c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddNumberToObject(c, "index", j->index);
     if (chat) {
         cJSON *msg = cJSON_AddObjectToObject(c, "message");
         cJSON_AddStringToObject(msg, "role", "assistant");
@@ -1222,7 +1230,7 @@ char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
                 msg, "content",
                 text_json(j->text ? j->text + t.c_from : "", j->text_len - t.c_from));
         } else if (job_calls(j, &calls, &n, &content)) {
-            cJSON_Delete(o);
+            cJSON_Delete(c);
             return NULL;
         } else {
             if (content)
@@ -1239,7 +1247,23 @@ char *srv_json_result(const struct nb_server *s, const struct srv_job *j)
     }
     cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, j, 0, j->n_lps));
     cJSON_AddStringToObject(c, "finish_reason", finish);
-    add_usage(o, j);
+    return c;
+}
+
+char *srv_json_result(const struct nb_server *s, struct srv_job *const *jobs, int n)
+{
+    cJSON *o = head(s, jobs[0], jobs[0]->req.kind == SRV_CHAT ? "chat.completion"
+                                                              : "text_completion");
+    cJSON *cs = cJSON_AddArrayToObject(o, "choices");
+    for (int i = 0; i < n; i++) {
+        cJSON *c = choice_json(s, jobs[i]);
+        if (!c) {
+            cJSON_Delete(o);
+            return NULL;
+        }
+        cJSON_AddItemToArray(cs, c);
+    }
+    add_usage(o, jobs, n);
     return print_free(o);
 }
 
@@ -1273,7 +1297,7 @@ int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, siz
         cJSON *o = head(s, j, "chat.completion.chunk");
         cJSON *c = cJSON_CreateObject(), *d;
         cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-        cJSON_AddNumberToObject(c, "index", 0);
+        cJSON_AddNumberToObject(c, "index", j->index);
         d = cJSON_AddObjectToObject(c, "delta");
         cJSON_AddStringToObject(d, "content", content + sent);
         cJSON_AddNullToObject(c, "logprobs");
@@ -1289,7 +1313,7 @@ int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, siz
             cJSON *c = cJSON_CreateObject(), *d, *a = cJSON_CreateArray(),
                   *x = cJSON_CreateObject();
             cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-            cJSON_AddNumberToObject(c, "index", 0);
+            cJSON_AddNumberToObject(c, "index", j->index);
             d = cJSON_AddObjectToObject(c, "delta");
             cJSON_AddItemToObject(d, "tool_calls", a);
             cJSON_AddItemToArray(a, x);
@@ -1324,36 +1348,39 @@ fail:
 }
 
 char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const char *delta,
-                     size_t n_delta, int first, const char *finish, int usage, int lp_from,
-                     int lp_to)
+                     size_t n_delta, int first, const char *finish, int lp_from, int lp_to)
 {
     int chat = j->req.kind == SRV_CHAT;
     cJSON *o = head(s, j, chat ? "chat.completion.chunk" : "text_completion");
     cJSON *cs = cJSON_AddArrayToObject(o, "choices");
-    if (!usage) {
-        cJSON *c = cJSON_CreateObject();
-        cJSON_AddItemToArray(cs, c);
-        cJSON_AddNumberToObject(c, "index", 0);
-        if (chat) {
-            cJSON *d = cJSON_AddObjectToObject(c, "delta");
-            if (first) cJSON_AddStringToObject(d, "role", "assistant");
-            if (delta) cJSON_AddItemToObject(d, "content", text_json(delta, n_delta));
-        } else {
-            cJSON_AddItemToObject(c, "text", text_json(delta ? delta : "", delta ? n_delta : 0));
-        }
-        if (lp_to > lp_from)
-            cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, j, lp_from, lp_to));
-        else
-            cJSON_AddNullToObject(c, "logprobs");
-        if (finish)
-            cJSON_AddStringToObject(c, "finish_reason", finish_of(j, finish));
-        else
-            cJSON_AddNullToObject(c, "finish_reason");
+    cJSON *c = cJSON_CreateObject();
+    cJSON_AddItemToArray(cs, c);
+    cJSON_AddNumberToObject(c, "index", j->index);
+    if (chat) {
+        cJSON *d = cJSON_AddObjectToObject(c, "delta");
+        if (first) cJSON_AddStringToObject(d, "role", "assistant");
+        if (delta) cJSON_AddItemToObject(d, "content", text_json(delta, n_delta));
+    } else {
+        cJSON_AddItemToObject(c, "text", text_json(delta ? delta : "", delta ? n_delta : 0));
     }
-    if (usage)
-        add_usage(o, j);
-    else if (j->req.include_usage)
-        cJSON_AddNullToObject(o, "usage");
+    if (lp_to > lp_from)
+        cJSON_AddItemToObject(c, "logprobs", logprobs_json(s, j, lp_from, lp_to));
+    else
+        cJSON_AddNullToObject(c, "logprobs");
+    if (finish)
+        cJSON_AddStringToObject(c, "finish_reason", finish_of(j, finish));
+    else
+        cJSON_AddNullToObject(c, "finish_reason");
+    if (j->req.include_usage) cJSON_AddNullToObject(o, "usage");
+    return print_free(o);
+}
+
+char *srv_json_usage_chunk(const struct nb_server *s, struct srv_job *const *jobs, int n)
+{
+    cJSON *o = head(s, jobs[0], jobs[0]->req.kind == SRV_CHAT ? "chat.completion.chunk"
+                                                              : "text_completion");
+    cJSON_AddArrayToObject(o, "choices");
+    add_usage(o, jobs, n);
     return print_free(o);
 }
 
@@ -1379,14 +1406,14 @@ char *srv_json_text_chunk(const struct nb_server *s, const struct srv_job *j, si
     struct srv_think t;
     think_of(j, &t);
     if (!t.found || j->req.kind != SRV_CHAT)
-        return srv_json_chunk(s, j, j->text + from, to - from, 0, NULL, 0, lp_from, lp_to);
+        return srv_json_chunk(s, j, j->text + from, to - from, 0, NULL, lp_from, lp_to);
     /* the parts of [from, to) in the reasoning and in the content */
     size_t r0 = from > t.r_from ? from : t.r_from, r1 = to < t.r_to ? to : t.r_to;
     size_t c0 = from > t.c_from ? from : t.c_from;
     cJSON *o = head(s, j, "chat.completion.chunk");
     cJSON *c = cJSON_CreateObject(), *d;
     cJSON_AddItemToArray(cJSON_AddArrayToObject(o, "choices"), c);
-    cJSON_AddNumberToObject(c, "index", 0);
+    cJSON_AddNumberToObject(c, "index", j->index);
     d = cJSON_AddObjectToObject(c, "delta");
     if (r1 > r0) cJSON_AddItemToObject(d, "reasoning_content", text_json(j->text + r0, r1 - r0));
     if (to > c0) cJSON_AddItemToObject(d, "content", text_json(j->text + c0, to - c0));

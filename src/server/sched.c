@@ -39,55 +39,98 @@
 
 /* ---------------------------------------------------------------- jobs */
 
-struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
+/* A job's own state for its request (j->req set): its sampler, detokenizer and stop
+ * matcher, its place in the grammars. 0, or -1 when out of memory. */
+static int job_setup(struct nb_server *s, struct srv_job *j)
 {
-    struct srv_job *j = calloc(1, sizeof *j);
-    if (!j) return NULL;
-    j->req = *r;
-    memset(r, 0, sizeof *r);
-    j->refs = 1;
-    j->fd = -1;
-    j->slot = -1;
-    j->max_tokens = -1; /* set when its prefill starts */
-    j->state = JOB_QUEUED;
-    pthread_mutex_lock(&s->mu);
-    uint64_t k = ++s->n_jobs;
-    pthread_mutex_unlock(&s->mu);
-    snprintf(j->id, sizeof j->id, "%s-%llx%06llx",
-             j->req.kind == SRV_CHAT ? "chatcmpl" : j->req.kind == SRV_EMBED ? "embd" : "cmpl",
-             (unsigned long long)time(NULL), (unsigned long long)k);
-    j->created = (int64_t)time(NULL);
-    /* without a seed, each request its own: the server's seed and the request's number */
-    if (!j->req.seed_given) j->req.sp.seed = s->m.sp.seed + k * 0x9e3779b97f4a7c15ull;
     struct nb_text_out_params tp = {sizeof tp, srv_request_parses_tools(&j->req), 0,
                                     (const char *const *)j->req.stops, j->req.n_stops};
     if (nb_sampler_init(&j->sampler, &j->req.sp, s->m.n_vocab) != NB_OK ||
         nb_sampler_set_logit_bias(j->sampler, j->req.bias_id, j->req.bias, j->req.n_bias) ||
-        nb_text_out_init(&j->out, s->m.tok, &tp) != NB_OK) {
-        j->refs = 1;
-        srv_job_release(s, j);
-        return NULL;
-    }
+        nb_text_out_init(&j->out, s->m.tok, &tp) != NB_OK)
+        return -1;
     if (j->req.grammar) nb_cons_start(j->req.grammar, &j->cons);
     if (j->req.gbnf) {
-        if (!(j->gbs = malloc(sizeof *j->gbs))) {
-            srv_job_release(s, j);
-            return NULL;
-        }
+        if (!(j->gbs = malloc(sizeof *j->gbs))) return -1;
         nb_gb_start(j->req.gbnf, j->gbs);
     }
     if (!j->req.grammar && j->req.tool_choice == SRV_TC_AUTO && srv_request_parses_tools(&j->req)) {
         if (!(j->auto_g = calloc(1, sizeof *j->auto_g)) ||
             srv_tool_grammar_schema(j->auto_g, j->req.tool_format, j->req.tools,
                                     (const struct nb_schema *const *)j->req.tool_schemas,
-                                    j->req.n_tools)) {
-            srv_job_release(s, j);
-            return NULL;
-        }
+                                    j->req.n_tools))
+            return -1;
+    }
+    return 0;
+}
+
+static struct srv_job *job_alloc(void)
+{
+    struct srv_job *j = calloc(1, sizeof *j);
+    if (!j) return NULL;
+    j->refs = 1;
+    j->fd = -1;
+    j->slot = -1;
+    j->max_tokens = -1; /* set when its prefill starts */
+    j->state = JOB_QUEUED;
+    return j;
+}
+
+/* The request's number (its id, and its seed when it has none given). */
+static uint64_t next_number(struct nb_server *s)
+{
+    pthread_mutex_lock(&s->mu);
+    uint64_t k = ++s->n_jobs;
+    pthread_mutex_unlock(&s->mu);
+    return k;
+}
+
+struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r)
+{
+    struct srv_job *j = job_alloc();
+    if (!j) return NULL;
+    j->req = *r;
+    memset(r, 0, sizeof *r);
+    uint64_t k = next_number(s);
+    snprintf(j->id, sizeof j->id, "%s-%llx%06llx",
+             j->req.kind == SRV_CHAT ? "chatcmpl" : j->req.kind == SRV_EMBED ? "embd" : "cmpl",
+             (unsigned long long)time(NULL), (unsigned long long)k);
+    j->created = (int64_t)time(NULL);
+    /* without a seed, each request its own: the server's seed and the request's number */
+    if (!j->req.seed_given) j->req.sp.seed = s->m.sp.seed + k * 0x9e3779b97f4a7c15ull;
+    if (job_setup(s, j)) {
+        srv_job_release(s, j);
+        return NULL;
     }
     return j;
 }
 
+struct srv_job *srv_job_choice(struct nb_server *s, struct srv_job *first, int index)
+{
+    struct srv_job *j = job_alloc();
+    if (!j) return NULL;
+    j->req = first->req; /* shared: first outlives it (the reference taken here) */
+    j->first = first;
+    pthread_mutex_lock(&s->mu);
+    first->refs++;
+    pthread_mutex_unlock(&s->mu);
+    memcpy(j->id, first->id, sizeof j->id);
+    j->created = first->created;
+    j->index = index;
+    /* choice i of a seeded request samples as the request with seed + i would */
+    uint64_t k = next_number(s);
+    j->req.sp.seed = j->req.seed_given ? first->req.sp.seed + (uint64_t)index
+                                       : s->m.sp.seed + k * 0x9e3779b97f4a7c15ull;
+    if (job_setup(s, j)) {
+        pthread_mutex_lock(&s->mu);
+        srv_job_release(s, j);
+        pthread_mutex_unlock(&s->mu);
+        return NULL;
+    }
+    return j;
+}
+
+/* What a job holds of its own (its request and itself are srv_job_release's). */
 static void job_free(struct srv_job *j)
 {
     nb_sampler_free(j->sampler);
@@ -95,17 +138,19 @@ static void job_free(struct srv_job *j)
     nb_gram_free(j->auto_g);
     free(j->auto_g);
     free(j->gbs);
-    srv_request_free(&j->req);
     free(j->text);
     free(j->lps);
     free(j->emb);
-    free(j);
 }
 
 void srv_job_release(struct nb_server *s, struct srv_job *j)
 {
-    (void)s;
-    if (j && --j->refs == 0) job_free(j);
+    if (!j || --j->refs > 0) return;
+    struct srv_job *first = j->first;
+    job_free(j);
+    if (!first) srv_request_free(&j->req);
+    free(j);
+    srv_job_release(s, first); /* a choice's job: its request's with the first */
 }
 
 static void job_done(struct nb_server *s, struct srv_job *j, const char *finish);
@@ -163,27 +208,32 @@ static int live_jobs(struct nb_server *s)
     return n;
 }
 
-int srv_submit(struct nb_server *s, struct srv_job *j)
+int srv_submit(struct nb_server *s, struct srv_job *const *jobs, int n)
 {
     int rc = 0;
     pthread_mutex_lock(&s->mu);
     const int limit = s->p.n_slots + s->p.max_queue;
     if (!s->accepting || s->stopping) {
         rc = -2;
-    } else if (s->n_queued + s->n_running >= limit && live_jobs(s) >= limit) {
-        /* every slot taken (or about to be, by those queued) and max_queue waiting */
+    } else if (s->n_queued + s->n_running + n > limit && live_jobs(s) + n > limit) {
+        /* every slot taken (or about to be, by those queued) and max_queue waiting: a
+         * request's choices are all taken or none */
         rc = -1;
     } else {
-        j->t_submit = nb_time_s();
-        j->deadline = j->t_submit + s->p.timeout_s;
-        j->refs++;
-        j->next = NULL;
-        if (s->q_tail)
-            s->q_tail->next = j;
-        else
-            s->q_head = j;
-        s->q_tail = j;
-        s->n_queued++;
+        double now = nb_time_s();
+        for (int i = 0; i < n; i++) {
+            struct srv_job *j = jobs[i];
+            j->t_submit = now;
+            j->deadline = j->t_submit + s->p.timeout_s;
+            j->refs++;
+            j->next = NULL;
+            if (s->q_tail)
+                s->q_tail->next = j;
+            else
+                s->q_head = j;
+            s->q_tail = j;
+            s->n_queued++;
+        }
         pthread_cond_signal(&s->engine_cv);
     }
     pthread_mutex_unlock(&s->mu);

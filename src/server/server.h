@@ -9,10 +9,10 @@
  *              batching), per-request sampling, stop strings, cancel and timeouts
  *   metrics.c  counters and histograms, Prometheus text
  *
- * Threads: libmicrohttpd runs one thread per connection; the engine runs on the thread
+ * Threads: libmicrohttpd's pool of HTTP threads (http.c); the engine runs on the thread
  * of nb_server_run and alone touches the context. They meet under srv->mu: a connection
- * submits a job and waits on the job's condition variable; the engine appends the job's
- * text and signals it.
+ * submits a job per choice of its request and parks; the engine appends a job's text
+ * and calls its wake hook, which resumes the connection.
  */
 #ifndef NB_SERVER_SERVER_H
 #define NB_SERVER_SERVER_H
@@ -67,6 +67,7 @@ int srv_fail(struct srv_error *e, int status, const char *param, const char *cod
 #define SRV_MAX_BIAS         1024 /* logit_bias entries */
 #define SRV_MAX_DRAFT        16 /* --lookup: draft tokens a step at most */
 #define SRV_MAX_EMBED_INPUTS 64 /* /v1/embeddings: inputs in one request */
+#define SRV_MAX_CHOICES      8  /* "n": choices of one request, a job each */
 
 /* tool_choice: none (no tools rendered or parsed), auto (calls parsed from free text),
  * required / a named function (the output constrained to one call). */
@@ -84,6 +85,7 @@ struct srv_request {
     int max_tokens; /* -1: not given */
     struct nb_sampler_params sp;
     int seed_given;
+    int n_choices; /* "n": the choices asked for (1..SRV_MAX_CHOICES), a job each */
     int32_t *bias_id; /* logit_bias: [n_bias] token ids and their biases */
     float *bias;
     int n_bias;
@@ -214,8 +216,12 @@ struct srv_job {
     struct srv_job *next; /* in the queue */
     int refs;
     struct srv_request req;
-    char id[48];
+    char id[48];     /* the request's: a job of choice i > 0 has its first job's */
     int64_t created; /* unix seconds */
+    int index;       /* its choice's index in the answer */
+    /* a job of choice i > 0: the job of choice 0, whose request (req, a shallow copy
+     * here but for the seed) it reads and holds a reference to */
+    struct srv_job *first;
     double t_submit, deadline;
     int fd;          /* the client's socket (-1: none): a full queue checks who is gone */
 
@@ -327,9 +333,10 @@ struct nb_server {
 };
 
 /* sched.c */
-/* 0: queued; -1: queue full (503 + Retry-After), -2: the server is stopping. Takes a
- * reference for the engine. */
-int srv_submit(struct nb_server *s, struct srv_job *j);
+/* Queue jobs[0..n) (a request's choices) together or none: 0: queued; -1: the slots and
+ * the queue have no room for all n (503 + Retry-After), -2: the server is stopping. Takes
+ * a reference to each for the engine. */
+int srv_submit(struct nb_server *s, struct srv_job *const *jobs, int n);
 /* The client of socket fd is gone: the connection was reset or failed (a client that
  * only shut down its sending side, HTTP's half-close, still reads: not gone); 0 for
  * fd < 0. */
@@ -345,12 +352,17 @@ void srv_engine_abort(struct nb_server *s);
 /* A new job for request r (moved into it), with its sampler, detokenizer and stop
  * matcher; one reference (the connection's). NULL when out of memory. */
 struct srv_job *srv_job_new(struct nb_server *s, struct srv_request *r);
+/* The job of choice `index` (1..n_choices - 1) of the request of `first` (choice 0's
+ * job), sharing its request and id; its seed is the request's plus index (a request
+ * without a seed: its own, as srv_job_new gives). NULL when out of memory. */
+struct srv_job *srv_job_choice(struct nb_server *s, struct srv_job *first, int index);
 /* Drop a reference (under s->mu); the last frees the job. */
 void srv_job_release(struct nb_server *s, struct srv_job *j);
 
 /* openai.c: response bodies (malloc'd JSON). */
 char *srv_json_error(const struct srv_error *e);
-char *srv_json_result(const struct nb_server *s, const struct srv_job *j);
+/* The answer of a request's finished jobs[0..n) (its choices). */
+char *srv_json_result(const struct nb_server *s, struct srv_job *const *jobs, int n);
 /* A stream's text that can go out as content now: all of it, or for a job whose output
  * is parsed for tool calls, what comes before anything that may start one. */
 size_t srv_stream_sendable(const struct srv_job *j);
@@ -360,11 +372,12 @@ size_t srv_stream_sendable(const struct srv_job *j);
  * memory. */
 int srv_json_tool_chunks(const struct nb_server *s, const struct srv_job *j, size_t sent,
                          char ***events, int *n_events);
-/* One server-sent-event chunk (without "data: "): text delta (with the log-probabilities
- * of tokens lp_from..lp_to), or the end (finish set), or the usage chunk (usage set). */
+/* One server-sent-event chunk (without "data: ") of choice j->index: text delta (with the
+ * log-probabilities of tokens lp_from..lp_to), or the end (finish set). */
 char *srv_json_chunk(const struct nb_server *s, const struct srv_job *j, const char *delta,
-                     size_t n_delta, int first, const char *finish, int usage, int lp_from,
-                     int lp_to);
+                     size_t n_delta, int first, const char *finish, int lp_from, int lp_to);
+/* The usage chunk of a stream whose choices are jobs[0..n). */
+char *srv_json_usage_chunk(const struct nb_server *s, struct srv_job *const *jobs, int n);
 /* The chunk of the text j->text[from..to) (to: srv_stream_sendable): a content delta, or
  * with reasoning the parts of it that are reasoning_content and content. */
 char *srv_json_text_chunk(const struct nb_server *s, const struct srv_job *j, size_t from,

@@ -201,7 +201,7 @@ call POST /v1/completions '{"prompt": "x", "temperature": 5}'; expect_error "tem
 call POST /v1/completions '{"prompt": 12}'; expect_error "prompt type" 400 prompt
 call POST /v1/completions '{"max_tokens": 3}'; expect_error "no prompt" 400 prompt
 call POST /v1/completions '{"prompt": [1, 99999]}'; expect_error "token out of range" 400 prompt
-call POST /v1/completions '{"prompt": "x", "n": 2}'; expect_error "n = 2" 400 n
+call POST /v1/completions '{"prompt": "x", "n": 9}'; expect_error "n = 9" 400 n
 call POST /v1/completions '{"prompt": "x", "stop": [1]}'; expect_error "stop type" 400 stop
 call POST /v1/completions '{"prompt": "x", "stream": "yes"}'; expect_error "stream type" 400 stream
 call POST /v1/chat/completions '{"messages": "hi"}'; expect_error "messages type" 400 messages

@@ -179,6 +179,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         struct srv_error e = {0};
         if (srv_parse_request(&m, (enum srv_kind)kind, (const char *)data, size, &r, &e) == 0) {
             if (r.n_prompt <= 0 || r.n_prompt >= m.n_ctx) abort();
+            if (r.n_choices < 1 || r.n_choices > SRV_MAX_CHOICES) abort(); /* "n" */
             for (int i = 0; i < r.n_prompt; i++)
                 if (r.prompt[i] < 0 || r.prompt[i] >= m.n_vocab) abort();
             if (r.grammar) run_constraint(&r, data, size);

@@ -80,6 +80,57 @@ async function main() {
   check("completion", cmpl.choices[0].text.length > 0 && cmpl.usage.completion_tokens === 8 &&
         cmpl.choices[0].finish_reason === "length", JSON.stringify(cmpl));
 
+  // n: choices sampled apart, the choice i of a seeded request that of seed + i; greedy
+  // ones all the same; streams (chunks of the choices interleaved, each with its index) add
+  // up to the plain answer; usage counts the prompt once and sums the completions
+  const nChat = await client.chat.completions.create({
+    model: ids[0], messages, max_tokens: 10, temperature: 1, seed: 7, n: 3,
+  });
+  const nAlone = [];
+  for (let i = 0; i < 3; i++)
+    nAlone.push(await client.chat.completions.create({
+      model: ids[0], messages, max_tokens: 10, temperature: 1, seed: 7 + i,
+    }));
+  check("chat n=3", nChat.choices.length === 3 && nChat.choices.every((c, i) => c.index === i &&
+        c.message.content === nAlone[i].choices[0].message.content) &&
+        nChat.usage.prompt_tokens === nAlone[0].usage.prompt_tokens &&
+        nChat.usage.completion_tokens === nAlone.reduce((a, r) => a + r.usage.completion_tokens, 0),
+        JSON.stringify(nChat));
+  const nStream = await client.chat.completions.create({
+    model: ids[0], messages, max_tokens: 10, temperature: 1, seed: 7, n: 3, stream: true,
+    stream_options: { include_usage: true },
+  });
+  const nText = ["", "", ""], nFin = [null, null, null];
+  let nUsage = null;
+  for await (const c of nStream) {
+    if (c.usage) nUsage = c.usage;
+    for (const ch of c.choices) {
+      nText[ch.index] += ch.delta.content || "";
+      nFin[ch.index] = ch.finish_reason || nFin[ch.index];
+    }
+  }
+  check("chat n=3 stream", nText.every((t, i) => t === nChat.choices[i].message.content &&
+        nFin[i] === nChat.choices[i].finish_reason) && nUsage &&
+        nUsage.completion_tokens === nChat.usage.completion_tokens,
+        `${JSON.stringify(nText)} ${JSON.stringify(nFin)} ${JSON.stringify(nUsage)}`);
+  const nCmpl = await client.completions.create({
+    model: ids[0], prompt: "In the beginning", max_tokens: 8, temperature: 0, n: 4,
+  });
+  check("completions n=4 greedy", nCmpl.choices.length === 4 &&
+        nCmpl.choices.every((c, i) => c.index === i && c.text === cmpl.choices[0].text) &&
+        nCmpl.usage.completion_tokens === 32 && nCmpl.usage.prompt_tokens === cmpl.usage.prompt_tokens,
+        JSON.stringify(nCmpl));
+  const nCs = await client.completions.create({
+    model: ids[0], prompt: "In the beginning", max_tokens: 8, temperature: 1, seed: 3, n: 2, stream: true,
+  });
+  const nCt = ["", ""];
+  for await (const c of nCs) for (const ch of c.choices) nCt[ch.index] += ch.text;
+  const nCp = await client.completions.create({
+    model: ids[0], prompt: "In the beginning", max_tokens: 8, temperature: 1, seed: 3, n: 2,
+  });
+  check("completions n=2 stream", nCt.every((t, i) => t === nCp.choices[i].text) && nCt[0] !== nCt[1],
+        `${JSON.stringify(nCt)} vs ${JSON.stringify(nCp.choices)}`);
+
   // logit_bias: a banned token never comes (the greedy answer to these ids starts with
   // 271), a token at +100 is all that comes; a key outside the vocabulary is a 400
   const ids4 = [1, 1046, 261, 2074];
@@ -309,10 +360,10 @@ async function main() {
 
   // errors: APIError with the status and the error object's fields
   try {
-    await client.chat.completions.create({ model: ids[0], messages, n: 2 });
-    check("n = 2 refused", false, "no error");
+    await client.chat.completions.create({ model: ids[0], messages, n: 9 });
+    check("n = 9 refused", false, "no error");
   } catch (e) {
-    check("n = 2 refused", e instanceof OpenAI.APIError && e.status === 400 && e.param === "n" &&
+    check("n = 9 refused", e instanceof OpenAI.APIError && e.status === 400 && e.param === "n" &&
           e.type === "invalid_request_error", `${e.status} ${e.param} ${e.type} ${e.message}`);
   }
   try {
