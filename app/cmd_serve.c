@@ -11,6 +11,7 @@
 #include "app/auto_path.h"
 #include "app/commands.h"
 #include "app/env.h"
+#include "app/log.h"
 #include "app/memory.h"
 #include "app/text.h"
 #include "nibble.h"
@@ -103,6 +104,40 @@ static void log_line(const char *line, void *user)
 {
     (void)user;
     fprintf(stderr, "nibble serve: %s\n", line);
+}
+
+/* --log-format json: the request's fields apart (as vLLM's and llama-server's are
+ * parsed), beside the text line as "msg". */
+static void log_fields(const struct nb_server_request_info *r, void *user)
+{
+    (void)user;
+    char f[2048], e[6 * 96 + 1];
+    size_t k = 0;
+#define STR(key, v)                                                                      \
+    do {                                                                                 \
+        if (!(v)) {                                                                      \
+            k += (size_t)snprintf(f + k, sizeof f - k, ",\"" key "\":null");             \
+        } else {                                                                         \
+            size_t n_ = strlen(v);                                                       \
+            e[app_json_escape(e, v, n_ < 96 ? n_ : 96)] = '\0';                           \
+            k += (size_t)snprintf(f + k, sizeof f - k, ",\"" key "\":\"%s\"", e);        \
+        }                                                                                \
+    } while (0)
+    k += (size_t)snprintf(f + k, sizeof f - k, ",\"event\":\"request\"");
+    STR("method", r->method);
+    STR("path", r->path);
+    k += (size_t)snprintf(f + k, sizeof f - k, ",\"status\":%d,\"seconds\":%.3f", r->status,
+                          r->seconds);
+    STR("client", r->client);
+    STR("id", r->id);
+    if (r->prompt_tokens >= 0)
+        k += (size_t)snprintf(f + k, sizeof f - k,
+                              ",\"prompt_tokens\":%d,\"completion_tokens\":%d,\"n\":%d",
+                              r->prompt_tokens, r->completion_tokens, r->n_choices);
+    STR("finish", r->finish);
+    STR("termination", r->termination);
+#undef STR
+    app_log_fields("serve", f, "%s", r->line);
 }
 
 /* What the command line asks for. */
@@ -275,6 +310,7 @@ int cmd_serve(int argc, char **argv)
         goto done;
     }
     nb_server_set_pooling(srv, (enum nb_pooling)nb_pooling_parse(a.pooling));
+    if (a.sp.log_request && app_log_json()) nb_server_set_request_log(srv, log_fields, NULL);
     rc = run_server(srv, &a, tok, &info, cp.n_ctx);
 done:
     g_server = NULL;

@@ -29,7 +29,7 @@ int app_log_verbose(void) { return g_verbosity > 0; }
 /* ---------------------------------------------------------------- JSON lines */
 
 /* s[0..n) as a JSON string body into out (at most 6 bytes a byte of s). */
-static size_t json_escape(char *out, const char *s, size_t n)
+size_t app_json_escape(char *out, const char *s, size_t n)
 {
     size_t k = 0;
     for (size_t i = 0; i < n; i++) {
@@ -46,13 +46,21 @@ static size_t json_escape(char *out, const char *s, size_t n)
     return k;
 }
 
-/* One line (no '\n') as {"level","cmd","msg"} on the real stderr. */
+/* One line (no '\n') as {"level","cmd","msg"} on the real stderr; app_log_fields's
+ * with its fields after "msg". */
 static void emit_line(const char *line, size_t n)
 {
     static const char *const tags[] = {"error", "warn", "info", "debug"};
-    const char *level = "info";
+    const char *level = "info", *fields = "";
+    size_t n_fields = 0;
     if (n >= 2 && line[0] == '\036') { /* app_note / app_info / app_warn / app_error */
         level = line[1] == 'w' ? "warn" : line[1] == 'e' ? "error" : "info";
+        const char *sep = line[1] == 'f' ? memchr(line, '\037', n) : NULL;
+        if (sep) { /* app_log_fields: "msg\037,\"key\":value..." */
+            fields = sep + 1;
+            n_fields = (size_t)(line + n - fields);
+            n = (size_t)(sep - line);
+        }
         line += 2, n -= 2;
     }
     const char *cmd = NULL;
@@ -65,22 +73,25 @@ static void emit_line(const char *line, size_t n)
             cmd_len = (size_t)(colon - cmd);
             n -= (size_t)(colon + 2 - line);
             line = colon + 2;
-            for (int t = 0; t < 4; t++) /* the library's log: "nibble warn: ..." */
+            for (int t = 0; cmd && t < 4; t++) /* the library's log: "nibble warn: ..." */
                 if (strlen(tags[t]) == cmd_len && !memcmp(cmd, tags[t], cmd_len))
                     level = tags[t], cmd = NULL;
         }
     }
-    char *out = malloc(64 + 6 * (n + cmd_len));
+    char *out = malloc(64 + 6 * (n + cmd_len) + n_fields);
     if (!out) return;
     size_t k = (size_t)sprintf(out, "{\"level\":\"%s\"", level);
     if (cmd) {
         k += (size_t)sprintf(out + k, ",\"cmd\":\"");
-        k += json_escape(out + k, cmd, cmd_len);
+        k += app_json_escape(out + k, cmd, cmd_len);
         out[k++] = '"';
     }
     k += (size_t)sprintf(out + k, ",\"msg\":\"");
-    k += json_escape(out + k, line, n);
-    k += (size_t)sprintf(out + k, "\"}\n");
+    k += app_json_escape(out + k, line, n);
+    out[k++] = '"';
+    memcpy(out + k, fields, n_fields);
+    k += n_fields;
+    k += (size_t)sprintf(out + k, "}\n");
     for (size_t w = 0; w < k;) {
         ssize_t r = write(g_real_fd, out + w, k - w);
         if (r <= 0) break;
@@ -213,6 +224,21 @@ void app_info(const char *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     say('i', cmd, fmt, ap);
     va_end(ap);
+}
+
+int app_log_json(void) { return g_json; }
+
+void app_log_fields(const char *cmd, const char *fields, const char *fmt, ...)
+{
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (g_json)
+        fprintf(stderr, "\036fnibble %s: %s\037%s\n", cmd, msg, fields);
+    else
+        fprintf(stderr, "nibble %s: %s\n", cmd, msg);
 }
 
 void app_warn(const char *cmd, const char *fmt, ...)

@@ -6,6 +6,8 @@
 #ifndef NB_APP_LOG_H
 #define NB_APP_LOG_H
 
+#include <stddef.h>
+
 #if defined(__GNUC__) || defined(__clang__)
 #define APP_PRINTF(f, a) __attribute__((format(printf, f, a)))
 #else
@@ -28,6 +30,13 @@ int app_log_verbose(void); /* -v */
 void app_note(const char *cmd, const char *fmt, ...) APP_PRINTF(2, 3);
 void app_info(const char *cmd, const char *fmt, ...) APP_PRINTF(2, 3);
 void app_warn(const char *cmd, const char *fmt, ...) APP_PRINTF(2, 3);
+/* A line with fields for machines (whatever -q says: the caller decides): with --log-format json, `fields` (JSON object
+ * members, each with a leading comma: ",\"status\":200") follow "msg" in the object;
+ * in text only the message is printed. */
+void app_log_fields(const char *cmd, const char *fields, const char *fmt, ...) APP_PRINTF(3, 4);
+int app_log_json(void); /* --log-format json is on */
+/* s[0..n) as the body of a JSON string into out (room for 6 bytes a byte of s); its length. */
+size_t app_json_escape(char *out, const char *s, size_t n);
 void app_error(const char *cmd, const char *fmt, ...) APP_PRINTF(2, 3);
 
 #endif

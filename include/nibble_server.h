@@ -93,6 +93,31 @@ NB_API int nb_server_port(const struct nb_server *s);
  * llama-server's --pooling. A setter, not a field: nb_server_params ends with its
  * versioned ctx member and gains no field after it. Call it before nb_server_run. */
 NB_API enum nb_status nb_server_set_pooling(struct nb_server *s, enum nb_pooling pooling);
+/* A request's log record for machines (nb_server_set_request_log): the fields of the
+ * text line apart. Strings are the server's, valid during the call. */
+struct nb_server_request_info {
+    size_t size;             /* sizeof: fields may be added at the end */
+    const char *line;        /* the text line that log_request gets */
+    const char *method, *path, *client; /* the client's address */
+    int status;              /* the HTTP status answered (0: none) */
+    double seconds;          /* from the request's first byte to its end */
+    const char *id;          /* the answer's id ("chatcmpl-..."); NULL: no generation */
+    int prompt_tokens;       /* -1: no generation or embedding */
+    int completion_tokens;   /* the choices' generated tokens summed; embeddings: inputs done */
+    int n_choices;           /* "n" (1..8); 0: no generation */
+    const char *finish;      /* each choice's finish joined by ',' ("stop", "length,stop"),
+                                "cut" for one not done, "error"; embeddings "done", "cut",
+                                "error"; NULL: no generation */
+    const char *termination; /* NULL: answered in full; else why not: "client closed",
+                                "timed out", "not completed" */
+};
+/* Give each request's record to cb (on the HTTP thread that answered) instead of the
+ * text line to params.log_request; NULL: the line again. A setter, as
+ * nb_server_set_pooling. Call it before nb_server_run. */
+NB_API enum nb_status nb_server_set_request_log(struct nb_server *s,
+                                                void (*cb)(const struct nb_server_request_info *r,
+                                                           void *user),
+                                                void *user);
 /* Run the engine on this thread until nb_server_stop: then stop accepting connections,
  * answer queued requests 503, let running ones finish (at most drain_s), and return. */
 NB_API enum nb_status nb_server_run(struct nb_server *s);

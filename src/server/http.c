@@ -811,36 +811,61 @@ static void note_request(struct conn *k, struct MHD_Connection *c, const char *m
 }
 
 /* The request's line to the caller's callback (llama-server and vLLM log one): method,
- * path, status, time, client, and for a generation its tokens and how it ended. */
+ * path, status, time, client, and for a generation its tokens and how it ended; or its
+ * fields apart to the callback of nb_server_set_request_log. */
 static void log_request(struct nb_server *s, const struct conn *k,
                         enum MHD_RequestTerminationCode toe)
 {
-    char line[512];
-    int n = snprintf(line, sizeof line, "%s %s %d %.3f s %s", k->method, k->path,
-                     k->status, now_s() - k->t0, k->addr);
+    char line[512], finish[SRV_MAX_CHOICES * 8] = "";
+    struct nb_server_request_info r;
+    memset(&r, 0, sizeof r);
+    r.size = sizeof r;
+    r.method = k->method;
+    r.path = k->path;
+    r.client = k->addr;
+    r.status = k->status;
+    r.seconds = now_s() - k->t0;
+    r.prompt_tokens = -1;
+    int n = snprintf(line, sizeof line, "%s %s %d %.3f s %s", k->method, k->path, k->status,
+                     r.seconds, k->addr);
     const struct srv_job *j = k->n_jobs ? k->jobs[0] : NULL;
-    if (j && j->req.kind == SRV_EMBED && n > 0 && (size_t)n < sizeof line) {
-        n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d inputs %d of %d %s",
-                      j->req.n_prompt, j->emb_done, j->req.n_inputs,
-                      j->state != JOB_DONE ? "cut" : j->err.status ? "error" : "done");
-    } else if (j && n > 0 && (size_t)n < sizeof line) {
-        int gen = 0;
-        for (int i = 0; i < k->n_jobs; i++)
-            gen += k->jobs[i]->n_gen;
-        n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d generated %d", j->req.n_prompt,
-                      gen);
-        for (int i = 0; i < k->n_jobs && n > 0 && (size_t)n < sizeof line; i++) { /* each choice's */
-            j = k->jobs[i];
-            n += snprintf(line + n, sizeof line - (size_t)n, "%s%s", i ? "," : " ",
-                          j->state != JOB_DONE ? "cut" : j->finish ? j->finish : "error");
-        }
+    if (j) {
+        r.id = j->id;
+        r.prompt_tokens = j->req.n_prompt;
+        r.finish = finish;
     }
-    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && n > 0 && (size_t)n < sizeof line)
-        snprintf(line + n, sizeof line - (size_t)n, " (%s)",
-                 toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT ? "client closed"
-                 : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timed out"
-                                                                 : "not completed");
-    s->p.log_request(line, s->p.log_user);
+    if (j && j->req.kind == SRV_EMBED) {
+        r.completion_tokens = j->emb_done;
+        snprintf(finish, sizeof finish, "%s",
+                 j->state != JOB_DONE ? "cut" : j->err.status ? "error" : "done");
+        if (n > 0 && (size_t)n < sizeof line)
+            n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d inputs %d of %d %s",
+                          j->req.n_prompt, j->emb_done, j->req.n_inputs, finish);
+    } else if (j) {
+        size_t f = 0;
+        r.n_choices = k->n_jobs;
+        for (int i = 0; i < k->n_jobs; i++) { /* each choice's */
+            const struct srv_job *c = k->jobs[i];
+            r.completion_tokens += c->n_gen;
+            f += (size_t)snprintf(finish + f, sizeof finish - f, "%s%s", i ? "," : "",
+                                  c->state != JOB_DONE ? "cut" : c->finish ? c->finish : "error");
+        }
+        if (n > 0 && (size_t)n < sizeof line)
+            n += snprintf(line + n, sizeof line - (size_t)n, " prompt %d generated %d %s",
+                          j->req.n_prompt, r.completion_tokens, finish);
+    }
+    if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK) {
+        r.termination = toe == MHD_REQUEST_TERMINATED_CLIENT_ABORT     ? "client closed"
+                        : toe == MHD_REQUEST_TERMINATED_TIMEOUT_REACHED ? "timed out"
+                                                                        : "not completed";
+        if (n > 0 && (size_t)n < sizeof line)
+            snprintf(line + n, sizeof line - (size_t)n, " (%s)", r.termination);
+    }
+    r.line = line;
+    if (s->log_info)
+        s->log_info(&r, s->log_info_user);
+    else
+        s->p.log_request(line, s->p.log_user);
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
@@ -865,7 +890,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         const union MHD_ConnectionInfo *ci =
             MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
         if (ci) k->fd = ci->connect_fd;
-        if (s->p.log_request) note_request(k, c, method, url);
+        if (s->p.log_request || s->log_info) note_request(k, c, method, url);
         *con_cls = k;
         enum MHD_Result ret;
         if (check_head(k, c, url, method, &ret)) return ret;
@@ -949,7 +974,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
     struct conn *k = *con_cls;
     watch_mark(s, c, 0); /* a keep-alive connection: the next request's deadline runs */
     if (!k) return;
-    if (s->p.log_request) log_request(s, k, toe);
+    if (s->p.log_request || s->log_info) log_request(s, k, toe);
     drop_body(s->http, k);
     pthread_mutex_lock(&s->mu);
     if (k->parked) unlink_parked(s->http, k); /* MHD ends it: nothing to resume */

@@ -223,6 +223,17 @@ enum nb_status nb_server_set_pooling(struct nb_server *s, enum nb_pooling poolin
     return NB_OK;
 }
 
+enum nb_status nb_server_set_request_log(struct nb_server *s,
+                                         void (*cb)(const struct nb_server_request_info *r,
+                                                    void *user),
+                                         void *user)
+{
+    if (!s) return nb_set_error(NB_ERR_INVALID_ARG, "serve: no server");
+    s->log_info = cb; /* read by the HTTP threads: set before requests come (before run) */
+    s->log_info_user = user;
+    return NB_OK;
+}
+
 /* Waits for nb_server_stop's byte, then starts the drain. The daemon keeps accepting
  * while it drains: a new request gets a prompt 503 (server_shutting_down) and /health
  * says "shutting down", where a quiesced listener left new connections waiting in the

@@ -310,6 +310,9 @@ struct nb_server {
     int n_ctx;
     int n_embd;
     enum nb_pooling pooling; /* of /v1/embeddings (nb_server_set_pooling) */
+    /* the request log for machines (nb_server_set_request_log), NULL: none */
+    void (*log_info)(const struct nb_server_request_info *r, void *user);
+    void *log_info_user;
     int port;
     struct MHD_Daemon *mhd;
     int listen_fd;   /* after quiesce: closed once the daemon is stopped */

@@ -190,5 +190,33 @@ queued=$(curl -s --max-time 10 "$url/metrics" | sed -n 's/^nibble_queue_depth //
 stop_server
 [ "$rc" = 0 ] && ok || bad "SIGTERM: exit $rc"
 
+# ---------------------------------------------------------------- the request log for machines
+# --log-format json: each request's line carries its fields apart
+start_server jsonlog --log-format json
+curl -s --max-time 30 -o /dev/null "$url/v1/completions" -H 'Content-Type: application/json' \
+  --data-binary '{"prompt": "In the beginning", "n": 2, "max_tokens": 5, "temperature": 0}'
+curl -s --max-time 30 -o /dev/null "$url/nowhere"
+curl -s -N --max-time 60 "$url/v1/completions" -H 'Content-Type: application/json' \
+  --data-binary '{"prompt": "In the beginning", "max_tokens": 1000, "stream": true}' >"$tmp/cut2" &
+cut_pid=$!
+for _ in $(seq 1 200); do [ -s "$tmp/cut2" ] && break; sleep 0.05; done
+kill "$cut_pid" 2>/dev/null; wait "$cut_pid" 2>/dev/null
+sleep 0.5
+stop_server
+"$py" - "$tmp/jsonlog.log" <<'EOF2' && ok || bad "JSON request log: $(grep request "$tmp/jsonlog.log")"
+import json, sys
+lines = [json.loads(l) for l in open(sys.argv[1], encoding="utf-8")]
+req = [l for l in lines if l.get("event") == "request"]
+assert len(req) == 3, req
+a, b, c = req
+assert a["method"] == "POST" and a["path"] == "/v1/completions" and a["status"] == 200, a
+assert a["client"] == "127.0.0.1" and a["id"].startswith("cmpl-") and a["n"] == 2, a
+assert a["prompt_tokens"] > 0 and a["completion_tokens"] == 10 and a["finish"] == "length,length", a
+assert a["termination"] is None and 0 <= a["seconds"] < 30 and a["msg"].startswith("POST /v1/completions 200"), a
+assert b["status"] == 404 and b["path"] == "/nowhere" and b["id"] is None and "prompt_tokens" not in b, b
+assert c["status"] == 200 and c["finish"] == "cut" and c["termination"] in ("client closed", "not completed"), c
+assert c["completion_tokens"] < 1000, c
+EOF2
+
 echo "$pass passed, $fail failed"
 [ $fail = 0 ]
