@@ -12,7 +12,8 @@ extern "C" {
 
 /* ---------------------------------------------------------------- server
  * `nibble serve`: an OpenAI-compatible HTTP server (docs/serve.md). HTTP runs on
- * libmicrohttpd's threads (one per connection); the model runs on the thread that calls
+ * libmicrohttpd's pool of 4 epoll threads (no thread per connection: a request waiting
+ * for its job is suspended, and the engine resumes it); the model runs on the thread that calls
  * nb_server_run, which owns the context: its n_slots sequences decode together, one
  * batched forward step for every running request (continuous batching).
  * Lifetime and threads: the caller owns a server (nb_server_free, never while
