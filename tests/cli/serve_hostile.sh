@@ -5,8 +5,9 @@
 # connections, 64 from 127.0.0.2-4 and then 300 from 127.0.0.1 itself, leave >= 95% of
 # health checks from 127.0.0.1 answered within 1 s; 16 concurrent 1 MB bodies (chat text,
 # and an ignored field of 500,000 numbers) keep the peak of RssAnon under 4x the bodies;
-# after 10 rounds of large bodies and cut streams RssAnon is within 20% of its level after
-# the first. Memory is read from /proc/PID/status RssAnon (the model's mapping is not in
+# after 10 rounds of large bodies and cut streams RssAnon (the median of the last three
+# rounds) is within 20% (or 4 MiB, the swing between rounds at this small level) of its
+# level after the first three, and within 64 MiB of where it was before them. Memory is read from /proc/PID/status RssAnon (the model's mapping is not in
 # it), sampled every 2 ms; under AddressSanitizer it is reported, not judged (its
 # quarantine holds freed memory by design). The server exits 0 on SIGTERM.
 . "$(dirname "$0")/../helpers/serve_common.sh"
@@ -220,6 +221,7 @@ def cut_streams(n=8):
         c.close()
 
 levels = []
+before = rss()  # before any of the rounds' traffic
 for rnd in range(10):
     burst(chat, "/v1/chat/completions")
     cut_streams()
@@ -228,9 +230,18 @@ for rnd in range(10):
     # (a cut stream's job may still be ending)
     levels.append(min(rss() for _ in range(5) if time.sleep(0.1) is None))
 print("     RssAnon after each round (MiB): " + " ".join("%.1f" % x for x in levels))
+# A level moves by a few MiB from round to round (freed memory the allocator keeps in the
+# HTTP threads' arenas): the first and the last three rounds' medians are compared, and
+# the level must also stay within the documented bound of the bodies (64 MiB) over where
+# it was before the rounds (the thread-per-connection server rose to +120 MiB and on).
+first, last = sorted(levels[:3])[1], sorted(levels[-3:])[1]
 if judge:
-    check("after 10 rounds RssAnon within 20% of the first round's",
-          levels[-1] <= 1.2 * levels[0], "%.1f vs %.1f" % (levels[-1], levels[0]))
+    # 20%, or 4 MiB where 20% is less than the swing between rounds (at a level of 6-12
+    # MiB the allocator's cached arenas alone move it by 2-4 MiB)
+    check("after 10 rounds RssAnon within 20% (or 4 MiB) of the first rounds'",
+          last <= max(1.2 * first, first + 4), "median %.1f vs %.1f MiB" % (last, first))
+    check("after 10 rounds RssAnon within 64 MiB of its level before them",
+          last - before <= 64, "%.1f vs %.1f MiB" % (last, before))
 
 # the server still answers
 s = request("/v1/completions", {"prompt": "In the beginning", "max_tokens": 8, "temperature": 0},
