@@ -617,12 +617,11 @@ static enum MHD_Result completion(struct conn *k, struct MHD_Connection *c)
     if (bad) return answer_error(k, c, &e, NULL, NULL);
     int n = r.n_choices > 1 ? r.n_choices : 1;
     if (n > s->p.n_slots + s->p.max_queue) {
-        char msg[160];
-        snprintf(msg, sizeof msg, "'n' is %d: this server runs and queues at most %d jobs", n,
-                 s->p.n_slots + s->p.max_queue);
         srv_request_free(&r);
-        return answer_error(k, c,
-                            (srv_fail(&e, 400, "n", "invalid_value", "%s", msg), &e), NULL, NULL);
+        srv_fail(&e, 400, "n", "invalid_value",
+                 "'n' is %d: this server runs and queues at most %d jobs", n,
+                 s->p.n_slots + s->p.max_queue);
+        return answer_error(k, c, &e, NULL, NULL);
     }
     /* a job per choice: the first owns the request, the others share it */
     struct srv_job *j = srv_job_new(s, &r);
