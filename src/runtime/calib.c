@@ -694,3 +694,118 @@ void nb_prequant_free(struct nb_prequant *p, int n)
     for (int i = 0; i < n; i++) free((void *)p[i].q.data);
     free(p);
 }
+
+/* ---------------------------------------------------------------- the KL probe */
+
+struct nb_kl_probe {
+    const struct nb_model *m;
+    const struct nb_calib *cal;
+    struct nb_ctx *ctx;
+    struct nb_kernels kern_float;
+    int n_tok;
+    float *ref;    /* [n_tok][n_vocab]: the float model's log-probabilities */
+    float *logits; /* [chunk][n_vocab] */
+    int32_t *pos;
+    uint8_t *want;
+};
+
+/* log-softmax of n values in place */
+static void log_softmax(float *x, int64_t n)
+{
+    float mx = x[0];
+    for (int64_t i = 1; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += exp((double)x[i] - mx);
+    const float lz = (float)(mx + log(s));
+    for (int64_t i = 0; i < n; i++) x[i] -= lz;
+}
+
+/* Run the model over the probe's tokens; with kl, sum KL(ref || now) into *kl, else
+ * store the log-probabilities as the reference. */
+static enum nb_status probe_pass(struct nb_kl_probe *p, double *kl)
+{
+    const int64_t V = p->m->cfg.n_vocab;
+    const int chunk = p->cal->chunk;
+    enum nb_status st = NB_OK;
+    int blas = openblas_get_num_threads();
+    openblas_set_num_threads(1);
+    nb_ctx_set_kernels(p->ctx, &p->kern_float);
+    double sum = 0;
+    for (int i = 0; i < p->n_tok && st == NB_OK; i += chunk) {
+        int n = p->n_tok - i < chunk ? p->n_tok - i : chunk;
+        nb_ctx_clear_seq(p->ctx, 0);
+        struct nb_batch b = {.n_tokens = n, .token = p->cal->ids + i, .pos = p->pos,
+                             .want_logits = p->want};
+        float *out = kl ? p->logits : p->ref + (int64_t)i * V;
+        if ((st = nb_decode(p->ctx, &b, out))) break;
+        for (int t = 0; t < n; t++) {
+            float *q = out + (int64_t)t * V;
+            log_softmax(q, V);
+            if (!kl) continue;
+            const float *r = p->ref + (int64_t)(i + t) * V;
+            double d = 0;
+            for (int64_t v = 0; v < V; v++) d += exp((double)r[v]) * ((double)r[v] - q[v]);
+            sum += d;
+        }
+    }
+    nb_ctx_set_kernels(p->ctx, NULL);
+    openblas_set_num_threads(blas);
+    if (kl) *kl = sum / p->n_tok;
+    return st;
+}
+
+enum nb_status nb_kl_probe_init(struct nb_kl_probe **out, const struct nb_model *m,
+                                const struct nb_calib *cal, int n_tok, int n_threads)
+{
+    *out = NULL;
+    struct nb_kl_probe *p = calloc(1, sizeof *p);
+    if (!p) return nb_set_error(NB_ERR_NOMEM, "quantize: out of memory");
+    const int chunk = cal->chunk;
+    n_tok = n_tok / chunk * chunk;
+    if (n_tok < chunk) n_tok = chunk;
+    p->m = m;
+    p->cal = cal;
+    p->n_tok = cal->n < n_tok ? cal->n : n_tok;
+    p->kern_float = *nb_kernels_get();
+    p->kern_float.gemm[NB_WF_F32].run = gemm_f32_blas;
+    const size_t V = (size_t)m->cfg.n_vocab;
+    p->ref = malloc(sizeof(float) * (size_t)p->n_tok * V);
+    p->logits = malloc(sizeof(float) * (size_t)chunk * V);
+    p->pos = malloc(sizeof(int32_t) * (size_t)chunk);
+    p->want = malloc((size_t)chunk);
+    enum nb_status st = NB_OK;
+    if (!p->ref || !p->logits || !p->pos || !p->want) {
+        st = nb_set_error(NB_ERR_NOMEM, "quantize: out of memory for the KL probe (%d tokens)",
+                          p->n_tok);
+        goto fail;
+    }
+    memset(p->want, 1, (size_t)chunk);
+    for (int i = 0; i < chunk; i++) p->pos[i] = i;
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_ctx = chunk;
+    cp.n_threads = n_threads;
+    if ((st = nb_ctx_init(&p->ctx, m, &cp)) || (st = probe_pass(p, NULL))) goto fail;
+    *out = p;
+    return NB_OK;
+fail:
+    nb_kl_probe_free(p);
+    return st;
+}
+
+enum nb_status nb_kl_probe_run(struct nb_kl_probe *p, double *kl)
+{
+    return probe_pass(p, kl);
+}
+
+int nb_kl_probe_tokens(const struct nb_kl_probe *p)
+{
+    return p->n_tok;
+}
+
+void nb_kl_probe_free(struct nb_kl_probe *p)
+{
+    if (!p) return;
+    nb_ctx_free(p->ctx);
+    free(p->ref), free(p->logits), free(p->pos), free(p->want);
+    free(p);
+}
