@@ -90,16 +90,4 @@ enum nb_status nb_gptq_model(struct nb_model *m, const struct nb_calib *cal,
                              struct nb_act_stats *s);
 void nb_prequant_free(struct nb_prequant *p, int n);
 
-/* ---- the KL probe: how far the model as it is now is from the float model ----
- * The float model's next-token distributions over the first n_tok calibration tokens
- * (whole chunks, at least one) are kept; each nb_kl_probe_run runs the model as it is at
- * that moment (a caller swaps matrices in between, as GPTQ does) over the same tokens
- * and gives the mean KL(float || now) per token. f32 GEMMs run through BLAS. */
-struct nb_kl_probe;
-enum nb_status nb_kl_probe_init(struct nb_kl_probe **out, const struct nb_model *m,
-                                const struct nb_calib *cal, int n_tok, int n_threads);
-enum nb_status nb_kl_probe_run(struct nb_kl_probe *p, double *kl);
-int nb_kl_probe_tokens(const struct nb_kl_probe *p);
-void nb_kl_probe_free(struct nb_kl_probe *p);
-
 #endif

@@ -937,7 +937,6 @@ static enum nb_status quantize_to(struct nb_source *src, const struct nb_quantiz
         if (opts->bpw > 0 && nb_wpath_is_int4(opts->path) &&
             ((st = nb_calib_stats(m, &cal, opts->n_threads, &calib)) ||
              (st = nb_recipe_budget(m, opts->path, opts->group, opts->bpw, &calib,
-                                    getenv("NIBBLE_BPW_PROBE") ? &cal : NULL,
                                     opts->n_threads, &q.rc))))
             goto fail;
         if (eff.gptq) {
@@ -961,7 +960,7 @@ static enum nb_status quantize_to(struct nb_source *src, const struct nb_quantiz
         if (st) goto fail;
         q.stats = &calib;
     } else if (nb_wpath_is_int4(opts->path) && opts->bpw > 0 &&
-               (st = nb_recipe_budget(m, opts->path, opts->group, opts->bpw, NULL, NULL,
+               (st = nb_recipe_budget(m, opts->path, opts->group, opts->bpw, NULL,
                                       opts->n_threads, &q.rc))) {
         goto fail;
     }

@@ -6,10 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/fp.h"
-#include "core/log.h"
 #include "core/threadpool.h"
-#include "core/timer.h"
 #include "formats/tensor.h"
 #include "quant/dequant.h"
 #include "quant/kquant.h"
@@ -272,8 +269,6 @@ static int width_index(int bits)
 }
 
 #define SAMPLE_ROWS 64
-/* The KL probe's tokens (whole chunks of the calibration text, at least one). */
-#define NB_PROBE_TOKENS 1024
 
 /* Sum over sampled rows of w of imp . (x - x^)^2 at widths 4, 6 and 8, each as quantize
  * would store it (the int4 grid with the scale search, Q6_K, Q8_0 or int8 rows), scaled to
@@ -321,156 +316,6 @@ static enum nb_status weight_error(const struct unit *u, const struct nb_weight 
     if (!has6) e[1] = e[0]; /* 6 is the 4-bit form there */
     double scale = u->role == EMBD ? 1.0 / (double)sampled : (double)w->n_out / (double)sampled;
     for (int i = 0; i < 3; i++) err[i] += e[i] * scale;
-    return st;
-}
-
-/* ---------------------------------------------------------------- the KL probe */
-
-/* Rows [r0, r1) of w at width bits as quantize would store them (weight_error's forms),
- * decoded to f32 into out[(r - r0) * n_in]; a tail shorter than a group stays float. */
-static enum nb_status decode_rows(const struct unit *u, const struct nb_weight *w,
-                                  enum nb_wpath path, int bits, const float *ip, int64_t r0,
-                                  int64_t r1, float *rowbuf, void *scratch, int8_t *codes,
-                                  float *out)
-{
-    const int64_t K = w->n_in;
-    const int group = u->group;
-    const int linear = u->role != EMBD;
-    int form = bits; /* 4: the int4 grid; 6: Q6_K; 8: Q8_0, or 9: int8 rows */
-    if (bits == 6 && nb_recipe_block(w, 6, linear, NULL) == NB_WF_COUNT) form = 4;
-    if (bits == 8 && nb_recipe_block(w, 8, linear, NULL) == NB_WF_COUNT) form = 9;
-    enum nb_status st = NB_OK;
-    uint8_t q[NB_QUANT_GROUP_MAX];
-    for (int64_t r = r0; r < r1 && !st; r++) {
-        const float *row;
-        if ((st = nb_weight_rows_f32(w, r, r + 1, rowbuf, &row))) break;
-        float *o = out + (r - r0) * K;
-        memcpy(o, row, sizeof(float) * (size_t)K);
-        if (form == 4) {
-            for (int64_t g = 0; g + group <= K; g += group) {
-                uint16_t d, mm;
-                const float *ig = ip ? ip + g : NULL;
-                if (path == NB_WPATH_W4A8 && linear) {
-                    nb_quant_group_w4a8(row + g, ig, group, 1, q, &d);
-                    const float df = nb_bf16_to_f32(d);
-                    for (int i = 0; i < group; i++) o[g + i] = df * (float)((int)q[i] - 8);
-                } else {
-                    nb_quant_group_w4a16(row + g, ig, group, 1, q, &d, &mm);
-                    const float df = nb_bf16_to_f32(d), mf = nb_bf16_to_f32(mm);
-                    for (int i = 0; i < group; i++) o[g + i] = df * (float)q[i] + mf;
-                }
-            }
-        } else if (form == 6) {
-            if (!(st = nb_kquant_rows(NB_WF_Q6_K, row, 1, K, ip, 0, 1, scratch)))
-                st = nb_dequant_blocks(NB_DTYPE_Q6_K, scratch, o, K);
-        } else if (form == 8) {
-            if (!(st = nb_kquant_rows(NB_WF_Q8_0, row, 1, K, ip, 0, 1, scratch)))
-                st = nb_dequant(NB_DTYPE_Q8_0, scratch, o, K);
-        } else {
-            float d8;
-            nb_quant_row_w8a16(row, ip, K, 1, codes, &d8, scratch);
-            for (int64_t i = 0; i < K; i++) o[i] = d8 * (float)codes[i];
-        }
-    }
-    return st;
-}
-
-struct decode_job {
-    const struct unit *u;
-    const struct nb_weight *w;
-    enum nb_wpath path;
-    int bits;
-    const float *ip;
-    float *out;
-    enum nb_status st[64];
-};
-
-static void decode_worker(void *arg, int ith, int nth)
-{
-    struct decode_job *j = arg;
-    const int64_t K = j->w->n_in, n = j->w->n_out;
-    const int64_t r0 = n * ith / nth, r1 = n * (ith + 1) / nth;
-    float *rowbuf = malloc(sizeof(float) * (size_t)K);
-    void *scratch = malloc(NB_QUANT_W8_SCRATCH(K) + 2 * (size_t)K);
-    int8_t *codes = malloc((size_t)K);
-    j->st[ith] = !rowbuf || !scratch || !codes
-                     ? nb_set_error(NB_ERR_NOMEM, "recipe: out of memory")
-                     : decode_rows(j->u, j->w, j->path, j->bits, j->ip, r0, r1, rowbuf, scratch,
-                                   codes, j->out + r0 * K);
-    free(rowbuf), free(scratch), free(codes);
-}
-
-/* The end-to-end error of each unit at each width it may take: the mean KL from the
- * float model of the model with only that unit's matrices quantized at that width (the
- * rest float), on the probe's tokens. Into u[i].err. m is restored on return. */
-static enum nb_status probe_units(struct nb_model *m, const struct nb_calib *cal,
-                                  const struct nb_act_stats *s, struct unit *u, int n,
-                                  enum nb_wpath path, int n_threads, struct nb_pool *pool)
-{
-    struct nb_kl_probe *p = NULL;
-    int tokens = cal->n < NB_PROBE_TOKENS ? cal->n : NB_PROBE_TOKENS;
-    double t0 = nb_time_s();
-    enum nb_status st = nb_kl_probe_init(&p, m, cal, tokens, n_threads);
-    if (st) return st;
-    int64_t widest = 0;
-    for (int i = 0; i < n; i++)
-        for (int k = 0; k < u[i].nw; k++)
-            if (u[i].w[k]->n_in > widest) widest = u[i].w[k]->n_in;
-    float *imp = malloc(sizeof(float) * (size_t)widest);
-    float *dec[2] = {NULL, NULL};
-    int probes = 0;
-    if (!imp) st = nb_set_error(NB_ERR_NOMEM, "recipe: out of memory");
-    const int nth = nb_pool_size(pool) < 64 ? nb_pool_size(pool) : 64;
-    for (int i = 0; i < n && !st; i++) {
-        const int at = width_index(*u[i].bits);
-        for (int wi = 0; wi < 3 && !st; wi++) {
-            if (wi < at || !u[i].bytes[wi]) continue;
-            if (wi > at && u[i].bytes[wi] == u[i].bytes[wi - 1]) { /* the same form */
-                u[i].err[wi] = u[i].err[wi - 1];
-                continue;
-            }
-            struct nb_weight saved[3], *slot[3] = {NULL, NULL, NULL};
-            for (int k = 0; k < u[i].nw && !st; k++) {
-                const struct nb_weight *w = u[i].w[k];
-                free(dec[k]);
-                dec[k] = malloc(sizeof(float) * (size_t)(w->n_out * w->n_in));
-                if (!dec[k]) {
-                    st = nb_set_error(NB_ERR_NOMEM, "recipe: out of memory for the KL probe");
-                    break;
-                }
-                const float *ip = NULL;
-                if (u[i].sum && s) {
-                    nb_act_importance(u[i].sum, w->n_in, s->n_tokens, imp);
-                    ip = imp;
-                }
-                struct decode_job dj = {.u = &u[i], .w = w, .path = path, .bits = 4 + 2 * wi,
-                                        .ip = ip, .out = dec[k]};
-                nb_pool_run_n(pool, decode_worker, &dj, nth);
-                for (int t = 0; t < nth && !st; t++) st = dj.st[t];
-            }
-            if (st) break;
-            /* swap in: the unit's matrices (a shared head serves the embeddings too) */
-            int ns = 0;
-            for (int k = 0; k < u[i].nw; k++) slot[ns++] = (struct nb_weight *)u[i].w[k];
-            if (u[i].bits2) slot[ns++] = &m->tok_embd;
-            for (int k = 0; k < ns; k++) {
-                saved[k] = *slot[k];
-                struct nb_weight *w = slot[k];
-                const float *d = k < u[i].nw ? dec[k] : dec[0];
-                w->format = NB_WF_F32;
-                w->src_bits = 0;
-                w->data = d;
-            }
-            st = nb_kl_probe_run(p, &u[i].err[wi]);
-            probes++;
-            for (int k = ns - 1; k >= 0; k--) *slot[k] = saved[k];
-        }
-        for (int wi = 0; wi < at; wi++) u[i].err[wi] = u[i].err[at];
-    }
-    NB_LOGI("quantize: KL probe: %d runs of %d tokens in %.1f s", probes, nb_kl_probe_tokens(p),
-            nb_time_s() - t0);
-    free(dec[0]), free(dec[1]), free(imp);
-    nb_kl_probe_free(p);
     return st;
 }
 
@@ -540,9 +385,8 @@ static int list_units(const struct nb_model *m, const struct nb_act_stats *s, st
 /* The ladder's rungs, smallest first: the budget starts from the largest that fits. */
 static const char *const k_rungs[] = {"q3", "q4", "q5", "q6", "q8"};
 
-enum nb_status nb_recipe_budget(struct nb_model *m, enum nb_wpath path, int group,
-                                double bpw, const struct nb_act_stats *stats,
-                                const struct nb_calib *probe, int n_threads,
+enum nb_status nb_recipe_budget(const struct nb_model *m, enum nb_wpath path, int group,
+                                double bpw, const struct nb_act_stats *stats, int n_threads,
                                 struct nb_recipe *r)
 {
     const struct nb_config *c = &m->cfg;
@@ -593,8 +437,6 @@ enum nb_status nb_recipe_budget(struct nb_model *m, enum nb_wpath path, int grou
     int nth = nb_pool_size(pool) < 64 ? nb_pool_size(pool) : 64;
     nb_pool_run_n(pool, err_worker, j, nth);
     for (int i = 0; i < nth && !st; i++) st = j->st[i];
-    if (!st && probe && probe->n > 0)
-        st = probe_units(m, probe, s, u, n, path, n_threads, pool);
     if (st) goto done;
     const uint64_t budget = (uint64_t)(bpw * (double)params / 8.0);
     for (;;) {

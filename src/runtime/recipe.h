@@ -108,11 +108,9 @@ struct nb_act_stats;
  * quantized as quantize stores them, weighted by `stats`' mean squared input activation
  * (may be NULL: unweighted). r gets the result; `path` is an int4 path.
  * NB_ERR_INVALID_ARG when even q3 does not fit (the message names its bits per weight). */
-struct nb_calib;
-enum nb_status nb_recipe_budget(struct nb_model *m, enum nb_wpath path, int group,
+enum nb_status nb_recipe_budget(const struct nb_model *m, enum nb_wpath path, int group,
                                 double bpw, const struct nb_act_stats *stats,
-                                const struct nb_calib *probe, int n_threads,
-                                struct nb_recipe *r);
+                                int n_threads, struct nb_recipe *r);
 
 /* The table: one line per class, its widths over the layers ("v  8 (all layers)",
  * "down  8 (layers 0-3, 24-27), 4 (others)"), into buf. */
