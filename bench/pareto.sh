@@ -18,7 +18,12 @@
 #      llama-completion, built outside the repository: docs/benchmarks.md; without it only
 #      nibble's rows), NIBBLE_BIN (build/release/nibble), THREADS (2), N (48 greedy tokens),
 #      RUNGS (Q3_K_M Q4_0 Q4_K_M Q5_K_M Q6_K Q8_0),
-#      BUILDS (nibble's builds, `name=quantize options` separated by ';'; default below)
+#      BUILDS (nibble's builds, `name=quantize options` separated by ';'; default below),
+#      SPEED (a folder as bench/sidebyside.sh's DIR: qwen3-1.7b-q3_k_m.gguf ... -q8_0.gguf from
+#      llama-quantize and qwen3-1.7b-q3.nib ... -q8.nib from `nibble quantize --recipe qN`:
+#      each row's decode tok/s, tg128 best of SPEED_PASSES (2) interleaved passes on that
+#      shape, goes in the table and colours its point; a tiny model's own decode speed
+#      measures per-token overhead, not its format)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 model=${1:?usage: bench/pareto.sh MODEL-f32.gguf CALIB.txt HELDOUT.txt REFERENCE.json [OUT]}
@@ -112,38 +117,71 @@ for line in open(sys.argv[1]):
 PY
 fi
 
+# decode speed of each rung's format on the 1.7 B shape, interleaved passes
+: >"$out/speed.jsonl"
+if [ -n "${SPEED:-}" ]; then
+  for ((p = 1; p <= ${SPEED_PASSES:-2}; p++)); do
+    for r in $rungs; do
+      g="$SPEED/qwen3-1.7b-$(echo "$r" | tr 'A-Z' 'a-z').gguf"
+      if [ -n "$lb" ] && [ -f "$g" ]; then
+        "$lb/llama-bench" -m "$g" -p 0 -n 128 -t "$t" -r 1 -o jsonl 2>/dev/null >>"$out/speed.jsonl"
+      fi
+    done
+    ms=()
+    for f in "$SPEED"/qwen3-1.7b-*.nib; do [ -f "$f" ] && ms+=(-m "$f"); done
+    if [ ${#ms[@]} -gt 0 ]; then
+      "$bin" bench "${ms[@]}" -p 0 -n 128 -r 1 -t "$t" -o jsonl 2>/dev/null >>"$out/speed.jsonl"
+    fi
+  done
+fi
+
 # the table and the plot
-python3 - "$res" "$out" <<'PY'
-import json, sys
+python3 - "$res" "$out" "$out/speed.jsonl" <<'PY'
+import json, os, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 rows.sort(key=lambda r: r["bytes"])
-print("| side | build | file bytes | mean KL | same top-1 | ppl | greedy |")
-print("|---|---|---|---|---|---|---|")
+tg = {}  # "q4_k_m", "q4", ... -> best decode tok/s on the 1.7 B shape
+for line in open(sys.argv[3]):
+    d = json.loads(line)
+    if d.get("n_prompt") or not d.get("n_gen"):
+        continue
+    key = os.path.basename(d["model_filename"]).rsplit(".", 1)[0].split("-", 2)[-1].lower()
+    tg[key] = max(tg.get(key, 0), d["avg_ts"])
+for r in rows:  # "Q4_K_M imatrix" -> q4_k_m; "q4 (balanced, the default)" -> q4
+    r["tg"] = tg.get(r["build"].split()[0].lower())
+print("| side | build | file bytes | mean KL | same top-1 | ppl | greedy | tg128 tok/s, 1.7 B shape |")
+print("|---|---|---|---|---|---|---|---|")
 f = lambda v, fmt: fmt % v if v is not None else "-"
 for r in rows:
     g = "%d/%d" % (r["greedy"], r["prompts"]) if r.get("greedy") is not None else "-"
-    print("| %s | %s | %s | %s | %s | %s | %s |" % (
+    print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
         r["side"], r["build"], "{:,}".format(r["bytes"]), f(r["kl"], "%.6f"),
-        f(r["same_top1"] and 100 * r["same_top1"], "%.2f%%"), f(r["ppl"], "%.4f"), g))
+        f(r["same_top1"] and 100 * r["same_top1"], "%.2f%%"), f(r["ppl"], "%.4f"), g,
+        f(r["tg"], "%.1f")))
 for side in ("nibble", "llama.cpp"):
     with open("%s/%s.dat" % (sys.argv[2], side.replace(".", "")), "w") as o:
         for r in rows:
             if r["side"] == side and r["kl"]:
-                o.write('%d %g "%s"\n' % (r["bytes"], r["kl"], r["build"]))
+                # one label per llama.cpp rung: its plain and imatrix points all but coincide
+                label = r["build"].replace(" plain", "") if " imatrix" not in r["build"] else ""
+                o.write('%d %g %g "%s"\n' % (r["bytes"], r["kl"], r["tg"] or 0, label))
 PY
 if command -v gnuplot >/dev/null; then
   gnuplot <<GP
-set terminal pngcairo size 1000,640
+set terminal pngcairo size 1000,640 noenhanced
 set output "$out/pareto.png"
+set title "$(basename "$model"): KL against bytes; llama.cpp plain and imatrix files (two circles per rung)"
 set logscale y
 set xlabel "file bytes"
 set ylabel "mean KL against the f32 model (held-out, chunks of 256)"
 set key top right
 set grid
-plot "$out/llamacpp.dat" using 1:2 with points pt 7 ps 1.4 title "llama.cpp", \
-     "" using 1:2:3 with labels offset 0,1 font ",8" notitle, \
-     "$out/nibble.dat" using 1:2 with points pt 5 ps 1.4 title "nibble", \
-     "" using 1:2:3 with labels offset 0,-1 font ",8" notitle
+set cblabel "decode tok/s, tg128 on the Qwen3-1.7B shape (0: not measured)"
+set palette rgbformulae 33,13,10
+plot "$out/llamacpp.dat" using 1:2:3 with points pt 7 ps 2 lc palette title "llama.cpp (circles)", \
+     "" using 1:2:4 with labels offset 0,1 font ",8" notitle, \
+     "$out/nibble.dat" using 1:2:3 with points pt 5 ps 2 lc palette title "nibble (squares)", \
+     "" using 1:2:4 with labels offset 0,-1 font ",8" notitle
 GP
   echo "pareto: $out/pareto.png"
 fi
