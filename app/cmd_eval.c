@@ -32,7 +32,11 @@ static void usage(FILE *f)
                "  --ppl-chunks N  and KL(ref || test) on it as llama-perplexity\n"
                "                  --kl-divergence measures it: chunks of N tokens, BOS first,\n"
                "                  the second half of each scored (mean, median, p99, max KL,\n"
-               "                  same top-1, the perplexity of both on those tokens)\n");
+               "                  same top-1, the perplexity of both on those tokens)\n"
+               "\n"
+               "Where a greedy continuation leaves the reference's, the report gives how near a\n"
+               "tie the reference was there: its log-probability gap (nats) between its token\n"
+               "and the test's (-o json: \"cases\", each prompt's first_divergence and ref_gap).\n");
 }
 
 /* A context of cp->n_ctx tokens (0: what the prompts need, at least min(512, the model's
@@ -73,6 +77,8 @@ struct eval_data {
 /* What eval measured. */
 struct eval_result {
     struct nb_fidelity f;
+    int first_div[MAX_PROMPTS]; /* per prompt: nb_eval_fidelity_cases */
+    float ref_gap[MAX_PROMPTS];
     double ppl_ref, ppl_test;
     struct nb_chunk_eval ch;
 };
@@ -170,8 +176,8 @@ static int measure(const struct eval_args *a, struct eval_data *d, struct eval_r
     struct nb_model_info ri;
     nb_model_get_info(d->rm, &ri);
     int window = a->cp.n_ctx ? a->cp.n_ctx : (ri.n_ctx_train < 512 ? ri.n_ctx_train : 512);
-    if (nb_eval_fidelity(d->rc_, d->tc, d->prompts, d->lens, d->n_prompts, a->n_gen, &r->f) !=
-        NB_OK)
+    if (nb_eval_fidelity_cases(d->rc_, d->tc, d->prompts, d->lens, d->n_prompts, a->n_gen, &r->f,
+                               r->first_div, r->ref_gap) != NB_OK)
         return -1;
     if (d->text_ids && (nb_eval_ppl(d->rc_, d->text_ids, d->n_text, window, &r->ppl_ref) != NB_OK ||
                         nb_eval_ppl(d->tc, d->text_ids, d->n_text, window, &r->ppl_test) != NB_OK))
@@ -197,6 +203,14 @@ static int report_json(const struct eval_args *a, const struct eval_data *d,
     cJSON_AddNumberToObject(o, "mean_first_divergence", f->mean_first_divergence);
     cJSON_AddNumberToObject(o, "top1_agreement", f->top1_agreement);
     cJSON_AddNumberToObject(o, "mean_kl", f->mean_kl);
+    cJSON *cases = cJSON_AddArrayToObject(o, "cases");
+    for (int p = 0; cases && p < f->prompts; p++) {
+        cJSON *c = cJSON_CreateObject();
+        cJSON_AddItemToArray(cases, c);
+        cJSON_AddNumberToObject(c, "first_divergence", r->first_div[p]);
+        if (r->first_div[p] < a->n_gen) cJSON_AddNumberToObject(c, "ref_gap", r->ref_gap[p]);
+        else cJSON_AddNullToObject(c, "ref_gap");
+    }
     if (d->text_ids) {
         cJSON_AddNumberToObject(o, "ppl_ref", r->ppl_ref);
         cJSON_AddNumberToObject(o, "ppl_test", r->ppl_test);
@@ -229,6 +243,28 @@ static int report_json(const struct eval_args *a, const struct eval_data *d,
     return 1;
 }
 
+static int cmp_float(const void *x, const void *y)
+{
+    float a = *(const float *)x, b = *(const float *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* How near a tie the reference was where each diverging continuation left it, smallest
+ * first: a gap of 0.001 nats is a coin flipped the other way, one of 1 a real error. */
+static void report_gaps(const struct eval_args *a, const struct eval_result *r)
+{
+    float g[MAX_PROMPTS];
+    int n = 0;
+    for (int p = 0; p < r->f.prompts; p++)
+        if (r->first_div[p] < a->n_gen) g[n++] = r->ref_gap[p];
+    if (!n) return;
+    qsort(g, (size_t)n, sizeof *g, cmp_float);
+    printf("\nthe reference's log-probability gap where the %d diverging continuations left it "
+           "(nats, smallest first):", n);
+    for (int i = 0; i < n; i++) printf("%s %.4f", i ? "," : "", g[i]);
+    printf("\n");
+}
+
 /* The report as Markdown tables on stdout. */
 static void report_table(const struct eval_args *a, const struct eval_data *d,
                          const struct eval_result *r)
@@ -242,6 +278,7 @@ static void report_table(const struct eval_args *a, const struct eval_data *d,
            100 * f->top1_agreement, f->mean_kl);
     if (d->text_ids) printf(" %.3f | %.3f |\n", r->ppl_ref, r->ppl_test);
     else printf(" - | - |\n");
+    report_gaps(a, r);
     if (a->chunk_ctx)
         printf("\n| chunks of %d | scored | ppl ref | ppl test | mean KL | median KL | p99 KL "
                "| max KL | same top-1 |\n|---|---|---|---|---|---|---|---|---|\n"

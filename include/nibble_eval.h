@@ -32,6 +32,17 @@ NB_API enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test,
                                        int32_t *const *prompts, const int *lens, int n_prompts,
                                        int n_gen, struct nb_fidelity *r);
 
+/* As nb_eval_fidelity, and per prompt p (each array n_prompts long, either may be NULL):
+ * first_div[p], the index of the first token where the test's greedy continuation leaves
+ * the reference's (n_gen when it reproduces it), and ref_gap[p], how near a tie the
+ * reference was there: its log-probability of its own token minus that of the test's token,
+ * in nats, from the teacher-forced pass (NAN when reproduced). A divergence at a gap of
+ * 0.001 is a coin the test build flipped the other way; one at 1.0 is a real error. */
+NB_API enum nb_status nb_eval_fidelity_cases(struct nb_ctx *ref, struct nb_ctx *test,
+                                             int32_t *const *prompts, const int *lens,
+                                             int n_prompts, int n_gen, struct nb_fidelity *r,
+                                             int *first_div, float *ref_gap);
+
 /* Perplexity over `ids` in consecutive windows of at most `window` tokens (each window
  * from an empty cache; every token after a window's first is scored). */
 NB_API enum nb_status nb_eval_ppl(struct nb_ctx *ctx, const int32_t *ids, int n, int window,

@@ -782,6 +782,18 @@ static void test_eval(void **state)
     memset(&sentinel, 0x5a, sizeof sentinel);
     assert_int_equal(old.reproduced, sentinel);
     assert_int_equal(nb_eval_fidelity(NULL, b, prompts, lens, 1, 2, &f), NB_ERR_INVALID_ARG);
+    /* per prompt: no divergence (n_gen) and no gap (NAN); either array may be NULL */
+    int first_div[2] = {-1, -1};
+    float gap[2] = {0, 0};
+    assert_int_equal(nb_eval_fidelity_cases(a, b, prompts, lens, 2, 8, &f, first_div, gap), NB_OK);
+    assert_int_equal(f.reproduced, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(first_div[i], 8);
+        assert_true(isnan(gap[i]));
+    }
+    first_div[0] = -1;
+    assert_int_equal(nb_eval_fidelity_cases(a, b, prompts, lens, 1, 8, &f, first_div, NULL), NB_OK);
+    assert_int_equal(first_div[0], 8);
 
     /* the held-out text, llama-perplexity's way: KL 0 and equal perplexities */
     char path[4096];

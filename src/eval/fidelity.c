@@ -105,7 +105,8 @@ static enum nb_status same_vocab(struct nb_ctx *ref, struct nb_ctx *test, int *V
  * it as the caller's `size` says (nibble.h, versioned structs). */
 static enum nb_status eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test,
                                     int32_t *const *prompts, const int *lens, int n_prompts,
-                                    int n_gen, struct nb_fidelity *r)
+                                    int n_gen, struct nb_fidelity *r, int *first_div,
+                                    float *ref_gap)
 {
     int V;
     memset(r, 0, sizeof *r);
@@ -143,6 +144,10 @@ static enum nb_status eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test,
             agree += argmax(a, V) == argmax(b, V);
             sum_kl += nb_kl_logits(a, b, V);
         }
+        if (first_div) first_div[p] = d;
+        if (ref_gap) /* logits differ from log-probabilities by one constant a position */
+            ref_gap[p] = d < n_gen ? la[(size_t)d * V + g_ref[d]] - la[(size_t)d * V + g_test[d]]
+                                   : NAN;
         r->n_tokens += n_gen;
         r->prompts++;
     }
@@ -246,8 +251,10 @@ done:
     return st;
 }
 
-enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test, int32_t *const *prompts,
-                                const int *lens, int n_prompts, int n_gen, struct nb_fidelity *r)
+enum nb_status nb_eval_fidelity_cases(struct nb_ctx *ref, struct nb_ctx *test,
+                                      int32_t *const *prompts, const int *lens, int n_prompts,
+                                      int n_gen, struct nb_fidelity *r, int *first_div,
+                                      float *ref_gap)
 {
     struct nb_fidelity f;
     if (!ref || !test || !r || (n_prompts > 0 && (!prompts || !lens)))
@@ -255,10 +262,17 @@ enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test, int32_t
                             !ref || !test ? "a context is NULL"
                             : !r          ? "the result is NULL"
                                           : "the prompts or their lengths are NULL");
-    enum nb_status st = eval_fidelity(ref, test, prompts, lens, n_prompts, n_gen, &f);
+    enum nb_status st =
+        eval_fidelity(ref, test, prompts, lens, n_prompts, n_gen, &f, first_div, ref_gap);
     f.size = sizeof f;
     nb_api_out(r, &f, sizeof f);
     return st;
+}
+
+enum nb_status nb_eval_fidelity(struct nb_ctx *ref, struct nb_ctx *test, int32_t *const *prompts,
+                                const int *lens, int n_prompts, int n_gen, struct nb_fidelity *r)
+{
+    return nb_eval_fidelity_cases(ref, test, prompts, lens, n_prompts, n_gen, r, NULL, NULL);
 }
 
 enum nb_status nb_eval_chunks(struct nb_ctx *ref, struct nb_ctx *test, const int32_t *ids, int n,
