@@ -9,11 +9,18 @@
 #
 # REFERENCE.json: {"cases": [{"text": ..., "prompt": [ids with BOS]}, ...]} as
 # ../shared/models/kjv-7m/reference.json (greedy: -n N tokens of each prompt).
-# How each side is measured (the same method, each side on its own engine):
-#   KL      chunks of 256 tokens, BOS first, the second half scored: llama-perplexity
-#           --kl-divergence for llama.cpp's files, `nibble eval --ppl-chunks 256` for nibble's
-#   greedy  the build's continuation equal to its own engine's f32 one, token for token
-#           (nibble eval) or as text (bench/llamacpp_greedy.py)
+# How each side is measured:
+#   KL      chunks of 256 tokens, BOS first, the second half scored, each side on its own
+#           engine: llama-perplexity --kl-divergence for llama.cpp's files, `nibble eval
+#           --ppl-chunks 256` for nibble's
+#   greedy  every file's continuations against one float continuation, token for token:
+#           `nibble eval` against the f32 model runs nibble's builds and llama.cpp's GGUF
+#           files alike (its k-quant kernels; their KL there is llama-perplexity's to ~1%),
+#           with the reference's log-probability gap where each continuation left it
+#           ("gaps": 0.001 is a near-tie the file broke the other way, 1 a real error)
+#   greedy, own f32: llama.cpp's files also as llama-completion runs them, text against
+#           its own f32 run's text (bench/llamacpp_greedy.py): each side against a
+#           different float continuation, whose near-ties the CPU's kernels break
 # env: LLAMA_BIN (folder with llama-quantize, llama-imatrix, llama-perplexity and
 #      llama-completion, built outside the repository: docs/benchmarks.md; without it only
 #      nibble's rows), NIBBLE_BIN (build/release/nibble), THREADS (2), N (48 greedy tokens),
@@ -65,7 +72,8 @@ e = json.load(open(ev))
 print(json.dumps({"side": "nibble", "build": name, "bytes": os.path.getsize(f),
                   "kl": e["ppl_chunks"]["mean_kl"], "same_top1": e["ppl_chunks"]["same_top1"],
                   "ppl": e["ppl_chunks"]["ppl_test"], "greedy": e["reproduced"],
-                  "prompts": e["prompts"]}))
+                  "prompts": e["prompts"],
+                  "gaps": sorted(c["ref_gap"] for c in e["cases"] if c["ref_gap"] is not None)}))
 PY
 done
 
@@ -84,8 +92,9 @@ if [ -n "$lb" ]; then
       "$lb/llama-quantize" "${im[@]}" "$model" "$f" "$r" "$t" >"$out/q.log" 2>&1 ||
         { echo "pareto: llama-quantize $r $kind failed" >&2; continue; }
       "$lb/llama-perplexity" -m "$f" -c 256 -t "$t" --kl-divergence \
-        --kl-divergence-base "$out/base.kld" >"$out/kl.log" 2>&1
-      python3 - "$r $kind" "$f" "$out/kl.log" >>"$out/llama.jsonl" <<'PY'
+        --kl-divergence-base "$out/base.kld" >"$out/kl-$r-$kind.log" 2>&1 ||
+        echo "pareto: llama-perplexity on $f failed (see $out/kl-$r-$kind.log)" >&2
+      python3 - "$r $kind" "$f" "$out/kl-$r-$kind.log" >>"$out/llama.jsonl" <<'PY'
 import json, os, re, sys
 name, f, log = sys.argv[1:4]
 text = open(log, errors="replace").read()
@@ -99,20 +108,31 @@ print(json.dumps({"side": "llama.cpp", "build": name, "file": f, "bytes": os.pat
 PY
     done
   done
-  # greedy: one run of the f32 model's continuations for all the files
+  # greedy against the one float continuation (nibble eval runs the GGUF files), and as
+  # llama-completion runs them against its own f32 run (one run of it for all the files)
   mapfile -t files < <(python3 -c "import json,sys; [print(json.loads(l)['file']) for l in open(sys.argv[1])]" "$out/llama.jsonl")
+  : >"$out/llama-greedy.jsonl"
+  for f in "${files[@]}"; do
+    "$bin" eval --ref "$model" --test "$f" --prompts "$out/prompts.txt" -n "$n" -t "$t" -o json \
+      2>/dev/null >"$out/eval.json" || { echo "pareto: nibble eval $f failed" >&2; continue; }
+    python3 -c 'import json,sys; e=json.load(open(sys.argv[2])); print(json.dumps({"file": sys.argv[1], "greedy": e["reproduced"], "prompts": e["prompts"], "gaps": sorted(c["ref_gap"] for c in e["cases"] if c["ref_gap"] is not None)}))' \
+      "$f" "$out/eval.json" >>"$out/llama-greedy.jsonl"
+  done
   python3 bench/llamacpp_greedy.py "$lb" "$ref" "$n" "$model" "${files[@]}" >"$out/greedy.md"
-  python3 - "$out/llama.jsonl" "$out/greedy.md" >>"$res" <<'PY'
+  python3 - "$out/llama.jsonl" "$out/greedy.md" "$out/llama-greedy.jsonl" >>"$res" <<'PY'
 import json, sys
-greedy = {}
+own = {}
 for line in open(sys.argv[2]):
     c = [x.strip() for x in line.strip().strip("|").split("|")]
     if len(c) == 3 and "/" in c[2] and c[2].split("/")[0].isdigit():
-        greedy[c[0]] = [int(x) for x in c[2].split("/")]
+        own[c[0]] = int(c[2].split("/")[0])
+one = {d["file"]: d for d in map(json.loads, open(sys.argv[3]))}
 for line in open(sys.argv[1]):
     r = json.loads(line)
-    g = greedy.get(r.pop("file"))
-    r["greedy"], r["prompts"] = (g[0], g[1]) if g else (None, None)
+    f = r.pop("file")
+    g = one.get(f, {})
+    r["greedy"], r["prompts"], r["gaps"] = g.get("greedy"), g.get("prompts"), g.get("gaps")
+    r["greedy_own"] = own.get(f)
     print(json.dumps(r))
 PY
 fi
@@ -149,14 +169,17 @@ for line in open(sys.argv[3]):
     tg[key] = max(tg.get(key, 0), d["avg_ts"])
 for r in rows:  # "Q4_K_M imatrix" -> q4_k_m; "q4 (balanced, the default)" -> q4
     r["tg"] = tg.get(r["build"].split()[0].lower())
-print("| side | build | file bytes | mean KL | same top-1 | ppl | greedy | tg128 tok/s, 1.7 B shape |")
-print("|---|---|---|---|---|---|---|---|")
+print("| side | build | file bytes | mean KL | same top-1 | ppl | greedy | reference's gaps where "
+      "it diverged (nats) | greedy, llama-completion vs its own f32 | tg128 tok/s, 1.7 B shape |")
+print("|---|---|---|---|---|---|---|---|---|---|")
 f = lambda v, fmt: fmt % v if v is not None else "-"
 for r in rows:
     g = "%d/%d" % (r["greedy"], r["prompts"]) if r.get("greedy") is not None else "-"
-    print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+    gaps = " ".join("%.3f" % x for x in r.get("gaps") or []) or "-"
+    own = "%d/%d" % (r["greedy_own"], r["prompts"]) if r.get("greedy_own") is not None else "-"
+    print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
         r["side"], r["build"], "{:,}".format(r["bytes"]), f(r["kl"], "%.6f"),
-        f(r["same_top1"] and 100 * r["same_top1"], "%.2f%%"), f(r["ppl"], "%.4f"), g,
+        f(r["same_top1"] and 100 * r["same_top1"], "%.2f%%"), f(r["ppl"], "%.4f"), g, gaps, own,
         f(r["tg"], "%.1f")))
 for side in ("nibble", "llama.cpp"):
     with open("%s/%s.dat" % (sys.argv[2], side.replace(".", "")), "w") as o:
