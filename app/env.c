@@ -24,7 +24,13 @@ void app_env_init(void)
                             "ignored\n", log);
     }
     const char *isa = getenv("NIBBLE_ISA"), *amx = getenv("NIBBLE_AMX");
-    int allow_amx = amx && !strcmp(amx, "0") ? 0 : amx && !strcmp(amx, "all") ? 2 : 1;
+    int allow_amx = 1;
+    if (amx && *amx) {
+        if (!strcmp(amx, "0")) allow_amx = 0;
+        else if (!strcmp(amx, "all")) allow_amx = 2;
+        else if (strcmp(amx, "1"))
+            fprintf(stderr, "nibble: NIBBLE_AMX=%s is not one of 0, 1, all: ignored\n", amx);
+    }
     if (nb_set_isa(isa, allow_amx) != NB_OK) {
         fprintf(stderr, "nibble: NIBBLE_ISA=%s: %s: using the best this CPU has\n", isa,
                 nb_last_error());

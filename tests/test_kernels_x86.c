@@ -207,6 +207,25 @@ static void test_w4a8_x16(void **state)
     if (!nf) skip();
 }
 
+/* mag[t * n_out + r] = sum_k (|d q_k| + |m|) |x_k| over rows [r0, r1) of a w4a16 ROWS blob:
+ * the terms a w4a16 kernel adds (calloc'd; free()). */
+static double *w4a16_mag(const uint8_t *rows, const struct nb_layout_planes *pl,
+                         const struct tu_gshape *g, const struct tu_acts *a)
+{
+    double *mag = calloc((size_t)(g->n_tok * g->n_out), sizeof(double));
+    int64_t ng = g->n_in / g->group;
+    for (int64_t r = g->r0; r < g->r1; r++)
+        for (int64_t k = 0; k < g->n_in; k++) {
+            int64_t i = r * ng + k / g->group;
+            double d = nb_bf16_to_f32(nb_q_load_u16(rows + pl->offset[1] + 2 * i));
+            double m = nb_bf16_to_f32(nb_q_load_u16(rows + pl->offset[2] + 2 * i));
+            int q = nb_q4_get(rows + pl->offset[0] + r * (g->n_in / 2), k);
+            for (int t = 0; t < g->n_tok; t++)
+                mag[t * g->n_out + r] += (fabs(d * q) + fabs(m)) * fabs(a->x[t * a->ldx + k]);
+        }
+    return mag;
+}
+
 static void test_w4a16_x16(void **state)
 {
 #ifdef NB_HAVE_X86
@@ -230,17 +249,7 @@ static void test_w4a16_x16(void **state)
                               g->r0, g->r1, scratch);
         assert_memory_equal(yr, yx, sizeof(float) * (size_t)(g->n_tok * ldy));
         if (have_avx512()) {
-            double *mag = calloc((size_t)(g->n_tok * g->n_out), sizeof(double));
-            int64_t ng = g->n_in / g->group;
-            for (int64_t r = g->r0; r < g->r1; r++)
-                for (int64_t k = 0; k < g->n_in; k++) {
-                    int64_t i = r * ng + k / g->group;
-                    double d = nb_bf16_to_f32(nb_q_load_u16(rows + pl.offset[1] + 2 * i));
-                    double m = nb_bf16_to_f32(nb_q_load_u16(rows + pl.offset[2] + 2 * i));
-                    int q = nb_q4_get(rows + pl.offset[0] + r * (g->n_in / 2), k);
-                    for (int t = 0; t < g->n_tok; t++)
-                        mag[t * g->n_out + r] += (fabs(d * q) + fabs(m)) * fabs(a.x[t * a.ldx + k]);
-                }
+            double *mag = w4a16_mag(rows, &pl, g, &a);
             float *y = tu_nan_y(g->n_tok, ldy);
             nb_gemm_w4a16_x16_avx512(y, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
                                      g->r0, g->r1, scratch);
@@ -430,6 +439,79 @@ static void test_w4a8_x16_amx(void **state)
 #endif
 }
 
+/* AMX-BF16 w4a16 vs the X16 reference (within TOL_W4A16_BF16, as the AVX512-BF16 kernel):
+ * groups 32 / 64 / 128; token counts
+ * below, at and between tiles of 16, past one 64-token block; n_in past one k-slab (1024)
+ * and not a multiple of it; odd row blocks, sub-ranges. On emulated tiles on every
+ * AVX-512 VNNI CPU (the rest kernel: AVX-512 FMA); on AMX's own tiles where the CPU has
+ * AMX-BF16 and AVX512-BF16 and Linux grants tile data. */
+/* The reference with the last token's outputs from the first token's activations (a
+ * wrong A-tile stride): what the dispatcher's self-check must refuse. */
+static void w4a16_off(float *y, int64_t ldy, const float *x, int64_t ldx, const void *w,
+                      int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0, int64_t r1,
+                      float *scratch)
+{
+    nb_gemm_w4a16_x16_ref(y, ldy, x, ldx, w, n_out, n_in, group, n_tok - 1, r0, r1, scratch);
+    nb_gemm_w4a16_x16_ref(y + (n_tok - 1) * ldy, ldy, x, ldx, w, n_out, n_in, group, 1, r0, r1,
+                          scratch);
+}
+
+static void test_w4a16_x16_amx(void **state)
+{
+    (void)state;
+#ifdef NB_HAVE_X86
+    const struct nb_cpu *c = nb_cpu_get();
+    if (!(have_avx512() && c->avx512_vnni)) skip();
+    const int tiles = c->amx_tile && c->amx_bf16 && c->avx512_bf16 && nb_amx_request_perm();
+    static const struct tu_gshape shapes[] = {
+        {48, 256, 0, 48, 128, 35},     {32, 192, 0, 32, 64, 16},   {64, 96, 16, 48, 32, 49},
+        {16, 128, 0, 16, 128, 5},      {80, 512, 16, 80, 64, 64},  {32, 2048, 0, 32, 64, 33},
+        {48, 1536, 16, 48, 128, 80},   {96, 1024, 0, 96, 32, 17},  {32, 512, 0, 32, 64, 130},
+        {32, 384, 0, 32, 128, 31},     {16, 2560, 0, 16, 128, 16}, {2048, 2048, 1024, 1552, 64, 48},
+        {1024, 6144, 0, 1024, 128, 96},
+    };
+    double worst = 0;
+    for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
+        const struct tu_gshape *g = &shapes[si];
+        struct nb_layout_planes pl;
+        uint8_t *rows =
+            tu_random_rows_blob(&g_rng, NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
+        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in, 0);
+        struct tu_acts a;
+        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
+        int64_t ldy = g->n_out + 16;
+        float *scratch = malloc(sizeof(float) * (size_t)(g->n_in * g->n_tok));
+        float *yr = tu_nan_y(g->n_tok, ldy);
+        nb_gemm_w4a16_x16_ref(yr, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
+                              g->r0, g->r1, scratch);
+        double *mag = w4a16_mag(rows, &pl, g, &a);
+        /* the emulated tiles are a scalar loop: shapes up to ~10^8 multiply-adds */
+        const int emu = (double)g->n_tok * (double)(g->r1 - g->r0) * (double)g->n_in < 1e8;
+        for (int v = !emu; v < 1 + tiles; v++) {
+            float *y = tu_nan_y(g->n_tok, ldy);
+            (v ? nb_gemm_w4a16_x16_amx : nb_gemm_w4a16_x16_amxemu)(
+                y, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok, g->r0, g->r1,
+                scratch);
+            double wr = tu_compare_y(y, yr, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1,
+                                     TOL_W4A16_BF16, v ? "w4a16 amx" : "w4a16 amx (emulated)");
+            if (wr > worst) worst = wr;
+            free(y);
+        }
+        free(yr), free(mag), free(rows), free(x16), free(scratch);
+        tu_acts_free(&a);
+    }
+    /* the first-use self-check: passes the emulated code and the reference, not a kernel
+     * that mixes up tokens */
+    assert_true(nb_kernels_check_w4a16(nb_gemm_w4a16_x16_amxemu));
+    assert_true(nb_kernels_check_w4a16(nb_gemm_w4a16_x16_ref));
+    assert_false(nb_kernels_check_w4a16(w4a16_off));
+    if (getenv("NIBBLE_TEST_VERBOSE"))
+        fprintf(stderr, "w4a16 amx%s: worst ratio %.3g\n", tiles ? " (tiles too)" : "", worst);
+#else
+    skip();
+#endif
+}
+
 static void test_dispatch(void **state)
 {
     struct nb_kernels k;
@@ -467,6 +549,8 @@ static void test_fill_pure(void **state)
     struct nb_cpu vnni = avx512, bf16 = avx512;
     vnni.avx512_vnni = 1;
     bf16.avx512_bf16 = 1;
+    struct nb_cpu amxbf = vnni; /* AMX-BF16 too: the w4a16 tile kernel with amx 2 only */
+    amxbf.avx512_bf16 = amxbf.amx_tile = amxbf.amx_int8 = amxbf.amx_bf16 = 1;
     struct nb_kernels k;
     const struct {
         const struct nb_cpu *cpu;
@@ -486,6 +570,9 @@ static void test_fill_pure(void **state)
         {&vnni, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "avx512",
          "avx512", "amx"}, /* NIBBLE_AMX=all: the block kernels too */
         {&bf16, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512", "avx2"},
+        {&amxbf, NB_LEVEL_AVX512, 1, "avx512+amx", "amx", "avx512", "avx512", "avx512vnni"},
+        {&amxbf, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "amx", "avx512", "amx"},
+        {&vnni, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "avx512", "avx512", "amx"},
         {&vnni, NB_LEVEL_REF, 1, "ref", "ref", "ref", "ref", "ref"},
 #endif
     };
@@ -530,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_act_quant),
         cmocka_unit_test(test_kq_x16),  cmocka_unit_test(test_w4a8_x16),
         cmocka_unit_test(test_w4a16_x16),  cmocka_unit_test(test_w4a8_x16_amx),
+        cmocka_unit_test(test_w4a16_x16_amx),
         cmocka_unit_test(test_dispatch), cmocka_unit_test(test_fill_pure),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -10,11 +10,12 @@
  *
  * AMX (avx512 level): when the CPU has amx_tile + amx_int8 + AVX-512 VNNI, Linux grants
  * tile data (arch_prctl ARCH_REQ_XCOMP_PERM) and NIBBLE_AMX is not "0", the AMX kernels
- * (w4a8; with NIBBLE_AMX=all also the seven GGUF block formats' records: correct on AMX
- * tiles but measured no faster than VNNI in situ, so opt-in) run a self-check on first use
- * (small random problems against their _ref twins, bit-exact or within 1e-5 of the output
- * scale) and only then enter the table, with isa "avx512+amx"; otherwise a
- * warning and VNNI stays.
+ * (w4a8; with NIBBLE_AMX=all also the seven GGUF block formats' records, correct on AMX
+ * tiles but measured no faster than VNNI in situ, and, where the CPU has AMX-BF16 and
+ * AVX512-BF16, the w4a16 AMX-BF16 kernel, not yet measured on AMX: both opt-in) run a
+ * self-check on first use (small random problems against their _ref twins: bit-exact or
+ * within 1e-5 of the output scale; w4a16 within 2^-8 of each output's term magnitudes) and
+ * only then enter the table, with isa "avx512+amx"; otherwise a warning and VNNI stays.
  */
 #include <math.h>
 #include <pthread.h>
@@ -155,6 +156,62 @@ static int amx_check_kq(uint64_t *rng)
     return ok;
 }
 
+/* One random w4a16 X16 problem through fn and the reference: 1 if every output is within
+ * 2^-8 of its terms' magnitude sum_k (|d| q_k + |m|) |x_k| (bf16 activations), which the
+ * reference gives on |x| with |m| (d > 0, q >= 0). */
+static int check_w4a16_one(nb_gemm_w4a16_fn fn, int group, int64_t n_out, int64_t n_in, int n_tok,
+                           uint64_t *rng)
+{
+    struct nb_layout_planes pl;
+    if (!nb_layout_planes_x(NB_WPATH_W4A16, NB_LAYOUT_X16, group, n_out, n_in, &pl)) return 0;
+    const int64_t ldx = n_in + 16, ldy = n_out;
+    uint8_t *blob = aligned_alloc(64, (size_t)pl.total), *babs = aligned_alloc(64, (size_t)pl.total);
+    float *x = malloc(sizeof(float) * (size_t)(n_tok * ldx));
+    float *xa = malloc(sizeof(float) * (size_t)(n_tok * ldx));
+    float *ya = calloc((size_t)(n_tok * ldy), sizeof(float));
+    float *yr = calloc((size_t)(n_tok * ldy), sizeof(float));
+    float *mag = calloc((size_t)(n_tok * ldy), sizeof(float));
+    float *scratch = malloc(sizeof(float) * (size_t)n_in);
+    int ok = 0;
+    if (!blob || !babs || !x || !xa || !ya || !yr || !mag || !scratch) goto out;
+    memset(blob, 0, (size_t)pl.total);
+    for (int64_t i = 0; i < pl.size[0]; i++)
+        blob[pl.offset[0] + i] = (uint8_t)xorshift(rng);
+    for (int64_t i = 0; i < pl.size[1] / 2; i++) { /* d in [2^-10, 2^-6), m = -(0..8) d */
+        float d = ldexpf(1.0f + (float)(xorshift(rng) % 1000) / 1000.0f, -10 + (int)(i % 4));
+        float m = -d * (float)(xorshift(rng) % 9);
+        uint32_t u;
+        memcpy(&u, &d, 4);
+        uint16_t h = (uint16_t)(u >> 16);
+        memcpy(blob + pl.offset[1] + 2 * i, &h, 2);
+        memcpy(&u, &m, 4);
+        h = (uint16_t)(u >> 16);
+        memcpy(blob + pl.offset[2] + 2 * i, &h, 2);
+    }
+    memcpy(babs, blob, (size_t)pl.total);
+    for (int64_t i = 0; i < pl.size[2] / 2; i++) babs[pl.offset[2] + 2 * i + 1] &= 0x7F;
+    for (int64_t i = 0; i < n_tok * ldx; i++) {
+        x[i] = (float)((int)(xorshift(rng) % 2001) - 1000) / 997.0f;
+        xa[i] = fabsf(x[i]);
+    }
+    fn(ya, ldy, x, ldx, blob, n_out, n_in, group, n_tok, 0, n_out, scratch);
+    nb_gemm_w4a16_x16_ref(yr, ldy, x, ldx, blob, n_out, n_in, group, n_tok, 0, n_out, scratch);
+    nb_gemm_w4a16_x16_ref(mag, ldy, xa, ldx, babs, n_out, n_in, group, n_tok, 0, n_out, scratch);
+    ok = 1;
+    for (int64_t i = 0; i < n_tok * ldy; i++)
+        if (!(fabs((double)ya[i] - yr[i]) <= 0x1p-8 * (double)mag[i] + 1e-30)) ok = 0;
+out:
+    free(blob), free(babs), free(x), free(xa), free(ya), free(yr), free(mag), free(scratch);
+    return ok;
+}
+
+int nb_kernels_check_w4a16(nb_gemm_w4a16_fn fn)
+{
+    uint64_t rng = 0x2545F4914F6CDD1Dull;
+    return check_w4a16_one(fn, 64, 48, 1536, 37, &rng) && check_w4a16_one(fn, 128, 32, 256, 64, &rng) &&
+           check_w4a16_one(fn, 32, 64, 96, 16, &rng);
+}
+
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
 
@@ -182,8 +239,14 @@ static void amx_probe(void)
                 "keeping VNNI");
         return;
     }
+    if (g_allow_amx >= 2 && c->amx_bf16 && c->avx512_bf16 &&
+        !nb_kernels_check_w4a16(nb_gemm_w4a16_x16_amx)) {
+        NB_LOGW("AMX: the w4a16 AMX-BF16 kernel failed its self-check against the reference; "
+                "keeping VNNI");
+        return;
+    }
     g_amx_ok = 1;
-    NB_LOGD("AMX: the w4a8 and GGUF block kernels passed their self-checks");
+    NB_LOGD("AMX: the tile kernels passed their self-checks");
 }
 
 /* 1 when the AMX w4a8 kernel may be used (asked once, self-checked once). */

@@ -358,6 +358,20 @@ void nb_gemm_w4a8_x16_amxemu(float *y, int64_t ldy, const int8_t *xq, const floa
                              const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                              int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,
                              int64_t r1);
+/* AMX-BF16 w4a16 prefill (gemm_w4a16_amx.c, body gemm_w4a16_amx.inc): amx_tile + amx_bf16 +
+ * AVX512-BF16 and the tile-data permission; tokens that do not fill a tile of 16 go to
+ * nb_gemm_w4a16_x16_avx512bf16. Within TOL_W4A16_BF16 of nb_gemm_w4a16_x16_ref, like that
+ * kernel. */
+void nb_gemm_w4a16_x16_amx(float *y, int64_t ldy, const float *x, int64_t ldx,
+                           const void *w_blob, int64_t n_out, int64_t n_in, int group, int n_tok,
+                           int64_t r0, int64_t r1, float *scratch);
+/* The same code on emulated tiles (rest: nb_gemm_w4a16_x16_avx512; any AVX-512 CPU). */
+void nb_gemm_w4a16_x16_amxemu(float *y, int64_t ldy, const float *x, int64_t ldx,
+                              const void *w_blob, int64_t n_out, int64_t n_in, int group,
+                              int n_tok, int64_t r0, int64_t r1, float *scratch);
+/* The dispatcher's first-use self-check of a w4a16 X16 kernel (three random problems
+ * against nb_gemm_w4a16_x16_ref, each output within 2^-8 of its terms): 1 if it passes. */
+int nb_kernels_check_w4a16(nb_gemm_w4a16_fn fn);
 void nb_gemm_w4a8_x16_avxvnni(float *y, int64_t ldy, const int8_t *xq, const float *xd,
                               const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                               int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,

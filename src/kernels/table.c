@@ -16,7 +16,9 @@
  *   w8a16       ref     ref                        ref
  *   w4a16       ref     ref                        ref            (ROWS layout)
  *   w4a16-x16   ref     ref                        avx512 (avx512bf16 variant when the
- *                                                  CPU has AVX512-BF16; same record name)
+ *                                                  CPU has AVX512-BF16; same record name);
+ *                                                  amx when use_amx is 2 and the CPU has
+ *                                                  AMX-BF16 + AVX512-BF16 (not measured)
  *   w4a8        ref     ref                        ref            (ROWS layout)
  *   w4a8-x16    ref     avxvnni, else avx2         avx512vnni when VNNI, amx when use_amx
  *   attention   ref     avx2                       avx512   (attn_tile, attn_decode,
@@ -156,6 +158,7 @@ GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_amx)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512bf16)
+GEMM_W4A16(nb_gemm_w4a16_x16_amx)
 #endif
 
 #ifdef NB_HAVE_ARM
@@ -308,6 +311,8 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         k->gemm[NB_WF_W4A16_X16] =
             c->avx512_bf16 ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512bf16, "avx512")
                            : (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512, "avx512");
+        if (c->avx512_vnni && use_amx >= 2 && c->amx_bf16 && c->avx512_bf16) /* not measured */
+            k->gemm[NB_WF_W4A16_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_amx, "amx");
         k->gemm[NB_WF_F32] = (struct nb_gemm_kernel)K(nb_gemm_f32_avx512, "avx512");
         k->gemm[NB_WF_F16] = (struct nb_gemm_kernel)K(nb_gemm_f16_avx512, "avx512");
         k->gemm[NB_WF_BF16] = (struct nb_gemm_kernel)K(nb_gemm_bf16_avx512, "avx512");

@@ -87,6 +87,13 @@ ok grep -q "speed, fidelity or memory" "$tmp/err"
 "$bin" probe --target 2>"$tmp/err"; ok test $? -eq 1
 "$bin" run --path w5 --ids 1 -m x 2>"$tmp/err"; ok test $? -eq 1
 ok grep -q "not one of auto" "$tmp/err"
+# a bad NIBBLE_AMX is named and ignored (the default stays); 0, 1 and all are quiet
+NIBBLE_AMX=bf16 "$bin" probe --json --no-bw >/dev/null 2>"$tmp/err"; ok test $? -eq 0
+ok grep -q "NIBBLE_AMX=bf16 is not one of 0, 1, all: ignored" "$tmp/err"
+for v in 0 1 all; do
+  NIBBLE_AMX=$v "$bin" probe --json --no-bw >/dev/null 2>"$tmp/err"; ok test $? -eq 0
+  ok test ! -s "$tmp/err"
+done
 
 echo "probe.sh: $pass passed, $fail failed"
 test $fail -eq 0

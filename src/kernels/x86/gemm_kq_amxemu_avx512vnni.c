@@ -1,8 +1,10 @@
-/* kernels/x86/gemm_kq_amxemu_avx512vnni.c — gemm_kq_amx.inc on an emulated tile register
- * file (8 tiles of 16 rows x 64 bytes in thread-local memory; tdpbsud as its definition:
- * C[m][n] += sum over k of int8 A[m][4k+j] x u8 B[k][4n+j], int32 wrapping), so the AMX
- * kernels' code is tested against the _ref twins on any AVX-512 VNNI CPU
- * (test_kernels_x86 test_kq_x16_amx, test_w4a8_x16_amx). Not in any kernel table: a test and lab twin only. */
+/* kernels/x86/gemm_kq_amxemu_avx512vnni.c — gemm_kq_amx.inc, gemm_w4a8_amx.inc and
+ * gemm_w4a16_amx.inc on an emulated tile register file (8 tiles of 16 rows x 64 bytes in
+ * thread-local memory; each tile instruction as its definition: tdpbsud C[m][n] += sum
+ * over k of int8 A[m][4k+j] x u8 B[k][4n+j], int32 wrapping; tdpbf16ps C[m][n] += A[m][2k]
+ * B[k][2n] + A[m][2k+1] B[k][2n+1] in f32, k in order), so the AMX kernels' code is tested
+ * against the _ref twins on any AVX-512 VNNI CPU (test_kernels_x86 test_kq_x16,
+ * test_w4a8_x16_amx, test_w4a16_x16_amx). Not in any kernel table: a test and lab twin only. */
 #include <stdint.h>
 #include <string.h>
 
@@ -53,6 +55,29 @@ static void e_dpbsud(int c, int a, int b)
         }
 }
 
+static float e_bf16(const uint8_t *p)
+{
+    uint32_t u = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 24;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+static void e_dpbf16ps(int c, int a, int b)
+{
+    for (int m = 0; m < g_tiles.rows[a]; m++)
+        for (int n = 0; n < g_tiles.colsb[c] / 4; n++) {
+            float acc;
+            memcpy(&acc, g_tiles.t[c] + 64 * m + 4 * n, 4);
+            for (int k = 0; k < g_tiles.colsb[a] / 4; k++) {
+                const uint8_t *pa = g_tiles.t[a] + 64 * m + 4 * k, *pb = g_tiles.t[b] + 64 * k + 4 * n;
+                acc += e_bf16(pa) * e_bf16(pb);
+                acc += e_bf16(pa + 2) * e_bf16(pb + 2);
+            }
+            memcpy(g_tiles.t[c] + 64 * m + 4 * n, &acc, 4);
+        }
+}
+
 #define KQ_NAME(f)            nb_gemm_##f##_x16_amxemu
 #define T_CONFIG(K)           e_config(K)
 #define T_ZERO(i)             e_zero(i)
@@ -63,3 +88,7 @@ static void e_dpbsud(int c, int a, int b)
 #include "kernels/x86/gemm_kq_amx.inc"
 #define W4_NAME           nb_gemm_w4a8_x16_amxemu
 #include "kernels/x86/gemm_w4a8_amx.inc"
+#define T_DPBF16PS(c, a, b) e_dpbf16ps(c, a, b)
+#define W16_NAME            nb_gemm_w4a16_x16_amxemu
+#define W16_REST            nb_gemm_w4a16_x16_avx512 /* any AVX-512 CPU: no bf16 needed */
+#include "kernels/x86/gemm_w4a16_amx.inc"
