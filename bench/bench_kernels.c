@@ -310,7 +310,7 @@ static double run_pass(struct nb_pool *pool, int nth, const struct kern *k, cons
     return (double)(nb_time_ns() - t0) * 1e-9;
 }
 
-/* The X16 kernels this CPU runs (at most 8), the reference first. */
+/* The X16 kernels this CPU runs (at most 10), the reference first. */
 static int list_kernels(struct kern *kerns, const struct nb_cpu *cpu)
 {
     int nk = 0;
@@ -341,6 +341,12 @@ static int list_kernels(struct kern *kerns, const struct nb_cpu *cpu)
         kerns[nk++] =
             (struct kern){"w4a16 avx512bf16", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512bf16,
                           PEAK_BF16};
+    /* the tile kernels where the CPU has them and Linux grants tile data (process-wide);
+     * their rate is printed against the zmm instruction's peak, so above 100% is possible */
+    if (cpu->amx_tile && cpu->amx_int8 && cpu->avx512_vnni && nb_amx_request_perm())
+        kerns[nk++] = (struct kern){"w4a8 amx", K_W4A8, nb_gemm_w4a8_x16_amx, NULL, PEAK_VNNI};
+    if (cpu->amx_tile && cpu->amx_bf16 && cpu->avx512_bf16 && nb_amx_request_perm())
+        kerns[nk++] = (struct kern){"w4a16 amx", K_W4A16, NULL, nb_gemm_w4a16_x16_amx, PEAK_BF16};
 #endif
     (void)cpu;
     return nk;
@@ -524,7 +530,7 @@ static void bench_kq(struct nb_pool *pool, int passes, const double bw[3])
 int main(int argc, char **argv)
 {
     const struct nb_cpu *cpu = nb_cpu_get();
-    struct kern kerns[8];
+    struct kern kerns[10];
     int nk = list_kernels(kerns, cpu);
     if (argc == 5 && !strcmp(argv[1], "--insn"))
         return insn_mode(kerns, nk, argv[2], atoi(argv[3]), atoi(argv[4]));

@@ -7,9 +7,11 @@
 # the AMX-BF16 kernel, and at recorded counts the Q4_K_M file on the k-quant tiles.
 # Usage: bench/device_scaling.sh D OUT
 #   D/bin: nibble, test_kernels_x86, llama-bench, llama-quantize, and optionally
-#          nibble-base (an earlier nibble, benchmarked beside nibble on prefill);
+#          nibble-base (an earlier nibble, benchmarked beside nibble on prefill) and
+#          bench_kernels (the kernel lab, quick: lab.txt);
 #   D/lib: the shared libraries they need (the machine has no -dev packages).
-#   OUT: probe.txt, tests.txt, log.txt, bench.jsonl (nibble), llama.jsonl, profile.txt,
+#   OUT: probe.txt, tests.txt, log.txt, bench.jsonl (nibble), llama.jsonl, profile.txt
+#        (decode), profile-pp.txt and profile-pp-w4a16.txt (prefill at every core),
 #        records/ (nibble bench --record). Every step appends as it ends, so a run cut
 #        short still returns what it measured. bench/scaling_table.py OUT prints tables.
 # Environment: M (model folder, default /tmp/nbm), TS (thread counts after 2, default
@@ -32,6 +34,10 @@ lscpu >"$OUT/lscpu.txt" 2>&1
 "$N" probe --explain >"$OUT/probe.txt" 2>&1
 NIBBLE_TEST_VERBOSE=1 timeout 120 "$D/bin/test_kernels_x86" >"$OUT/tests.txt" 2>&1
 log "test_kernels_x86 rc $?"
+if [ -x "$D/bin/bench_kernels" ]; then # the kernel lab: each X16 kernel, tiles included
+  NIBBLE_BENCH_QUICK=1 timeout 180 "$D/bin/bench_kernels" 1 >"$OUT/lab.txt" 2>&1
+  log "bench_kernels rc $?"
+fi
 
 log "model"
 [ -f "$M/$S-f16.gguf" ] ||
@@ -81,6 +87,12 @@ pass 2 record
 for ((p = 2; p <= ${PASSES2:-2}; p++)); do pass 2; done
 "$N" bench -m "$M/w4a8.nib" -p 0 -n 64 -r 1 -t "$ncores" --profile >"$OUT/profile.txt" 2>&1
 log "profile rc $?"
+# prefill at every core: where the time goes once the GEMMs are on tiles
+"$N" bench -m "$M/w4a8.nib" -p 512 -n 0 -r 1 -t "$ncores" --profile >"$OUT/profile-pp.txt" 2>&1
+log "profile pp w4a8 rc $?"
+NIBBLE_AMX=all "$N" bench -m "$M/w4a16.nib" -p 512 -n 0 -r 1 -t "$ncores" --profile \
+  >"$OUT/profile-pp-w4a16.txt" 2>&1
+log "profile pp w4a16-amx rc $?"
 for t in ${TS:-16 8 4 1}; do
   if [ "$t" = "$ncores" ]; then pass "$t" record; else pass "$t"; fi
 done
