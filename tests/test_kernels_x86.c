@@ -165,13 +165,11 @@ static void test_w4a8_x16(void **state)
     double worst = 0;
     for (int si = 0; si < ns; si++) {
         const struct tu_gshape *g = &shapes[si];
-        struct nb_layout_planes pl;
-        uint8_t *rows =
-            tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
-        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
-        struct tu_acts a;
-        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
-        int64_t ldy = g->n_out + 16;
+        struct tu_problem pb;
+        tu_problem_init(&pb, &g_rng, NB_WPATH_W4A8, g, 16, 64, 0);
+        const struct tu_acts a = pb.a;
+        const uint8_t *rows = pb.rows, *x16 = pb.x16;
+        const int64_t ldy = pb.ldy;
         float *yr = tu_nan_y(g->n_tok, ldy), *yx = tu_nan_y(g->n_tok, ldy);
         /* ROWS ref and X16 ref: bit-identical */
         nb_gemm_w4a8_ref(yr, ldy, a.q, a.d, a.s, a.ldq, a.ldg, rows, g->n_out, g->n_in, g->group,
@@ -183,7 +181,7 @@ static void test_w4a8_x16(void **state)
             double *mag = calloc((size_t)(g->n_tok * g->n_out), sizeof(double));
             float *w = malloc(sizeof(float) * g->n_in);
             for (int64_t r = g->r0; r < g->r1; r++) {
-                nb_unpack_row_ref(NB_WPATH_W4A8, g->group, rows, &pl, g->n_in, r, w);
+                nb_unpack_row_ref(NB_WPATH_W4A8, g->group, rows, &pb.pl, g->n_in, r, w);
                 for (int t = 0; t < g->n_tok; t++)
                     for (int64_t k = 0; k < g->n_in; k++)
                         mag[t * g->n_out + r] +=
@@ -200,8 +198,8 @@ static void test_w4a8_x16(void **state)
             }
             free(mag), free(w);
         }
-        free(yr), free(yx), free(rows), free(x16);
-        tu_acts_free(&a);
+        free(yr), free(yx);
+        tu_problem_free(&pb);
     }
     if (getenv("NIBBLE_TEST_VERBOSE")) fprintf(stderr, "w4a8 x16 worst ratio %.3g\n", worst);
     if (!nf) skip();
@@ -234,13 +232,11 @@ static void test_w4a16_x16(void **state)
     double worst = 0, worst_bf16 = 0;
     for (int si = 0; si < ns; si++) {
         const struct tu_gshape *g = &shapes[si];
-        struct nb_layout_planes pl;
-        uint8_t *rows =
-            tu_random_rows_blob(&g_rng, NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
-        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in, 0);
-        struct tu_acts a;
-        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
-        int64_t ldy = g->n_out + 16;
+        struct tu_problem pb;
+        tu_problem_init(&pb, &g_rng, NB_WPATH_W4A16, g, 16, 64, 0);
+        const struct tu_acts a = pb.a;
+        const uint8_t *rows = pb.rows, *x16 = pb.x16;
+        const int64_t ldy = pb.ldy;
         float *scratch = malloc(sizeof(float) * g->n_in);
         float *yr = tu_nan_y(g->n_tok, ldy), *yx = tu_nan_y(g->n_tok, ldy);
         nb_gemm_w4a16_ref(yr, ldy, a.x, a.ldx, rows, g->n_out, g->n_in, g->group, g->n_tok, g->r0,
@@ -249,7 +245,7 @@ static void test_w4a16_x16(void **state)
                               g->r0, g->r1, scratch);
         assert_memory_equal(yr, yx, sizeof(float) * (size_t)(g->n_tok * ldy));
         if (have_avx512()) {
-            double *mag = w4a16_mag(rows, &pl, g, &a);
+            double *mag = w4a16_mag(rows, &pb.pl, g, &a);
             float *y = tu_nan_y(g->n_tok, ldy);
             nb_gemm_w4a16_x16_avx512(y, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
                                      g->r0, g->r1, scratch);
@@ -276,8 +272,8 @@ static void test_w4a16_x16(void **state)
             }
             free(y), free(mag);
         }
-        free(yr), free(yx), free(rows), free(x16), free(scratch);
-        tu_acts_free(&a);
+        free(yr), free(yx), free(scratch);
+        tu_problem_free(&pb);
     }
     if (getenv("NIBBLE_TEST_VERBOSE"))
         fprintf(stderr, "w4a16 x16 worst ratio %.3g, bf16 %.3g\n", worst, worst_bf16);
@@ -410,13 +406,11 @@ static void test_w4a8_x16_amx(void **state)
     };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const struct tu_gshape *g = &shapes[si];
-        struct nb_layout_planes pl;
-        uint8_t *rows =
-            tu_random_rows_blob(&g_rng, NB_WPATH_W4A8, g->group, g->n_out, g->n_in, &pl);
-        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A8, g->group, rows, g->n_out, g->n_in, 0);
-        struct tu_acts a;
-        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
-        int64_t ldy = g->n_out + 16;
+        struct tu_problem pb;
+        tu_problem_init(&pb, &g_rng, NB_WPATH_W4A8, g, 16, 64, 0);
+        const struct tu_acts a = pb.a;
+        const uint8_t *x16 = pb.x16;
+        const int64_t ldy = pb.ldy;
         float *yr = tu_nan_y(g->n_tok, ldy), *y = tu_nan_y(g->n_tok, ldy);
         nb_gemm_w4a8_x16_ref(yr, ldy, a.q, a.d, a.s, a.ldq, a.ldg, x16, g->n_out, g->n_in, g->group,
                              g->n_tok, g->r0, g->r1);
@@ -431,8 +425,8 @@ static void test_w4a8_x16_amx(void **state)
                 fail_msg("w4a8 %s, shape %zu differs from the reference",
                          v ? "amx" : "amx (emulated)", si);
         }
-        free(yr), free(y), free(rows), free(x16);
-        tu_acts_free(&a);
+        free(yr), free(y);
+        tu_problem_free(&pb);
     }
 #else
     skip();
@@ -473,18 +467,16 @@ static void test_w4a16_x16_amx(void **state)
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const struct tu_gshape *g = &shapes[si];
-        struct nb_layout_planes pl;
-        uint8_t *rows =
-            tu_random_rows_blob(&g_rng, NB_WPATH_W4A16, g->group, g->n_out, g->n_in, &pl);
-        uint8_t *x16 = tu_to_x16(NB_WPATH_W4A16, g->group, rows, g->n_out, g->n_in, 0);
-        struct tu_acts a;
-        tu_acts_init(&a, &g_rng, g->n_tok, g->n_in, g->group, 16, 64, 0);
-        int64_t ldy = g->n_out + 16;
+        struct tu_problem pb;
+        tu_problem_init(&pb, &g_rng, NB_WPATH_W4A16, g, 16, 64, 0);
+        const struct tu_acts a = pb.a;
+        const uint8_t *rows = pb.rows, *x16 = pb.x16;
+        const int64_t ldy = pb.ldy;
         float *scratch = malloc(sizeof(float) * (size_t)(g->n_in * g->n_tok));
         float *yr = tu_nan_y(g->n_tok, ldy);
         nb_gemm_w4a16_x16_ref(yr, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, g->n_tok,
                               g->r0, g->r1, scratch);
-        double *mag = w4a16_mag(rows, &pl, g, &a);
+        double *mag = w4a16_mag(rows, &pb.pl, g, &a);
         /* the emulated tiles are a scalar loop: shapes up to ~10^8 multiply-adds */
         const int emu = (double)g->n_tok * (double)(g->r1 - g->r0) * (double)g->n_in < 1e8;
         for (int v = !emu; v < 1 + tiles; v++) {
@@ -497,8 +489,8 @@ static void test_w4a16_x16_amx(void **state)
             if (wr > worst) worst = wr;
             free(y);
         }
-        free(yr), free(mag), free(rows), free(x16), free(scratch);
-        tu_acts_free(&a);
+        free(yr), free(mag), free(scratch);
+        tu_problem_free(&pb);
     }
     /* the first-use self-check: passes the emulated code and the reference, not a kernel
      * that mixes up tokens */

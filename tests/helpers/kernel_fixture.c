@@ -79,6 +79,21 @@ void tu_acts_free(struct tu_acts *a)
     free(a->x), free(a->q), free(a->d), free(a->s);
 }
 
+void tu_problem_init(struct tu_problem *pb, uint64_t *rng, enum nb_wpath p,
+                     const struct tu_gshape *g, int64_t pad_x, int64_t pad_q, int tight)
+{
+    pb->rows = tu_random_rows_blob(rng, p, g->group, g->n_out, g->n_in, &pb->pl);
+    pb->x16 = tu_to_x16(p, g->group, pb->rows, g->n_out, g->n_in, 0);
+    tu_acts_init(&pb->a, rng, g->n_tok, g->n_in, g->group, pad_x, pad_q, tight);
+    pb->ldy = g->n_out + 16;
+}
+
+void tu_problem_free(struct tu_problem *pb)
+{
+    free(pb->rows), free(pb->x16);
+    tu_acts_free(&pb->a);
+}
+
 float *tu_nan_y(int n_tok, int64_t ldy)
 {
     float *y = malloc(sizeof(float) * (size_t)(n_tok * ldy));

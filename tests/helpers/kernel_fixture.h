@@ -65,4 +65,17 @@ struct tu_gshape {
     int group, n_tok;
 };
 
+/* One random problem of shape g on path p: a ROWS blob (its planes in pl), its X16 repack,
+ * the activations (tu_acts_init with pad_x, pad_q, tight) and ldy = n_out + 16.
+ * tu_problem_free releases it. */
+struct tu_problem {
+    struct nb_layout_planes pl;
+    uint8_t *rows, *x16;
+    struct tu_acts a;
+    int64_t ldy;
+};
+void tu_problem_init(struct tu_problem *pb, uint64_t *rng, enum nb_wpath p,
+                     const struct tu_gshape *g, int64_t pad_x, int64_t pad_q, int tight);
+void tu_problem_free(struct tu_problem *pb);
+
 #endif
