@@ -165,7 +165,8 @@ static int check_w4a16_one(nb_gemm_w4a16_fn fn, int group, int64_t n_out, int64_
     struct nb_layout_planes pl;
     if (!nb_layout_planes_x(NB_WPATH_W4A16, NB_LAYOUT_X16, group, n_out, n_in, &pl)) return 0;
     const int64_t ldx = n_in + 16, ldy = n_out;
-    uint8_t *blob = aligned_alloc(64, (size_t)pl.total), *babs = aligned_alloc(64, (size_t)pl.total);
+    uint8_t *blob = aligned_alloc(64, (size_t)pl.total);
+    uint8_t *babs = aligned_alloc(64, (size_t)pl.total);
     float *x = malloc(sizeof(float) * (size_t)(n_tok * ldx));
     float *xa = malloc(sizeof(float) * (size_t)(n_tok * ldx));
     float *ya = calloc((size_t)(n_tok * ldy), sizeof(float));
@@ -208,8 +209,8 @@ out:
 int nb_kernels_check_w4a16(nb_gemm_w4a16_fn fn)
 {
     uint64_t rng = 0x2545F4914F6CDD1Dull;
-    return check_w4a16_one(fn, 64, 48, 1536, 37, &rng) && check_w4a16_one(fn, 128, 32, 256, 64, &rng) &&
-           check_w4a16_one(fn, 32, 64, 96, 16, &rng);
+    return check_w4a16_one(fn, 64, 48, 1536, 37, &rng) &&
+           check_w4a16_one(fn, 128, 32, 256, 64, &rng) && check_w4a16_one(fn, 32, 64, 96, 16, &rng);
 }
 
 static int g_amx_ok;

@@ -70,7 +70,8 @@ static void e_dpbf16ps(int c, int a, int b)
             float acc;
             memcpy(&acc, g_tiles.t[c] + 64 * m + 4 * n, 4);
             for (int k = 0; k < g_tiles.colsb[a] / 4; k++) {
-                const uint8_t *pa = g_tiles.t[a] + 64 * m + 4 * k, *pb = g_tiles.t[b] + 64 * k + 4 * n;
+                const uint8_t *pa = g_tiles.t[a] + 64 * m + 4 * k;
+                const uint8_t *pb = g_tiles.t[b] + 64 * k + 4 * n;
                 acc += e_bf16(pa) * e_bf16(pb);
                 acc += e_bf16(pa + 2) * e_bf16(pb + 2);
             }
