@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "core/cpu.h"
+#include "core/fp.h"
 #include "core/log.h"
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
@@ -180,14 +181,9 @@ static int check_w4a16_one(nb_gemm_w4a16_fn fn, int group, int64_t n_out, int64_
         blob[pl.offset[0] + i] = (uint8_t)xorshift(rng);
     for (int64_t i = 0; i < pl.size[1] / 2; i++) { /* d in [2^-10, 2^-6), m = -(0..8) d */
         float d = ldexpf(1.0f + (float)(xorshift(rng) % 1000) / 1000.0f, -10 + (int)(i % 4));
-        float m = -d * (float)(xorshift(rng) % 9);
-        uint32_t u;
-        memcpy(&u, &d, 4);
-        uint16_t h = (uint16_t)(u >> 16);
-        memcpy(blob + pl.offset[1] + 2 * i, &h, 2);
-        memcpy(&u, &m, 4);
-        h = (uint16_t)(u >> 16);
-        memcpy(blob + pl.offset[2] + 2 * i, &h, 2);
+        uint16_t hd = nb_f32_to_bf16(d), hm = nb_f32_to_bf16(-d * (float)(xorshift(rng) % 9));
+        memcpy(blob + pl.offset[1] + 2 * i, &hd, 2);
+        memcpy(blob + pl.offset[2] + 2 * i, &hm, 2);
     }
     memcpy(babs, blob, (size_t)pl.total);
     for (int64_t i = 0; i < pl.size[2] / 2; i++) babs[pl.offset[2] + 2 * i + 1] &= 0x7F;

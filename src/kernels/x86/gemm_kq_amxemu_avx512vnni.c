@@ -8,6 +8,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "core/fp.h"
 #include "kernels/kernels.h"
 
 static _Thread_local struct {
@@ -57,10 +58,7 @@ static void e_dpbsud(int c, int a, int b)
 
 static float e_bf16(const uint8_t *p)
 {
-    uint32_t u = (uint32_t)p[0] << 16 | (uint32_t)p[1] << 24;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
+    return nb_bf16_to_f32((uint16_t)(p[0] | p[1] << 8));
 }
 
 static void e_dpbf16ps(int c, int a, int b)
