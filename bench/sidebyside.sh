@@ -11,6 +11,8 @@
 #   LLAMA_TYPES="q4_k_m q5_k_m q6_k q8_0": llama-bench on each DIR/qwen3-1.7b-TYPE.gguf in
 #   every pass (default q4_k_m), so each nibble build has every rung of the ladder beside
 #   it; the ratio columns are against Q4_K_M (or the first type)
+#   NIBBLE_ENVS="NIBBLE_AMX=0 NIBBLE_AMX=all": nibble runs every build once per setting in
+#   every pass, each a row of its own (e.g. the VNNI and AMX kernels of one CPU side by side)
 #   and, with gnuplot, writes plot.png (default DIR/scaling.png): pp and tg against
 #   threads for every build. LLAMA_BENCH=path/to/llama-bench, NIBBLE=path/to/nibble.
 set -euo pipefail
@@ -24,6 +26,8 @@ name=${MODEL_NAME:-qwen3-1.7b}
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 types=${GGUF_TYPES:-}
+read -r -a envs <<<"${NIBBLE_ENVS:-}"
+[ ${#envs[@]} -gt 0 ] || envs=("")
 ms=()
 if [ -z "$types" ]; then
   for f in "$dir/$name"-*.nib; do ms+=(-m "$f"); done
@@ -43,8 +47,10 @@ for ((p = 1; p <= passes; p++)); do
       "$llama" -m "$dir/$name-$ty.gguf" -p 512 -n 128 -t "$t" -r 1 -o jsonl 2>/dev/null \
         >>"$out/llama.jsonl"
     done
-    "$nibble" bench "${ms[@]}" -p 512 -n 128 -r 1 -t "$t" -o jsonl 2>/dev/null \
-      >>"$out/nibble.jsonl"
+    for e in "${envs[@]}"; do # each setting a row of its own, tagged in the jsonl
+      env ${e:+"$e"} "$nibble" bench "${ms[@]}" -p 512 -n 128 -r 1 -t "$t" -o jsonl 2>/dev/null \
+        | sed "s/^{/{\"env\":\"$e\",/" >>"$out/nibble.jsonl"
+    done
   done
 done
 python3 - "$out/llama.jsonl" "$out/nibble.jsonl" "$out" "$types" <<'PY'
@@ -61,7 +67,8 @@ for i, f in enumerate(sys.argv[1:3]):
             base_of[build] = "llama.cpp %s" % fname
         else:
             ty = fname.rsplit("-", 1)[-1].split(".")[0].upper()
-            build = "llama.cpp %s" % ty if i == 0 else "nibble %s (%s)" % (fname, d["weight_path"])
+            build = "llama.cpp %s" % ty if i == 0 else "nibble %s (%s%s)" % (
+                fname, d["weight_path"], ", " + d["env"] if d.get("env") else "")
         test = "pp%d" % d["n_prompt"] if d["n_prompt"] else "tg%d" % d["n_gen"]
         rows.setdefault(build, {}).setdefault(int(d["n_threads"]), {}).setdefault(
             test, []).append(d["avg_ts"])
