@@ -541,7 +541,7 @@ static void test_fill_pure(void **state)
     struct nb_cpu vnni = avx512, bf16 = avx512;
     vnni.avx512_vnni = 1;
     bf16.avx512_bf16 = 1;
-    struct nb_cpu amxbf = vnni; /* AMX-BF16 too: the w4a16 tile kernel with amx 2 only */
+    struct nb_cpu amxbf = vnni; /* AMX-BF16 too: the w4a16 tile kernel with amx 1 and 2 */
     amxbf.avx512_bf16 = amxbf.amx_tile = amxbf.amx_int8 = amxbf.amx_bf16 = 1;
     struct nb_kernels k;
     const struct {
@@ -562,7 +562,8 @@ static void test_fill_pure(void **state)
         {&vnni, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "avx512",
          "avx512", "amx"}, /* NIBBLE_AMX=all: the block kernels too */
         {&bf16, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512", "avx2"},
-        {&amxbf, NB_LEVEL_AVX512, 1, "avx512+amx", "amx", "avx512", "avx512", "avx512vnni"},
+        {&amxbf, NB_LEVEL_AVX512, 1, "avx512+amx", "amx", "amx", "avx512", "avx512vnni"},
+        {&amxbf, NB_LEVEL_AVX512, 0, "avx512", "avx512vnni", "avx512", "avx512", "avx512vnni"},
         {&amxbf, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "amx", "avx512", "amx"},
         {&vnni, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "avx512", "avx512", "amx"},
         {&vnni, NB_LEVEL_REF, 1, "ref", "ref", "ref", "ref", "ref"},

@@ -10,9 +10,9 @@
  *
  * AMX (avx512 level): when the CPU has amx_tile + amx_int8 + AVX-512 VNNI, Linux grants
  * tile data (arch_prctl ARCH_REQ_XCOMP_PERM) and NIBBLE_AMX is not "0", the AMX kernels
- * (w4a8; with NIBBLE_AMX=all also the seven GGUF block formats' records, correct on AMX
- * tiles but measured no faster than VNNI in situ, and, where the CPU has AMX-BF16 and
- * AVX512-BF16, the w4a16 AMX-BF16 kernel, not yet measured on AMX: both opt-in) run a
+ * (w4a8; where the CPU has AMX-BF16 and AVX512-BF16 the w4a16 AMX-BF16 prefill kernel;
+ * with NIBBLE_AMX=all also the seven GGUF block formats' records, correct on AMX tiles but
+ * measured no faster than VNNI in situ: opt-in) run a
  * self-check on first use (small random problems against their _ref twins: bit-exact or
  * within 1e-5 of the output scale; w4a16 within 2^-8 of each output's term magnitudes) and
  * only then enter the table, with isa "avx512+amx"; otherwise a warning and VNNI stays.
@@ -236,7 +236,7 @@ static void amx_probe(void)
                 "keeping VNNI");
         return;
     }
-    if (g_allow_amx >= 2 && c->amx_bf16 && c->avx512_bf16 &&
+    if (c->amx_bf16 && c->avx512_bf16 &&
         !nb_kernels_check_w4a16(nb_gemm_w4a16_x16_amx)) {
         NB_LOGW("AMX: the w4a16 AMX-BF16 kernel failed its self-check against the reference; "
                 "keeping VNNI");

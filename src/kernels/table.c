@@ -17,8 +17,8 @@
  *   w4a16       ref     ref                        ref            (ROWS layout)
  *   w4a16-x16   ref     ref                        avx512 (avx512bf16 variant when the
  *                                                  CPU has AVX512-BF16; same record name);
- *                                                  amx when use_amx is 2 and the CPU has
- *                                                  AMX-BF16 + AVX512-BF16 (not measured)
+ *                                                  amx when use_amx and the CPU has
+ *                                                  AMX-BF16 + AVX512-BF16
  *   w4a8        ref     ref                        ref            (ROWS layout)
  *   w4a8-x16    ref     avxvnni, else avx2         avx512vnni when VNNI, amx when use_amx
  *   attention   ref     avx2                       avx512   (attn_tile, attn_decode,
@@ -311,7 +311,9 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         k->gemm[NB_WF_W4A16_X16] =
             c->avx512_bf16 ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512bf16, "avx512")
                            : (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512, "avx512");
-        if (c->avx512_vnni && use_amx >= 2 && c->amx_bf16 && c->avx512_bf16) /* not measured */
+        /* AMX-BF16 w4a16 prefill: 4.5x the AVX512-BF16 kernel in situ (pp512, 2 threads,
+         * Xeon family 6 model 167, docs/benchmarks.md) */
+        if (c->avx512_vnni && use_amx && c->amx_bf16 && c->avx512_bf16)
             k->gemm[NB_WF_W4A16_X16] = (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_amx, "amx");
         k->gemm[NB_WF_F32] = (struct nb_gemm_kernel)K(nb_gemm_f32_avx512, "avx512");
         k->gemm[NB_WF_F16] = (struct nb_gemm_kernel)K(nb_gemm_f16_avx512, "avx512");

@@ -455,6 +455,8 @@ int nb_record_key(const struct nb_probe *p, enum nb_wpath path, const char *kern
             bad = "the kernel needs avx512_vnni, which the CPU flags lack";
         else if (k_amx && !(c->amx_tile && c->amx_int8))
             bad = "kernel amx needs amx_tile and amx_int8, which the CPU flags lack";
+        else if (k_amx && path == NB_WPATH_W4A16 && !(c->amx_bf16 && c->avx512_bf16))
+            bad = "the w4a16 kernel amx needs amx_bf16 and avx512_bf16, which the CPU flags lack";
         else if (k_amx && p->amx_permitted == 0)
             bad = "kernel amx, but the OS refused AMX tile data";
         else if (k_avxvnni && !c->avx_vnni)
@@ -465,9 +467,12 @@ int nb_record_key(const struct nb_probe *p, enum nb_wpath path, const char *kern
         else if (k_avx2 || k_avxvnni)
             f[n++] = "avx2";
         if (k_avxvnni) f[n++] = "avx_vnni";
-        if (k_vnni512 || k_amx) f[n++] = "avx512_vnni";
-        if (k_avx512 && path == NB_WPATH_W4A16 && c->avx512_bf16) f[n++] = "avx512_bf16";
-        if (k_amx) f[n++] = "amx_int8";
+        /* the w4a16 tile kernel: bf16 tiles, the AVX512-BF16 kernel for the tokens short of
+         * a tile */
+        const int w16 = path == NB_WPATH_W4A16;
+        if (k_vnni512 || (k_amx && !w16)) f[n++] = "avx512_vnni";
+        if ((k_avx512 || k_amx) && w16 && c->avx512_bf16) f[n++] = "avx512_bf16";
+        if (k_amx) f[n++] = w16 ? "amx_bf16" : "amx_int8";
     } else if (!strcmp(p->arch, "aarch64")) {
         const struct nb_probe_arm *a = &p->arm;
         int neon = !strncmp(kernel, "neon", 4), dot = kernel_is(kernel, "neon-dotprod");
