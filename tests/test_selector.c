@@ -91,6 +91,13 @@ static void probe_amx_207(struct nb_probe *p)
     snprintf(p->model_name, sizeof p->model_name, "Intel(R) Xeon(R) Processor");
 }
 
+static void probe_amx_167(struct nb_probe *p)
+{
+    probe_amx_xeon(p);
+    p->model = 167;
+    snprintf(p->model_name, sizeof p->model_name, "Intel(R) Xeon(R) Processor");
+}
+
 /* The same model as a 2-core VM that exposes AVX-512 VNNI but neither AVX512-BF16 nor
  * AMX (issue 14's VNNI-only Intel row). */
 static void probe_vnni_vm_207(struct nb_probe *p)
@@ -1107,6 +1114,51 @@ static void test_builtin_amx(void **state)
 
 /* A record without record_key is keyed from cpu.vendor/family/model/flags; one with a
  * record_key is matched on it. */
+/* The 2-core Xeon VM (family 6 model 167) that wrote docs/measurements/
+ * x86-GenuineIntel-6-167-*.json: AMX-INT8/BF16 and AVX512-BF16 exposed, tile data granted;
+ * both paths' records ran their AMX kernels (w4a16: the AMX-BF16 prefill kernel). */
+static void test_builtin_amx_167(void **state)
+{
+    (void)state;
+#ifdef NB_HAVE_X86
+    struct nb_choice c;
+    const char *src = select_builtin(probe_amx_167, NB_PRIORITY_SPEED, &c);
+    if (!c.verified) dump_choice("amx 167 speed", &c);
+    assert_non_null(strstr(src, "x86-GenuineIntel-6-167-qwen3-1.7b-w4a8-w4a8-t"));
+    assert_string_equal(c.record_key,
+                        "x86:GenuineIntel:6:167/w4a8/amx/avx512+avx512_vnni+amx_int8");
+    assert_true(has_reason(&c, "w4a8 decoded faster than w4a16 on x86:GenuineIntel:6:167"));
+    src = select_builtin(probe_amx_167, NB_PRIORITY_FIDELITY, &c);
+    if (!c.verified) dump_choice("amx 167 fidelity", &c);
+    assert_true(c.verified);
+    assert_non_null(strstr(src, "x86-GenuineIntel-6-167-qwen3-1.7b-w4a16-w4a16-t"));
+    assert_string_equal(c.record_key,
+                        "x86:GenuineIntel:6:167/w4a16/amx/avx512+avx512_bf16+amx_bf16");
+    /* tile data refused: VNNI and the AVX512-BF16 kernel run, which no record of this
+     * model measured */
+    for (int prio = 0; prio < 2; prio++) {
+        struct nb_probe p;
+        struct nb_record *recs = NULL;
+        int n = 0;
+        probe_amx_167(&p);
+        p.amx_permitted = 0;
+        assert_int_equal(nb_records_load_builtin(&recs, &n), NB_OK);
+        assert_int_equal(nb_select(&p, prio ? NB_PRIORITY_FIDELITY : NB_PRIORITY_SPEED, 1,
+                                   NB_TARGET_HOST, recs, n, NULL, &c),
+                         NB_OK);
+        c.record = NULL;
+        free(recs);
+        assert_false(c.verified);
+        assert_true(has_reason(&c, "tile data was refused") || prio);
+        assert_string_equal(c.record_key,
+                            prio ? "x86:GenuineIntel:6:167/w4a16/avx512/avx512+avx512_bf16"
+                                 : "x86:GenuineIntel:6:167/w4a8/avx512vnni/avx512+avx512_vnni");
+    }
+#else
+    (void)probe_amx_167;
+#endif
+}
+
 static void test_record_old_and_new_keys(void **state)
 {
     struct nb_probe p;
@@ -1212,7 +1264,8 @@ int main(void)
         cmocka_unit_test(test_host_consistent), cmocka_unit_test(test_names),
         cmocka_unit_test(test_record_key_format), cmocka_unit_test(test_set_flags),
         cmocka_unit_test(test_builtin_records_keyed), cmocka_unit_test(test_builtin_zen5),
-        cmocka_unit_test(test_builtin_amx), cmocka_unit_test(test_record_old_and_new_keys),
+        cmocka_unit_test(test_builtin_amx), cmocka_unit_test(test_builtin_amx_167),
+        cmocka_unit_test(test_record_old_and_new_keys),
         cmocka_unit_test(test_record_unkeyed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
