@@ -12,7 +12,8 @@
  * Decode rotates over enough copies of each matrix to exceed the L3 cache.
  * Then the GGUF block formats' X16 kernels (Q4_K, Q6_K, Q8_0: every variant this CPU
  * runs) on the gate/up shape, decode and prefill, as the file's own records.
- * Usage: bench_kernels [passes]   (env NIBBLE_BENCH_QUICK=1: fewer, smaller runs)
+ * Usage: bench_kernels [passes]   (env NIBBLE_BENCH_QUICK=1: fewer, smaller runs;
+ *        NIBBLE_BENCH_GROUP=32|64|128: the int4 group, default 64)
  *        bench_kernels --kq [passes]   (the block formats only)
  *        bench_kernels --insn NAME N_TOK REPS   (one kernel, for instruction counts under
  *        emulation: bench/arm_insn.sh)
@@ -36,7 +37,8 @@
 #include "quant/repack.h"
 #include "lab.h"
 
-#define GROUP        64
+/* the int4 group along K: 64, or NIBBLE_BENCH_GROUP (32, 64, 128: the models' default) */
+static int GROUP = 64;
 #define PREFILL_TOK  512
 #define ROTATE_BYTES ((int64_t)384 << 20)
 
@@ -529,6 +531,14 @@ static void bench_kq(struct nb_pool *pool, int passes, const double bw[3])
 
 int main(int argc, char **argv)
 {
+    const char *genv = getenv("NIBBLE_BENCH_GROUP");
+    if (genv) {
+        GROUP = atoi(genv);
+        if (GROUP != 32 && GROUP != 64 && GROUP != 128) {
+            fprintf(stderr, "bench_kernels: NIBBLE_BENCH_GROUP=%s is not 32, 64 or 128\n", genv);
+            return 2;
+        }
+    }
     const struct nb_cpu *cpu = nb_cpu_get();
     struct kern kerns[10];
     int nk = list_kernels(kerns, cpu);

@@ -42,7 +42,9 @@ static void e_store(int i, void *p, int64_t stride)
         memcpy((uint8_t *)p + r * stride, g_tiles.t[i] + 64 * r, (size_t)g_tiles.colsb[i]);
 }
 
-static void e_dpbsud(int c, int a, int b)
+/* C += A (signed) x B (signed when sb, else unsigned), dword sums wrapping as tdpbsud and
+ * tdpbssd do */
+static void e_dpbs(int c, int a, int b, int sb)
 {
     for (int m = 0; m < g_tiles.rows[a]; m++)
         for (int n = 0; n < g_tiles.colsb[c] / 4; n++) {
@@ -51,7 +53,8 @@ static void e_dpbsud(int c, int a, int b)
             for (int k = 0; k < g_tiles.colsb[a] / 4; k++)
                 for (int j = 0; j < 4; j++)
                     acc += (uint32_t)((int32_t)(int8_t)g_tiles.t[a][64 * m + 4 * k + j] *
-                                      (int32_t)g_tiles.t[b][64 * k + 4 * n + j]);
+                                      (sb ? (int32_t)(int8_t)g_tiles.t[b][64 * k + 4 * n + j]
+                                          : (int32_t)g_tiles.t[b][64 * k + 4 * n + j]));
             memcpy(g_tiles.t[c] + 64 * m + 4 * n, &acc, 4);
         }
 }
@@ -82,10 +85,11 @@ static void e_dpbf16ps(int c, int a, int b)
 #define T_ZERO(i)             e_zero(i)
 #define T_LOAD(i, p, stride)  e_load(i, p, stride)
 #define T_STORE(i, p, stride) e_store(i, p, stride)
-#define T_DPBSUD(c, a, b)     e_dpbsud(c, a, b)
+#define T_DPBSUD(c, a, b)     e_dpbs(c, a, b, 0)
+#define T_DPBSSD(c, a, b)     e_dpbs(c, a, b, 1)
 #define T_RELEASE()           ((void)0)
 #include "kernels/x86/gemm_kq_amx.inc"
-#define W4_NAME           nb_gemm_w4a8_x16_amxemu
+#define W4_NAME nb_gemm_w4a8_x16_amxemu
 #include "kernels/x86/gemm_w4a8_amx.inc"
 #define T_DPBF16PS(c, a, b) e_dpbf16ps(c, a, b)
 #define W16_NAME            nb_gemm_w4a16_x16_amxemu
