@@ -403,6 +403,8 @@ static void test_w4a8_x16_amx(void **state)
         {48, 256, 0, 48, 128, 35},      {32, 192, 0, 32, 64, 16},  {64, 96, 16, 48, 32, 49},
         {16, 128, 0, 16, 128, 5},       {80, 512, 16, 80, 64, 64}, {2048, 2048, 1024, 1552, 64, 33},
         {1024, 6144, 0, 1024, 128, 96}, {96, 1024, 0, 96, 32, 17}, {48, 2560, 16, 48, 128, 40},
+        /* past one 2048-k slab of packed A tiles, not a multiple of it */
+        {32, 4160, 0, 32, 32, 33},      {48, 2112, 0, 48, 64, 48},
     };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const struct tu_gshape *g = &shapes[si];
