@@ -3,8 +3,9 @@
 # the CPU probe, the kernel tests on this CPU's own tiles, the Qwen3-1.7B-shape model made
 # there, then interleaved nibble / llama.cpp passes at 2 threads (the must-hold set) and at
 # 16, 8, 4, 1 (the scaling table), measurement records and a decode profile. Each pass
-# also runs the opt-in tile kernels (NIBBLE_AMX=all): the w4a8 build, the w4a16 build on
-# the AMX-BF16 kernel, and at recorded counts the Q4_K_M file on the k-quant tiles.
+# also runs the VNNI and AVX512-BF16 kernels (NIBBLE_AMX=0) beside the default AMX ones,
+# the opt-in tile kernels (NIBBLE_AMX=all) on the w4a8 build, and at recorded counts the
+# Q4_K_M file on the k-quant tiles.
 # Usage: bench/device_scaling.sh D OUT
 #   D/bin: nibble, test_kernels_x86, llama-bench, llama-quantize, and optionally
 #          nibble-base (an earlier nibble, benchmarked beside nibble on prefill) and
@@ -75,8 +76,8 @@ pass() { # threads [record]
   [ -x "$B" ] && nb amx-base "$t" "$B" bench -m "$M/w4a8.nib" -n 0
   NIBBLE_AMX=0 nb vnni "$t" "$N" bench -m "$M/w4a8.nib" -n 0
   NIBBLE_AMX=all nb amx-all "$t" "$N" bench -m "$M/w4a8.nib" -n 0
-  # the AMX-BF16 w4a16 kernel (NIBBLE_AMX=all): prefill beside the AVX512-BF16 row above
-  NIBBLE_AMX=all nb w4a16-amx "$t" "$N" bench -m "$M/w4a16.nib" -n 0
+  # the AVX512-BF16 w4a16 kernel: prefill beside the default AMX-BF16 one (the amx row)
+  NIBBLE_AMX=0 nb w4a16-bf16 "$t" "$N" bench -m "$M/w4a16.nib" -n 0
   if [ -n "${2:-}" ]; then # the Q4_K_M file as stored: the k-quant tile kernels in situ
     nb gguf "$t" "$N" bench -m "$M/$S-q4_k_m.gguf" -n 0
     NIBBLE_AMX=all nb gguf-amx "$t" "$N" bench -m "$M/$S-q4_k_m.gguf" -n 0
@@ -90,9 +91,9 @@ log "profile rc $?"
 # prefill at every core: where the time goes once the GEMMs are on tiles
 "$N" bench -m "$M/w4a8.nib" -p 512 -n 0 -r 1 -t "$ncores" --profile >"$OUT/profile-pp.txt" 2>&1
 log "profile pp w4a8 rc $?"
-NIBBLE_AMX=all "$N" bench -m "$M/w4a16.nib" -p 512 -n 0 -r 1 -t "$ncores" --profile \
+"$N" bench -m "$M/w4a16.nib" -p 512 -n 0 -r 1 -t "$ncores" --profile \
   >"$OUT/profile-pp-w4a16.txt" 2>&1
-log "profile pp w4a16-amx rc $?"
+log "profile pp w4a16 rc $?"
 for t in ${TS:-16 8 4 1}; do
   if [ "$t" = "$ncores" ]; then pass "$t" record; else pass "$t"; fi
 done

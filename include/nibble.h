@@ -431,10 +431,10 @@ NB_API void nb_sequence_shifts(const struct nb_sequence *s, struct nb_sequence_s
 /* ---------------------------------------------------------------- kernels */
 
 /* Before the first model runs: cap the kernel level ("ref", "avx2", "avx512"; NULL or
- * "auto": the best this CPU has) and what AMX may run: 0 nothing, 1 the w4a8 kernel
- * (the default), 2 also the tile kernels not shown to pay in situ: the GGUF block formats'
- * and, on AMX-BF16 CPUs, the w4a16 one (the CLI passes NIBBLE_ISA and NIBBLE_AMX: 0, 1,
- * all). Each is installed only after its first-use self-check. NB_ERR_INVALID_ARG for an
+ * "auto": the best this CPU has) and what AMX may run: 0 nothing, 1 the w4a8 kernel and,
+ * on AMX-BF16 CPUs, the w4a16 prefill kernel (the default), 2 also the tile kernels not
+ * shown to pay in situ: the GGUF block formats' (the CLI passes NIBBLE_ISA and NIBBLE_AMX:
+ * 0, 1, all). Each is installed only after its first-use self-check. NB_ERR_INVALID_ARG for an
  * unknown level or a call after the kernels were chosen. */
 NB_API enum nb_status nb_set_isa(const char *isa, int allow_amx);
 /* The kernel level in use ("avx512vnni", "avx2", "ref", ...); chooses it if not yet. */
