@@ -16,10 +16,22 @@
  * Error vs nb_gemm_w4a16_x16_ref: <= 2^-9 sum_k |d q_k x_k| + f32 rounding; the test
  * checks TOL_W4A16_BF16 of tests/test_kernels_x86.c.
  *
+ * Decode (n_tok <= 4) decodes without vpermw: 0x4300 | q is bf16(128 + q), one vpternlogd
+ * (mask and or) per B row, which either vector port takes where vpermw needs port 5:
+ *   s'[t] = sum_k (128 + q[k]) bf16(x[t][k]),  s[t] = s'[t] - 128 xsb[t][g]
+ * with xsb the f32 sum of the group's bf16 activations (exact products either way; the
+ * larger sums add f32 rounding of about 2^-24 x 143 sum |x|, far under the bf16 term).
+ * Measured on the model-167 Xeon (2026-12-06; bench_kernels --insn "w4a16 avx512bf16" 1,
+ * 2048 x 2048 from L2, group 128): 105.6 vs 121.0 us a call; tg128 of a --head 4 w4a16
+ * build 14.7-15.4 vs 13.9-14.2 tok/s at 1 thread, 27.7-28.0 vs 26.5-26.9 at 2 (three
+ * interleaved passes). A vpmultishiftqb for the shifts instead (port 5 too) was slower:
+ * 130.8 us.
+ *
  * Prefill (n_tok > 4, or n_tok * n_in > XB_MAX): tokens in super-blocks of XP_MAX / n_in
  * (bf16 x and xs on the stack, 136 KiB); per 16-row block pair, each chunk is decoded once
  * and used for a tile of up to 8 tokens. Only n_in > XP_MAX goes to nb_gemm_w4a16_x16_avx512.
- * `scratch` (decode): n_in floats (xs: n_tok * n_in / group of them); bf16 x on the stack.
+ * `scratch` (decode): n_in floats (xs, then xsb: n_tok * n_in / group of each); bf16 x on
+ * the stack.
  */
 #include <immintrin.h>
 
@@ -49,10 +61,11 @@ INLINE __m512i pair(const uint16_t *xb, int64_t i)
 }
 
 INLINE void tile(float *y, int64_t ldy, const uint16_t *xb, int64_t n_in, const float *xs,
-                 const uint8_t *qs, const uint16_t *ds, const uint16_t *ms, int group, int64_t blk,
-                 __m512i tab, const int NT, const int RB)
+                 const float *xsb, const uint8_t *qs, const uint16_t *ds, const uint16_t *ms,
+                 int group, int64_t blk, const int NT, const int RB)
 {
     const int S = NT == 1 ? 4 : NT == 2 ? 2 : 1;
+    const __m512i lo4 = _mm512_set1_epi16(0x000F), b128 = _mm512_set1_epi16(0x4300);
     const int64_t ng = n_in / group, cpg = group / 8, bstride = 8 * n_in;
     __m512 yv[4][2]; /* fixed sizes (not VLAs): kept in registers */
     for (int t = 0; t < NT; t++)
@@ -72,10 +85,14 @@ INLINE void tile(float *y, int64_t ldy, const uint16_t *xb, int64_t n_in, const 
                 if (DEC_PF_DIST)
                     _mm_prefetch((const char *)(wp + b * bstride + c * 64 + DEC_PF_DIST),
                                  _MM_HINT_T0);
-                wq[b][0] = (__m512bh)_mm512_permutexvar_epi16(w, tab);
-                wq[b][1] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 8), tab);
-                wq[b][2] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 4), tab);
-                wq[b][3] = (__m512bh)_mm512_permutexvar_epi16(_mm512_srli_epi16(w, 12), tab);
+                /* bf16(128 + q) = 0x4300 | q: one vpternlogd (either port) per B row */
+                wq[b][0] = (__m512bh)_mm512_ternarylogic_epi32(w, lo4, b128, 0xEA);
+                wq[b][1] =
+                    (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi16(w, 8), lo4, b128, 0xEA);
+                wq[b][2] =
+                    (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi16(w, 4), lo4, b128, 0xEA);
+                wq[b][3] =
+                    (__m512bh)_mm512_ternarylogic_epi32(_mm512_srli_epi16(w, 12), lo4, b128, 0xEA);
             }
             for (int p = 0; p < 4; p++)
                 for (int t = 0; t < NT; t++) {
@@ -91,6 +108,7 @@ INLINE void tile(float *y, int64_t ldy, const uint16_t *xb, int64_t n_in, const 
                 __m512 a = acc[t][b][0];
                 for (int s = 1; s < S; s++)
                     a = _mm512_add_ps(a, acc[t][b][s]);
+                a = _mm512_sub_ps(a, _mm512_set1_ps(128.0f * xsb[t * ng + g]));
                 yv[t][b] = _mm512_fmadd_ps(dv, a, yv[t][b]);
                 yv[t][b] = _mm512_fmadd_ps(mv, _mm512_set1_ps(xs[t * ng + g]), yv[t][b]);
             }
@@ -102,8 +120,8 @@ INLINE void tile(float *y, int64_t ldy, const uint16_t *xb, int64_t n_in, const 
 }
 
 INLINE void blocks(float *y, int64_t ldy, const uint16_t *xb, int64_t n_in, const float *xs,
-                   const uint8_t *qs, const uint16_t *ds, const uint16_t *ms, int group, int64_t b0,
-                   int64_t b1, __m512i tab, const int NT)
+                   const float *xsb, const uint8_t *qs, const uint16_t *ds, const uint16_t *ms,
+                   int group, int64_t b0, int64_t b1, const int NT)
 {
     int64_t blk = b0;
     /* one token: one row block at a time, a single sequential stream (kernel lab, the
@@ -111,9 +129,9 @@ INLINE void blocks(float *y, int64_t ldy, const uint16_t *xb, int64_t n_in, cons
      * one; in situ, qwen3-1.7b w4a16 tg128, 2 threads, 3 interleaved passes: 40.2-40.4
      * -> 45.2-47.5 tok/s) */
     for (; NT > 1 && blk + 2 <= b1; blk += 2)
-        tile(y, ldy, xb, n_in, xs, qs, ds, ms, group, blk, tab, NT, 2);
+        tile(y, ldy, xb, n_in, xs, xsb, qs, ds, ms, group, blk, NT, 2);
     for (; blk < b1; blk++)
-        tile(y, ldy, xb, n_in, xs, qs, ds, ms, group, blk, tab, NT, 1);
+        tile(y, ldy, xb, n_in, xs, xsb, qs, ds, ms, group, blk, NT, 1);
 }
 
 /* x (n floats) -> bf16 in pair order: per 8, x0 x2 x1 x3 x4 x6 x5 x7 */
@@ -258,6 +276,7 @@ void nb_gemm_w4a16_x16_avx512bf16(float *y, int64_t ldy, const float *x, int64_t
         return;
     }
     uint16_t xb[XB_MAX] __attribute__((aligned(64)));
+    float *xsb = scratch + n_tok * ng;
     for (int t = 0; t < n_tok; t++) {
         arrange(xb + t * n_in, x + t * ldx, n_in);
         for (int64_t g = 0; g < ng; g++) { /* xs[t][g] = sum of group g of token t */
@@ -265,13 +284,18 @@ void nb_gemm_w4a16_x16_avx512bf16(float *y, int64_t ldy, const float *x, int64_t
             for (int i = 0; i < group; i += 16)
                 s = _mm512_add_ps(s, _mm512_loadu_ps(x + t * ldx + g * group + i));
             scratch[t * ng + g] = _mm512_reduce_add_ps(s);
+            /* the sum of the group's bf16 activations: the 128 q offset's share */
+            __m512 sb = _mm512_setzero_ps();
+            for (int i = 0; i < group; i += 16)
+                sb = _mm512_add_ps(sb, bf16x16(xb + t * n_in + g * group + i));
+            xsb[t * ng + g] = _mm512_reduce_add_ps(sb);
         }
     }
     switch (n_tok) {
-    case 1: blocks(y, ldy, xb, n_in, scratch, qs, ds, ms, group, b0, b1, tab, 1); break;
-    case 2: blocks(y, ldy, xb, n_in, scratch, qs, ds, ms, group, b0, b1, tab, 2); break;
-    case 3: blocks(y, ldy, xb, n_in, scratch, qs, ds, ms, group, b0, b1, tab, 3); break;
-    case 4: blocks(y, ldy, xb, n_in, scratch, qs, ds, ms, group, b0, b1, tab, 4); break;
+    case 1: blocks(y, ldy, xb, n_in, scratch, xsb, qs, ds, ms, group, b0, b1, 1); break;
+    case 2: blocks(y, ldy, xb, n_in, scratch, xsb, qs, ds, ms, group, b0, b1, 2); break;
+    case 3: blocks(y, ldy, xb, n_in, scratch, xsb, qs, ds, ms, group, b0, b1, 3); break;
+    case 4: blocks(y, ldy, xb, n_in, scratch, xsb, qs, ds, ms, group, b0, b1, 4); break;
     default: break;
     }
 }
