@@ -979,20 +979,28 @@ static void test_builtin_records_keyed(void **state)
 
 #ifdef NB_HAVE_X86 /* (the tests of the x86 records below) */
 /* Select with the committed records; the verifying record's file name ("" if none). */
-static const char *select_builtin(void (*probe)(struct nb_probe *), enum nb_priority prio,
-                                  struct nb_choice *c)
+/* nb_select on the committed records for probe p (priority given, host target); returns
+ * the source of the record that verifies the choice ("" if none). */
+static const char *select_probe(const struct nb_probe *p, enum nb_priority prio,
+                                struct nb_choice *c)
 {
     static char source[128];
-    struct nb_probe p;
     struct nb_record *recs = NULL;
     int n = 0;
-    probe(&p);
     assert_int_equal(nb_records_load_builtin(&recs, &n), NB_OK);
-    assert_int_equal(nb_select(&p, prio, 1, NB_TARGET_HOST, recs, n, NULL, c), NB_OK);
+    assert_int_equal(nb_select(p, prio, 1, NB_TARGET_HOST, recs, n, NULL, c), NB_OK);
     snprintf(source, sizeof source, "%s", c->record ? c->record->source : "");
     c->record = NULL;
     free(recs);
     return source;
+}
+
+static const char *select_builtin(void (*probe)(struct nb_probe *), enum nb_priority prio,
+                                  struct nb_choice *c)
+{
+    struct nb_probe p;
+    probe(&p);
+    return select_probe(&p, prio, c);
 }
 
 static void dump_choice(const char *what, const struct nb_choice *c)
@@ -1067,20 +1075,13 @@ static void test_builtin_amx(void **state)
     for (int i = 0; i < 4; i++) {
         for (int prio = 0; prio < 2; prio++) {
             struct nb_probe p;
-            struct nb_record *recs = NULL;
-            int n = 0;
             if (i < 3)
                 others[i](&p);
             else {
                 probe_amx_207(&p);
                 p.amx_permitted = 0;
             }
-            assert_int_equal(nb_records_load_builtin(&recs, &n), NB_OK);
-            assert_int_equal(nb_select(&p, prio ? NB_PRIORITY_FIDELITY : NB_PRIORITY_SPEED, 1,
-                                       NB_TARGET_HOST, recs, n, NULL, &c),
-                             NB_OK);
-            c.record = NULL;
-            free(recs);
+            select_probe(&p, prio ? NB_PRIORITY_FIDELITY : NB_PRIORITY_SPEED, &c);
             if ((i == 0 || i == 3) && !prio) {
                 /* model 207 running VNNI (no AMX exposed, or tile data refused): the 2-core
                  * VM's w4a8 record (kernel avx512vnni) vouches for it */
@@ -1138,16 +1139,9 @@ static void test_builtin_amx_167(void **state)
      * model measured */
     for (int prio = 0; prio < 2; prio++) {
         struct nb_probe p;
-        struct nb_record *recs = NULL;
-        int n = 0;
         probe_amx_167(&p);
         p.amx_permitted = 0;
-        assert_int_equal(nb_records_load_builtin(&recs, &n), NB_OK);
-        assert_int_equal(nb_select(&p, prio ? NB_PRIORITY_FIDELITY : NB_PRIORITY_SPEED, 1,
-                                   NB_TARGET_HOST, recs, n, NULL, &c),
-                         NB_OK);
-        c.record = NULL;
-        free(recs);
+        select_probe(&p, prio ? NB_PRIORITY_FIDELITY : NB_PRIORITY_SPEED, &c);
         assert_false(c.verified);
         assert_true(has_reason(&c, "tile data was refused") || prio);
         assert_string_equal(c.record_key,
