@@ -236,8 +236,7 @@ static void amx_probe(void)
                 "keeping VNNI");
         return;
     }
-    if (c->amx_bf16 && c->avx512_bf16 &&
-        !nb_kernels_check_w4a16(nb_gemm_w4a16_x16_amx)) {
+    if (c->amx_bf16 && c->avx512_bf16 && !nb_kernels_check_w4a16(nb_gemm_w4a16_x16_amx)) {
         NB_LOGW("AMX: the w4a16 AMX-BF16 kernel failed its self-check against the reference; "
                 "keeping VNNI");
         return;

@@ -670,11 +670,10 @@ static void explain_kernel(const struct nb_probe *p, struct nb_choice *c)
                    "records apply",
                    p->amx_permitted < 0 ? "was not asked for" : "was refused", c->kernel_run);
     } else if (is_x86(p) && c->path == NB_WPATH_W4A16 && starts_with_word(c->kernel_run, "amx")) {
-        reason(c,
-               "AMX-BF16 present and Linux grants tile data: the AMX-BF16 w4a16 kernel runs "
-               "prefill (16 tokens and more) once the first-use self-checks pass (if one fails, "
-               "or NIBBLE_AMX=0, the AVX512-BF16 kernel runs and records for kernel amx do "
-               "not apply); decode runs the AVX512-BF16 kernel either way");
+        reason(c, "AMX-BF16 present and Linux grants tile data: the AMX-BF16 w4a16 kernel runs "
+                  "prefill (16 tokens and more) once the first-use self-checks pass (if one fails, "
+                  "or NIBBLE_AMX=0, the AVX512-BF16 kernel runs and records for kernel amx do "
+                  "not apply); decode runs the AVX512-BF16 kernel either way");
     } else if (is_x86(p) && p->x86_cpuid.avx512f && !p->x86.avx512f) {
         reason(c,
                "the CPU has AVX-512 but the OS does not save its registers (XCR0 0x%llx): "
