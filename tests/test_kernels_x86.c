@@ -437,7 +437,7 @@ static void test_w4a8_x16_amx(void **state)
 
 /* AMX-BF16 w4a16 vs the X16 reference (within TOL_W4A16_BF16, as the AVX512-BF16 kernel):
  * groups 32 / 64 / 128; token counts
- * below, at and between tiles of 16, past one 64-token block; n_in past one k-slab (1024)
+ * below, at and between tiles of 16, past one 128-token block; n_in past one k-slab (1024)
  * and not a multiple of it; odd row blocks, sub-ranges. On emulated tiles on every
  * AVX-512 VNNI CPU (the rest kernel: AVX-512 FMA); on AMX's own tiles where the CPU has
  * AMX-BF16 and AVX512-BF16 and Linux grants tile data. */
@@ -464,7 +464,7 @@ static void test_w4a16_x16_amx(void **state)
         {16, 128, 0, 16, 128, 5},      {80, 512, 16, 80, 64, 64},  {32, 2048, 0, 32, 64, 33},
         {48, 1536, 16, 48, 128, 80},   {96, 1024, 0, 96, 32, 17},  {32, 512, 0, 32, 64, 130},
         {32, 384, 0, 32, 128, 31},     {16, 2560, 0, 16, 128, 16}, {2048, 2048, 1024, 1552, 64, 48},
-        {1024, 6144, 0, 1024, 128, 96},
+        {1024, 6144, 0, 1024, 128, 96}, {32, 512, 0, 32, 128, 176}, /* past one 128-token block */
     };
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
