@@ -2,8 +2,8 @@
  * body of gemm_w4a16_amx.inc on the tile instructions (its emulated twin is in
  * gemm_kq_amxemu_avx512vnni.c), the tile configuration and permission of gemm_w4a8_amx.c.
  * The tokens that do not fill a tile go to the AVX512-BF16 kernel (every AMX-BF16 CPU has
- * AVX512-BF16). dispatch.c installs it only with NIBBLE_AMX=all, after a first-use
- * self-check against nb_gemm_w4a16_x16_ref. */
+ * AVX512-BF16). dispatch.c installs it by default (not with NIBBLE_AMX=0) on CPUs with
+ * AMX-BF16 and AVX512-BF16, after a first-use self-check against nb_gemm_w4a16_x16_ref. */
 #include "kernels/x86/amx_tiles.h"
 #define W16_NAME nb_gemm_w4a16_x16_amx
 #define W16_REST nb_gemm_w4a16_x16_avx512bf16
