@@ -38,7 +38,7 @@
 #include "lab.h"
 
 /* the int4 group along K: 64, or NIBBLE_BENCH_GROUP (32, 64, 128: the models' default) */
-static int GROUP = 64;
+static int g_group = 64;
 #define PREFILL_TOK  512
 #define ROTATE_BYTES ((int64_t)384 << 20)
 
@@ -184,10 +184,10 @@ static void gemm_worker(void *arg, int ith, int nth)
     if (r0 >= r1) return;
     if (j->k->kind == K_W4A8)
         j->k->w4a8(j->y, j->n_out, j->xq, j->xd, j->xs, j->ldq, j->ldg, j->blob, j->n_out, j->n_in,
-                   GROUP, j->n_tok, r0, r1);
+                   g_group, j->n_tok, r0, r1);
     else
-        j->k->w4a16(j->y, j->n_out, j->x, j->n_in, j->blob, j->n_out, j->n_in, GROUP, j->n_tok, r0,
-                    r1, j->scratch[ith]);
+        j->k->w4a16(j->y, j->n_out, j->x, j->n_in, j->blob, j->n_out, j->n_in, g_group, j->n_tok,
+                    r0, r1, j->scratch[ith]);
 }
 
 struct shape {
@@ -205,7 +205,7 @@ static void make_mat(struct mat *m, enum kind kind, const struct shape *s, int r
 {
     enum nb_wpath p = kind == K_W4A8 ? NB_WPATH_W4A8 : NB_WPATH_W4A16;
     struct nb_layout_planes pl;
-    nb_layout_planes(p, GROUP, s->n_out, s->n_in, &pl);
+    nb_layout_planes(p, g_group, s->n_out, s->n_in, &pl);
     uint8_t *rows = aligned_alloc(64, (size_t)pl.total);
     memset(rows, 0, (size_t)pl.total);
     for (int64_t i = 0; i < pl.size[0]; i++)
@@ -222,7 +222,7 @@ static void make_mat(struct mat *m, enum kind kind, const struct shape *s, int r
     if (m->copies < 2 && rotate) m->copies = 2;
     m->blobs = aligned_alloc(64, (size_t)(m->copies * pl.total));
     const char *env = getenv("NIBBLE_REPACK_ROWS");
-    nb_repack_x16(p, GROUP, rows, m->blobs, s->n_out, s->n_in, env ? atoll(env) : 0);
+    nb_repack_x16(p, g_group, rows, m->blobs, s->n_out, s->n_in, env ? atoll(env) : 0);
     for (int64_t c = 1; c < m->copies; c++)
         memcpy(m->blobs + c * pl.total, m->blobs, (size_t)pl.total);
     free(rows);
@@ -248,7 +248,7 @@ static void make_acts(struct acts *a, int n_tok, int64_t n_in)
     for (int64_t i = 0; i < n_tok * n_in; i++)
         a->x[i] = gauss();
     for (int t = 0; t < n_tok; t++)
-        nb_act_quant_q8_ref(a->x + t * n_in, n_in, GROUP, a->q + t * n_in, a->d + t * a->ldg,
+        nb_act_quant_q8_ref(a->x + t * n_in, n_in, g_group, a->q + t * n_in, a->d + t * a->ldg,
                             a->s + t * a->ldg);
 }
 
@@ -267,13 +267,13 @@ static double check(const struct kern *k, const struct shape *s, const struct ma
     float *scr = malloc(sizeof(float) * (size_t)s->n_in);
     if (k->kind == K_W4A8) {
         nb_gemm_w4a8_x16_ref(y0, s->n_out, a->q, a->d, a->s, s->n_in, a->ldg, m->blobs, s->n_out,
-                             s->n_in, GROUP, n_tok, 0, rows);
-        k->w4a8(y1, s->n_out, a->q, a->d, a->s, s->n_in, a->ldg, m->blobs, s->n_out, s->n_in, GROUP,
-                n_tok, 0, rows);
+                             s->n_in, g_group, n_tok, 0, rows);
+        k->w4a8(y1, s->n_out, a->q, a->d, a->s, s->n_in, a->ldg, m->blobs, s->n_out, s->n_in,
+                g_group, n_tok, 0, rows);
     } else {
-        nb_gemm_w4a16_x16_ref(y0, s->n_out, a->x, s->n_in, m->blobs, s->n_out, s->n_in, GROUP,
+        nb_gemm_w4a16_x16_ref(y0, s->n_out, a->x, s->n_in, m->blobs, s->n_out, s->n_in, g_group,
                               n_tok, 0, rows, scr);
-        k->w4a16(y1, s->n_out, a->x, s->n_in, m->blobs, s->n_out, s->n_in, GROUP, n_tok, 0, rows,
+        k->w4a16(y1, s->n_out, a->x, s->n_in, m->blobs, s->n_out, s->n_in, g_group, n_tok, 0, rows,
                  scr);
     }
     double err = 0, mx = 0;
@@ -533,8 +533,8 @@ int main(int argc, char **argv)
 {
     const char *genv = getenv("NIBBLE_BENCH_GROUP");
     if (genv) {
-        GROUP = atoi(genv);
-        if (GROUP != 32 && GROUP != 64 && GROUP != 128) {
+        g_group = atoi(genv);
+        if (g_group != 32 && g_group != 64 && g_group != 128) {
             fprintf(stderr, "bench_kernels: NIBBLE_BENCH_GROUP=%s is not 32, 64 or 128\n", genv);
             return 2;
         }
@@ -578,7 +578,7 @@ int main(int argc, char **argv)
     for (int mode = 0; mode < 2; mode++) { /* 0 decode, 1 prefill */
         int n_tok = mode ? PREFILL_TOK : 1;
         printf("\n== %s (n_tok %d, group %d, X16), %d interleaved passes: best [spread] ==\n",
-               mode ? "prefill" : "decode", n_tok, GROUP, passes);
+               mode ? "prefill" : "decode", n_tok, g_group, passes);
         for (int si = 0; si < nshape; si++) {
             const struct shape *s = &shapes[si];
             if (mode && si == 4) continue; /* the head is decode-only (last rows only) */
