@@ -405,6 +405,9 @@ static void test_w4a8_x16_amx(void **state)
         {1024, 6144, 0, 1024, 128, 96}, {96, 1024, 0, 96, 32, 17}, {48, 2560, 16, 48, 128, 40},
         /* past one 2048-k slab of packed A tiles, not a multiple of it */
         {32, 4160, 0, 32, 32, 33},      {48, 2112, 0, 48, 64, 48},
+        /* W4_MIN_ROWS (6) to 15 tokens left over: a tile of fewer rows, alone or after 16s */
+        {64, 256, 0, 64, 128, 8},       {64, 640, 0, 64, 128, 31}, {48, 2112, 16, 48, 64, 9},
+        {32, 4160, 0, 32, 32, 12},
     };
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {
         const struct tu_gshape *g = &shapes[si];
@@ -465,6 +468,10 @@ static void test_w4a16_x16_amx(void **state)
         {48, 1536, 16, 48, 128, 80},   {96, 1024, 0, 96, 32, 17},  {32, 512, 0, 32, 64, 130},
         {32, 384, 0, 32, 128, 31},     {16, 2560, 0, 16, 128, 16}, {2048, 2048, 1024, 1552, 64, 48},
         {1024, 6144, 0, 1024, 128, 96}, {32, 512, 0, 32, 128, 176}, /* past one 128-token block */
+        /* under 16 tokens from 2 (a tile of fewer rows): runs of four groups and one, the
+         * B-row ring across row blocks and slabs, group 32's one step a group */
+        {64, 640, 0, 64, 128, 2},      {48, 3072, 16, 48, 64, 7},  {32, 1024, 0, 32, 32, 9},
+        {48, 384, 0, 48, 128, 15},     {32, 256, 0, 32, 64, 1},
     };
     double worst = 0;
     for (size_t si = 0; si < sizeof shapes / sizeof shapes[0]; si++) {

@@ -347,8 +347,9 @@ void nb_gemm_w4a8_x16_avx512vnni(float *y, int64_t ldy, const int8_t *xq, const 
  * Needs amx_tile + amx_int8 + AVX-512 VNNI and the Linux tile-data permission, asked
  * for (process-wide, idempotent) by nb_amx_request_perm(): 1 if granted, else 0. */
 int nb_amx_request_perm(void);
-/* Tiles 0..3 (C) 16 x 64 B, 4, 5 (A) 16 x kstep B, 6, 7 (B) kstep/4 x 64 B: palette 1. */
-void nb_amx_config(int kstep);
+/* Tiles 0..3 (C) rows x 64 B, 4, 5 (A) rows x kstep B, 6, 7 (B) kstep/4 x 64 B: palette 1.
+ * rows (1..16) is the tokens of a token tile: 16 for prefill, fewer for small batches. */
+void nb_amx_config(int kstep, int rows);
 void nb_gemm_w4a8_x16_amx(float *y, int64_t ldy, const int8_t *xq, const float *xd,
                           const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
                           int64_t n_out, int64_t n_in, int group, int n_tok, int64_t r0,

@@ -1,4 +1,4 @@
-/* kernels/x86/amx_sums.h — the f32 sums of one 16-token x 16-row C tile that the AMX
+/* kernels/x86/amx_sums.h — the f32 sums of one C tile (up to 16 tokens x 16 rows) that the AMX
  * kernels (gemm_w4a8_amx.inc, gemm_w4a16_amx.inc) keep on the stack while a k-slab's groups
  * fold into them: y's rows are n_out floats apart (one L1 set at 2048 rows), the stack's
  * 64 bytes. They come from y (or start at zero, for the first slab) and go back to y once
@@ -9,9 +9,9 @@
 #include <stdint.h>
 #include <string.h>
 
-static inline void nb_amx_sums_get(float *acc, const float *y, int64_t ldy, int zero)
+static inline void nb_amx_sums_get(float *acc, const float *y, int64_t ldy, int rows, int zero)
 {
-    for (int i = 0; i < 16; i++) {
+    for (int i = 0; i < rows; i++) {
         if (zero)
             memset(acc + 16 * i, 0, 16 * sizeof(float));
         else
@@ -19,9 +19,9 @@ static inline void nb_amx_sums_get(float *acc, const float *y, int64_t ldy, int 
     }
 }
 
-static inline void nb_amx_sums_put(float *y, int64_t ldy, const float *acc)
+static inline void nb_amx_sums_put(float *y, int64_t ldy, const float *acc, int rows)
 {
-    for (int i = 0; i < 16; i++)
+    for (int i = 0; i < rows; i++)
         memcpy(y + i * ldy, acc + 16 * i, 16 * sizeof(float));
 }
 

@@ -6,9 +6,16 @@
 
 #include <immintrin.h>
 
-#define T_CONFIG(K)           nb_amx_config(K)
-#define T_ZERO(i)             _tile_zero(i)
-#define T_LOAD(i, p, stride)  _tile_loadd(i, p, stride)
+#define T_CONFIG(K)         nb_amx_config(K, 16)
+#define T_CONFIG_ROWS(K, M) nb_amx_config(K, M)
+#define T_ZERO(i)           _tile_zero(i)
+/* GCC's tileloadd asm names no memory operand: without the barrier, the stores that fill
+ * the tile's source (the unpacked B rows, the packed A) may be moved after it. */
+#define T_LOAD(i, p, stride)                                                                       \
+    do {                                                                                           \
+        __asm__ volatile("" ::: "memory");                                                         \
+        _tile_loadd(i, p, stride);                                                                 \
+    } while (0)
 #define T_STORE(i, p, stride) _tile_stored(i, p, stride)
 #define T_DPBSUD(c, a, b)     _tile_dpbsud(c, a, b)
 #define T_DPBSSD(c, a, b)     _tile_dpbssd(c, a, b)

@@ -16,11 +16,11 @@ static _Thread_local struct {
     _Alignas(64) uint8_t t[8][1024];
 } g_tiles;
 
-/* The shapes of nb_amx_config: C 0..3 16 x 64 B, A 4, 5 16 x K B, B 6, 7 K/4 x 64 B. */
-static void e_config(int k)
+/* The shapes of nb_amx_config: C 0..3 m x 64 B, A 4, 5 m x K B, B 6, 7 K/4 x 64 B. */
+static void e_config(int k, int m)
 {
     for (int i = 0; i < 8; i++) {
-        g_tiles.rows[i] = i >= 6 ? k / 4 : 16;
+        g_tiles.rows[i] = i >= 6 ? k / 4 : m;
         g_tiles.colsb[i] = i == 4 || i == 5 ? k : 64;
     }
 }
@@ -81,7 +81,8 @@ static void e_dpbf16ps(int c, int a, int b)
 }
 
 #define KQ_NAME(f)            nb_gemm_##f##_x16_amxemu
-#define T_CONFIG(K)           e_config(K)
+#define T_CONFIG(K)           e_config(K, 16)
+#define T_CONFIG_ROWS(K, M)   e_config(K, M)
 #define T_ZERO(i)             e_zero(i)
 #define T_LOAD(i, p, stride)  e_load(i, p, stride)
 #define T_STORE(i, p, stride) e_store(i, p, stride)

@@ -33,15 +33,15 @@ struct tilecfg {
     uint8_t rows[16];
 };
 
-void nb_amx_config(int kstep)
+void nb_amx_config(int kstep, int rows)
 {
     _Alignas(64) struct tilecfg cfg;
     memset(&cfg, 0, sizeof cfg);
     cfg.palette = 1;
     for (int i = 0; i < 4; i++) /* C */
-        cfg.rows[i] = 16, cfg.colsb[i] = 64;
+        cfg.rows[i] = (uint8_t)rows, cfg.colsb[i] = 64;
     for (int i = 4; i < 6; i++) /* A */
-        cfg.rows[i] = 16, cfg.colsb[i] = (uint16_t)kstep;
+        cfg.rows[i] = (uint8_t)rows, cfg.colsb[i] = (uint16_t)kstep;
     for (int i = 6; i < 8; i++) /* B */
         cfg.rows[i] = (uint8_t)(kstep / 4), cfg.colsb[i] = 64;
     _tile_loadconfig(&cfg);
