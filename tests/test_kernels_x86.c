@@ -405,7 +405,7 @@ static void test_w4a8_x16_amx(void **state)
         {1024, 6144, 0, 1024, 128, 96}, {96, 1024, 0, 96, 32, 17}, {48, 2560, 16, 48, 128, 40},
         /* past one 2048-k slab of packed A tiles, not a multiple of it */
         {32, 4160, 0, 32, 32, 33},      {48, 2112, 0, 48, 64, 48},
-        /* W4_MIN_ROWS (6) to 15 tokens left over: a tile of fewer rows, alone or after 16s */
+        /* W4_MIN_ROWS (5) to 15 tokens left over: a tile of fewer rows, alone or after 16s */
         {64, 256, 0, 64, 128, 8},       {64, 640, 0, 64, 128, 31}, {48, 2112, 16, 48, 64, 9},
         {32, 4160, 0, 32, 32, 12},
     };
