@@ -357,13 +357,17 @@ static int list_kernels(struct kern *kerns, const struct nb_cpu *cpu)
 /* --insn NAME N_TOK REPS: only kernel NAME on the q/o shape (2048 x 2048), N_TOK tokens,
  * REPS calls on one thread, nothing else timed or printed but one line. Under qemu's
  * counting plugin (bench/arm_insn.sh) the difference between REPS and 2 REPS calls,
- * divided by REPS, is the kernel's instructions per call: set-up cancels out. */
+ * divided by REPS, is the kernel's instructions per call: set-up cancels out. A GGUF
+ * block kernel's name (insn_kq) works too. */
+static int insn_kq(const char *name, int n_tok, int reps);
+
 static int insn_mode(const struct kern *kerns, int nk, const char *name, int n_tok, int reps)
 {
     const struct kern *k = NULL;
     for (int i = 0; i < nk; i++)
         if (!strcmp(kerns[i].name, name)) k = &kerns[i];
-    if (!k || n_tok < 1 || n_tok > PREFILL_TOK || reps < 1) {
+    if (!k) return insn_kq(name, n_tok, reps);
+    if (n_tok < 1 || n_tok > PREFILL_TOK || reps < 1) {
         fprintf(stderr, "bench_kernels: --insn: no kernel '%s' on this CPU, or a bad count\n",
                 name);
         return 2;
@@ -457,6 +461,45 @@ static uint8_t *make_kq(enum nb_wformat f, const struct shape *s, int rotate, in
     for (int64_t c = 1; c < *copies; c++) memcpy(blobs + c * pl.total, blobs, (size_t)pl.total);
     free(rows);
     return blobs;
+}
+
+/* --insn for a GGUF block kernel (NAME as bench_kq prints it, e.g. "q6_k avx512vnni"): the
+ * q/o shape, N_TOK tokens (activations per 256, or per 32 for Q8_0), REPS calls on one
+ * thread. 2 when this CPU has no such kernel. */
+static int insn_kq(const char *name, int n_tok, int reps)
+{
+    struct kq_kern k[12];
+    int nk = list_kq(k, nb_cpu_get()), ki = -1;
+    for (int i = 0; i < nk; i++)
+        if (!strcmp(k[i].name, name)) ki = i;
+    if (ki < 0 || n_tok < 1 || n_tok > PREFILL_TOK || reps < 1) {
+        fprintf(stderr, "bench_kernels: --insn: no kernel '%s' on this CPU, or a bad count\n",
+                name);
+        return 2;
+    }
+    const struct shape s = {"q/o 2048x2048", 2048, 2048};
+    const int b32 = k[ki].f == NB_WF_Q8_0_X16;
+    const int64_t ldg = s.n_in / 16;
+    int8_t *xq = malloc((size_t)(n_tok * s.n_in));
+    float *xd = malloc(sizeof(float) * (size_t)(n_tok * ldg)), *x = malloc(sizeof(float) * s.n_in);
+    int32_t *xs = malloc(sizeof(int32_t) * (size_t)(n_tok * ldg));
+    float *y = malloc(sizeof(float) * (size_t)(s.n_out * n_tok));
+    for (int t = 0; t < n_tok; t++) {
+        for (int64_t i = 0; i < s.n_in; i++) x[i] = gauss();
+        if (b32)
+            nb_act_quant_q8_ref(x, s.n_in, 32, xq + t * s.n_in, xd + t * ldg, xs + t * ldg);
+        else
+            nb_act_quant_q8k(nb_act_quant_q8_ref, x, s.n_in, xq + t * s.n_in, xd + t * ldg,
+                             xs + t * ldg);
+    }
+    int64_t bytes, copies;
+    uint8_t *blob = make_kq(k[ki].f, &s, 0, &bytes, &copies);
+    struct kq_job j = {k[ki].fn, blob, s.n_out, s.n_in, ldg, n_tok, y, xq, xd, xs};
+    for (int r = 0; r < reps; r++)
+        kq_worker(&j, 0, 1);
+    printf("insn %s n_tok %d reps %d y0 %g\n", name, n_tok, reps, (double)y[0]);
+    free(xq), free(xd), free(x), free(xs), free(y), free(blob);
+    return 0;
 }
 
 static void bench_kq(struct nb_pool *pool, int passes, const double bw[3])
