@@ -463,6 +463,39 @@ static uint8_t *make_kq(enum nb_wformat f, const struct shape *s, int rotate, in
     return blobs;
 }
 
+/* Random activations of n_tok tokens, quantized both ways the block kernels take them: [0]
+ * per 256 (Q8_K form: Q4_K, Q6_K), [1] per 32 (Q8_0's), ldg groups a token. */
+struct kq_acts {
+    int8_t *q[2];
+    float *d[2];
+    int32_t *s[2];
+    int64_t ldg;
+};
+
+static void make_kq_acts(struct kq_acts *a, int n_tok, int64_t n_in)
+{
+    a->ldg = n_in / 16;
+    float *x = malloc(sizeof(float) * (size_t)n_in);
+    for (int f = 0; f < 2; f++) {
+        a->q[f] = malloc((size_t)(n_tok * n_in));
+        a->d[f] = malloc(sizeof(float) * (size_t)(n_tok * a->ldg));
+        a->s[f] = malloc(sizeof(int32_t) * (size_t)(n_tok * a->ldg));
+    }
+    for (int t = 0; t < n_tok; t++) {
+        for (int64_t i = 0; i < n_in; i++) x[i] = gauss();
+        nb_act_quant_q8k(nb_act_quant_q8_ref, x, n_in, a->q[0] + t * n_in, a->d[0] + t * a->ldg,
+                         a->s[0] + t * a->ldg);
+        nb_act_quant_q8_ref(x, n_in, 32, a->q[1] + t * n_in, a->d[1] + t * a->ldg,
+                            a->s[1] + t * a->ldg);
+    }
+    free(x);
+}
+
+static void free_kq_acts(struct kq_acts *a)
+{
+    for (int f = 0; f < 2; f++) free(a->q[f]), free(a->d[f]), free(a->s[f]);
+}
+
 /* --insn for a GGUF block kernel (NAME as bench_kq prints it, e.g. "q6_k avx512vnni"): the
  * q/o shape, N_TOK tokens (activations per 256, or per 32 for Q8_0), REPS calls on one
  * thread. 2 when this CPU has no such kernel. */
@@ -478,27 +511,18 @@ static int insn_kq(const char *name, int n_tok, int reps)
         return 2;
     }
     const struct shape s = {"q/o 2048x2048", 2048, 2048};
-    const int b32 = k[ki].f == NB_WF_Q8_0_X16;
-    const int64_t ldg = s.n_in / 16;
-    int8_t *xq = malloc((size_t)(n_tok * s.n_in));
-    float *xd = malloc(sizeof(float) * (size_t)(n_tok * ldg)), *x = malloc(sizeof(float) * s.n_in);
-    int32_t *xs = malloc(sizeof(int32_t) * (size_t)(n_tok * ldg));
+    const int f = k[ki].f == NB_WF_Q8_0_X16;
+    struct kq_acts a;
+    make_kq_acts(&a, n_tok, s.n_in);
     float *y = malloc(sizeof(float) * (size_t)(s.n_out * n_tok));
-    for (int t = 0; t < n_tok; t++) {
-        for (int64_t i = 0; i < s.n_in; i++) x[i] = gauss();
-        if (b32)
-            nb_act_quant_q8_ref(x, s.n_in, 32, xq + t * s.n_in, xd + t * ldg, xs + t * ldg);
-        else
-            nb_act_quant_q8k(nb_act_quant_q8_ref, x, s.n_in, xq + t * s.n_in, xd + t * ldg,
-                             xs + t * ldg);
-    }
     int64_t bytes, copies;
     uint8_t *blob = make_kq(k[ki].f, &s, 0, &bytes, &copies);
-    struct kq_job j = {k[ki].fn, blob, s.n_out, s.n_in, ldg, n_tok, y, xq, xd, xs};
+    struct kq_job j = {k[ki].fn, blob, s.n_out, s.n_in, a.ldg, n_tok, y, a.q[f], a.d[f], a.s[f]};
     for (int r = 0; r < reps; r++)
         kq_worker(&j, 0, 1);
     printf("insn %s n_tok %d reps %d y0 %g\n", name, n_tok, reps, (double)y[0]);
-    free(xq), free(xd), free(x), free(xs), free(y), free(blob);
+    free(y), free(blob);
+    free_kq_acts(&a);
     return 0;
 }
 
@@ -513,20 +537,8 @@ static void bench_kq(struct nb_pool *pool, int passes, const double bw[3])
         int n_tok = mode ? PREFILL_TOK : 1;
         printf("\n== GGUF block X16 kernels, %s (n_tok %d), %s, %d interleaved passes ==\n",
                mode ? "prefill" : "decode", n_tok, s.name, passes);
-        /* activations: per 256 (Q8_K form) and per 32 (Q8_0's) */
-        int64_t ldg = s.n_in / 16;
-        int8_t *xq = malloc((size_t)(n_tok * s.n_in));
-        float *xd = malloc(sizeof(float) * (size_t)(n_tok * ldg)), *x = malloc(sizeof(float) * s.n_in);
-        int32_t *xs = malloc(sizeof(int32_t) * (size_t)(n_tok * ldg));
-        int8_t *xq32 = malloc((size_t)(n_tok * s.n_in));
-        float *xd32 = malloc(sizeof(float) * (size_t)(n_tok * ldg));
-        int32_t *xs32 = malloc(sizeof(int32_t) * (size_t)(n_tok * ldg));
-        for (int t = 0; t < n_tok; t++) {
-            for (int64_t i = 0; i < s.n_in; i++) x[i] = gauss();
-            nb_act_quant_q8k(nb_act_quant_q8_ref, x, s.n_in, xq + t * s.n_in, xd + t * ldg,
-                             xs + t * ldg);
-            nb_act_quant_q8_ref(x, s.n_in, 32, xq32 + t * s.n_in, xd32 + t * ldg, xs32 + t * ldg);
-        }
+        struct kq_acts a;
+        make_kq_acts(&a, n_tok, s.n_in);
         enum nb_wformat fs[3] = {NB_WF_Q4_K_X16, NB_WF_Q6_K_X16, NB_WF_Q8_0_X16};
         uint8_t *blob[3];
         int64_t bytes[3], copies[3];
@@ -537,8 +549,8 @@ static void bench_kq(struct nb_pool *pool, int passes, const double bw[3])
             for (int ki = 0; ki < nk; ki++) {
                 int fi = k[ki].f == NB_WF_Q4_K_X16 ? 0 : k[ki].f == NB_WF_Q6_K_X16 ? 1 : 2;
                 int b32 = fi == 2;
-                struct kq_job j = {k[ki].fn, NULL, s.n_out, s.n_in, ldg, n_tok, y,
-                                   b32 ? xq32 : xq, b32 ? xd32 : xd, b32 ? xs32 : xs};
+                struct kq_job j = {k[ki].fn, NULL, s.n_out, s.n_in, a.ldg, n_tok, y,
+                                   a.q[b32], a.d[b32], a.s[b32]};
                 for (int nth = 1; nth <= 2; nth++) {
                     uint64_t t0 = nb_time_ns();
                     for (int64_t c = 0; c < copies[fi]; c++) {
@@ -567,7 +579,7 @@ static void bench_kq(struct nb_pool *pool, int passes, const double bw[3])
         }
         fflush(stdout);
         for (int i = 0; i < 3; i++) free(blob[i]);
-        free(xq), free(xd), free(xs), free(x), free(xq32), free(xd32), free(xs32);
+        free_kq_acts(&a);
     }
     free(y);
 }
