@@ -152,6 +152,8 @@ static void measure_peak(struct nb_pool *pool, enum peak_kind k, double out[3])
 
 /* ---------------------------------------------------------------- GEMM jobs */
 
+#define MAX_KERNS 16 /* kernels list_kernels can name on one CPU */
+
 enum kind { K_W4A8, K_W4A16 };
 
 struct kern {
@@ -339,7 +341,10 @@ static int list_kernels(struct kern *kerns, const struct nb_cpu *cpu)
         kerns[nk++] = (struct kern){"w4a8 avx2", K_W4A8, nb_gemm_w4a8_x16_avx2, NULL, PEAK_VNNI};
     if (cpu->avx512bw)
         kerns[nk++] = (struct kern){"w4a16 avx512", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512, PEAK_FMA};
-    if (cpu->avx512bw && cpu->avx512_bf16)
+    if (cpu->avx512bw && cpu->avx512_vnni)
+        kerns[nk++] = (struct kern){"w4a16 avx512vnni", K_W4A16, NULL,
+                                    nb_gemm_w4a16_x16_avx512vnni, PEAK_FMA};
+    if (cpu->avx512bw && cpu->avx512_bf16 && cpu->avx512_vnni)
         kerns[nk++] =
             (struct kern){"w4a16 avx512bf16", K_W4A16, NULL, nb_gemm_w4a16_x16_avx512bf16,
                           PEAK_BF16};
@@ -419,13 +424,15 @@ static void kq_worker(void *arg, int ith, int nth)
 }
 
 /* The block kernels this CPU runs for Q4_K, Q6_K and Q8_0 (at most 12). */
-static int list_kq(struct kq_kern *k, const struct nb_cpu *cpu)
+static int list_kq(struct kq_kern *k, const struct nb_cpu *cpu, int with_q5)
 {
     int n = 0;
 #ifdef NB_HAVE_X86
 #define KQ3(v, ok)                                                                                 \
     if (ok) {                                                                                      \
         k[n++] = (struct kq_kern){"q4_k " #v, NB_WF_Q4_K_X16, nb_gemm_q4_k_x16_##v};               \
+        if (with_q5)                                                                               \
+            k[n++] = (struct kq_kern){"q5_k " #v, NB_WF_Q5_K_X16, nb_gemm_q5_k_x16_##v};           \
         k[n++] = (struct kq_kern){"q6_k " #v, NB_WF_Q6_K_X16, nb_gemm_q6_k_x16_##v};               \
         k[n++] = (struct kq_kern){"q8_0 " #v, NB_WF_Q8_0_X16, nb_gemm_q8_0_x16_##v};               \
     }
@@ -434,7 +441,7 @@ static int list_kq(struct kq_kern *k, const struct nb_cpu *cpu)
     KQ3(avx2, cpu->avx2 && cpu->fma && cpu->f16c)
 #undef KQ3
 #endif
-    (void)cpu, (void)k;
+    (void)cpu, (void)k, (void)with_q5;
     return n;
 }
 
@@ -448,7 +455,7 @@ static uint8_t *make_kq(enum nb_wformat f, const struct shape *s, int rotate, in
     nb_wformat_planes(f, 0, s->n_out, s->n_in, &pl);
     int64_t nb = s->n_out * (s->n_in / bi.elems);
     uint8_t *rows = malloc((size_t)(nb * bi.bytes));
-    int d_at = f == NB_WF_Q6_K_X16 ? 208 : 0, dmin = f == NB_WF_Q4_K_X16;
+    int d_at = f == NB_WF_Q6_K_X16 ? 208 : 0, dmin = f == NB_WF_Q4_K_X16 || f == NB_WF_Q5_K_X16;
     for (int64_t i = 0; i < nb * bi.bytes; i++) rows[i] = (uint8_t)rnd();
     for (int64_t b = 0; b < nb; b++) {
         nb_q_store_u16(rows + b * bi.bytes + d_at, nb_f32_to_f16(0.01f * gauss()));
@@ -501,8 +508,8 @@ static void free_kq_acts(struct kq_acts *a)
  * thread. 2 when this CPU has no such kernel. */
 static int insn_kq(const char *name, int n_tok, int reps)
 {
-    struct kq_kern k[12];
-    int nk = list_kq(k, nb_cpu_get()), ki = -1;
+    struct kq_kern k[16];
+    int nk = list_kq(k, nb_cpu_get(), 1), ki = -1;
     for (int i = 0; i < nk; i++)
         if (!strcmp(k[i].name, name)) ki = i;
     if (ki < 0 || n_tok < 1 || n_tok > PREFILL_TOK || reps < 1) {
@@ -528,8 +535,8 @@ static int insn_kq(const char *name, int n_tok, int reps)
 
 static void bench_kq(struct nb_pool *pool, int passes, const double bw[3])
 {
-    struct kq_kern k[12];
-    int nk = list_kq(k, nb_cpu_get());
+    struct kq_kern k[16];
+    int nk = list_kq(k, nb_cpu_get(), 0);
     if (!nk) return;
     const struct shape s = {"gate/up 6144x2048", 6144, 2048};
     float *y = malloc(sizeof(float) * (size_t)(s.n_out * PREFILL_TOK));
@@ -595,7 +602,7 @@ int main(int argc, char **argv)
         }
     }
     const struct nb_cpu *cpu = nb_cpu_get();
-    struct kern kerns[10];
+    struct kern kerns[MAX_KERNS];
     int nk = list_kernels(kerns, cpu);
     if (argc == 5 && !strcmp(argv[1], "--insn"))
         return insn_mode(kerns, nk, argv[2], atoi(argv[3]), atoi(argv[4]));
@@ -643,7 +650,7 @@ int main(int argc, char **argv)
             struct acts a, ac;
             make_acts(&a, n_tok, s->n_in);
             make_acts(&ac, 3, s->n_in);
-            struct result res[8][3];
+            struct result res[MAX_KERNS][3];
             memset(res, 0, sizeof res);
             for (int ki = 0; ki < nk; ki++) {
                 const struct mat *m = kerns[ki].kind == K_W4A8 ? &m8 : &m16;

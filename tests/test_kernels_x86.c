@@ -22,8 +22,11 @@
  * w4a16 X16 SIMD (d * sum q x + m * sum x, FMA) vs the reference (w = d q + m first):
  * another summation order; mag = sum_k (|d q_k| + |m|) |x_k| (the terms it adds);
  * measured worst ratio 8.9e-8 over the shapes below.
- * w4a16 X16 AVX512-BF16 (decode and tiled prefill): activations rounded to bf16 (relative
- * 2^-9 each), exact bf16 products, f32 sums: bound 2^-8 of the same mag.
+ * w4a16 X16 AVX512-BF16 tiled prefill: activations rounded to bf16 (relative 2^-9 each),
+ * exact bf16 products, f32 sums: bound 2^-8 of the same mag.
+ * w4a16 X16 AVX-512 VNNI decode (int16 activations per group, scale max|x| / 32767):
+ * |error| <= d sum_k q_k max|x| 2^-16 per group, under the same 2^-8 of mag wherever the
+ * group's largest activation meets a nonzero code; measured worst ratio about 1e-5.
  * act_quant_q8 SIMD vs ref: bit-identical (same division and rounding).
  * GGUF block X16 kernels (Q4_K, Q5_K, Q6_K, IQ4_XS) vs their twins: the same int32 sums, the sums
  * over sub-blocks with fused multiply-adds (the twin rounds each product): within
@@ -229,7 +232,7 @@ static void test_w4a16_x16(void **state)
 #ifdef NB_HAVE_X86
     struct tu_gshape shapes[32];
     int ns = make_shapes(shapes, 32);
-    double worst = 0, worst_bf16 = 0;
+    double worst = 0, worst_bf16 = 0, worst_i16 = 0;
     for (int si = 0; si < ns; si++) {
         const struct tu_gshape *g = &shapes[si];
         struct tu_problem pb;
@@ -252,7 +255,19 @@ static void test_w4a16_x16(void **state)
             double wr = tu_compare_y(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1,
                                      TOL_W4A16_X16, "w4a16 avx512");
             if (wr > worst) worst = wr;
-            if (nb_cpu_get()->avx512_bf16) {
+            if (nb_cpu_get()->avx512_vnni)
+                for (int nt = 1; nt <= 5; nt++) { /* int16 decode sizes, then the FMA rest */
+                    int ntk = g->n_tok < nt ? g->n_tok : nt;
+                    float *yb = tu_nan_y(g->n_tok, ldy);
+                    nb_gemm_w4a16_x16_avx512vnni(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in,
+                                                 g->group, ntk, g->r0, g->r1, scratch);
+                    double wb = tu_compare_y(yb, yx, mag, ntk, ldy, g->n_out, g->r0, g->r1,
+                                             ntk < 5 ? TOL_W4A16_BF16 : TOL_W4A16_X16,
+                                             "w4a16 avx512vnni");
+                    if (ntk < 5 && wb > worst_i16) worst_i16 = wb;
+                    free(yb);
+                }
+            if (nb_cpu_get()->avx512_bf16 && nb_cpu_get()->avx512_vnni) {
                 for (int nt = 1; nt <= 5; nt++) { /* decode sizes, then the tiled prefill */
                     int ntk = g->n_tok < nt ? g->n_tok : nt;
                     float *yb = tu_nan_y(g->n_tok, ldy);
@@ -276,7 +291,8 @@ static void test_w4a16_x16(void **state)
         tu_problem_free(&pb);
     }
     if (getenv("NIBBLE_TEST_VERBOSE"))
-        fprintf(stderr, "w4a16 x16 worst ratio %.3g, bf16 %.3g\n", worst, worst_bf16);
+        fprintf(stderr, "w4a16 x16 worst ratio %.3g, bf16 %.3g, int16 decode %.3g\n", worst,
+                worst_bf16, worst_i16);
     if (!have_avx512()) skip();
 #else
     skip();
@@ -392,6 +408,44 @@ static void test_kq_x16(void **state)
  * between tiles of 16, odd row blocks, sub-ranges, a K past one unpacked chunk (W4_KC)
  * and not a multiple of it. The code on emulated tiles on every AVX-512 VNNI CPU; on
  * AMX's own tiles where the CPU has them and Linux grants tile data. */
+/* The int16 decode's activation quantization at its edges: an all-zero group, a group whose
+ * largest activation is under 1e-34 (32767 / max|x| would overflow f32: it divides instead),
+ * an outlier 1e4 times its group's others, and a NaN, which must reach every output row. */
+static void test_w4a16_int16_edges(void **state)
+{
+#ifdef NB_HAVE_X86
+    if (!have_avx512() || !nb_cpu_get()->avx512_vnni) skip();
+    const struct tu_gshape g = {.n_out = 48, .n_in = 512, .r0 = 0, .r1 = 48, .group = 64,
+                                .n_tok = 4};
+    struct tu_problem pb;
+    tu_problem_init(&pb, &g_rng, NB_WPATH_W4A16, &g, 16, 64, 0);
+    float *x = pb.a.x;
+    const int64_t ldx = pb.a.ldx, ldy = pb.ldy;
+    for (int64_t k = 0; k < 64; k++)
+        x[k] = 0;                          /* token 0, group 0: all zero */
+    x[2 * 64 + 5] *= 1e4f;                 /* token 0, group 2: an outlier */
+    for (int64_t k = 0; k < g.n_in; k++)
+        x[ldx + k] *= 1e-35f;              /* token 1: every group under 1e-34 */
+    x[3 * ldx + 200] = NAN;                /* token 3: a NaN */
+    float *scratch = malloc(sizeof(float) * g.n_in);
+    float *yr = tu_nan_y(g.n_tok, ldy), *y = tu_nan_y(g.n_tok, ldy);
+    nb_gemm_w4a16_x16_ref(yr, ldy, x, ldx, pb.x16, g.n_out, g.n_in, g.group, 3, g.r0, g.r1,
+                          scratch);
+    nb_gemm_w4a16_x16_avx512vnni(y, ldy, x, ldx, pb.x16, g.n_out, g.n_in, g.group, 4, g.r0, g.r1,
+                                 scratch);
+    double *mag = w4a16_mag(pb.rows, &pb.pl, &g, &pb.a);
+    tu_compare_y(y, yr, mag, 3, ldy, g.n_out, g.r0, g.r1, TOL_W4A16_BF16, "w4a16 int16 edges");
+    for (int64_t r = 0; r < g.n_out; r++) {
+        assert_true(fabsf(y[ldy + r]) > 0 && fabsf(y[ldy + r]) < 1e-30f); /* not flushed */
+        assert_true(isnan(y[3 * ldy + r]));
+    }
+    free(mag), free(y), free(yr), free(scratch);
+    tu_problem_free(&pb);
+#else
+    skip();
+#endif
+}
+
 static void test_w4a8_x16_amx(void **state)
 {
     (void)state;
@@ -605,10 +659,17 @@ static void test_fill_pure(void **state)
                 k.kv_row_load == nb_kv_row_load_avx512);
     nb_kernels_fill(&k, &none, NB_LEVEL_AVX512, 0);
     assert_true(k.attn_tile == nb_attn_tile_ref && k.attn_decode == nb_attn_decode_ref);
-    nb_kernels_fill(&k, &bf16, NB_LEVEL_AVX512, 0); /* the bf16 variant, under one name */
-    struct nb_kernels k2;
+    /* the w4a16 variants, under one name: FMA (plain AVX-512, and BF16 without VNNI, which
+     * no CPU has), int16 decode (VNNI), int16 decode + bf16 prefill (VNNI and BF16) */
+    struct nb_kernels k2, k3, k4;
+    nb_kernels_fill(&k, &bf16, NB_LEVEL_AVX512, 0);
     nb_kernels_fill(&k2, &avx512, NB_LEVEL_AVX512, 0);
-    assert_ptr_not_equal(k.gemm[NB_WF_W4A16_X16].run, k2.gemm[NB_WF_W4A16_X16].run);
+    nb_kernels_fill(&k3, &vnni, NB_LEVEL_AVX512, 0);
+    nb_kernels_fill(&k4, &amxbf, NB_LEVEL_AVX512, 0);
+    assert_ptr_equal(k.gemm[NB_WF_W4A16_X16].run, k2.gemm[NB_WF_W4A16_X16].run);
+    assert_ptr_not_equal(k3.gemm[NB_WF_W4A16_X16].run, k2.gemm[NB_WF_W4A16_X16].run);
+    assert_ptr_not_equal(k4.gemm[NB_WF_W4A16_X16].run, k2.gemm[NB_WF_W4A16_X16].run);
+    assert_ptr_not_equal(k4.gemm[NB_WF_W4A16_X16].run, k3.gemm[NB_WF_W4A16_X16].run);
 #endif
 }
 
@@ -621,6 +682,7 @@ int main(void)
         cmocka_unit_test(test_w4a16_x16),  cmocka_unit_test(test_w4a8_x16_amx),
         cmocka_unit_test(test_w4a16_x16_amx),
         cmocka_unit_test(test_dispatch), cmocka_unit_test(test_fill_pure),
+        cmocka_unit_test(test_w4a16_int16_edges),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -158,6 +158,7 @@ GEMM_Q8(nb_gemm_w4a8_x16_avx512vnni)
 GEMM_Q8(nb_gemm_w4a8_x16_amx)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512)
 GEMM_W4A16(nb_gemm_w4a16_x16_avx512bf16)
+GEMM_W4A16(nb_gemm_w4a16_x16_avx512vnni)
 GEMM_W4A16(nb_gemm_w4a16_x16_amx)
 #endif
 
@@ -307,10 +308,14 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             static const struct nb_gemm_kernel kq[7] = KQ7(amx, "amx");
             set_kq(k, kq);
         }
-        /* the bf16 variant (AVX512-BF16 hosts) keeps the name: same records */
+        /* the bf16 and VNNI variants keep the name: same records. Decode runs on int16
+         * activations and vpdpwssd where the CPU has AVX-512 VNNI (the bf16 kernel calls it
+         * too), prefill on vdpbf16ps where it has AVX512-BF16, else on FMA */
         k->gemm[NB_WF_W4A16_X16] =
-            c->avx512_bf16 ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512bf16, "avx512")
-                           : (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512, "avx512");
+            c->avx512_bf16 && c->avx512_vnni
+                ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512bf16, "avx512")
+            : c->avx512_vnni ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512vnni, "avx512")
+                             : (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512, "avx512");
         /* AMX-BF16 w4a16 prefill: 4.5x the AVX512-BF16 kernel in situ (pp512, 2 threads,
          * Xeon family 6 model 167, docs/benchmarks.md) */
         if (c->avx512_vnni && use_amx && c->amx_bf16 && c->avx512_bf16)
