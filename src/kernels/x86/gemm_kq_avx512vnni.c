@@ -36,6 +36,9 @@
 #ifndef KQ_TOK_BLOCK
 #define KQ_TOK_BLOCK 64
 #endif
+#ifndef KQ_UNPACK_ONCE /* 2+ tokens: each record unpacked once for all token tiles */
+#define KQ_UNPACK_ONCE 1
+#endif
 #ifndef KQ_PF_DIST
 #define KQ_PF_DIST 4096
 #endif
@@ -114,14 +117,14 @@ INLINE void chunk(const uint8_t *rec, int c, const enum kind kd, __m512i *lo, __
     }
 }
 
-/* NT tokens x one row block, all records along k: y[t][16 rows] written. */
-INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
-                 int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nsb, const enum kind kd,
-                 const int NT)
+/* Record i (16 rows x 256 k) for NT tokens: yv[t] += xd[t][i] * (S[t] - zero terms). The
+ * codes come from u (UNP: the record unpacked by unpack(), 32 chunks of lo, hi) or are
+ * unpacked here. */
+INLINE void record(__m512 *yv, const int8_t *xq, const float *xd, const int32_t *xsum,
+                   int64_t ldxq, int64_t ldxg, const uint8_t *rec, const __m512i *u, int64_t i,
+                   const enum kind kd, const int NT, const int UNP)
 {
     const int q6 = kd == Q6K, sgn = q6 || kd == IQ4XS; /* signed scales, no mins */
-    const int64_t rb = q6 ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES
-                       : kd == IQ4XS ? NB_IQ4_XS_X16_BYTES : NB_Q4_K_X16_BYTES;
     const int64_t o_sc = q6 ? NB_Q6_K_X16_SC : kd == Q5K ? NB_Q5_K_X16_SC
                          : kd == IQ4XS ? NB_IQ4_XS_X16_SC : NB_Q4_K_X16_SC;
     const int64_t o_mn = kd == Q5K ? NB_Q5_K_X16_MN : NB_Q4_K_X16_MN;
@@ -129,73 +132,118 @@ INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
                         : kd == IQ4XS ? NB_IQ4_XS_X16_D : NB_Q4_K_X16_D;
     const int64_t o_dmin = kd == Q5K ? NB_Q5_K_X16_DMIN : NB_Q4_K_X16_DMIN;
     const int nsub = q6 ? 16 : 8, cps = q6 ? 2 : 4; /* sub-blocks, chunks a sub-block */
+    const __m512 d = f16x16(rec + o_d);
+    const uint8_t *scp = rec + o_sc;
+    __m512 S[KQ_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++)
+        S[t] = _mm512_setzero_ps();
+    for (int s = 0; s < nsub; s++) {
+        __m512i acc[KQ_NT], acc2 = _mm512_setzero_si512();
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+            acc[t] = _mm512_setzero_si512();
+#pragma GCC unroll 4
+        for (int cc = 0; cc < cps; cc++) {
+            const int c = s * cps + cc;
+            __m512i lo, hi;
+            if (UNP) {
+                lo = _mm512_load_si512((const void *)(u + 2 * c));
+                hi = _mm512_load_si512((const void *)(u + 2 * c + 1));
+            } else {
+                if (NT == 1 && KQ_PF_DIST > 0)
+                    _mm_prefetch((const char *)(rec + 64 * c + KQ_PF_DIST), _MM_HINT_T0);
+                chunk(rec, c, kd, &lo, &hi);
+            }
+#pragma GCC unroll 8
+            for (int t = 0; t < NT; t++) {
+                const int8_t *a = xq + t * ldxq + NB_QK_K * i + 8 * c;
+                acc[t] = dpbusd(acc[t], lo, bcast32(a));
+                if (NT == 1)
+                    acc2 = dpbusd(acc2, hi, bcast32(a + 4));
+                else
+                    acc[t] = dpbusd(acc[t], hi, bcast32(a + 4));
+            }
+        }
+        if (NT == 1) acc[0] = _mm512_add_epi32(acc[0], acc2);
+        const __m512 dsc = _mm512_mul_ps(d, pair_f32(pair16(scp + 32 * (s >> 1), sgn), s & 1, sgn));
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+            S[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), dsc, S[t]);
+    }
+    /* the zero terms: Q4_K sum_s mn_s * asum32_s (4 pairs), Q6_K sum_s sc_s * asum16_s
+     * (8 pairs), IQ4_XS sum_s sc_s * asum32_s (4 pairs), exact in int32 */
+    const uint8_t *zp = sgn ? scp : rec + o_mn;
+    const int npair = q6 ? 8 : 4, woff = q6 ? 0 : 8;
+    const __m512 zs = q6 ? _mm512_mul_ps(_mm512_set1_ps(32.0f), d)
+                      : kd == IQ4XS ? _mm512_mul_ps(_mm512_set1_ps(128.0f), d)
+                                    : f16x16(rec + o_dmin);
+    __m512i Z[KQ_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++)
+        Z[t] = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int p = 0; p < npair; p++) {
+        const __m512i zv = pair16(zp + 32 * p, sgn);
+#pragma GCC unroll 8
+        for (int t = 0; t < NT; t++)
+            Z[t] = _mm512_dpwssd_epi32(Z[t], zv, bcast32(xsum + t * ldxg + 16 * i + woff + p));
+    }
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+        __m512 v = _mm512_fnmadd_ps(zs, _mm512_cvtepi32_ps(Z[t]), S[t]);
+        yv[t] = _mm512_fmadd_ps(_mm512_set1_ps(xd[t * ldxg + i]), v, yv[t]);
+    }
+}
+
+INLINE int64_t rec_bytes(const enum kind kd)
+{
+    return kd == Q6K ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES
+           : kd == IQ4XS ? NB_IQ4_XS_X16_BYTES : NB_Q4_K_X16_BYTES;
+}
+
+/* NT tokens x one row block, all records along k, the codes unpacked as they stream in:
+ * y[t][16 rows] written. */
+INLINE void tile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                 int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nsb, const enum kind kd,
+                 const int NT)
+{
     __m512 yv[KQ_NT];
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
         yv[t] = _mm512_setzero_ps();
-    for (int64_t i = 0; i < nsb; i++) {
-        const uint8_t *rec = recs + i * rb;
-        const __m512 d = f16x16(rec + o_d);
-        const uint8_t *scp = rec + o_sc;
-        __m512 S[KQ_NT];
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++)
-            S[t] = _mm512_setzero_ps();
-        for (int s = 0; s < nsub; s++) {
-            __m512i acc[KQ_NT], acc2 = _mm512_setzero_si512();
-#pragma GCC unroll 8
-            for (int t = 0; t < NT; t++)
-                acc[t] = _mm512_setzero_si512();
-#pragma GCC unroll 4
-            for (int cc = 0; cc < cps; cc++) {
-                const int c = s * cps + cc;
-                if (NT == 1 && KQ_PF_DIST > 0)
-                    _mm_prefetch((const char *)(rec + 64 * c + KQ_PF_DIST), _MM_HINT_T0);
-                __m512i lo, hi;
-                chunk(rec, c, kd, &lo, &hi);
-#pragma GCC unroll 8
-                for (int t = 0; t < NT; t++) {
-                    const int8_t *a = xq + t * ldxq + NB_QK_K * i + 8 * c;
-                    acc[t] = dpbusd(acc[t], lo, bcast32(a));
-                    if (NT == 1)
-                        acc2 = dpbusd(acc2, hi, bcast32(a + 4));
-                    else
-                        acc[t] = dpbusd(acc[t], hi, bcast32(a + 4));
-                }
-            }
-            if (NT == 1) acc[0] = _mm512_add_epi32(acc[0], acc2);
-            const __m512 dsc = _mm512_mul_ps(d, pair_f32(pair16(scp + 32 * (s >> 1), sgn), s & 1, sgn));
-#pragma GCC unroll 8
-            for (int t = 0; t < NT; t++)
-                S[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(acc[t]), dsc, S[t]);
-        }
-        /* the zero terms: Q4_K sum_s mn_s * asum32_s (4 pairs), Q6_K sum_s sc_s * asum16_s
-         * (8 pairs), IQ4_XS sum_s sc_s * asum32_s (4 pairs), exact in int32 */
-        const uint8_t *zp = sgn ? scp : rec + o_mn;
-        const int npair = q6 ? 8 : 4, woff = q6 ? 0 : 8;
-        const __m512 zs = q6 ? _mm512_mul_ps(_mm512_set1_ps(32.0f), d)
-                          : kd == IQ4XS ? _mm512_mul_ps(_mm512_set1_ps(128.0f), d)
-                                        : f16x16(rec + o_dmin);
-        __m512i Z[KQ_NT];
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++)
-            Z[t] = _mm512_setzero_si512();
-#pragma GCC unroll 8
-        for (int p = 0; p < npair; p++) {
-            const __m512i zv = pair16(zp + 32 * p, sgn);
-#pragma GCC unroll 8
-            for (int t = 0; t < NT; t++)
-                Z[t] = _mm512_dpwssd_epi32(Z[t], zv, bcast32(xsum + t * ldxg + 16 * i + woff + p));
-        }
-#pragma GCC unroll 8
-        for (int t = 0; t < NT; t++) {
-            __m512 v = _mm512_fnmadd_ps(zs, _mm512_cvtepi32_ps(Z[t]), S[t]);
-            yv[t] = _mm512_fmadd_ps(_mm512_set1_ps(xd[t * ldxg + i]), v, yv[t]);
-        }
-    }
+    for (int64_t i = 0; i < nsb; i++)
+        record(yv, xq, xd, xsum, ldxq, ldxg, recs + i * rec_bytes(kd), NULL, i, kd, NT, 0);
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++)
         _mm512_storeu_ps(y + t * ldy, yv[t]);
+}
+
+/* Record i, unpacked once (u), for NT tokens: y[t][16 rows] += (stored on the first record,
+ * so the same operations in the same order as tile()). */
+INLINE void rtile(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                  int64_t ldxq, int64_t ldxg, const uint8_t *rec, const __m512i *u, int64_t i,
+                  const enum kind kd, const int NT)
+{
+    __m512 yv[KQ_NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++)
+        yv[t] = i ? _mm512_loadu_ps(y + t * ldy) : _mm512_setzero_ps();
+    record(yv, xq, xd, xsum, ldxq, ldxg, rec, u, i, kd, NT, 1);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++)
+        _mm512_storeu_ps(y + t * ldy, yv[t]);
+}
+
+/* A record's 32 chunks as lo, hi (4 KiB, L1-resident). */
+INLINE void unpack(__m512i *u, const uint8_t *rec, const enum kind kd)
+{
+    for (int c = 0; c < 32; c++) {
+        __m512i lo, hi;
+        chunk(rec, c, kd, &lo, &hi);
+        _mm512_store_si512((void *)(u + 2 * c), lo);
+        _mm512_store_si512((void *)(u + 2 * c + 1), hi);
+    }
 }
 
 /* ---------------------------------------------------------------- Q4_0 / Q8_0 records
@@ -278,6 +326,39 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
         _mm512_storeu_ps(y + t * ldy, yv[t]);
 }
 
+/* Two or more tokens on 256-blocks: per row block and record, the codes unpacked once into
+ * 4 KiB (L1) and read by every token tile of the cache block, y accumulated in place. */
+INLINE void gemm_once(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                      const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
+                      int64_t nrec, int64_t rb, int n_tok, int64_t r0, int64_t r1,
+                      const enum kind kd)
+{
+    __m512i u[64] __attribute__((aligned(64)));
+    for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
+        int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
+        for (int64_t blk = r0 / 16; blk < r1 / 16; blk++)
+            for (int64_t i = 0; i < nrec; i++) {
+                const uint8_t *rec = (const uint8_t *)w_blob + (blk * nrec + i) * rb;
+                unpack(u, rec, kd);
+                int t = t0;
+#define RTILE(NT)                                                                                  \
+    rtile(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg, \
+          rec, u, i, kd, NT)
+                for (; t + KQ_NT <= t0 + nt; t += KQ_NT)
+                    RTILE(KQ_NT);
+                for (; t + 4 <= t0 + nt; t += 4)
+                    RTILE(4);
+                switch (t0 + nt - t) {
+                case 3: RTILE(3); break;
+                case 2: RTILE(2); break;
+                case 1: RTILE(1); break;
+                default: break;
+                }
+#undef RTILE
+            }
+    }
+}
+
 /* ---------------------------------------------------------------- the driver
  * Row blocks [r0/16, r1/16), tokens in cache blocks of KQ_TOK_BLOCK, tiles of KQ_NT tokens
  * then 4, 3, 2, 1. kd: a 256-block kind (tile) or, for the two-block records, 100 + the
@@ -291,6 +372,11 @@ INLINE void gemm(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
     const int64_t rb = kd == 101 ? NB_Q8_0_X16_BYTES : b32 ? NB_Q4_0_X16_BYTES
                        : kd == Q6K ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES
                        : kd == IQ4XS ? NB_IQ4_XS_X16_BYTES : NB_Q4_K_X16_BYTES;
+    if (!b32 && n_tok > 1 && KQ_UNPACK_ONCE && kd == Q6K) {
+        gemm_once(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, nrec, rb, n_tok, r0, r1,
+                  (enum kind)kd);
+        return;
+    }
     for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
         int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
         for (int64_t blk = r0 / 16; blk < r1 / 16; blk++) {
