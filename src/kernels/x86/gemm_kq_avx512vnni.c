@@ -23,6 +23,13 @@
  * in situ (Qwen3-1.7B Q4_K_M, pp512, 2 threads, 5 interleaved passes on the 2-core Xeon
  * of 2026-12-03): NT 4 99-118 tok/s, NT 6 99-140 (four of five pairs +15-19%); NT 8
  * (3 passes) no better than 4.
+ * Q6_K with 2 or more tokens unpacks each record once into 4 KiB (L1) that every token tile
+ * of the cache block reads, y accumulated in place record by record (the same operations in
+ * the same order): its unpack (two loads, four shifts, ors and masks a chunk) cost more than
+ * the products for tiles of a few tokens. bench/batch_kernels.sh, 2048 x 2048, 1 thread, two
+ * interleaved passes on the model-167 Xeon (2026-12-06): 8 tokens 295-313 vs 361-369 us, 15
+ * 482-511 vs 540-558, 64 1641-1805 vs 1934-2043; 2 tokens unchanged. Q4_K (2 and 4 tokens
+ * 111-144 vs 87-129 us) and Q5_K (4 tokens 194-206 vs 183) lost, so they unpack per tile.
  */
 #include <immintrin.h>
 #include <string.h>
