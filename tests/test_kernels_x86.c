@@ -618,17 +618,17 @@ static void test_fill_pure(void **state)
         {&avx2, NB_LEVEL_AVX512, 0, "avx2", "avx2", "ref", "ref", "avx2"},
         {&avxvnni, NB_LEVEL_AVX2, 0, "avx2", "avxvnni", "ref", "ref", "avxvnni"},
         {&avx512, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512", "avx2"},
-        {&vnni, NB_LEVEL_AVX512, 0, "avx512", "avx512vnni", "avx512", "avx512", "avx512vnni"},
+        {&vnni, NB_LEVEL_AVX512, 0, "avx512", "avx512vnni", "avx512vnni", "avx512", "avx512vnni"},
         {&vnni, NB_LEVEL_AVX2, 1, "avx2", "avx2", "ref", "ref", "avx2"},
-        {&vnni, NB_LEVEL_AVX512, 1, "avx512+amx", "amx", "avx512",
+        {&vnni, NB_LEVEL_AVX512, 1, "avx512+amx", "amx", "avx512vnni",
          "avx512", "avx512vnni"},
-        {&vnni, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "avx512",
+        {&vnni, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "avx512vnni",
          "avx512", "amx"}, /* NIBBLE_AMX=all: the block kernels too */
         {&bf16, NB_LEVEL_AVX512, 0, "avx512", "avx2", "avx512", "avx512", "avx2"},
         {&amxbf, NB_LEVEL_AVX512, 1, "avx512+amx", "amx", "amx", "avx512", "avx512vnni"},
-        {&amxbf, NB_LEVEL_AVX512, 0, "avx512", "avx512vnni", "avx512", "avx512", "avx512vnni"},
+        {&amxbf, NB_LEVEL_AVX512, 0, "avx512", "avx512vnni", "avx512vnni", "avx512", "avx512vnni"},
         {&amxbf, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "amx", "avx512", "amx"},
-        {&vnni, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "avx512", "avx512", "amx"},
+        {&vnni, NB_LEVEL_AVX512, 2, "avx512+amx", "amx", "avx512vnni", "avx512", "amx"},
         {&vnni, NB_LEVEL_REF, 1, "ref", "ref", "ref", "ref", "ref"},
 #endif
     };
@@ -659,8 +659,8 @@ static void test_fill_pure(void **state)
                 k.kv_row_load == nb_kv_row_load_avx512);
     nb_kernels_fill(&k, &none, NB_LEVEL_AVX512, 0);
     assert_true(k.attn_tile == nb_attn_tile_ref && k.attn_decode == nb_attn_decode_ref);
-    /* the w4a16 variants, under one name: FMA (plain AVX-512, and BF16 without VNNI, which
-     * no CPU has), int16 decode (VNNI), int16 decode + bf16 prefill (VNNI and BF16) */
+    /* the w4a16 variants: FMA (avx512: plain AVX-512, and BF16 without VNNI, which no CPU
+     * has), int16 decode (avx512vnni), int16 decode + bf16 prefill (avx512vnni with BF16) */
     struct nb_kernels k2, k3, k4;
     nb_kernels_fill(&k, &bf16, NB_LEVEL_AVX512, 0);
     nb_kernels_fill(&k2, &avx512, NB_LEVEL_AVX512, 0);

@@ -211,7 +211,7 @@ static struct row *rows(int *n)
     const char *avx2_a16 = record(probe_avx2, "ref", "w4a16", 8, 55, 900);
     const char *avx2_a16_close = record(probe_avx2, "ref", "w4a16", 8, 40.4, 900);
     const char *avx2_a16_t4 = record(probe_avx2, "ref", "w4a16", 4, 99, 900);
-    const char *zen4_a16 = record(probe_zen4, X86K("avx512"), "w4a16", 8, 50, 900);
+    const char *zen4_a16 = record(probe_zen4, X86K("avx512vnni"), "w4a16", 8, 50, 900);
     /* decode within the 8% noise (+5%), prefill not: the prefill decides */
     const char *avx2_a16_tie_slowpp = record(probe_avx2, "ref", "w4a16", 8, 42, 500);
     /* AMX Xeon (Sapphire Rapids), tile data granted: the AMX kernel (VNNI if its
@@ -240,7 +240,7 @@ static struct row *rows(int *n)
                           {0},
                           "w4a16",
 #ifdef NB_HAVE_X86 /* AMX-BF16: the w4a16 tile kernel for prefill */
-                          "amx (if its self-check passes, else avx512)",
+                          "amx (if its self-check passes, else avx512vnni)",
 #else
                           "amx (not built: scalar ref)",
 #endif
@@ -268,7 +268,7 @@ static struct row *rows(int *n)
                           NB_TARGET_HOST,
                           {zen4_a16},
                           "w4a16",
-                          X86K("avx512"),
+                          X86K("avx512vnni"),
                           8,
                           1,
                           1,
@@ -839,9 +839,13 @@ static void test_record_key_format(void **state)
     assert_string_equal(k, "x86:GenuineIntel:6:207/w4a8/amx/avx512+avx512_vnni+amx_int8");
     assert_true(nb_record_key(&p, NB_WPATH_W4A8, "avx512vnni", NB_LEVEL_AVX512, k, sizeof k, NULL));
     assert_string_equal(k, "x86:GenuineIntel:6:207/w4a8/avx512vnni/avx512+avx512_vnni");
-    /* the w4a16 avx512 kernel keeps its name with and without its bf16 variant */
+    /* the w4a16 avx512 kernel (bf16 or f32 decode: records before 2026-12-06) keeps its name
+     * with and without its bf16 variant; avx512vnni (int16 decode) names both features */
     assert_true(nb_record_key(&p, NB_WPATH_W4A16, "avx512", NB_LEVEL_AVX512, k, sizeof k, NULL));
     assert_string_equal(k, "x86:GenuineIntel:6:207/w4a16/avx512/avx512+avx512_bf16");
+    assert_true(
+        nb_record_key(&p, NB_WPATH_W4A16, "avx512vnni", NB_LEVEL_AVX512, k, sizeof k, NULL));
+    assert_string_equal(k, "x86:GenuineIntel:6:207/w4a16/avx512vnni/avx512+avx512_vnni+avx512_bf16");
     probe_vnni_vm_207(&p);
     assert_true(nb_record_key(&p, NB_WPATH_W4A16, "avx512", NB_LEVEL_AVX512, k, sizeof k, NULL));
     assert_string_equal(k, "x86:GenuineIntel:6:207/w4a16/avx512/avx512");
@@ -1022,10 +1026,15 @@ static void test_builtin_zen5(void **state)
     if (strcmp(src, "x86-AuthenticAMD-26-qwen3-1.7b-w4a8-w4a8-t2.json")) dump_choice("zen5", &c);
     assert_string_equal(src, "x86-AuthenticAMD-26-qwen3-1.7b-w4a8-w4a8-t2.json");
     assert_true(c.verified && has_reason(&c, "derived from its cpu fields"));
-    assert_true(has_reason(&c, "prefilled faster")); /* the pair decided */
+    /* its w4a16 record ran kernel avx512 (bf16 decode); since 2026-12-06 w4a16 runs
+     * avx512vnni (int16 decode) there, which no Zen 5 record measured: no pair */
+    assert_true(has_reason(&c, "no w4a8/w4a16 record pair for x86:AuthenticAMD:26:2"));
     src = select_builtin(probe_zen5, NB_PRIORITY_FIDELITY, &c);
-    assert_string_equal(src, "x86-AuthenticAMD-26-qwen3-1.7b-w4a16-w4a16-t2.json");
-    assert_string_equal(c.record_key, "x86:AuthenticAMD:26:2/w4a16/avx512/avx512+avx512_bf16");
+    assert_string_equal(src, "");
+    assert_false(c.verified);
+    assert_string_equal(c.record_key,
+                        "x86:AuthenticAMD:26:2/w4a16/avx512vnni/avx512+avx512_vnni+avx512_bf16");
+    assert_true(has_reason(&c, "is for this CPU model but key x86:AuthenticAMD:26:2/w4a16/avx512/"));
     /* Zen 4 (family 25) and another Zen 5 model are other CPUs */
     src = select_builtin(probe_zen4, NB_PRIORITY_SPEED, &c);
     assert_string_equal(src, "");
@@ -1067,7 +1076,7 @@ static void test_builtin_amx(void **state)
     assert_false(c.verified);
     assert_string_equal(c.record_key,
                         "x86:GenuineIntel:6:207/w4a16/amx/avx512+avx512_bf16+amx_bf16");
-    assert_string_equal(c.kernel, "amx (if its self-check passes, else avx512)");
+    assert_string_equal(c.kernel, "amx (if its self-check passes, else avx512vnni)");
 
     /* the same model with tile data refused runs VNNI: the VM's VNNI record, not the AMX ones */
     static void (*const others[])(struct nb_probe *) = {probe_vnni_vm_207, probe_icelake,
@@ -1095,11 +1104,12 @@ static void test_builtin_amx(void **state)
             }
             assert_false(has_reason(&c, "decoded faster"));
             if (i == 3 && prio) {
-                /* AMX refused changes nothing for w4a16: same model, same avx512 kernel
-                 * with its bf16 variant, so the w4a16 record still applies */
-                assert_true(c.verified && has_reason(&c, "verified: x86-GenuineIntel-6-207-"));
-                assert_string_equal(c.record_key,
-                                    "x86:GenuineIntel:6:207/w4a16/avx512/avx512+avx512_bf16");
+                /* AMX refused: w4a16 runs avx512vnni (int16 decode, bf16 prefill), which the
+                 * model's w4a16 records (kernel avx512, bf16 decode) did not measure */
+                assert_false(c.verified);
+                assert_string_equal(
+                    c.record_key,
+                    "x86:GenuineIntel:6:207/w4a16/avx512vnni/avx512+avx512_vnni+avx512_bf16");
                 continue;
             }
             if (c.verified) dump_choice("family 6, not the AMX machine", &c);
@@ -1145,7 +1155,8 @@ static void test_builtin_amx_167(void **state)
         assert_false(c.verified);
         assert_true(has_reason(&c, "tile data was refused") || prio);
         assert_string_equal(c.record_key,
-                            prio ? "x86:GenuineIntel:6:167/w4a16/avx512/avx512+avx512_bf16"
+                            prio ? "x86:GenuineIntel:6:167/w4a16/avx512vnni/"
+                                   "avx512+avx512_vnni+avx512_bf16"
                                  : "x86:GenuineIntel:6:167/w4a8/avx512vnni/avx512+avx512_vnni");
     }
 #else

@@ -15,10 +15,11 @@
  *                                                  2 (NIBBLE_AMX=all)
  *   w8a16       ref     ref                        ref
  *   w4a16       ref     ref                        ref            (ROWS layout)
- *   w4a16-x16   ref     ref                        avx512 (avx512bf16 variant when the
- *                                                  CPU has AVX512-BF16; same record name);
- *                                                  amx when use_amx and the CPU has
- *                                                  AMX-BF16 + AVX512-BF16
+ *   w4a16-x16   ref     ref                        avx512vnni when VNNI (int16 decode;
+ *                                                  bf16 prefill with AVX512-BF16, else
+ *                                                  FMA), else avx512 (FMA); amx when
+ *                                                  use_amx and the CPU has AMX-BF16 +
+ *                                                  AVX512-BF16
  *   w4a8        ref     ref                        ref            (ROWS layout)
  *   w4a8-x16    ref     avxvnni, else avx2         avx512vnni when VNNI, amx when use_amx
  *   attention   ref     avx2                       avx512   (attn_tile, attn_decode,
@@ -308,13 +309,14 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
             static const struct nb_gemm_kernel kq[7] = KQ7(amx, "amx");
             set_kq(k, kq);
         }
-        /* the bf16 and VNNI variants keep the name: same records. Decode runs on int16
-         * activations and vpdpwssd where the CPU has AVX-512 VNNI (the bf16 kernel calls it
-         * too), prefill on vdpbf16ps where it has AVX512-BF16, else on FMA */
+        /* w4a16: decode on int16 activations and vpdpwssd where the CPU has AVX-512 VNNI
+         * (kernel avx512vnni: its records are new, those of kernel avx512 decoded on bf16
+         * or f32), prefill on vdpbf16ps where it also has AVX512-BF16 (the same name: the
+         * record key's features tell them apart), else everything on FMA (avx512) */
         k->gemm[NB_WF_W4A16_X16] =
             c->avx512_bf16 && c->avx512_vnni
-                ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512bf16, "avx512")
-            : c->avx512_vnni ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512vnni, "avx512")
+                ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512bf16, "avx512vnni")
+            : c->avx512_vnni ? (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512vnni, "avx512vnni")
                              : (struct nb_gemm_kernel)K(nb_gemm_w4a16_x16_avx512, "avx512");
         /* AMX-BF16 w4a16 prefill: 4.5x the AVX512-BF16 kernel in situ (pp512, 2 threads,
          * Xeon family 6 model 167, docs/benchmarks.md) */

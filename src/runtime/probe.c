@@ -467,11 +467,13 @@ int nb_record_key(const struct nb_probe *p, enum nb_wpath path, const char *kern
         else if (k_avx2 || k_avxvnni)
             f[n++] = "avx2";
         if (k_avxvnni) f[n++] = "avx_vnni";
-        /* the w4a16 tile kernel: bf16 tiles, the AVX512-BF16 kernel for the tokens short of
-         * a tile */
+        /* the w4a16 kernels: avx512vnni decodes on int16 activations (since 2026-12-06;
+         * before, kernel avx512 decoded on bf16 or f32) and prefills on bf16 where the CPU
+         * has AVX512-BF16; the tile kernel: bf16 tiles, avx512vnni for the tokens short of a
+         * tile */
         const int w16 = path == NB_WPATH_W4A16;
         if (k_vnni512 || (k_amx && !w16)) f[n++] = "avx512_vnni";
-        if ((k_avx512 || k_amx) && w16 && c->avx512_bf16) f[n++] = "avx512_bf16";
+        if ((k_avx512 || k_vnni512 || k_amx) && w16 && c->avx512_bf16) f[n++] = "avx512_bf16";
         if (k_amx) f[n++] = w16 ? "amx_bf16" : "amx_int8";
     } else if (!strcmp(p->arch, "aarch64")) {
         const struct nb_probe_arm *a = &p->arm;

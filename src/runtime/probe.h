@@ -25,9 +25,10 @@
  *                          the forward pass's other ops use them, whatever the GEMM)
  *             avx2         the AVX2 level ran with an AVX2 w4a8 kernel (AVX2, FMA, F16C)
  *             avx_vnni     kernel avxvnni
- *             avx512_vnni  kernels avx512vnni and amx
- *             avx512_bf16  kernel avx512 for w4a16 on an AVX512-BF16 CPU: its bf16
- *                          variant, which keeps the name "avx512"
+ *             avx512_vnni  kernels avx512vnni (w4a8; w4a16: int16 decode) and amx (w4a8)
+ *             avx512_bf16  w4a16 kernels avx512vnni, amx and (records before 2026-12-06)
+ *                          avx512 on an AVX512-BF16 CPU: bf16 prefill (the old avx512:
+ *                          bf16 decode too)
  *             amx_int8     kernel amx (AMX-TILE + AMX-INT8, tile data granted by the OS)
  *             asimd, asimddp, i8mm   the Arm features a NEON kernel uses (bf16: only
  *                                    a kernel named neon-bf16, none yet)

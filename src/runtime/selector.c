@@ -672,8 +672,8 @@ static void explain_kernel(const struct nb_probe *p, struct nb_choice *c)
     } else if (is_x86(p) && c->path == NB_WPATH_W4A16 && starts_with_word(c->kernel_run, "amx")) {
         reason(c, "AMX-BF16 present and Linux grants tile data: the AMX-BF16 w4a16 kernel runs "
                   "prefill (16 tokens and more) once the first-use self-checks pass (if one fails, "
-                  "or NIBBLE_AMX=0, the AVX512-BF16 kernel runs and records for kernel amx do "
-                  "not apply); decode runs the AVX512-BF16 kernel either way");
+                  "or NIBBLE_AMX=0, kernel avx512vnni runs and records for kernel amx do not "
+                  "apply); decode runs on int16 activations (avx512vnni's) either way");
     } else if (is_x86(p) && p->x86_cpuid.avx512f && !p->x86.avx512f) {
         reason(c,
                "the CPU has AVX-512 but the OS does not save its registers (XCR0 0x%llx): "
@@ -832,8 +832,8 @@ enum nb_status nb_select(const struct nb_probe *p, enum nb_priority priority, in
                   "verified there");
     } else if (priority == NB_PRIORITY_FIDELITY) {
         c->path = NB_WPATH_W4A16;
-        reason(c, "fidelity: w4a16 (asymmetric int4 weights, 16-bit activations: no activation "
-                  "rounding) with an 8-bit output head");
+        reason(c, "fidelity: w4a16 (asymmetric int4 weights, 16-bit activations: bf16, or "
+                  "int16 per group in decode, not int8) with an 8-bit output head");
     } else if (priority == NB_PRIORITY_MEMORY) {
         double b8 = bpw(NB_WPATH_W4A8), b16 = bpw(NB_WPATH_W4A16);
         c->path = b8 <= b16 ? NB_WPATH_W4A8 : NB_WPATH_W4A16;
