@@ -36,6 +36,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/qblock.h"
+#include "kernels/x86/avx512_loads.h"
 
 #ifndef KQ_NT /* prefill tokens a tile (at most 8) */
 #define KQ_NT 6
@@ -55,13 +56,6 @@ INLINE __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8)
 {
     __asm__("vpdpbusd %2, %1, %0" : "+v"(acc) : "v"(u8), "v"(s8));
     return acc;
-}
-
-INLINE __m512i bcast32(const void *p)
-{
-    int32_t v;
-    memcpy(&v, p, 4);
-    return _mm512_set1_epi32(v);
 }
 
 /* 16 f16 -> 16 f32 (exact). */
@@ -165,11 +159,11 @@ INLINE void record(__m512 *yv, const int8_t *xq, const float *xd, const int32_t 
 #pragma GCC unroll 8
             for (int t = 0; t < NT; t++) {
                 const int8_t *a = xq + t * ldxq + NB_QK_K * i + 8 * c;
-                acc[t] = dpbusd(acc[t], lo, bcast32(a));
+                acc[t] = dpbusd(acc[t], lo, nb_bcast32(a));
                 if (NT == 1)
-                    acc2 = dpbusd(acc2, hi, bcast32(a + 4));
+                    acc2 = dpbusd(acc2, hi, nb_bcast32(a + 4));
                 else
-                    acc[t] = dpbusd(acc[t], hi, bcast32(a + 4));
+                    acc[t] = dpbusd(acc[t], hi, nb_bcast32(a + 4));
             }
         }
         if (NT == 1) acc[0] = _mm512_add_epi32(acc[0], acc2);
@@ -194,7 +188,7 @@ INLINE void record(__m512 *yv, const int8_t *xq, const float *xd, const int32_t 
         const __m512i zv = pair16(zp + 32 * p, sgn);
 #pragma GCC unroll 8
         for (int t = 0; t < NT; t++)
-            Z[t] = _mm512_dpwssd_epi32(Z[t], zv, bcast32(xsum + t * ldxg + 16 * i + woff + p));
+            Z[t] = _mm512_dpwssd_epi32(Z[t], zv, nb_bcast32(xsum + t * ldxg + 16 * i + woff + p));
     }
 #pragma GCC unroll 8
     for (int t = 0; t < NT; t++) {
@@ -289,7 +283,7 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
                     __m512i w = _mm512_loadu_si512((const void *)(rec + 64 * (8 * bl + c)));
 #pragma GCC unroll 8
                     for (int t = 0; t < NT; t++) {
-                        const __m512i a = bcast32(xq + t * ldxq + 32 * g + 4 * c);
+                        const __m512i a = nb_bcast32(xq + t * ldxq + 32 * g + 4 * c);
                         if (NT == 1 && (c & 1))
                             acc2 = dpbusd(acc2, w, a);
                         else
@@ -309,11 +303,11 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
 #pragma GCC unroll 8
                     for (int t = 0; t < NT; t++) {
                         const int8_t *a = xq + t * ldxq + 32 * g + 8 * c;
-                        acc[t] = dpbusd(acc[t], lo, bcast32(a));
+                        acc[t] = dpbusd(acc[t], lo, nb_bcast32(a));
                         if (NT == 1)
-                            acc2 = dpbusd(acc2, hi, bcast32(a + 4));
+                            acc2 = dpbusd(acc2, hi, nb_bcast32(a + 4));
                         else
-                            acc[t] = dpbusd(acc[t], hi, bcast32(a + 4));
+                            acc[t] = dpbusd(acc[t], hi, nb_bcast32(a + 4));
                     }
                 }
             }
@@ -333,43 +327,46 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
         _mm512_storeu_ps(y + t * ldy, yv[t]);
 }
 
-/* Two or more tokens on 256-blocks: per row block and record, the codes unpacked once into
- * 4 KiB (L1) and read by every token tile of the cache block, y accumulated in place. */
-INLINE void gemm_once(float *y, int64_t ldy, const int8_t *xq, const float *xd,
-                      const int32_t *xsum, int64_t ldxq, int64_t ldxg, const void *w_blob,
-                      int64_t nrec, int64_t rb, int n_tok, int64_t r0, int64_t r1,
-                      const enum kind kd)
+/* The tile of NT tokens from token t of row block blk: the two-block records (kd >= 100),
+ * the 256-blocks streamed (u NULL: tile), or record i of them unpacked once in u (rtile). */
+INLINE void tile_at(float *y, int64_t ldy, const int8_t *xq, const float *xd,
+                    const int32_t *xsum, int64_t ldxq, int64_t ldxg, const uint8_t *recs,
+                    int64_t nrec, const __m512i *u, int64_t i, int64_t blk, int t, const int kd,
+                    const int NT)
 {
-    __m512i u[64] __attribute__((aligned(64)));
-    for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
-        int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
-        for (int64_t blk = r0 / 16; blk < r1 / 16; blk++)
-            for (int64_t i = 0; i < nrec; i++) {
-                const uint8_t *rec = (const uint8_t *)w_blob + (blk * nrec + i) * rb;
-                unpack(u, rec, kd);
-                int t = t0;
-#define RTILE(NT)                                                                                  \
-    rtile(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg, ldxq, ldxg, \
-          rec, u, i, kd, NT)
-                for (; t + KQ_NT <= t0 + nt; t += KQ_NT)
-                    RTILE(KQ_NT);
-                for (; t + 4 <= t0 + nt; t += 4)
-                    RTILE(4);
-                switch (t0 + nt - t) {
-                case 3: RTILE(3); break;
-                case 2: RTILE(2); break;
-                case 1: RTILE(1); break;
-                default: break;
-                }
-#undef RTILE
-            }
+    y += t * ldy + blk * 16, xq += t * ldxq, xd += t * ldxg, xsum += t * ldxg;
+    if (kd >= 100)
+        tile32(y, ldy, xq, xd, xsum, ldxq, ldxg, recs, nrec, kd - 100, NT);
+    else if (u)
+        rtile(y, ldy, xq, xd, xsum, ldxq, ldxg, recs, u, i, (enum kind)kd, NT);
+    else
+        tile(y, ldy, xq, xd, xsum, ldxq, ldxg, recs, nrec, (enum kind)kd, NT);
+}
+
+/* Tokens [t, end) in tiles of KQ_NT, then 4, 3, 2, 1 (tile_at's arguments otherwise). */
+INLINE void tiles(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
+                  int64_t ldxq, int64_t ldxg, const uint8_t *recs, int64_t nrec, const __m512i *u,
+                  int64_t i, int64_t blk, int t, int end, const int kd)
+{
+#define TILE(NT) tile_at(y, ldy, xq, xd, xsum, ldxq, ldxg, recs, nrec, u, i, blk, t, kd, NT)
+    for (; t + KQ_NT <= end; t += KQ_NT)
+        TILE(KQ_NT);
+    for (; t + 4 <= end; t += 4)
+        TILE(4);
+    switch (end - t) {
+    case 3: TILE(3); break;
+    case 2: TILE(2); break;
+    case 1: TILE(1); break;
+    default: break;
     }
+#undef TILE
 }
 
 /* ---------------------------------------------------------------- the driver
- * Row blocks [r0/16, r1/16), tokens in cache blocks of KQ_TOK_BLOCK, tiles of KQ_NT tokens
- * then 4, 3, 2, 1. kd: a 256-block kind (tile) or, for the two-block records, 100 + the
- * tile32 kind. */
+ * Row blocks [r0/16, r1/16), tokens in cache blocks of KQ_TOK_BLOCK. kd: a 256-block kind
+ * (tile) or, for the two-block records, 100 + the tile32 kind. Q6_K with two or more tokens:
+ * per row block and record, the codes unpacked once into 4 KiB (L1) and read by every
+ * token tile of the cache block, y accumulated in place (rtile). */
 INLINE void gemm(float *y, int64_t ldy, const int8_t *xq, const float *xd, const int32_t *xsum,
                  int64_t ldxq, int64_t ldxg, const void *w_blob, int64_t n_in, int n_tok,
                  int64_t r0, int64_t r1, const int kd)
@@ -379,36 +376,21 @@ INLINE void gemm(float *y, int64_t ldy, const int8_t *xq, const float *xd, const
     const int64_t rb = kd == 101 ? NB_Q8_0_X16_BYTES : b32 ? NB_Q4_0_X16_BYTES
                        : kd == Q6K ? NB_Q6_K_X16_BYTES : kd == Q5K ? NB_Q5_K_X16_BYTES
                        : kd == IQ4XS ? NB_IQ4_XS_X16_BYTES : NB_Q4_K_X16_BYTES;
-    if (!b32 && n_tok > 1 && KQ_UNPACK_ONCE && kd == Q6K) {
-        gemm_once(y, ldy, xq, xd, xsum, ldxq, ldxg, w_blob, nrec, rb, n_tok, r0, r1,
-                  (enum kind)kd);
-        return;
-    }
+    const int once = kd == Q6K && n_tok > 1 && KQ_UNPACK_ONCE;
+    __m512i u[64] __attribute__((aligned(64)));
     for (int t0 = 0; t0 < n_tok; t0 += KQ_TOK_BLOCK) {
-        int nt = n_tok - t0 < KQ_TOK_BLOCK ? n_tok - t0 : KQ_TOK_BLOCK;
+        int end = n_tok - t0 < KQ_TOK_BLOCK ? n_tok : t0 + KQ_TOK_BLOCK;
         for (int64_t blk = r0 / 16; blk < r1 / 16; blk++) {
             const uint8_t *recs = (const uint8_t *)w_blob + blk * nrec * rb;
-            int t = t0;
-#define TILE(NT)                                                                                   \
-    do {                                                                                           \
-        if (b32)                                                                                   \
-            tile32(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg,     \
-                   ldxq, ldxg, recs, nrec, kd - 100, NT);                                          \
-        else                                                                                       \
-            tile(y + t * ldy + blk * 16, ldy, xq + t * ldxq, xd + t * ldxg, xsum + t * ldxg,       \
-                 ldxq, ldxg, recs, nrec, (enum kind)kd, NT);                                       \
-    } while (0)
-            for (; t + KQ_NT <= t0 + nt; t += KQ_NT)
-                TILE(KQ_NT);
-            for (; t + 4 <= t0 + nt; t += 4)
-                TILE(4);
-            switch (t0 + nt - t) {
-            case 3: TILE(3); break;
-            case 2: TILE(2); break;
-            case 1: TILE(1); break;
-            default: break;
+            if (!once) {
+                tiles(y, ldy, xq, xd, xsum, ldxq, ldxg, recs, nrec, NULL, 0, blk, t0, end, kd);
+                continue;
             }
-#undef TILE
+            for (int64_t i = 0; i < nrec; i++) {
+                unpack(u, recs + i * rb, (enum kind)kd);
+                tiles(y, ldy, xq, xd, xsum, ldxq, ldxg, recs + i * rb, nrec, u, i, blk, t0, end,
+                      kd);
+            }
         }
     }
 }

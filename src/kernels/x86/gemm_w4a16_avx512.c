@@ -16,15 +16,10 @@
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
+#include "kernels/x86/avx512_loads.h"
 
 #define TOK_BLOCK 32
 #define INLINE    static inline __attribute__((always_inline))
-
-INLINE __m512 bf16x16(const uint16_t *p)
-{
-    __m256i h = _mm256_loadu_si256((const __m256i *)p);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
 
 /* shuffle control: byte j of each dword -> the dword's low byte, zeros above */
 /* Decode streams one row block at a time and prefetches DEC_PF_DIST bytes ahead. Kernel
@@ -82,8 +77,8 @@ INLINE void tile(float *y, int64_t ldy, const float *x, int64_t ldx, const float
             }
         }
         for (int b = 0; b < RB; b++) {
-            __m512 dv = bf16x16(ds + ((blk + b) * ng + g) * 16);
-            __m512 mv = bf16x16(ms + ((blk + b) * ng + g) * 16);
+            __m512 dv = nb_bf16x16(ds + ((blk + b) * ng + g) * 16);
+            __m512 mv = nb_bf16x16(ms + ((blk + b) * ng + g) * 16);
             for (int t = 0; t < NT; t++) {
                 __m512 a = acc[t][b][0];
                 for (int s = 1; s < S; s++)

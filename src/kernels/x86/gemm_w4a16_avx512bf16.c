@@ -26,22 +26,10 @@
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
+#include "kernels/x86/avx512_loads.h"
 
 #define XP_MAX 65536 /* prefill: bf16 activations of a token super-block, 128 KiB */
 #define INLINE static inline __attribute__((always_inline))
-
-INLINE __m512 bf16x16(const uint16_t *p)
-{
-    __m256i h = _mm256_loadu_si256((const __m256i *)p);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-INLINE __m512i pair(const uint16_t *xb, int64_t i)
-{
-    int32_t v;
-    __builtin_memcpy(&v, xb + 2 * i, 4);
-    return _mm512_set1_epi32(v);
-}
 
 /* x (n floats) -> bf16 in pair order: per 8, x0 x2 x1 x3 x4 x6 x5 x7 */
 static void arrange(uint16_t *xb, const float *x, int64_t n)
@@ -84,14 +72,14 @@ INLINE void ptile(float *y, int64_t ldy, const uint16_t *xb, int64_t n_in, const
             }
             for (int p = 0; p < 4; p++)
                 for (int t = 0; t < NT; t++) {
-                    __m512bh xv = (__m512bh)pair(xb + t * n_in, c * 4 + p);
+                    __m512bh xv = (__m512bh)nb_bcast32(xb + t * n_in + 8 * c + 2 * p);
                     for (int b = 0; b < RB; b++)
                         acc[t][b] = _mm512_dpbf16_ps(acc[t][b], wq[b][p], xv);
                 }
         }
         for (int b = 0; b < RB; b++) {
-            __m512 dv = bf16x16(ds + ((blk + b) * ng + g) * 16);
-            __m512 mv = bf16x16(ms + ((blk + b) * ng + g) * 16);
+            __m512 dv = nb_bf16x16(ds + ((blk + b) * ng + g) * 16);
+            __m512 mv = nb_bf16x16(ms + ((blk + b) * ng + g) * 16);
             for (int t = 0; t < NT; t++) {
                 float *yp = y + t * ldy + (blk + b) * 16;
                 __m512 yv = g ? _mm512_loadu_ps(yp) : _mm512_setzero_ps();

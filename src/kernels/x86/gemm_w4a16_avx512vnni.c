@@ -24,6 +24,7 @@
 #include <immintrin.h>
 
 #include "kernels/kernels.h"
+#include "kernels/x86/avx512_loads.h"
 
 #define XI_MAX 32768 /* int16 activations on the stack: 64 KiB */
 /* software prefetch distance in bytes ahead of each row block's stream (the AVX512-BF16
@@ -31,19 +32,6 @@
  * 39.9-40.4) */
 #define PF_DIST 6144
 #define INLINE  static inline __attribute__((always_inline))
-
-INLINE __m512 bf16x16(const uint16_t *p)
-{
-    __m256i h = _mm256_loadu_si256((const __m256i *)p);
-    return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
-}
-
-INLINE __m512i pair(const int16_t *xi, int64_t i)
-{
-    int32_t v;
-    __builtin_memcpy(&v, xi + 2 * i, 4);
-    return _mm512_set1_epi32(v);
-}
 
 /* RB row blocks (1 or 2) x NT tokens; S partial sums per entry keep the chains independent */
 INLINE void tile(float *y, int64_t ldy, const int16_t *xi, int64_t n_in, const float *xs,
@@ -77,14 +65,14 @@ INLINE void tile(float *y, int64_t ldy, const int16_t *xi, int64_t n_in, const f
             }
             for (int p = 0; p < 4; p++)
                 for (int t = 0; t < NT; t++) {
-                    __m512i xv = pair(xi + t * n_in, c * 4 + p);
+                    __m512i xv = nb_bcast32(xi + t * n_in + 8 * c + 2 * p);
                     for (int b = 0; b < RB; b++)
                         acc[t][b][p % S] = _mm512_dpwssd_epi32(acc[t][b][p % S], wq[b][p], xv);
                 }
         }
         for (int b = 0; b < RB; b++) {
-            __m512 dv = bf16x16(ds + ((blk + b) * ng + g) * 16);
-            __m512 mv = bf16x16(ms + ((blk + b) * ng + g) * 16);
+            __m512 dv = nb_bf16x16(ds + ((blk + b) * ng + g) * 16);
+            __m512 mv = nb_bf16x16(ms + ((blk + b) * ng + g) * 16);
             for (int t = 0; t < NT; t++) {
                 __m512i a = acc[t][b][0];
                 for (int s = 1; s < S; s++)
