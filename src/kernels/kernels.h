@@ -390,8 +390,9 @@ void nb_gemm_w4a16_x16_avx512bf16(float *y, int64_t ldy, const float *x, int64_t
 /* kernels/x86/gemm_w4a16_avx512vnni.c: w4a16 decode on int16 activations (per weight group,
  * scale max|x| / 32767) and vpdpwssd; error <= d sum_k q_k max|x| 2^-16 per group, within
  * TOL_W4A16_BF16 of the reference. The gemv does 1 to 4 tokens (n_tok * n_in <= 32768,
- * group a multiple of 32) and returns 1, or returns 0 and writes nothing; the gemm sends
- * the rest to nb_gemm_w4a16_x16_avx512. */
+ * group a multiple of 32) and returns 1, or returns 0 and writes nothing; the gemm also
+ * prefills on int16 (n_in <= 8192, group a multiple of 32) and sends the rest to
+ * nb_gemm_w4a16_x16_avx512. */
 int nb_gemv_w4a16_x16_avx512vnni(float *y, int64_t ldy, const float *x, int64_t ldx,
                                  const void *w_blob, int64_t n_out, int64_t n_in, int group,
                                  int n_tok, int64_t r0, int64_t r1, float *scratch);

@@ -158,6 +158,11 @@ void nb_gemm_w4a16_x16_avx512bf16(float *y, int64_t ldy, const float *x, int64_t
     if (nb_gemv_w4a16_x16_avx512vnni(y, ldy, x, ldx, w_blob, n_out, n_in, group, n_tok, r0, r1,
                                      scratch))
         return;
+#ifdef W16_BF16_INT16_PREFILL /* an experiment's switch: prefill on int16 as well */
+    nb_gemm_w4a16_x16_avx512vnni(y, ldy, x, ldx, w_blob, n_out, n_in, group, n_tok, r0, r1,
+                                 scratch);
+    return;
+#endif
     if (n_in > XP_MAX || group < 32) {
         nb_gemm_w4a16_x16_avx512(y, ldy, x, ldx, w_blob, n_out, n_in, group, n_tok, r0, r1,
                                  scratch);

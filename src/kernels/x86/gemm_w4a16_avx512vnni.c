@@ -1,5 +1,11 @@
-/* kernels/x86/gemm_w4a16_avx512vnni.c — w4a16 decode (1 to 4 tokens) on the X16 layout with
- * int16 activations and AVX-512 VNNI vpdpwssd; more tokens go to nb_gemm_w4a16_x16_avx512.
+/* kernels/x86/gemm_w4a16_avx512vnni.c — w4a16 on the X16 layout with int16 activations and
+ * AVX-512 VNNI vpdpwssd: decode (1 to 4 tokens; also the AVX512-BF16 kernel's decode) and,
+ * in nb_gemm_w4a16_x16_avx512vnni (CPUs with VNNI but no AVX512-BF16), prefill in tiles of
+ * 4 tokens x 2 row blocks (n_in <= 8192; else nb_gemm_w4a16_x16_avx512, FMA). Prefill on
+ * the model-167 Xeon (bench/batch_kernels.sh, 2048 x 2048, 1 thread): 512 tokens 16.3-16.5
+ * ms a call against 32.8-33.5 for the FMA kernel and 40.4-40.8 for the AVX512-BF16 one; in
+ * situ with the AVX512-BF16 kernel's prefill switched to it (-DW16_BF16_INT16_PREFILL,
+ * NIBBLE_AMX=0, balanced w4a16, pp512, 2 threads) 157.9-159.0 against 68.9-69.8 tok/s.
  *
  * Each token's activations are quantized per weight group g to int16:
  *   sc[t][g] = max_k |x[t][k]| / 32767,  xi[t][k] = round(x[t][k] / sc[t][g])
@@ -32,6 +38,9 @@
  * 39.9-40.4) */
 #define PF_DIST 6144
 #define INLINE  static inline __attribute__((always_inline))
+#ifndef W16_PREFILL16 /* more than 4 tokens on int16 too (else nb_gemm_w4a16_x16_avx512) */
+#define W16_PREFILL16 1
+#endif
 
 /* RB row blocks (1 or 2) x NT tokens; S partial sums per entry keep the chains independent */
 INLINE void tile(float *y, int64_t ldy, const int16_t *xi, int64_t n_in, const float *xs,
@@ -158,12 +167,57 @@ int nb_gemv_w4a16_x16_avx512vnni(float *y, int64_t ldy, const float *x, int64_t 
     return 1;
 }
 
+/* More than 4 tokens: super-blocks of XI_MAX / n_in tokens (a multiple of 4) quantized on
+ * the stack; per 16-row block pair, tiles of 4 tokens (then 3, 2, 1) share each unpacked
+ * chunk, the pair's weights staying in L1 across the super-block's tiles. */
+__attribute__((noinline)) static void prefill(float *y, int64_t ldy, const float *x, int64_t ldx,
+                                              const struct nb_w4a16_x16_planes *w, int64_t n_in,
+                                              int group, int n_tok, int64_t b0, int64_t b1)
+{
+    int16_t xi[XI_MAX] __attribute__((aligned(64)));
+    float xs[XI_MAX / 32], sc[XI_MAX / 32];
+    const int64_t ng = n_in / group, tb = XI_MAX / n_in / 4 * 4;
+    for (int64_t t0 = 0; t0 < n_tok; t0 += tb) {
+        const int nt = (int)(n_tok - t0 < tb ? n_tok - t0 : tb);
+        for (int t = 0; t < nt; t++)
+            for (int64_t g = 0; g < ng; g++)
+                quant16(xi + t * n_in + g * group, xs + t * ng + g, sc + t * ng + g,
+                        x + (t0 + t) * ldx + g * group, group);
+        for (int64_t blk = b0; blk < b1; blk += 2) {
+            const int rb = b1 - blk >= 2 ? 2 : 1;
+            for (int t = 0; t < nt; t += 4) {
+                float *yt = y + (t0 + t) * ldy;
+                const int16_t *xt = xi + t * n_in;
+                const float *st = xs + t * ng, *ct = sc + t * ng;
+#define T16(NT, RB) tile(yt, ldy, xt, n_in, st, ct, w->qs, w->ds, w->ms, group, blk, NT, RB)
+                switch ((nt - t < 4 ? nt - t : 4) * 2 + rb - 1) {
+                case 2: T16(1, 1); break;
+                case 3: T16(1, 2); break;
+                case 4: T16(2, 1); break;
+                case 5: T16(2, 2); break;
+                case 6: T16(3, 1); break;
+                case 7: T16(3, 2); break;
+                case 8: T16(4, 1); break;
+                default: T16(4, 2); break;
+                }
+#undef T16
+            }
+        }
+    }
+}
+
 void nb_gemm_w4a16_x16_avx512vnni(float *y, int64_t ldy, const float *x, int64_t ldx,
                                   const void *w_blob, int64_t n_out, int64_t n_in, int group,
                                   int n_tok, int64_t r0, int64_t r1, float *scratch)
 {
-    if (!nb_gemv_w4a16_x16_avx512vnni(y, ldy, x, ldx, w_blob, n_out, n_in, group, n_tok, r0, r1,
-                                      scratch))
-        nb_gemm_w4a16_x16_avx512(y, ldy, x, ldx, w_blob, n_out, n_in, group, n_tok, r0, r1,
-                                 scratch);
+    if (nb_gemv_w4a16_x16_avx512vnni(y, ldy, x, ldx, w_blob, n_out, n_in, group, n_tok, r0, r1,
+                                     scratch))
+        return;
+    struct nb_w4a16_x16_planes wpl;
+    if (W16_PREFILL16 && n_tok > 4 && n_in <= XI_MAX / 4 && group % 32 == 0) {
+        if (nb_w4a16_x16_planes(w_blob, group, n_out, n_in, &wpl))
+            prefill(y, ldy, x, ldx, &wpl, n_in, group, n_tok, r0 / 16, r1 / 16);
+        return;
+    }
+    nb_gemm_w4a16_x16_avx512(y, ldy, x, ldx, w_blob, n_out, n_in, group, n_tok, r0, r1, scratch);
 }
