@@ -255,35 +255,28 @@ static void test_w4a16_x16(void **state)
             double wr = tu_compare_y(y, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1,
                                      TOL_W4A16_X16, "w4a16 avx512");
             if (wr > worst) worst = wr;
-            if (nb_cpu_get()->avx512_vnni)
-                for (int nt = 1; nt <= 6; nt++) { /* decode sizes, 5, then all the tokens */
+            /* int16 decode (and prefill: avx512vnni) or bf16 prefill (avx512bf16): the decode
+             * sizes, 5 tokens, then all the shape's tokens */
+            const struct {
+                nb_gemm_w4a16_fn fn;
+                const char *name;
+                int ok;
+                double *worst;
+            } v[2] = {{nb_gemm_w4a16_x16_avx512vnni, "w4a16 avx512vnni", nb_cpu_get()->avx512_vnni,
+                       &worst_i16},
+                      {nb_gemm_w4a16_x16_avx512bf16, "w4a16 avx512bf16",
+                       nb_cpu_get()->avx512_vnni && nb_cpu_get()->avx512_bf16, &worst_bf16}};
+            for (int vi = 0; vi < 2; vi++)
+                for (int nt = 1; v[vi].ok && nt <= 6; nt++) {
                     int ntk = nt == 6 ? g->n_tok : g->n_tok < nt ? g->n_tok : nt;
                     float *yb = tu_nan_y(g->n_tok, ldy);
-                    nb_gemm_w4a16_x16_avx512vnni(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in,
-                                                 g->group, ntk, g->r0, g->r1, scratch);
+                    v[vi].fn(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group, ntk, g->r0,
+                             g->r1, scratch);
                     double wb = tu_compare_y(yb, yx, mag, ntk, ldy, g->n_out, g->r0, g->r1,
-                                             TOL_W4A16_BF16, "w4a16 avx512vnni");
-                    if (wb > worst_i16) worst_i16 = wb;
+                                             TOL_W4A16_BF16, v[vi].name);
+                    if (wb > *v[vi].worst) *v[vi].worst = wb;
                     free(yb);
                 }
-            if (nb_cpu_get()->avx512_bf16 && nb_cpu_get()->avx512_vnni) {
-                for (int nt = 1; nt <= 5; nt++) { /* decode sizes, then the tiled prefill */
-                    int ntk = g->n_tok < nt ? g->n_tok : nt;
-                    float *yb = tu_nan_y(g->n_tok, ldy);
-                    nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in,
-                                                 g->group, ntk, g->r0, g->r1, scratch);
-                    double wb = tu_compare_y(yb, yx, mag, ntk, ldy, g->n_out, g->r0, g->r1,
-                                             TOL_W4A16_BF16, "w4a16 avx512bf16");
-                    if (wb > worst_bf16) worst_bf16 = wb;
-                    free(yb);
-                }
-                float *yb = tu_nan_y(g->n_tok, ldy); /* all tokens (n_tok > 4: tiled prefill) */
-                nb_gemm_w4a16_x16_avx512bf16(yb, ldy, a.x, a.ldx, x16, g->n_out, g->n_in, g->group,
-                                             g->n_tok, g->r0, g->r1, scratch);
-                tu_compare_y(yb, yx, mag, g->n_tok, ldy, g->n_out, g->r0, g->r1, TOL_W4A16_BF16,
-                             "w4a16 avx512bf16");
-                free(yb);
-            }
             free(y), free(mag);
         }
         free(yr), free(yx), free(scratch);
