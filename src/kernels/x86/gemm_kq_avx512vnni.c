@@ -58,6 +58,21 @@ INLINE __m512i dpbusd(__m512i acc, __m512i u8, __m512i s8)
     return acc;
 }
 
+/* One chunk's codes (lo: k 0..3, hi: k 4..7 of 16 rows) against NT tokens' activations at
+ * a + t * ldxq: acc[t] += both; one token keeps hi in a second chain (acc2). */
+INLINE void dot_chunk(__m512i *acc, __m512i *acc2, __m512i lo, __m512i hi, const int8_t *a,
+                      int64_t ldxq, const int NT)
+{
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; t++) {
+        acc[t] = dpbusd(acc[t], lo, nb_bcast32(a + t * ldxq));
+        if (NT == 1)
+            *acc2 = dpbusd(*acc2, hi, nb_bcast32(a + t * ldxq + 4));
+        else
+            acc[t] = dpbusd(acc[t], hi, nb_bcast32(a + t * ldxq + 4));
+    }
+}
+
 /* 16 f16 -> 16 f32 (exact). */
 INLINE __m512 f16x16(const uint8_t *p)
 {
@@ -156,15 +171,7 @@ INLINE void record(__m512 *yv, const int8_t *xq, const float *xd, const int32_t 
                     _mm_prefetch((const char *)(rec + 64 * c + KQ_PF_DIST), _MM_HINT_T0);
                 chunk(rec, c, kd, &lo, &hi);
             }
-#pragma GCC unroll 8
-            for (int t = 0; t < NT; t++) {
-                const int8_t *a = xq + t * ldxq + NB_QK_K * i + 8 * c;
-                acc[t] = dpbusd(acc[t], lo, nb_bcast32(a));
-                if (NT == 1)
-                    acc2 = dpbusd(acc2, hi, nb_bcast32(a + 4));
-                else
-                    acc[t] = dpbusd(acc[t], hi, nb_bcast32(a + 4));
-            }
+            dot_chunk(acc, &acc2, lo, hi, xq + NB_QK_K * i + 8 * c, ldxq, NT);
         }
         if (NT == 1) acc[0] = _mm512_add_epi32(acc[0], acc2);
         const __m512 dsc = _mm512_mul_ps(d, pair_f32(pair16(scp + 32 * (s >> 1), sgn), s & 1, sgn));
@@ -300,15 +307,7 @@ INLINE void tile32(float *y, int64_t ldy, const int8_t *xq, const float *xd, con
                         lo = _mm512_shuffle_epi8(iq4_table(), lo);
                         hi = _mm512_shuffle_epi8(iq4_table(), hi);
                     }
-#pragma GCC unroll 8
-                    for (int t = 0; t < NT; t++) {
-                        const int8_t *a = xq + t * ldxq + 32 * g + 8 * c;
-                        acc[t] = dpbusd(acc[t], lo, nb_bcast32(a));
-                        if (NT == 1)
-                            acc2 = dpbusd(acc2, hi, nb_bcast32(a + 4));
-                        else
-                            acc[t] = dpbusd(acc[t], hi, nb_bcast32(a + 4));
-                    }
+                    dot_chunk(acc, &acc2, lo, hi, xq + 32 * g + 8 * c, ldxq, NT);
                 }
             }
             if (NT == 1) acc[0] = _mm512_add_epi32(acc[0], acc2);
