@@ -8,7 +8,8 @@
 #
 # KERNEL: a name of bench_kernels' table on this CPU (default: "w4a8 avx512vnni" "w4a8 amx"
 # "w4a16 avx512bf16" "w4a16 amx"; a kernel this CPU lacks is skipped). BENCH_KERNELS= the
-# binary (default build/release/bench_kernels); NIBBLE_BENCH_GROUP= the group (default 128).
+# binary (default build/release/bench_kernels); NIBBLE_BENCH_GROUP= the group (default 128);
+# NIBBLE_BENCH_SLICE=N times what one thread of N does (its 1/N of the rows, all the tokens).
 # Prints "kernel tokens best_us [range]" per line.
 set -euo pipefail
 passes=${1:-2}

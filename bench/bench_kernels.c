@@ -386,9 +386,13 @@ static int insn_mode(const struct kern *kerns, int nk, const char *name, int n_t
     float *scr = malloc(sizeof(float) * (size_t)s.n_in);
     struct gemm_job j = {k, m.blobs, s.n_out, s.n_in, n_tok, y, a.x, a.q, a.d, a.s, s.n_in, a.ldg,
                          {scr, scr}};
+    /* NIBBLE_BENCH_SLICE=N: only the rows thread 0 of N would run (what one thread of an
+     * N-thread GEMM does: its row slice against all the tokens) */
+    const char *sl = getenv("NIBBLE_BENCH_SLICE");
+    int nth = sl && atoi(sl) > 1 ? atoi(sl) : 1;
     for (int r = 0; r < reps; r++)
-        gemm_worker(&j, 0, 1);
-    printf("insn %s n_tok %d reps %d y0 %g\n", name, n_tok, reps, (double)y[0]);
+        gemm_worker(&j, 0, nth);
+    printf("insn %s n_tok %d reps %d slice 1/%d y0 %g\n", name, n_tok, reps, nth, (double)y[0]);
     free(y), free(scr), free(m.blobs);
     free_acts(&a);
     return 0;

@@ -7,13 +7,18 @@
  * -cpu cortex-a53: plain NEON), x86 at its levels. An id that differs where the two
  * candidates' logits are within TIE_TOL is a tie (kernels of another summation order
  * round differently), not a failure; that case's comparison ends there.
- * NIBBLE_GOLDEN_WRITE=FILE writes the golden file from this build instead. */
+ * NIBBLE_GOLDEN_WRITE=FILE writes the golden file from this build instead.
+ *
+ * test_token_split: each path's prefill logits, and those of the GGUF block formats run
+ * as stored, are the same bits whether the GEMMs split the tokens over the threads
+ * (runner.c, nb_gemm_token_parts) or the rows alone. */
 #include "helpers/testutil.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/context.h" /* the GEMMs' token split, set by hand in test_token_split */
 #include "nibble.h"
 #include "runtime/quantize.h"
 
@@ -153,9 +158,81 @@ static void test_paths(void **state)
     cJSON_Delete(ref);
 }
 
+/* The logits of every token of one 100-token prefill on `threads` threads, the GEMMs'
+ * tokens in parts of `unit` (0: the rows alone split), into lg (n_vocab floats a token). */
+#define SPLIT_TOKENS 100
+static void prefill_all(const struct nb_model *m, int threads, int unit, int parts, float *lg)
+{
+    struct nb_ctx_params cp = nb_ctx_default_params();
+    cp.n_threads = threads;
+    struct nb_ctx *ctx = NULL;
+    assert_int_equal(nb_ctx_init(&ctx, m, &cp), NB_OK);
+    ctx->gemm_token_unit = unit;
+    assert_int_equal(nb_gemm_token_parts(ctx, threads, SPLIT_TOKENS), parts);
+    int32_t tok[SPLIT_TOKENS], pos[SPLIT_TOKENS];
+    uint8_t want[SPLIT_TOKENS];
+    for (int i = 0; i < SPLIT_TOKENS; i++) {
+        tok[i] = (i * 37 + 11) % 4096;
+        pos[i] = i;
+        want[i] = 1;
+    }
+    struct nb_batch b = {.n_tokens = SPLIT_TOKENS, .token = tok, .pos = pos, .want_logits = want};
+    assert_int_equal(nb_decode(ctx, &b, lg), NB_OK);
+    nb_ctx_free(ctx);
+}
+
+static void check_token_split(const struct nb_model *m, const char *name)
+{
+    size_t n = (size_t)SPLIT_TOKENS * 4096;
+    float *whole = malloc(sizeof(float) * n), *split = malloc(sizeof(float) * n);
+    assert_true(whole && split);
+    prefill_all(m, 3, 0, 1, whole);
+    /* 3 threads, parts of 16: tokens 0-31, 32-63, 64-99 (the last part keeps the 4 tokens
+     * that fill no tile of 16, as the whole call does), a thread each */
+    prefill_all(m, 3, 16, 3, split);
+    if (memcmp(whole, split, sizeof(float) * n))
+        fail_msg("%s: the logits differ with the tokens in 3 parts", name);
+    /* 4 threads, parts of 32: two parts of 50 tokens, two threads splitting each one's rows */
+    prefill_all(m, 4, 32, 2, split);
+    if (memcmp(whole, split, sizeof(float) * n))
+        fail_msg("%s: the logits differ with the tokens in 2 parts of 2 threads", name);
+    free(whole);
+    free(split);
+}
+
+static void test_token_split(void **state)
+{
+    char gguf[4096], nib[4200];
+    const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
+    if (!src) skip();
+    snprintf(gguf, sizeof gguf, "%s", src);
+    for (size_t p = 0; p < sizeof k_paths / sizeof k_paths[0]; p++) {
+        snprintf(nib, sizeof nib, "%s/kjv-split-%s.nib", tu_dir, k_paths[p].name);
+        quantize(gguf, k_paths[p].path, nib);
+        struct nb_model *m = NULL;
+        if (nb_model_load(&m, nib) != NB_OK) fail_msg("%s", nb_last_error());
+        check_token_split(m, k_paths[p].name);
+        nb_model_free(m);
+    }
+    /* a file of every GGUF block type, run as stored (the block kernels on int8 input) */
+    snprintf(gguf, sizeof gguf, "%s/tests/data/gguf-quants/kjv-7m-mixed.gguf",
+             getenv("NIBBLE_SOURCE_DIR") ? getenv("NIBBLE_SOURCE_DIR") : ".");
+    struct nb_open_params op = nb_open_default_params();
+    struct nb_open_report rep = {.size = sizeof rep};
+    op.path = "source";
+    op.use_cache = 0;
+    op.n_threads = 2;
+    struct nb_model *m = NULL;
+    if (nb_model_open(&m, gguf, &op, &rep) != NB_OK) fail_msg("%s", nb_last_error());
+    assert_true(rep.as_stored);
+    check_token_split(m, "kjv-7m-mixed.gguf as stored");
+    nb_model_free(m);
+}
+
 int main(void)
 {
     if (tu_isa_from_env()) return 1;
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_paths)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_paths),
+                                       cmocka_unit_test(test_token_split)};
     return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }

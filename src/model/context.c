@@ -239,6 +239,7 @@ enum nb_status nb_ctx_init(struct nb_ctx **out, const struct nb_model *m,
     c->n_seq = p.n_seq;
     c->n_batch = p.n_batch;
     c->n_threads = p.n_threads;
+    c->gemm_token_unit = NB_GEMM_TOKEN_UNIT;
     if ((st = nb_pool_init(&c->pool, p.n_threads, p.pin))) goto fail;
     if ((st = nb_kv_init(&c->kv, cfg, kv_elem(p.kv_type), p.n_seq, p.n_ctx, p.n_ctx_total,
                          p.n_batch)))

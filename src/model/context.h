@@ -64,6 +64,13 @@ struct nb_ctx {
     nb_observer_fn observe; /* calibration, or NULL */
     void *observe_user;
 
+    /* A GEMM of many tokens splits them over the threads too: parts of whole
+     * gemm_token_unit tokens (runner.c, nb_gemm_token_parts). 0: the rows alone. */
+    int gemm_token_unit;
+#ifndef NB_GEMM_TOKEN_UNIT
+#define NB_GEMM_TOKEN_UNIT 128
+#endif
+
     int attn_per_token; /* every token's attention as a decode step's (nb_decode_verify) */
     int embed_rows; /* the output rows are the normed hidden states [E], not logits (nb_embed) */
 
@@ -96,9 +103,13 @@ struct nb_input nb_input(const float *x, int64_t ldx, int n);
  * time: quantizing another input makes older ones re-quantize on their next use. */
 void nb_input_quantize(struct nb_ctx *c, struct nb_input *in, const struct nb_weight *w);
 /* y[t][:] = W x[t] for the input's rows: the kernel of w's format, rows split over
- * the threads (one thread for a tiny projection: fanning it out costs more). */
+ * the threads (one thread for a tiny projection: fanning it out costs more), and the
+ * tokens too where nb_gemm_token_parts says so. */
 void nb_matmul(struct nb_ctx *c, enum nb_op op, float *y, int64_t ldy, struct nb_input *in,
                const struct nb_weight *w);
+/* How many parts nb_matmul splits n_tok tokens into on nth threads (1: the rows alone
+ * are split); each part's threads split the rows. */
+int nb_gemm_token_parts(const struct nb_ctx *c, int nth, int n_tok);
 /* y[t] = rmsnorm(x[t]) * w for n rows of len (y may be x). */
 void nb_rmsnorm_rows(struct nb_ctx *c, float *y, const float *x, const float *w, int n,
                      int64_t len);

@@ -6,7 +6,8 @@
  *
  * GEMMs: the kernel table has one GEMM per weight format (kernels->gemm[format]), so
  * a GEMM here is the same code whatever the weight holds; threads take contiguous runs
- * of 16-row blocks (the X16 layout's unit; the other formats accept any split).
+ * of 16-row blocks (the X16 layout's unit; the other formats accept any split), and a
+ * prefill batch's tokens are split too (nb_gemm_token_parts).
  */
 #include <string.h>
 
@@ -109,16 +110,61 @@ struct gemm_job {
     const struct nb_ctx *c;
     nb_gemm_op run;
     struct nb_gemm_args a;
+    int parts; /* token parts (nb_gemm_token_parts); 1: rows only */
 };
+
+/* Prefill GEMMs split the tokens as well as the rows. A thread of the AMX kernels first
+ * brings its tokens' activations into tile form (w4a8 packs every token's int8 row per
+ * 2048-k slab; w4a16 converts them to bf16 per 1024-k slab), and when only the rows are
+ * split every thread does that for all the tokens: work that does not shrink with the
+ * threads. Kernel lab, 1 thread, the 2048 x 2048 shape, group 128, what one thread of N does
+ * (NIBBLE_BENCH_SLICE=N bench/batch_kernels.sh, us a call; the whole matrix at 512 tokens:
+ * w4a8 3438-3466, w4a16 4876):
+ *                          w4a8 AMX     w4a16 AMX
+ *   16 threads, 512 tokens x 1/16 of the rows   283-300      454-499
+ *              256 tokens x 1/8                 250          385
+ *              128 tokens x 1/4                 226          315
+ *    8 threads, 512 tokens x 1/8                438-536      724-740
+ *              128 tokens x 1/2                 423-443      606-610
+ * In situ, 2 threads, pp512 (model-167 Xeon, bench/ab.sh, three interleaved passes): w4a16
+ * balanced 409.8-413.5 against 370.9-382.7 tok/s, w4a8 441.9-483.2 against 444.8-466.0;
+ * with NIBBLE_AMX=0 and on a Q4_K_M file as stored, the same within the noise. So: as many
+ * parts as the threads allow (a divisor of them, each part's threads splitting the rows)
+ * with at least gemm_token_unit tokens each. */
+int nb_gemm_token_parts(const struct nb_ctx *c, int nth, int n_tok)
+{
+    const int unit = c->gemm_token_unit;
+    if (unit <= 0) return 1;
+    int parts = 1;
+    for (int d = 2; d <= nth && n_tok / d >= unit; d++)
+        if (nth % d == 0) parts = d;
+    return parts;
+}
 
 static void gemm_worker(void *arg, int ith, int nth)
 {
     const struct gemm_job *j = arg;
+    const int rows_nth = nth / j->parts, part = ith / rows_nth;
     long b0, b1;
-    nb_split_range((long)((j->a.n_out + 15) / 16), ith, nth, 1, &b0, &b1);
+    nb_split_range((long)((j->a.n_out + 15) / 16), ith % rows_nth, rows_nth, 1, &b0, &b1);
     if (b0 >= b1) return;
     int64_t r1 = (int64_t)b1 * 16;
-    j->run(&j->a, (int64_t)b0 * 16, r1 < j->a.n_out ? r1 : j->a.n_out,
+    struct nb_gemm_args a = j->a;
+    if (j->parts > 1) {
+        /* whole units of tokens a part, the last part the rest: each token runs the code
+         * (tiles, a short tile, vector kernel) it runs in one call, so the same bits */
+        const long unit = j->c->gemm_token_unit, units = a.n_tok / unit;
+        long u0, u1;
+        nb_split_range(units, part, j->parts, 1, &u0, &u1);
+        const int64_t t0 = u0 * unit, t1 = part == j->parts - 1 ? a.n_tok : u1 * unit;
+        a.y += t0 * a.ldy;
+        if (a.x) a.x += t0 * a.ldx;
+        if (a.xq) a.xq += t0 * a.ldxq;
+        if (a.xd) a.xd += t0 * a.ldxg;
+        if (a.xsum) a.xsum += t0 * a.ldxg;
+        a.n_tok = (int)(t1 - t0);
+    }
+    j->run(&a, (int64_t)b0 * 16, r1 < a.n_out ? r1 : a.n_out,
            j->c->scratch + ith * j->c->scratch_stride);
 }
 
@@ -133,7 +179,9 @@ void nb_matmul(struct nb_ctx *c, enum nb_op op, float *y, int64_t ldy, struct nb
               .xsum = c->q8_sum, .ldxq = c->q8_ld, .ldxg = c->q8_ld / 16, .w = w->data,
               .n_out = w->n_out, .n_in = w->n_in, .group = w->group, .n_tok = in->n},
     };
-    nb_run_op(c, op, gemm_worker, &j, w->n_out < 64 ? 1 : c->n_threads);
+    const int nth = w->n_out < 64 ? 1 : c->n_threads;
+    j.parts = nb_gemm_token_parts(c, nth, in->n);
+    nb_run_op(c, op, gemm_worker, &j, nth);
     if (c->profiling) c->prof[op].float_weights |= nb_wformat_info(w->format)->plain;
 }
 
