@@ -377,9 +377,17 @@ static int insn_mode(const struct kern *kerns, int nk, const char *name, int n_t
                 name);
         return 2;
     }
-    const struct shape s = {"q/o 2048x2048", 2048, 2048};
+    /* NIBBLE_BENCH_ROWS=N: N output rows (a multiple of 16) instead of 2048, e.g. the
+     * gate/up shape's 6144, whose weights do not fit the L2 */
+    const char *rows_env = getenv("NIBBLE_BENCH_ROWS");
+    struct shape s = {"q/o 2048x2048", 2048, 2048};
+    if (rows_env && atoi(rows_env) >= 16) s.n_out = atoi(rows_env) / 16 * 16;
+    /* NIBBLE_BENCH_COLD=1: each call reads the next of copies of the matrix that exceed
+     * the L3, so its weights come from memory, as in a forward pass */
+    const char *cold_env = getenv("NIBBLE_BENCH_COLD");
+    const int cold = cold_env && *cold_env && strcmp(cold_env, "0");
     struct mat m;
-    make_mat(&m, k->kind, &s, 0);
+    make_mat(&m, k->kind, &s, cold);
     struct acts a;
     make_acts(&a, n_tok, s.n_in);
     float *y = malloc(sizeof(float) * (size_t)(s.n_out * n_tok));
@@ -390,8 +398,10 @@ static int insn_mode(const struct kern *kerns, int nk, const char *name, int n_t
      * N-thread GEMM does: its row slice against all the tokens) */
     const char *sl = getenv("NIBBLE_BENCH_SLICE");
     int nth = sl && atoi(sl) > 1 ? atoi(sl) : 1;
-    for (int r = 0; r < reps; r++)
+    for (int r = 0; r < reps; r++) {
+        j.blob = m.blobs + (r % m.copies) * m.bytes;
         gemm_worker(&j, 0, nth);
+    }
     printf("insn %s n_tok %d reps %d slice 1/%d y0 %g\n", name, n_tok, reps, nth, (double)y[0]);
     free(y), free(scr), free(m.blobs);
     free_acts(&a);
