@@ -366,6 +366,19 @@ static int list_kernels(struct kern *kerns, const struct nb_cpu *cpu)
  * block kernel's name (insn_kq) works too. */
 static int insn_kq(const char *name, int n_tok, int reps);
 
+/* --insn's matrix: 2048 x 2048, or NIBBLE_BENCH_ROWS=N output rows (a multiple of 16; e.g.
+ * the gate/up shape's 6144, whose weights do not fit the L2); *cold: NIBBLE_BENCH_COLD=1,
+ * each call reads the next of copies of the matrix that exceed the L3, so its weights come
+ * from memory, as in a forward pass. */
+static struct shape insn_shape(int *cold)
+{
+    const char *rows = getenv("NIBBLE_BENCH_ROWS"), *c = getenv("NIBBLE_BENCH_COLD");
+    struct shape s = {"q/o 2048x2048", 2048, 2048};
+    if (rows && atoi(rows) >= 16) s.n_out = atoi(rows) / 16 * 16;
+    *cold = c && *c && strcmp(c, "0");
+    return s;
+}
+
 static int insn_mode(const struct kern *kerns, int nk, const char *name, int n_tok, int reps)
 {
     const struct kern *k = NULL;
@@ -377,15 +390,8 @@ static int insn_mode(const struct kern *kerns, int nk, const char *name, int n_t
                 name);
         return 2;
     }
-    /* NIBBLE_BENCH_ROWS=N: N output rows (a multiple of 16) instead of 2048, e.g. the
-     * gate/up shape's 6144, whose weights do not fit the L2 */
-    const char *rows_env = getenv("NIBBLE_BENCH_ROWS");
-    struct shape s = {"q/o 2048x2048", 2048, 2048};
-    if (rows_env && atoi(rows_env) >= 16) s.n_out = atoi(rows_env) / 16 * 16;
-    /* NIBBLE_BENCH_COLD=1: each call reads the next of copies of the matrix that exceed
-     * the L3, so its weights come from memory, as in a forward pass */
-    const char *cold_env = getenv("NIBBLE_BENCH_COLD");
-    const int cold = cold_env && *cold_env && strcmp(cold_env, "0");
+    int cold;
+    const struct shape s = insn_shape(&cold);
     struct mat m;
     make_mat(&m, k->kind, &s, cold);
     struct acts a;
@@ -531,16 +537,19 @@ static int insn_kq(const char *name, int n_tok, int reps)
                 name);
         return 2;
     }
-    const struct shape s = {"q/o 2048x2048", 2048, 2048};
+    int cold;
+    const struct shape s = insn_shape(&cold);
     const int f = k[ki].f == NB_WF_Q8_0_X16;
     struct kq_acts a;
     make_kq_acts(&a, n_tok, s.n_in);
     float *y = malloc(sizeof(float) * (size_t)(s.n_out * n_tok));
     int64_t bytes, copies;
-    uint8_t *blob = make_kq(k[ki].f, &s, 0, &bytes, &copies);
+    uint8_t *blob = make_kq(k[ki].f, &s, cold, &bytes, &copies);
     struct kq_job j = {k[ki].fn, blob, s.n_out, s.n_in, a.ldg, n_tok, y, a.q[f], a.d[f], a.s[f]};
-    for (int r = 0; r < reps; r++)
+    for (int r = 0; r < reps; r++) {
+        j.blob = blob + (r % copies) * bytes;
         kq_worker(&j, 0, 1);
+    }
     printf("insn %s n_tok %d reps %d y0 %g\n", name, n_tok, reps, (double)y[0]);
     free(y), free(blob);
     free_kq_acts(&a);
