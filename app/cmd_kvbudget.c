@@ -122,7 +122,8 @@ int cmd_kvbudget(int argc, char **argv)
     printf("model       %s (%s, %d layers, %d kv heads x %d)\n", loaded, info.weight_path,
            info.n_layers, info.n_kv_heads, info.head_dim);
     if (file >= 0)
-        printf("weights     %10.1f MiB mapped from the file (page cache, not RssAnon)\n", mib(file));
+        printf("weights     %10.1f MiB in the file (read into huge pages: in model anon below; "
+               "mapped, NIBBLE_MMAP=1: page cache, not RssAnon)\n", mib(file));
     if (anon0 >= 0 && anon_model >= 0)
         printf("model anon  %10.1f MiB (measured: what loading added to RssAnon)\n",
                mib(anon_model - anon0));

@@ -31,6 +31,12 @@ void app_env_init(void)
         else if (strcmp(amx, "1"))
             fprintf(stderr, "nibble: NIBBLE_AMX=%s is not one of 0, 1, all: ignored\n", amx);
     }
+    const char *mm = getenv("NIBBLE_MMAP");
+    if (mm && *mm) {
+        if (!strcmp(mm, "1")) nb_set_weight_copy(0);
+        else if (strcmp(mm, "0"))
+            fprintf(stderr, "nibble: NIBBLE_MMAP=%s is not one of 0, 1: ignored\n", mm);
+    }
     if (nb_set_isa(isa, allow_amx) != NB_OK) {
         fprintf(stderr, "nibble: NIBBLE_ISA=%s: %s: using the best this CPU has\n", isa,
                 nb_last_error());

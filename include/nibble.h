@@ -437,6 +437,16 @@ NB_API void nb_sequence_shifts(const struct nb_sequence *s, struct nb_sequence_s
  * 0, 1, all). Each is installed only after its first-use self-check. NB_ERR_INVALID_ARG for an
  * unknown level or a call after the kernels were chosen. */
 NB_API enum nb_status nb_set_isa(const char *isa, int allow_amx);
+/* Before a model is opened: how the weights of a .nib (a file, or a warm-start cache
+ * entry) are held while they run. 1 (the default): read into anonymous memory on
+ * transparent huge pages where Linux enables them (THP "always" or "madvise") and the file
+ * has at least 64 MiB. A decode step streams every weight, and on the 4 KiB pages of a
+ * file mapping that is a TLB miss every 4 KiB: Qwen3-1.7B balanced on a 2-core Xeon VM
+ * decoded 21.2 tok/s mapped, 28.4 in huge pages (docs/benchmarks.md). The weights then
+ * count in RssAnon. 0: run them from the file's mapping (the page cache), as llama.cpp
+ * does by default (the CLI: NIBBLE_MMAP=1). 2: always copied, whatever the size or THP
+ * (for tests). */
+NB_API void nb_set_weight_copy(int on);
 /* The kernel level in use ("avx512vnni", "avx2", "ref", ...); chooses it if not yet. */
 NB_API const char *nb_isa(void);
 

@@ -167,6 +167,40 @@ static void test_files(void **state)
     free(dir);
 }
 
+/* core/mmap: weights read into huge pages (nb_file_load_weights), or mapped. */
+static void test_weights_in_memory(void **state)
+{
+    assert_true(nb_thp_mode_allows("always [madvise] never"));
+    assert_true(nb_thp_mode_allows("[always] madvise never\n"));
+    assert_false(nb_thp_mode_allows("always madvise [never]"));
+    assert_false(nb_thp_mode_allows(""));
+    assert_false(nb_thp_mode_allows(NULL));
+    char *dir = tu_mkdtemp();
+    char path[4200];
+    snprintf(path, sizeof path, "%s/w.nib", dir);
+    FILE *fp = fopen(path, "w");
+    for (int i = 0; i < 5000; i++) fputc(i * 7 & 0xff, fp);
+    fclose(fp);
+    struct nb_mapped_file f;
+    for (int mode = 0; mode <= 2; mode++) {
+        nb_file_set_copy(mode);
+        assert_int_equal(nb_file_load_weights(&f, path), NB_OK);
+        /* under 64 MiB: mapped unless every file is copied (2) */
+        assert_int_equal(f.anon, mode == 2);
+        assert_int_equal(f.size, 5000);
+        const unsigned char *d = f.data;
+        for (int i = 0; i < 5000; i++) assert_int_equal(d[i], i * 7 & 0xff);
+        nb_file_unmap(&f);
+        assert_null(f.data);
+    }
+    assert_int_equal(nb_file_load_weights(&f, dir), NB_ERR_IO); /* a directory */
+    assert_int_equal(nb_file_load_weights(&f, "/nonexistent/w.nib"), NB_ERR_IO);
+    assert_non_null(strstr(nb_last_error(), "/nonexistent/w.nib"));
+    nb_file_set_copy(1);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 static void read_back(const char *path, char *buf, size_t size)
 {
     FILE *fp = fopen(path, "r");
@@ -257,6 +291,7 @@ int main(void)
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_checked),
         cmocka_unit_test(test_arena),         cmocka_unit_test(test_threadpool),
         cmocka_unit_test(test_split_range),   cmocka_unit_test(test_files),
+        cmocka_unit_test(test_weights_in_memory),
         cmocka_unit_test(test_outfile),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

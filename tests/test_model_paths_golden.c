@@ -229,10 +229,37 @@ static void test_token_split(void **state)
     nb_model_free(m);
 }
 
+/* A .nib's weights read into huge pages (nb_set_weight_copy(2): whatever the size or THP)
+ * give the same logits as the same file mapped (0). */
+static void test_weights_copied(void **state)
+{
+    char gguf[4096], nib[4200];
+    const char *src = tu_model_path("kjv-7m/kjv-7m-f32.gguf");
+    if (!src) skip();
+    snprintf(gguf, sizeof gguf, "%s", src);
+    snprintf(nib, sizeof nib, "%s/kjv-copy-w4a8.nib", tu_dir);
+    quantize(gguf, NB_WPATH_W4A8, nib);
+    size_t n = (size_t)SPLIT_TOKENS * 4096;
+    float *lg[2] = {malloc(sizeof(float) * n), malloc(sizeof(float) * n)};
+    assert_true(lg[0] && lg[1]);
+    for (int v = 0; v < 2; v++) {
+        nb_set_weight_copy(v ? 2 : 0);
+        struct nb_model *m = NULL;
+        if (nb_model_load(&m, nib) != NB_OK) fail_msg("%s", nb_last_error());
+        prefill_all(m, 2, 0, 1, lg[v]);
+        nb_model_free(m);
+    }
+    nb_set_weight_copy(1);
+    assert_memory_equal(lg[0], lg[1], sizeof(float) * n);
+    free(lg[0]);
+    free(lg[1]);
+}
+
 int main(void)
 {
     if (tu_isa_from_env()) return 1;
     const struct CMUnitTest tests[] = {cmocka_unit_test(test_paths),
-                                       cmocka_unit_test(test_token_split)};
+                                       cmocka_unit_test(test_token_split),
+                                       cmocka_unit_test(test_weights_copied)};
     return cmocka_run_group_tests(tests, tu_dir_setup, tu_dir_teardown);
 }

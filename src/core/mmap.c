@@ -74,7 +74,10 @@ enum nb_status nb_file_map_fd(struct nb_mapped_file *f, int fd, const char *name
 void nb_file_unmap(struct nb_mapped_file *f)
 {
     if (!f) return;
-    if (f->data) munmap((void *)f->data, f->size);
+    if (f->data && f->anon)
+        nb_huge_free((void *)f->data, f->size);
+    else if (f->data)
+        munmap((void *)f->data, f->size);
     free(f->path);
     memset(f, 0, sizeof *f);
 }
@@ -165,4 +168,79 @@ void nb_huge_free(void *p, size_t size)
 {
     const size_t huge = (size_t)2 << 20;
     if (p) munmap(p, (size + huge - 1) / huge * huge);
+}
+
+/* ---------------------------------------------------------------- weights in memory */
+
+#define COPY_MIN ((size_t)64 << 20)
+
+static int g_copy = 1;
+
+void nb_file_set_copy(int on) { g_copy = on; }
+
+int nb_thp_mode_allows(const char *mode)
+{
+    return mode && (strstr(mode, "[always]") || strstr(mode, "[madvise]"));
+}
+
+static int thp_enabled(void)
+{
+    static int known = -1; /* read once; the same answer if two threads race here */
+    if (known < 0) {
+        char line[128] = "";
+        FILE *fp = fopen("/sys/kernel/mm/transparent_hugepage/enabled", "r");
+        if (fp) {
+            if (!fgets(line, sizeof line, fp)) line[0] = 0;
+            fclose(fp);
+        }
+        known = nb_thp_mode_allows(line);
+    }
+    return known;
+}
+
+enum nb_status nb_file_load_weights_fd(struct nb_mapped_file *f, int fd, const char *name)
+{
+    memset(f, 0, sizeof *f);
+    struct stat st;
+    if (fstat(fd, &st) != 0)
+        return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", name, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return nb_set_error(NB_ERR_IO, "%s: not a regular file", name);
+    size_t size = (size_t)st.st_size;
+    const int copy = g_copy >= 2 || (g_copy == 1 && size >= COPY_MIN && thp_enabled());
+    char *buf = copy && size > 0 ? nb_huge_alloc(size) : NULL;
+    if (!buf) return nb_file_map_fd(f, fd, name);
+    for (size_t at = 0; at < size;) {
+        ssize_t n = pread(fd, buf + at, size - at > ((size_t)1 << 30) ? (size_t)1 << 30 : size - at,
+                          (off_t)at);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) {
+            int e = errno;
+            nb_huge_free(buf, size);
+            return n < 0 ? nb_set_error(NB_ERR_IO, "%s: cannot read: %s", name, strerror(e))
+                         : nb_set_error(NB_ERR_IO, "%s: ended at byte %zu of %zu while read "
+                                        "(truncated meanwhile?)", name, at, size);
+        }
+        at += (size_t)n;
+    }
+    f->data = buf;
+    f->size = size;
+    f->anon = 1;
+    f->path = strdup(name);
+    if (!f->path) {
+        nb_file_unmap(f);
+        return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", name);
+    }
+    return NB_OK;
+}
+
+enum nb_status nb_file_load_weights(struct nb_mapped_file *f, const char *path)
+{
+    memset(f, 0, sizeof *f);
+    int fd = -1;
+    struct stat sb;
+    enum nb_status st = open_regular(path, &fd, &sb);
+    if (st) return st;
+    st = nb_file_load_weights_fd(f, fd, path);
+    close(fd);
+    return st;
 }

@@ -342,6 +342,22 @@ enum nb_status nb_nib_open_fd(struct nb_nib **out, int fd, const char *name)
     return st ? st : parse_mapped(out, &f, name);
 }
 
+enum nb_status nb_nib_open_run(struct nb_nib **out, const char *path)
+{
+    struct nb_mapped_file f;
+    *out = NULL;
+    enum nb_status st = nb_file_load_weights(&f, path);
+    return st ? st : parse_mapped(out, &f, path);
+}
+
+enum nb_status nb_nib_open_run_fd(struct nb_nib **out, int fd, const char *name)
+{
+    struct nb_mapped_file f;
+    *out = NULL;
+    enum nb_status st = nb_file_load_weights_fd(&f, fd, name);
+    return st ? st : parse_mapped(out, &f, name);
+}
+
 void nb_nib_free(struct nb_nib *n)
 {
     if (!n) return;

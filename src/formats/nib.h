@@ -78,6 +78,10 @@ struct nb_nib;
 enum nb_status nb_nib_open(struct nb_nib **out, const char *path);
 /* The same from an open descriptor (mapped; the caller may close it afterwards). */
 enum nb_status nb_nib_open_fd(struct nb_nib **out, int fd, const char *name);
+/* nb_nib_open / _fd for a file that will run: its bytes read into huge pages where
+ * nb_file_load_weights does so (core/mmap.h: the decode's TLB misses), else mapped. */
+enum nb_status nb_nib_open_run(struct nb_nib **out, const char *path);
+enum nb_status nb_nib_open_run_fd(struct nb_nib **out, int fd, const char *name);
 enum nb_status nb_nib_parse(struct nb_nib **out, const void *data, size_t size, const char *name);
 void nb_nib_free(struct nb_nib *n);
 /* Check every tensor's XXH3 checksum; the first mismatch is NB_ERR_FORMAT naming it. */

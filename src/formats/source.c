@@ -64,6 +64,14 @@ enum nb_status nb_source_open(struct nb_source **out, const char *path)
     }
     if ((st = nb_file_map(&s->file, path))) goto fail;
     s->kind = s->file.data ? sniff(s->file.data, s->file.size) : NB_FILE_UNKNOWN;
+    if (s->kind == NB_FILE_NIB) { /* its weights run in place: into huge pages (core/mmap.h) */
+        nb_file_unmap(&s->file);
+        if ((st = nb_file_load_weights(&s->file, path))) goto fail;
+        if (!s->file.data || sniff(s->file.data, s->file.size) != NB_FILE_NIB) {
+            st = nb_set_error(NB_ERR_IO, "%s: changed while it was opened", path);
+            goto fail;
+        }
+    }
     if ((st = parse(s))) goto fail;
     *out = s;
     return NB_OK;

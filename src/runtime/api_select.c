@@ -1,9 +1,11 @@
-/* runtime/api_select.c — nibble.h's kernel choice, CPU probe and weight-path selector:
- * plain-data copies of runtime/probe.h and runtime/selector.h, weight paths as names. */
+/* runtime/api_select.c — nibble.h's kernel choice, how weights are held, the CPU probe and
+ * the weight-path selector: plain-data copies of runtime/probe.h and runtime/selector.h,
+ * weight paths as names. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/mmap.h"
 #include "kernels/kernels.h"
 #include "runtime/api.h"
 #include "runtime/probe.h"
@@ -15,6 +17,8 @@ enum nb_status nb_set_isa(const char *isa, int allow_amx)
 }
 
 const char *nb_isa(void) { return nb_kernels_get()->isa; }
+
+void nb_set_weight_copy(int on) { nb_file_set_copy(on); }
 
 enum nb_status nb_api_priority(const char *name, enum nb_priority *out)
 {

@@ -106,7 +106,7 @@ static struct nb_nib *try_entry(const char *path, uint64_t src_hash,
 {
     struct nb_nib *n = NULL;
     *problem = 0;
-    if (nb_nib_open(&n, path) != NB_OK) {
+    if (nb_nib_open_run(&n, path) != NB_OK) {
         snprintf(why, why_size, "%s", nb_last_error());
         *problem = NB_CACHE_CORRUPT;
         return NULL;
@@ -128,7 +128,7 @@ static enum nb_status build_in_memory(struct nb_source *src, const struct nb_qua
     int fd = -1;
     enum nb_status st = nb_quantize_memory(src, o, &fd, &r);
     if (st) return st;
-    st = nb_nib_open_fd(&e->nib, fd, "(in memory)");
+    st = nb_nib_open_run_fd(&e->nib, fd, "(in memory)");
     close(fd);
     if (!st && (st = nb_nib_verify(e->nib))) {
         nb_nib_free(e->nib);
@@ -241,7 +241,7 @@ enum nb_status nb_cache_get(struct nb_source *src, const struct nb_quantize_opts
     st = nb_quantize_file(src, &with_hash, e->path, &r);
     if (st == NB_OK) {
         /* check what was written, on the mapping that will run */
-        if ((st = nb_nib_open(&e->nib, e->path)) == NB_OK && (st = nb_nib_verify(e->nib))) {
+        if ((st = nb_nib_open_run(&e->nib, e->path)) == NB_OK && (st = nb_nib_verify(e->nib))) {
             nb_nib_free(e->nib);
             e->nib = NULL;
         }
