@@ -5,7 +5,8 @@
 # 16, 8, 4, 1 (the scaling table), measurement records and a decode profile. Each pass
 # also runs the VNNI and AVX512-BF16 kernels (NIBBLE_AMX=0) beside the default AMX ones,
 # the opt-in tile kernels (NIBBLE_AMX=all) on the w4a8 build, and at recorded counts the
-# Q4_K_M file on the k-quant tiles.
+# Q4_K_M file on the k-quant tiles, an earlier nibble's prefill (nibble-base) on both builds,
+# and decode with the weights mapped (NIBBLE_MMAP=1) beside the default huge-page copy.
 # Usage: bench/device_scaling.sh D OUT
 #   D/bin: nibble, test_kernels_x86, llama-bench, llama-quantize, and optionally
 #          nibble-base (an earlier nibble, benchmarked beside nibble on prefill) and
@@ -73,7 +74,12 @@ pass() { # threads [record]
   [ -n "${2:-}" ] && rec=(--record "$OUT/records")
   lb "$t"
   nb amx "$t" "$N" bench -m "$M/w4a8.nib" -m "$M/w4a16.nib" "${rec[@]}"
-  [ -x "$B" ] && nb amx-base "$t" "$B" bench -m "$M/w4a8.nib" -n 0
+  if [ -x "$B" ]; then # an earlier nibble's prefill beside this one's (e.g. the token split)
+    nb amx-base "$t" "$B" bench -m "$M/w4a8.nib" -n 0
+    nb amx-base-w4a16 "$t" "$B" bench -m "$M/w4a16.nib" -n 0
+  fi
+  # decode from the file's 4 KiB pages beside the default huge-page copy of the weights
+  NIBBLE_MMAP=1 nb mmap "$t" "$N" bench -m "$M/w4a8.nib" -p 0
   NIBBLE_AMX=0 nb vnni "$t" "$N" bench -m "$M/w4a8.nib" -n 0
   NIBBLE_AMX=all nb amx-all "$t" "$N" bench -m "$M/w4a8.nib" -n 0
   # the AVX512-BF16 w4a16 kernel: prefill beside the default AMX-BF16 one (the amx row)
