@@ -29,6 +29,7 @@
 #include "core/cpu.h"
 #include "core/fp.h"
 #include "core/membw.h"
+#include "core/mmap.h"
 #include "core/threadpool.h"
 #include "core/timer.h"
 #include "kernels/kernels.h"
@@ -222,7 +223,7 @@ static void make_mat(struct mat *m, enum kind kind, const struct shape *s, int r
     m->bytes = pl.total;
     m->copies = rotate ? (ROTATE_BYTES + pl.total - 1) / pl.total : 1;
     if (m->copies < 2 && rotate) m->copies = 2;
-    m->blobs = aligned_alloc(64, (size_t)(m->copies * pl.total));
+    m->blobs = nb_huge_alloc((size_t)(m->copies * pl.total)); /* as a .nib's weights run */
     const char *env = getenv("NIBBLE_REPACK_ROWS");
     nb_repack_x16(p, g_group, rows, m->blobs, s->n_out, s->n_in, env ? atoll(env) : 0);
     for (int64_t c = 1; c < m->copies; c++)
@@ -409,7 +410,7 @@ static int insn_mode(const struct kern *kerns, int nk, const char *name, int n_t
         gemm_worker(&j, 0, nth);
     }
     printf("insn %s n_tok %d reps %d slice 1/%d y0 %g\n", name, n_tok, reps, nth, (double)y[0]);
-    free(y), free(scr), free(m.blobs);
+    free(y), free(scr), nb_huge_free(m.blobs, (size_t)(m.copies * m.bytes));
     free_acts(&a);
     return 0;
 }
@@ -483,7 +484,7 @@ static uint8_t *make_kq(enum nb_wformat f, const struct shape *s, int rotate, in
     }
     *bytes = pl.total;
     *copies = rotate ? (ROTATE_BYTES + pl.total - 1) / pl.total : 1;
-    uint8_t *blobs = aligned_alloc(64, (size_t)(*copies * pl.total));
+    uint8_t *blobs = nb_huge_alloc((size_t)(*copies * pl.total));
     nb_kq_repack_x16(f, rows, s->n_out, s->n_in, 0, s->n_out / 16, blobs);
     for (int64_t c = 1; c < *copies; c++) memcpy(blobs + c * pl.total, blobs, (size_t)pl.total);
     free(rows);
@@ -551,7 +552,7 @@ static int insn_kq(const char *name, int n_tok, int reps)
         kq_worker(&j, 0, 1);
     }
     printf("insn %s n_tok %d reps %d y0 %g\n", name, n_tok, reps, (double)y[0]);
-    free(y), free(blob);
+    free(y), nb_huge_free(blob, (size_t)(copies * bytes));
     free_kq_acts(&a);
     return 0;
 }
@@ -608,7 +609,7 @@ static void bench_kq(struct nb_pool *pool, int passes, const double bw[3])
             printf("\n");
         }
         fflush(stdout);
-        for (int i = 0; i < 3; i++) free(blob[i]);
+        for (int i = 0; i < 3; i++) nb_huge_free(blob[i], (size_t)(copies[i] * bytes[i]));
         free_kq_acts(&a);
     }
     free(y);
@@ -714,7 +715,8 @@ int main(int argc, char **argv)
                 printf("\n");
             }
             fflush(stdout);
-            free(m8.blobs), free(m16.blobs);
+            nb_huge_free(m8.blobs, (size_t)(m8.copies * m8.bytes));
+            nb_huge_free(m16.blobs, (size_t)(m16.copies * m16.bytes));
             free_acts(&a), free_acts(&ac);
         }
     }
