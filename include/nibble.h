@@ -441,8 +441,9 @@ NB_API enum nb_status nb_set_isa(const char *isa, int allow_amx);
  * entry) are held while they run. 1 (the default): read into anonymous memory on
  * transparent huge pages where Linux enables them (THP "always" or "madvise") and the file
  * has at least 64 MiB. A decode step streams every weight, and on the 4 KiB pages of a
- * file mapping that is a TLB miss every 4 KiB: Qwen3-1.7B balanced on a 2-core Xeon VM
- * decoded 21.2 tok/s mapped, 28.4 in huge pages (docs/benchmarks.md). The weights then
+ * file mapping that is a TLB miss every 4 KiB, whose cost depends on where the page cache
+ * put the file: Qwen3-1.7B balanced on a 2-core Xeon VM decoded 10.9-14.3 tok/s mapped
+ * (1 thread) by placement, 14.4-14.8 in huge pages (docs/benchmarks.md). The weights then
  * count in RssAnon. 0: run them from the file's mapping (the page cache), as llama.cpp
  * does by default (the CLI: NIBBLE_MMAP=1). 2: always copied, whatever the size or THP
  * (for tests). */

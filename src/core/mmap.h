@@ -27,7 +27,9 @@ void nb_file_unmap(struct nb_mapped_file *f);
  * Decode streams every weight once a token; on 4 KiB pages of the file's mapping that is
  * a TLB miss every 4 KiB, on 2 MiB pages 512 times fewer. Measured (model-167 Xeon VM,
  * Qwen3-1.7B balanced w4a8, tg64, bench/ab.sh, two interleaved passes): 11.0-11.1 ->
- * 14.6-14.8 tok/s at 1 thread, 21.1-21.2 -> 28.4 at 2. The copy is anonymous memory
+ * 14.6-14.8 tok/s at 1 thread, 21.1-21.2 -> 28.4 at 2, with the file's page cache as it had
+ * been for hours; re-read into the page cache, mapped ran 14.3 against 14.5: the copy takes
+ * away how much a page's placement in the VM costs. The copy is anonymous memory
  * (RssAnon grows by the file's size; the page cache keeps its own, reclaimable copy).
  * nb_file_set_copy(0) (the CLI: NIBBLE_MMAP=1) always maps; 2 always copies, any size,
  * with or without THP (tests). */
