@@ -36,16 +36,23 @@ static enum nb_status open_regular(const char *path, int *fd_out, struct stat *s
     return NB_OK;
 }
 
-enum nb_status nb_file_map(struct nb_mapped_file *f, const char *path)
+/* fd_fn on `path` opened as a regular file (closed afterwards). */
+static enum nb_status by_path(struct nb_mapped_file *f, const char *path,
+                              enum nb_status (*fd_fn)(struct nb_mapped_file *, int, const char *))
 {
     memset(f, 0, sizeof *f);
     int fd = -1;
     struct stat sb;
     enum nb_status st = open_regular(path, &fd, &sb);
     if (st) return st;
-    st = nb_file_map_fd(f, fd, path);
+    st = fd_fn(f, fd, path);
     close(fd);
     return st;
+}
+
+enum nb_status nb_file_map(struct nb_mapped_file *f, const char *path)
+{
+    return by_path(f, path, nb_file_map_fd);
 }
 
 enum nb_status nb_file_map_fd(struct nb_mapped_file *f, int fd, const char *name)
@@ -235,12 +242,5 @@ enum nb_status nb_file_load_weights_fd(struct nb_mapped_file *f, int fd, const c
 
 enum nb_status nb_file_load_weights(struct nb_mapped_file *f, const char *path)
 {
-    memset(f, 0, sizeof *f);
-    int fd = -1;
-    struct stat sb;
-    enum nb_status st = open_regular(path, &fd, &sb);
-    if (st) return st;
-    st = nb_file_load_weights_fd(f, fd, path);
-    close(fd);
-    return st;
+    return by_path(f, path, nb_file_load_weights_fd);
 }

@@ -326,36 +326,37 @@ static enum nb_status parse_mapped(struct nb_nib **out, struct nb_mapped_file *f
     return NB_OK;
 }
 
-enum nb_status nb_nib_open(struct nb_nib **out, const char *path)
+/* The file mapped (run 0) or, for a file that will run, read into huge pages where
+ * nb_file_load_weights does so; by path, or by descriptor when path is NULL. */
+static enum nb_status open_as(struct nb_nib **out, const char *path, int fd, const char *name,
+                              int run)
 {
     struct nb_mapped_file f;
     *out = NULL;
-    enum nb_status st = nb_file_map(&f, path);
-    return st ? st : parse_mapped(out, &f, path);
+    enum nb_status st = path ? (run ? nb_file_load_weights(&f, path) : nb_file_map(&f, path))
+                             : (run ? nb_file_load_weights_fd(&f, fd, name)
+                                    : nb_file_map_fd(&f, fd, name));
+    return st ? st : parse_mapped(out, &f, name);
+}
+
+enum nb_status nb_nib_open(struct nb_nib **out, const char *path)
+{
+    return open_as(out, path, -1, path, 0);
 }
 
 enum nb_status nb_nib_open_fd(struct nb_nib **out, int fd, const char *name)
 {
-    struct nb_mapped_file f;
-    *out = NULL;
-    enum nb_status st = nb_file_map_fd(&f, fd, name);
-    return st ? st : parse_mapped(out, &f, name);
+    return open_as(out, NULL, fd, name, 0);
 }
 
 enum nb_status nb_nib_open_run(struct nb_nib **out, const char *path)
 {
-    struct nb_mapped_file f;
-    *out = NULL;
-    enum nb_status st = nb_file_load_weights(&f, path);
-    return st ? st : parse_mapped(out, &f, path);
+    return open_as(out, path, -1, path, 1);
 }
 
 enum nb_status nb_nib_open_run_fd(struct nb_nib **out, int fd, const char *name)
 {
-    struct nb_mapped_file f;
-    *out = NULL;
-    enum nb_status st = nb_file_load_weights_fd(&f, fd, name);
-    return st ? st : parse_mapped(out, &f, name);
+    return open_as(out, NULL, fd, name, 1);
 }
 
 void nb_nib_free(struct nb_nib *n)
