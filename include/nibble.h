@@ -440,7 +440,7 @@ NB_API enum nb_status nb_set_isa(const char *isa, int allow_amx);
 /* Before a model is opened: how the weights of a .nib (a file, or a warm-start cache
  * entry) are held while they run. 1 (the default): read into anonymous memory on
  * transparent huge pages where Linux enables them (THP "always" or "madvise") and the file
- * has at least 64 MiB. A decode step streams every weight, and on the 4 KiB pages of a
+ * has at least 64 MiB and at most half of MemAvailable (a larger one stays mapped). A decode step streams every weight, and on the 4 KiB pages of a
  * file mapping that is a TLB miss every 4 KiB, whose cost depends on where the page cache
  * put the file: Qwen3-1.7B balanced on a 2-core Xeon VM decoded 10.9-14.3 tok/s mapped
  * (1 thread) by placement, 14.4-14.8 in huge pages (docs/benchmarks.md). The weights then

@@ -175,6 +175,11 @@ static void test_weights_in_memory(void **state)
     assert_false(nb_thp_mode_allows("always madvise [never]"));
     assert_false(nb_thp_mode_allows(""));
     assert_false(nb_thp_mode_allows(NULL));
+    assert_int_equal(nb_meminfo_available("MemTotal:       24683544 kB\nMemFree:        "
+                                          "20221872 kB\nMemAvailable:   23861232 kB\n"),
+                     (int64_t)23861232 * 1024);
+    assert_int_equal(nb_meminfo_available("MemTotal: 1 kB\n"), -1);
+    assert_int_equal(nb_meminfo_available(NULL), -1);
     char *dir = tu_mkdtemp();
     char path[4200];
     snprintf(path, sizeof path, "%s/w.nib", dir);

@@ -205,6 +205,28 @@ static int thp_enabled(void)
     return known;
 }
 
+int64_t nb_meminfo_available(const char *meminfo)
+{
+    const char *at = meminfo ? strstr(meminfo, "MemAvailable:") : NULL;
+    long long kb;
+    return at && sscanf(at + 13, "%lld", &kb) == 1 && kb >= 0 ? (int64_t)kb * 1024 : -1;
+}
+
+/* Whether a copy of `size` bytes leaves at least as much again of the memory Linux says is
+ * available: a model near the RAM's size runs from the page cache (mapped), never into the
+ * OOM killer. Unknown (no /proc): no copy. */
+static int copy_fits(size_t size)
+{
+    char buf[4096];
+    FILE *fp = fopen("/proc/meminfo", "r");
+    if (!fp) return 0;
+    size_t n = fread(buf, 1, sizeof buf - 1, fp);
+    fclose(fp);
+    buf[n] = 0;
+    int64_t avail = nb_meminfo_available(buf);
+    return avail >= 0 && (uint64_t)size <= (uint64_t)avail / 2;
+}
+
 enum nb_status nb_file_load_weights_fd(struct nb_mapped_file *f, int fd, const char *name)
 {
     memset(f, 0, sizeof *f);
@@ -213,7 +235,8 @@ enum nb_status nb_file_load_weights_fd(struct nb_mapped_file *f, int fd, const c
         return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", name, strerror(errno));
     if (!S_ISREG(st.st_mode)) return nb_set_error(NB_ERR_IO, "%s: not a regular file", name);
     size_t size = (size_t)st.st_size;
-    const int copy = g_copy >= 2 || (g_copy == 1 && size >= COPY_MIN && thp_enabled());
+    const int copy =
+        g_copy >= 2 || (g_copy == 1 && size >= COPY_MIN && thp_enabled() && copy_fits(size));
     char *buf = copy && size > 0 ? nb_huge_alloc(size) : NULL;
     if (!buf) return nb_file_map_fd(f, fd, name);
     for (size_t at = 0; at < size;) {

@@ -3,6 +3,7 @@
 #define NB_CORE_MMAP_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -22,8 +23,9 @@ enum nb_status nb_file_map_fd(struct nb_mapped_file *f, int fd, const char *name
 void nb_file_unmap(struct nb_mapped_file *f);
 
 /* A file of weights that run in place (a .nib): read into nb_huge_alloc memory when
- * Linux backs it with transparent huge pages (THP "always" or "madvise") and the file is
- * at least 64 MiB, else mapped as nb_file_map does (also when the copy finds no memory).
+ * Linux backs it with transparent huge pages (THP "always" or "madvise"), the file is at
+ * least 64 MiB and at most half of MemAvailable, else mapped as nb_file_map does (also
+ * when the copy finds no memory).
  * Decode streams every weight once a token; on 4 KiB pages of the file's mapping that is
  * a TLB miss every 4 KiB, on 2 MiB pages 512 times fewer. Measured (model-167 Xeon VM,
  * Qwen3-1.7B balanced w4a8, tg64, bench/ab.sh, two interleaved passes): 11.0-11.1 ->
@@ -39,6 +41,8 @@ void nb_file_set_copy(int on);
 /* Whether a THP mode line (/sys/kernel/mm/transparent_hugepage/enabled, e.g. "always
  * [madvise] never") lets nb_huge_alloc's madvise get huge pages. */
 int nb_thp_mode_allows(const char *mode);
+/* MemAvailable in bytes from the text of /proc/meminfo; -1 when it is not there. */
+int64_t nb_meminfo_available(const char *meminfo);
 
 /* Anonymous memory for large weight buffers written once at load: 2 MiB aligned and
  * asked for as transparent huge pages (madvise), so the first touch of a gigabyte
