@@ -104,7 +104,8 @@ struct nb_model_info {
 };
 
 /* Load a model: a GGUF file, a llama2.c .bin checkpoint or a Hugging Face model
- * directory (config.json + *.safetensors). Weights are mapped read-only.
+ * directory (config.json + *.safetensors). Weights are mapped read-only (a .nib's are read
+ * into huge pages where nb_set_weight_copy says so).
  * Lifetime and threads: the caller owns the model (nb_model_free). It is immutable once
  * loaded: any number of contexts and servers, on any threads, may use it at once, and it
  * must outlive every one of them (a tokenizer made from it need not). */
