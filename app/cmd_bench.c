@@ -281,6 +281,7 @@ static void emit(const struct bench *b, const char *fmt, double bw)
                                       samples(m->samples[d][t], m->n_samples[d][t], 1, np + ng));
                 cJSON_AddStringToObject(o, "weight_path", m->info.weight_path);
                 cJSON_AddStringToObject(o, "kernel", isa);
+                cJSON_AddBoolToObject(o, "weights_huge_pages", nb_model_weights_copied(m->model));
                 cJSON_AddNumberToObject(o, "bits_per_weight", bpw);
                 cJSON_AddNumberToObject(o, "best_ts", s.best);
                 cJSON_AddNumberToObject(o, "median_ts", s.median);
@@ -304,9 +305,12 @@ static void emit(const struct bench *b, const char *fmt, double bw)
         free(js);
     }
     cJSON_Delete(all);
+    int copied = 0;
+    for (int i = 0; i < b->n_models; i++) copied += nb_model_weights_copied(b->m[i].model);
     if (md && bw > 0)
         printf("\nread bandwidth %.1f GB/s (%d threads); roofline = best tg t/s x bytes per token "
-               "/ bandwidth; kernels: %s\n", bw, b->n_threads, isa);
+               "/ bandwidth; kernels: %s; .nib weights in huge pages: %d of %d models "
+               "(NIBBLE_MMAP)\n", bw, b->n_threads, isa, copied, b->n_models);
 }
 
 /* What the command line asks for beyond struct bench. */

@@ -449,6 +449,9 @@ NB_API enum nb_status nb_set_isa(const char *isa, int allow_amx);
  * does by default (the CLI: NIBBLE_MMAP=1). 2: always copied, whatever the size or THP
  * (for tests). */
 NB_API void nb_set_weight_copy(int on);
+/* 1 when the model's weights run from such a copy in huge pages, 0 when from the file's
+ * mapping or memory of their own (a GGUF repacked or quantized at load). */
+NB_API int nb_model_weights_copied(const struct nb_model *model);
 /* The kernel level in use ("avx512vnni", "avx2", "ref", ...); chooses it if not yet. */
 NB_API const char *nb_isa(void);
 

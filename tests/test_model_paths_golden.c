@@ -246,7 +246,21 @@ static void test_weights_copied(void **state)
         nb_set_weight_copy(v ? 2 : 0);
         struct nb_model *m = NULL;
         if (nb_model_load(&m, nib) != NB_OK) fail_msg("%s", nb_last_error());
+        assert_int_equal(nb_model_weights_copied(m), v);
         prefill_all(m, 2, 0, 1, lg[v]);
+        nb_model_free(m);
+    }
+    /* a warm-start cache entry (written, then found) is read into memory the same way */
+    nb_set_weight_copy(2);
+    for (int pass = 0; pass < 2; pass++) {
+        struct nb_open_params op = nb_open_default_params();
+        op.path = "w4a8";
+        op.cache_dir = tu_dir;
+        op.calib_path = NULL;
+        op.n_threads = 2;
+        struct nb_model *m = NULL;
+        if (nb_model_open(&m, gguf, &op, NULL) != NB_OK) fail_msg("%s", nb_last_error());
+        assert_int_equal(nb_model_weights_copied(m), 1);
         nb_model_free(m);
     }
     nb_set_weight_copy(1);

@@ -411,6 +411,7 @@ enum nb_status nb_nib_verify(const struct nb_nib *n)
 }
 
 const char *nb_nib_path(const struct nb_nib *n) { return n->name; }
+int nb_nib_in_memory(const struct nb_nib *n) { return n->file.anon; }
 uint32_t nb_nib_version(const struct nb_nib *n) { return n->version; }
 const cJSON *nb_nib_header(const struct nb_nib *n) { return n->header; }
 size_t nb_nib_file_size(const struct nb_nib *n) { return n->size; }

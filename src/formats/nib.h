@@ -82,6 +82,8 @@ enum nb_status nb_nib_open_fd(struct nb_nib **out, int fd, const char *name);
  * nb_file_load_weights does so (core/mmap.h: the decode's TLB misses), else mapped. */
 enum nb_status nb_nib_open_run(struct nb_nib **out, const char *path);
 enum nb_status nb_nib_open_run_fd(struct nb_nib **out, int fd, const char *name);
+/* Whether the file's bytes are a copy in huge pages (nb_nib_open_run did read them). */
+int nb_nib_in_memory(const struct nb_nib *n);
 enum nb_status nb_nib_parse(struct nb_nib **out, const void *data, size_t size, const char *name);
 void nb_nib_free(struct nb_nib *n);
 /* Check every tensor's XXH3 checksum; the first mismatch is NB_ERR_FORMAT naming it. */

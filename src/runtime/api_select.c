@@ -6,7 +6,10 @@
 #include <string.h>
 
 #include "core/mmap.h"
+#include "formats/nib.h"
+#include "formats/source.h"
 #include "kernels/kernels.h"
+#include "model/model.h"
 #include "runtime/api.h"
 #include "runtime/probe.h"
 #include "runtime/selector.h"
@@ -19,6 +22,13 @@ enum nb_status nb_set_isa(const char *isa, int allow_amx)
 const char *nb_isa(void) { return nb_kernels_get()->isa; }
 
 void nb_set_weight_copy(int on) { nb_file_set_copy(on); }
+
+int nb_model_weights_copied(const struct nb_model *model)
+{
+    const struct nb_source *s = model ? nb_model_source(model) : NULL;
+    if (!s || s->kind != NB_FILE_NIB) return 0;
+    return s->file.anon || (s->nib && nb_nib_in_memory(s->nib));
+}
 
 enum nb_status nb_api_priority(const char *name, enum nb_priority *out)
 {
