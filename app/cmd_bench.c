@@ -305,12 +305,13 @@ static void emit(const struct bench *b, const char *fmt, double bw)
         free(js);
     }
     cJSON_Delete(all);
-    int copied = 0;
-    for (int i = 0; i < b->n_models; i++) copied += nb_model_weights_copied(b->m[i].model);
-    if (md && bw > 0)
+    if (md && bw > 0) {
+        int copied = 0;
+        for (int i = 0; i < b->n_models; i++) copied += nb_model_weights_copied(b->m[i].model);
         printf("\nread bandwidth %.1f GB/s (%d threads); roofline = best tg t/s x bytes per token "
                "/ bandwidth; kernels: %s; .nib weights in huge pages: %d of %d models "
                "(NIBBLE_MMAP)\n", bw, b->n_threads, isa, copied, b->n_models);
+    }
 }
 
 /* What the command line asks for beyond struct bench. */

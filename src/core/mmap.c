@@ -36,6 +36,12 @@ static enum nb_status open_regular(const char *path, int *fd_out, struct stat *s
     return NB_OK;
 }
 
+enum nb_status nb_file_open(const char *path, int *fd)
+{
+    struct stat sb;
+    return open_regular(path, fd, &sb);
+}
+
 /* fd_fn on `path` opened as a regular file (closed afterwards). */
 static enum nb_status by_path(struct nb_mapped_file *f, const char *path,
                               enum nb_status (*fd_fn)(struct nb_mapped_file *, int, const char *))
@@ -227,18 +233,14 @@ static int copy_fits(size_t size)
     return avail >= 0 && (uint64_t)size <= (uint64_t)avail / 2;
 }
 
-enum nb_status nb_file_load_weights_fd(struct nb_mapped_file *f, int fd, const char *name)
+enum nb_status nb_file_copy_fd(struct nb_mapped_file *f, int fd)
 {
-    memset(f, 0, sizeof *f);
-    struct stat st;
-    if (fstat(fd, &st) != 0)
-        return nb_set_error(NB_ERR_IO, "%s: cannot stat: %s", name, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return nb_set_error(NB_ERR_IO, "%s: not a regular file", name);
-    size_t size = (size_t)st.st_size;
+    const size_t size = f->size;
+    if (f->anon || !f->data) return NB_OK;
     const int copy =
         g_copy >= 2 || (g_copy == 1 && size >= COPY_MIN && thp_enabled() && copy_fits(size));
-    char *buf = copy && size > 0 ? nb_huge_alloc(size) : NULL;
-    if (!buf) return nb_file_map_fd(f, fd, name);
+    char *buf = copy ? nb_huge_alloc(size) : NULL;
+    if (!buf) return NB_OK; /* not wanted, or no memory for it: the mapping stays */
     for (size_t at = 0; at < size;) {
         ssize_t n = pread(fd, buf + at, size - at > ((size_t)1 << 30) ? (size_t)1 << 30 : size - at,
                           (off_t)at);
@@ -246,21 +248,23 @@ enum nb_status nb_file_load_weights_fd(struct nb_mapped_file *f, int fd, const c
         if (n <= 0) {
             int e = errno;
             nb_huge_free(buf, size);
-            return n < 0 ? nb_set_error(NB_ERR_IO, "%s: cannot read: %s", name, strerror(e))
+            return n < 0 ? nb_set_error(NB_ERR_IO, "%s: cannot read: %s", f->path, strerror(e))
                          : nb_set_error(NB_ERR_IO, "%s: ended at byte %zu of %zu while read "
-                                        "(truncated meanwhile?)", name, at, size);
+                                        "(truncated meanwhile?)", f->path, at, size);
         }
         at += (size_t)n;
     }
+    munmap((void *)f->data, size);
     f->data = buf;
-    f->size = size;
     f->anon = 1;
-    f->path = strdup(name);
-    if (!f->path) {
-        nb_file_unmap(f);
-        return nb_set_error(NB_ERR_NOMEM, "%s: out of memory", name);
-    }
     return NB_OK;
+}
+
+enum nb_status nb_file_load_weights_fd(struct nb_mapped_file *f, int fd, const char *name)
+{
+    enum nb_status st = nb_file_map_fd(f, fd, name);
+    if (!st && (st = nb_file_copy_fd(f, fd))) nb_file_unmap(f);
+    return st;
 }
 
 enum nb_status nb_file_load_weights(struct nb_mapped_file *f, const char *path)

@@ -37,6 +37,11 @@ void nb_file_unmap(struct nb_mapped_file *f);
  * with or without THP (tests). */
 enum nb_status nb_file_load_weights(struct nb_mapped_file *f, const char *path);
 enum nb_status nb_file_load_weights_fd(struct nb_mapped_file *f, int fd, const char *name);
+/* The second half of nb_file_load_weights_fd: f, a mapping of fd, becomes the copy when the
+ * rules above want one (else it stays as it is). A failed read leaves f mapped. */
+enum nb_status nb_file_copy_fd(struct nb_mapped_file *f, int fd);
+/* Open `path` for reading if it is a regular file (nb_file_map's checks and errors). */
+enum nb_status nb_file_open(const char *path, int *fd);
 void nb_file_set_copy(int on);
 /* Whether a THP mode line (/sys/kernel/mm/transparent_hugepage/enabled, e.g. "always
  * [madvise] never") lets nb_huge_alloc's madvise get huge pages. */

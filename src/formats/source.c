@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "formats/gguf.h"
 #include "formats/json.h"
@@ -62,17 +63,15 @@ enum nb_status nb_source_open(struct nb_source **out, const char *path)
         *out = s;
         return NB_OK;
     }
-    if ((st = nb_file_map(&s->file, path))) goto fail;
-    s->kind = s->file.data ? sniff(s->file.data, s->file.size) : NB_FILE_UNKNOWN;
-    if (s->kind == NB_FILE_NIB) { /* its weights run in place: into huge pages (core/mmap.h) */
-        nb_file_unmap(&s->file);
-        if ((st = nb_file_load_weights(&s->file, path))) goto fail;
-        if (!s->file.data || sniff(s->file.data, s->file.size) != NB_FILE_NIB) {
-            st = nb_set_error(NB_ERR_IO, "%s: changed while it was opened", path);
-            goto fail;
-        }
+    int fd = -1;
+    if ((st = nb_file_open(path, &fd))) goto fail;
+    if (!(st = nb_file_map_fd(&s->file, fd, path))) {
+        s->kind = s->file.data ? sniff(s->file.data, s->file.size) : NB_FILE_UNKNOWN;
+        /* a .nib's weights run where they lie: into huge pages (core/mmap.h) */
+        if (s->kind == NB_FILE_NIB) st = nb_file_copy_fd(&s->file, fd);
     }
-    if ((st = parse(s))) goto fail;
+    close(fd);
+    if (st || (st = parse(s))) goto fail;
     *out = s;
     return NB_OK;
 fail:
