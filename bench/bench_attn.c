@@ -1,5 +1,5 @@
 /* bench_attn — the attention kernel lab: checks each fast attention kernel this CPU runs
- * (avx2, avx512) against the reference, then times one call of each on one thread at the
+ * (avx2, avx512, amx: the AMX-BF16 prefill tile) against the reference, then times one call of each on one thread at the
  * Qwen3-1.7B head shape (hd 128, GQA group 2) over a paged cache of 4096 keys:
  *   decode: nb_attn_decode_fn over keys [0, 4096) for the group's 2 query rows;
  *   prefill: nb_attn_tile_fn, 16 tokens x 2 heads (32 rows) at positions 4080..4095.
@@ -50,7 +50,8 @@ int main(int argc, char **argv)
     }
     const struct nb_cpu *cpu = nb_cpu_get();
     printf("cpu flags: %s\n", nb_cpu_flags_str());
-    struct impl im[3];
+#define MAX_IMPL 4
+    struct impl im[MAX_IMPL];
     int n = 0;
     im[n++] = (struct impl){"ref", nb_attn_decode_ref, nb_attn_tile_ref};
 #ifdef NB_HAVE_X86
@@ -58,6 +59,9 @@ int main(int argc, char **argv)
         im[n++] = (struct impl){"avx2", nb_attn_decode_avx2, nb_attn_tile_avx2};
     if (cpu->avx512f && cpu->avx512bw && cpu->avx512vl && cpu->avx512dq && cpu->f16c)
         im[n++] = (struct impl){"avx512", nb_attn_decode_avx512, nb_attn_tile_avx512};
+    /* the AMX-BF16 prefill tile (decode: the AVX-512 kernel's) */
+    if (cpu->avx512f && cpu->avx512_vnni && cpu->amx_tile && cpu->amx_bf16 && nb_amx_request_perm())
+        im[n++] = (struct impl){"amx", nb_attn_decode_avx512, nb_attn_tile_amx};
 #else
     (void)cpu;
 #endif
@@ -104,7 +108,7 @@ int main(int argc, char **argv)
     }
 
     /* time: interleaved passes; each pass repeats a call for at least ~2 ms */
-    struct result rt[3] = {{0}}, rd[3] = {{0}};
+    struct result rt[MAX_IMPL] = {{0}}, rd[MAX_IMPL] = {{0}};
     for (int p = 0; p < passes; p++)
         for (int i = 0; i < n; i++) {
             for (int mode = 0; mode < 2; mode++) {

@@ -26,6 +26,11 @@
  * exp(score - m)). */
 #define TOL_ATTN  2e-5
 #define TOL_SCORE 1e-6
+/* The AMX-BF16 tile (kernels/x86/attn_amx.inc): each factor as two bf16 (about 16 bits)
+ * and three of the four products, so a score of this test (|q|, |k| up to 2, hd 128) is off
+ * by up to ~1e-6 of its terms' size: outputs 4e-6 to 1.2e-5 off the reference on the CPU's
+ * tiles and emulated (model-167 Xeon). */
+#define TOL_ATTN_AMX 5e-5
 
 static float frand(uint64_t *s)
 {
@@ -60,6 +65,15 @@ static int attn_impls(struct attn_impl *out)
 #ifdef NB_HAVE_X86
     if (have_avx512())
         out[n++] = (struct attn_impl){"avx512", nb_attn_tile_avx512, nb_attn_decode_avx512,
+                                      nb_kv_row_load_avx512, nb_kv_row_store_avx512};
+    /* the AMX-BF16 prefill tile on emulated tiles (any AVX-512 VNNI CPU) and on the CPU's
+     * own where it has them; decode is the AVX-512 kernel's */
+    const struct nb_cpu *c = nb_cpu_get();
+    if (have_avx512() && c->avx512_vnni)
+        out[n++] = (struct attn_impl){"amx (emulated)", nb_attn_tile_amxemu, nb_attn_decode_avx512,
+                                      nb_kv_row_load_avx512, nb_kv_row_store_avx512};
+    if (have_avx512() && c->avx512_vnni && c->amx_tile && c->amx_bf16 && nb_amx_request_perm())
+        out[n++] = (struct attn_impl){"amx", nb_attn_tile_amx, nb_attn_decode_avx512,
                                       nb_kv_row_load_avx512, nb_kv_row_store_avx512};
     if (have_avx2())
         out[n++] = (struct attn_impl){"avx2", nb_attn_tile_avx2, nb_attn_decode_avx2,
@@ -191,7 +205,7 @@ static void test_gemm_kquant(void **state)
  * e^-80 are zeroed, rescale factors 0). */
 static void test_attn_decode(void **state)
 {
-    struct attn_impl im[2];
+    struct attn_impl im[4];
     int n_im = attn_impls(im);
     if (!n_im) skip();
     uint64_t s = 17;
@@ -296,7 +310,7 @@ static void test_kv_rows(void **state)
     }
     /* the fast loaders: bit-identical to the reference, with tails (n not a multiple of
      * 8 or 16) for the 16-bit types, f16 subnormals and an infinity */
-    struct attn_impl im[2];
+    struct attn_impl im[4];
     int n_im = attn_impls(im);
     x[9] = 3e-6f, x[10] = -7e-8f, x[11] = 1e5f; /* f16: subnormal, subnormal, inf */
     static const int ns[] = {64, 8, 5, 37, 23};
@@ -353,7 +367,7 @@ static void test_kv_rows(void **state)
  * data). */
 static void test_attn_tile(void **state)
 {
-    struct attn_impl im[2];
+    struct attn_impl im[4];
     int n_im = attn_impls(im);
     if (!n_im) skip();
     uint64_t s = 11;
@@ -421,8 +435,10 @@ static void test_attn_tile(void **state)
                             memset(o1, 0, sizeof(float) * nq);
                             im[ii].tile(o1 + col, ldq, q + col, ldq, nt, rep, hd, pos, &view, win,
                                         sc, scr);
+                            const float tol = strncmp(im[ii].name, "amx", 3) ? TOL_ATTN
+                                                                              : TOL_ATTN_AMX;
                             for (size_t i = 0; i < nq; i++)
-                                if (!(fabsf(o1[i] - o2[i]) <= TOL_ATTN))
+                                if (!(fabsf(o1[i] - o2[i]) <= tol))
                                     fail_msg("%s tile hd %d rep %d ntok %d window %d type %d: "
                                              "out[%zu] %g, ref %g",
                                              im[ii].name, hd, rep, nt, win, ty, i, o1[i], o2[i]);

@@ -209,6 +209,42 @@ int nb_kernels_check_w4a16(nb_gemm_w4a16_fn fn)
            check_w4a16_one(fn, 128, 32, 256, 64, &rng) && check_w4a16_one(fn, 32, 64, 96, 16, &rng);
 }
 
+/* The AMX-BF16 prefill attention tile against the reference: 8 tokens x 2 heads (hd 64)
+ * and 3 tokens x 1 head (hd 128) over an f16 cache of 70 keys (two blocks of 32 keys and a
+ * part block), a window in the second; 1 if every output is within 5e-5 (values in
+ * [-1, 1]: the tile carries about 16 bits of each factor). */
+static int check_attn_amx(uint64_t *rng)
+{
+    enum { NK = 70, MAXHD = 128 };
+    static const int shape[2][4] = {{64, 2, 8, 0}, {128, 1, 3, 9}}; /* hd, rep, tokens, window */
+    const int64_t rb = NB_KV_ROW_BYTES(NB_KVE_F16, MAXHD);
+    uint16_t *k = malloc((size_t)(NK * rb)), *v = malloc((size_t)(NK * rb));
+    float *q = malloc(sizeof(float) * 8 * 2 * MAXHD), *o1 = malloc(sizeof(float) * 8 * 2 * MAXHD);
+    float *o2 = malloc(sizeof(float) * 8 * 2 * MAXHD);
+    float *scratch = malloc(sizeof(float) * (size_t)NB_ATTN_SCRATCH(MAXHD));
+    int ok = k && v && q && o1 && o2 && scratch;
+    for (int c = 0; ok && c < 2; c++) {
+        const int hd = shape[c][0], rep = shape[c][1], nt = shape[c][2], win = shape[c][3];
+        for (int i = 0; i < NK * hd; i++) {
+            k[i] = nb_f32_to_f16((float)((int)(xorshift(rng) % 2001) - 1000) / 1000.0f);
+            v[i] = nb_f32_to_f16((float)((int)(xorshift(rng) % 2001) - 1000) / 1000.0f);
+        }
+        for (int i = 0; i < nt * rep * hd; i++)
+            q[i] = (float)((int)(xorshift(rng) % 2001) - 1000) / 1000.0f;
+        int32_t blocks[3] = {0, 1, 2}, pos[8];
+        for (int t = 0; t < nt; t++)
+            pos[t] = NK - nt + t;
+        const struct nb_kv_view kv = {k, v, blocks, 32 * 2 * hd, 2 * hd, 5, NB_KVE_F16};
+        const float sc = 1.0f / sqrtf((float)hd);
+        nb_attn_tile_amx(o1, rep * hd, q, rep * hd, nt, rep, hd, pos, &kv, win, sc, scratch);
+        nb_attn_tile_ref(o2, rep * hd, q, rep * hd, nt, rep, hd, pos, &kv, win, sc, scratch);
+        for (int i = 0; i < nt * rep * hd; i++)
+            if (!(fabsf(o1[i] - o2[i]) <= 5e-5f)) ok = 0;
+    }
+    free(k), free(v), free(q), free(o1), free(o2), free(scratch);
+    return ok;
+}
+
 static int g_amx_ok;
 static pthread_once_t g_amx_once = PTHREAD_ONCE_INIT;
 
@@ -240,6 +276,11 @@ static void amx_probe(void)
     if (c->amx_bf16 && c->avx512_bf16 && !nb_kernels_check_w4a16(nb_gemm_w4a16_x16_amx)) {
         NB_LOGW("AMX: the w4a16 AMX-BF16 kernel failed its self-check against the reference; "
                 "keeping VNNI");
+        return;
+    }
+    if (c->amx_bf16 && c->avx512_bf16 && !check_attn_amx(&rng)) {
+        NB_LOGW("AMX: the AMX-BF16 prefill attention tile failed its self-check against the "
+                "reference; keeping VNNI");
         return;
     }
     g_amx_ok = 1;

@@ -93,7 +93,9 @@ struct nb_kv_view {
      (int64_t)((p) & ((1 << (kv)->bshift) - 1)) * (kv)->ldrow)
 
 #define NB_ATTN_ROWS        32
-#define NB_ATTN_SCRATCH(hd) (66 * (int64_t)(hd) + 1024) /* + 32 rows converted to f32 */
+/* floats: the AVX-512 / AVX2 / NEON tiles' 66 hd + 1024 (+ 32 rows converted to f32), the
+ * AMX tile's 130 hd + 3200 (attn_amx.inc: bf16 Q, K, V, the output sums, scores, weights) */
+#define NB_ATTN_SCRATCH(hd) (132 * (int64_t)(hd) + 4096)
 struct nb_kv_view;
 typedef void (*nb_attn_tile_fn)(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok,
                                 int n_rep, int hd, const int32_t *qpos,
@@ -487,6 +489,15 @@ void nb_attn_decode_avx512(const float *q, int n_rep, int hd, const struct nb_kv
 void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
                          int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
                          float scale, float *scratch);
+/* kernels/x86/attn_amx.c: the prefill tile on AMX-BF16 (hd a multiple of 32 up to 256;
+ * other head sizes: nb_attn_tile_avx512); gemm_kq_amxemu_avx512vnni.c: the same code on
+ * emulated tiles (tests, any AVX-512 VNNI CPU). */
+void nb_attn_tile_amx(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok, int n_rep,
+                      int hd, const int32_t *qpos, const struct nb_kv_view *kv, int window,
+                      float scale, float *scratch);
+void nb_attn_tile_amxemu(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok,
+                         int n_rep, int hd, const int32_t *qpos, const struct nb_kv_view *kv,
+                         int window, float scale, float *scratch);
 /* kernels/x86/attn_avx2.c: the same on 8 lanes, for CPUs with AVX2 + FMA + F16C only. */
 void nb_kv_row_load_avx2(int type, const void *src, float *dst, int64_t n);
 void nb_kv_row_store_avx2(int type, const float *src, void *dst, int64_t n);

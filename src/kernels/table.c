@@ -23,7 +23,10 @@
  *   w4a8        ref     ref                        ref            (ROWS layout)
  *   w4a8-x16    ref     avxvnni, else avx2         avx512vnni when VNNI, amx when use_amx
  *   attention   ref     avx2                       avx512   (attn_tile, attn_decode,
- *                                                            kv_row_load, kv_row_store)
+ *                                                            kv_row_load, kv_row_store);
+ *                                                            attn_tile amx when use_amx
+ *                                                            and the CPU has AMX-BF16 +
+ *                                                            AVX512-BF16
  *
  * On aarch64 there is one level, neon (every aarch64 CPU has NEON); the CPU's dotprod
  * (HWCAP asimddp) and i8mm (HWCAP2 i8mm) pick the w4a8 variant within it (dotprod also
@@ -331,6 +334,9 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         k->dot_f32 = nb_dot_f32_avx512;
         k->axpy_f32 = nb_axpy_f32_avx512;
         k->attn_tile = nb_attn_tile_avx512;
+        /* AMX-BF16 prefill attention: docs/benchmarks.md, "Prefill attention on AMX tiles" */
+        if (c->avx512_vnni && use_amx && c->amx_bf16 && c->avx512_bf16)
+            k->attn_tile = nb_attn_tile_amx;
         k->attn_decode = nb_attn_decode_avx512;
         k->kv_row_load = nb_kv_row_load_avx512;
         k->kv_row_store = nb_kv_row_store_avx512;

@@ -20,26 +20,7 @@
 
 #include "core/fp.h"
 #include "kernels/kernels.h"
-
-#define ALWAYS_INLINE static inline __attribute__((always_inline))
-
-ALWAYS_INLINE __m512 exp512(__m512 x)
-{
-    x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-    x = _mm512_min_ps(x, _mm512_set1_ps(88.0f));
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-    return _mm512_scalef_ps(p, n);
-}
+#include "kernels/x86/attn_avx512.h"
 
 /* Scores of keys kr[0..16) against the NV*16 lanes of qt: s[j][v]. */
 ALWAYS_INLINE void scores(int NV, __m512 s[16][2], const float *const *kr, int nk, const float *qt,
@@ -64,36 +45,6 @@ ALWAYS_INLINE void scores(int NV, __m512 s[16][2], const float *const *kr, int n
             s[j0 + j][0] = a[j][0];
             s[j0 + j][1] = a[j][1];
         }
-    }
-}
-
-/* One block of keys kb .. kb+nk-1: scores, online-softmax update of m / l (per lane),
- * weights to pt, alpha to al. */
-ALWAYS_INLINE void softmax_block(int NV, __m512 s[16][2], int kb, int nk, const int32_t *qp,
-                                 int window, __m512 *m, __m512 *l, float *pt, float *al)
-{
-    for (int v = 0; v < NV; v++) {
-        __m512i qv = _mm512_loadu_si512(qp + 16 * v);
-        __mmask16 valid[16];
-        __m512 mx = m[v];
-        for (int j = 0; j < 16; j++) {
-            __m512i kp = _mm512_set1_epi32(kb + j);
-            __mmask16 mk = j < nk ? _mm512_cmple_epi32_mask(kp, qv) : 0;
-            if (window > 0)
-                mk &= _mm512_cmplt_epi32_mask(_mm512_sub_epi32(qv, kp), _mm512_set1_epi32(window));
-            valid[j] = mk;
-            mx = _mm512_mask_max_ps(mx, mk, mx, s[j][v]);
-        }
-        __m512 alpha = exp512(_mm512_sub_ps(m[v], mx));
-        m[v] = mx;
-        __m512 sum = _mm512_setzero_ps();
-        for (int j = 0; j < 16; j++) {
-            __m512 p = _mm512_maskz_mov_ps(valid[j], exp512(_mm512_sub_ps(s[j][v], mx)));
-            sum = _mm512_add_ps(sum, p);
-            _mm512_storeu_ps(pt + j * 32 + 16 * v, p);
-        }
-        l[v] = _mm512_fmadd_ps(l[v], alpha, sum);
-        _mm512_storeu_ps(al + 16 * v, alpha);
     }
 }
 
