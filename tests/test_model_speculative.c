@@ -160,6 +160,56 @@ static void check_path(const char *path, int exact)
     nb_model_free(m);
 }
 
+/* nb_decode_verify's logits for a step of 5 tokens equal those of 5 one-token steps, bit
+ * for bit, on 1, 2 and 3 threads: at positions 150-154 (past 128 keys a one-token step on
+ * two threads splits its keys into two runs, which a batch of 5 tokens did not) and 60-64
+ * (one run either way). */
+static void test_verify_logits(void **state)
+{
+    (void)state;
+    struct nb_model *m = NULL;
+    struct nb_open_params op = nb_open_default_params();
+    op.path = "w4a8";
+    op.use_cache = 0;
+    op.n_threads = 2;
+    if (nb_model_open(&m, tu_model_path("kjv-7m/kjv-7m-f32.gguf"), &op, NULL) != NB_OK)
+        fail_msg("%s", nb_last_error());
+    struct nb_model_info info;
+    nb_model_get_info(m, &info);
+    const int V = info.n_vocab, K = 5;
+    float *one = malloc(sizeof(float) * (size_t)(K * V)), *ver = malloc(sizeof(float) * (size_t)(K * V));
+    int32_t tok[160], pos[160];
+    for (int i = 0; i < 160; i++) {
+        tok[i] = (i * 37 + 11) % V;
+        pos[i] = i;
+    }
+    for (int threads = 1; threads <= 3; threads++)
+        for (int at = 60; at <= 150; at += 90) {
+            struct nb_ctx_params cp = nb_ctx_default_params();
+            cp.n_threads = threads;
+            cp.n_ctx = 256;
+            struct nb_ctx *ctx = NULL;
+            assert_int_equal(nb_ctx_init(&ctx, m, &cp), NB_OK);
+            struct nb_batch pre = {.n_tokens = at, .token = tok, .pos = pos};
+            assert_int_equal(nb_decode(ctx, &pre, ver), NB_OK); /* the last token's logits */
+            for (int i = 0; i < K; i++) {
+                struct nb_batch b = {.n_tokens = 1, .token = tok + at + i, .pos = pos + at + i};
+                assert_int_equal(nb_decode(ctx, &b, one + (size_t)i * V), NB_OK);
+            }
+            assert_int_equal(nb_ctx_truncate_seq(ctx, 0, at), NB_OK);
+            uint8_t want[8] = {1, 1, 1, 1, 1};
+            struct nb_batch b = {.n_tokens = K, .token = tok + at, .pos = pos + at, .want_logits = want};
+            assert_int_equal(nb_decode_verify(ctx, &b, ver), NB_OK);
+            if (memcmp(one, ver, sizeof(float) * (size_t)(K * V)))
+                fail_msg("%d threads, positions %d..%d: a verified step's logits differ from "
+                         "one-token steps'", threads, at, at + K - 1);
+            nb_ctx_free(ctx);
+        }
+    free(one);
+    free(ver);
+    nb_model_free(m);
+}
+
 static void test_same_tokens_f32(void **state)
 {
     (void)state;
@@ -183,6 +233,7 @@ int main(void)
     if (tu_isa_from_env()) return 1; /* test_model_speculative_avx2: NIBBLE_ISA=avx2 */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup_draft),
+        cmocka_unit_test(test_verify_logits),
         cmocka_unit_test(test_same_tokens_f32),
         cmocka_unit_test(test_same_tokens_w4a8),
         cmocka_unit_test(test_same_tokens_w4a16),

@@ -82,6 +82,8 @@ void nb_ctx_free(struct nb_ctx *c)
     free(c->rope_cs);
     free(c->scratch);
     free(c->attn_part);
+    free(c->attn_runs);
+    free(c->attn_first);
     free(c->q8);
     free(c->q8_d);
     free(c->q8_sum);
