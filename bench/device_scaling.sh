@@ -14,6 +14,8 @@
 #   D/lib: the shared libraries they need (the machine has no -dev packages).
 #   OUT: probe.txt, tests.txt, log.txt, bench.jsonl (nibble), llama.jsonl, profile.txt
 #        (decode), profile-pp.txt and profile-pp-w4a16.txt (prefill at every core),
+#        llama-depth.jsonl (llama.cpp's pp512 at depth 4096 at every core; nibble's are
+#        the bench.jsonl lines labelled depth and depth-base),
 #        records/ (nibble bench --record). Every step appends as it ends, so a run cut
 #        short still returns what it measured. bench/scaling_table.py OUT prints tables.
 # Environment: M (model folder, default /tmp/nbm), TS (thread counts after 2, default
@@ -100,6 +102,13 @@ log "profile pp w4a8 rc $?"
 "$N" bench -m "$M/w4a16.nib" -p 512 -n 0 -r 1 -t "$ncores" --profile \
   >"$OUT/profile-pp-w4a16.txt" 2>&1
 log "profile pp w4a16 rc $?"
+# prefill at depth 4096 at every core: the attention tiles (AMX-BF16 in nibble, AVX-512 in
+# a nibble-base from before 2026-12-06's fb814e2) and llama.cpp at the same depth
+nb depth "$ncores" "$N" bench -m "$M/w4a8.nib" -p 512 -n 0 -d 4096
+[ -x "$B" ] && nb depth-base "$ncores" "$B" bench -m "$M/w4a8.nib" -p 512 -n 0 -d 4096
+timeout 300 "$D/bin/llama-bench" -m "$M/$S-q4_k_m.gguf" -p 512 -n 0 -d 4096 -t "$ncores" -r 1 \
+  -o jsonl 2>>"$OUT/log.txt" >>"$OUT/llama-depth.jsonl"
+log "llama.cpp depth t$ncores rc $?"
 for t in ${TS:-16 8 4 1}; do
   if [ "$t" = "$ncores" ]; then pass "$t" record; else pass "$t"; fi
 done
