@@ -1,6 +1,7 @@
 /* bench_attn — the attention kernel lab: checks each fast attention kernel this CPU runs
- * (avx2, avx512, amx: the AMX-BF16 prefill tile) against the reference, then times one call of each on one thread at the
- * Qwen3-1.7B head shape (hd 128, GQA group 2) over a paged cache of 4096 keys:
+ * (avx2, avx512; amx: the AMX-BF16 prefill tile) against the reference, then times one call
+ * of each on one thread at the Qwen3-1.7B head shape (hd 128, GQA group 2) over a paged
+ * cache of 4096 keys:
  *   decode: nb_attn_decode_fn over keys [0, 4096) for the group's 2 query rows;
  *   prefill: nb_attn_tile_fn, 16 tokens x 2 heads (32 rows) at positions 4080..4095.
  * ns per call, best of PASSES interleaved passes, and the spread (worst / best - 1).

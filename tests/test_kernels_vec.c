@@ -66,15 +66,6 @@ static int attn_impls(struct attn_impl *out)
     if (have_avx512())
         out[n++] = (struct attn_impl){"avx512", nb_attn_tile_avx512, nb_attn_decode_avx512,
                                       nb_kv_row_load_avx512, nb_kv_row_store_avx512};
-    /* the AMX-BF16 prefill tile on emulated tiles (any AVX-512 VNNI CPU) and on the CPU's
-     * own where it has them; decode is the AVX-512 kernel's */
-    const struct nb_cpu *c = nb_cpu_get();
-    if (have_avx512() && c->avx512_vnni)
-        out[n++] = (struct attn_impl){"amx (emulated)", nb_attn_tile_amxemu, nb_attn_decode_avx512,
-                                      nb_kv_row_load_avx512, nb_kv_row_store_avx512};
-    if (have_avx512() && c->avx512_vnni && c->amx_tile && c->amx_bf16 && nb_amx_request_perm())
-        out[n++] = (struct attn_impl){"amx", nb_attn_tile_amx, nb_attn_decode_avx512,
-                                      nb_kv_row_load_avx512, nb_kv_row_store_avx512};
     if (have_avx2())
         out[n++] = (struct attn_impl){"avx2", nb_attn_tile_avx2, nb_attn_decode_avx2,
                                       nb_kv_row_load_avx2, nb_kv_row_store_avx2};
@@ -83,6 +74,30 @@ static int attn_impls(struct attn_impl *out)
                                   nb_kv_row_load_neon, nb_kv_row_store_neon};
 #else
     (void)out;
+#endif
+    return n;
+}
+
+/* The prefill tiles this CPU runs, each with its bound: those of attn_impls, and the
+ * AMX-BF16 tile on emulated tiles (any AVX-512 VNNI CPU) and on the CPU's own. */
+struct tile_impl {
+    const char *name;
+    nb_attn_tile_fn tile;
+    float tol;
+};
+
+static int tile_impls(struct tile_impl *out)
+{
+    struct attn_impl im[2];
+    int n = 0, n_im = attn_impls(im);
+    for (int i = 0; i < n_im; i++)
+        out[n++] = (struct tile_impl){im[i].name, im[i].tile, TOL_ATTN};
+#ifdef NB_HAVE_X86
+    const struct nb_cpu *c = nb_cpu_get();
+    if (have_avx512() && c->avx512_vnni)
+        out[n++] = (struct tile_impl){"amx (emulated)", nb_attn_tile_amxemu, TOL_ATTN_AMX};
+    if (have_avx512() && c->avx512_vnni && c->amx_tile && c->amx_bf16 && nb_amx_request_perm())
+        out[n++] = (struct tile_impl){"amx", nb_attn_tile_amx, TOL_ATTN_AMX};
 #endif
     return n;
 }
@@ -205,7 +220,7 @@ static void test_gemm_kquant(void **state)
  * e^-80 are zeroed, rescale factors 0). */
 static void test_attn_decode(void **state)
 {
-    struct attn_impl im[4];
+    struct attn_impl im[2];
     int n_im = attn_impls(im);
     if (!n_im) skip();
     uint64_t s = 17;
@@ -310,7 +325,7 @@ static void test_kv_rows(void **state)
     }
     /* the fast loaders: bit-identical to the reference, with tails (n not a multiple of
      * 8 or 16) for the 16-bit types, f16 subnormals and an infinity */
-    struct attn_impl im[4];
+    struct attn_impl im[2];
     int n_im = attn_impls(im);
     x[9] = 3e-6f, x[10] = -7e-8f, x[11] = 1e5f; /* f16: subnormal, subnormal, inf */
     static const int ns[] = {64, 8, 5, 37, 23};
@@ -367,8 +382,8 @@ static void test_kv_rows(void **state)
  * data). */
 static void test_attn_tile(void **state)
 {
-    struct attn_impl im[4];
-    int n_im = attn_impls(im);
+    struct tile_impl im[4];
+    int n_im = tile_impls(im);
     if (!n_im) skip();
     uint64_t s = 11;
     static const int hds[] = {128, 40, 8, 20, 96};
@@ -435,10 +450,8 @@ static void test_attn_tile(void **state)
                             memset(o1, 0, sizeof(float) * nq);
                             im[ii].tile(o1 + col, ldq, q + col, ldq, nt, rep, hd, pos, &view, win,
                                         sc, scr);
-                            const float tol = strncmp(im[ii].name, "amx", 3) ? TOL_ATTN
-                                                                              : TOL_ATTN_AMX;
                             for (size_t i = 0; i < nq; i++)
-                                if (!(fabsf(o1[i] - o2[i]) <= tol))
+                                if (!(fabsf(o1[i] - o2[i]) <= im[ii].tol))
                                     fail_msg("%s tile hd %d rep %d ntok %d window %d type %d: "
                                              "out[%zu] %g, ref %g",
                                              im[ii].name, hd, rep, nt, win, ty, i, o1[i], o2[i]);

@@ -177,7 +177,8 @@ static void test_verify_logits(void **state)
     struct nb_model_info info;
     nb_model_get_info(m, &info);
     const int V = info.n_vocab, K = 5;
-    float *one = malloc(sizeof(float) * (size_t)(K * V)), *ver = malloc(sizeof(float) * (size_t)(K * V));
+    float *one = malloc(sizeof(float) * (size_t)(K * V));
+    float *ver = malloc(sizeof(float) * (size_t)(K * V));
     int32_t tok[160], pos[160];
     for (int i = 0; i < 160; i++) {
         tok[i] = (i * 37 + 11) % V;
@@ -198,7 +199,8 @@ static void test_verify_logits(void **state)
             }
             assert_int_equal(nb_ctx_truncate_seq(ctx, 0, at), NB_OK);
             uint8_t want[8] = {1, 1, 1, 1, 1};
-            struct nb_batch b = {.n_tokens = K, .token = tok + at, .pos = pos + at, .want_logits = want};
+            struct nb_batch b = {
+                .n_tokens = K, .token = tok + at, .pos = pos + at, .want_logits = want};
             assert_int_equal(nb_decode_verify(ctx, &b, ver), NB_OK);
             if (memcmp(one, ver, sizeof(float) * (size_t)(K * V)))
                 fail_msg("%d threads, positions %d..%d: a verified step's logits differ from "

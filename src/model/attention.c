@@ -177,22 +177,10 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
  * verified step and two alone on two threads, and kjv-7m's greedy text with drafts left
  * plain decoding's at a near tie (test_model_speculative). */
 struct split {
-    int n_runs;            /* runs of keys per (token, kv head), when runs is NULL */
-    const int *runs;       /* or per token */
-    const int64_t *first;  /* then token t's first (kv head, run) is first[t] */
-    float *part;           /* per token, kv head and run: [group][2 + hd]: m, l, acc */
+    const int *runs;      /* runs of keys of token t's (token, kv head) pairs */
+    const int64_t *first; /* token t's first (kv head, run) job; first[n]: all of them */
+    float *part;          /* per job: [group][2 + hd]: m, l, acc */
 };
-
-static int tok_runs(const struct split *sp, int t)
-{
-    return sp->runs ? sp->runs[t] : sp->n_runs;
-}
-
-/* the index of token t's first (kv head, run), KV kv heads */
-static int64_t tok_first(const struct split *sp, int t, int KV)
-{
-    return sp->runs ? sp->first[t] : (int64_t)t * KV * sp->n_runs;
-}
 
 static void key_range(const struct attn_job *j, int t, int *lo, int *hi)
 {
@@ -210,11 +198,11 @@ static void attn_split(const struct attn_job *j, int ith, int nth, float *scratc
     int64_t q_dim = (int64_t)cfg->n_heads * hd, stride = 2 + hd;
     float scale = 1.0f / sqrtf((float)hd), *qs = scratch; /* the group's q rows, scaled */
     long j0, j1;
-    nb_split_range((long)tok_first(j->sp, j->n_tok, KV), ith, nth, 1, &j0, &j1);
+    nb_split_range((long)j->sp->first[j->n_tok], ith, nth, 1, &j0, &j1);
     int t = 0;
     for (long job = j0; job < j1; job++) {
-        while (job >= tok_first(j->sp, t + 1, KV)) t++;
-        const int R = tok_runs(j->sp, t), r = (int)(job - tok_first(j->sp, t, KV));
+        while (job >= j->sp->first[t + 1]) t++;
+        const int R = j->sp->runs[t], r = (int)(job - j->sp->first[t]);
         int kvh = r / R, run = r % R;
         int lo, hi;
         key_range(j, t, &lo, &hi);
@@ -223,7 +211,7 @@ static void attn_split(const struct attn_job *j, int ith, int nth, float *scratc
         const float *q = c->q + t * q_dim + (int64_t)kvh * group * hd;
         for (int64_t i = 0; i < (int64_t)group * hd; i++) qs[i] = q[i] * scale;
         struct nb_kv_view view = kv_view(c, j->layer, j->seq[t], kvh);
-        float *part = j->sp->part + (tok_first(j->sp, t, KV) + r) * group * stride;
+        float *part = j->sp->part + (j->sp->first[t] + r) * group * stride;
         c->kern->attn_decode(qs, group, hd, &view, a, b, part, stride,
                              scratch + (int64_t)group * hd);
         if (R > 1) continue;
@@ -248,10 +236,10 @@ static void attn_merge(void *arg, int ith, int nth)
     nb_split_range((long)j->n_tok * H, ith, nth, 1, &h0, &h1);
     for (long th = h0; th < h1; th++) {
         int t = (int)(th / H), h = (int)(th % H), kvh = h / group, g = h % group;
-        const int R = tok_runs(j->sp, t);
+        const int R = j->sp->runs[t];
         if (R == 1) continue; /* attn_split finished it */
-        const float *p0 =
-            j->sp->part + (tok_first(j->sp, t, KV) + (int64_t)kvh * R) * group * stride + g * stride;
+        const float *p0 = j->sp->part + (j->sp->first[t] + (int64_t)kvh * R) * group * stride +
+                          g * stride;
         float M = -INFINITY, L = 0;
         for (int r = 0; r < R; r++) M = p0[r * group * stride] > M ? p0[r * group * stride] : M;
         float *out = c->att + t * (int64_t)H * hd + (int64_t)h * hd;
@@ -286,21 +274,6 @@ static int split_runs(int n_threads, int pairs, int keys)
     return runs < 1 ? 1 : runs;
 }
 
-/* Room for n tokens' run counts and first jobs (c->attn_runs, c->attn_first); 0 when
- * there is none (the step then splits as a batch does). */
-static int grow_runs(struct nb_ctx *c, int n)
-{
-    if (n + 1 <= c->attn_runs_cap) return 1;
-    int *r = realloc(c->attn_runs, sizeof *r * (size_t)(n + 1));
-    if (!r) return 0;
-    c->attn_runs = r;
-    int64_t *f = realloc(c->attn_first, sizeof *f * (size_t)(n + 1));
-    if (!f) return 0;
-    c->attn_first = f;
-    c->attn_runs_cap = n + 1;
-    return 1;
-}
-
 void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const int32_t *seq)
 {
     const struct nb_config *cfg = &c->model->cfg;
@@ -315,40 +288,40 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
     }
     /* runs of keys: enough jobs for the threads, at least 128 keys a run; a verified
      * step's tokens each as alone (one token's pairs, its own keys) */
-    const int per_token = c->attn_per_token && n > 1 && grow_runs(c, n);
-    int keys = 1, max_runs = 1;
-    int64_t jobs = 0;
+    int keys = 1;
     for (int t = 0; t < n; t++) {
         int lo, hi;
         key_range(&j, t, &lo, &hi);
         keys = hi - lo > keys ? hi - lo : keys;
-        if (per_token) {
-            c->attn_first[t] = jobs;
-            c->attn_runs[t] = split_runs(c->n_threads, KV, hi - lo);
-            jobs += (int64_t)KV * c->attn_runs[t];
-            max_runs = c->attn_runs[t] > max_runs ? c->attn_runs[t] : max_runs;
-        }
     }
-    int runs = split_runs(c->n_threads, n * KV, keys);
-    if (per_token) {
-        c->attn_first[n] = jobs;
-    } else {
-        jobs = (int64_t)n * KV * runs;
-        max_runs = runs;
+    const int batch_runs = split_runs(c->n_threads, n * KV, keys);
+    int max_runs = 1;
+    int64_t jobs = 0;
+    for (int t = 0; t < n; t++) {
+        int lo, hi;
+        key_range(&j, t, &lo, &hi);
+        const int r = c->attn_per_token ? split_runs(c->n_threads, KV, hi - lo) : batch_runs;
+        c->attn_runs[t] = r;
+        c->attn_first[t] = jobs;
+        jobs += (int64_t)KV * r;
+        max_runs = r > max_runs ? r : max_runs;
     }
+    c->attn_first[n] = jobs;
     size_t need = (size_t)jobs * (size_t)group * (size_t)(2 + hd);
-    struct split sp = {runs, per_token ? c->attn_runs : NULL, per_token ? c->attn_first : NULL,
-                       c->attn_part};
     if (need > c->attn_part_cap) {
         float *p = realloc(c->attn_part, need * sizeof(float));
         if (!p) { /* one run a pair fits what there is (allocated for n_batch tokens) */
-            sp = (struct split){1, NULL, NULL, c->attn_part};
+            for (int t = 0; t <= n; t++) {
+                if (t < n) c->attn_runs[t] = 1;
+                c->attn_first[t] = (int64_t)t * KV;
+            }
             max_runs = 1;
         } else {
-            c->attn_part = sp.part = p;
+            c->attn_part = p;
             c->attn_part_cap = need;
         }
     }
+    struct split sp = {c->attn_runs, c->attn_first, c->attn_part};
     j.sp = &sp;
     nb_run_op(c, NB_OP_ATTN, attn_worker, &j, c->n_threads);
     if (max_runs > 1)

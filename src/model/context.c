@@ -99,7 +99,7 @@ void nb_ctx_free(struct nb_ctx *c)
 struct work_plan {
     int64_t act_floats;    /* x, h, q, k, v, att, hg, ff_gate, ff_up, rope_cs */
     int64_t stride;        /* scratch floats per thread */
-    int64_t part;          /* attention partials (floats) */
+    int64_t part;          /* attention partials (floats); + their per-token run counts */
     int64_t q8_ld;
     int64_t bytes;
 };
@@ -121,7 +121,7 @@ static void plan_work(const struct nb_config *cfg, const struct nb_ctx_params *p
     w->stride = (need + 15) & ~(int64_t)15;
     w->part = B * cfg->n_heads * (hd + 2); /* one run of keys a head */
     w->q8_ld = (max_in + 255) & ~(int64_t)255; /* whole k-quant blocks */
-    w->bytes = 4 * (w->act_floats + w->stride * p->n_threads + w->part);
+    w->bytes = 4 * (w->act_floats + w->stride * p->n_threads + w->part) + 4 * B + 8 * (B + 1);
     if (q8) w->bytes += (int64_t)((double)(B * w->q8_ld) * (1 + 4 / 16.0 + 4 / 16.0));
 }
 
@@ -168,6 +168,8 @@ static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
     c->scratch = ctx_alloc(&fail, (size_t)(w.stride * p->n_threads), sizeof(float));
     c->attn_part_cap = (size_t)w.part;
     c->attn_part = ctx_alloc(&fail, c->attn_part_cap, sizeof(float));
+    c->attn_runs = ctx_alloc(&fail, (size_t)B, sizeof(int));
+    c->attn_first = ctx_alloc(&fail, (size_t)(B + 1), sizeof(int64_t));
     c->q8_ld = w.q8_ld;
     c->q8 = ctx_alloc(&fail, (size_t)(B * c->q8_ld), 1);
     c->q8_d = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 16), sizeof(float));

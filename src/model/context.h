@@ -51,9 +51,8 @@ struct nb_ctx {
     float *scratch;         /* [n_threads][scratch_stride] */
     float *attn_part;       /* decode attention's partial results (attention.c) */
     size_t attn_part_cap;   /* floats; grown when a long context splits into more runs */
-    int *attn_runs;         /* a verified step's runs of keys per token (attention.c) */
-    int64_t *attn_first;    /* and each token's first (kv head, run) job */
-    int attn_runs_cap;      /* tokens + 1 they hold */
+    int *attn_runs;         /* [n_batch] decode attention's runs of keys per token */
+    int64_t *attn_first;    /* [n_batch + 1] each token's first (kv head, run) job */
     int64_t scratch_stride;
 
     /* The int8 form of one GEMM input (struct nb_input), for weights that read int8

@@ -252,24 +252,6 @@ void nb_attn_tile_avx512(float *out, int64_t ldo, const float *q, int64_t ldq, i
 
 /* ---------------------------------------------------------------- decode */
 
-/* 16 values of a K / V row from column d on, as f32. */
-ALWAYS_INLINE __m512 ld16(int type, const char *row, int d)
-{
-    if (type == NB_KVE_F16)
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * d)));
-    if (type == NB_KVE_BF16)
-        return _mm512_castsi512_ps(_mm512_slli_epi32(
-            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * d))), 16));
-    if (type == NB_KVE_Q8_0) {
-        const uint8_t *b = (const uint8_t *)row + (d / 32) * 34;
-        uint16_t dh;
-        memcpy(&dh, b, 2);
-        __m128i q = _mm_loadu_si128((const __m128i *)(b + 2 + d % 32));
-        return _mm512_mul_ps(_mm512_set1_ps(_cvtsh_ss(dh)), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-    }
-    return _mm512_loadu_ps((const float *)row + d);
-}
-
 /* Scores of the R query rows against keys kb .. kb+nk-1, into sc[r][16]: each K row read
  * and converted once, two accumulators a row (half the FMA chain). */
 ALWAYS_INLINE void score_block(int R, const float *q, int hd, const struct nb_kv_view *kv, int kb,

@@ -1,11 +1,15 @@
-/* kernels/x86/attn_avx512.h — what the AVX-512 prefill attention tile (attn_avx512.c) and
- * its AMX-BF16 twin (attn_amx.inc) share: exp on 16 lanes, and the online-softmax step of
- * a block of 16 keys whose scores sit key by key in vectors of query rows (lanes). */
+/* kernels/x86/attn_avx512.h — what the AVX-512 attention kernels (attn_avx512.c) and the
+ * AMX-BF16 prefill tile (attn_amx.inc) share: exp on 16 lanes, the online-softmax step of
+ * a block of 16 keys whose scores sit key by key in vectors of query rows (lanes), and 16
+ * values of a cache row as f32. */
 #ifndef NB_KERNELS_X86_ATTN_AVX512_H
 #define NB_KERNELS_X86_ATTN_AVX512_H
 
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
+
+#include "kernels/kernels.h"
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 
@@ -55,6 +59,27 @@ ALWAYS_INLINE void softmax_block(int NV, __m512 s[16][2], int kb, int nk, const 
         l[v] = _mm512_fmadd_ps(l[v], alpha, sum);
         _mm512_storeu_ps(al + 16 * v, alpha);
     }
+}
+
+/* 16 values of a K / V row of a cache type from column d on, as f32 (those
+ * nb_kv_row_load_avx512 gives). */
+ALWAYS_INLINE __m512 ld16(int type, const char *row, int d)
+{
+    if (type == NB_KVE_F16)
+        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(row + 2 * d)));
+    if (type == NB_KVE_BF16)
+        return _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(row + 2 * d))), 16));
+    if (type == NB_KVE_Q8_0) {
+        const uint8_t *b = (const uint8_t *)row + (d / 32) * 34;
+        uint16_t dh;
+        memcpy(&dh, b, 2);
+        __m128i q = _mm_loadu_si128((const __m128i *)(b + 2 + d % 32));
+        /* the scale in every lane: vcvtph2ps of a broadcast (AVX-512F, no F16C needed) */
+        const __m512 sc = _mm512_cvtph_ps(_mm256_set1_epi16((short)dh));
+        return _mm512_mul_ps(sc, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+    }
+    return _mm512_loadu_ps((const float *)row + d);
 }
 
 #endif

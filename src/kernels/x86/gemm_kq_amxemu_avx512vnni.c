@@ -1,11 +1,11 @@
 /* kernels/x86/gemm_kq_amxemu_avx512vnni.c — gemm_kq_amx.inc, gemm_w4a8_amx.inc,
  * gemm_w4a16_amx.inc and attn_amx.inc on an emulated tile register file (8 tiles of 16
- * rows x 64 bytes in thread-local memory; each tile instruction as its definition: tdpbsud C[m][n] += sum
- * over k of int8 A[m][4k+j] x u8 B[k][4n+j], int32 wrapping; tdpbf16ps C[m][n] += A[m][2k]
- * B[k][2n] + A[m][2k+1] B[k][2n+1] in f32, k in order), so the AMX kernels' code is tested
- * against the _ref twins on any AVX-512 VNNI CPU (test_kernels_x86 test_kq_x16,
- * test_w4a8_x16_amx, test_w4a16_x16_amx; test_kernels_vec test_attn_tile). Not in any
- * kernel table: a test and lab twin only. */
+ * rows x 64 bytes in thread-local memory; each tile instruction as its definition: tdpbsud
+ * C[m][n] += sum over k of int8 A[m][4k+j] x u8 B[k][4n+j], int32 wrapping; tdpbf16ps
+ * C[m][n] += A[m][2k] B[k][2n] + A[m][2k+1] B[k][2n+1] in f32, k in order), so the AMX
+ * kernels' code is tested against the _ref twins on any AVX-512 VNNI CPU (test_kernels_x86
+ * test_kq_x16, test_w4a8_x16_amx, test_w4a16_x16_amx; test_kernels_vec test_attn_tile).
+ * Not in any kernel table: a test and lab twin only. */
 #include <stdint.h>
 #include <string.h>
 
