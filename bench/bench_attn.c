@@ -4,8 +4,13 @@
  * cache of 4096 keys:
  *   decode: nb_attn_decode_fn over keys [0, 4096) for the group's 2 query rows;
  *   prefill: nb_attn_tile_fn, 16 tokens x 2 heads (32 rows) at positions 4080..4095.
+ * The cache is laid out as the model's (model/kvcache.h): blocks of 32 keys, a block holding
+ * the rows of 8 kv heads one head after the other, one sequence's blocks in order.
  * ns per call, best of PASSES interleaved passes, and the spread (worst / best - 1).
- * Usage: bench_attn [passes]   (env NIBBLE_BENCH_KV=f32|f16|bf16|q8_0, default f16)
+ * Usage: bench_attn [passes]   (env NIBBLE_BENCH_KV=f32|f16|bf16|q8_0, default f16;
+ * NIBBLE_BENCH_HEADS=H: decode calls cycle over H kv heads' caches (8 a layer, 2 MiB each
+ * at f16), so that H = 224, the 1.7 B shape's 28 layers, reads from memory as decode at
+ * depth does rather than from the caches)
  */
 #include <math.h>
 #include <stdio.h>
@@ -21,7 +26,8 @@
 #define REP    2
 #define N_KEYS 4096
 #define N_TOK  16
-#define BSHIFT 4
+#define BSHIFT 5
+#define KVH    8 /* kv heads a block */
 
 static uint64_t g_rng = 7;
 static float frand(void)
@@ -43,10 +49,12 @@ int main(int argc, char **argv)
     const char *kvn = getenv("NIBBLE_BENCH_KV") ? getenv("NIBBLE_BENCH_KV") : "f16";
     static const char *const names[] = {"f32", "f16", "bf16", "q8_0"};
     int type = -1;
+    int heads = getenv("NIBBLE_BENCH_HEADS") ? atoi(getenv("NIBBLE_BENCH_HEADS")) : 1;
     for (int i = 0; i < 4; i++)
         if (!strcmp(kvn, names[i])) type = i;
-    if (type < 0 || passes < 1) {
-        fprintf(stderr, "usage: bench_attn [passes]  (NIBBLE_BENCH_KV=f32|f16|bf16|q8_0)\n");
+    if (type < 0 || passes < 1 || heads < 1) {
+        fprintf(stderr, "usage: bench_attn [passes]  (NIBBLE_BENCH_KV=f32|f16|bf16|q8_0, "
+                        "NIBBLE_BENCH_HEADS=H)\n");
         return 2;
     }
     const struct nb_cpu *cpu = nb_cpu_get();
@@ -67,20 +75,25 @@ int main(int argc, char **argv)
     (void)cpu;
 #endif
 
-    /* the cache: one kv head, blocks of 16 rows in a shuffled block table */
+    /* the cache: layers of KVH heads; the timed tile and the checks use layer 0's head 0 */
     int64_t rb = NB_KV_ROW_BYTES(type, HD);
-    int n_blk = N_KEYS >> BSHIFT;
+    int n_blk = N_KEYS >> BSHIFT, n_layers = (heads + KVH - 1) / KVH;
     int32_t *blocks = malloc(sizeof(int32_t) * (size_t)n_blk);
-    for (int b = 0; b < n_blk; b++) blocks[b] = (int32_t)((b * 97 + 13) % n_blk);
-    char *kt = malloc((size_t)(N_KEYS * rb)), *vt = malloc((size_t)(N_KEYS * rb));
+    for (int b = 0; b < n_blk; b++) blocks[b] = b;
+    size_t hb = (size_t)(N_KEYS * rb), lb = hb * KVH; /* one head's K (or V), one layer's */
+    char *kt = malloc(lb * (size_t)n_layers), *vt = malloc(lb * (size_t)n_layers);
+    struct nb_kv_view view = {kt, vt, blocks, rb * KVH << BSHIFT, rb, BSHIFT, type}, hv = view;
     float row[HD];
-    for (int r = 0; r < N_KEYS; r++) {
-        for (int d = 0; d < HD; d++) row[d] = 2 * frand();
-        nb_kv_row_store(type, row, kt + r * rb, HD);
-        for (int d = 0; d < HD; d++) row[d] = frand();
-        nb_kv_row_store(type, row, vt + r * rb, HD);
-    }
-    struct nb_kv_view view = {kt, vt, blocks, rb << BSHIFT, rb, BSHIFT, type};
+    for (int h = 0; h < n_layers * KVH; h++)
+        for (int r = 0; r < N_KEYS; r++) {
+            int64_t at = (int64_t)(h / KVH) * (int64_t)lb + (h % KVH) * (rb << BSHIFT) +
+                         NB_KV_AT(&view, r);
+            for (int d = 0; d < HD; d++) row[d] = 2 * frand();
+            nb_kv_row_store(type, row, kt + at, HD);
+            for (int d = 0; d < HD; d++) row[d] = frand();
+            nb_kv_row_store(type, row, vt + at, HD);
+        }
+    int hcur = 0;
     float scale = 1.0f / sqrtf((float)HD);
     static float q[N_TOK * REP * HD], qs[REP * HD];
     for (int i = 0; i < N_TOK * REP * HD; i++) q[i] = frand();
@@ -119,22 +132,29 @@ int main(int argc, char **argv)
                     if (mode)
                         im[i].tile(o, REP * HD, q, REP * HD, N_TOK, REP, HD, pos, &view, 0, scale,
                                    scr);
-                    else
-                        im[i].decode(qs, REP, HD, &view, 0, N_KEYS, d_o, HD + 2, dscr);
+                    else {
+                        hcur = (hcur + 1) % heads;
+                        int64_t at = (int64_t)(hcur / KVH) * (int64_t)lb +
+                                     (hcur % KVH) * (rb << BSHIFT);
+                        hv.k = kt + at;
+                        hv.v = vt + at;
+                        im[i].decode(qs, REP, HD, &hv, 0, N_KEYS, d_o, HD + 2, dscr);
+                    }
                     reps++;
                     t1 = nb_time_ns();
                 } while (t1 - t0 < 2000000);
                 upd(mode ? &rt[i] : &rd[i], (double)(t1 - t0) / reps);
             }
         }
-    printf("\n== hd %d, group %d, %d keys, KV %s, 1 thread, %d interleaved passes: ns per "
-           "call, best [spread] ==\n",
-           HD, REP, N_KEYS, names[type], passes);
+    printf("\n== hd %d, group %d, %d keys, KV %s, decode over %d kv head%s (%.0f MiB), 1 thread, "
+           "%d interleaved passes: ns per call, best [spread] ==\n",
+           HD, REP, N_KEYS, names[type], heads, heads > 1 ? "s" : "",
+           2.0 * (double)hb * heads / (1 << 20), passes);
     for (int i = 0; i < n; i++)
-        printf("%-7s decode %10.0f ns [+%3.0f%%] (%5.2fx ref)   prefill tile (%d rows) %11.0f ns "
+        printf("%-7s decode %10.0f ns [+%3.0f%%] (%5.2fx ref, %4.1f GB/s)   prefill tile (%d rows) %11.0f ns "
                "[+%3.0f%%] (%5.2fx ref)\n",
                im[i].name, rd[i].best, 100 * (rd[i].worst / rd[i].best - 1),
-               rd[0].best / rd[i].best, N_TOK * REP, rt[i].best,
+               rd[0].best / rd[i].best, 2.0 * (double)hb / rd[i].best, N_TOK * REP, rt[i].best,
                100 * (rt[i].worst / rt[i].best - 1), rt[0].best / rt[i].best);
     free(blocks), free(kt), free(vt), free(scr), free(dscr);
     return 0;

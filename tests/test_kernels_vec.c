@@ -258,6 +258,15 @@ static void test_attn_decode(void **state)
                         for (int ii = 0; ii < n_im; ii++) {
                             memset(o1, 0xff, sizeof o1); /* NaN: every output is written */
                             im[ii].decode(q, rep, hd, &view, a, b, o1, hd + 2, scr);
+                            /* the same again over a scratch of other garbage: bit for bit
+                             * (a batched step must give a sequence what it gets alone) */
+                            static float o3[MAXREP * (MAXHD + 2)];
+                            for (size_t i = 0; i < sizeof scr / sizeof *scr; i++)
+                                scr[i] = (float)(i % 7) - 3.0f;
+                            im[ii].decode(q, rep, hd, &view, a, b, o3, hd + 2, scr);
+                            if (memcmp(o1, o3, sizeof(float) * (size_t)rep * (hd + 2)))
+                                fail_msg("%s decode hd %d type %d rep %d run [%d, %d): not the "
+                                         "same twice", im[ii].name, hd, ty, rep, a, b);
                             for (int r = 0; r < rep; r++) {
                                 const float *x = o1 + r * (hd + 2), *y = o2 + r * (hd + 2);
                                 if (a == b) {
@@ -455,6 +464,18 @@ static void test_attn_tile(void **state)
                                     fail_msg("%s tile hd %d rep %d ntok %d window %d type %d: "
                                              "out[%zu] %g, ref %g",
                                              im[ii].name, hd, rep, nt, win, ty, i, o1[i], o2[i]);
+                            /* each token alone gives its rows of the tile bit for bit: a
+                             * prompt's numbers must not depend on how it was cut into
+                             * chunks (a served prompt beside others') */
+                            for (int t = 0; t < nt; t++) {
+                                float o3[4 * 128];
+                                im[ii].tile(o3, ldq, q + t * ldq + col, ldq, 1, rep, hd, pos + t,
+                                            &view, win, sc, scr);
+                                if (memcmp(o3, o1 + t * ldq + col, sizeof(float) * (size_t)col))
+                                    fail_msg("%s tile hd %d rep %d ntok %d window %d type %d: "
+                                             "token %d alone differs from its rows in the tile",
+                                             im[ii].name, hd, rep, nt, win, ty, t);
+                            }
                         }
                         free(kt);
                         free(vt);
