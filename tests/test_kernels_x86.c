@@ -651,12 +651,9 @@ static void test_fill_pure(void **state)
                 k.kv_row_load == nb_kv_row_load_avx512);
     nb_kernels_fill(&k, &none, NB_LEVEL_AVX512, 0);
     assert_true(k.attn_tile == nb_attn_tile_ref && k.attn_decode == nb_attn_decode_ref);
-    /* the AMX-BF16 prefill tile with NIBBLE_AMX=all on a CPU with AMX-BF16 (decode stays),
-     * not by default (its precision: table.c) */
-    nb_kernels_fill(&k, &amxbf, NB_LEVEL_AVX512, 2);
-    assert_true(k.attn_tile == nb_attn_tile_amx && k.attn_decode == nb_attn_decode_avx512);
+    /* the AMX-BF16 prefill tile where AMX may run on a CPU with AMX-BF16 (decode stays) */
     nb_kernels_fill(&k, &amxbf, NB_LEVEL_AVX512, 1);
-    assert_true(k.attn_tile == nb_attn_tile_avx512);
+    assert_true(k.attn_tile == nb_attn_tile_amx && k.attn_decode == nb_attn_decode_avx512);
     nb_kernels_fill(&k, &amxbf, NB_LEVEL_AVX512, 0);
     assert_true(k.attn_tile == nb_attn_tile_avx512);
     /* the w4a16 variants: FMA (avx512: plain AVX-512, and BF16 without VNNI, which no CPU

@@ -278,7 +278,7 @@ static void amx_probe(void)
                 "keeping VNNI");
         return;
     }
-    if (g_allow_amx >= 2 && c->amx_bf16 && c->avx512_bf16 && !check_attn_amx(&rng)) {
+    if (c->amx_bf16 && c->avx512_bf16 && !check_attn_amx(&rng)) {
         NB_LOGW("AMX: the AMX-BF16 prefill attention tile failed its self-check against the "
                 "reference; keeping VNNI");
         return;

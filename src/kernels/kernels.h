@@ -94,8 +94,8 @@ struct nb_kv_view {
 
 #define NB_ATTN_ROWS        32
 /* floats: the AVX-512 / AVX2 / NEON tiles' 66 hd + 1024 (+ 32 rows converted to f32), the
- * AMX tile's 128 hd + 3200 (attn_amx.inc: bf16 Q, K, V, the output sums, scores, weights) */
-#define NB_ATTN_SCRATCH(hd) (132 * (int64_t)(hd) + 4096)
+ * AMX tile's 144 hd + 3700 (attn_amx.inc: bf16 Q, K, V, the output sums, scores, weights) */
+#define NB_ATTN_SCRATCH(hd) (148 * (int64_t)(hd) + 4096)
 struct nb_kv_view;
 typedef void (*nb_attn_tile_fn)(float *out, int64_t ldo, const float *q, int64_t ldq, int n_tok,
                                 int n_rep, int hd, const int32_t *qpos,

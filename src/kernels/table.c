@@ -25,8 +25,8 @@
  *   attention   ref     avx2                       avx512   (attn_tile, attn_decode,
  *                                                            kv_row_load, kv_row_store);
  *                                                            attn_tile amx when use_amx
- *                                                            is 2 and the CPU has
- *                                                            AMX-BF16 + AVX512-BF16
+ *                                                            and the CPU has AMX-BF16 +
+ *                                                            AVX512-BF16
  *
  * On aarch64 there is one level, neon (every aarch64 CPU has NEON); the CPU's dotprod
  * (HWCAP asimddp) and i8mm (HWCAP2 i8mm) pick the w4a8 variant within it (dotprod also
@@ -334,12 +334,10 @@ void nb_kernels_fill(struct nb_kernels *k, const struct nb_cpu *c, enum nb_isa_l
         k->dot_f32 = nb_dot_f32_avx512;
         k->axpy_f32 = nb_axpy_f32_avx512;
         k->attn_tile = nb_attn_tile_avx512;
-        /* AMX-BF16 prefill attention (docs/benchmarks.md, "Prefill attention on AMX tiles"):
-         * 1.5x at depth 4096, but it keeps ~16 bits where the decode kernel keeps f32's 24,
-         * so a prompt's last token got other numbers prefilled with its prompt than after a
-         * cached prefix (alone, as a decode step), and a served greedy text changed with the
-         * prefix cache (cli_serve_load, 2026-12-06): opt-in, NIBBLE_AMX=all */
-        if (c->avx512_vnni && use_amx >= 2 && c->amx_bf16 && c->avx512_bf16)
+        /* AMX-BF16 prefill attention (docs/benchmarks.md, "Prefill attention on AMX tiles"),
+         * at f32's precision as the decode kernel (with ~16 bits a factor, a served greedy
+         * text changed with the prefix cache, which runs a prompt's last token alone) */
+        if (c->avx512_vnni && use_amx && c->amx_bf16 && c->avx512_bf16)
             k->attn_tile = nb_attn_tile_amx;
         k->attn_decode = nb_attn_decode_avx512;
         k->kv_row_load = nb_kv_row_load_avx512;
