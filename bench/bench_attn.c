@@ -4,8 +4,8 @@
  * cache of 4096 keys:
  *   decode: nb_attn_decode_fn over keys [0, 4096) for the group's 2 query rows;
  *   prefill: nb_attn_tile_fn, 16 tokens x 2 heads (32 rows) at positions 4080..4095.
- * The cache is laid out as the model's (model/kvcache.h): blocks of 32 keys, a block holding
- * the rows of 8 kv heads one head after the other, one sequence's blocks in order.
+ * The cache is laid out as the model's (model/kvcache.h): a layer's pool head-major (each kv
+ * head's rows one after the other, in blocks of 32 keys), one sequence's blocks in order.
  * ns per call, best of PASSES interleaved passes, and the spread (worst / best - 1).
  * Usage: bench_attn [passes]   (env NIBBLE_BENCH_KV=f32|f16|bf16|q8_0, default f16;
  * NIBBLE_BENCH_HEADS=H: decode calls cycle over H kv heads' caches (8 a layer, 2 MiB each
@@ -27,7 +27,7 @@
 #define N_KEYS 4096
 #define N_TOK  16
 #define BSHIFT 5
-#define KVH    8 /* kv heads a block */
+#define KVH    8 /* kv heads a layer */
 
 static uint64_t g_rng = 7;
 static float frand(void)
@@ -82,12 +82,11 @@ int main(int argc, char **argv)
     for (int b = 0; b < n_blk; b++) blocks[b] = b;
     size_t hb = (size_t)(N_KEYS * rb), lb = hb * KVH; /* one head's K (or V), one layer's */
     char *kt = malloc(lb * (size_t)n_layers), *vt = malloc(lb * (size_t)n_layers);
-    struct nb_kv_view view = {kt, vt, blocks, rb * KVH << BSHIFT, rb, BSHIFT, type}, hv = view;
+    struct nb_kv_view view = {kt, vt, blocks, rb << BSHIFT, rb, BSHIFT, type}, hv = view;
     float row[HD];
     for (int h = 0; h < n_layers * KVH; h++)
         for (int r = 0; r < N_KEYS; r++) {
-            int64_t at = (int64_t)(h / KVH) * (int64_t)lb + (h % KVH) * (rb << BSHIFT) +
-                         NB_KV_AT(&view, r);
+            int64_t at = (int64_t)h * (int64_t)hb + NB_KV_AT(&view, r);
             for (int d = 0; d < HD; d++) row[d] = 2 * frand();
             nb_kv_row_store(type, row, kt + at, HD);
             for (int d = 0; d < HD; d++) row[d] = frand();
@@ -134,8 +133,7 @@ int main(int argc, char **argv)
                                    scr);
                     else {
                         hcur = (hcur + 1) % heads;
-                        int64_t at = (int64_t)(hcur / KVH) * (int64_t)lb +
-                                     (hcur % KVH) * (rb << BSHIFT);
+                        int64_t at = (int64_t)hcur * (int64_t)hb;
                         hv.k = kt + at;
                         hv.v = vt + at;
                         im[i].decode(qs, REP, HD, &hv, 0, N_KEYS, d_o, HD + 2, dscr);
