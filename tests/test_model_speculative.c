@@ -212,6 +212,76 @@ static void test_verify_logits(void **state)
     nb_model_free(m);
 }
 
+/* A decode step of several sequences (one token each, as nb_serve batches its streams)
+ * gives each sequence the logits its own one-token step gives, bit for bit, on 1-3
+ * threads: sequences at 60, 150 and 200 keys (past 128, a one-token step on two threads
+ * splits its keys into two runs, which the batch's run count did not); and so does a step
+ * that prefills another sequence's prompt chunk beside it (whose attention ran all tokens
+ * in prefill tiles). */
+static void test_batch_logits(void **state)
+{
+    (void)state;
+    struct nb_model *m = NULL;
+    struct nb_open_params op = nb_open_default_params();
+    op.path = "w4a8";
+    op.use_cache = 0;
+    op.n_threads = 2;
+    if (nb_model_open(&m, tu_model_path("kjv-7m/kjv-7m-f32.gguf"), &op, NULL) != NB_OK)
+        fail_msg("%s", nb_last_error());
+    struct nb_model_info info;
+    nb_model_get_info(m, &info);
+    const int V = info.n_vocab, S = 3, len[3] = {150, 60, 200};
+    float *one = malloc(sizeof(float) * (size_t)(S * V));
+    float *bat = malloc(sizeof(float) * (size_t)(S * V));
+    int32_t tok[201], pos[201];
+    for (int i = 0; i <= 200; i++) {
+        tok[i] = (i * 37 + 11) % V;
+        pos[i] = i;
+    }
+    for (int threads = 1; threads <= 3; threads++) {
+        struct nb_ctx_params cp = nb_ctx_default_params();
+        cp.n_threads = threads;
+        cp.n_ctx = 256;
+        cp.n_seq = S;
+        struct nb_ctx *ctx = NULL;
+        assert_int_equal(nb_ctx_init(&ctx, m, &cp), NB_OK);
+        int32_t seq[201], bt[3], bp[3], bs[3];
+        uint8_t want[3] = {1, 1, 1};
+        for (int s = 0; s < S; s++) { /* each sequence's prompt, then its next token alone */
+            for (int i = 0; i <= len[s]; i++) seq[i] = s;
+            struct nb_batch pre = {.n_tokens = len[s], .token = tok, .pos = pos, .seq = seq};
+            assert_int_equal(nb_decode(ctx, &pre, bat), NB_OK);
+            struct nb_batch b = {.n_tokens = 1, .token = tok + len[s], .pos = pos + len[s],
+                                 .seq = seq};
+            assert_int_equal(nb_decode(ctx, &b, one + (size_t)s * V), NB_OK);
+            assert_int_equal(nb_ctx_truncate_seq(ctx, s, len[s]), NB_OK);
+            bt[s] = tok[len[s]], bp[s] = pos[len[s]], bs[s] = s;
+        }
+        struct nb_batch b = {.n_tokens = S, .token = bt, .pos = bp, .seq = bs, .want_logits = want};
+        assert_int_equal(nb_decode(ctx, &b, bat), NB_OK);
+        for (int s = 0; s < S; s++)
+            if (memcmp(one + (size_t)s * V, bat + (size_t)s * V, sizeof(float) * (size_t)V))
+                fail_msg("%d threads: sequence %d (%d keys) batched with %d others gets other "
+                         "logits than alone", threads, s, len[s] + 1, S - 1);
+        /* a step that also prefills: sequence 0's token beside 20 prompt tokens of 1 */
+        for (int s = 0; s < S; s++) assert_int_equal(nb_ctx_truncate_seq(ctx, s, len[s]), NB_OK);
+        int32_t mt[21], mp[21], ms[21];
+        uint8_t mw[21] = {1};
+        mt[0] = tok[len[0]], mp[0] = pos[len[0]], ms[0] = 0;
+        for (int i = 1; i <= 20; i++)
+            mt[i] = tok[len[1] + i - 1], mp[i] = pos[len[1] + i - 1], ms[i] = 1;
+        struct nb_batch mb = {.n_tokens = 21, .token = mt, .pos = mp, .seq = ms, .want_logits = mw};
+        assert_int_equal(nb_decode(ctx, &mb, bat), NB_OK);
+        if (memcmp(one, bat, sizeof(float) * (size_t)V))
+            fail_msg("%d threads: a decoding sequence (%d keys) beside a prompt's chunk gets "
+                     "other logits than alone", threads, len[0] + 1);
+        nb_ctx_free(ctx);
+    }
+    free(one);
+    free(bat);
+    nb_model_free(m);
+}
+
 static void test_same_tokens_f32(void **state)
 {
     (void)state;
@@ -236,6 +306,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lookup_draft),
         cmocka_unit_test(test_verify_logits),
+        cmocka_unit_test(test_batch_logits),
         cmocka_unit_test(test_same_tokens_f32),
         cmocka_unit_test(test_same_tokens_w4a8),
         cmocka_unit_test(test_same_tokens_w4a16),

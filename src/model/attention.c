@@ -116,12 +116,30 @@ static struct nb_kv_view kv_view(const struct nb_ctx *c, int layer, int seq, int
                                .type = c->kv.type};
 }
 
-struct split;
+/* Decode (a token whose sequence has no other in the batch): flash-decoding. A job is (token,
+ * kv head, run of keys): it reads each K / V row once for all the q heads of the GQA
+ * group (a 16-bit or q8_0 row converted once), and leaves per q head the max score m,
+ * the sum l of exp(score - m) and the weighted sum of values acc. The runs split a long
+ * context over the threads when there are fewer (token, kv head) pairs than threads;
+ * attn_merge then combines a head's runs: out = sum_c e^(m_c - M) acc_c / sum_c
+ * e^(m_c - M) l_c. Every token gets the runs its one-token step would have (one pair a
+ * kv head, its own keys), so its sums are added in the same order batched or alone: with
+ * one run count for the batch, a token past 128 keys had one run batched and two alone on
+ * two threads; in a verified step kjv-7m's greedy text with drafts left plain decoding's
+ * at a near tie, and a served stream's logits depended on the others in its step
+ * (test_model_speculative: test_verify_logits, test_batch_logits). */
+struct split {
+    const int *runs;      /* runs of keys of token t's (token, kv head) pairs; 0: a tile's */
+    const int64_t *first; /* token t's first (kv head, run) job; first[n]: all of them */
+    float *part;          /* per job: [group][2 + hd]: m, l, acc */
+};
+
 struct attn_job {
     const struct nb_ctx *c;
     int layer, n_tok;
     const int32_t *pos, *seq;
-    const struct split *sp; /* decode (attn_split); NULL: prefill tiles */
+    int tiles;              /* prefill tiles for the sequences with several tokens here */
+    const struct split *sp; /* decode (attn_split) for the others; NULL: none */
 };
 
 /* Prefill: tiles of (kv head, up to NB_ATTN_ROWS / group consecutive tokens of one
@@ -147,6 +165,7 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
             for (int t0 = 0, t1; t0 < j->n_tok; t0 = t1) {
                 t1 = t0 + 1;
                 while (t1 < j->n_tok && t1 - t0 < tb && j->seq[t1] == j->seq[t0]) t1++;
+                if (j->sp && j->sp->runs[t0]) continue; /* a decode step's (attn_split) */
                 int keys = j->pos[t1 - 1] + 1;
                 if (window > 0 && keys > window + tb) keys = window + tb;
                 double cost = (double)(t1 - t0) * keys;
@@ -165,22 +184,6 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
             }
 }
 
-/* Decode (each sequence of the chunk has one token): flash-decoding. A job is (token,
- * kv head, run of keys): it reads each K / V row once for all the q heads of the GQA
- * group (a 16-bit or q8_0 row converted once), and leaves per q head the max score m,
- * the sum l of exp(score - m) and the weighted sum of values acc. The runs split a long
- * context over the threads when there are fewer (token, kv head) pairs than threads;
- * attn_merge then combines a head's runs: out = sum_c e^(m_c - M) acc_c / sum_c
- * e^(m_c - M) l_c. A verified step (nb_decode_verify) gives each token the runs its
- * one-token step would have (one pair a kv head, its own keys), so its sums are added in
- * the same order: with the runs of the batch, a token past 128 keys had one run in a
- * verified step and two alone on two threads, and kjv-7m's greedy text with drafts left
- * plain decoding's at a near tie (test_model_speculative). */
-struct split {
-    const int *runs;      /* runs of keys of token t's (token, kv head) pairs */
-    const int64_t *first; /* token t's first (kv head, run) job; first[n]: all of them */
-    float *part;          /* per job: [group][2 + hd]: m, l, acc */
-};
 
 static void key_range(const struct attn_job *j, int t, int *lo, int *hi)
 {
@@ -237,7 +240,7 @@ static void attn_merge(void *arg, int ith, int nth)
     for (long th = h0; th < h1; th++) {
         int t = (int)(th / H), h = (int)(th % H), kvh = h / group, g = h % group;
         const int R = j->sp->runs[t];
-        if (R == 1) continue; /* attn_split finished it */
+        if (R <= 1) continue; /* attn_split finished it (0: a prefill tile's) */
         const float *p0 = j->sp->part + (j->sp->first[t] + (int64_t)kvh * R) * group * stride +
                           g * stride;
         float M = -INFINITY, L = 0;
@@ -259,10 +262,8 @@ static void attn_worker(void *arg, int ith, int nth)
 {
     const struct attn_job *j = arg;
     float *scratch = j->c->scratch + ith * j->c->scratch_stride;
-    if (j->sp)
-        attn_split(j, ith, nth, scratch);
-    else
-        attn_tiles(j, ith, nth, scratch);
+    if (j->tiles) attn_tiles(j, ith, nth, scratch);
+    if (j->sp) attn_split(j, ith, nth, scratch);
 }
 
 /* Runs of keys for `pairs` (token, kv head) jobs over `keys` keys on n_threads: enough
@@ -278,29 +279,25 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
 {
     const struct nb_config *cfg = &c->model->cfg;
     int hd = cfg->head_dim, KV = cfg->n_kv_heads, group = cfg->n_heads / KV;
-    struct attn_job j = {c, layer, n, pos, seq, NULL};
-    /* tiles when a sequence has several tokens here (prefill) and the group fits one */
-    int prefill = 0;
-    for (int t = 1; t < n && !prefill; t++) prefill = seq[t] == seq[t - 1];
-    if (prefill && !c->attn_per_token && group <= NB_ATTN_ROWS) {
-        nb_run_op(c, NB_OP_ATTN, attn_worker, &j, c->n_threads);
-        return;
-    }
-    /* runs of keys: enough jobs for the threads, at least 128 keys a run; a verified
-     * step's tokens each as alone (one token's pairs, its own keys) */
-    int keys = 1;
-    for (int t = 0; t < n; t++) {
-        int lo, hi;
-        key_range(&j, t, &lo, &hi);
-        keys = hi - lo > keys ? hi - lo : keys;
-    }
-    const int batch_runs = split_runs(c->n_threads, n * KV, keys);
-    int max_runs = 1;
+    struct attn_job j = {c, layer, n, pos, seq, 0, NULL};
+    /* A token runs as it would in a batch of its sequence's tokens alone: in prefill tiles
+     * where its sequence has several here (a prompt's chunk) and the group fits a tile,
+     * else (a step's decoders) as a decode step, with the runs of keys of its one-token
+     * step (its kv heads' pairs, its own keys). So its sums do not depend on what else the
+     * batch holds. A verified step runs every token as a decode step. */
+    int *seq_n = c->attn_seq_n;
+    for (int t = 0; t < n; t++) seq_n[seq[t]] = 0;
+    for (int t = 0; t < n; t++) seq_n[seq[t]]++;
+    const int can_tile = !c->attn_per_token && group <= NB_ATTN_ROWS;
+    int max_runs = 1, n_dec = 0;
     int64_t jobs = 0;
     for (int t = 0; t < n; t++) {
         int lo, hi;
         key_range(&j, t, &lo, &hi);
-        const int r = c->attn_per_token ? split_runs(c->n_threads, KV, hi - lo) : batch_runs;
+        const int tile = can_tile && seq_n[seq[t]] > 1;
+        j.tiles |= tile;
+        const int r = tile ? 0 : split_runs(c->n_threads, KV, hi - lo);
+        n_dec += r > 0;
         c->attn_runs[t] = r;
         c->attn_first[t] = jobs;
         jobs += (int64_t)KV * r;
@@ -311,9 +308,12 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
     if (need > c->attn_part_cap) {
         float *p = realloc(c->attn_part, need * sizeof(float));
         if (!p) { /* one run a pair fits what there is (allocated for n_batch tokens) */
+            jobs = 0;
             for (int t = 0; t <= n; t++) {
-                if (t < n) c->attn_runs[t] = 1;
-                c->attn_first[t] = (int64_t)t * KV;
+                c->attn_first[t] = jobs;
+                if (t == n) break;
+                c->attn_runs[t] = c->attn_runs[t] ? 1 : 0;
+                jobs += (int64_t)KV * c->attn_runs[t];
             }
             max_runs = 1;
         } else {
@@ -322,7 +322,7 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
         }
     }
     struct split sp = {c->attn_runs, c->attn_first, c->attn_part};
-    j.sp = &sp;
+    j.sp = n_dec ? &sp : NULL;
     nb_run_op(c, NB_OP_ATTN, attn_worker, &j, c->n_threads);
     if (max_runs > 1)
         nb_run_op(c, NB_OP_ATTN, attn_merge, &j, nb_rows_threads(c, n, (int64_t)cfg->n_heads * hd));

@@ -84,6 +84,7 @@ void nb_ctx_free(struct nb_ctx *c)
     free(c->attn_part);
     free(c->attn_runs);
     free(c->attn_first);
+    free(c->attn_seq_n);
     free(c->q8);
     free(c->q8_d);
     free(c->q8_sum);
@@ -121,7 +122,8 @@ static void plan_work(const struct nb_config *cfg, const struct nb_ctx_params *p
     w->stride = (need + 15) & ~(int64_t)15;
     w->part = B * cfg->n_heads * (hd + 2); /* one run of keys a head */
     w->q8_ld = (max_in + 255) & ~(int64_t)255; /* whole k-quant blocks */
-    w->bytes = 4 * (w->act_floats + w->stride * p->n_threads + w->part) + 4 * B + 8 * (B + 1);
+    w->bytes = 4 * (w->act_floats + w->stride * p->n_threads + w->part) + 4 * B + 8 * (B + 1) +
+               4 * (int64_t)p->n_seq;
     if (q8) w->bytes += (int64_t)((double)(B * w->q8_ld) * (1 + 4 / 16.0 + 4 / 16.0));
 }
 
@@ -170,6 +172,7 @@ static int alloc_activations(struct nb_ctx *c, const struct nb_ctx_params *p)
     c->attn_part = ctx_alloc(&fail, c->attn_part_cap, sizeof(float));
     c->attn_runs = ctx_alloc(&fail, (size_t)B, sizeof(int));
     c->attn_first = ctx_alloc(&fail, (size_t)(B + 1), sizeof(int64_t));
+    c->attn_seq_n = ctx_alloc(&fail, (size_t)p->n_seq, sizeof(int));
     c->q8_ld = w.q8_ld;
     c->q8 = ctx_alloc(&fail, (size_t)(B * c->q8_ld), 1);
     c->q8_d = ctx_alloc(&fail, (size_t)(B * c->q8_ld / 16), sizeof(float));

@@ -53,6 +53,7 @@ struct nb_ctx {
     size_t attn_part_cap;   /* floats; grown when a long context splits into more runs */
     int *attn_runs;         /* [n_batch] decode attention's runs of keys per token */
     int64_t *attn_first;    /* [n_batch + 1] each token's first (kv head, run) job */
+    int *attn_seq_n;        /* [n_seq] a sequence's tokens in the batch (attention.c) */
     int64_t scratch_stride;
 
     /* The int8 form of one GEMM input (struct nb_input), for weights that read int8
