@@ -184,7 +184,6 @@ static void attn_tiles(const struct attn_job *j, int ith, int nth, float *scratc
             }
 }
 
-
 static void key_range(const struct attn_job *j, int t, int *lo, int *hi)
 {
     const struct nb_config *cfg = &j->c->model->cfg;
@@ -284,7 +283,7 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
      * where its sequence has several here (a prompt's chunk) and the group fits a tile,
      * else (a step's decoders) as a decode step, with the runs of keys of its one-token
      * step (its kv heads' pairs, its own keys). So its sums do not depend on what else the
-     * batch holds. A verified step runs every token as a decode step. */
+     * batch holds. A verified step runs every token as a one-token decode step. */
     int *seq_n = c->attn_seq_n;
     for (int t = 0; t < n; t++) seq_n[seq[t]] = 0;
     for (int t = 0; t < n; t++) seq_n[seq[t]]++;
@@ -296,7 +295,10 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
         key_range(&j, t, &lo, &hi);
         const int tile = can_tile && seq_n[seq[t]] > 1;
         j.tiles |= tile;
-        const int r = tile ? 0 : split_runs(c->n_threads, KV, hi - lo);
+        /* a prompt no tile takes (more q heads a kv head than a tile's rows) splits by the
+         * batch's pairs: one run a token for a long prompt, not one-token steps' many */
+        const int pairs = seq_n[seq[t]] > 1 && !c->attn_per_token ? n * KV : KV;
+        const int r = tile ? 0 : split_runs(c->n_threads, pairs, hi - lo);
         n_dec += r > 0;
         c->attn_runs[t] = r;
         c->attn_first[t] = jobs;
