@@ -160,13 +160,10 @@ static void check_path(const char *path, int exact)
     nb_model_free(m);
 }
 
-/* nb_decode_verify's logits for a step of 5 tokens equal those of 5 one-token steps, bit
- * for bit, on 1, 2 and 3 threads: at positions 150-154 (past 128 keys a one-token step on
- * two threads splits its keys into two runs, which a batch of 5 tokens did not) and 60-64
- * (one run either way). */
-static void test_verify_logits(void **state)
+/* kjv-7m quantized to w4a8 in memory (the path whose GEMM is bit-identical for any
+ * number of rows). */
+static struct nb_model *open_kjv_w4a8(void)
 {
-    (void)state;
     struct nb_model *m = NULL;
     struct nb_open_params op = nb_open_default_params();
     op.path = "w4a8";
@@ -174,6 +171,17 @@ static void test_verify_logits(void **state)
     op.n_threads = 2;
     if (nb_model_open(&m, tu_model_path("kjv-7m/kjv-7m-f32.gguf"), &op, NULL) != NB_OK)
         fail_msg("%s", nb_last_error());
+    return m;
+}
+
+/* nb_decode_verify's logits for a step of 5 tokens equal those of 5 one-token steps, bit
+ * for bit, on 1, 2 and 3 threads: at positions 150-154 (past 128 keys a one-token step on
+ * two threads splits its keys into two runs, which a batch of 5 tokens did not) and 60-64
+ * (one run either way). */
+static void test_verify_logits(void **state)
+{
+    (void)state;
+    struct nb_model *m = open_kjv_w4a8();
     struct nb_model_info info;
     nb_model_get_info(m, &info);
     const int V = info.n_vocab, K = 5;
@@ -221,13 +229,7 @@ static void test_verify_logits(void **state)
 static void test_batch_logits(void **state)
 {
     (void)state;
-    struct nb_model *m = NULL;
-    struct nb_open_params op = nb_open_default_params();
-    op.path = "w4a8";
-    op.use_cache = 0;
-    op.n_threads = 2;
-    if (nb_model_open(&m, tu_model_path("kjv-7m/kjv-7m-f32.gguf"), &op, NULL) != NB_OK)
-        fail_msg("%s", nb_last_error());
+    struct nb_model *m = open_kjv_w4a8();
     struct nb_model_info info;
     nb_model_get_info(m, &info);
     const int V = info.n_vocab, S = 3, len[3] = {150, 60, 200};
