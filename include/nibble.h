@@ -169,10 +169,10 @@ struct nb_batch {
 };
 
 /* Run the model over a batch. `logits` receives n_out * n_vocab floats where n_out
- * is the number of tokens that asked for logits. A token whose neighbours in the batch
- * are of other sequences (a decoding stream's one token) gets the attention sums it gets
- * in a batch of its own, whatever else the batch holds; its logits are then its own step's wherever the
- * GEMM kernel gives every row the same sums for any number of rows (w4a8: by design). */
+ * is the number of tokens that asked for logits. A token gets the attention sums it gets
+ * in a batch of its sequence's tokens alone, whatever else the batch holds (a decoding
+ * stream's one token: its one-token step's); its logits are then that batch's wherever
+ * the GEMM kernel gives every row the same sums for any number of rows (w4a8: by design). */
 NB_API enum nb_status nb_decode(struct nb_ctx *ctx, const struct nb_batch *batch, float *logits);
 /* nb_decode for speculative verification: each token's attention runs as it would in a
  * one-token decode step (flash-decoding over its sequence's cache, never the prefill

@@ -288,18 +288,20 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
     for (int t = 0; t < n; t++) seq_n[seq[t]] = 0;
     for (int t = 0; t < n; t++) seq_n[seq[t]]++;
     const int can_tile = !c->attn_per_token && group <= NB_ATTN_ROWS;
-    int max_runs = 1, n_dec = 0;
+    int max_runs = 1;
     int64_t jobs = 0;
     for (int t = 0; t < n; t++) {
-        int lo, hi;
-        key_range(&j, t, &lo, &hi);
-        const int tile = can_tile && seq_n[seq[t]] > 1;
-        j.tiles |= tile;
-        /* a prompt no tile takes (more q heads a kv head than a tile's rows) splits by the
-         * batch's pairs: one run a token for a long prompt, not one-token steps' many */
-        const int pairs = seq_n[seq[t]] > 1 && !c->attn_per_token ? n * KV : KV;
-        const int r = tile ? 0 : split_runs(c->n_threads, pairs, hi - lo);
-        n_dec += r > 0;
+        int r = 0;
+        if (can_tile && seq_n[seq[t]] > 1) {
+            j.tiles = 1;
+        } else {
+            /* a prompt no tile takes (more q heads a kv head than a tile's rows) splits by
+             * the batch's pairs: one run a token for a long prompt, not one-token steps' */
+            const int pairs = seq_n[seq[t]] > 1 && !c->attn_per_token ? n * KV : KV;
+            int lo, hi;
+            key_range(&j, t, &lo, &hi);
+            r = split_runs(c->n_threads, pairs, hi - lo);
+        }
         c->attn_runs[t] = r;
         c->attn_first[t] = jobs;
         jobs += (int64_t)KV * r;
@@ -324,7 +326,7 @@ void nb_attention(struct nb_ctx *c, int layer, int n, const int32_t *pos, const 
         }
     }
     struct split sp = {c->attn_runs, c->attn_first, c->attn_part};
-    j.sp = n_dec ? &sp : NULL;
+    j.sp = jobs ? &sp : NULL; /* no jobs: every token in tiles */
     nb_run_op(c, NB_OP_ATTN, attn_worker, &j, c->n_threads);
     if (max_runs > 1)
         nb_run_op(c, NB_OP_ATTN, attn_merge, &j, nb_rows_threads(c, n, (int64_t)cfg->n_heads * hd));
